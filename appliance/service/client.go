@@ -1,0 +1,69 @@
+package service
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Client calls another service's control API; orchestrators use it to drive
+// remote dumpers, injectors and collectors.
+type Client struct {
+	Base string // "http://host:port"
+	HTTP *http.Client
+}
+
+// NewClient returns a client for addr ("host:port" or a URL).
+func NewClient(addr string) *Client {
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	return &Client{Base: strings.TrimRight(addr, "/"), HTTP: &http.Client{Timeout: 30 * time.Second}}
+}
+
+// Do sends a JSON request (in may be nil) and decodes a JSON answer into out
+// (may be nil). Error answers come back as errors carrying the service's text.
+func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.Base+path, body)
+	if err != nil {
+		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, c.Base+path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxBody))
+	if err != nil {
+		return fmt.Errorf("%s %s: reading answer: %w", method, c.Base+path, err)
+	}
+	if resp.StatusCode >= 300 {
+		var eb ErrorBody
+		if json.Unmarshal(data, &eb) == nil && eb.Error != "" {
+			return fmt.Errorf("%s %s: %s: %s", method, c.Base+path, resp.Status, eb.Error)
+		}
+		return fmt.Errorf("%s %s: %s", method, c.Base+path, resp.Status)
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("%s %s: decoding answer: %w", method, c.Base+path, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,281 @@
+// Package service is the HTTP plumbing every appliance service shares: one
+// listen address serving /metrics (Prometheus text), /healthz (per-component
+// checks, failing components named) and the service's own control endpoints;
+// structured logs; and a graceful stop that drains HTTP and runs the
+// service's flush hooks when the context ends (SIGTERM in the CLI).
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rdma-appliance/appliance/appliance/metrics"
+)
+
+// Version is the appliance version, set by the CLI at start-up.
+var Version = "dev"
+
+// Service is one HTTP-controlled service.
+type Service struct {
+	Name    string
+	Log     *slog.Logger
+	Metrics *metrics.Registry
+
+	// ShutdownTimeout bounds the graceful stop (default 10 s).
+	ShutdownTimeout time.Duration
+
+	addr   string
+	mux    *http.ServeMux
+	start  time.Time
+	mu     sync.Mutex
+	checks []check
+	stops  []stopHook
+	ln     net.Listener
+	ready  chan struct{}
+}
+
+type check struct {
+	name string
+	fn   func() error
+}
+
+type stopHook struct {
+	name string
+	fn   func(context.Context) error
+}
+
+// New creates a service that will listen on addr ("127.0.0.1:0" picks a port).
+func New(name, addr string, log *slog.Logger) *Service {
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Service{Name: name, Log: log.With("service", name), Metrics: metrics.NewRegistry(),
+		ShutdownTimeout: 10 * time.Second, addr: addr, mux: http.NewServeMux(), start: time.Now(),
+		ready: make(chan struct{})}
+	s.Metrics.GaugeFunc("appliance_up", "1 while the service runs.", func() float64 { return 1 })
+	s.Metrics.GaugeFunc("appliance_start_time_seconds", "Service start time, Unix seconds.",
+		func() float64 { return float64(s.start.UnixNano()) / 1e9 })
+	s.Metrics.GaugeFunc("appliance_goroutines", "Goroutines in the process.",
+		func() float64 { return float64(runtime.NumGoroutine()) })
+	s.Metrics.Collect("appliance_build_info", "Build information.", metrics.GaugeType,
+		[]string{"version", "service", "goversion"}, func(emit func(metrics.Sample)) {
+			emit(metrics.Sample{Labels: []string{Version, name, runtime.Version()}, Value: 1})
+		})
+	s.mux.HandleFunc("GET /metrics", s.serveMetrics)
+	s.mux.HandleFunc("GET /healthz", s.serveHealth)
+	s.mux.HandleFunc("GET /{$}", s.serveIndex)
+	return s
+}
+
+// Handle registers a control endpoint (Go 1.22 patterns, e.g. "POST /start").
+func (s *Service) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+
+// HandleFunc registers a control endpoint function.
+func (s *Service) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request)) {
+	s.mux.HandleFunc(pattern, h)
+}
+
+// AddCheck adds a named health check; /healthz fails naming every failing one.
+func (s *Service) AddCheck(name string, fn func() error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.checks = append(s.checks, check{name, fn})
+}
+
+// OnStop adds a hook run at graceful stop, in reverse order of registration
+// (like defer), e.g. to drain queues and flush a capture.
+func (s *Service) OnStop(name string, fn func(context.Context) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stops = append(s.stops, stopHook{name, fn})
+}
+
+// Addr is the address actually listened on, once Ready is closed.
+func (s *Service) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln != nil {
+		return s.ln.Addr().String()
+	}
+	return s.addr
+}
+
+// Ready is closed once the service listens.
+func (s *Service) Ready() <-chan struct{} { return s.ready }
+
+// Handler is the service's HTTP handler, for tests with httptest.
+func (s *Service) Handler() http.Handler { return s.mux }
+
+// Run serves until ctx ends, then stops gracefully: HTTP stops accepting and
+// drains, and the stop hooks run. A hook's error is returned (joined), named.
+func (s *Service) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.addr)
+	if err != nil {
+		return fmt.Errorf("%s: listen %s: %w", s.Name, s.addr, err)
+	}
+	s.mu.Lock()
+	s.ln = ln
+	s.mu.Unlock()
+	srv := &http.Server{Handler: s.logRequests(s.mux), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	close(s.ready)
+	s.Log.Info("listening", "addr", ln.Addr().String())
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+	}
+	s.Log.Info("stopping", "reason", stopReason(ctx, serveErr))
+	sctx, cancel := context.WithTimeout(context.Background(), s.ShutdownTimeout)
+	defer cancel()
+	errs := []error{}
+	if err := srv.Shutdown(sctx); err != nil {
+		errs = append(errs, fmt.Errorf("%s: http shutdown: %w", s.Name, err))
+	}
+	s.mu.Lock()
+	hooks := append([]stopHook(nil), s.stops...)
+	s.mu.Unlock()
+	for i := len(hooks) - 1; i >= 0; i-- {
+		if err := hooks[i].fn(sctx); err != nil {
+			errs = append(errs, fmt.Errorf("%s: stopping %s: %w", s.Name, hooks[i].name, err))
+		}
+	}
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		errs = append(errs, fmt.Errorf("%s: serve: %w", s.Name, serveErr))
+	}
+	s.Log.Info("stopped")
+	return errors.Join(errs...)
+}
+
+func stopReason(ctx context.Context, serveErr error) string {
+	if serveErr != nil {
+		return serveErr.Error()
+	}
+	if c := context.Cause(ctx); c != nil {
+		return c.Error()
+	}
+	return "context done"
+}
+
+func (s *Service) serveMetrics(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	_, _ = s.Metrics.WriteTo(w)
+}
+
+// Health is the /healthz document.
+type Health struct {
+	Service string            `json:"service"`
+	Status  string            `json:"status"` // "ok" or "failing"
+	Version string            `json:"version"`
+	Uptime  string            `json:"uptime"`
+	Checks  map[string]string `json:"checks,omitempty"` // component -> "ok" or its error
+	Failing []string          `json:"failing,omitempty"`
+}
+
+// CheckHealth runs the checks.
+func (s *Service) CheckHealth() Health {
+	s.mu.Lock()
+	checks := append([]check(nil), s.checks...)
+	s.mu.Unlock()
+	h := Health{Service: s.Name, Status: "ok", Version: Version, Uptime: time.Since(s.start).Round(time.Second).String(),
+		Checks: map[string]string{}}
+	for _, c := range checks {
+		if err := c.fn(); err != nil {
+			h.Checks[c.name] = err.Error()
+			h.Failing = append(h.Failing, c.name)
+		} else {
+			h.Checks[c.name] = "ok"
+		}
+	}
+	if len(h.Failing) > 0 {
+		sort.Strings(h.Failing)
+		h.Status = "failing"
+	}
+	return h
+}
+
+func (s *Service) serveHealth(w http.ResponseWriter, _ *http.Request) {
+	h := s.CheckHealth()
+	status := http.StatusOK
+	if h.Status != "ok" {
+		status = http.StatusServiceUnavailable
+	}
+	WriteJSON(w, status, h)
+}
+
+func (s *Service) serveIndex(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	fmt.Fprintf(w, "%s (appliance %s)\nendpoints: /metrics /healthz and the service's control API\n", s.Name, Version)
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (s *Service) logRequests(h http.Handler) http.Handler {
+	reqs := s.Metrics.CounterVec("appliance_http_requests_total", "HTTP requests by path and status.", "path", "code")
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w, status: 200}
+		t0 := time.Now()
+		h.ServeHTTP(rec, r)
+		path := r.URL.Path
+		if strings.Count(path, "/") > 3 { // keep label cardinality bounded
+			path = "other"
+		}
+		reqs.With(path, fmt.Sprint(rec.status)).Inc()
+		if r.URL.Path != "/metrics" && r.URL.Path != "/healthz" {
+			s.Log.Debug("http", "method", r.Method, "path", r.URL.Path, "status", rec.status, "took", time.Since(t0))
+		}
+	})
+}
+
+// WriteJSON writes v as indented JSON with the status code.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// ErrorBody is the JSON body of an error response.
+type ErrorBody struct {
+	Error string `json:"error"`
+}
+
+// WriteError writes err as a JSON error with the status code.
+func WriteError(w http.ResponseWriter, status int, err error) {
+	WriteJSON(w, status, ErrorBody{Error: err.Error()})
+}
+
+// MaxBody bounds control request bodies.
+const MaxBody = 16 << 20
+
+// ReadJSON decodes a request body strictly (unknown fields are errors).
+func ReadJSON(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, MaxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("bad request body: %w", err)
+	}
+	return nil
+}

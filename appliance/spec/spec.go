@@ -1,0 +1,398 @@
+// Package spec loads YAML configuration strictly into pure-data Spec structs
+// and reports every problem as file:line: key: message, so an operator can go
+// straight to the line to fix. Unknown keys, duplicate keys and values of the
+// wrong type are errors, and a Spec's own validation points at the offending
+// key through the Doc it was decoded from.
+package spec
+
+import (
+	"encoding"
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Error is one configuration problem.
+type Error struct {
+	File   string
+	Line   int
+	Column int
+	Key    string // dotted path, e.g. "traffic.data-pkt-events[1].psn"
+	Msg    string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+	}
+	if e.Key != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Key)
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Errors is a list of problems found in one file; it is returned as a single
+// error whose text has one problem per line.
+type Errors []*Error
+
+func (es Errors) Error() string {
+	lines := make([]string, len(es))
+	for i, e := range es {
+		lines[i] = e.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Unwrap lets errors.As find the individual problems.
+func (es Errors) Unwrap() []error {
+	out := make([]error, len(es))
+	for i, e := range es {
+		out[i] = e
+	}
+	return out
+}
+
+// Doc is a decoded YAML document that still knows where every key was, so
+// validation can report positions.
+type Doc struct {
+	File string
+	root *yaml.Node
+	errs Errors
+}
+
+// LoadFile reads path and decodes it strictly into v (a pointer to a struct).
+func LoadFile(path string, v any) (*Doc, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	return Decode(path, data, v)
+}
+
+// Decode decodes data strictly into v; name is used in errors.
+func Decode(name string, data []byte, v any) (*Doc, error) {
+	d := &Doc{File: name}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, d.yamlError(err)
+	}
+	d.root = &root
+	if root.Kind == 0 { // empty document
+		return d, nil
+	}
+	body := &root
+	if body.Kind == yaml.DocumentNode && len(body.Content) > 0 {
+		body = body.Content[0]
+	}
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() {
+		return nil, fmt.Errorf("spec: Decode needs a non-nil pointer, got %T", v)
+	}
+	var errs Errors
+	d.check(body, rv.Type().Elem(), "", &errs)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	if err := body.Decode(v); err != nil {
+		return nil, d.yamlError(err)
+	}
+	return d, nil
+}
+
+var lineRE = regexp.MustCompile(`line (\d+): (.*)`)
+
+// yamlError turns yaml.v3's messages ("yaml: line 3: ...", or a TypeError with
+// several "line N: ..." entries) into positioned Errors.
+func (d *Doc) yamlError(err error) error {
+	var te *yaml.TypeError
+	var msgs []string
+	if errors.As(err, &te) {
+		msgs = te.Errors
+	} else {
+		msgs = []string{strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	var errs Errors
+	for _, m := range msgs {
+		e := &Error{File: d.File, Msg: m}
+		if sm := lineRE.FindStringSubmatch(m); sm != nil {
+			e.Line, _ = strconv.Atoi(sm[1])
+			e.Msg = sm[2]
+			e.Key = d.keyAtLine(e.Line)
+		}
+		errs = append(errs, e)
+	}
+	return errs
+}
+
+var (
+	unmarshalerType     = reflect.TypeFor[yaml.Unmarshaler]()
+	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
+)
+
+// check walks the YAML tree against the Go type and records keys the type
+// does not have. Types that decode themselves are trusted with their subtree.
+func (d *Doc) check(n *yaml.Node, t reflect.Type, path string, errs *Errors) {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if reflect.PointerTo(t).Implements(unmarshalerType) || reflect.PointerTo(t).Implements(textUnmarshalerType) {
+		return
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			return // yaml.v3 reports the type mismatch with its line
+		}
+		fields := yamlFields(t)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, val := n.Content[i], n.Content[i+1]
+			if k.Value == "<<" { // merge key: check the merged mapping instead
+				d.check(val, t, path, errs)
+				continue
+			}
+			f, ok := fields[k.Value]
+			if !ok {
+				*errs = append(*errs, &Error{File: d.File, Line: k.Line, Column: k.Column, Key: join(path, k.Value),
+					Msg: "unknown key" + suggest(k.Value, fields)})
+				continue
+			}
+			d.check(val, f, join(path, k.Value), errs)
+		}
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			return
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			d.check(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value), errs)
+		}
+	case reflect.Slice, reflect.Array:
+		if n.Kind != yaml.SequenceNode {
+			return
+		}
+		for i, c := range n.Content {
+			d.check(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i), errs)
+		}
+	}
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// yamlFields maps the YAML names of a struct's fields to their types,
+// following inline embedded structs.
+func yamlFields(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		tag := f.Tag.Get("yaml")
+		name, opts, _ := strings.Cut(tag, ",")
+		if name == "-" {
+			continue
+		}
+		if strings.Contains(opts, "inline") {
+			ft := f.Type
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				for k, v := range yamlFields(ft) {
+					out[k] = v
+				}
+			}
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		out[name] = f.Type
+	}
+	return out
+}
+
+// suggest names the closest known key when the unknown one is a likely typo.
+func suggest(key string, fields map[string]reflect.Type) string {
+	best, bestD := "", 3
+	for k := range fields {
+		if d := editDistance(key, k); d < bestD || (d == bestD && best != "" && k < best) {
+			best, bestD = k, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			c := 1
+			if a[i-1] == b[j-1] {
+				c = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+c)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// Node finds the node of a dotted key path ("a.b[2].c"), or nil.
+func (d *Doc) Node(path string) (key, value *yaml.Node) {
+	if d == nil || d.root == nil {
+		return nil, nil
+	}
+	n := d.root
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	if path == "" {
+		return nil, n
+	}
+	for _, part := range splitPath(path) {
+		for n.Kind == yaml.AliasNode && n.Alias != nil {
+			n = n.Alias
+		}
+		if idx, err := strconv.Atoi(part); err == nil && n.Kind == yaml.SequenceNode {
+			if idx < 0 || idx >= len(n.Content) {
+				return nil, nil
+			}
+			key, n = nil, n.Content[idx]
+			continue
+		}
+		if n.Kind != yaml.MappingNode {
+			return nil, nil
+		}
+		found := false
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == part {
+				key, n, found = n.Content[i], n.Content[i+1], true
+				break
+			}
+		}
+		if !found {
+			return nil, nil
+		}
+	}
+	return key, n
+}
+
+func splitPath(path string) []string {
+	path = strings.ReplaceAll(path, "[", ".")
+	path = strings.ReplaceAll(path, "]", "")
+	return strings.Split(path, ".")
+}
+
+// Line is the line of the key at path (or of its value for list items); for a
+// key that is absent it is the line of the nearest present parent, so a
+// "missing key" error still points into the right block. 0 when unknown.
+func (d *Doc) Line(path string) int {
+	for p := path; ; {
+		k, v := d.Node(p)
+		switch {
+		case k != nil:
+			return k.Line
+		case v != nil:
+			return v.Line
+		}
+		i := strings.LastIndexAny(p, ".[")
+		if i < 0 {
+			return 0
+		}
+		p = p[:i]
+	}
+}
+
+// Errorf records a validation problem at the key path. Validation collects
+// every problem and returns them together with Err.
+func (d *Doc) Errorf(path, format string, args ...any) {
+	file := "<config>"
+	if d != nil {
+		file = d.File
+	}
+	e := &Error{File: file, Line: d.Line(path), Key: path, Msg: fmt.Sprintf(format, args...)}
+	if d == nil {
+		return
+	}
+	d.errs = append(d.errs, e)
+}
+
+// Err returns the recorded validation problems, or nil.
+func (d *Doc) Err() error {
+	if d == nil || len(d.errs) == 0 {
+		return nil
+	}
+	return d.errs
+}
+
+// keyAtLine returns the dotted path of the first key on a line, for errors
+// that yaml.v3 reports by line only.
+func (d *Doc) keyAtLine(line int) string {
+	if d.root == nil {
+		return ""
+	}
+	var found string
+	var walk func(n *yaml.Node, path string) bool
+	walk = func(n *yaml.Node, path string) bool {
+		switch n.Kind {
+		case yaml.DocumentNode:
+			for _, c := range n.Content {
+				if walk(c, path) {
+					return true
+				}
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				p := join(path, n.Content[i].Value)
+				if n.Content[i].Line == line {
+					found = p
+					return true
+				}
+				if walk(n.Content[i+1], p) {
+					return true
+				}
+			}
+		case yaml.SequenceNode:
+			for i, c := range n.Content {
+				p := fmt.Sprintf("%s[%d]", path, i)
+				if c.Line == line && c.Kind == yaml.ScalarNode {
+					found = p
+					return true
+				}
+				if walk(c, p) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	walk(d.root, "")
+	return found
+}
