@@ -28,12 +28,12 @@ type Port interface {
 
 // PortInfo describes a port.
 type PortInfo struct {
-	Name     string // as opened, e.g. "ring:lab0.a"
-	Driver   string // "ring", "afpacket", "eal"
-	MAC      [6]byte
-	MTU      int
-	RxQueues int
-	TxQueues int
+	Name      string // as opened, e.g. "ring:lab0.a"
+	Driver    string // "ring", "afpacket", "eal"
+	MAC       [6]byte
+	MTU       int
+	RxQueues  int
+	TxQueues  int
 	SpeedMbps int // link speed when known, 0 otherwise
 	NUMANode  int // -1 when unknown
 	IfIndex   int // kernel interface index, 0 when not a kernel device
