@@ -177,3 +177,43 @@ func TestParsePortString(t *testing.T) {
 		t.Fatalf("unknown driver: %v", err)
 	}
 }
+
+func TestCache(t *testing.T) {
+	p, err := NewPool("c", 100, 256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := p.NewCache(16)
+	var burst [10]*Packet
+	if n := c.GetBulk(burst[:]); n != 10 {
+		t.Fatalf("GetBulk %d", n)
+	}
+	// The refill took more than asked, to serve the next bursts from the cache.
+	if p.Available() != 100-26 {
+		t.Fatalf("pool has %d after a refill, want %d", p.Available(), 74)
+	}
+	c.PutBulk(burst[:])
+	var many [60]*Packet
+	n := 0
+	for n < len(many) {
+		n += c.GetBulk(many[n:min(n+10, len(many))])
+	}
+	c.PutBulk(many[:])
+	if len(c.objs) > cap(c.objs) || len(c.objs) < c.size {
+		t.Fatalf("cache holds %d (size %d)", len(c.objs), c.size)
+	}
+	c.Flush()
+	if p.Available() != 100 {
+		t.Fatalf("after Flush the pool has %d of 100", p.Available())
+	}
+	// Packets of another pool go home, not into this cache.
+	other, _ := NewPool("o", 1, 256)
+	op := other.Get()
+	c.PutBulk([]*Packet{op})
+	if other.Available() != 1 || len(c.objs) != 0 {
+		t.Fatal("foreign packet kept by the cache")
+	}
+	if a := testing.AllocsPerRun(500, func() { c.PutBulk(burst[:c.GetBulk(burst[:])]) }); a != 0 {
+		t.Fatalf("cache allocates %v", a)
+	}
+}

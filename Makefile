@@ -1,0 +1,78 @@
+# The appliance: `make run` runs the lab on its embedded default, `make test`
+# runs the test suite. Both build or install what they need.
+SHELL := /bin/bash
+GO ?= go
+BIN := bin/appliance
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X github.com/rdma-appliance/appliance/appliance/cli.version=$(VERSION)
+BENCHTIME ?= 1s
+FUZZTIME ?= 10s
+APT_INSTALL = DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends
+export GONOSUMDB := github.com/yerden/go-dpdk
+
+.PHONY: all build run test race bench fuzz lint p4check build-dpdk test-dpdk build-rdma test-rdma deps-dpdk deps-rdma deps-bench clean
+
+all: build
+
+build:
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./appliance/cmd/appliance
+
+## run: the main job, the in-process lab on its embedded default.
+run: build
+	./$(BIN) lab
+
+## test: vet, unit/integration tests (netns tests run as root), P4 front-end checks.
+test: p4check
+	$(GO) vet ./...
+	$(GO) test -count=1 ./...
+
+race:
+	$(GO) test -count=1 -race ./dpdk/... ./verbs/... ./dumper/... ./appliance/...
+
+## p4check: every P4 program under p4/ through p4c's front end (skipped where ../shared is absent).
+p4check:
+	@./p4/check.sh
+
+## bench: every benchmark with rates; installs the peers it compares against.
+bench: deps-bench
+	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) ./... | tee bench.out
+
+deps-bench:
+	@command -v tcpdump >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -q && $(APT_INSTALL) tcpdump; } || echo "tcpdump missing: its side of the capture benchmark will skip"
+	@command -v zstd >/dev/null || { [ "$$(id -u)" = 0 ] && $(APT_INSTALL) zstd; } || echo "zstd missing: its side of the pcap benchmark will skip"
+
+## fuzz: a short run of every fuzz target (FUZZTIME each); new corpus entries land in testdata/fuzz.
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz' || true); do \
+	    echo "== $$pkg $$f"; $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$pkg; \
+	  done; done
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt wants to change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) vet -tags dpdk ./dpdk/... || true
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 ./...
+
+deps-dpdk:
+	@pkg-config --exists libdpdk 2>/dev/null || { apt-get update -q && $(APT_INSTALL) libdpdk-dev pkg-config; }
+
+deps-rdma:
+	@[ -f /usr/include/infiniband/verbs.h ] || { apt-get update -q && $(APT_INSTALL) libibverbs-dev pkg-config; }
+
+build-dpdk: deps-dpdk
+	$(GO) build -tags dpdk -ldflags '$(LDFLAGS)' -o bin/appliance-dpdk ./appliance/cmd/appliance
+
+test-dpdk: deps-dpdk
+	$(GO) vet -tags dpdk ./dpdk/...
+	$(GO) test -count=1 -tags dpdk ./dpdk/...
+
+build-rdma: deps-rdma
+	$(GO) build -tags rdma -ldflags '$(LDFLAGS)' -o bin/appliance-rdma ./appliance/cmd/appliance
+
+test-rdma: deps-rdma
+	$(GO) vet -tags rdma ./verbs/...
+	$(GO) test -count=1 -tags rdma ./verbs/...
+
+clean:
+	rm -rf bin lab-out bench.out
