@@ -41,11 +41,14 @@ deps-bench:
 	@command -v tcpdump >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -q && $(APT_INSTALL) tcpdump; } || echo "tcpdump missing: its side of the capture benchmark will skip"
 	@command -v zstd >/dev/null || { [ "$$(id -u)" = 0 ] && $(APT_INSTALL) zstd; } || echo "zstd missing: its side of the pcap benchmark will skip"
 
-## fuzz: a short run of every fuzz target (FUZZTIME each); new corpus entries land in testdata/fuzz.
+## fuzz: a short run of every fuzz target (FUZZTIME each); the inputs the fuzzer found interesting are
+## copied from the Go cache into the package's testdata/fuzz so they are committed as the seed corpus.
 fuzz:
-	@set -e; for pkg in $$($(GO) list ./...); do \
+	@set -e; cache=$$($(GO) env GOCACHE)/fuzz; for pkg in $$($(GO) list ./...); do \
+	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz' || true); do \
 	    echo "== $$pkg $$f"; $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$pkg; \
+	    if [ -d "$$cache/$$pkg/$$f" ]; then mkdir -p "$$dir/testdata/fuzz/$$f"; cp -n "$$cache/$$pkg/$$f"/* "$$dir/testdata/fuzz/$$f/" 2>/dev/null || true; fi; \
 	  done; done
 
 lint:
