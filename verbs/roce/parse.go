@@ -1,0 +1,310 @@
+package roce
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+)
+
+// Sentinel errors. Errors returned by this package wrap one of these (or are
+// one of them); test with errors.Is. ErrTruncated and ErrMalformed are the
+// same values as in dpdk/net, so one test covers both layers.
+var (
+	ErrTruncated = dnet.ErrTruncated
+	ErrMalformed = dnet.ErrMalformed
+	// ErrNotRoCE means the frame is not RoCEv2: not IP, not UDP, another
+	// destination port, or an IP fragment (RoCE is never fragmented).
+	ErrNotRoCE = errors.New("not a RoCEv2 packet")
+	// ErrBadOpcode means the BTH opcode is reserved.
+	ErrBadOpcode = errors.New("reserved BTH opcode")
+	// ErrBadVersion means the BTH transport header version is not 0.
+	ErrBadVersion = errors.New("unsupported BTH transport version")
+	// ErrBadPad means the pad count does not fit: nonzero on an opcode
+	// without payload or on a First/Middle packet, larger than the data, or
+	// payload plus pad not a multiple of four bytes. Builders return it for
+	// a First or Middle packet whose payload would need padding.
+	ErrBadPad = errors.New("bad BTH pad count")
+	// ErrBadLength means the packet length does not fit the opcode (payload
+	// on an opcode that carries none), or a builder was asked for a packet
+	// that does not fit in IP.
+	ErrBadLength = errors.New("packet length does not match opcode")
+	// ErrBadICRC means the ICRC does not match the packet.
+	ErrBadICRC = errors.New("ICRC mismatch")
+	// ErrShortBuffer means a builder's buffer cannot hold the packet.
+	ErrShortBuffer = dnet.ErrShortBuffer
+	// ErrBadGID means a builder's source and destination GIDs are of
+	// different families (one IPv4-mapped, the other not).
+	ErrBadGID = errors.New("source and destination GIDs of different IP versions")
+)
+
+var (
+	errNotIP           = fmt.Errorf("%w: not IP", ErrNotRoCE)
+	errFragment        = fmt.Errorf("%w: IP fragment", ErrNotRoCE)
+	errNotUDP          = fmt.Errorf("%w: not UDP", ErrNotRoCE)
+	errPort            = fmt.Errorf("%w: UDP destination port", ErrNotRoCE)
+	errBTHTruncated    = fmt.Errorf("BTH and ICRC: %w", ErrTruncated)
+	errExtTruncated    = fmt.Errorf("extended headers: %w", ErrTruncated)
+	errICRCTruncated   = fmt.Errorf("ICRC: headers %w", ErrTruncated)
+	errICRCNotCaptured = fmt.Errorf("ICRC not captured: %w", ErrTruncated)
+	errICRCBadIP       = fmt.Errorf("ICRC: %w: IP version or header length", ErrNotRoCE)
+	errUnexpectedPay   = fmt.Errorf("%w: payload on an opcode without payload", ErrBadLength)
+	errUDPBeyondIP     = fmt.Errorf("udp length beyond ip payload: %w", ErrMalformed)
+)
+
+// Packet records the layout and the key fields of a RoCEv2 packet decoded by
+// Parse. Offsets are from the start of the frame. The extended headers and
+// the payload are read through the accessor methods, which return views of
+// the frame (nil when the opcode does not carry the header).
+type Packet struct {
+	// Net is the Ethernet/IP/UDP layout; Net.PayloadOff is the BTH.
+	Net dnet.Parsed
+
+	// Decoded BTH fields.
+	Opcode Opcode
+	SE     bool
+	MigReq bool
+	AckReq bool
+	PadCnt uint8
+	PKey   uint16
+	FECN   bool
+	BECN   bool
+	DestQP uint32
+	PSN    uint32
+
+	// ECN is the IP ECN field, SrcPort the UDP source port (the ECMP
+	// entropy): both are read by nearly every consumer.
+	ECN     uint8
+	SrcPort uint16
+
+	// BTHOff is where the BTH starts and ExtOff where the extended headers
+	// start (BTHOff + 12). PayloadOff and PayloadLen delimit the payload
+	// without pad; the PadCnt pad bytes follow it, then the ICRC at ICRCOff.
+	BTHOff     int
+	ExtOff     int
+	PayloadOff int
+	PayloadLen int
+	ICRCOff    int
+}
+
+// Parse decodes a RoCEv2 frame (Ethernet, up to two VLAN tags, IPv4 or IPv6,
+// UDP to port 4791, BTH, extended headers, payload, pad, ICRC) into p. It
+// checks the layout the opcode implies but not the ICRC; see
+// Packet.VerifyICRC. Parse never allocates and never panics. On error only
+// p.Net is meaningful, as far as it was decoded; the other fields are left
+// as they were.
+func Parse(frame []byte, p *Packet) error { return parse(frame, UDPPort, false, p) }
+
+// ParsePort is Parse for RoCEv2 carried to another UDP port, such as the
+// rewritten destination port of Lumina's mirrored copies.
+func ParsePort(frame []byte, port uint16, p *Packet) error { return parse(frame, port, false, p) }
+
+// ParseTruncated parses a frame captured with a snap length (the Lumina
+// dumper keeps 128 bytes): the headers through the extended headers must be
+// present, the rest may be cut. The layout is taken from the UDP length, so
+// PayloadOff, PayloadLen and ICRCOff describe the packet as it was sent and
+// may point past the end of frame; p.Net.Truncated tells whether they do.
+// Payload and Pad clip to the frame and VerifyICRC returns ErrTruncated for a
+// cut packet; ComputeICRC, ICRC and UpdateICRC need the whole packet.
+func ParseTruncated(frame []byte, port uint16, p *Packet) error { return parse(frame, port, true, p) }
+
+func parse(frame []byte, port uint16, snapped bool, p *Packet) error {
+	var err error
+	if snapped {
+		err = dnet.DecodeTruncated(frame, &p.Net)
+	} else {
+		err = dnet.Decode(frame, &p.Net)
+	}
+	if err != nil {
+		if errors.Is(err, dnet.ErrUnsupported) {
+			return errNotIP
+		}
+		if errors.Is(err, dnet.ErrFragment) {
+			return errFragment
+		}
+		return err
+	}
+	n := &p.Net
+	if n.L4Proto != dnet.IPProtoUDP {
+		return errNotUDP
+	}
+	if n.Fragment {
+		return errFragment
+	}
+	udp := frame[n.L4Off:]
+	if binary.BigEndian.Uint16(udp[2:4]) != port {
+		return errPort
+	}
+	roceLen := n.PayloadLen // BTH through ICRC
+	if n.Truncated {
+		// The lengths in p.Net were clipped to the capture; the UDP length
+		// field still says how long the packet was. Check it against the IP
+		// length fields, which Decode could not do for a cut packet.
+		ul := int(binary.BigEndian.Uint16(udp[4:6]))
+		if ul > declaredL4Len(frame, n) {
+			return errUDPBeyondIP
+		}
+		roceLen = ul - dnet.UDPHeaderLen
+	}
+	if roceLen < BTHLen+ICRCLen {
+		return errBTHTruncated
+	}
+	if n.PayloadLen < BTHLen {
+		return errBTHTruncated // cut inside the BTH (only when snapped)
+	}
+	bth := BTH(frame[n.PayloadOff : n.PayloadOff+BTHLen])
+	op := bth.Opcode()
+	info := &opTable[op]
+	if !info.Valid {
+		return ErrBadOpcode
+	}
+	if bth.TVer() != BTHVersion {
+		return ErrBadVersion
+	}
+	data := roceLen - BTHLen - ICRCLen - info.HeaderLen // payload + pad
+	if data < 0 {
+		return errExtTruncated
+	}
+	if n.PayloadLen < BTHLen+info.HeaderLen {
+		return errExtTruncated // cut inside the extended headers (only when snapped)
+	}
+	pad := int(bth.PadCount())
+	if !info.Payload {
+		if pad != 0 {
+			return ErrBadPad
+		}
+		if data != 0 {
+			return errUnexpectedPay
+		}
+	} else if data&3 != 0 || pad > data ||
+		(pad != 0 && (info.Position == PositionFirst || info.Position == PositionMiddle)) {
+		return ErrBadPad
+	}
+
+	p.Opcode = op
+	b1 := bth[1]
+	p.SE = b1&0x80 != 0
+	p.MigReq = b1&0x40 != 0
+	p.PadCnt = uint8(pad)
+	p.PKey = binary.BigEndian.Uint16(bth[2:4])
+	qp := binary.BigEndian.Uint32(bth[4:8])
+	p.FECN = qp&0x80000000 != 0
+	p.BECN = qp&0x40000000 != 0
+	p.DestQP = qp & QPNMask
+	psn := binary.BigEndian.Uint32(bth[8:12])
+	p.AckReq = psn&0x80000000 != 0
+	p.PSN = psn & PSNMask
+	if n.L3Proto == dnet.EtherTypeIPv4 {
+		p.ECN = frame[n.L3Off+1] & 3
+	} else {
+		p.ECN = frame[n.L3Off+1] >> 4 & 3
+	}
+	p.SrcPort = binary.BigEndian.Uint16(udp[0:2])
+	p.BTHOff = n.PayloadOff
+	p.ExtOff = p.BTHOff + BTHLen
+	p.PayloadOff = p.ExtOff + info.HeaderLen
+	p.PayloadLen = data - pad
+	p.ICRCOff = p.PayloadOff + data
+	return nil
+}
+
+// Info returns the description of the packet's opcode.
+func (p *Packet) Info() OpInfo { return opTable[p.Opcode] }
+
+// IsIPv6 reports whether the packet travels over IPv6.
+func (p *Packet) IsIPv6() bool { return p.Net.L3Proto == dnet.EtherTypeIPv6 }
+
+// IsCNP reports whether the packet is a congestion notification.
+func (p *Packet) IsCNP() bool { return p.Opcode == OpCNP }
+
+// Len returns the length of the frame up to the end of the ICRC, excluding
+// any Ethernet padding (after ParseTruncated, as sent, not as captured).
+func (p *Packet) Len() int { return p.ICRCOff + ICRCLen }
+
+// SrcGID returns the source address as a GID (IPv4-mapped over IPv4).
+func (p *Packet) SrcGID(frame []byte) GID {
+	if p.IsIPv6() {
+		return GID(frame[p.Net.L3Off+8 : p.Net.L3Off+24])
+	}
+	return GIDFromIPv4([4]byte(frame[p.Net.L3Off+12 : p.Net.L3Off+16]))
+}
+
+// DstGID returns the destination address as a GID.
+func (p *Packet) DstGID(frame []byte) GID {
+	if p.IsIPv6() {
+		return GID(frame[p.Net.L3Off+24 : p.Net.L3Off+40])
+	}
+	return GIDFromIPv4([4]byte(frame[p.Net.L3Off+16 : p.Net.L3Off+20]))
+}
+
+// SrcAddr returns the source IP address.
+func (p *Packet) SrcAddr(frame []byte) netip.Addr { return p.SrcGID(frame).Addr() }
+
+// DstAddr returns the destination IP address.
+func (p *Packet) DstAddr(frame []byte) netip.Addr { return p.DstGID(frame).Addr() }
+
+// BTH returns the base transport header.
+func (p *Packet) BTH(frame []byte) BTH { return BTH(frame[p.BTHOff : p.BTHOff+BTHLen]) }
+
+// ext returns extended header h, or nil if the opcode does not carry it.
+func (p *Packet) ext(frame []byte, h Header) []byte {
+	o := opTable[p.Opcode].offsets[h]
+	if o < 0 {
+		return nil
+	}
+	s := p.ExtOff + int(o)
+	return frame[s : s+int(headerLens[h])]
+}
+
+// RETH returns the RDMA extended header or nil.
+func (p *Packet) RETH(frame []byte) RETH { return p.ext(frame, HeaderRETH) }
+
+// AETH returns the ACK extended header or nil.
+func (p *Packet) AETH(frame []byte) AETH { return p.ext(frame, HeaderAETH) }
+
+// AtomicETH returns the atomic extended header or nil.
+func (p *Packet) AtomicETH(frame []byte) AtomicETH { return p.ext(frame, HeaderAtomicETH) }
+
+// AtomicAckETH returns the atomic acknowledge extended header or nil.
+func (p *Packet) AtomicAckETH(frame []byte) AtomicAckETH { return p.ext(frame, HeaderAtomicAckETH) }
+
+// DETH returns the datagram extended header or nil.
+func (p *Packet) DETH(frame []byte) DETH { return p.ext(frame, HeaderDETH) }
+
+// ImmDt returns the immediate data or nil.
+func (p *Packet) ImmDt(frame []byte) ImmDt { return p.ext(frame, HeaderImmDt) }
+
+// IETH returns the invalidate extended header or nil.
+func (p *Packet) IETH(frame []byte) IETH { return p.ext(frame, HeaderIETH) }
+
+// RDETH returns the reliable datagram extended header or nil.
+func (p *Packet) RDETH(frame []byte) RDETH { return p.ext(frame, HeaderRDETH) }
+
+// XRCETH returns the XRC extended header or nil.
+func (p *Packet) XRCETH(frame []byte) XRCETH { return p.ext(frame, HeaderXRCETH) }
+
+// FETH returns the FLUSH extended header or nil.
+func (p *Packet) FETH(frame []byte) FETH { return p.ext(frame, HeaderFETH) }
+
+// Payload returns the payload without pad (as much of it as was captured,
+// after ParseTruncated).
+func (p *Packet) Payload(frame []byte) []byte {
+	return frame[p.PayloadOff:min(p.PayloadOff+p.PayloadLen, len(frame))]
+}
+
+// Pad returns the pad bytes (as much of them as was captured).
+func (p *Packet) Pad(frame []byte) []byte {
+	e := min(p.PayloadOff+p.PayloadLen, len(frame))
+	return frame[e:min(e+int(p.PadCnt), len(frame))]
+}
+
+// declaredL4Len returns the transport length the IP header declares.
+func declaredL4Len(frame []byte, n *dnet.Parsed) int {
+	ip := frame[n.L3Off:]
+	if n.L3Proto == dnet.EtherTypeIPv6 {
+		return dnet.IPv6HeaderLen + int(binary.BigEndian.Uint16(ip[4:6])) - (n.L4Off - n.L3Off)
+	}
+	return int(binary.BigEndian.Uint16(ip[2:4])) - (n.L4Off - n.L3Off)
+}
