@@ -99,7 +99,7 @@ type Builder struct {
 type layout struct {
 	v6                          bool
 	l3, udp, bth, payload, icrc int
-	pad, frameLen, hopLimit     int
+	pad, frameLen               int
 	info                        *OpInfo
 }
 

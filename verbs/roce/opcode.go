@@ -61,10 +61,10 @@ const (
 	OpCNP Opcode = 0x81
 )
 
-const (
-	opcodeCodeMask Opcode = 0x1f
-	transportShift        = 5
-)
+const opcodeCodeMask Opcode = 0x1f
+
+// transportShift is untyped: it is a shift count.
+const transportShift = 5
 
 // MaxExtHeaders is the most extended headers an opcode carries (RD RDMA
 // WRITE Only with Immediate: RDETH, DETH, RETH, ImmDt).
