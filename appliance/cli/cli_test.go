@@ -1,0 +1,127 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestHelpEverywhere(t *testing.T) {
+	code, _, errOut := runCLI(t, "--help")
+	if code != 0 || !strings.Contains(errOut, "Commands:") || !strings.Contains(errOut, "lab") {
+		t.Fatalf("--help: %d %q", code, errOut)
+	}
+	for _, c := range commands {
+		code, out, _ := runCLI(t, c.Name, "--help")
+		if code != 0 || !strings.Contains(out, "Usage: appliance "+c.Name) {
+			t.Errorf("%s --help: %d %q", c.Name, code, out)
+		}
+		code, out, _ = runCLI(t, "help", c.Name)
+		if code != 0 || !strings.Contains(out, "Usage: appliance "+c.Name) {
+			t.Errorf("help %s: %d %q", c.Name, code, out)
+		}
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	if code, _, errOut := runCLI(t, "frobnicate"); code != 2 || !strings.Contains(errOut, `unknown command "frobnicate"`) {
+		t.Fatalf("unknown command: %d %q", code, errOut)
+	}
+	if code, _, _ := runCLI(t); code != 2 {
+		t.Fatalf("no command: %d", code)
+	}
+	if code, _, errOut := runCLI(t, "version", "extra"); code != 2 || !strings.Contains(errOut, "takes no arguments") {
+		t.Fatalf("extra arg: %d %q", code, errOut)
+	}
+	if code, _, errOut := runCLI(t, "--log-level", "loud", "version"); code != 2 || !strings.Contains(errOut, "--log-level") {
+		t.Fatalf("bad log level: %d %q", code, errOut)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	code, out, _ := runCLI(t, "version")
+	if code != 0 || !strings.HasPrefix(out, "appliance ") || !strings.Contains(out, "port drivers: ") || !strings.Contains(out, "ring") {
+		t.Fatalf("version: %d %q", code, out)
+	}
+}
+
+func TestLabConfigErrors(t *testing.T) {
+	code, out, _ := runCLI(t, "lab", "--print-default")
+	if code != 0 || !strings.Contains(out, "wire:") {
+		t.Fatalf("print-default: %d %q", code, out)
+	}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "lab.yml")
+	bad := strings.Replace(out, "rounds:", "rounsd:", 1)
+	if err := os.WriteFile(cfg, []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := runCLI(t, "lab", "--config", cfg, "--out", dir)
+	if code != 1 || !strings.Contains(errOut, cfg+":") || !strings.Contains(errOut, `wire.rounsd: unknown key (did you mean "rounds"?)`) {
+		t.Fatalf("bad key: %d %q", code, errOut)
+	}
+	bad = strings.Replace(out, "payload: 256", "payload: 100000", 1)
+	if err := os.WriteFile(cfg, []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut = runCLI(t, "lab", "--config", cfg, "--out", dir)
+	if code != 1 || !strings.Contains(errOut, "wire.payload") {
+		t.Fatalf("bad value: %d %q", code, errOut)
+	}
+}
+
+func TestPorts(t *testing.T) {
+	code, out, _ := runCLI(t, "ports", "--json")
+	if code != 0 || !strings.Contains(out, `"drivers"`) {
+		t.Fatalf("ports: %d %q", code, out)
+	}
+}
+
+func TestLabAndPcapCommands(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "lab.yml")
+	code, def, _ := runCLI(t, "lab", "--print-default")
+	if code != 0 {
+		t.Fatal("print-default failed")
+	}
+	if err := os.WriteFile(cfg, []byte(strings.Replace(def, "rounds: 2000", "rounds: 20", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI(t, "lab", "--config", cfg, "--out", dir)
+	if code != 0 || !strings.Contains(out, "wire    PASS") || !strings.Contains(out, "artifacts: "+dir) {
+		t.Fatalf("lab: %d\n%s\n%s", code, out, errOut)
+	}
+	pc := filepath.Join(dir, "wire.pcap")
+	code, out, errOut = runCLI(t, "pcap", "info", pc)
+	if code != 0 || !strings.Contains(out, "bad ICRC 0") || !strings.Contains(out, "0x81  CNP") {
+		t.Fatalf("pcap info: %d\n%s\n%s", code, out, errOut)
+	}
+	ng := filepath.Join(dir, "wire.pcapng.zst")
+	code, out, errOut = runCLI(t, "pcap", "convert", "--format", "pcapng", "--zstd", "--snap-len", "64", pc, ng)
+	if code != 0 || !strings.Contains(out, "wrote ") {
+		t.Fatalf("pcap convert: %d %s %s", code, out, errOut)
+	}
+	code, out, _ = runCLI(t, "pcap", "info", "--json", ng)
+	if code != 0 || !strings.Contains(out, `"format": "pcapng"`) || !strings.Contains(out, `"compressed": true`) {
+		t.Fatalf("pcap info json: %d %s", code, out)
+	}
+	if code, _, errOut := runCLI(t, "pcap", "info", filepath.Join(dir, "nope.pcap")); code != 1 || !strings.Contains(errOut, "nope.pcap") {
+		t.Fatalf("missing file: %d %s", code, errOut)
+	}
+	if code, _, _ := runCLI(t, "pcap", "convert", "--format", "erf", pc, ng); code != 2 {
+		t.Fatalf("bad format: %d", code)
+	}
+	if code, _, _ := runCLI(t, "pcap"); code != 2 {
+		t.Fatalf("group without subcommand: %d", code)
+	}
+}

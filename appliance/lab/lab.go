@@ -1,0 +1,182 @@
+// Package lab is the in-process testbed behind `appliance lab`: it wires the
+// software twins of the appliance together on one machine (ports over
+// in-process links, and, as the systems land, soft RNICs, the injector,
+// dumpers, collectors and the fabric simulator), runs each system's stage on
+// an embedded default configuration, and reports one row per stage.
+package lab
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/rdma-appliance/appliance/appliance/spec"
+)
+
+//go:embed default.yml
+var defaultYAML []byte
+
+// DefaultYAML returns the embedded default configuration.
+func DefaultYAML() []byte { return append([]byte(nil), defaultYAML...) }
+
+// Spec is the lab configuration.
+type Spec struct {
+	Wire WireSpec `yaml:"wire"`
+}
+
+// LoadSpec reads a lab configuration; path "" means the embedded default.
+func LoadSpec(path string) (Spec, error) {
+	var s Spec
+	var doc *spec.Doc
+	var err error
+	if path == "" {
+		doc, err = spec.Decode("<embedded lab default>", defaultYAML, &s)
+	} else {
+		doc, err = spec.LoadFile(path, &s)
+	}
+	if err != nil {
+		return Spec{}, err
+	}
+	s.Wire.validate(doc)
+	return s, doc.Err()
+}
+
+// Row is one stage's line in the summary.
+type Row struct {
+	System  string            `json:"system"`
+	Ran     string            `json:"ran"`
+	Figures map[string]string `json:"figures"`
+	Order   []string          `json:"-"`
+	Pass    bool              `json:"pass"`
+	Error   string            `json:"error,omitempty"`
+	Took    time.Duration     `json:"took_ns"`
+}
+
+// Figure records a key figure in display order.
+func (r *Row) Figure(name, format string, args ...any) {
+	if r.Figures == nil {
+		r.Figures = map[string]string{}
+	}
+	if _, ok := r.Figures[name]; !ok {
+		r.Order = append(r.Order, name)
+	}
+	r.Figures[name] = fmt.Sprintf(format, args...)
+}
+
+// Report is the lab's result.
+type Report struct {
+	Started time.Time `json:"started"`
+	OutDir  string    `json:"out_dir"`
+	Rows    []Row     `json:"rows"`
+}
+
+// Pass says whether every stage passed.
+func (r *Report) Pass() bool {
+	for _, row := range r.Rows {
+		if !row.Pass {
+			return false
+		}
+	}
+	return len(r.Rows) > 0
+}
+
+// stage is one system's part of the lab.
+type stage struct {
+	name    string
+	enabled func(Spec) bool
+	run     func(ctx context.Context, l *Lab, row *Row) error
+}
+
+var stages = []stage{
+	{"wire", func(s Spec) bool { return s.Wire.Enabled }, runWire},
+}
+
+// Lab runs the stages.
+type Lab struct {
+	Spec   Spec
+	OutDir string
+	Log    *slog.Logger
+	// Progress receives one line per stage start and end; nil for none.
+	Progress io.Writer
+}
+
+// Path is a file under the output directory.
+func (l *Lab) Path(name string) string { return filepath.Join(l.OutDir, name) }
+
+// Run runs every enabled stage and writes summary.json. A failing stage is
+// reported in its row by name and does not stop the others.
+func (l *Lab) Run(ctx context.Context) (*Report, error) {
+	if err := os.MkdirAll(l.OutDir, 0o755); err != nil {
+		return nil, fmt.Errorf("lab: output directory: %w", err)
+	}
+	if l.Log == nil {
+		l.Log = slog.Default()
+	}
+	rep := &Report{Started: time.Now(), OutDir: l.OutDir}
+	for _, st := range stages {
+		if !st.enabled(l.Spec) {
+			continue
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		row := Row{System: st.name}
+		if l.Progress != nil {
+			fmt.Fprintf(l.Progress, "lab: %s: running\n", st.name)
+		}
+		t0 := time.Now()
+		err := st.run(ctx, l, &row)
+		row.Took = time.Since(t0)
+		if err != nil {
+			row.Pass = false
+			row.Error = err.Error()
+		}
+		if l.Progress != nil {
+			fmt.Fprintf(l.Progress, "lab: %s: %s in %s\n", st.name, passWord(row.Pass), row.Took.Round(time.Millisecond))
+		}
+		rep.Rows = append(rep.Rows, row)
+	}
+	f, err := os.Create(l.Path("summary.json"))
+	if err != nil {
+		return rep, fmt.Errorf("lab: %w", err)
+	}
+	defer f.Close()
+	enc := json.NewEncoder(f)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(rep); err != nil {
+		return rep, fmt.Errorf("lab: writing summary: %w", err)
+	}
+	return rep, ctx.Err()
+}
+
+func passWord(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "FAIL"
+}
+
+// WriteSummary prints the summary table.
+func (r *Report) WriteSummary(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "SYSTEM\tRESULT\tTOOK\tWHAT RAN\tKEY FIGURES")
+	for _, row := range r.Rows {
+		figs := make([]string, 0, len(row.Order))
+		for _, k := range row.Order {
+			figs = append(figs, k+"="+row.Figures[k])
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", row.System, passWord(row.Pass), row.Took.Round(time.Millisecond), row.Ran, strings.Join(figs, " "))
+		if row.Error != "" {
+			fmt.Fprintf(tw, "\t\t\terror: %s\t\n", row.Error)
+		}
+	}
+	tw.Flush()
+}

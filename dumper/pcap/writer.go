@@ -1,0 +1,517 @@
+package pcap
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+const (
+	// DefaultBufferSize is the Writer's output buffer when
+	// WriterOptions.BufferSize is 0. Large writes keep syscalls (or zstd
+	// encoder calls) rare relative to packets: at 128-byte snaps a 1 MiB
+	// buffer is one write per ~7000 packets.
+	DefaultBufferSize = 1 << 20
+	// minBufferSize guarantees that any single record (MaxSnapLen of data
+	// plus a maximal 64 KiB comment and the block framing) fits in the
+	// buffer, so WritePacket never needs a slow path for big records.
+	minBufferSize = 512 << 10
+	// writerBufInitial is the Writer's first buffer; it doubles up to
+	// BufferSize as the trace grows.
+	writerBufInitial = 32 << 10
+	// createBufSize buffers the file under the zstd encoder in Create: the
+	// encoder emits one write per compressed block (a few KiB to 64 KiB).
+	createBufSize = 1 << 20
+)
+
+// WriterOptions configures a Writer. The zero value writes an uncompressed
+// nanosecond pcap with link type LinkTypeNull and snap length
+// DefaultSnapLen; set LinkType (normally LinkTypeEthernet).
+type WriterOptions struct {
+	Format Format
+	// LinkType of the capture (interface 0 for pcapng). It is written as
+	// given; the zero value is LinkTypeNull, not Ethernet.
+	LinkType LinkType
+	// SnapLen truncates captured data; 0 means DefaultSnapLen. Must not
+	// exceed MaxSnapLen. The original length is kept in each record.
+	SnapLen int
+	// Timestamps are recorded with nanosecond resolution (pcap magic
+	// 0xa1b23c4d, pcapng if_tsresol=9) unless Microsecond is set. Nanosecond
+	// only exists so call sites can state the default explicitly; setting
+	// both is an error.
+	Nanosecond  bool
+	Microsecond bool
+	Compress    Compression
+	// ZstdLevel is a zstd command-line level (1 = `zstd -1`); 0 means 1.
+	// It is mapped to the nearest level of the Go encoder:
+	// 1-2 fastest, 3-5 default, 6-9 better, 10+ best.
+	ZstdLevel int
+	// ZstdConcurrency is the number of goroutines the zstd encoder may use;
+	// 0 means 1. With 1 the encoder runs synchronously inside Write/Flush
+	// and WritePacket allocates nothing; with more, compression overlaps
+	// with the caller but each 64 KiB block costs a few goroutine
+	// allocations. Dumpers run one writer per capture queue, so 1 is the
+	// right default: parallelism comes from the queues.
+	ZstdConcurrency int
+	// BufferSize of the Writer's output buffer; 0 means DefaultBufferSize.
+	// Values below 512 KiB are raised to 512 KiB.
+	BufferSize int
+	// InterfaceName is the pcapng if_name of interface 0 (optional).
+	InterfaceName string
+	// Application is the pcapng shb_userappl option (optional).
+	Application string
+}
+
+// PacketOptions carries the per-packet metadata only pcapng can store.
+type PacketOptions struct {
+	// Interface is the pcapng interface ID: 0, or a value returned by
+	// Writer.AddInterface.
+	Interface int
+	// Flags is written as epb_flags when non-zero (direction, reception
+	// type, FCS length, link-layer errors; see the pcapng spec).
+	Flags uint32
+	// Comment is written as opt_comment when non-empty (at most 65535
+	// bytes).
+	Comment string
+}
+
+// Writer writes packets to a pcap or pcapng trace, optionally
+// zstd-compressed. It holds at most BufferSize bytes of output plus the
+// zstd encoder's window, however long the trace.
+type Writer struct {
+	dst    io.Writer // receives buf: the zstd encoder or the caller's writer
+	zw     *zstd.Encoder
+	bw     *bufio.Writer // Create with compression: between encoder and file
+	file   *os.File      // Create only
+	buf    []byte
+	bufMax int // the buffer grows on demand up to this size
+	format Format
+	nano   bool
+	snap   []int // per-interface snap length (one entry for pcap)
+	err    error // sticky write error
+	closed bool
+}
+
+// NewWriter writes the file header(s) for opts to an internal buffer and
+// returns a Writer that sends the trace to w. Nothing reaches w until the
+// buffer fills or Flush/Close is called. Close does not close w.
+func NewWriter(w io.Writer, opts WriterOptions) (*Writer, error) {
+	if opts.Format != FormatPcap && opts.Format != FormatPcapNG {
+		return nil, fmt.Errorf("pcap: unknown format %d", opts.Format)
+	}
+	if opts.Nanosecond && opts.Microsecond {
+		return nil, errors.New("pcap: both Nanosecond and Microsecond set")
+	}
+	if opts.SnapLen == 0 {
+		opts.SnapLen = DefaultSnapLen
+	}
+	if opts.SnapLen < 0 || opts.SnapLen > MaxSnapLen {
+		return nil, fmt.Errorf("pcap: snap length %d outside [1, %d]", opts.SnapLen, MaxSnapLen)
+	}
+	if opts.Format == FormatPcapNG && opts.LinkType > math.MaxUint16 {
+		return nil, fmt.Errorf("pcap: link type %d does not fit pcapng's 16 bits", opts.LinkType)
+	}
+	if len(opts.Application) > math.MaxUint16 || len(opts.InterfaceName) > math.MaxUint16 {
+		return nil, errors.New("pcap: pcapng option longer than 65535 bytes")
+	}
+	bufSize := opts.BufferSize
+	if bufSize == 0 {
+		bufSize = DefaultBufferSize
+	}
+	bufSize = max(bufSize, minBufferSize)
+
+	wr := &Writer{
+		dst:    w,
+		buf:    make([]byte, 0, min(bufSize, writerBufInitial)),
+		bufMax: bufSize,
+		format: opts.Format,
+		nano:   !opts.Microsecond,
+	}
+	switch opts.Compress {
+	case CompressNone:
+	case CompressZstd:
+		zw, err := newZstdEncoder(w, opts)
+		if err != nil {
+			return nil, err
+		}
+		wr.zw, wr.dst = zw, zw
+	default:
+		return nil, fmt.Errorf("pcap: unknown compression %d", opts.Compress)
+	}
+
+	if opts.Format == FormatPcap {
+		wr.snap = []int{opts.SnapLen}
+		magic := uint32(magicNanos)
+		if !wr.nano {
+			magic = magicMicros
+		}
+		b := wr.reserve(pcapFileHeaderLen)
+		le.PutUint32(b[0:], magic)
+		le.PutUint16(b[4:], 2) // version 2.4
+		le.PutUint16(b[6:], 4)
+		le.PutUint32(b[8:], 0)  // thiszone: timestamps are UTC
+		le.PutUint32(b[12:], 0) // sigfigs
+		le.PutUint32(b[16:], uint32(opts.SnapLen))
+		le.PutUint32(b[20:], uint32(opts.LinkType))
+		return wr, nil
+	}
+	wr.writeSHB(opts.Application)
+	if _, err := wr.AddInterface(Interface{LinkType: opts.LinkType, SnapLen: opts.SnapLen, Name: opts.InterfaceName}); err != nil {
+		return nil, err
+	}
+	return wr, nil
+}
+
+func newZstdEncoder(w io.Writer, opts WriterOptions) (*zstd.Encoder, error) {
+	level := opts.ZstdLevel
+	if level == 0 {
+		level = 1
+	}
+	conc := opts.ZstdConcurrency
+	if conc <= 0 {
+		conc = 1
+	}
+	zw, err := zstd.NewWriter(w,
+		zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(level)),
+		zstd.WithEncoderConcurrency(conc),
+		// Memory is not the constraint (one encoder per writer); keeping
+		// the faster tables wins throughput.
+		zstd.WithLowerEncoderMem(false),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("pcap: zstd: %w", err)
+	}
+	return zw, nil
+}
+
+// Create creates (truncating) the file at path and returns a Writer for it.
+// Closing the Writer flushes everything and closes the file; it does not
+// fsync.
+func Create(path string, opts WriterOptions) (*Writer, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	var dst io.Writer = f
+	var bw *bufio.Writer
+	if opts.Compress != CompressNone {
+		// The Writer's own buffer already makes uncompressed writes large;
+		// only the encoder's per-block output needs coalescing.
+		bw = bufio.NewWriterSize(f, createBufSize)
+		dst = bw
+	}
+	w, err := NewWriter(dst, opts)
+	if err != nil {
+		f.Close()
+		os.Remove(path)
+		return nil, err
+	}
+	w.bw, w.file = bw, f
+	return w, nil
+}
+
+var le = binary.LittleEndian // written files use the byte order of the machines we run on
+
+func pad4(n int) int { return (n + 3) &^ 3 }
+
+// reserve returns n bytes at the end of the buffer, growing the buffer
+// towards bufMax or else flushing it if they do not fit. n never exceeds
+// minBufferSize (see there). On a write error it returns nil and sets w.err.
+func (w *Writer) reserve(n int) []byte {
+	l := len(w.buf)
+	if l+n > cap(w.buf) {
+		if cap(w.buf) < w.bufMax {
+			// Start small and double: a Writer for a short trace (or a
+			// test) never pays for the full buffer, a long one reaches it
+			// after a few packets and then never allocates again.
+			nb := make([]byte, l, min(max(2*cap(w.buf), l+n), w.bufMax))
+			copy(nb, w.buf)
+			w.buf = nb
+		}
+		if l+n > cap(w.buf) {
+			if w.flushBuf() != nil {
+				return nil
+			}
+			l = 0
+		}
+	}
+	w.buf = w.buf[:l+n]
+	return w.buf[l : l+n : l+n]
+}
+
+func (w *Writer) flushBuf() error {
+	if w.err != nil {
+		return w.err
+	}
+	if len(w.buf) == 0 {
+		return nil
+	}
+	_, err := w.dst.Write(w.buf)
+	w.buf = w.buf[:0]
+	if err != nil {
+		w.err = fmt.Errorf("pcap: write: %w", err)
+	}
+	return w.err
+}
+
+// putOption writes a pcapng option header and value (zero-padded) at b and
+// returns the bytes used.
+func putOption(b []byte, code uint16, val string) int {
+	le.PutUint16(b[0:], code)
+	le.PutUint16(b[2:], uint16(len(val)))
+	n := copy(b[4:], val)
+	end := 4 + pad4(n)
+	clear(b[4+n : end])
+	return end
+}
+
+func (w *Writer) writeSHB(app string) {
+	optLen := 0
+	if app != "" {
+		optLen = 4 + pad4(len(app)) + 4
+	}
+	blen := shbMinLen + optLen
+	b := w.reserve(blen) // the buffer is empty: cannot fail
+	le.PutUint32(b[0:], blockTypeSHB)
+	le.PutUint32(b[4:], uint32(blen))
+	le.PutUint32(b[8:], pcapngBOM)
+	le.PutUint16(b[12:], 1) // version 1.0
+	le.PutUint16(b[14:], 0)
+	le.PutUint64(b[16:], math.MaxUint64) // section length -1: unknown, we stream
+	p := 24
+	if app != "" {
+		p += putOption(b[p:], optShbUserAp, app)
+		p += putOption(b[p:], optEndOfOpt, "")
+	}
+	le.PutUint32(b[p:], uint32(blen))
+}
+
+// AddInterface describes another capture interface (pcapng only) and
+// returns its ID for PacketOptions.Interface. Interface 0 is created by
+// NewWriter from WriterOptions. ifc.SnapLen 0 means DefaultSnapLen;
+// ifc.TsResol and ifc.TsOffset are ignored (the writer's resolution is used
+// for every interface).
+func (w *Writer) AddInterface(ifc Interface) (int, error) {
+	if w.closed {
+		return 0, ErrClosed
+	}
+	if w.err != nil {
+		return 0, w.err
+	}
+	if w.format != FormatPcapNG {
+		return 0, errors.New("pcap: AddInterface requires FormatPcapNG")
+	}
+	if ifc.LinkType > math.MaxUint16 {
+		return 0, fmt.Errorf("pcap: link type %d does not fit pcapng's 16 bits", ifc.LinkType)
+	}
+	snap := ifc.SnapLen
+	if snap == 0 {
+		snap = DefaultSnapLen
+	}
+	if snap < 0 || snap > MaxSnapLen {
+		return 0, fmt.Errorf("pcap: snap length %d outside [1, %d]", snap, MaxSnapLen)
+	}
+	if len(ifc.Name) > math.MaxUint16 {
+		return 0, errors.New("pcap: interface name longer than 65535 bytes")
+	}
+	optLen := 8 + 4 // if_tsresol, opt_endofopt
+	if ifc.Name != "" {
+		optLen += 4 + pad4(len(ifc.Name))
+	}
+	blen := idbMinLen + optLen
+	b := w.reserve(blen)
+	if b == nil {
+		return 0, w.err
+	}
+	le.PutUint32(b[0:], blockTypeIDB)
+	le.PutUint32(b[4:], uint32(blen))
+	le.PutUint16(b[8:], uint16(ifc.LinkType))
+	le.PutUint16(b[10:], 0)
+	le.PutUint32(b[12:], uint32(snap))
+	p := 16
+	if ifc.Name != "" {
+		p += putOption(b[p:], optIfName, ifc.Name)
+	}
+	resol := "\x09" // 10^-9: nanoseconds
+	if !w.nano {
+		resol = "\x06"
+	}
+	p += putOption(b[p:], optIfTsresol, resol)
+	p += putOption(b[p:], optEndOfOpt, "")
+	le.PutUint32(b[p:], uint32(blen))
+	w.snap = append(w.snap, snap)
+	return len(w.snap) - 1, nil
+}
+
+// WritePacket appends one packet captured at tsNanos (nanoseconds since the
+// Unix epoch) to the trace. data is truncated to the snap length; origLen is
+// the length on the wire, and values below len(data) are taken as
+// len(data). data is copied before WritePacket returns. In steady state
+// WritePacket does not allocate.
+//
+// A write error from the destination is sticky: it is returned by this and
+// every later call. Invalid arguments (a negative timestamp, say) only fail
+// that call.
+func (w *Writer) WritePacket(tsNanos int64, data []byte, origLen int) error {
+	return w.writePacket(tsNanos, data, origLen, PacketOptions{})
+}
+
+// WritePacketOpts is WritePacket with pcapng per-packet options. For
+// FormatPcap, opts must be the zero value.
+func (w *Writer) WritePacketOpts(tsNanos int64, data []byte, origLen int, opts PacketOptions) error {
+	return w.writePacket(tsNanos, data, origLen, opts)
+}
+
+func (w *Writer) writePacket(ts int64, data []byte, origLen int, opts PacketOptions) error {
+	if w.err != nil {
+		return w.err
+	}
+	if w.closed {
+		return ErrClosed
+	}
+	if ts < 0 {
+		return fmt.Errorf("%w: %d ns before the epoch", ErrTimestampRange, ts)
+	}
+	origLen = max(origLen, len(data))
+	if uint64(origLen) > math.MaxUint32 {
+		return fmt.Errorf("%w: original length %d", ErrBadLength, origLen)
+	}
+	if opts.Interface < 0 || opts.Interface >= len(w.snap) {
+		return fmt.Errorf("%w: interface %d of %d", ErrBadInterface, opts.Interface, len(w.snap))
+	}
+	caplen := min(len(data), w.snap[opts.Interface])
+
+	if w.format == FormatPcap {
+		if opts.Flags != 0 || opts.Comment != "" {
+			return errors.New("pcap: packet flags and comments require FormatPcapNG")
+		}
+		sec, frac := ts/1e9, ts%1e9
+		if sec > math.MaxUint32 {
+			return fmt.Errorf("%w: %d s does not fit classic pcap", ErrTimestampRange, sec)
+		}
+		if !w.nano {
+			frac /= 1e3
+		}
+		b := w.reserve(pcapRecordHeaderLen + caplen)
+		if b == nil {
+			return w.err
+		}
+		le.PutUint32(b[0:], uint32(sec))
+		le.PutUint32(b[4:], uint32(frac))
+		le.PutUint32(b[8:], uint32(caplen))
+		le.PutUint32(b[12:], uint32(origLen))
+		copy(b[pcapRecordHeaderLen:], data[:caplen])
+		return nil
+	}
+
+	if len(opts.Comment) > math.MaxUint16 {
+		return fmt.Errorf("%w: comment of %d bytes", ErrBadLength, len(opts.Comment))
+	}
+	units := uint64(ts)
+	if !w.nano {
+		units /= 1e3
+	}
+	optLen := 0
+	if opts.Flags != 0 {
+		optLen += 8
+	}
+	if opts.Comment != "" {
+		optLen += 4 + pad4(len(opts.Comment))
+	}
+	if optLen != 0 {
+		optLen += 4 // opt_endofopt
+	}
+	dataEnd := 28 + caplen
+	p := pad4(dataEnd)
+	blen := p + optLen + 4
+	b := w.reserve(blen)
+	if b == nil {
+		return w.err
+	}
+	le.PutUint32(b[0:], blockTypeEPB)
+	le.PutUint32(b[4:], uint32(blen))
+	le.PutUint32(b[8:], uint32(opts.Interface))
+	le.PutUint32(b[12:], uint32(units>>32))
+	le.PutUint32(b[16:], uint32(units))
+	le.PutUint32(b[20:], uint32(caplen))
+	le.PutUint32(b[24:], uint32(origLen))
+	copy(b[28:], data[:caplen])
+	clear(b[dataEnd:p]) // the buffer is reused: padding must be zeroed
+	if opts.Flags != 0 {
+		le.PutUint16(b[p:], optEpbFlags)
+		le.PutUint16(b[p+2:], 4)
+		le.PutUint32(b[p+4:], opts.Flags)
+		p += 8
+	}
+	if opts.Comment != "" {
+		p += putOption(b[p:], optComment, opts.Comment)
+	}
+	if optLen != 0 {
+		p += putOption(b[p:], optEndOfOpt, "")
+	}
+	le.PutUint32(b[p:], uint32(blen))
+	return nil
+}
+
+// Flush writes buffered packets to the destination, emitting a zstd block
+// boundary when compressing, so that everything written so far can be read
+// (for a Create writer, it reaches the file). Flushing often hurts
+// compression and throughput; a dumper should flush on a timer, not per
+// packet.
+func (w *Writer) Flush() error {
+	if w.closed {
+		return ErrClosed
+	}
+	if err := w.flushBuf(); err != nil {
+		return err
+	}
+	if w.zw != nil {
+		if err := w.zw.Flush(); err != nil {
+			w.err = fmt.Errorf("pcap: zstd flush: %w", err)
+			return w.err
+		}
+	}
+	if w.bw != nil {
+		if err := w.bw.Flush(); err != nil {
+			w.err = fmt.Errorf("pcap: write: %w", err)
+			return w.err
+		}
+	}
+	return nil
+}
+
+// Close flushes the buffer and ends the zstd frame. A Writer made by Create
+// also closes its file; otherwise the destination io.Writer is left open.
+// It returns the first error encountered, including an earlier sticky write
+// error (the trace is then incomplete). Calling Close again returns nil.
+func (w *Writer) Close() error {
+	if w.closed {
+		return nil
+	}
+	w.closed = true
+	err := w.flushBuf()
+	if w.zw != nil {
+		// Close even after an error: it releases the encoder's state.
+		if e := w.zw.Close(); e != nil && err == nil {
+			err = fmt.Errorf("pcap: zstd close: %w", e)
+		}
+	}
+	if w.bw != nil && err == nil {
+		if e := w.bw.Flush(); e != nil {
+			err = fmt.Errorf("pcap: write: %w", e)
+		}
+	}
+	if w.file != nil {
+		if e := w.file.Close(); e != nil && err == nil {
+			err = e
+		}
+	}
+	w.buf = nil
+	return err
+}
