@@ -333,15 +333,7 @@ func (d *Doc) Line(path string) int {
 // Errorf records a validation problem at the key path. Validation collects
 // every problem and returns them together with Err.
 func (d *Doc) Errorf(path, format string, args ...any) {
-	file := "<config>"
-	if d != nil {
-		file = d.File
-	}
-	e := &Error{File: file, Line: d.Line(path), Key: path, Msg: fmt.Sprintf(format, args...)}
-	if d == nil {
-		return
-	}
-	d.errs = append(d.errs, e)
+	d.errs = append(d.errs, &Error{File: d.File, Line: d.Line(path), Key: path, Msg: fmt.Sprintf(format, args...)})
 }
 
 // Err returns the recorded validation problems, or nil.
