@@ -11,6 +11,7 @@ import (
 	"github.com/rdma-appliance/appliance/dpdk/sysfs"
 
 	// Port drivers register themselves with dpdk.Open.
+	_ "github.com/rdma-appliance/appliance/dpdk/eal"
 	_ "github.com/rdma-appliance/appliance/dpdk/ring"
 )
 
