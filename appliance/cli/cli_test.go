@@ -125,3 +125,14 @@ func TestLabAndPcapCommands(t *testing.T) {
 		t.Fatalf("group without subcommand: %d", code)
 	}
 }
+
+func TestPortsOpen(t *testing.T) {
+	code, out, _ := runCLI(t, "ports", "--open", "ring:clitest.a", "--seconds", "0.2")
+	if code != 0 || !strings.Contains(out, "driver ring") || !strings.Contains(out, "total: rx 0 packets") {
+		t.Fatalf("ports --open ring: %d %q", code, out)
+	}
+	code, _, errOut := runCLI(t, "ports", "--open", "nosuch:dev")
+	if code != 1 || !strings.Contains(errOut, `no such driver "nosuch"`) {
+		t.Fatalf("unknown driver: %d %q", code, errOut)
+	}
+}

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net"
 	"text/tabwriter"
+	"time"
 
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dpdk/sysfs"
@@ -24,9 +26,15 @@ func init() {
 builds with -tags dpdk). Every service that polls ports takes such strings.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
 			asJSON := fs.Bool("json", false, "print JSON")
-			return func(_ context.Context, env *Env, args []string) error {
+			open := fs.String("open", "", "open this port string, receive on every queue for --seconds (like testpmd rxonly) and print rates")
+			queues := fs.Int("queues", 1, "receive queues to open with --open")
+			seconds := fs.Float64("seconds", 3, "how long --open receives")
+			return func(ctx context.Context, env *Env, args []string) error {
 				if len(args) > 0 {
 					return Usagef("ports takes no arguments")
+				}
+				if *open != "" {
+					return rxOnly(ctx, env, *open, *queues, time.Duration(*seconds*float64(time.Second)))
 				}
 				devs, err := sysfs.List()
 				if err != nil {
@@ -56,6 +64,50 @@ builds with -tags dpdk). Every service that polls ports takes such strings.`,
 			}
 		},
 	})
+}
+
+// rxOnly opens a port and counts what arrives, one pinned-free poll loop per
+// queue, printing a line per second.
+func rxOnly(ctx context.Context, env *Env, name string, queues int, d time.Duration) error {
+	pool, err := dpdk.NewPool("ports-open", 8192, 0)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	port, err := dpdk.Open(name, dpdk.Config{Pool: pool, RxQueues: queues, TxQueues: 1, Promiscuous: true})
+	if err != nil {
+		return err
+	}
+	defer port.Close()
+	info := port.Info()
+	fmt.Fprintf(env.Stdout, "%s: driver %s, MAC %s, MTU %d, %d rx queues, NUMA node %d\n", info.Name, info.Driver,
+		net.HardwareAddr(info.MAC[:]), info.MTU, info.RxQueues, info.NUMANode)
+	var burst [64]*dpdk.Packet
+	bo := dpdk.DefaultBackoff()
+	start, tick := time.Now(), time.Now()
+	var last dpdk.Stats
+	for time.Since(start) < d && ctx.Err() == nil {
+		got := 0
+		for q := 0; q < info.RxQueues; q++ {
+			n := port.RxBurst(q, burst[:])
+			dpdk.FreeBulk(burst[:n])
+			got += n
+		}
+		if got == 0 {
+			bo.Idle()
+		} else {
+			bo.Busy()
+		}
+		if el := time.Since(tick); el >= time.Second {
+			s := port.Stats()
+			fmt.Fprintf(env.Stdout, "  rx %.0f pkt/s %.1f Mbit/s, dropped %d, errors %d\n",
+				float64(s.RxPackets-last.RxPackets)/el.Seconds(), float64(s.RxBytes-last.RxBytes)*8/el.Seconds()/1e6, s.Dropped, s.Errors)
+			last, tick = s, time.Now()
+		}
+	}
+	s := port.Stats()
+	fmt.Fprintf(env.Stdout, "total: rx %d packets %d bytes, dropped %d, no buffer %d, errors %d\n", s.RxPackets, s.RxBytes, s.Dropped, s.RxNoBuf, s.Errors)
+	return nil
 }
 
 func dash(s string) string {
