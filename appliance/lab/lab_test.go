@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -44,6 +45,13 @@ func TestWireStage(t *testing.T) {
 	want := 2 * 50 * len(wireOpcodes())
 	if row.Figures["received"] != strconv.Itoa(want) {
 		t.Fatalf("received %s, want %d", row.Figures["received"], want)
+	}
+	// tshark decodes opcode, destination QP and PSN of the capture as we do
+	// (every opcode class, IPv4 and IPv6); only a machine without tshark skips it.
+	if _, err := exec.LookPath("tshark"); err != nil {
+		t.Logf("tshark not installed: the decode cross-check did not run (CI installs it)")
+	} else if !strings.HasPrefix(row.Figures["tshark"], "agrees(") {
+		t.Fatalf("tshark cross-check: %s", row.Figures["tshark"])
 	}
 	// The capture holds every packet, each a valid RoCEv2 frame; the zstd copy
 	// holds the same.
