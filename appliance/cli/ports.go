@@ -13,6 +13,7 @@ import (
 	"github.com/rdma-appliance/appliance/dpdk/sysfs"
 
 	// Port drivers register themselves with dpdk.Open.
+	_ "github.com/rdma-appliance/appliance/dpdk/afpacket"
 	_ "github.com/rdma-appliance/appliance/dpdk/eal"
 	_ "github.com/rdma-appliance/appliance/dpdk/ring"
 )
