@@ -35,7 +35,9 @@
 // block has reached either capturer) the capturer's CPU time is read and
 // it gets SIGINT and reports. Drops: ours from PACKET_STATISTICS (tp_drops)
 // plus RxNoBuf, tcpdump's "packets dropped by kernel"; a point is zero-drop
-// when the capturer processed every frame sent. CPU: the sum of
+// when the capturer processed every frame sent, and a capturer's zero-drop
+// rate is the highest offered rate it reached, stepping up, before the
+// first point where it lost a frame. CPU: the sum of
 // sum_exec_runtime (schedstat) over the process's threads, read just
 // before the traffic starts and after the drain wait: what getrusage and
 // /proc/PID/stat report in ticks, at nanosecond resolution, and the Go
@@ -261,14 +263,18 @@ func cpuAtTop(a, b []result) float64 {
 	return v
 }
 
-// zeroDropRate is the highest offered rate captured without loss under
-// the given budget.
+// zeroDropRate steps up the offered rates under the given budget and
+// returns the highest reached before the first point that lost a frame.
 func zeroDropRate(rs []result, budget int) float64 {
 	best := 0.0
 	for _, r := range rs {
-		if r.budget == budget && r.zeroDrop() {
-			best = max(best, r.offeredMpps())
+		if r.budget != budget {
+			continue
 		}
+		if !r.zeroDrop() {
+			break
+		}
+		best = max(best, r.offeredMpps())
 	}
 	return best
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -52,9 +53,18 @@ func newLinkPair(tb testing.TB) *linkPair {
 	return l
 }
 
-// reapStale deletes namespaces a killed earlier run left behind: capS/capC
-// + the pid of a process that is gone.
+// reapStale deletes namespaces and CPU cgroups a killed earlier run left
+// behind: capS/capC/capbench + the pid of a process that is gone.
 func reapStale() {
+	for _, dir := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/cpu"} {
+		cgs, _ := filepath.Glob(dir + "/capbench*")
+		for _, cg := range cgs {
+			pid := strings.TrimPrefix(filepath.Base(cg), "capbench")
+			if _, err := os.Stat("/proc/" + pid); os.IsNotExist(err) {
+				_ = os.Remove(cg)
+			}
+		}
+	}
 	names, _ := os.ReadDir("/run/netns")
 	for _, e := range names {
 		n := e.Name()

@@ -55,7 +55,7 @@ func BenchmarkRx(b *testing.B) {
 	pool := newPool(b, 4096)
 	a := openIn(b, v.nsA, v.ifA, dpdk.Config{Pool: pool})
 	// A retire timeout longer than a block takes to fill lets the sender
-	// fill whole blocks, so the ring holds its ~600k small frames while
+	// fill whole blocks, so the ring holds its ~420k small frames while
 	// nobody reads.
 	r := openIn(b, v.nsB, v.ifB, dpdk.Config{Pool: pool, Options: map[string]string{"timeout": "5ms"}})
 	const fill = 250000

@@ -9,7 +9,8 @@
 // spreads them over RSS queues. RxBurst walks the ring's blocks without a
 // system call: it checks a block's status word, copies the frames into packets
 // from the port's pool and hands the block back to the kernel when it has read
-// it all. Each TX queue is a socket of its own with the qdisc bypassed, sending
+// it all. It never blocks; a service that would rather sleep than spin when
+// idle calls Port.Wait between bursts. Each TX queue is a socket of its own with the qdisc bypassed, sending
 // a burst with one sendmmsg (the default) or through a TX ring kicked by one
 // sendto.
 //

@@ -12,10 +12,10 @@ import (
 // the kernel hands a block over when it is full or when the retire timeout
 // passes, so at moderate rates every block leaves partly filled and the
 // ring holds blocks x timeout worth of traffic. 256 blocks of 256 KiB keep
-// both bounds generous: 64 MiB hold about 600k minimum-size frames (each
-// takes 48 bytes of header plus the frame rounded to 16), 60 ms at 10 Mpps,
-// and at low rates the ring covers 256 x 2 ms = half a second of a stalled
-// poller. The 2 ms timeout bounds the latency a partly filled block adds
+// both bounds generous: 64 MiB hold about 420k minimum-size frames (each
+// takes 96 bytes of header and alignment before the frame, 160 bytes in
+// all), 40 ms at 10 Mpps, and at low rates the ring covers 256 x 2 ms =
+// half a second of a stalled poller. The 2 ms timeout bounds the latency a partly filled block adds
 // when traffic is light.
 const (
 	DefaultBlockSize = 256 << 10
