@@ -26,6 +26,9 @@ type Packet struct {
 	// Timestamp is the receive time in nanoseconds since the Unix epoch, set by
 	// the driver (one clock read per burst) or by the kernel for AF_PACKET.
 	Timestamp int64
+	// WireLen is the frame's length on the wire when the driver received
+	// only part of it (a snap length); 0 means the data is the whole frame.
+	WireLen int
 	// Hash is the RSS hash of the packet when the driver computed one.
 	Hash uint32
 	// Port and Queue say where the packet was received.
@@ -112,9 +115,20 @@ func (p *Packet) Reset() {
 	}
 	p.n = 0
 	p.Timestamp = 0
+	p.WireLen = 0
 	p.Hash = 0
 	p.Port = 0
 	p.Queue = 0
+}
+
+// OrigLen is the frame's length on the wire: WireLen when the driver cut
+// the frame short, else the data length. Captures write it as pcap's
+// original length.
+func (p *Packet) OrigLen() int {
+	if p.WireLen > p.n {
+		return p.WireLen
+	}
+	return p.n
 }
 
 // Pool returns the pool the packet belongs to.

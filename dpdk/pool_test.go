@@ -217,3 +217,25 @@ func TestCache(t *testing.T) {
 		t.Fatalf("cache allocates %v", a)
 	}
 }
+
+func TestOrigLenAndPortIDs(t *testing.T) {
+	p, _ := NewPool("o", 1, 256)
+	pkt := p.Get()
+	pkt.CopyFrom(make([]byte, 64))
+	if pkt.OrigLen() != 64 {
+		t.Fatalf("whole frame: OrigLen %d", pkt.OrigLen())
+	}
+	pkt.WireLen = 1500 // a driver cut the frame to 64 bytes
+	if pkt.OrigLen() != 1500 {
+		t.Fatalf("snapped frame: OrigLen %d", pkt.OrigLen())
+	}
+	pkt.Free()
+	if pkt = p.Get(); pkt.WireLen != 0 {
+		t.Fatal("Reset kept WireLen")
+	}
+	pkt.Free()
+	a, b := NewPortID(), NewPortID()
+	if a == b || a < 1024 || b < 1024 {
+		t.Fatalf("port ids %d %d", a, b)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Port is a poll-mode packet port. RxBurst and TxBurst never block and never
@@ -38,6 +39,22 @@ type PortInfo struct {
 	NUMANode  int // -1 when unknown
 	IfIndex   int // kernel interface index, 0 when not a kernel device
 }
+
+// Waiter is implemented by ports that can sleep until a queue has packets
+// (afpacket parks in the kernel's poller), so a service that is not pinned
+// to a dedicated core can idle without spinning.
+type Waiter interface {
+	// Wait blocks until queue q has packets, the timeout passes (false) or
+	// the port closes (an error).
+	Wait(q int, timeout time.Duration) (bool, error)
+}
+
+var portIDs atomic.Uint32
+
+// NewPortID hands out process-wide port ids for Packet.Port, so packets
+// from ports of different drivers never carry the same id. DPDK's own port
+// ids (0..RTE_MAX_ETHPORTS) stay below the first id handed out here.
+func NewPortID() uint16 { return uint16(1024 + portIDs.Add(1)%(65536-1024)) }
 
 // Stats are port counters with DPDK's meaning: Dropped counts packets the port
 // received but could not deliver (imissed, ring full, no buffer), Errors counts

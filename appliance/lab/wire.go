@@ -245,11 +245,11 @@ func runWire(ctx context.Context, l *Lab, row *Row) error {
 							firstKeys = append(firstKeys, wireKey{p.Opcode, p.DestQP, p.PSN})
 						}
 					}
-					if err := w.WritePacket(now, frame, len(frame)); err != nil && capErr == nil {
+					if err := w.WritePacket(now, frame, pkt.OrigLen()); err != nil && capErr == nil {
 						capErr = err
 					}
 					if zw != nil {
-						if err := zw.WritePacket(now, frame, len(frame)); err != nil && capErr == nil {
+						if err := zw.WritePacket(now, frame, pkt.OrigLen()); err != nil && capErr == nil {
 							capErr = err
 						}
 					}

@@ -43,7 +43,10 @@ type Port struct {
 	released bool
 }
 
-var _ dpdk.Port = (*Port)(nil)
+var (
+	_ dpdk.Port   = (*Port)(nil)
+	_ dpdk.Waiter = (*Port)(nil)
+)
 
 // KernelStats are the kernel's counters for one RX socket (PACKET_STATISTICS
 // with tpacket_stats_v3), accumulated since the port opened: the kernel
@@ -53,11 +56,6 @@ type KernelStats struct {
 	Drops   uint64 // frames dropped because the ring was full
 	FreezeQ uint64 // times the ring froze for want of a free block
 }
-
-// Port ids of this driver start at 0x4000 so that they do not collide with
-// the ring driver's, which count from 1: the dpdk core has no shared port id
-// allocator.
-var portIDs atomic.Uint32
 
 type driver struct{}
 
@@ -95,7 +93,7 @@ func Open(ifname string, cfg dpdk.Config) (*Port, error) {
 		}
 	}
 
-	p := &Port{id: uint16(0x4000 + (portIDs.Add(1) & 0x3fff)), pool: cfg.Pool,
+	p := &Port{id: dpdk.NewPortID(), pool: cfg.Pool,
 		rxc: make([]dpdk.QueueCounters, nrx), txc: make([]dpdk.QueueCounters, ntx)}
 	ok := false
 	defer func() {

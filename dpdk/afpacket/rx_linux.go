@@ -338,6 +338,9 @@ func copyFrame(pkt *dpdk.Packet, h *frameHdr, off uintptr, q *rxQueue) int {
 		}
 		copy(dst, src)
 		_ = pkt.SetLen(len(src))
+		if h.Len > h.Snaplen {
+			pkt.WireLen = int(h.Len)
+		}
 		return len(src)
 	}
 	// The kernel took the outermost tag out of the frame into the header
@@ -356,6 +359,9 @@ func copyFrame(pkt *dpdk.Packet, h *frameHdr, off uintptr, q *rxQueue) int {
 	dst[12], dst[13], dst[14], dst[15] = byte(tpid>>8), byte(tpid), byte(tci>>8), byte(tci)
 	copy(dst[16:l], src[12:])
 	_ = pkt.SetLen(l)
+	if h.Len > h.Snaplen {
+		pkt.WireLen = int(h.Len) + 4
+	}
 	return l
 }
 

@@ -110,8 +110,6 @@ type Config struct {
 	MTU      int // default 9000
 }
 
-var portIDs atomic.Uint32
-
 // NewLink creates a connected pair of ports named name.a and name.b.
 func NewLink(name string, cfg Config) *Link {
 	if cfg.Queues <= 0 {
@@ -130,7 +128,7 @@ func NewLink(name string, cfg Config) *Link {
 		ab[i], ba[i] = newSPSC(cfg.RingSize), newSPSC(cfg.RingSize)
 	}
 	mk := func(end string, rx, tx []*spsc) *Port {
-		id := uint16(portIDs.Add(1))
+		id := dpdk.NewPortID()
 		p := &Port{id: id, rx: rx, tx: tx, link: l,
 			rxq: make([]dpdk.QueueCounters, cfg.Queues), txq: make([]dpdk.QueueCounters, cfg.Queues)}
 		p.info = dpdk.PortInfo{Name: "ring:" + name + "." + end, Driver: "ring", MTU: cfg.MTU,
