@@ -189,8 +189,8 @@ func BenchmarkCapture(b *testing.B) {
 	if bn.txPool, err = dpdk.NewPool("capture-tx", 4096, 0); err != nil {
 		b.Fatal(err)
 	}
-	err = inNetns(bn.l.nsS, func() (err error) {
-		bn.txPort, err = afpacket.Open(bn.l.ifS, dpdk.Config{Pool: bn.txPool, TxQueues: 2})
+	err = inNetns(bn.l.NSA, func() (err error) {
+		bn.txPort, err = afpacket.Open(bn.l.IfA, dpdk.Config{Pool: bn.txPool, TxQueues: 2})
 		return err
 	})
 	if err != nil {
@@ -293,10 +293,10 @@ func maxRate(rs []result, budget int) float64 {
 func (bn *bench) run(c capturer, mpps float64, budget int, cg *cgroup) (result, error) {
 	who := c.name
 	res := result{who: who, nominal: mpps, budget: budget}
-	args := []string{"ip", "netns", "exec", bn.l.nsC, "taskset", "-c", strconv.Itoa(bn.capCore)}
+	args := []string{"ip", "netns", "exec", bn.l.NSB, "taskset", "-c", strconv.Itoa(bn.capCore)}
 	ready := "listening on" // tcpdump's line on stderr once capturing
 	if c.tcpdump {
-		args = append(args, bn.tcpdump, "-i", bn.l.ifC, "-w", "/dev/null", "-s", strconv.Itoa(snapLen), "-B", "65536", "-p", "-n")
+		args = append(args, bn.tcpdump, "-i", bn.l.IfB, "-w", "/dev/null", "-s", strconv.Itoa(snapLen), "-B", "65536", "-p", "-n")
 	} else {
 		args = append(args, bn.self)
 		ready = helperReady
@@ -307,7 +307,7 @@ func (bn *bench) run(c capturer, mpps float64, budget int, cg *cgroup) (result, 
 		args = append([]string{"sh", "-c", `echo $$ > "$0" && exec "$@"`, cg.procs}, args...)
 	}
 	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Env = append(os.Environ(), helperEnv+"="+bn.l.ifC, helperOptsEnv+"="+c.opts)
+	cmd.Env = append(os.Environ(), helperEnv+"="+bn.l.IfB, helperOptsEnv+"="+c.opts)
 	out, err := cmd.StderrPipe()
 	if err != nil {
 		return res, err

@@ -104,11 +104,11 @@ func TestInfoAndDpdkOpen(t *testing.T) {
 	pool := newPool(t, 256)
 	var dp dpdk.Port
 	var want *net.Interface
-	err := inNetns(v.nsB, func() (err error) {
-		if want, err = net.InterfaceByName(v.ifB); err != nil {
+	err := inNetns(v.NSB, func() (err error) {
+		if want, err = net.InterfaceByName(v.IfB); err != nil {
 			return err
 		}
-		dp, err = dpdk.Open("afpacket:"+v.ifB+",fanout=lb,blocks=4,blocksize=64K,tx=mmsg",
+		dp, err = dpdk.Open("afpacket:"+v.IfB+",fanout=lb,blocks=4,blocksize=64K,tx=mmsg",
 			dpdk.Config{Pool: pool, RxQueues: 2, TxQueues: 3, Promiscuous: true})
 		return err
 	})
@@ -117,7 +117,7 @@ func TestInfoAndDpdkOpen(t *testing.T) {
 	}
 	defer dp.Close()
 	info := dp.Info()
-	if info.Driver != "afpacket" || info.Name != "afpacket:"+v.ifB || info.RxQueues != 2 || info.TxQueues != 3 ||
+	if info.Driver != "afpacket" || info.Name != "afpacket:"+v.IfB || info.RxQueues != 2 || info.TxQueues != 3 ||
 		info.MTU != 1500 || info.IfIndex != want.Index || net.HardwareAddr(info.MAC[:]).String() != want.HardwareAddr.String() {
 		t.Fatalf("info %+v, interface %+v", info, want)
 	}
@@ -127,14 +127,14 @@ func TestInfoAndDpdkOpen(t *testing.T) {
 	}
 	// Packet-socket membership raises the device's promiscuity count, which
 	// ip -d shows; the PROMISC flag is only for promiscuity set by hand.
-	out, _ := exec.Command("ip", "-d", "-n", v.nsB, "link", "show", v.ifB).CombinedOutput()
+	out, _ := exec.Command("ip", "-d", "-n", v.NSB, "link", "show", v.IfB).CombinedOutput()
 	if !strings.Contains(string(out), "promiscuity 1") {
 		t.Fatalf("promiscuous mode not on: %s", out)
 	}
 	if err := dp.Close(); err != nil {
 		t.Fatal(err)
 	}
-	out, _ = exec.Command("ip", "-d", "-n", v.nsB, "link", "show", v.ifB).CombinedOutput()
+	out, _ = exec.Command("ip", "-d", "-n", v.NSB, "link", "show", v.IfB).CombinedOutput()
 	if !strings.Contains(string(out), "promiscuity 0") {
 		t.Fatalf("promiscuous mode still on after Close: %s", out)
 	}
@@ -161,8 +161,8 @@ func TestPortToPort(t *testing.T) {
 		t.Run(tx, func(t *testing.T) {
 			v := newVethPair(t, 1500)
 			pool := newPool(t, 4096)
-			a := openIn(t, v.nsA, v.ifA, dpdk.Config{Pool: pool, Options: map[string]string{"tx": tx}})
-			b := openIn(t, v.nsB, v.ifB, dpdk.Config{Pool: pool})
+			a := openIn(t, v.NSA, v.IfA, dpdk.Config{Pool: pool, Options: map[string]string{"tx": tx}})
+			b := openIn(t, v.NSB, v.IfB, dpdk.Config{Pool: pool})
 			const n, flows = 20000, 8
 			size := func(i int) int { return 60 + (i*37)%1400 }
 			start := time.Now().UnixNano()
@@ -228,8 +228,8 @@ func TestPortToPort(t *testing.T) {
 func TestVLANReinsert(t *testing.T) {
 	v := newVethPair(t, 1500)
 	pool := newPool(t, 256)
-	a := openIn(t, v.nsA, v.ifA, dpdk.Config{Pool: pool})
-	b := openIn(t, v.nsB, v.ifB, dpdk.Config{Pool: pool})
+	a := openIn(t, v.NSA, v.IfA, dpdk.Config{Pool: pool})
+	b := openIn(t, v.NSB, v.IfB, dpdk.Config{Pool: pool})
 	type tag struct{ tpids []uint16 }
 	cases := []tag{{[]uint16{0x8100}}, {[]uint16{0x88a8, 0x8100}}, {[]uint16{0x8100}}}
 	frame := func(i int, buf []byte) int {
@@ -269,8 +269,8 @@ func TestFanout(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			v := newVethPair(t, 1500)
 			pool := newPool(t, 4096)
-			a := openIn(t, v.nsA, v.ifA, dpdk.Config{Pool: pool})
-			b := openIn(t, v.nsB, v.ifB, dpdk.Config{Pool: pool, RxQueues: 2,
+			a := openIn(t, v.NSA, v.IfA, dpdk.Config{Pool: pool})
+			b := openIn(t, v.NSB, v.IfB, dpdk.Config{Pool: pool, RxQueues: 2,
 				Options: map[string]string{"fanout": mode, "blocksize": "256K", "blocks": "8", "rxhash": "1"}})
 			const n, flows = 6400, 64
 			sent := sendAsync(a, pool, n, func(i int, buf []byte) int {
@@ -306,7 +306,7 @@ func TestFanout(t *testing.T) {
 				t.Fatal(err)
 			}
 			if got != n {
-				out, _ := exec.Command("ip", "-s", "-n", v.nsB, "link", "show", v.ifB).CombinedOutput()
+				out, _ := exec.Command("ip", "-s", "-n", v.NSB, "link", "show", v.IfB).CombinedOutput()
 				t.Fatalf("received %d of %d (per queue %v); stats %+v %+v %+v\n%s", got, n, perQ, b.Stats(), b.KernelStats(0), b.KernelStats(1), out)
 			}
 			if perQ[0] == 0 || perQ[1] == 0 {
@@ -337,8 +337,8 @@ func TestPoolExhaustion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := openIn(t, v.nsA, v.ifA, dpdk.Config{Pool: txPool})
-	b := openIn(t, v.nsB, v.ifB, dpdk.Config{Pool: rxPool})
+	a := openIn(t, v.NSA, v.IfA, dpdk.Config{Pool: txPool})
+	b := openIn(t, v.NSB, v.IfB, dpdk.Config{Pool: rxPool})
 	defer rxPool.Close() // after b's cleanup-registered Close has no buffers out
 	const n = 100
 	sendFrames(t, a, txPool, n, func(i int, buf []byte) int { return buildFrame(buf, 1, uint32(i), 64) })
@@ -368,8 +368,8 @@ func TestPoolExhaustion(t *testing.T) {
 func TestKernelDrops(t *testing.T) {
 	v := newVethPair(t, 1500)
 	pool := newPool(t, 1024)
-	a := openIn(t, v.nsA, v.ifA, dpdk.Config{Pool: pool})
-	b := openIn(t, v.nsB, v.ifB, dpdk.Config{Pool: pool,
+	a := openIn(t, v.NSA, v.IfA, dpdk.Config{Pool: pool})
+	b := openIn(t, v.NSB, v.IfB, dpdk.Config{Pool: pool,
 		Options: map[string]string{"blocks": "2", "blocksize": "4K", "frame": "2048"}})
 	const n = 1000
 	sendFrames(t, a, pool, n, func(i int, buf []byte) int { return buildFrame(buf, 1, uint32(i), 200) })
@@ -391,8 +391,8 @@ func TestTxErrors(t *testing.T) {
 		t.Run(tx, func(t *testing.T) {
 			v := newVethPair(t, 1500)
 			pool := newPool(t, 64)
-			a := openIn(t, v.nsA, v.ifA, dpdk.Config{Pool: pool, Options: map[string]string{"tx": tx}})
-			b := openIn(t, v.nsB, v.ifB, dpdk.Config{Pool: pool})
+			a := openIn(t, v.NSA, v.IfA, dpdk.Config{Pool: pool, Options: map[string]string{"tx": tx}})
+			b := openIn(t, v.NSB, v.IfB, dpdk.Config{Pool: pool})
 			var pk [4]*dpdk.Packet
 			if pool.GetBulk(pk[:]) != 4 {
 				t.Fatal("pool")
@@ -426,15 +426,15 @@ func TestLinkDown(t *testing.T) {
 		t.Run(tx, func(t *testing.T) {
 			v := newVethPair(t, 1500)
 			pool := newPool(t, 256)
-			a := openIn(t, v.nsA, v.ifA, dpdk.Config{Pool: pool, Options: map[string]string{"tx": tx}})
-			b := openIn(t, v.nsB, v.ifB, dpdk.Config{Pool: pool})
-			runIP(t, "-n", v.nsA, "link", "set", v.ifA, "down")
+			a := openIn(t, v.NSA, v.IfA, dpdk.Config{Pool: pool, Options: map[string]string{"tx": tx}})
+			b := openIn(t, v.NSB, v.IfB, dpdk.Config{Pool: pool})
+			runIP(t, "-n", v.NSA, "link", "set", v.IfA, "down")
 			sendFrames(t, a, pool, 8, func(i int, buf []byte) int { return buildFrame(buf, 1, uint32(i), 64) })
 			if s := a.Stats(); s.TxPackets != 0 || s.TxErrors != 8 {
 				t.Fatalf("link down: stats %+v, want 8 tx errors", s)
 			}
-			runIP(t, "-n", v.nsA, "link", "set", v.ifA, "up")
-			runIP(t, "-n", v.nsB, "link", "set", v.ifB, "up")
+			runIP(t, "-n", v.NSA, "link", "set", v.IfA, "up")
+			runIP(t, "-n", v.NSB, "link", "set", v.IfB, "up")
 			time.Sleep(50 * time.Millisecond) // carrier
 			sendFrames(t, a, pool, 8, func(i int, buf []byte) int { return buildFrame(buf, 2, uint32(i), 64) })
 			got, _ := drain(t, b, 8, 5*time.Second, func(q int, pkt *dpdk.Packet) {
@@ -456,11 +456,11 @@ func TestIgnoreOutgoing(t *testing.T) {
 	for _, queues := range []int{1, 2} {
 		v := newVethPair(t, 1500)
 		pool := newPool(t, 256)
-		a := openIn(t, v.nsA, v.ifA, dpdk.Config{Pool: pool, RxQueues: queues})
-		b := openIn(t, v.nsB, v.ifB, dpdk.Config{Pool: pool})
+		a := openIn(t, v.NSA, v.IfA, dpdk.Config{Pool: pool, RxQueues: queues})
+		b := openIn(t, v.NSB, v.IfB, dpdk.Config{Pool: pool})
 		// A plain packet socket in A, through the qdisc: what tcpdump on A
 		// would see as outgoing.
-		err := inNetns(v.nsA, func() error {
+		err := inNetns(v.NSA, func() error {
 			fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
 			if err != nil {
 				return err
@@ -487,8 +487,8 @@ func TestIgnoreOutgoing(t *testing.T) {
 func TestWaitAndClose(t *testing.T) {
 	v := newVethPair(t, 1500)
 	pool := newPool(t, 256)
-	a := openIn(t, v.nsA, v.ifA, dpdk.Config{Pool: pool})
-	b := openIn(t, v.nsB, v.ifB, dpdk.Config{Pool: pool, Options: map[string]string{"timeout": "1ms"}})
+	a := openIn(t, v.NSA, v.IfA, dpdk.Config{Pool: pool})
+	b := openIn(t, v.NSB, v.IfB, dpdk.Config{Pool: pool, Options: map[string]string{"timeout": "1ms"}})
 	t0 := time.Now()
 	if ok, err := b.Wait(0, 20*time.Millisecond); ok || err != nil {
 		t.Fatalf("idle Wait = %v, %v", ok, err)
@@ -536,8 +536,8 @@ func TestZeroAlloc(t *testing.T) {
 		t.Run(tx, func(t *testing.T) {
 			v := newVethPair(t, 1500)
 			pool := newPool(t, 1024)
-			a := openIn(t, v.nsA, v.ifA, dpdk.Config{Pool: pool, Options: map[string]string{"tx": tx}})
-			b := openIn(t, v.nsB, v.ifB, dpdk.Config{Pool: pool, Options: map[string]string{"timeout": "1ms"}})
+			a := openIn(t, v.NSA, v.IfA, dpdk.Config{Pool: pool, Options: map[string]string{"tx": tx}})
+			b := openIn(t, v.NSB, v.IfB, dpdk.Config{Pool: pool, Options: map[string]string{"timeout": "1ms"}})
 			var tx, rx [32]*dpdk.Packet
 			seq := uint32(0)
 			received := 0

@@ -20,7 +20,7 @@ func BenchmarkTx(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/%dB", tx, size), func(b *testing.B) {
 				v := newVethPair(b, 1500)
 				pool := newPool(b, 1024)
-				a := openIn(b, v.nsA, v.ifA, dpdk.Config{Pool: pool, Options: map[string]string{"tx": tx}})
+				a := openIn(b, v.NSA, v.IfA, dpdk.Config{Pool: pool, Options: map[string]string{"tx": tx}})
 				var burst [32]*dpdk.Packet
 				b.ReportAllocs()
 				b.ResetTimer()
@@ -53,11 +53,11 @@ func BenchmarkTx(b *testing.B) {
 func BenchmarkRx(b *testing.B) {
 	v := newVethPair(b, 1500)
 	pool := newPool(b, 4096)
-	a := openIn(b, v.nsA, v.ifA, dpdk.Config{Pool: pool})
+	a := openIn(b, v.NSA, v.IfA, dpdk.Config{Pool: pool})
 	// A retire timeout longer than a block takes to fill lets the sender
 	// fill whole blocks, so the ring holds its ~420k small frames while
 	// nobody reads.
-	r := openIn(b, v.nsB, v.ifB, dpdk.Config{Pool: pool, Options: map[string]string{"timeout": "5ms"}})
+	r := openIn(b, v.NSB, v.IfB, dpdk.Config{Pool: pool, Options: map[string]string{"timeout": "5ms"}})
 	const fill = 250000
 	var burst [32]*dpdk.Packet
 	b.ReportAllocs()

@@ -6,139 +6,34 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"os"
-	"os/exec"
 	"runtime"
-	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"unicode"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/rdma-appliance/appliance/dpdk"
+	"github.com/rdma-appliance/appliance/dpdk/netns"
 )
 
 // needNetAdmin skips tests that build namespaces and veth pairs.
 func needNetAdmin(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("afpacket: needs root (CAP_NET_ADMIN for netns/veth, CAP_NET_RAW for AF_PACKET)")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("afpacket: needs the ip command (iproute2) to build netns/veth pairs")
-	}
-}
-
-var (
-	pairSeq  atomic.Uint32
-	reapOnce sync.Once
-)
-
-// reapStale deletes namespaces an earlier test run left behind when it was
-// killed before its cleanups ran (a go test -timeout, say): ours are named
-// afpA/afpB + creator pid + letters, and the creator is gone.
-func reapStale() {
-	names, _ := os.ReadDir("/run/netns")
-	for _, e := range names {
-		n := e.Name()
-		if !strings.HasPrefix(n, "afpA") && !strings.HasPrefix(n, "afpB") {
-			continue
-		}
-		digits := strings.TrimRightFunc(n[4:], unicode.IsLetter)
-		pid, err := strconv.Atoi(digits)
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		if _, err := os.Stat("/proc/" + digits); os.IsNotExist(err) {
-			_ = exec.Command("ip", "netns", "del", n).Run()
-		}
+	if err := netns.Available(); err != nil {
+		t.Skip(err.Error())
 	}
 }
 
 // vethPair is a veth link between two fresh network namespaces, so tests
 // see only their own traffic and never touch the host's interfaces.
-type vethPair struct {
-	nsA, nsB string
-	ifA, ifB string
-}
+type vethPair = netns.Pair
+
+func newVethPair(t testing.TB, mtu int) *vethPair { return netns.TestPair(t, "afp", mtu) }
+
+func inNetns(ns string, f func() error) error { return netns.Do(ns, f) }
 
 func runIP(t testing.TB, args ...string) {
 	t.Helper()
-	out, err := exec.Command("ip", args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+	if err := netns.IP(args...); err != nil {
+		t.Fatal(err)
 	}
-}
-
-// newVethPair creates namespaces and a veth pair named uniquely for this
-// process and call, removed again by t.Cleanup. IPv6 is off in both
-// namespaces so that router solicitations and DAD probes do not add frames
-// to the tests' counts.
-func newVethPair(t testing.TB, mtu int) *vethPair {
-	t.Helper()
-	needNetAdmin(t)
-	reapOnce.Do(reapStale)
-	seq := pairSeq.Add(1) // two letters: 676 pairs before a name repeats
-	tag := fmt.Sprintf("%d%c%c", os.Getpid(), 'a'+rune(seq/26%26), 'a'+rune(seq%26))
-	v := &vethPair{nsA: "afpA" + tag, nsB: "afpB" + tag, ifA: "afa" + tag, ifB: "afb" + tag}
-	for _, ns := range []string{v.nsA, v.nsB} {
-		runIP(t, "netns", "add", ns)
-		t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
-		for _, k := range []string{"all", "default"} {
-			err := inNetns(ns, func() error {
-				return os.WriteFile("/proc/sys/net/ipv6/conf/"+k+"/disable_ipv6", []byte("1"), 0)
-			})
-			if err != nil && !os.IsNotExist(err) {
-				t.Fatalf("disable ipv6 in %s: %v", ns, err)
-			}
-		}
-	}
-	runIP(t, "link", "add", v.ifA, "netns", v.nsA, "mtu", fmt.Sprint(mtu), "type", "veth",
-		"peer", "name", v.ifB, "netns", v.nsB, "mtu", fmt.Sprint(mtu))
-	t.Cleanup(func() { _ = exec.Command("ip", "-n", v.nsA, "link", "del", v.ifA).Run() })
-	runIP(t, "-n", v.nsA, "link", "set", v.ifA, "up")
-	runIP(t, "-n", v.nsB, "link", "set", v.ifB, "up")
-	return v
-}
-
-// inNetns runs f on an OS thread that has entered network namespace ns
-// (a name under /run/netns). Sockets f creates stay in ns. f runs on its
-// own goroutine and thread; if the thread cannot be put back into the
-// original namespace it is left locked and so discarded when the goroutine
-// ends, never reused by other goroutines.
-func inNetns(ns string, f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- err
-			return
-		}
-		defer unix.Close(orig)
-		target, err := unix.Open("/run/netns/"+ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("netns %s: %w", ns, err)
-			return
-		}
-		defer unix.Close(target)
-		if err := unix.Setns(target, unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("setns %s: %w", ns, err)
-			return
-		}
-		err = f()
-		if unix.Setns(orig, unix.CLONE_NEWNET) == nil {
-			runtime.UnlockOSThread()
-		}
-		errc <- err
-	}()
-	return <-errc
 }
 
 // open opens ifname in namespace ns.
