@@ -121,3 +121,17 @@ func TestRegistry(t *testing.T) {
 		t.Fatalf("missing device: %v", err)
 	}
 }
+
+func TestAllocBuffer(t *testing.T) {
+	b, err := AllocBuffer(10000, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[9999] = 1
+	if err := FreeBuffer(b); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := AllocBuffer(0, false); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("size 0: %v", err)
+	}
+}
