@@ -136,3 +136,14 @@ func TestPortsOpen(t *testing.T) {
 		t.Fatalf("unknown driver: %d %q", code, errOut)
 	}
 }
+
+func TestVerbsDevices(t *testing.T) {
+	code, out, _ := runCLI(t, "verbs", "devices")
+	if code != 0 || !strings.Contains(out, "providers:") {
+		t.Fatalf("verbs devices: %d %q", code, out)
+	}
+	code, out, _ = runCLI(t, "verbs", "devices", "--json")
+	if code != 0 || !strings.Contains(out, `"providers"`) {
+		t.Fatalf("verbs devices --json: %d %q", code, out)
+	}
+}
