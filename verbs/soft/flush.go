@@ -1,0 +1,71 @@
+package soft
+
+import "github.com/rdma-appliance/appliance/verbs"
+
+// output lets a QP transmit; it runs once per loop iteration per QP.
+func (q *qp) output() bool {
+	switch verbs.QPState(q.state.Load()) {
+	case verbs.QPSRTS:
+		if q.typ == verbs.QPTypeUD {
+			return q.udOutput()
+		}
+		return q.rcOutput()
+	case verbs.QPSRTR, verbs.QPSSQD:
+		if q.typ == verbs.QPTypeRC {
+			return q.respOutput()
+		}
+	case verbs.QPSErr:
+		// Requests posted while the QP was moving to ERR are flushed here.
+		if q.sq.tail.Load() != q.sq.done.Load() || q.rq.tail.Load() != q.rq.head.Load() {
+			q.dev.flushQP(q)
+			return true
+		}
+	}
+	return false
+}
+
+// flushQP completes every outstanding work request of q with
+// WR_FLUSH_ERR, as a QP entering the error state does.
+func (d *Device) flushQP(q *qp) {
+	sq := &q.sq
+	tail := sq.tail.Load()
+	start := sq.done.Load()
+	for i := start; i != tail; i++ {
+		w := &sq.slots[i&sq.mask]
+		wc := verbs.WC{ID: w.id, Status: verbs.WCWRFlushErr, Opcode: wcOpcode(w.op), QPN: q.qpn}
+		d.cnt.inc(CntReqCQEFlushError)
+		q.scq.push(&wc)
+	}
+	q.sqCons = tail
+	if q.typ == verbs.QPTypeRC {
+		q.req.flushed(tail)
+	}
+	sq.done.Store(tail)
+	rq := &q.rq
+	rtail := rq.tail.Load()
+	for i := rq.head.Load(); i != rtail; i++ {
+		w := &rq.slots[i&rq.mask]
+		wc := verbs.WC{ID: w.id, Status: verbs.WCWRFlushErr, Opcode: verbs.WCRecv, QPN: q.qpn}
+		d.cnt.inc(CntRespCQEFlushError)
+		q.rcq.push(&wc)
+	}
+	rq.head.Store(rtail)
+	if q.typ == verbs.QPTypeRC {
+		q.resp.flushed()
+	}
+}
+
+// wcOpcode maps a send opcode to its completion opcode.
+func wcOpcode(op verbs.WROpcode) verbs.WCOpcode {
+	switch op {
+	case verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm:
+		return verbs.WCRDMAWrite
+	case verbs.WRRDMARead:
+		return verbs.WCRDMARead
+	case verbs.WRAtomicCmpAndSwp:
+		return verbs.WCCompSwap
+	case verbs.WRAtomicFetchAndAdd:
+		return verbs.WCFetchAdd
+	}
+	return verbs.WCSend
+}

@@ -1,0 +1,126 @@
+package soft
+
+import (
+	"fmt"
+	"time"
+)
+
+// CNPScope says which packets share one CNP pacing timer at the notification
+// point (the receiver of ECN-marked packets). Lumina found that NICs differ
+// here: ConnectX-6 Dx paces per port, ConnectX-4 Lx and ConnectX-5 per
+// destination IP, so a test that expects one CNP per interval must know which.
+type CNPScope uint8
+
+// Pacing scopes.
+const (
+	// CNPPerPort: one timer for the whole port.
+	CNPPerPort CNPScope = iota
+	// CNPPerDestIP: one timer per IP address the CNPs go to.
+	CNPPerDestIP
+	// CNPPerQP: one timer per local QP.
+	CNPPerQP
+)
+
+func (s CNPScope) String() string {
+	switch s {
+	case CNPPerPort:
+		return "per-port"
+	case CNPPerDestIP:
+		return "per-dest-ip"
+	case CNPPerQP:
+		return "per-qp"
+	}
+	return fmt.Sprintf("cnp-scope(%d)", uint8(s))
+}
+
+// Profile holds the behaviour knobs in which real RNICs differ, so that tests
+// and the lab can make the soft RNIC behave like a given ConnectX generation.
+// The zero value is not meaningful; start from a preset (ProfileCX5 is the
+// default) and change fields.
+type Profile struct {
+	Name string
+
+	// DCQCN notification point: send CNPs for ECN-CE packets.
+	CNPEnable bool
+	// CNPScope and MinTimeBetweenCNPs shape the CNP pacer
+	// (min_time_between_cnps of mlx5; 0 sends a CNP for every CE packet).
+	CNPScope           CNPScope
+	MinTimeBetweenCNPs time.Duration
+	// NAKTriggersCNP makes the responder send a (paced) CNP along with each
+	// NAK sequence error, as recent Mellanox RNICs do for lossy RoCE.
+	NAKTriggersCNP bool
+	// DCQCNRate enables the reaction point: a CNP is handled (rp_cnp_handled)
+	// instead of ignored (rp_cnp_ignored). Rate limiting itself is not
+	// modelled yet.
+	DCQCNRate bool
+
+	// AdaptiveRetrans models mlx5's adaptive retransmission: the first
+	// retransmission timeouts of a QP are a fraction of the configured one
+	// and grow with consecutive losses, and the retry budget of the first
+	// message is larger (Lumina's Table 2: 13 instead of 7).
+	AdaptiveRetrans bool
+	// NAKReactionDelay is the time between receiving a NAK and starting the
+	// go-back-N retransmission (CX4 does it in firmware: ~150-200 us; CX5
+	// and CX6 in hardware: a few microseconds).
+	NAKReactionDelay time.Duration
+
+	// AckEvery makes the requester ask for an ACK (BTH AckReq) every
+	// AckEvery packets of a long message besides the last packet of each
+	// message; the responder ACKs on AckReq and coalesces the rest per
+	// receive burst.
+	AckEvery int
+	// MaxInflight bounds the unacknowledged packets of one QP.
+	MaxInflight int
+
+	// ARPInterval and ARPRetries drive neighbour resolution for IPv4 GIDs.
+	ARPInterval time.Duration
+	ARPRetries  int
+}
+
+// Named presets. The numbers are the ones Lumina measured; where a generation
+// was not measured, the next one's behaviour is used.
+var (
+	ProfileCX4 = Profile{Name: "cx4", CNPEnable: true, CNPScope: CNPPerDestIP, MinTimeBetweenCNPs: 4 * time.Microsecond,
+		NAKTriggersCNP: false, NAKReactionDelay: 150 * time.Microsecond, AckEvery: 16, MaxInflight: 1024,
+		ARPInterval: time.Millisecond, ARPRetries: 5}
+	ProfileCX5 = Profile{Name: "cx5", CNPEnable: true, CNPScope: CNPPerDestIP, MinTimeBetweenCNPs: 4 * time.Microsecond,
+		NAKTriggersCNP: true, NAKReactionDelay: 0, AckEvery: 16, MaxInflight: 1024,
+		ARPInterval: time.Millisecond, ARPRetries: 5}
+	ProfileCX6 = Profile{Name: "cx6", CNPEnable: true, CNPScope: CNPPerPort, MinTimeBetweenCNPs: 4 * time.Microsecond,
+		NAKTriggersCNP: true, NAKReactionDelay: 0, AckEvery: 16, MaxInflight: 1024,
+		ARPInterval: time.Millisecond, ARPRetries: 5}
+)
+
+// Profiles lists the presets by name.
+func Profiles() map[string]Profile {
+	return map[string]Profile{"cx4": ProfileCX4, "cx5": ProfileCX5, "cx6": ProfileCX6}
+}
+
+// ProfileByName returns a preset.
+func ProfileByName(name string) (Profile, error) {
+	p, ok := Profiles()[name]
+	if !ok {
+		return Profile{}, fmt.Errorf("soft: unknown profile %q (have cx4, cx5, cx6)", name)
+	}
+	return p, nil
+}
+
+// withDefaults fills the fields a hand-made profile left zero.
+func (p Profile) withDefaults() Profile {
+	if p.Name == "" && p.AckEvery == 0 && p.MaxInflight == 0 && p.ARPInterval == 0 {
+		return ProfileCX5
+	}
+	if p.AckEvery <= 0 {
+		p.AckEvery = 16
+	}
+	if p.MaxInflight <= 0 {
+		p.MaxInflight = 1024
+	}
+	if p.ARPInterval <= 0 {
+		p.ARPInterval = time.Millisecond
+	}
+	if p.ARPRetries <= 0 {
+		p.ARPRetries = 5
+	}
+	return p
+}
