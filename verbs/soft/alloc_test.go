@@ -13,8 +13,8 @@ import (
 // poll loops and the posting goroutine) must allocate less than one object
 // per thousand messages.
 func TestSteadyStateNoAlloc(t *testing.T) {
-	if testing.Short() {
-		t.Skip("timing")
+	if testing.Short() || raceEnabled {
+		t.Skip("the race detector allocates")
 	}
 	p := newPair(t, Config{}, Config{}, nil)
 	staticNeighbors(p)

@@ -23,8 +23,6 @@ type cnpPacer struct {
 	}
 }
 
-func (c *cnpPacer) init() {}
-
 func gidHash(g roce.GID) uint32 {
 	h := uint32(2166136261)
 	for _, b := range g {

@@ -22,6 +22,10 @@
 // timestamps from dpdk.Nanotime. Behaviours in which ConnectX generations
 // differ come from a Profile.
 //
+// Not modelled yet: DCQCN rate limiting at the reaction point (CNPs are
+// counted as handled or ignored), UC QPs, shared receive queues, memory
+// windows, IPv6 neighbour discovery (IPv6 next hops need static entries).
+//
 // Steady-state operation allocates nothing per packet: work requests are
 // copied into preallocated ring slots, frames are built in place into packet
 // buffers from a pool, and parsing uses views.
@@ -203,16 +207,10 @@ func NewDevice(name string, port dpdk.Port, cfg Config) (*Device, error) {
 	d.cache = d.pool.NewCache(4 * d.burst)
 	d.rxb = make([]*dpdk.Packet, d.burst)
 	d.txq = make([]*dpdk.Packet, 4*d.burst)
-	d.cnp.init()
 	d.info = verbs.DeviceInfo{Name: name, Provider: "soft", Netdev: pi.Name, NodeGUID: macToGUID(d.mac), Ports: 1,
 		MaxQP: maxQPs, MaxQPWR: maxQPWR, MaxSGE: maxSGE, MaxCQE: maxCQE, MaxMRSize: maxMRSize,
 		MaxQPRdAtom: maxRdAtomic, MaxInline: maxInline, CompletionTimestamps: true, ClockHz: 1e9}
 	if err := register(d); err != nil {
-		if d.owned {
-			// The pool's arena is unmapped by the garbage collector's
-			// finalizer-free path only at exit; nothing else holds it.
-			d.pool = nil
-		}
 		return nil, err
 	}
 	return d, nil

@@ -2,6 +2,7 @@ package soft
 
 import (
 	"bytes"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -250,5 +251,76 @@ func TestRemoteAccessError(t *testing.T) {
 				t.Fatalf("recv flush %+v", wc)
 			}
 		})
+	}
+}
+
+// TestAdaptiveRetransmission drops every copy of a one-packet message with
+// the adaptive profile: the first message of a QP gets six retries more than
+// retry_cnt, and the first timeouts are shorter than the configured one.
+func TestAdaptiveRetransmission(t *testing.T) {
+	prof := ProfileCX6
+	prof.AdaptiveRetrans = true
+	prm := defaultRC()
+	prm.retry = 3
+	prm.timeout = 10 // 4.2 ms, adaptive starts at a sixteenth
+	_, x, y, ports := lossyPair(t, prm, Config{Profile: prof}, Config{Profile: prof})
+	var times []int64
+	ports[0].setDecide(func(i int, p *roce.Packet, _ []byte) fate {
+		if p.Opcode == roce.RCWriteOnly {
+			times = append(times, dpdk.Nanotime())
+			return drop
+		}
+		return pass
+	})
+	must(t, x.qp.PostSend([]verbs.SendWR{write(x, y, 1, 0, 100)}))
+	if wc := waitWC(t, x.scq, 1, 10*time.Second)[0]; wc.Status != verbs.WCRetryExcErr {
+		t.Fatalf("wc %+v", wc)
+	}
+	ports[0].mu.Lock()
+	ts := append([]int64(nil), times...)
+	ports[0].mu.Unlock()
+	if len(ts) != 1+int(prm.retry)+6 {
+		t.Fatalf("%d transmissions, want 1 + retry_cnt + 6 = %d", len(ts), 1+prm.retry+6)
+	}
+	rto := verbs.TimeoutNanos(prm.timeout)
+	if first := ts[1] - ts[0]; first >= rto/2 {
+		t.Fatalf("first adaptive timeout %d ns, configured %d ns", first, rto)
+	}
+	if last := ts[len(ts)-1] - ts[len(ts)-2]; last < rto {
+		t.Fatalf("last adaptive timeout %d ns did not grow past %d ns", last, rto)
+	}
+}
+
+// TestARPFailure sends to an IPv4 neighbour that never answers: the device
+// asks ARPRetries times, one ARPInterval apart, then fails the request.
+func TestARPFailure(t *testing.T) {
+	prof := ProfileCX5
+	prof.ARPInterval, prof.ARPRetries = 2*time.Millisecond, 3
+	p := newPair(t, Config{Profile: prof}, Config{}, nil)
+	must(t, p.b.Close()) // nobody answers on the other end
+	x := newEnd(t, p.a, verbs.QPTypeRC, 4096, false)
+	y := newEnd(t, p.a, verbs.QPTypeRC, 4096, false) // only its region is used
+	prm := defaultRC()
+	must(t, x.qp.Modify(&verbs.QPAttr{State: verbs.QPSInit, Port: 1, AccessFlags: prm.access},
+		verbs.AttrState|verbs.AttrPKeyIndex|verbs.AttrPort|verbs.AttrAccessFlags))
+	must(t, x.qp.Modify(&verbs.QPAttr{State: verbs.QPSRTR, PathMTU: prm.mtu, DestQPN: 0x123, RQPSN: 1,
+		MaxDestRdAtomic: 1, MinRNRTimer: 1, AH: verbs.AHAttr{DGID: verbs.GIDFromAddr(netip.MustParseAddr("10.0.0.99"))}},
+		verbs.AttrState|verbs.AttrAV|verbs.AttrPathMTU|verbs.AttrDestQPN|verbs.AttrRQPSN|verbs.AttrMaxDestRdAtomic|verbs.AttrMinRNRTimer))
+	must(t, x.qp.Modify(&verbs.QPAttr{State: verbs.QPSRTS, Timeout: 8, RetryCnt: 7, RNRRetry: 7, SQPSN: 1, MaxRdAtomic: 1},
+		verbs.AttrState|verbs.AttrTimeout|verbs.AttrRetryCnt|verbs.AttrRNRRetry|verbs.AttrSQPSN|verbs.AttrMaxQPRdAtomic))
+	start := time.Now()
+	must(t, x.qp.PostSend([]verbs.SendWR{write(x, y, 1, 0, 10)}))
+	wc := waitWC(t, x.scq, 1, 5*time.Second)[0]
+	if wc.Status != verbs.WCRetryExcErr || wc.VendorErr != vendorNoNeighbor {
+		t.Fatalf("wc %+v", wc)
+	}
+	if el := time.Since(start); el < time.Duration(prof.ARPRetries)*prof.ARPInterval {
+		t.Fatalf("gave up after %v", el)
+	}
+	if n := p.a.Counter(CntARPRequestsSent); n != uint64(prof.ARPRetries) {
+		t.Fatalf("%d ARP requests, want %d", n, prof.ARPRetries)
+	}
+	if p.a.Counter(CntARPFailed) != 1 {
+		t.Fatal("arp_failed not counted")
 	}
 }

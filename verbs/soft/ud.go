@@ -111,7 +111,6 @@ func (q *qp) udOutput() bool {
 // Vendor error codes in WC.VendorErr.
 const (
 	vendorNoNeighbor = 0x100 // the destination MAC could not be resolved
-	vendorCQOverflow = 0x101
 )
 
 func (q *qp) udComplete(w *swqe, st verbs.WCStatus, vendor uint32) {
