@@ -5,7 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"golang.org/x/sys/unix"
+	"github.com/rdma-appliance/appliance/dpdk/hugemem"
 )
 
 // Pool is a fixed set of packet buffers, the counterpart of an rte_mempool of
@@ -51,7 +51,7 @@ func NewPool(name string, n, dataRoom int) (*Pool, error) {
 	// different cores never share one.
 	stride := (dataRoom + 63) &^ 63
 	size := n * stride
-	arena, huge, err := mapArena(size)
+	arena, huge, err := hugemem.Map(size, true)
 	if err != nil {
 		return nil, fmt.Errorf("dpdk: pool %q: mapping %d bytes: %w", name, size, err)
 	}
@@ -66,20 +66,6 @@ func NewPool(name string, n, dataRoom int) (*Pool, error) {
 		p.free[i] = pkt
 	}
 	return p, nil
-}
-
-func mapArena(size int) ([]byte, bool, error) {
-	const hugeSize = 2 << 20
-	if size >= hugeSize {
-		hsize := (size + hugeSize - 1) &^ (hugeSize - 1)
-		b, err := unix.Mmap(-1, 0, hsize, unix.PROT_READ|unix.PROT_WRITE,
-			unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_HUGETLB)
-		if err == nil {
-			return b[:size], true, nil
-		}
-	}
-	b, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-	return b, false, err
 }
 
 // Name is the pool's name.
@@ -193,10 +179,10 @@ func (p *Pool) Close() error {
 	if len(p.free) != len(p.pkts) {
 		return fmt.Errorf("dpdk: pool %q: %d of %d buffers still in use", p.name, len(p.pkts)-len(p.free), len(p.pkts))
 	}
-	full := p.arena[:cap(p.arena)]
+	arena := p.arena
 	p.arena = nil
 	p.free = nil
-	return unix.Munmap(full)
+	return hugemem.Unmap(arena)
 }
 
 // Cache is a per-worker stash of free packets in front of a Pool, like the

@@ -3,7 +3,7 @@ package verbs
 import (
 	"fmt"
 
-	"golang.org/x/sys/unix"
+	"github.com/rdma-appliance/appliance/dpdk/hugemem"
 )
 
 // AllocBuffer maps n bytes of zeroed memory outside the Go heap, on huge
@@ -15,15 +15,7 @@ func AllocBuffer(n int, huge bool) ([]byte, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("%w: buffer size %d", ErrInvalidArgument, n)
 	}
-	const hugeSize = 2 << 20
-	if huge {
-		size := (n + hugeSize - 1) &^ (hugeSize - 1)
-		if b, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE,
-			unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_HUGETLB); err == nil {
-			return b[:n], nil
-		}
-	}
-	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	b, _, err := hugemem.Map(n, huge)
 	if err != nil {
 		return nil, fmt.Errorf("verbs: mapping %d bytes: %w", n, err)
 	}
@@ -31,4 +23,4 @@ func AllocBuffer(n int, huge bool) ([]byte, error) {
 }
 
 // FreeBuffer unmaps a buffer from AllocBuffer.
-func FreeBuffer(b []byte) error { return unix.Munmap(b[:cap(b)]) }
+func FreeBuffer(b []byte) error { return hugemem.Unmap(b) }

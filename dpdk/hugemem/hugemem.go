@@ -1,0 +1,28 @@
+// Package hugemem maps memory outside the Go heap, on 2 MiB huge pages when
+// the kernel has them reserved. Packet pools and RDMA-registered buffers live
+// there: the garbage collector never scans them, and C code and NICs may keep
+// their addresses.
+package hugemem
+
+import "golang.org/x/sys/unix"
+
+// HugePageSize is the huge page size asked for.
+const HugePageSize = 2 << 20
+
+// Map maps size zeroed bytes, trying huge pages first when huge is set (and
+// size is at least one huge page); it says whether it got them.
+func Map(size int, huge bool) ([]byte, bool, error) {
+	if huge && size >= HugePageSize {
+		hsize := (size + HugePageSize - 1) &^ (HugePageSize - 1)
+		b, err := unix.Mmap(-1, 0, hsize, unix.PROT_READ|unix.PROT_WRITE,
+			unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_HUGETLB)
+		if err == nil {
+			return b[:size], true, nil
+		}
+	}
+	b, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	return b, false, err
+}
+
+// Unmap releases memory from Map (the whole mapping, whatever b's length).
+func Unmap(b []byte) error { return unix.Munmap(b[:cap(b)]) }
