@@ -120,17 +120,26 @@ func (q *qp) accepted(n int) {
 	r.ackPending = true
 }
 
+// segment checks that a SEND or WRITE packet fits the message in progress:
+// a first or only packet when none of its kind is open (and no message of
+// the other kind is), a middle or last one otherwise, and a full-MTU payload
+// unless it ends the message. A packet that does not fit draws an invalid
+// request NAK.
+func (q *qp) segment(frame []byte, p *roce.Packet, inThis, inOther bool) (roce.Position, []byte, bool) {
+	pos := p.Info().Position
+	pl := p.Payload(frame)
+	if pos.IsStart() == inThis || inOther || !pos.IsEnd() && len(pl) != q.mtu || len(pl) > q.mtu {
+		q.nakInvalid()
+		return pos, nil, false
+	}
+	return pos, pl, true
+}
+
 func (q *qp) recvSend(frame []byte, p *roce.Packet) {
 	d := q.dev
 	r := &q.resp
-	pos := p.Info().Position
-	if pos.IsStart() == r.inSend || r.inWrite {
-		q.nakInvalid()
-		return
-	}
-	pl := p.Payload(frame)
-	if !pos.IsEnd() && len(pl) != q.mtu || len(pl) > q.mtu {
-		q.nakInvalid()
+	pos, pl, ok := q.segment(frame, p, r.inSend, r.inWrite)
+	if !ok {
 		return
 	}
 	rq := &q.rq
@@ -190,14 +199,8 @@ func (q *qp) checkRemote(rkey uint32, va uint64, n uint32, acc verbs.Access) ([]
 func (q *qp) recvWrite(frame []byte, p *roce.Packet) {
 	d := q.dev
 	r := &q.resp
-	pos := p.Info().Position
-	if pos.IsStart() == r.inWrite || r.inSend {
-		q.nakInvalid()
-		return
-	}
-	pl := p.Payload(frame)
-	if !pos.IsEnd() && len(pl) != q.mtu || len(pl) > q.mtu {
-		q.nakInvalid()
+	pos, pl, ok := q.segment(frame, p, r.inWrite, r.inSend)
+	if !ok {
 		return
 	}
 	imm := p.ImmDt(frame) != nil
