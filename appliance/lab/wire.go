@@ -285,7 +285,7 @@ func runWire(ctx context.Context, l *Lab, row *Row) error {
 	row.Figure("sent", "%d", link.A().Stats().TxPackets)
 	row.Figure("received", "%d", st.RxPackets)
 	row.Figure("opcodes", "%d", len(ops))
-	row.Figure("rate", "%.2fMpps", float64(received.Load())/elapsed.Seconds()/1e6)
+	row.Figure("rx+capture", "%.2fMpps", float64(received.Load())/elapsed.Seconds()/1e6)
 	row.Figure("parse_errors", "%d", parseErrs.Load())
 	row.Figure("icrc_bad", "%d", badICRC.Load())
 	if fi, err := os.Stat(l.Path("wire.pcap")); err == nil {
