@@ -103,16 +103,19 @@ func (d *Device) sendCNP(q *qp, frame []byte, p *roce.Packet) {
 	d.send(pkt)
 }
 
-// cnpInput is the reaction point's side: count the CNP as handled when
-// DCQCN rate control is on, ignored otherwise.
+// cnpInput is the reaction point's side: with DCQCN rate control on, the
+// CNP cuts the rate of the connected QP it names (rp_cnp_handled);
+// otherwise, or for a UD QP, it is counted as ignored.
 func (d *Device) cnpInput(frame []byte, p *roce.Packet) {
 	d.cnt.inc(CntRxCNP)
-	if d.lookupQP(p.DestQP) == nil {
+	q := d.lookupQP(p.DestQP)
+	if q == nil {
 		d.cnt.inc(CntRxWrongQP)
 		return
 	}
-	if d.prof.DCQCNRate {
+	if d.prof.DCQCNRate && q.typ != verbs.QPTypeUD {
 		d.cnt.inc(CntRpCnpHandled)
+		q.rp.CNP(d.now)
 	} else {
 		d.cnt.inc(CntRpCnpIgnored)
 	}

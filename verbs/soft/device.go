@@ -18,13 +18,13 @@
 // replay of duplicate READs and atomics; UD SEND with DETH and Q_Key check;
 // several IPv4 and IPv6 GIDs per device, a static neighbour table plus ARP;
 // ICRC on transmit and receive; ECN-CE to CNP with a pacer whose scope is
-// per port, per destination IP or per QP; mlx5-named counters; completion
-// timestamps from dpdk.Nanotime. Behaviours in which ConnectX generations
-// differ come from a Profile.
+// per port, per destination IP or per QP; optionally DCQCN rate control at
+// the reaction point, pacing each RC QP (package dcqcn); mlx5-named
+// counters; completion timestamps from dpdk.Nanotime. Behaviours in which
+// ConnectX generations differ come from a Profile.
 //
-// Not modelled yet: DCQCN rate limiting at the reaction point (CNPs are
-// counted as handled or ignored), UC QPs, shared receive queues, memory
-// windows, IPv6 neighbour discovery (IPv6 next hops need static entries).
+// Not modelled yet: UC QPs, shared receive queues, memory windows, IPv6
+// neighbour discovery (IPv6 next hops need static entries).
 //
 // Steady-state operation allocates nothing per packet: work requests are
 // copied into preallocated ring slots, frames are built in place into packet
@@ -45,6 +45,7 @@ import (
 	"github.com/rdma-appliance/appliance/dpdk"
 	dnet "github.com/rdma-appliance/appliance/dpdk/net"
 	"github.com/rdma-appliance/appliance/verbs"
+	"github.com/rdma-appliance/appliance/verbs/dcqcn"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
 
@@ -151,6 +152,18 @@ func NewDevice(name string, port dpdk.Port, cfg Config) (*Device, error) {
 	if d.mac.IsZero() {
 		d.mac = pi.MAC
 	}
+	if d.prof.DCQCNRate {
+		if d.prof.DCQCN.LineRate == 0 {
+			speed := pi.SpeedMbps
+			if speed <= 0 {
+				speed = 100000
+			}
+			d.prof.DCQCN = dcqcn.Defaults(float64(speed) * 1e6)
+		}
+		if err := d.prof.DCQCN.Validate(); err != nil {
+			return nil, fmt.Errorf("%w: profile %s: %w", ErrConfig, d.prof.Name, err)
+		}
+	}
 	seen := map[roce.GID]bool{}
 	for _, a := range cfg.GIDs {
 		if !a.IsValid() {
@@ -249,6 +262,20 @@ func (d *Device) Counter(c Counter) uint64 {
 
 // Counters returns every counter by its mlx5 name.
 func (d *Device) Counters() map[string]uint64 { return d.cnt.snapshot() }
+
+// QPRate reports the DCQCN state of a QP: its current rate in bits/s and
+// whether it is paced below line rate. ok is false for an unknown QP or when
+// the profile has no DCQCN reaction point.
+func (d *Device) QPRate(qpn uint32) (rate float64, limited, ok bool) {
+	d.lockLoop()
+	defer d.unlockLoop()
+	q := d.lookupQP(qpn)
+	if q == nil || !d.prof.DCQCNRate || q.typ == verbs.QPTypeUD {
+		return 0, false, false
+	}
+	q.rp.Advance(dpdk.Nanotime())
+	return q.rp.Rate(), q.rp.Limited(), true
+}
 
 // Info implements verbs.Device.
 func (d *Device) Info() verbs.DeviceInfo { return d.info }

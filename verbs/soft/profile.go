@@ -3,6 +3,8 @@ package soft
 import (
 	"fmt"
 	"time"
+
+	"github.com/rdma-appliance/appliance/verbs/dcqcn"
 )
 
 // CNPScope says which packets share one CNP pacing timer at the notification
@@ -50,9 +52,13 @@ type Profile struct {
 	// NAK sequence error, as recent Mellanox RNICs do for lossy RoCE.
 	NAKTriggersCNP bool
 	// DCQCNRate enables the reaction point: a CNP is handled (rp_cnp_handled)
-	// instead of ignored (rp_cnp_ignored). Rate limiting itself is not
-	// modelled yet.
+	// instead of ignored (rp_cnp_ignored) and cuts the rate of the QP it is
+	// for, which then paces its requests with DCQCN (package dcqcn).
 	DCQCNRate bool
+	// DCQCN are the reaction point's parameters; a zero LineRate means
+	// dcqcn.Defaults at the port's speed (100 Gbit/s when the port does not
+	// say).
+	DCQCN dcqcn.Params
 
 	// AdaptiveRetrans models mlx5's adaptive retransmission: the first
 	// retransmission timeouts of a QP are a fraction of the configured one

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/rdma-appliance/appliance/verbs"
+	"github.com/rdma-appliance/appliance/verbs/dcqcn"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
 
@@ -110,7 +111,8 @@ type qp struct {
 	sqCons  uint64 // UD: next swqe to send
 	req     reqState
 	resp    respState
-	cnpLast int64 // CNP pacing with CNPPerQP
+	cnpLast int64    // CNP pacing with CNPPerQP
+	rp      dcqcn.RP // DCQCN reaction point (Profile.DCQCNRate)
 }
 
 var _ verbs.QP = (*qp)(nil)
@@ -218,6 +220,9 @@ func (q *qp) Modify(attr *verbs.QPAttr, mask verbs.AttrMask) error {
 	case next == verbs.QPSRTS && cur == verbs.QPSRTR:
 		if q.typ == verbs.QPTypeRC {
 			q.req.start(na.SQPSN)
+			if d.prof.DCQCNRate {
+				q.rp.Init(&d.prof.DCQCN)
+			}
 		} else {
 			q.udPSN = na.SQPSN
 		}

@@ -2,6 +2,7 @@ package soft
 
 import (
 	"encoding/binary"
+	"time"
 
 	"github.com/rdma-appliance/appliance/verbs"
 	"github.com/rdma-appliance/appliance/verbs/roce"
@@ -50,6 +51,10 @@ func (r *reqState) flushed(tail uint64) {
 	r.rdOut = 0
 	r.deadline = 0
 }
+
+// pacingSpin is how far ahead a DCQCN pacing slot may be for the loop to
+// spin rather than back off toward its longest sleep.
+const pacingSpin = int64(50 * time.Microsecond)
 
 func isRdAtomic(op verbs.WROpcode) bool { return op == verbs.WRRDMARead || op.IsAtomic() }
 
@@ -147,6 +152,14 @@ func (q *qp) rcOutput() bool {
 		if !d.txRoom() {
 			break
 		}
+		if d.prof.DCQCNRate && !q.rp.Allowed(d.now) {
+			// Paced by DCQCN: keep the loop polling when the next slot
+			// is nearer than the idle loop's longest sleep.
+			if q.rp.NextTx()-d.now < pacingSpin {
+				did = true
+			}
+			break
+		}
 		if !q.sendRequest(&sq.slots[r.next&sq.mask]) {
 			break
 		}
@@ -231,6 +244,9 @@ func (q *qp) sendRequest(w *swqe) bool {
 	}
 	_ = pkt.SetLen(n)
 	d.send(pkt)
+	if d.prof.DCQCNRate {
+		q.rp.Sent(d.now, n)
+	}
 	if roce.ComparePSN(r.psn, r.sentEnd) < 0 {
 		d.cnt.inc(CntTxRetransmits)
 	}
