@@ -10,7 +10,7 @@
 // they fill) and through completion queues; control operations (Modify,
 // Query, Destroy) take the loop lock between two iterations.
 //
-// What it implements: RC (SEND, SEND with immediate, inline data, RDMA WRITE
+// What it implements: RC and UC (SEND, SEND with immediate, inline data, RDMA WRITE
 // with and without immediate, RDMA READ, ATOMIC FETCH_ADD and CMP_SWAP) with
 // path-MTU segmentation, PSN tracking, coalesced ACKs, NAK sequence error and
 // go-back-N, the retransmission timer (4.096 us x 2^timeout) with retry_cnt,
@@ -23,8 +23,10 @@
 // counters; completion timestamps from dpdk.Nanotime. Behaviours in which
 // ConnectX generations differ come from a Profile.
 //
-// Not modelled yet: UC QPs, shared receive queues, memory windows, IPv6
-// neighbour discovery (IPv6 next hops need static entries).
+// UC QPs carry SEND and WRITE over a connection without acknowledgements.
+//
+// Not modelled yet: shared receive queues, memory windows, IPv6 neighbour
+// discovery (IPv6 next hops need static entries).
 //
 // Steady-state operation allocates nothing per packet: work requests are
 // copied into preallocated ring slots, frames are built in place into packet
@@ -531,6 +533,16 @@ func (d *Device) input(pkt *dpdk.Packet) {
 		} else {
 			q.responderInput(frame, p)
 		}
+	case verbs.QPTypeUC:
+		if p.Opcode.Transport() != roce.TransportUC {
+			d.cnt.inc(CntRxDiscards)
+			return
+		}
+		if p.SrcGID(frame) != q.dstGID || gi != q.sgidIdx {
+			d.cnt.inc(CntRxWrongQP)
+			return
+		}
+		q.ucInput(frame, p)
 	}
 }
 

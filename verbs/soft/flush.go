@@ -6,8 +6,11 @@ import "github.com/rdma-appliance/appliance/verbs"
 func (q *qp) output() bool {
 	switch verbs.QPState(q.state.Load()) {
 	case verbs.QPSRTS:
-		if q.typ == verbs.QPTypeUD {
+		switch q.typ {
+		case verbs.QPTypeUD:
 			return q.udOutput()
+		case verbs.QPTypeUC:
+			return q.ucOutput()
 		}
 		return q.rcOutput()
 	case verbs.QPSRTR, verbs.QPSSQD:
@@ -37,9 +40,7 @@ func (d *Device) flushQP(q *qp) {
 		q.scq.push(&wc)
 	}
 	q.sqCons = tail
-	if q.typ == verbs.QPTypeRC {
-		q.req.flushed(tail)
-	}
+	q.req.flushed(tail)
 	sq.done.Store(tail)
 	rq := &q.rq
 	rtail := rq.tail.Load()
@@ -50,9 +51,7 @@ func (d *Device) flushQP(q *qp) {
 		q.rcq.push(&wc)
 	}
 	rq.head.Store(rtail)
-	if q.typ == verbs.QPTypeRC {
-		q.resp.flushed()
-	}
+	q.resp.flushed()
 }
 
 // wcOpcode maps a send opcode to its completion opcode.

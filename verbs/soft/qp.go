@@ -126,7 +126,7 @@ func (p *pd) CreateQP(attr verbs.QPInitAttr) (verbs.QP, error) {
 	if p.dead.Load() || d.closed.Load() {
 		return nil, fmt.Errorf("soft: create qp: %w", verbs.ErrClosed)
 	}
-	if attr.Type != verbs.QPTypeRC && attr.Type != verbs.QPTypeUD {
+	if attr.Type != verbs.QPTypeRC && attr.Type != verbs.QPTypeUC && attr.Type != verbs.QPTypeUD {
 		return nil, fmt.Errorf("soft: create qp: %w: %v", verbs.ErrNotSupported, attr.Type)
 	}
 	scq, ok1 := attr.SendCQ.(*cq)
@@ -164,9 +164,7 @@ func (p *pd) CreateQP(attr verbs.QPInitAttr) (verbs.QP, error) {
 	for i := range q.rq.slots {
 		q.rq.slots[i].seg = rseg[i*c.MaxRecvSGE : i*c.MaxRecvSGE : (i+1)*c.MaxRecvSGE]
 	}
-	if attr.Type == verbs.QPTypeRC {
-		q.req.init()
-	}
+	q.req.init()
 	if err := d.addQP(q); err != nil {
 		return nil, err
 	}
@@ -209,7 +207,7 @@ func (q *qp) Modify(attr *verbs.QPAttr, mask verbs.AttrMask) error {
 		return fmt.Errorf("soft: modify qp %#x: %w: port %d (the soft RNIC has port 1)", q.qpn,
 			verbs.ErrInvalidArgument, na.Port)
 	}
-	if next == verbs.QPSRTR && cur == verbs.QPSInit && q.typ == verbs.QPTypeRC {
+	if next == verbs.QPSRTR && cur == verbs.QPSInit && q.typ != verbs.QPTypeUD {
 		if err := q.setPath(&na); err != nil {
 			return fmt.Errorf("soft: modify qp %#x: %w", q.qpn, err)
 		}
@@ -218,13 +216,17 @@ func (q *qp) Modify(attr *verbs.QPAttr, mask verbs.AttrMask) error {
 	q.attr = na
 	switch {
 	case next == verbs.QPSRTS && cur == verbs.QPSRTR:
-		if q.typ == verbs.QPTypeRC {
+		switch q.typ {
+		case verbs.QPTypeRC:
 			q.req.start(na.SQPSN)
-			if d.prof.DCQCNRate {
-				q.rp.Init(&d.prof.DCQCN)
-			}
-		} else {
+		case verbs.QPTypeUC:
 			q.udPSN = na.SQPSN
+			q.req.off = 0
+		default:
+			q.udPSN = na.SQPSN
+		}
+		if d.prof.DCQCNRate && q.typ != verbs.QPTypeUD {
+			q.rp.Init(&d.prof.DCQCN)
 		}
 	case next == verbs.QPSErr && cur != verbs.QPSErr:
 		q.state.Store(uint32(next))
@@ -391,10 +393,13 @@ func (q *qp) PostSend(wrs []verbs.SendWR) error {
 func (q *qp) fillSend(w *swqe, wr *verbs.SendWR) error {
 	switch wr.Opcode {
 	case verbs.WRSend, verbs.WRSendWithImm:
-	case verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm, verbs.WRRDMARead, verbs.WRAtomicCmpAndSwp,
-		verbs.WRAtomicFetchAndAdd:
+	case verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm:
 		if q.typ == verbs.QPTypeUD {
 			return fmt.Errorf("%w: %v on a UD QP", verbs.ErrInvalidArgument, wr.Opcode)
+		}
+	case verbs.WRRDMARead, verbs.WRAtomicCmpAndSwp, verbs.WRAtomicFetchAndAdd:
+		if q.typ != verbs.QPTypeRC {
+			return fmt.Errorf("%w: %v on a %v QP", verbs.ErrInvalidArgument, wr.Opcode, q.typ)
 		}
 	default:
 		return fmt.Errorf("%w: opcode %v", verbs.ErrInvalidArgument, wr.Opcode)

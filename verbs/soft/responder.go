@@ -120,19 +120,24 @@ func (q *qp) accepted(n int) {
 	r.ackPending = true
 }
 
-// segment checks that a SEND or WRITE packet fits the message in progress:
-// a first or only packet when none of its kind is open (and no message of
-// the other kind is), a middle or last one otherwise, and a full-MTU payload
-// unless it ends the message. A packet that does not fit draws an invalid
-// request NAK.
+// segment checks that a SEND or WRITE packet fits the message in progress
+// (segmentFits); a packet that does not fit draws an invalid request NAK.
 func (q *qp) segment(frame []byte, p *roce.Packet, inThis, inOther bool) (roce.Position, []byte, bool) {
 	pos := p.Info().Position
 	pl := p.Payload(frame)
-	if pos.IsStart() == inThis || inOther || !pos.IsEnd() && len(pl) != q.mtu || len(pl) > q.mtu {
+	if !segmentFits(pos, len(pl), q.mtu, inThis, inOther) {
 		q.nakInvalid()
 		return pos, nil, false
 	}
 	return pos, pl, true
+}
+
+// segmentFits says whether a SEND or WRITE packet at position pos with n
+// payload bytes fits the message in progress: a first or only packet when
+// none of its kind is open (and no message of the other kind is), a middle
+// or last one otherwise, and a full-MTU payload unless it ends the message.
+func segmentFits(pos roce.Position, n, mtu int, inThis, inOther bool) bool {
+	return pos.IsStart() != inThis && !inOther && (pos.IsEnd() || n == mtu) && n <= mtu
 }
 
 func (q *qp) recvSend(frame []byte, p *roce.Packet) {
