@@ -133,7 +133,13 @@ type QPAttr struct {
 	Timeout         uint8 // local ACK timeout: 4.096 us x 2^Timeout, 0 = infinite
 	RetryCnt        uint8
 	RNRRetry        uint8 // 7 = infinite
-	Cap             QPCap
+	// EnSQDAsyncNotify asks for an EventSQDrained when a move to SQD
+	// finishes draining the send queue.
+	EnSQDAsyncNotify bool
+	// SQDraining is set by Query while the QP is in SQD with requests
+	// still outstanding (ibv_qp_attr.sq_draining).
+	SQDraining bool
+	Cap        QPCap
 }
 
 // QP is a queue pair.

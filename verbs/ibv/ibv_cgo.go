@@ -132,9 +132,59 @@ type Device struct {
 	info verbs.DeviceInfo
 	khz  uint64
 	once sync.Once
+
+	evOnce sync.Once
+	events chan verbs.AsyncEvent
+	evDone chan struct{}
+	evWG   sync.WaitGroup
+	cqs    sync.Map // *C.struct_ibv_cq -> *CQ, to name the CQ of a CQ event
 }
 
-var _ verbs.Device = (*Device)(nil)
+var (
+	_ verbs.Device      = (*Device)(nil)
+	_ verbs.EventSource = (*Device)(nil)
+)
+
+// AsyncEvents implements verbs.EventSource: the first call starts a reader
+// of the context's async fd (ibv_get_async_event), which acknowledges every
+// event and drops those nobody takes.
+func (d *Device) AsyncEvents() <-chan verbs.AsyncEvent {
+	d.evOnce.Do(func() {
+		d.evWG.Add(1)
+		go d.readEvents()
+	})
+	return d.events
+}
+
+func (d *Device) readEvents() {
+	defer d.evWG.Done()
+	defer close(d.events)
+	var ev C.struct_app_async_event
+	for {
+		select {
+		case <-d.evDone:
+			return
+		default:
+		}
+		rc := C.app_get_async_event(d.ctx, 100, &ev)
+		if rc < 0 {
+			return
+		}
+		if rc == 0 {
+			continue
+		}
+		out := verbs.AsyncEvent{Type: verbs.AsyncEventType(ev._type), QPN: uint32(ev.qpn), Port: int(ev.port)}
+		if ev.cq != nil {
+			if c, ok := d.cqs.Load(ev.cq); ok {
+				out.CQ = c.(*CQ)
+			}
+		}
+		select {
+		case d.events <- out:
+		default:
+		}
+	}
+}
 
 func openDevice(name string) (*Device, error) {
 	cname := C.CString(name)
@@ -148,7 +198,8 @@ func openDevice(name string) (*Device, error) {
 		C.ibv_close_device(ctx)
 		return nil, errnoErr("ibv_query_device", rc)
 	}
-	d := &Device{ctx: ctx, khz: uint64(a.hca_core_clock_khz)}
+	d := &Device{ctx: ctx, khz: uint64(a.hca_core_clock_khz), events: make(chan verbs.AsyncEvent, 256),
+		evDone: make(chan struct{})}
 	d.info = verbs.DeviceInfo{Name: name, Provider: "ibv", NodeGUID: uint64(a.node_guid), Ports: int(a.phys_port_cnt),
 		MaxQP: int(a.max_qp), MaxQPWR: int(a.max_qp_wr), MaxSGE: min(int(a.max_sge), C.APP_MAX_SGE),
 		MaxCQE: int(a.max_cqe), MaxMRSize: uint64(a.max_mr_size), MaxQPRdAtom: int(a.max_qp_rd_atom),
@@ -187,6 +238,8 @@ func (d *Device) QueryPort(port int) (verbs.PortAttr, error) {
 func (d *Device) Close() error {
 	var err error
 	d.once.Do(func() {
+		close(d.evDone)
+		d.evWG.Wait()
 		if rc := C.ibv_close_device(d.ctx); rc != 0 {
 			err = errnoErr("ibv_close_device", -rc)
 		}
@@ -222,7 +275,8 @@ func (d *Device) CreateCQ(attr verbs.CQAttr) (verbs.CQ, error) {
 		C.ibv_destroy_comp_channel(ch)
 		return nil, fmt.Errorf("ibv_create_cq_ex: %w", verbs.ErrNoMemory)
 	}
-	c := &CQ{cq: cq, ch: ch, ts: ts, khz: d.khz, notify: make(chan struct{}, 1), done: make(chan struct{})}
+	c := &CQ{cq: cq, ch: ch, ts: ts, khz: d.khz, notify: make(chan struct{}, 1), done: make(chan struct{}), dev: d}
+	d.cqs.Store(C.ibv_cq_ex_to_cq(cq), c)
 	c.wcs = (*[1 << 20]C.struct_app_wc)(C.calloc(C.size_t(cqBurst), C.size_t(unsafe.Sizeof(C.struct_app_wc{}))))[:cqBurst:cqBurst]
 	go c.waitEvents()
 	return c, nil
@@ -240,6 +294,7 @@ type CQ struct {
 	notify chan struct{}
 	done   chan struct{}
 	once   sync.Once
+	dev    *Device
 }
 
 var _ verbs.CQ = (*CQ)(nil)
@@ -301,6 +356,7 @@ func (c *CQ) Destroy() error {
 	var err error
 	c.once.Do(func() {
 		close(c.done)
+		c.dev.cqs.Delete(C.ibv_cq_ex_to_cq(c.cq))
 		if rc := C.ibv_destroy_cq(C.ibv_cq_ex_to_cq(c.cq)); rc != 0 {
 			err = errnoErr("ibv_destroy_cq", -rc)
 		}
@@ -481,6 +537,9 @@ func (q *QP) Modify(attr *verbs.QPAttr, mask verbs.AttrMask) error {
 	c.max_rd_atomic, c.max_dest_rd_atomic = C.uint32_t(attr.MaxRdAtomic), C.uint32_t(attr.MaxDestRdAtomic)
 	c.min_rnr_timer, c.port, c.timeout = C.uint32_t(attr.MinRNRTimer), C.uint32_t(attr.Port), C.uint32_t(attr.Timeout)
 	c.retry_cnt, c.rnr_retry = C.uint32_t(attr.RetryCnt), C.uint32_t(attr.RNRRetry)
+	if attr.EnSQDAsyncNotify {
+		c.en_sqd_async_notify = 1
+	}
 	return errnoErr("ibv_modify_qp", C.app_modify_qp(q.qp, &c, C.int(mask)))
 }
 
@@ -495,6 +554,7 @@ func (q *QP) Query() (verbs.QPAttr, error) {
 		AccessFlags: verbs.Access(c.access), PKeyIndex: uint16(c.pkey_index), MaxRdAtomic: uint8(c.max_rd_atomic),
 		MaxDestRdAtomic: uint8(c.max_dest_rd_atomic), MinRNRTimer: uint8(c.min_rnr_timer), Port: uint8(c.port),
 		Timeout: uint8(c.timeout), RetryCnt: uint8(c.retry_cnt), RNRRetry: uint8(c.rnr_retry),
+		EnSQDAsyncNotify: c.en_sqd_async_notify != 0, SQDraining: c.sq_draining != 0,
 		Cap: verbs.QPCap{MaxSendWR: int(c.max_send_wr), MaxRecvWR: int(c.max_recv_wr), MaxSendSGE: int(c.max_send_sge),
 			MaxRecvSGE: int(c.max_recv_sge), MaxInlineData: int(c.max_inline)}}
 	for i := range a.AH.DGID {

@@ -2,6 +2,8 @@
 
 #include <errno.h>
 #include <string.h>
+#include <fcntl.h>
+#include <poll.h>
 #include "shim.h"
 
 int app_query_device(struct ibv_context *ctx, struct app_dev_attr *out) {
@@ -137,6 +139,7 @@ int app_modify_qp(struct ibv_qp *qp, struct app_qp_attr *a, int mask) {
 	q.timeout = a->timeout;
 	q.retry_cnt = a->retry_cnt;
 	q.rnr_retry = a->rnr_retry;
+	q.en_sqd_async_notify = a->en_sqd_async_notify;
 	return -ibv_modify_qp(qp, &q, mask);
 }
 
@@ -174,6 +177,8 @@ int app_query_qp(struct ibv_qp *qp, struct app_qp_attr *a) {
 	a->max_send_sge = q.cap.max_send_sge;
 	a->max_recv_sge = q.cap.max_recv_sge;
 	a->max_inline = q.cap.max_inline_data;
+	a->en_sqd_async_notify = q.en_sqd_async_notify;
+	a->sq_draining = q.sq_draining;
 	return 0;
 }
 
@@ -266,4 +271,40 @@ int app_wait_cq(struct ibv_comp_channel *ch) {
 	if (ibv_req_notify_cq(cq, 0))
 		return -errno;
 	return 0;
+}
+
+// app_get_async_event waits up to timeout_ms for an asynchronous event on the
+// context's async fd (made non-blocking), acknowledges it and flattens its
+// union. It returns 1 with an event, 0 on timeout, or -errno.
+int app_get_async_event(struct ibv_context *ctx, int timeout_ms, struct app_async_event *out) {
+	int fl = fcntl(ctx->async_fd, F_GETFL);
+	if (fl >= 0 && !(fl & O_NONBLOCK))
+		fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK);
+	struct pollfd p = {.fd = ctx->async_fd, .events = POLLIN};
+	int rc = poll(&p, 1, timeout_ms);
+	if (rc < 0)
+		return errno == EINTR ? 0 : -errno;
+	if (rc == 0)
+		return 0;
+	struct ibv_async_event ev;
+	if (ibv_get_async_event(ctx, &ev))
+		return errno == EAGAIN ? 0 : -errno;
+	memset(out, 0, sizeof *out);
+	out->type = ev.event_type;
+	switch (ev.event_type) {
+	case IBV_EVENT_CQ_ERR:
+		out->cq = ev.element.cq;
+		break;
+	case IBV_EVENT_PORT_ACTIVE: case IBV_EVENT_PORT_ERR: case IBV_EVENT_LID_CHANGE: case IBV_EVENT_PKEY_CHANGE:
+	case IBV_EVENT_SM_CHANGE: case IBV_EVENT_CLIENT_REREGISTER: case IBV_EVENT_GID_CHANGE:
+		out->port = ev.element.port_num;
+		break;
+	case IBV_EVENT_DEVICE_FATAL: case IBV_EVENT_SRQ_ERR: case IBV_EVENT_SRQ_LIMIT_REACHED: case IBV_EVENT_WQ_FATAL:
+		break;
+	default:
+		if (ev.element.qp)
+			out->qpn = ev.element.qp->qp_num;
+	}
+	ibv_ack_async_event(&ev);
+	return 1;
 }

@@ -27,6 +27,13 @@ struct app_qp_attr {
 	uint32_t sgid_index, flow_label, hop_limit, traffic_class, sl, ah_port;
 	uint32_t pkey_index, max_rd_atomic, max_dest_rd_atomic, min_rnr_timer, port, timeout, retry_cnt, rnr_retry;
 	uint32_t max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline;
+	uint32_t en_sqd_async_notify, sq_draining;
+};
+
+struct app_async_event {
+	int32_t type, port;
+	uint32_t qpn;
+	struct ibv_cq *cq;
 };
 
 struct app_wr {
@@ -53,5 +60,6 @@ int app_post_send(struct ibv_qp *qp, struct app_wr *wrs, int n, struct ibv_send_
 int app_post_recv(struct ibv_qp *qp, struct app_wr *wrs, int n, struct ibv_recv_wr *scratch, int *err);
 struct ibv_ah *app_create_ah(struct ibv_pd *pd, struct app_qp_attr *a);
 int app_wait_cq(struct ibv_comp_channel *ch);
+int app_get_async_event(struct ibv_context *ctx, int timeout_ms, struct app_async_event *out);
 
 #endif

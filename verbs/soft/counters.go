@@ -41,6 +41,7 @@ const (
 	CntARPRepliesSent         // ARP replies sent for our IPv4 GIDs
 	CntARPFailed              // neighbours that did not answer after all retries
 	CntCQOverflow             // completions lost because a CQ was full
+	CntAsyncEventsDropped     // asynchronous events lost because nobody read them
 	numCounters
 )
 
@@ -52,6 +53,7 @@ var counterNames = [numCounters]string{
 	"req_cqe_flush_error", "resp_cqe_flush_error", "out_of_buffer", "rnr_nak_sent", "rnr_nak_received",
 	"rx_discards", "rx_wrong_qp", "rx_qkey_violation", "rx_cnp", "tx_retransmits", "tx_nobuf",
 	"arp_requests_sent", "arp_replies_sent", "arp_failed", "cq_overflow",
+	"async_events_dropped",
 }
 
 // String returns the counter's mlx5-style name.

@@ -24,6 +24,8 @@ type cq struct {
 	head int // next to poll
 	n    int // queued
 
+	overrun bool // loop-owned: the overrun event went out
+
 	users atomic.Int32 // QPs using it
 	dead  atomic.Bool
 }
@@ -46,8 +48,8 @@ func (d *Device) CreateCQ(attr verbs.CQAttr) (verbs.CQ, error) {
 }
 
 // push queues a completion; it is called by the poll loop (or a control
-// operation holding the loop lock). A full CQ loses the completion and
-// counts it, where a NIC would raise a CQ overrun event.
+// operation holding the loop lock). A full CQ loses the completion, counts
+// it and raises EventCQErr.
 func (c *cq) push(wc *verbs.WC) {
 	if c.ts {
 		wc.Timestamp = dpdk.Nanotime()
@@ -56,6 +58,12 @@ func (c *cq) push(wc *verbs.WC) {
 	if c.n == len(c.ring) {
 		c.mu.Unlock()
 		c.dev.cnt.inc(CntCQOverflow)
+		if !c.overrun {
+			// Reported once, like the CQ error event of a NIC whose CQ
+			// overran.
+			c.overrun = true
+			c.dev.event(verbs.AsyncEvent{Type: verbs.EventCQErr, CQ: c})
+		}
 		return
 	}
 	i := c.head + c.n

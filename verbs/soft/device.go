@@ -114,6 +114,9 @@ type Device struct {
 
 	cnt counters
 
+	events   chan verbs.AsyncEvent
+	evClosed bool // under mu
+
 	// Loop-owned state (under mu).
 	qps        []*qp // by QPN index
 	qpGen      []uint8
@@ -130,7 +133,10 @@ type Device struct {
 	now        int64
 }
 
-var _ verbs.Device = (*Device)(nil)
+var (
+	_ verbs.Device      = (*Device)(nil)
+	_ verbs.EventSource = (*Device)(nil)
+)
 
 // ErrConfig is wrapped by NewDevice errors about the configuration.
 var ErrConfig = errors.New("soft: bad configuration")
@@ -150,7 +156,7 @@ func NewDevice(name string, port dpdk.Port, cfg Config) (*Device, error) {
 		return nil, fmt.Errorf("%w: queue %d of %d", ErrConfig, cfg.Queue, pi.RxQueues)
 	}
 	d := &Device{name: name, port: port, queue: cfg.Queue, prof: cfg.Profile.withDefaults(), mac: cfg.MAC,
-		neigh: map[roce.GID]*neighbor{}}
+		neigh: map[roce.GID]*neighbor{}, events: make(chan verbs.AsyncEvent, eventQueue)}
 	if d.mac.IsZero() {
 		d.mac = pi.MAC
 	}
@@ -350,8 +356,28 @@ func (d *Device) Close() error {
 	dpdk.FreeBulk(d.txq[:d.txn])
 	d.txn = 0
 	d.cache.Flush()
+	d.evClosed = true
+	close(d.events)
 	d.unlockLoop()
 	return nil
+}
+
+// eventQueue is how many asynchronous events wait for a reader.
+const eventQueue = 256
+
+// AsyncEvents implements verbs.EventSource.
+func (d *Device) AsyncEvents() <-chan verbs.AsyncEvent { return d.events }
+
+// event reports an asynchronous event; the caller holds the loop lock.
+func (d *Device) event(ev verbs.AsyncEvent) {
+	if d.evClosed {
+		return
+	}
+	select {
+	case d.events <- ev:
+	default:
+		d.cnt.inc(CntAsyncEventsDropped)
+	}
 }
 
 func (d *Device) lockLoop() {

@@ -13,7 +13,17 @@ func (q *qp) output() bool {
 			return q.ucOutput()
 		}
 		return q.rcOutput()
-	case verbs.QPSRTR, verbs.QPSSQD:
+	case verbs.QPSSQD:
+		var did bool
+		switch q.typ {
+		case verbs.QPTypeRC:
+			did = q.rcOutput()
+		case verbs.QPTypeUC:
+			did = q.ucOutput()
+		}
+		q.checkDrained()
+		return did
+	case verbs.QPSRTR:
 		if q.typ == verbs.QPTypeRC {
 			return q.respOutput()
 		}
@@ -25,6 +35,38 @@ func (q *qp) output() bool {
 		}
 	}
 	return false
+}
+
+// checkDrained ends a drain in SQD once no started request is outstanding:
+// for RC when every started message is acknowledged, for UC when no message
+// is half sent, for UD at once.
+func (q *qp) checkDrained() {
+	if !q.sqd.draining {
+		return
+	}
+	switch q.typ {
+	case verbs.QPTypeRC:
+		if q.req.head != q.req.started {
+			return
+		}
+	case verbs.QPTypeUC:
+		if q.req.off != 0 {
+			return
+		}
+	}
+	q.sqd.draining = false
+	if q.sqd.notify {
+		q.dev.event(verbs.AsyncEvent{Type: verbs.EventSQDrained, QPN: q.qpn})
+	}
+}
+
+// established reports COMM_EST for the first packet a connected QP receives
+// in RTR.
+func (q *qp) established(st verbs.QPState) {
+	if st == verbs.QPSRTR && !q.commEst {
+		q.commEst = true
+		q.dev.event(verbs.AsyncEvent{Type: verbs.EventCommEst, QPN: q.qpn})
+	}
 }
 
 // flushQP completes every outstanding work request of q with

@@ -113,6 +113,15 @@ type qp struct {
 	resp    respState
 	cnpLast int64    // CNP pacing with CNPPerQP
 	rp      dcqcn.RP // DCQCN reaction point (Profile.DCQCNRate)
+	sqd     sqdState
+	commEst bool // COMM_EST reported
+}
+
+// sqdState tracks a move to SQD: the send queue stops starting requests
+// and is drained once those already started are done.
+type sqdState struct {
+	draining bool // in SQD with started requests outstanding
+	notify   bool // report EventSQDrained when the drain ends
 }
 
 var _ verbs.QP = (*qp)(nil)
@@ -228,6 +237,11 @@ func (q *qp) Modify(attr *verbs.QPAttr, mask verbs.AttrMask) error {
 		if d.prof.DCQCNRate && q.typ != verbs.QPTypeUD {
 			q.rp.Init(&d.prof.DCQCN)
 		}
+	case next == verbs.QPSSQD && cur == verbs.QPSRTS:
+		q.sqd = sqdState{draining: true, notify: na.EnSQDAsyncNotify}
+	case next == verbs.QPSRTS && cur == verbs.QPSSQD:
+		q.sqd = sqdState{}
+		d.kick()
 	case next == verbs.QPSErr && cur != verbs.QPSErr:
 		q.state.Store(uint32(next))
 		d.flushQP(q)
@@ -286,6 +300,9 @@ func applyAttr(a *verbs.QPAttr, in *verbs.QPAttr, m verbs.AttrMask) {
 	if m&verbs.AttrDestQPN != 0 {
 		a.DestQPN = in.DestQPN
 	}
+	if m&verbs.AttrEnSQDAsyncNotify != 0 {
+		a.EnSQDAsyncNotify = in.EnSQDAsyncNotify
+	}
 }
 
 // setPath prepares the RC connection's header template from the primary
@@ -328,6 +345,8 @@ func (q *qp) resetQueues() {
 	q.sqCons = 0
 	q.req.init()
 	q.resp = respState{}
+	q.sqd = sqdState{}
+	q.commEst = false
 }
 
 // Query implements verbs.QP.
@@ -341,6 +360,7 @@ func (q *qp) Query() (verbs.QPAttr, error) {
 	a := q.attr
 	a.CurState = a.State
 	a.Cap = q.cap
+	a.SQDraining = a.State == verbs.QPSSQD && q.sqd.draining
 	return a, nil
 }
 

@@ -100,7 +100,7 @@ func (q *qp) rcOutput() bool {
 	if r.deadline != 0 && d.now >= r.deadline {
 		q.timeout()
 		did = true
-		if verbs.QPState(q.state.Load()) != verbs.QPSRTS {
+		if st := verbs.QPState(q.state.Load()); st != verbs.QPSRTS && st != verbs.QPSSQD {
 			return did
 		}
 	}
@@ -129,7 +129,8 @@ func (q *qp) rcOutput() bool {
 	maxRd := max(1, int(q.attr.MaxRdAtomic))
 	for budget := d.burst; budget > 0; budget-- {
 		if r.next == r.started {
-			if r.started == tail {
+			// In SQD only requests already started go on.
+			if r.started == tail || q.attr.State == verbs.QPSSQD {
 				break
 			}
 			w := &sq.slots[r.started&sq.mask]

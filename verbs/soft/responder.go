@@ -70,6 +70,7 @@ func (q *qp) responderInput(frame []byte, p *roce.Packet) {
 		d.cnt.inc(CntRxWrongQP)
 		return
 	}
+	q.established(st)
 	r := &q.resp
 	if !q.req.macKnown {
 		// Answer where the request came from until the requester side

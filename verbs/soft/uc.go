@@ -37,6 +37,9 @@ func (q *qp) ucOutput() bool {
 	did := false
 	mtu := uint32(q.mtu)
 	for budget := d.burst; budget > 0 && q.sqCons != tail; budget-- {
+		if q.req.off == 0 && q.attr.State == verbs.QPSSQD {
+			break // SQD: finish the message in progress, start none
+		}
 		if !d.txRoom() {
 			break
 		}
@@ -126,6 +129,7 @@ func (q *qp) ucInput(frame []byte, p *roce.Packet) {
 		d.cnt.inc(CntRxWrongQP)
 		return
 	}
+	q.established(st)
 	r := &q.resp
 	if p.PSN != r.epsn {
 		d.cnt.inc(CntOutOfSequence)
