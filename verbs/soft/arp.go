@@ -8,9 +8,10 @@ import (
 // Neighbour resolution. A real RNIC gets destination MACs from the kernel's
 // neighbour table when an AH or a QP path is set; the soft RNIC has no kernel
 // beside it, so it keeps its own table: static entries from the
-// configuration, and entries learnt by ARP for IPv4 GIDs. A QP whose next
-// hop is unknown holds its sends while the loop asks, every ARPInterval up
-// to ARPRetries times; if nobody answers, its requests fail.
+// configuration, entries learnt by ARP for IPv4 GIDs and by neighbour
+// discovery (RFC 4861 solicitations and advertisements) for IPv6 GIDs. A QP
+// whose next hop is unknown holds its sends while the loop asks, every
+// ARPInterval up to ARPRetries times; if nobody answers, its requests fail.
 
 type neighState uint8
 
@@ -25,8 +26,8 @@ type neighbor struct {
 	mac   dnet.MAC
 	state neighState
 	tries int
-	next  int64   // next ARP request (incomplete)
-	src   [4]byte // our address the requests come from
+	next  int64    // next request (incomplete)
+	src   roce.GID // our address the requests come from
 }
 
 type resolveResult uint8
@@ -53,32 +54,60 @@ func (d *Device) resolve(src, dst roce.GID) (dnet.MAC, resolveResult) {
 			return dnet.MAC{}, resolveFail
 		}
 	}
-	if !dst.IsIPv4() || !src.IsIPv4() {
-		// No neighbour discovery for IPv6: it needs a static entry.
+	if dst.IsIPv4() != src.IsIPv4() {
 		return dnet.MAC{}, resolveFail
 	}
-	n = &neighbor{state: neighIncomplete, src: src.IPv4()}
+	n = &neighbor{state: neighIncomplete, src: src}
 	d.neigh[dst] = n
 	d.arpPending++
-	d.sendARPRequest(n, dst)
+	d.sendSolicit(n, dst)
 	return dnet.MAC{}, resolveWait
 }
 
-func (d *Device) sendARPRequest(n *neighbor, dst roce.GID) {
+// sendSolicit asks for dst's MAC: an ARP request for IPv4, a neighbour
+// solicitation for IPv6.
+func (d *Device) sendSolicit(n *neighbor, dst roce.GID) {
 	n.tries++
 	n.next = d.now + int64(d.prof.ARPInterval)
 	pkt := d.allocTx()
 	if pkt == nil {
 		return
 	}
-	l, err := dnet.WriteARPRequest(pkt.Buffer(), d.mac, n.src, dst.IPv4())
+	var l int
+	var err error
+	if dst.IsIPv4() {
+		l, err = dnet.WriteARPRequest(pkt.Buffer(), d.mac, n.src.IPv4(), dst.IPv4())
+	} else {
+		l, err = dnet.WriteNeighborSolicit(pkt.Buffer(), d.mac, n.src, dst)
+	}
 	if err != nil {
 		pkt.Free()
 		return
 	}
 	_ = pkt.SetLen(l)
-	d.cnt.inc(CntARPRequestsSent)
+	if dst.IsIPv4() {
+		d.cnt.inc(CntARPRequestsSent)
+	} else {
+		d.cnt.inc(CntNDSolicitsSent)
+	}
 	d.send(pkt)
+}
+
+// learn records that ip is at mac (from an ARP or ND message), unless a
+// static entry says otherwise.
+func (d *Device) learn(ip roce.GID, mac dnet.MAC) {
+	n := d.neigh[ip]
+	if n != nil && n.state == neighStatic {
+		return
+	}
+	if n != nil && n.state == neighIncomplete {
+		d.arpPending--
+	}
+	if n == nil {
+		n = &neighbor{}
+		d.neigh[ip] = n
+	}
+	n.mac, n.state = mac, neighReachable
 }
 
 // arpTimers retries or fails incomplete entries.
@@ -96,7 +125,7 @@ func (d *Device) arpTimers() {
 			d.cnt.inc(CntARPFailed)
 			continue
 		}
-		d.sendARPRequest(n, g)
+		d.sendSolicit(n, g)
 	}
 }
 
@@ -112,17 +141,7 @@ func (d *Device) arpInput(frame []byte, pn *dnet.Parsed) {
 	if d.gidIndex(target) < 0 {
 		return // not for us; a switch floods requests
 	}
-	sender := roce.GIDFromIPv4(a.SenderIP())
-	if n := d.neigh[sender]; n == nil || n.state != neighStatic {
-		if n != nil && n.state == neighIncomplete {
-			d.arpPending--
-		}
-		if n == nil {
-			n = &neighbor{}
-			d.neigh[sender] = n
-		}
-		n.mac, n.state = a.SenderMAC(), neighReachable
-	}
+	d.learn(roce.GIDFromIPv4(a.SenderIP()), a.SenderMAC())
 	if a.Op() != dnet.ARPOpRequest {
 		return
 	}
@@ -137,5 +156,51 @@ func (d *Device) arpInput(frame []byte, pn *dnet.Parsed) {
 	}
 	_ = pkt.SetLen(l)
 	d.cnt.inc(CntARPRepliesSent)
+	d.send(pkt)
+}
+
+// ndInput handles IPv6 neighbour discovery: a solicitation for one of our
+// IPv6 GIDs is answered and teaches us the solicitor's MAC; an advertisement
+// completes a pending resolution. Messages that RFC 4861 says to drop (hop
+// limit not 255, bad checksum, short) are counted as discards.
+func (d *Device) ndInput(frame []byte, pn *dnet.Parsed) {
+	ip := dnet.IPv6(frame[pn.L3Off:])
+	m := dnet.ND(frame[pn.L4Off : pn.L4Off+pn.L4Len])
+	if !m.IsValid() {
+		return // other ICMPv6: not ours to answer
+	}
+	if ip.HopLimit() != 255 || !dnet.ICMPv6(m).ChecksumValid(ip.Src(), ip.Dst()) {
+		d.cnt.inc(CntRxDiscards)
+		return
+	}
+	target := roce.GID(m.Target())
+	if m.Type() == dnet.ICMPv6NeighborAdvert {
+		if mac, ok := m.LinkAddr(dnet.NDOptTargetLinkAddr); ok {
+			if n := d.neigh[target]; n != nil && n.state != neighStatic {
+				d.learn(target, mac)
+			}
+		}
+		return
+	}
+	if d.gidIndex(target) < 0 {
+		return
+	}
+	src := roce.GID(ip.Src())
+	mac, ok := m.LinkAddr(dnet.NDOptSourceLinkAddr)
+	if src == (roce.GID{}) || !ok {
+		return // duplicate address detection, or nobody to answer to
+	}
+	d.learn(src, mac)
+	pkt := d.allocTx()
+	if pkt == nil {
+		return
+	}
+	l, err := dnet.WriteNeighborAdvert(pkt.Buffer(), d.mac, target, mac, src)
+	if err != nil {
+		pkt.Free()
+		return
+	}
+	_ = pkt.SetLen(l)
+	d.cnt.inc(CntNDAdvertsSent)
 	d.send(pkt)
 }

@@ -42,6 +42,8 @@ const (
 	CntARPFailed              // neighbours that did not answer after all retries
 	CntCQOverflow             // completions lost because a CQ was full
 	CntAsyncEventsDropped     // asynchronous events lost because nobody read them
+	CntNDSolicitsSent         // IPv6 neighbour solicitations sent to resolve a neighbour
+	CntNDAdvertsSent          // IPv6 neighbour advertisements sent for our IPv6 GIDs
 	numCounters
 )
 
@@ -53,7 +55,7 @@ var counterNames = [numCounters]string{
 	"req_cqe_flush_error", "resp_cqe_flush_error", "out_of_buffer", "rnr_nak_sent", "rnr_nak_received",
 	"rx_discards", "rx_wrong_qp", "rx_qkey_violation", "rx_cnp", "tx_retransmits", "tx_nobuf",
 	"arp_requests_sent", "arp_replies_sent", "arp_failed", "cq_overflow",
-	"async_events_dropped",
+	"async_events_dropped", "nd_solicits_sent", "nd_adverts_sent",
 }
 
 // String returns the counter's mlx5-style name.

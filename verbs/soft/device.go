@@ -16,7 +16,8 @@
 // go-back-N, the retransmission timer (4.096 us x 2^timeout) with retry_cnt,
 // RNR NAK with rnr_retry, implied NAK for READ, responder resources with
 // replay of duplicate READs and atomics; UD SEND with DETH and Q_Key check;
-// several IPv4 and IPv6 GIDs per device, a static neighbour table plus ARP;
+// several IPv4 and IPv6 GIDs per device, a static neighbour table plus ARP
+// and IPv6 neighbour discovery;
 // ICRC on transmit and receive; ECN-CE to CNP with a pacer whose scope is
 // per port, per destination IP or per QP; optionally DCQCN rate control at
 // the reaction point, pacing each RC QP (package dcqcn); mlx5-named
@@ -25,8 +26,7 @@
 //
 // UC QPs carry SEND and WRITE over a connection without acknowledgements.
 //
-// Not modelled yet: shared receive queues, memory windows, IPv6 neighbour
-// discovery (IPv6 next hops need static entries).
+// Not modelled yet: shared receive queues, memory windows.
 //
 // Steady-state operation allocates nothing per packet: work requests are
 // copied into preallocated ring slots, frames are built in place into packet
@@ -64,8 +64,8 @@ type Config struct {
 	// of PoolSize buffers (default 8192) large enough for a 4096-byte MTU.
 	Pool     *dpdk.Pool
 	PoolSize int
-	// Neighbors are static neighbour entries: IP address to MAC. Other IPv4
-	// neighbours are resolved with ARP; IPv6 neighbours must be listed.
+	// Neighbors are static neighbour entries: IP address to MAC. Other
+	// neighbours are resolved with ARP (IPv4) or neighbour discovery (IPv6).
 	Neighbors map[netip.Addr]dnet.MAC
 	// Queue is the port queue (RX and TX) the device polls.
 	Queue int
@@ -513,6 +513,10 @@ func (d *Device) input(pkt *dpdk.Packet) {
 	if err := roce.Parse(frame, p); err != nil {
 		if p.Net.L3Proto == dnet.EtherTypeARP && p.Net.L3Off > 0 {
 			d.arpInput(frame, &p.Net)
+			return
+		}
+		if p.Net.L4Proto == dnet.IPProtoICMPv6 && p.Net.L4Off > 0 && p.Net.L3Proto == dnet.EtherTypeIPv6 {
+			d.ndInput(frame, &p.Net)
 			return
 		}
 		d.cnt.inc(CntRxDiscards)
