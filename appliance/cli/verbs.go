@@ -16,8 +16,8 @@ import (
 func init() {
 	register(&Command{
 		Name:    "verbs",
-		Summary: "RDMA verbs: list devices (soft RNICs and libibverbs devices)",
-		Sub: []*Command{
+		Summary: "RDMA verbs: list devices, run perftest-style bandwidth and latency tests",
+		Sub: append([]*Command{
 			{
 				Name:    "devices",
 				Summary: "list RDMA devices of every provider with their ports and RoCEv2 GIDs (like ibv_devices + ibv_devinfo)",
@@ -80,6 +80,6 @@ func init() {
 					}
 				},
 			},
-		},
+		}, perfCommands()...),
 	})
 }
