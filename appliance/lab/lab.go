@@ -29,7 +29,8 @@ func DefaultYAML() []byte { return append([]byte(nil), defaultYAML...) }
 
 // Spec is the lab configuration.
 type Spec struct {
-	Wire WireSpec `yaml:"wire"`
+	Wire  WireSpec  `yaml:"wire"`
+	Verbs VerbsSpec `yaml:"verbs"`
 }
 
 // LoadSpec reads a lab configuration; path "" means the embedded default.
@@ -46,6 +47,7 @@ func LoadSpec(path string) (Spec, error) {
 		return Spec{}, err
 	}
 	s.Wire.validate(doc)
+	s.Verbs.validate(doc)
 	return s, doc.Err()
 }
 
@@ -97,6 +99,7 @@ type stage struct {
 
 var stages = []stage{
 	{"wire", func(s Spec) bool { return s.Wire.Enabled }, runWire},
+	{"verbs", func(s Spec) bool { return s.Verbs.Enabled }, runVerbs},
 }
 
 // Lab runs the stages.

@@ -30,6 +30,7 @@ func TestWireStage(t *testing.T) {
 	}
 	s.Wire.Rounds = 50
 	s.Wire.Compress = true
+	s.Verbs.Enabled = false
 	dir := t.TempDir()
 	l := &Lab{Spec: s, OutDir: dir}
 	rep, err := l.Run(context.Background())
@@ -86,5 +87,75 @@ func TestWireStage(t *testing.T) {
 	b, err := os.ReadFile(l.Path("summary.json"))
 	if err != nil || json.Unmarshal(b, &sum) != nil || len(sum.Rows) != 1 || !sum.Rows[0].Pass {
 		t.Fatalf("summary.json: %v %s", err, b)
+	}
+}
+
+func TestVerbsStage(t *testing.T) {
+	s, err := LoadSpec("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Wire.Enabled = false
+	s.Verbs.Iters, s.Verbs.LatIters, s.Verbs.CaptureIters, s.Verbs.DropEvery = 2000, 100, 10, 53
+	l := &Lab{Spec: s, OutDir: t.TempDir()}
+	rep, err := l.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	rep.WriteSummary(&b)
+	if !rep.Pass() || len(rep.Rows) != 1 {
+		t.Fatalf("lab failed:\n%s", b.String())
+	}
+	row := rep.Rows[0]
+	for _, k := range []string{"captured", "icrc_bad", "tshark", "write_64B", "write_64KiB", "send_lat", "read_lat",
+		"lossy_dropped", "retransmitted"} {
+		if row.Figures[k] == "" {
+			t.Errorf("figure %s missing:\n%s", k, b.String())
+		}
+	}
+	if _, err := exec.LookPath("tshark"); err == nil && !strings.HasPrefix(row.Figures["tshark"], "agrees(") {
+		t.Fatalf("tshark cross-check: %s", row.Figures["tshark"])
+	}
+	// Every captured frame is valid RoCEv2 and the exchange has every verb.
+	r, err := pcap.Open(l.Path("verbs.pcap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var p roce.Packet
+	ops := map[roce.Opcode]int{}
+	n := 0
+	for {
+		_, data, err := r.ReadPacket(nil)
+		if err != nil {
+			break
+		}
+		if err := roce.Parse(data, &p); err != nil || p.VerifyICRC(data) != nil {
+			t.Fatalf("verbs.pcap packet %d: %v", n, err)
+		}
+		ops[p.Opcode]++
+		n++
+	}
+	if strconv.Itoa(n) != row.Figures["captured"] {
+		t.Fatalf("verbs.pcap holds %d frames, the stage says %s", n, row.Figures["captured"])
+	}
+	for _, op := range []roce.Opcode{roce.RCWriteFirst, roce.RCReadRequest, roce.RCReadResponseLast, roce.RCFetchAdd,
+		roce.RCCompareSwap, roce.RCAtomicAck, roce.RCSendOnly, roce.RCSendFirst, roce.RCAck} {
+		if ops[op] == 0 {
+			t.Errorf("no %v in the capture: %v", op, ops)
+		}
+	}
+}
+
+func TestVerbsSpecErrors(t *testing.T) {
+	path := t.TempDir() + "/lab.yml"
+	if err := os.WriteFile(path, []byte("verbs:\n  enabled: true\n  iters: 3\n  lat-iters: 100\n  capture-iters: 10\n  profile: cx9\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := LoadSpec(path)
+	if err == nil || !strings.Contains(err.Error(), "lab.yml:3") || !strings.Contains(err.Error(), "verbs.iters") ||
+		!strings.Contains(err.Error(), "verbs.profile") {
+		t.Fatalf("error %v", err)
 	}
 }
