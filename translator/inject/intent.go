@@ -1,0 +1,308 @@
+// Package inject is Lumina's event injector: the middlebox between the two
+// RDMA hosts of a test that drops, ECN-marks or corrupts chosen data packets
+// deterministically, mirrors every RoCE packet (before the event takes
+// effect) with metadata to a pool of dumpers, and forwards the rest.
+//
+// The package has three layers. Compile turns a test's intents (relative QP
+// index, relative PSN, iteration, event type) and the runtime metadata the
+// traffic generator pushes (per connection: requester and responder IP, QPN
+// and initial PSN) into exact-match entries {src IP, dst IP, dst QPN, PSN,
+// ITER} -> event, the same entries the Tofino program (p4/lumina) takes. A
+// Table holds them together with the per-connection ITER trackers and
+// matches packets. mirror.go is the metadata layout of mirrored copies,
+// shared with the dumpers and the trace reconstruction.
+package inject
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// EventType is the event injected into a packet, numbered as Lumina numbers
+// them (and as the mirrored copy carries it in its TTL).
+type EventType uint8
+
+// Event types.
+const (
+	EventNone     EventType = 0
+	EventDrop     EventType = 1
+	EventECN      EventType = 2
+	EventBitError EventType = 3
+)
+
+var eventNames = [...]string{"none", "drop", "ecn", "bit-error"}
+
+func (e EventType) String() string {
+	if int(e) < len(eventNames) {
+		return eventNames[e]
+	}
+	return fmt.Sprintf("event(%d)", uint8(e))
+}
+
+// ParseEventType parses Lumina's names: drop, ecn, bit-error (and none).
+func ParseEventType(s string) (EventType, error) {
+	for i, n := range eventNames {
+		if strings.EqualFold(s, n) {
+			return EventType(i), nil
+		}
+	}
+	return 0, fmt.Errorf("inject: unknown event type %q (drop, ecn, bit-error)", s)
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (e EventType) MarshalText() ([]byte, error) { return []byte(e.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (e *EventType) UnmarshalText(b []byte) error {
+	t, err := ParseEventType(string(b))
+	*e = t
+	return err
+}
+
+// AllPSNs in Intent.PSN selects every data packet of the connection
+// (Lumina's `psn: all`).
+const AllPSNs = -1
+
+// Intent is one entry of Lumina's data-pkt-events: inject Type into the data
+// packet at relative PSN PSN (from 0, counted from the start of each message)
+// of the connection with relative index QP (from 0), in transmission round
+// Iter (from 1).
+type Intent struct {
+	QP   int       `json:"qpn"`
+	PSN  int       `json:"psn"` // AllPSNs for every packet
+	Iter int       `json:"iter"`
+	Type EventType `json:"type"`
+}
+
+func (in Intent) String() string {
+	psn := fmt.Sprint(in.PSN)
+	if in.PSN == AllPSNs {
+		psn = "all"
+	}
+	return fmt.Sprintf("{qpn %d psn %s iter %d %v}", in.QP, psn, in.Iter, in.Type)
+}
+
+// Conn is the runtime metadata of one QP connection, as the traffic
+// generator pushes it once the QPs are connected.
+type Conn struct {
+	RequesterIP   netip.Addr `json:"requester_ip"`
+	RequesterQPN  uint32     `json:"requester_qpn"`
+	RequesterIPSN uint32     `json:"requester_ipsn"`
+	ResponderIP   netip.Addr `json:"responder_ip"`
+	ResponderQPN  uint32     `json:"responder_qpn"`
+	ResponderIPSN uint32     `json:"responder_ipsn"`
+}
+
+// Verb is the RDMA operation of a test's traffic.
+type Verb string
+
+// Verbs Lumina's traffic generator runs.
+const (
+	VerbWrite    Verb = "write"
+	VerbRead     Verb = "read"
+	VerbSend     Verb = "send"
+	VerbSendRead Verb = "send_read"
+)
+
+// Geometry is the shape of the traffic the intents refer to.
+type Geometry struct {
+	Verb        Verb `json:"verb"`
+	MessageSize int  `json:"message_size"`
+	MTU         int  `json:"mtu"`
+	NumMessages int  `json:"num_msgs_per_qp"`
+}
+
+// PacketsPerMessage is the data packets of one message.
+func (g Geometry) PacketsPerMessage() int {
+	if g.MTU <= 0 {
+		return 0
+	}
+	return max(1, (g.MessageSize+g.MTU-1)/g.MTU)
+}
+
+// Validate checks the geometry.
+func (g Geometry) Validate() error {
+	switch g.Verb {
+	case VerbWrite, VerbRead, VerbSend, VerbSendRead:
+	default:
+		return fmt.Errorf("inject: verb %q (write, read, send, send_read)", g.Verb)
+	}
+	switch g.MTU {
+	case 256, 512, 1024, 2048, 4096:
+	default:
+		return fmt.Errorf("inject: mtu %d (256, 512, 1024, 2048 or 4096)", g.MTU)
+	}
+	if g.MessageSize < 0 || g.NumMessages < 1 {
+		return fmt.Errorf("inject: message size %d and messages per QP %d", g.MessageSize, g.NumMessages)
+	}
+	return nil
+}
+
+// IterMode selects how the injector counts transmission rounds.
+type IterMode uint8
+
+const (
+	// IterPaper is the paper's rule: per connection, a packet whose PSN
+	// is not larger than the previous packet's starts a new round; the
+	// round count never resets. An intent with iter 1 therefore hits
+	// only the messages sent before the first retransmission.
+	IterPaper IterMode = iota
+	// IterP4 is the public P4 program's rule: a register pair {expected
+	// PSN, iter}; a packet whose PSN is not the expected one increments
+	// iter, and the first packet of a message that arrives in order
+	// resets iter to 1. Rounds are thus counted per message, so an
+	// intent applies to every message of the connection alike.
+	IterP4
+)
+
+func (m IterMode) String() string {
+	if m == IterP4 {
+		return "p4"
+	}
+	return "paper"
+}
+
+// ParseIterMode parses "paper" or "p4".
+func ParseIterMode(s string) (IterMode, error) {
+	switch s {
+	case "paper", "":
+		return IterPaper, nil
+	case "p4":
+		return IterP4, nil
+	}
+	return 0, fmt.Errorf("inject: iter mode %q (paper or p4)", s)
+}
+
+// Key is the match key of an event entry. For IPv4 the addresses are
+// IPv4-mapped. AnyPSN in PSN makes the entry match every PSN (psn: all).
+type Key struct {
+	Src, Dst [16]byte
+	DstQPN   uint32
+	PSN      uint32
+	Iter     uint16
+}
+
+// AnyPSN marks a Key that ignores the PSN.
+const AnyPSN = 1 << 24
+
+// Entry is one match-action entry.
+type Entry struct {
+	Key   Key
+	Event EventType
+	// Intent is the index of the intent the entry came from.
+	Intent int
+}
+
+func (e Entry) String() string {
+	psn := fmt.Sprint(e.Key.PSN)
+	if e.Key.PSN == AnyPSN {
+		psn = "*"
+	}
+	return fmt.Sprintf("%v -> %v qpn %#x psn %s iter %d: %v", addr(e.Key.Src), addr(e.Key.Dst), e.Key.DstQPN,
+		psn, e.Key.Iter, e.Event)
+}
+
+func addr(b [16]byte) netip.Addr { return netip.AddrFrom16(b).Unmap() }
+
+// ErrIntent is wrapped by every error Compile returns about an intent.
+var ErrIntent = errors.New("inject: bad intent")
+
+// IntentError names the intent at fault.
+type IntentError struct {
+	Index  int
+	Intent Intent
+	Reason string
+}
+
+func (e *IntentError) Error() string {
+	return fmt.Sprintf("inject: intent %d %v: %s", e.Index, e.Intent, e.Reason)
+}
+
+func (e *IntentError) Unwrap() error { return ErrIntent }
+
+// Options adjust Compile.
+type Options struct {
+	// SendConns is, for send_read, how many of the first connections
+	// carry SEND (the rest carry READ).
+	SendConns int
+	// OneBased reads QP and PSN as counted from 1, as the paper's
+	// listings count them ("qpn: 1, psn: 4" is the fourth packet of the
+	// first connection). Lumina's YAML counts both from 0.
+	OneBased bool
+}
+
+// Compile turns intents into entries for the connections' runtime metadata.
+// The data packets of a connection go from the requester to the responder,
+// except for READ, whose data packets (the responses) come from the
+// responder; their PSNs count from the requester's initial PSN either way.
+// For message i of a connection the PSN is IPSN + i x PacketsPerMessage +
+// PSN, modulo 2^24. Intents naming a connection or PSN that does not exist,
+// or two intents selecting the same packet, are rejected.
+func Compile(intents []Intent, conns []Conn, g Geometry, opt Options) ([]Entry, error) {
+	if err := g.Validate(); err != nil {
+		return nil, err
+	}
+	ppm := g.PacketsPerMessage()
+	var out []Entry
+	seen := map[Key]int{}
+	base := 0
+	if opt.OneBased {
+		base = 1
+	}
+	for i, orig := range intents {
+		bad := func(format string, a ...any) error {
+			return &IntentError{Index: i, Intent: orig, Reason: fmt.Sprintf(format, a...)}
+		}
+		in := orig
+		all := orig.PSN == AllPSNs
+		in.QP -= base
+		if !all {
+			in.PSN -= base
+		}
+		switch in.Type {
+		case EventDrop, EventECN, EventBitError:
+		default:
+			return nil, bad("event type %v", in.Type)
+		}
+		if in.QP < 0 || in.QP >= len(conns) {
+			return nil, bad("qpn %d: the test has %d connections (qpn counts from %d)", orig.QP, len(conns), base)
+		}
+		if !all && (in.PSN < 0 || in.PSN >= ppm) {
+			return nil, bad("psn %d: a message of %d bytes at MTU %d has %d data packets (psn counts from %d)",
+				orig.PSN, g.MessageSize, g.MTU, ppm, base)
+		}
+		if in.Iter < 1 || in.Iter > 0xffff {
+			return nil, bad("iter %d: rounds count from 1", in.Iter)
+		}
+		c := conns[in.QP]
+		if !c.RequesterIP.IsValid() || !c.ResponderIP.IsValid() {
+			return nil, bad("connection %d has no addresses in the metadata", in.QP)
+		}
+		ck := dataDirection(in.QP, c, g, opt)
+		k := Key{Src: ck.Src, Dst: ck.Dst, DstQPN: ck.DstQPN, Iter: uint16(in.Iter)}
+		add := func(k Key) error {
+			if j, dup := seen[k]; dup {
+				return bad("selects the same packet as intent %d", out[j].Intent)
+			}
+			seen[k] = len(out)
+			out = append(out, Entry{Key: k, Event: in.Type, Intent: i})
+			return nil
+		}
+		if all {
+			k.PSN = AnyPSN
+			if err := add(k); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		for m := 0; m < g.NumMessages; m++ {
+			k.PSN = (c.RequesterIPSN + uint32(m*ppm+in.PSN)) & 0xffffff
+			if err := add(k); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,125 @@
+package inject
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/verbs/roce"
+)
+
+// The mirrored copy of a RoCE packet carries Lumina's metadata in header
+// fields that the analysis does not need, so mirroring never grows a packet
+// (a line-rate mirror port would overflow otherwise):
+//
+//	Ethernet source      48-bit mirror sequence number (global, per mirrored RoCE packet, from 1)
+//	Ethernet destination 48-bit ingress timestamp in nanoseconds (wraps after 78 hours)
+//	IPv4 TTL / IPv6 hop limit  event type (0 none, 1 drop, 2 ECN, 3 bit error)
+//	UDP checksum         the original UDP source port
+//	UDP source port      random (spreads the copies over the dumpers' RSS queues)
+//	UDP destination port the rewrite port (rewrite-udp-dst-port, 9741 by default), so the
+//	                     dumper hosts' own RoCE stacks never take the copies for RDMA traffic
+//
+// RestoreMirror undoes the UDP and ECN parts on the dumper, so the dumped
+// trace holds the packets as the receiver saw them, with valid ICRCs.
+
+// DefaultRewritePort is Lumina's default rewrite-udp-dst-port.
+const DefaultRewritePort = 9741
+
+// Mask48 keeps the 48 bits a MAC address field holds.
+const Mask48 = 1<<48 - 1
+
+// MirrorMeta is the metadata of one mirrored copy.
+type MirrorMeta struct {
+	Seq         uint64    `json:"seq"`          // 48 bits
+	Timestamp   int64     `json:"timestamp_ns"` // 48 bits
+	Event       EventType `json:"event"`
+	OrigSrcPort uint16    `json:"orig_src_port"`
+}
+
+// ErrNotMirrored is returned for frames that are not IP/UDP, so cannot carry
+// the metadata.
+var ErrNotMirrored = errors.New("inject: not a mirrored RoCE copy")
+
+func put48(b []byte, v uint64) {
+	b[0], b[1] = byte(v>>40), byte(v>>32)
+	binary.BigEndian.PutUint32(b[2:6], uint32(v))
+}
+
+func get48(b []byte) uint64 {
+	return uint64(b[0])<<40 | uint64(b[1])<<32 | uint64(binary.BigEndian.Uint32(b[2:6]))
+}
+
+// WriteMirror writes m into frame, a copy of a RoCE packet whose layout p
+// describes, and rewrites its UDP ports: the source to srcPort, the
+// destination to dstPort. The IPv4 header checksum is kept valid.
+func WriteMirror(frame []byte, p *dnet.Parsed, m MirrorMeta, srcPort, dstPort uint16) {
+	put48(frame[6:12], m.Seq&Mask48)
+	put48(frame[0:6], uint64(m.Timestamp)&Mask48)
+	switch p.L3Proto {
+	case dnet.EtherTypeIPv4:
+		ip := dnet.IPv4(frame[p.L3Off:])
+		ip.SetTTL(uint8(m.Event))
+		ip.UpdateChecksum()
+	case dnet.EtherTypeIPv6:
+		frame[p.L3Off+7] = uint8(m.Event)
+	}
+	u := dnet.UDP(frame[p.L4Off:])
+	u.SetChecksum(u.SrcPort())
+	u.SetSrcPort(srcPort)
+	u.SetDstPort(dstPort)
+}
+
+// ReadMirror reads the metadata of a mirrored copy whose layout p describes
+// (decoded with dnet.Decode or dnet.DecodeTruncated).
+func ReadMirror(frame []byte, p *dnet.Parsed) (MirrorMeta, error) {
+	if p.L4Proto != dnet.IPProtoUDP || p.L4Off+dnet.UDPHeaderLen > len(frame) {
+		return MirrorMeta{}, ErrNotMirrored
+	}
+	m := MirrorMeta{Seq: get48(frame[6:12]), Timestamp: int64(get48(frame[0:6]))}
+	switch p.L3Proto {
+	case dnet.EtherTypeIPv4:
+		m.Event = EventType(frame[p.L3Off+8])
+	case dnet.EtherTypeIPv6:
+		m.Event = EventType(frame[p.L3Off+7])
+	default:
+		return MirrorMeta{}, ErrNotMirrored
+	}
+	m.OrigSrcPort = dnet.UDP(frame[p.L4Off:]).Checksum()
+	return m, nil
+}
+
+// RestoreMirror turns a mirrored copy back into the packet the receiver
+// got: the original UDP source port, destination port 4791, UDP checksum 0
+// (RoCEv2 senders leave it 0; the ICRC protects the packet), and ECN CE when
+// the injector marked it; the IPv4 header checksum is recomputed. The MACs
+// and TTL keep the metadata. The ICRC, which covers the ports but not ECN,
+// TTL or the checksums, verifies again.
+func RestoreMirror(frame []byte, p *dnet.Parsed) (MirrorMeta, error) {
+	m, err := ReadMirror(frame, p)
+	if err != nil {
+		return m, err
+	}
+	u := dnet.UDP(frame[p.L4Off:])
+	u.SetSrcPort(m.OrigSrcPort)
+	u.SetDstPort(roce.UDPPort)
+	u.SetChecksum(0)
+	switch p.L3Proto {
+	case dnet.EtherTypeIPv4:
+		ip := dnet.IPv4(frame[p.L3Off:])
+		if m.Event == EventECN {
+			ip.SetECN(dnet.ECNCE)
+		}
+		ip.UpdateChecksum()
+	case dnet.EtherTypeIPv6:
+		if m.Event == EventECN {
+			frame[p.L3Off+1] |= 0x30 // the ECN bits of the traffic class
+		}
+	}
+	return m, nil
+}
+
+func (m MirrorMeta) String() string {
+	return fmt.Sprintf("seq %d ts %d event %v sport %d", m.Seq, m.Timestamp, m.Event, m.OrigSrcPort)
+}
