@@ -114,7 +114,7 @@ func RestoreMirror(frame []byte, p *dnet.Parsed) (MirrorMeta, error) {
 		ip.UpdateChecksum()
 	case dnet.EtherTypeIPv6:
 		if m.Event == EventECN {
-			frame[p.L3Off+1] |= 0x30 // the ECN bits of the traffic class
+			dnet.IPv6(frame[p.L3Off:]).SetECN(dnet.ECNCE)
 		}
 	}
 	return m, nil

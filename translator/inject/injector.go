@@ -1,0 +1,587 @@
+package inject
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/rdma-appliance/appliance/dpdk"
+	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/verbs/roce"
+)
+
+// TrafficPort is a port towards a test host.
+type TrafficPort struct {
+	Name string
+	Port dpdk.Port
+	// Addrs are the injector's own addresses on this port (the hosts'
+	// gateway); it answers ARP for them and, as a proxy, for addresses it
+	// routes out of another port, so hosts on one subnet reach each other
+	// through it.
+	Addrs []netip.Addr
+}
+
+// MirrorPort is a port towards a dumper.
+type MirrorPort struct {
+	Name string
+	Port dpdk.Port
+	// Weight is the dumper's share of the mirrored copies (its capacity).
+	Weight int
+}
+
+// Route sends packets for Prefix out of traffic port Port to the next hop
+// MAC (the host).
+type Route struct {
+	Prefix netip.Prefix
+	Port   int
+	MAC    dnet.MAC
+}
+
+// Balance is how mirrored copies are spread over the dumpers.
+type Balance uint8
+
+const (
+	// BalanceWRR is Lumina's per-packet weighted round-robin.
+	BalanceWRR Balance = iota
+	// BalanceFlowHash picks the dumper by a hash of the connection, as a
+	// flow-based mirror would: the baseline of the paper's Figure 7b.
+	BalanceFlowHash
+)
+
+// Config configures an Injector.
+type Config struct {
+	Traffic []TrafficPort
+	Mirrors []MirrorPort
+	Routes  []Route
+	// RewritePort is the mirrored copies' UDP destination port (default
+	// DefaultRewritePort).
+	RewritePort uint16
+	IterMode    IterMode
+	Balance     Balance
+	// Pool supplies the mirrored copies and ARP replies.
+	Pool *dpdk.Pool
+	// MirrorSnap truncates mirrored copies to this many bytes (a Tofino
+	// mirror session's max_pkt_len); 0 mirrors whole packets.
+	MirrorSnap int
+	// DecTTL makes forwarding decrement the IP TTL like a router.
+	DecTTL bool
+	// Burst is the receive burst size (default 32).
+	Burst int
+	// Seed seeds the mirrored copies' random UDP source ports.
+	Seed uint64
+	// Backoff paces the idle loop (default dpdk.DefaultBackoff).
+	Backoff *dpdk.Backoff
+}
+
+// PortCounters are one port's counters; the data path adds, readers load.
+type PortCounters struct {
+	RxPackets atomic.Uint64
+	RxRoCE    atomic.Uint64
+	TxPackets atomic.Uint64
+	TxDropped atomic.Uint64 // the port's transmit queue stayed full
+	Mirrored  atomic.Uint64 // mirror ports: copies sent
+	Dropped   atomic.Uint64 // drop events
+	ECNMarked atomic.Uint64
+	Corrupted atomic.Uint64
+	ARPReply  atomic.Uint64
+	NoRoute   atomic.Uint64
+	Malformed atomic.Uint64 // frames that did not decode
+	TTLExpire atomic.Uint64
+}
+
+// PortStats is a snapshot of PortCounters.
+type PortStats struct {
+	Name      string `json:"name"`
+	Role      string `json:"role"` // "traffic" or "mirror"
+	RxPackets uint64 `json:"rx_packets"`
+	RxRoCE    uint64 `json:"rx_roce"`
+	TxPackets uint64 `json:"tx_packets"`
+	TxDropped uint64 `json:"tx_dropped"`
+	Mirrored  uint64 `json:"mirrored"`
+	Dropped   uint64 `json:"event_drop"`
+	ECNMarked uint64 `json:"event_ecn"`
+	Corrupted uint64 `json:"event_corrupt"`
+	ARPReply  uint64 `json:"arp_replies"`
+	NoRoute   uint64 `json:"no_route"`
+	Malformed uint64 `json:"malformed"`
+	TTLExpire uint64 `json:"ttl_expired"`
+}
+
+func (c *PortCounters) snapshot(name, role string) PortStats {
+	return PortStats{Name: name, Role: role, RxPackets: c.RxPackets.Load(), RxRoCE: c.RxRoCE.Load(),
+		TxPackets: c.TxPackets.Load(), TxDropped: c.TxDropped.Load(), Mirrored: c.Mirrored.Load(),
+		Dropped: c.Dropped.Load(), ECNMarked: c.ECNMarked.Load(), Corrupted: c.Corrupted.Load(),
+		ARPReply: c.ARPReply.Load(), NoRoute: c.NoRoute.Load(), Malformed: c.Malformed.Load(), TTLExpire: c.TTLExpire.Load()}
+}
+
+func (c *PortCounters) reset() {
+	for _, a := range []*atomic.Uint64{&c.RxPackets, &c.RxRoCE, &c.TxPackets, &c.TxDropped, &c.Mirrored, &c.Dropped,
+		&c.ECNMarked, &c.Corrupted, &c.ARPReply, &c.NoRoute, &c.Malformed, &c.TTLExpire} {
+		a.Store(0)
+	}
+}
+
+// Stats are the injector's counters: what the integrity check compares the
+// trace with.
+type Stats struct {
+	// RxRoCE is every RoCE packet received on the traffic ports; Mirrored
+	// the mirrored copies made (the last mirror sequence number). They are
+	// equal unless a RoCE packet failed to parse past the UDP header.
+	RxRoCE   uint64      `json:"rx_roce"`
+	Mirrored uint64      `json:"mirrored"`
+	Ports    []PortStats `json:"ports"`
+}
+
+// txq is a transmit batch for one port queue.
+type txq struct {
+	port dpdk.Port
+	q    int
+	n    int
+	pkts [64]*dpdk.Packet
+	cnt  *PortCounters
+	// mirror marks a mirror port queue (its sent packets count as Mirrored).
+	mirror bool
+}
+
+// Injector is Lumina's event injector on dpdk ports: one poll loop (the
+// switch's pipeline) receives from every traffic port, assigns each RoCE
+// packet its mirror sequence number and ingress timestamp, tracks ITER,
+// matches the event table, mirrors the packet with metadata to a dumper
+// chosen per packet, applies the event and forwards it. A single loop
+// keeps sequence numbers and timestamps in one order, as one Tofino
+// pipeline does.
+type Injector struct {
+	cfg   Config
+	table *Table
+	burst int
+
+	// mu is held by the loop for one iteration; control operations take
+	// it in between.
+	mu      sync.Mutex
+	running atomic.Bool
+
+	traffic  []PortCounters
+	mirrors  []PortCounters
+	seq      atomic.Uint64
+	rxRoCE   atomic.Uint64
+	routes   []Route
+	wrr      *WRR
+	rnd      uint64
+	lastTS   int64
+	cache    *dpdk.Cache
+	rxb      []*dpdk.Packet
+	fwd      [][]txq // per traffic port, per TX queue (queue 0 used)
+	mir      [][]txq // per mirror port, per TX queue
+	np       dnet.Parsed
+	rp       roce.Packet
+	mirrorMQ []bool
+}
+
+// ErrInjectorConfig is wrapped by New's configuration errors.
+var ErrInjectorConfig = errors.New("inject: bad injector configuration")
+
+// New builds an injector; Run starts it.
+func New(cfg Config) (*Injector, error) {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s", ErrInjectorConfig, fmt.Sprintf(format, a...))
+	}
+	if len(cfg.Traffic) == 0 {
+		return nil, bad("no traffic ports")
+	}
+	if cfg.Pool == nil {
+		return nil, bad("no packet pool for mirrored copies")
+	}
+	if cfg.RewritePort == 0 {
+		cfg.RewritePort = DefaultRewritePort
+	}
+	if cfg.Burst <= 0 {
+		cfg.Burst = 32
+	}
+	for i, r := range cfg.Routes {
+		if r.Port < 0 || r.Port >= len(cfg.Traffic) {
+			return nil, bad("route %v: traffic port %d of %d", r.Prefix, r.Port, len(cfg.Traffic))
+		}
+		if !r.Prefix.IsValid() {
+			return nil, bad("route %d: invalid prefix", i)
+		}
+	}
+	in := &Injector{cfg: cfg, table: NewTable(cfg.IterMode), burst: cfg.Burst, rnd: cfg.Seed | 1,
+		traffic: make([]PortCounters, len(cfg.Traffic)), mirrors: make([]PortCounters, len(cfg.Mirrors))}
+	// Longest prefix first, so the first match is the best.
+	in.routes = append([]Route(nil), cfg.Routes...)
+	for i := 1; i < len(in.routes); i++ {
+		for j := i; j > 0 && in.routes[j].Prefix.Bits() > in.routes[j-1].Prefix.Bits(); j-- {
+			in.routes[j], in.routes[j-1] = in.routes[j-1], in.routes[j]
+		}
+	}
+	if len(cfg.Mirrors) > 0 {
+		w := make([]int, len(cfg.Mirrors))
+		for i, m := range cfg.Mirrors {
+			w[i] = m.Weight
+			if w[i] == 0 {
+				w[i] = 1
+			}
+		}
+		var err error
+		if in.wrr, err = NewWRR(w); err != nil {
+			return nil, bad("%v", err)
+		}
+	}
+	for i, tp := range cfg.Traffic {
+		if tp.Port == nil {
+			return nil, bad("traffic port %d has no port", i)
+		}
+		in.fwd = append(in.fwd, []txq{{port: tp.Port, cnt: &in.traffic[i]}})
+	}
+	for i, mp := range cfg.Mirrors {
+		if mp.Port == nil {
+			return nil, bad("mirror port %d has no port", i)
+		}
+		nq := max(mp.Port.Info().TxQueues, 1)
+		qs := make([]txq, nq)
+		for q := range qs {
+			qs[q] = txq{port: mp.Port, q: q, cnt: &in.mirrors[i], mirror: true}
+		}
+		in.mir = append(in.mir, qs)
+	}
+	in.cache = cfg.Pool.NewCache(4 * cfg.Burst)
+	in.rxb = make([]*dpdk.Packet, cfg.Burst)
+	return in, nil
+}
+
+// Table is the event table the injector matches.
+func (in *Injector) Table() *Table { return in.table }
+
+// Load compiles intents against the connections' metadata and loads the
+// entries; the next burst matches them. It returns the entries.
+func (in *Injector) Load(intents []Intent, conns []Conn, g Geometry, opt Options) ([]Entry, error) {
+	es, err := Compile(intents, conns, g, opt)
+	if err != nil {
+		return nil, err
+	}
+	return es, in.table.Load(es, conns, g, opt)
+}
+
+// Reset zeroes the counters and the mirror sequence and restarts the
+// round-robin, as before a test.
+func (in *Injector) Reset() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.seq.Store(0)
+	in.rxRoCE.Store(0)
+	in.lastTS = 0
+	for i := range in.traffic {
+		in.traffic[i].reset()
+	}
+	for i := range in.mirrors {
+		in.mirrors[i].reset()
+	}
+	if in.wrr != nil {
+		in.wrr.Reset()
+	}
+}
+
+// Stats returns the counters.
+func (in *Injector) Stats() Stats {
+	s := Stats{RxRoCE: in.rxRoCE.Load(), Mirrored: in.seq.Load()}
+	for i := range in.traffic {
+		s.Ports = append(s.Ports, in.traffic[i].snapshot(in.cfg.Traffic[i].Name, "traffic"))
+	}
+	for i := range in.mirrors {
+		s.Ports = append(s.Ports, in.mirrors[i].snapshot(in.cfg.Mirrors[i].Name, "mirror"))
+	}
+	return s
+}
+
+// Run polls the traffic ports until ctx ends. Call it from the goroutine
+// (pinned, where it matters) that owns the pipeline.
+func (in *Injector) Run(ctx context.Context) error {
+	if !in.running.CompareAndSwap(false, true) {
+		return fmt.Errorf("inject: already running")
+	}
+	defer in.running.Store(false)
+	bo := dpdk.DefaultBackoff()
+	if in.cfg.Backoff != nil {
+		bo = *in.cfg.Backoff
+	}
+	for ctx.Err() == nil {
+		in.mu.Lock()
+		busy := in.Poll()
+		in.mu.Unlock()
+		if busy {
+			bo.Busy()
+		} else {
+			bo.Idle()
+		}
+	}
+	in.mu.Lock()
+	in.flushAll()
+	in.cache.Flush()
+	in.mu.Unlock()
+	return nil
+}
+
+// Poll runs one iteration: a burst from every traffic port queue, then
+// the transmit flushes. It reports whether there was work. Callers that do
+// not use Run (tests stepping the pipeline) call it directly.
+func (in *Injector) Poll() bool {
+	busy := false
+	for i := range in.cfg.Traffic {
+		tp := &in.cfg.Traffic[i]
+		nq := max(tp.Port.Info().RxQueues, 1)
+		for q := 0; q < nq; q++ {
+			n := tp.Port.RxBurst(q, in.rxb)
+			if n == 0 {
+				continue
+			}
+			busy = true
+			in.traffic[i].RxPackets.Add(uint64(n))
+			in.table.Lock()
+			for _, pkt := range in.rxb[:n] {
+				in.input(i, pkt)
+			}
+			in.table.Unlock()
+			clear(in.rxb[:n])
+		}
+	}
+	if busy {
+		in.flushAll()
+	}
+	return busy
+}
+
+func (in *Injector) flushAll() {
+	for i := range in.mir {
+		for q := range in.mir[i] {
+			in.flush(&in.mir[i][q])
+		}
+	}
+	for i := range in.fwd {
+		in.flush(&in.fwd[i][0])
+	}
+}
+
+// flush transmits a batch, retrying a full queue briefly (a switch buffers
+// a burst); what still does not fit is dropped and counted.
+func (in *Injector) flush(t *txq) {
+	sent := 0
+	for try := 0; sent < t.n && try < 64; try++ {
+		k := t.port.TxBurst(t.q, t.pkts[sent:t.n])
+		sent += k
+		if k == 0 {
+			runtime.Gosched()
+		}
+	}
+	if t.mirror {
+		t.cnt.Mirrored.Add(uint64(sent))
+	}
+	t.cnt.TxPackets.Add(uint64(sent))
+	if sent < t.n {
+		t.cnt.TxDropped.Add(uint64(t.n - sent))
+		dpdk.FreeBulk(t.pkts[sent:t.n])
+	}
+	clear(t.pkts[:t.n])
+	t.n = 0
+}
+
+func (in *Injector) enqueue(t *txq, pkt *dpdk.Packet) {
+	if t.n == len(t.pkts) {
+		in.flush(t)
+	}
+	t.pkts[t.n] = pkt
+	t.n++
+}
+
+func (in *Injector) rand16() uint16 {
+	// xorshift64*
+	in.rnd ^= in.rnd >> 12
+	in.rnd ^= in.rnd << 25
+	in.rnd ^= in.rnd >> 27
+	return uint16((in.rnd * 2685821657736338717) >> 48)
+}
+
+// route returns the route for dst, or nil.
+func (in *Injector) route(dst netip.Addr) *Route {
+	for i := range in.routes {
+		if in.routes[i].Prefix.Contains(dst) {
+			return &in.routes[i]
+		}
+	}
+	return nil
+}
+
+// input handles one frame from traffic port i.
+func (in *Injector) input(i int, pkt *dpdk.Packet) {
+	frame := pkt.Data()
+	cnt := &in.traffic[i]
+	np := &in.np
+	if err := dnet.Decode(frame, np); err != nil {
+		cnt.Malformed.Add(1)
+		pkt.Free()
+		return
+	}
+	var dst netip.Addr
+	switch np.L3Proto {
+	case dnet.EtherTypeARP:
+		in.arp(i, pkt)
+		return
+	case dnet.EtherTypeIPv4:
+		dst = np.IPv4(frame).DstAddr()
+	case dnet.EtherTypeIPv6:
+		dst = np.IPv6(frame).DstAddr()
+	default:
+		cnt.NoRoute.Add(1)
+		pkt.Free()
+		return
+	}
+	r := in.route(dst)
+	if r == nil {
+		cnt.NoRoute.Add(1)
+		pkt.Free()
+		return
+	}
+	ev := EventNone
+	if np.L4Proto == dnet.IPProtoUDP && np.UDP(frame).DstPort() == roce.UDPPort && !np.Fragment {
+		if err := roce.Parse(frame, &in.rp); err != nil {
+			cnt.Malformed.Add(1)
+		} else {
+			cnt.RxRoCE.Add(1)
+			in.rxRoCE.Add(1)
+			ev, _ = in.table.Lookup(&in.rp, frame)
+			in.mirror(frame, ev)
+		}
+	}
+	switch ev {
+	case EventDrop:
+		cnt.Dropped.Add(1)
+		pkt.Free()
+		return
+	case EventECN:
+		cnt.ECNMarked.Add(1)
+		if np.L3Proto == dnet.EtherTypeIPv4 {
+			np.IPv4(frame).SetECNUpdateChecksum(dnet.ECNCE)
+		} else {
+			np.IPv6(frame).SetECN(dnet.ECNCE)
+		}
+	case EventBitError:
+		cnt.Corrupted.Add(1)
+		// Flip bits the ICRC covers but IP does not check, so the packet
+		// travels on and the receiver's ICRC check must catch it: the
+		// IPv4 identification (with its header checksum kept valid), or,
+		// in IPv6 which has no such field, the ICRC itself.
+		if np.L3Proto == dnet.EtherTypeIPv4 {
+			ip := np.IPv4(frame)
+			ip.SetID(ip.ID() ^ 0x0101)
+			ip.UpdateChecksum()
+		} else {
+			frame[np.L3Off+np.L3Len-1] ^= 0x01
+		}
+	}
+	if in.cfg.DecTTL {
+		if np.L3Proto == dnet.EtherTypeIPv4 {
+			if !np.IPv4(frame).DecTTL() {
+				cnt.TTLExpire.Add(1)
+				pkt.Free()
+				return
+			}
+		} else if frame[np.L3Off+7] <= 1 {
+			cnt.TTLExpire.Add(1)
+			pkt.Free()
+			return
+		} else {
+			frame[np.L3Off+7]--
+		}
+	}
+	out := in.cfg.Traffic[r.Port].Port
+	eth := np.Ethernet(frame)
+	eth.SetDst(r.MAC)
+	eth.SetSrc(dnet.MAC(out.Info().MAC))
+	in.enqueue(&in.fwd[r.Port][0], pkt)
+}
+
+// mirror makes the mirrored copy of a RoCE packet (decoded in in.np and
+// in.rp) before its event takes effect.
+func (in *Injector) mirror(frame []byte, ev EventType) {
+	seq := in.seq.Add(1)
+	ts := dpdk.Nanotime()
+	if ts <= in.lastTS {
+		ts = in.lastTS + 1 // strictly increasing, as the trace check expects
+	}
+	in.lastTS = ts
+	if len(in.mir) == 0 {
+		return
+	}
+	var one [1]*dpdk.Packet
+	if in.cache.GetBulk(one[:]) == 0 {
+		// No buffer: the copy is lost, which the integrity check will
+		// see as a sequence gap; count it on the first mirror port.
+		in.mirrors[0].TxDropped.Add(1)
+		return
+	}
+	c := one[0]
+	n := len(frame)
+	if s := in.cfg.MirrorSnap; s > 0 && s < n {
+		n = max(s, in.np.L4Off+dnet.UDPHeaderLen)
+	}
+	buf := c.Buffer()
+	if n > len(buf) {
+		n = len(buf)
+	}
+	copy(buf, frame[:n])
+	_ = c.SetLen(n)
+	sport := in.rand16()
+	WriteMirror(buf[:n], &in.np, MirrorMeta{Seq: seq, Timestamp: ts, Event: ev, OrigSrcPort: in.rp.SrcPort},
+		sport, in.cfg.RewritePort)
+	var m int
+	if in.cfg.Balance == BalanceFlowHash {
+		h := uint32(in.rp.DestQP)*2654435761 ^ uint32(in.rp.SrcPort)
+		m = int(h % uint32(len(in.mir)))
+	} else {
+		m = in.wrr.Next()
+	}
+	qs := in.mir[m]
+	// Several transmit queues stand for the dumper NIC's RSS over the
+	// random source port (ring links have no RSS of their own).
+	in.enqueue(&qs[int(sport)%len(qs)], c)
+}
+
+// arp answers requests for the injector's own addresses and, as a proxy,
+// for addresses routed out of another port; everything else is dropped.
+func (in *Injector) arp(i int, pkt *dpdk.Packet) {
+	frame := pkt.Data()
+	a := in.np.ARP(frame)
+	cnt := &in.traffic[i]
+	if !a.IsValid() || a.Op() != dnet.ARPOpRequest {
+		pkt.Free()
+		return
+	}
+	target := netip.AddrFrom4(a.TargetIP())
+	ours := false
+	for _, x := range in.cfg.Traffic[i].Addrs {
+		if x == target {
+			ours = true
+		}
+	}
+	if !ours {
+		if r := in.route(target); r != nil && r.Port != i {
+			ours = true
+		}
+	}
+	if !ours {
+		pkt.Free()
+		return
+	}
+	mac := dnet.MAC(in.cfg.Traffic[i].Port.Info().MAC)
+	// Answer in place: the request becomes the reply.
+	sha, spa := a.SenderMAC(), a.SenderIP()
+	a.Encode(dnet.ARPOpReply, mac, a.TargetIP(), sha, spa)
+	eth := in.np.Ethernet(frame)
+	eth.SetDst(sha)
+	eth.SetSrc(mac)
+	cnt.ARPReply.Add(1)
+	in.enqueue(&in.fwd[i][0], pkt)
+}

@@ -1,0 +1,46 @@
+package inject
+
+import "fmt"
+
+// WRR is a smooth weighted round-robin scheduler (the nginx algorithm):
+// over every cycle of sum(weights) picks, target i is chosen weights[i]
+// times, interleaved as evenly as the weights allow, so consecutive mirrored
+// copies spread over the dumpers instead of arriving at one in runs. It is
+// the per-packet load balancer of Lumina's Figure 4.
+type WRR struct {
+	weights []int
+	current []int
+	total   int
+}
+
+// NewWRR returns a scheduler over len(weights) targets; every weight must
+// be positive.
+func NewWRR(weights []int) (*WRR, error) {
+	if len(weights) == 0 {
+		return nil, fmt.Errorf("inject: weighted round-robin over no targets")
+	}
+	w := &WRR{weights: append([]int(nil), weights...), current: make([]int, len(weights))}
+	for i, x := range weights {
+		if x <= 0 {
+			return nil, fmt.Errorf("inject: weight %d of target %d: weights are positive", x, i)
+		}
+		w.total += x
+	}
+	return w, nil
+}
+
+// Next returns the next target.
+func (w *WRR) Next() int {
+	best := 0
+	for i := range w.current {
+		w.current[i] += w.weights[i]
+		if w.current[i] > w.current[best] {
+			best = i
+		}
+	}
+	w.current[best] -= w.total
+	return best
+}
+
+// Reset restarts the cycle.
+func (w *WRR) Reset() { clear(w.current) }
