@@ -21,6 +21,10 @@ each system's stage, then prints one summary table and writes its artifacts
   wire   RoCEv2 packets of every opcode class (RC, UC, UD, CNP; IPv4 and IPv6)
          cross an in-process ring link between pinned workers, are checked
          (parse, ICRC) and captured to wire.pcap.
+  verbs  two software RNICs on an in-process link: perftest's WRITE bandwidth
+         and SEND/READ latency, a WRITE/READ/ATOMIC/SEND exchange captured to
+         verbs.pcap and checked frame by frame (and by tshark), and a WRITE
+         run over a lossy link that go-back-N must complete.
 The exit status is 0 only when every stage passes.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
 			out := fs.String("out", "lab-out", "directory for the lab's artifacts")
