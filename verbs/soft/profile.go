@@ -83,18 +83,23 @@ type Profile struct {
 	ARPRetries  int
 }
 
+// defaultARPInterval spaces neighbour solicitations. Half a second for
+// five tries covers kernel ports (AF_PACKET hands frames over up to a block
+// timeout late) and loaded hosts; Linux itself waits a second per try.
+const defaultARPInterval = 100 * time.Millisecond
+
 // Named presets. The numbers are the ones Lumina measured; where a generation
 // was not measured, the next one's behaviour is used.
 var (
 	ProfileCX4 = Profile{Name: "cx4", CNPEnable: true, CNPScope: CNPPerDestIP, MinTimeBetweenCNPs: 4 * time.Microsecond,
 		NAKTriggersCNP: false, NAKReactionDelay: 150 * time.Microsecond, AckEvery: 16, MaxInflight: 1024,
-		ARPInterval: time.Millisecond, ARPRetries: 5}
+		ARPInterval: defaultARPInterval, ARPRetries: 5}
 	ProfileCX5 = Profile{Name: "cx5", CNPEnable: true, CNPScope: CNPPerDestIP, MinTimeBetweenCNPs: 4 * time.Microsecond,
 		NAKTriggersCNP: true, NAKReactionDelay: 0, AckEvery: 16, MaxInflight: 1024,
-		ARPInterval: time.Millisecond, ARPRetries: 5}
+		ARPInterval: defaultARPInterval, ARPRetries: 5}
 	ProfileCX6 = Profile{Name: "cx6", CNPEnable: true, CNPScope: CNPPerPort, MinTimeBetweenCNPs: 4 * time.Microsecond,
 		NAKTriggersCNP: true, NAKReactionDelay: 0, AckEvery: 16, MaxInflight: 1024,
-		ARPInterval: time.Millisecond, ARPRetries: 5}
+		ARPInterval: defaultARPInterval, ARPRetries: 5}
 )
 
 // Profiles lists the presets by name.
@@ -123,7 +128,7 @@ func (p Profile) withDefaults() Profile {
 		p.MaxInflight = 1024
 	}
 	if p.ARPInterval <= 0 {
-		p.ARPInterval = time.Millisecond
+		p.ARPInterval = defaultARPInterval
 	}
 	if p.ARPRetries <= 0 {
 		p.ARPRetries = 5
