@@ -25,7 +25,7 @@ type VerbsSpec struct {
 	LatIters int `yaml:"lat-iters"`
 	// CaptureIters are the messages per verb of the captured exchange.
 	CaptureIters int `yaml:"capture-iters"`
-	// DropEvery drops every n-th frame in both directions of a lossy
+	// DropEvery drops one frame in DropEvery, at pseudo-random places, in both directions of a lossy
 	// WRITE run (0 skips it).
 	DropEvery int    `yaml:"drop-every"`
 	Profile   string `yaml:"profile"`
@@ -61,7 +61,7 @@ func runVerbs(ctx context.Context, l *Lab, row *Row) error {
 	row.Ran = fmt.Sprintf("two soft RNICs (%s) on a ring link: perftest WRITE BW 64 B/64 KiB, SEND and READ latency; "+
 		"WRITE/READ/ATOMIC/SEND exchange captured to verbs.pcap", prof.Name)
 	if vs.DropEvery > 0 {
-		row.Ran += fmt.Sprintf("; WRITE with every %dth frame dropped", vs.DropEvery)
+		row.Ran += fmt.Sprintf("; WRITE with one frame in %d dropped", vs.DropEvery)
 	}
 	var problems []string
 
@@ -241,7 +241,10 @@ func (t *tapPort) TxBurst(q int, pkts []*dpdk.Packet) int {
 	return n
 }
 
-// dropPort drops every n-th frame it is asked to transmit.
+// dropPort drops one frame in every (on average) frames it is asked to
+// transmit, at pseudo-random places: a strictly periodic pattern can lock
+// onto go-back-N's retransmission windows and drop the same packet on
+// every retry.
 type dropPort struct {
 	dpdk.Port
 	every   int64
@@ -253,7 +256,11 @@ func (d *dropPort) TxBurst(q int, pkts []*dpdk.Packet) int {
 	k := 0
 	for _, pkt := range pkts {
 		d.seen++
-		if d.seen%d.every == 0 {
+		// splitmix64 of the frame count: deterministic, not periodic.
+		z := uint64(d.seen) * 0x9e3779b97f4a7c15
+		z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+		z = (z ^ z>>27) * 0x94d049bb133111eb
+		if (z^z>>31)%uint64(d.every) == 0 {
 			pkt.Free()
 			d.dropped.Add(1)
 			continue

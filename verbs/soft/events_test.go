@@ -30,7 +30,12 @@ func TestSQD(t *testing.T) {
 	const n, size = 32, 256 << 10
 	x := newEnd(t, p.a, verbs.QPTypeRC, n*size, false)
 	y := newEnd(t, p.b, verbs.QPTypeRC, n*size, false)
-	connect(t, x, y, defaultRC())
+	// A 67 ms ACK timeout: the default 1 ms one can run out of retries on
+	// a loaded machine and move the QP to ERR, which is not this test's
+	// subject.
+	prm := defaultRC()
+	prm.timeout = 14
+	connect(t, x, y, prm)
 	wrs := make([]verbs.SendWR, n)
 	for i := range wrs {
 		wrs[i] = write(x, y, uint64(i), i*size, size)
@@ -38,6 +43,9 @@ func TestSQD(t *testing.T) {
 	must(t, x.qp.PostSend(wrs))
 	// Once the first message is done the loop is busy with the next ones.
 	done := waitWC(t, x.scq, 1, 5*time.Second)
+	if done[0].Status != verbs.WCSuccess {
+		t.Fatalf("first message: %v", done[0].Status)
+	}
 	must(t, x.qp.Modify(&verbs.QPAttr{State: verbs.QPSSQD, EnSQDAsyncNotify: true},
 		verbs.AttrState|verbs.AttrEnSQDAsyncNotify))
 	waitEvent(t, p.a, verbs.EventSQDrained, x.qp.QPN())
