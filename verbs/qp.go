@@ -243,6 +243,9 @@ func CheckModify(t QPType, cur QPState, attr *QPAttr, mask AttrMask) (QPState, e
 	if t != QPTypeRC && t != QPTypeUC && t != QPTypeUD {
 		return cur, fmt.Errorf("%w: QP type %v", ErrNotSupported, t)
 	}
+	if attr == nil {
+		return cur, fmt.Errorf("%w: nil attributes", ErrInvalidArgument)
+	}
 	next := cur
 	if mask&AttrState != 0 {
 		next = attr.State

@@ -40,6 +40,11 @@ func TestRCStateMachine(t *testing.T) {
 	if _, err = CheckModify(QPTypeRC, QPSReset, &QPAttr{State: QPSRTS}, AttrState); err == nil {
 		t.Fatal("RESET->RTS accepted")
 	}
+	// No attributes is an error, not a nil dereference (providers call
+	// CheckModify before touching attr).
+	if s, err := CheckModify(QPTypeRC, QPSInit, nil, AttrState); !errors.Is(err, ErrInvalidArgument) || s != QPSInit {
+		t.Fatalf("nil attributes: %v %v", s, err)
+	}
 	// Any state may go to ERR and RESET with nothing else.
 	for cur := QPSReset; cur <= QPSErr; cur++ {
 		if s, err := CheckModify(QPTypeRC, cur, &QPAttr{State: QPSErr}, AttrState); err != nil || s != QPSErr {
