@@ -70,19 +70,21 @@ func (q *qp) established(st verbs.QPState) {
 }
 
 // flushQP completes every outstanding work request of q with
-// WR_FLUSH_ERR, as a QP entering the error state does.
+// WR_FLUSH_ERR, as a QP entering the error state does. Each slot is
+// released before its completion is queued (see releaseThenPush).
 func (d *Device) flushQP(q *qp) {
 	sq := &q.sq
 	tail := sq.tail.Load()
 	start := sq.done.Load()
+	q.sqCons = tail
+	q.req.flushed(tail)
 	for i := start; i != tail; i++ {
 		w := &sq.slots[i&sq.mask]
 		wc := verbs.WC{ID: w.id, Status: verbs.WCWRFlushErr, Opcode: wcOpcode(w.op), QPN: q.qpn}
 		d.cnt.inc(CntReqCQEFlushError)
+		sq.done.Store(i + 1)
 		q.scq.push(&wc)
 	}
-	q.sqCons = tail
-	q.req.flushed(tail)
 	sq.done.Store(tail)
 	rq := &q.rq
 	rtail := rq.tail.Load()
@@ -90,11 +92,20 @@ func (d *Device) flushQP(q *qp) {
 		w := &rq.slots[i&rq.mask]
 		wc := verbs.WC{ID: w.id, Status: verbs.WCWRFlushErr, Opcode: verbs.WCRecv, QPN: q.qpn}
 		d.cnt.inc(CntRespCQEFlushError)
+		rq.head.Store(i + 1)
 		q.rcq.push(&wc)
 	}
 	rq.head.Store(rtail)
 	q.resp.flushed()
 }
+
+// releaseThenPush: a work queue slot is freed (done or head advanced)
+// before the completion that retires it is queued, never after. The
+// application may poll the completion the moment it is queued and post
+// again; were the slot still counted, a queue filled to exactly its
+// capacity would refuse that post with ErrQueueFull. The entry's fields are
+// copied into the completion first, since a producer may refill the slot as
+// soon as it is released.
 
 // wcOpcode maps a send opcode to its completion opcode.
 func wcOpcode(op verbs.WROpcode) verbs.WCOpcode {

@@ -393,7 +393,9 @@ func (q *qp) PostSend(wrs []verbs.SendWR) error {
 	defer sq.mu.Unlock()
 	tail := sq.tail.Load()
 	for i := range wrs {
-		if tail-sq.done.Load() > sq.mask {
+		// The queue holds what the QP was created with (its Query Cap),
+		// not the power of two its ring is rounded up to.
+		if tail-sq.done.Load() >= uint64(q.cap.MaxSendWR) {
 			sq.tail.Store(tail)
 			q.dev.kick()
 			return &verbs.PostError{Index: i, Err: verbs.ErrQueueFull}
@@ -502,7 +504,7 @@ func (q *qp) PostRecv(wrs []verbs.RecvWR) error {
 	defer rq.mu.Unlock()
 	tail := rq.tail.Load()
 	for i := range wrs {
-		if tail-rq.head.Load() > rq.mask {
+		if tail-rq.head.Load() >= uint64(q.cap.MaxRecvWR) {
 			rq.tail.Store(tail)
 			return &verbs.PostError{Index: i, Err: verbs.ErrQueueFull}
 		}

@@ -335,19 +335,22 @@ func (q *qp) progress() {
 	}
 }
 
-// retire completes the head entry successfully.
+// retire completes the head entry successfully. The slot is released
+// before the completion is queued: an application that polls it may post
+// into the slot at once (see releaseThenPush).
 func (q *qp) retire(w *swqe) {
 	r := &q.req
-	if w.signaled {
-		wc := verbs.WC{ID: w.id, Opcode: wcOpcode(w.op), ByteLen: w.length, QPN: q.qpn}
-		q.scq.push(&wc)
-	}
+	signaled := w.signaled
+	wc := verbs.WC{ID: w.id, Opcode: wcOpcode(w.op), ByteLen: w.length, QPN: q.qpn}
 	if isRdAtomic(w.op) {
 		r.rdOut--
 	}
 	r.head++
 	r.retired++
 	q.sq.done.Store(r.head)
+	if signaled {
+		q.scq.push(&wc)
+	}
 }
 
 // fail completes w (the head entry) with an error status and moves the QP
@@ -358,12 +361,12 @@ func (q *qp) fail(w *swqe, st verbs.WCStatus, vendor uint32) {
 	if r.head != q.sq.tail.Load() {
 		wc := verbs.WC{ID: w.id, Status: st, Opcode: wcOpcode(w.op), QPN: q.qpn, VendorErr: vendor}
 		d.cnt.inc(CntReqCQEError)
-		q.scq.push(&wc)
 		r.head++
 		q.sq.done.Store(r.head)
 		if r.started < r.head {
 			r.started = r.head
 		}
+		q.scq.push(&wc)
 	}
 	q.toError()
 }

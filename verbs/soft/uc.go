@@ -107,15 +107,17 @@ func (q *qp) ucOutput() bool {
 // error state, which flushes the rest.
 func (q *qp) ucComplete(w *swqe, st verbs.WCStatus, vendor uint32) {
 	q.req.off = 0
-	if w.signaled || st != verbs.WCSuccess {
-		wc := verbs.WC{ID: w.id, Status: st, Opcode: wcOpcode(w.op), ByteLen: w.length, QPN: q.qpn, VendorErr: vendor}
+	report := w.signaled || st != verbs.WCSuccess
+	wc := verbs.WC{ID: w.id, Status: st, Opcode: wcOpcode(w.op), ByteLen: w.length, QPN: q.qpn, VendorErr: vendor}
+	// Release the slot first (see releaseThenPush).
+	q.sqCons++
+	q.sq.done.Store(q.sqCons)
+	if report {
 		if st != verbs.WCSuccess {
 			q.dev.cnt.inc(CntReqCQEError)
 		}
 		q.scq.push(&wc)
 	}
-	q.sqCons++
-	q.sq.done.Store(q.sqCons)
 	if st != verbs.WCSuccess {
 		q.toError()
 	}

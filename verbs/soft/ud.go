@@ -114,15 +114,17 @@ const (
 )
 
 func (q *qp) udComplete(w *swqe, st verbs.WCStatus, vendor uint32) {
-	if w.signaled || st != verbs.WCSuccess {
-		wc := verbs.WC{ID: w.id, Status: st, Opcode: verbs.WCSend, ByteLen: w.length, QPN: q.qpn, VendorErr: vendor}
+	report := w.signaled || st != verbs.WCSuccess
+	wc := verbs.WC{ID: w.id, Status: st, Opcode: verbs.WCSend, ByteLen: w.length, QPN: q.qpn, VendorErr: vendor}
+	// Release the slot first (see releaseThenPush).
+	q.sqCons++
+	q.sq.done.Store(q.sqCons)
+	if report {
 		if st != verbs.WCSuccess {
 			q.dev.cnt.inc(CntReqCQEError)
 		}
 		q.scq.push(&wc)
 	}
-	q.sqCons++
-	q.sq.done.Store(q.sqCons)
 }
 
 // grhLen is the room a UD receive buffer keeps for the GRH (ibverbs: the
