@@ -379,6 +379,14 @@ func (q *qp) duplicate(frame []byte, p *roce.Packet) {
 // An error NAK (remote access, invalid request) is final for the requester:
 // it must not be replaced by the sequence NAK that the requests following
 // the failed one provoke, so it also stands for the gap they open.
+//
+// So does an RNR NAK: the requester already sent the packets behind the
+// message that found no receive, and they arrive out of sequence. Answering
+// them with a sequence NAK would replace the RNR NAK still queued, or
+// follow it, and the requester counts sequence NAKs against retry_cnt: a
+// receiver that is merely slow to post (rnr_retry 7 means "wait forever")
+// would fail the connection with RETRY_EXC_ERR. They are dropped instead,
+// as after any NAK, until the requester retries the NAKed PSN.
 func (q *qp) queueCtl(syn roce.Syndrome, psn uint32) {
 	r := &q.resp
 	if r.ctlPending && r.ctlSyn.IsNAK() && r.ctlSyn.NAKCode() != roce.NAKPSNSequenceError {
@@ -386,7 +394,7 @@ func (q *qp) queueCtl(syn roce.Syndrome, psn uint32) {
 	}
 	r.ctlPending, r.ctlSyn, r.ctlPSN = true, syn, psn
 	r.ackPending = false
-	if syn.IsNAK() && syn.NAKCode() != roce.NAKPSNSequenceError {
+	if syn.IsRNRNAK() || (syn.IsNAK() && syn.NAKCode() != roce.NAKPSNSequenceError) {
 		r.nakSent = true
 	}
 }
