@@ -166,18 +166,21 @@ func TestUCErrors(t *testing.T) {
 	bad := write(x, y, 3, 0, 2048)
 	bad.RKey ^= 0x5a5a00
 	good := write(x, y, 4, 2048, 2048)
-	must(t, x.qp.PostSend([]verbs.SendWR{bad, good}))
-	for _, wc := range waitWC(t, x.scq, 2, 5*time.Second) {
+	// A SEND behind the WRITEs: its receive completion says the
+	// responder is past them (and orders their memory writes before
+	// this goroutine's reads, which polling the memory would not).
+	must(t, y.qp.PostRecv([]verbs.RecvWR{recvWR(y, 20, 8192, 64)}))
+	must(t, x.qp.PostSend([]verbs.SendWR{bad, good, sendWR(x, 5, verbs.WRSend, 0, 16, 0)}))
+	for _, wc := range waitWC(t, x.scq, 3, 5*time.Second) {
 		if wc.Status != verbs.WCSuccess {
 			t.Fatalf("UC requester completion %+v", wc)
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !bytes.Equal(y.buf[2048:4096], x.buf[2048:4096]) {
-		if time.Now().After(deadline) {
-			t.Fatal("the WRITE after a bad one did not land")
-		}
-		time.Sleep(time.Millisecond)
+	if wc := waitWC(t, y.rcq, 1, 5*time.Second)[0]; wc.Status != verbs.WCSuccess || wc.ID != 20 {
+		t.Fatalf("receive completion of the SEND behind the WRITEs: %+v", wc)
+	}
+	if !bytes.Equal(y.buf[2048:4096], x.buf[2048:4096]) {
+		t.Fatal("the WRITE after a bad one did not land")
 	}
 	if !bytes.Equal(y.buf[:2048], make([]byte, 2048)) {
 		t.Fatal("a WRITE with a bad R_Key changed memory")
