@@ -138,6 +138,9 @@ type Device struct {
 	evDone chan struct{}
 	evWG   sync.WaitGroup
 	cqs    sync.Map // *C.struct_ibv_cq -> *CQ, to name the CQ of a CQ event
+
+	gidMu  sync.Mutex
+	gidIdx map[int][]int // per port: PortAttr.GIDs index -> GID table index
 }
 
 var (
@@ -224,14 +227,61 @@ func (d *Device) QueryPort(port int) (verbs.PortAttr, error) {
 		return verbs.PortAttr{}, errnoErr("ibv_query_port", rc)
 	}
 	pa := verbs.PortAttr{State: verbs.PortState(a.state), MaxMTU: verbs.MTU(a.max_mtu), ActiveMTU: verbs.MTU(a.active_mtu)}
+	idx := make([]int, 0, int(a.ngids))
 	for i := 0; i < int(a.ngids); i++ {
 		var g verbs.GID
 		for j := range g {
 			g[j] = byte(a.gids[i][j])
 		}
 		pa.GIDs = append(pa.GIDs, g)
+		idx = append(idx, int(a.gid_index[i]))
 	}
+	d.gidMu.Lock()
+	if d.gidIdx == nil {
+		d.gidIdx = map[int][]int{}
+	}
+	d.gidIdx[port] = idx
+	d.gidMu.Unlock()
 	return pa, nil
+}
+
+// PortAttr.GIDs lists the RoCEv2 entries of the port's GID table only, and
+// verbs.AHAttr.SGIDIndex indexes that list; the NIC's sgid_index indexes the
+// whole table, where RoCEv1 entries sit between them. tableIndex maps the
+// first to the second, toListIndex back.
+func (d *Device) tableIndex(port, i int) (int, error) {
+	if port == 0 {
+		port = 1
+	}
+	d.gidMu.Lock()
+	idx, ok := d.gidIdx[port]
+	d.gidMu.Unlock()
+	if !ok || i >= len(idx) {
+		if _, err := d.QueryPort(port); err != nil {
+			return 0, err
+		}
+		d.gidMu.Lock()
+		idx = d.gidIdx[port]
+		d.gidMu.Unlock()
+	}
+	if i < 0 || i >= len(idx) {
+		return 0, fmt.Errorf("%w: sgid_index %d: port %d has %d RoCEv2 GIDs", verbs.ErrInvalidArgument, i, port, len(idx))
+	}
+	return idx[i], nil
+}
+
+func (d *Device) toListIndex(port, table int) int {
+	if port == 0 {
+		port = 1
+	}
+	d.gidMu.Lock()
+	defer d.gidMu.Unlock()
+	for i, t := range d.gidIdx[port] {
+		if t == table {
+			return i
+		}
+	}
+	return table
 }
 
 // Close closes the context.
@@ -408,7 +458,8 @@ func (p *PD) CreateQP(attr verbs.QPInitAttr) (verbs.QP, error) {
 	if qp == nil {
 		return nil, fmt.Errorf("ibv_create_qp: %w", verbs.ErrNoMemory)
 	}
-	q := &QP{qp: qp, typ: attr.Type}
+	q := &QP{qp: qp, typ: attr.Type, dev: p.dev, cap: verbs.QPCap{MaxSendWR: int(caps.max_send_wr), MaxRecvWR: int(caps.max_recv_wr),
+		MaxSendSGE: int(caps.max_send_sge), MaxRecvSGE: int(caps.max_recv_sge), MaxInlineData: int(caps.max_inline)}}
 	q.wrs = (*[1 << 16]C.struct_app_wr)(C.calloc(postBurst, C.size_t(unsafe.Sizeof(C.struct_app_wr{}))))[:postBurst:postBurst]
 	q.sscratch = C.calloc(postBurst, C.size_t(unsafe.Sizeof(C.struct_ibv_send_wr{})))
 	q.rscratch = C.calloc(postBurst, C.size_t(unsafe.Sizeof(C.struct_ibv_recv_wr{})))
@@ -418,6 +469,11 @@ func (p *PD) CreateQP(attr verbs.QPInitAttr) (verbs.QP, error) {
 // CreateAH creates an address handle for UD sends.
 func (p *PD) CreateAH(attr verbs.AHAttr) (verbs.AH, error) {
 	a := ahToC(attr)
+	sgid, err := p.dev.tableIndex(attr.Port, attr.SGIDIndex)
+	if err != nil {
+		return nil, fmt.Errorf("ibv_create_ah: %w", err)
+	}
+	a.sgid_index = C.uint32_t(sgid)
 	ah := C.app_create_ah(p.pd, &a)
 	if ah == nil {
 		return nil, fmt.Errorf("ibv_create_ah: %w", verbs.ErrInvalidArgument)
@@ -507,7 +563,9 @@ const postBurst = 64
 type QP struct {
 	qp       *C.struct_ibv_qp
 	typ      verbs.QPType
-	mu       sync.Mutex // posts from several goroutines share the scratch arrays
+	dev      *Device
+	cap      verbs.QPCap // as created (ibv_create_qp updates the request)
+	mu       sync.Mutex  // posts from several goroutines share the scratch arrays
 	wrs      []C.struct_app_wr
 	sscratch unsafe.Pointer
 	rscratch unsafe.Pointer
@@ -531,6 +589,13 @@ func (q *QP) Modify(attr *verbs.QPAttr, mask verbs.AttrMask) error {
 		return err
 	}
 	c := ahToC(attr.AH)
+	if mask&verbs.AttrAV != 0 {
+		sgid, err := q.dev.tableIndex(attr.AH.Port, attr.AH.SGIDIndex)
+		if err != nil {
+			return fmt.Errorf("ibv_modify_qp: %w", err)
+		}
+		c.sgid_index = C.uint32_t(sgid)
+	}
 	c.state, c.cur_state, c.path_mtu = C.uint32_t(attr.State), C.uint32_t(attr.CurState), C.uint32_t(attr.PathMTU)
 	c.qkey, c.rq_psn, c.sq_psn, c.dest_qpn = C.uint32_t(attr.QKey), C.uint32_t(attr.RQPSN), C.uint32_t(attr.SQPSN), C.uint32_t(attr.DestQPN)
 	c.access, c.pkey_index = C.uint32_t(attr.AccessFlags), C.uint32_t(attr.PKeyIndex)
@@ -560,7 +625,7 @@ func (q *QP) Query() (verbs.QPAttr, error) {
 	for i := range a.AH.DGID {
 		a.AH.DGID[i] = byte(c.dgid[i])
 	}
-	a.AH.SGIDIndex, a.AH.FlowLabel, a.AH.HopLimit = int(c.sgid_index), uint32(c.flow_label), uint8(c.hop_limit)
+	a.AH.SGIDIndex, a.AH.FlowLabel, a.AH.HopLimit = q.dev.toListIndex(int(c.ah_port), int(c.sgid_index)), uint32(c.flow_label), uint8(c.hop_limit)
 	a.AH.TrafficClass, a.AH.SL, a.AH.Port = uint8(c.traffic_class), uint8(c.sl), int(c.ah_port)
 	return a, nil
 }
@@ -576,14 +641,59 @@ func fillSGL(w *C.struct_app_wr, sgl []verbs.SGE) error {
 	return nil
 }
 
-// PostSend posts send work requests, one cgo call per 64.
+// state is the QP state libibverbs keeps from the last successful
+// ibv_modify_qp (not a state the NIC moved the QP to by itself).
+func (q *QP) state() verbs.QPState { return verbs.QPState(q.qp.state) }
+
+// checkSend checks a send request against what the verbs API promises
+// whatever the NIC: the SGE count and inline size against the QP's
+// capabilities (verbs.ErrTooLarge), where providers answer EINVAL or
+// ENOMEM, indistinguishable from other causes.
+func (q *QP) checkSend(wr *verbs.SendWR) error {
+	if len(wr.SGL) > q.cap.MaxSendSGE {
+		return fmt.Errorf("%w: %d SGEs, the QP takes %d", verbs.ErrTooLarge, len(wr.SGL), q.cap.MaxSendSGE)
+	}
+	if wr.Flags&verbs.SendInline != 0 && wr.Len() > uint64(q.cap.MaxInlineData) {
+		return fmt.Errorf("%w: %d bytes inline, the QP takes %d", verbs.ErrTooLarge, wr.Len(), q.cap.MaxInlineData)
+	}
+	return nil
+}
+
+// postErr maps the errno of ibv_post_send or ibv_post_recv: ENOMEM is a
+// full work queue once checkSend has ruled out oversize requests.
+func postErr(what string, errno C.int) error {
+	if syscall.Errno(errno) == syscall.ENOMEM {
+		return fmt.Errorf("%s: %w (%v)", what, verbs.ErrQueueFull, syscall.ENOMEM)
+	}
+	return errnoErr(what, -errno)
+}
+
+// PostSend posts send work requests, one cgo call per 64. Sends are refused
+// with verbs.ErrBadState before RTS, as ibverbs requires; a QP in ERR
+// accepts them and flushes them, as the IBTA specifies.
 func (q *QP) PostSend(wrs []verbs.SendWR) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if st := q.state(); st == verbs.QPSReset || st == verbs.QPSInit || st == verbs.QPSRTR {
+		return &verbs.PostError{Index: 0, Err: fmt.Errorf("%w: QP %#x is %v", verbs.ErrBadState, q.QPN(), st)}
+	}
 	for base := 0; base < len(wrs); base += postBurst {
 		chunk := wrs[base:min(len(wrs), base+postBurst)]
+		// A bad request stops the post there; those before it are
+		// posted, as the PostError contract says.
+		fail := func(i int, err error) error {
+			if i > 0 {
+				if perr := q.postSend(base, i); perr != nil {
+					return perr
+				}
+			}
+			return &verbs.PostError{Index: base + i, Err: err}
+		}
 		for i := range chunk {
 			wr := &chunk[i]
+			if err := q.checkSend(wr); err != nil {
+				return fail(i, err)
+			}
 			w := &q.wrs[i]
 			*w = C.struct_app_wr{id: C.uint64_t(wr.ID), remote_addr: C.uint64_t(wr.RemoteAddr),
 				compare_add: C.uint64_t(wr.CompareAdd), swap: C.uint64_t(wr.Swap), opcode: C.uint32_t(wr.Opcode),
@@ -592,38 +702,69 @@ func (q *QP) PostSend(wrs []verbs.SendWR) error {
 			if wr.AH != nil {
 				ah, ok := wr.AH.(*AH)
 				if !ok {
-					return &verbs.PostError{Index: base + i, Err: fmt.Errorf("%w: AH of another provider", verbs.ErrInvalidArgument)}
+					return fail(i, fmt.Errorf("%w: AH of another provider", verbs.ErrInvalidArgument))
 				}
 				w.ah = ah.ah
 			}
 			if err := fillSGL(w, wr.SGL); err != nil {
-				return &verbs.PostError{Index: base + i, Err: err}
+				return fail(i, err)
 			}
 		}
-		var errno C.int
-		if bad := int(C.app_post_send(q.qp, &q.wrs[0], C.int(len(chunk)), (*C.struct_ibv_send_wr)(q.sscratch), &errno)); bad >= 0 {
-			return &verbs.PostError{Index: base + bad, Err: errnoErr("ibv_post_send", -errno)}
+		if err := q.postSend(base, len(chunk)); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// PostRecv posts receive work requests, one cgo call per 64.
+// postSend posts the first n prepared requests of the chunk at base.
+func (q *QP) postSend(base, n int) error {
+	var errno C.int
+	if bad := int(C.app_post_send(q.qp, &q.wrs[0], C.int(n), (*C.struct_ibv_send_wr)(q.sscratch), &errno)); bad >= 0 {
+		return &verbs.PostError{Index: base + bad, Err: postErr("ibv_post_send", errno)}
+	}
+	return nil
+}
+
+// PostRecv posts receive work requests, one cgo call per 64. Receives are
+// refused with verbs.ErrBadState in RESET.
 func (q *QP) PostRecv(wrs []verbs.RecvWR) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if st := q.state(); st == verbs.QPSReset {
+		return &verbs.PostError{Index: 0, Err: fmt.Errorf("%w: QP %#x is %v", verbs.ErrBadState, q.QPN(), st)}
+	}
 	for base := 0; base < len(wrs); base += postBurst {
 		chunk := wrs[base:min(len(wrs), base+postBurst)]
 		for i := range chunk {
-			q.wrs[i] = C.struct_app_wr{id: C.uint64_t(chunk[i].ID)}
-			if err := fillSGL(&q.wrs[i], chunk[i].SGL); err != nil {
+			var err error
+			if len(chunk[i].SGL) > q.cap.MaxRecvSGE {
+				err = fmt.Errorf("%w: %d SGEs, the QP takes %d", verbs.ErrTooLarge, len(chunk[i].SGL), q.cap.MaxRecvSGE)
+			} else {
+				q.wrs[i] = C.struct_app_wr{id: C.uint64_t(chunk[i].ID)}
+				err = fillSGL(&q.wrs[i], chunk[i].SGL)
+			}
+			if err != nil {
+				if i > 0 {
+					if err := q.postRecv(base, i); err != nil {
+						return err
+					}
+				}
 				return &verbs.PostError{Index: base + i, Err: err}
 			}
 		}
-		var errno C.int
-		if bad := int(C.app_post_recv(q.qp, &q.wrs[0], C.int(len(chunk)), (*C.struct_ibv_recv_wr)(q.rscratch), &errno)); bad >= 0 {
-			return &verbs.PostError{Index: base + bad, Err: errnoErr("ibv_post_recv", -errno)}
+		if err := q.postRecv(base, len(chunk)); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// postRecv posts the first n prepared receives of the chunk at base.
+func (q *QP) postRecv(base, n int) error {
+	var errno C.int
+	if bad := int(C.app_post_recv(q.qp, &q.wrs[0], C.int(n), (*C.struct_ibv_recv_wr)(q.rscratch), &errno)); bad >= 0 {
+		return &verbs.PostError{Index: base + bad, Err: postErr("ibv_post_recv", errno)}
 	}
 	return nil
 }

@@ -195,7 +195,16 @@ struct ibv_qp *app_create_qp(struct ibv_pd *pd, int type, struct ibv_cq_ex *scq,
 	a.cap.max_recv_sge = cap->max_recv_sge;
 	a.cap.max_inline_data = cap->max_inline;
 	a.sq_sig_all = sig_all;
-	return ibv_create_qp(pd, &a);
+	struct ibv_qp *qp = ibv_create_qp(pd, &a);
+	if (qp) {
+		// The provider may round the queues up: report what it made.
+		cap->max_send_wr = a.cap.max_send_wr;
+		cap->max_recv_wr = a.cap.max_recv_wr;
+		cap->max_send_sge = a.cap.max_send_sge;
+		cap->max_recv_sge = a.cap.max_recv_sge;
+		cap->max_inline = a.cap.max_inline_data;
+	}
+	return qp;
 }
 
 int app_post_send(struct ibv_qp *qp, struct app_wr *wrs, int n, struct ibv_send_wr *s, int *err) {
