@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -110,8 +111,12 @@ func (p fakeProvider) Devices() ([]DeviceInfo, error) {
 }
 func (p fakeProvider) Open(name string) (Device, error) { return nil, ErrNotSupported }
 
+// registerFake registers the fake provider once per test binary, so the
+// test also passes under -count=N.
+var registerFake sync.Once
+
 func TestRegistry(t *testing.T) {
-	Register(fakeProvider{})
+	registerFake.Do(func() { Register(fakeProvider{}) })
 	devs, err := DeviceList()
 	if err != nil || len(devs) != 1 || devs[0].Name != "fake0" {
 		t.Fatalf("DeviceList: %v %v", devs, err)

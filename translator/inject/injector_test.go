@@ -210,7 +210,7 @@ func connectRC(t *testing.T, e *qpEnd, peer *qpEnd, dgid netip.Addr) {
 		{verbs.QPAttr{State: verbs.QPSRTR, PathMTU: verbs.MTU1024, DestQPN: peer.qp.QPN(), RQPSN: peer.psn, MaxDestRdAtomic: 4,
 			MinRNRTimer: 1, AH: verbs.AHAttr{DGID: verbs.GIDFromAddr(dgid), Port: 1}},
 			verbs.AttrState | verbs.AttrAV | verbs.AttrPathMTU | verbs.AttrDestQPN | verbs.AttrRQPSN | verbs.AttrMaxDestRdAtomic | verbs.AttrMinRNRTimer},
-		{verbs.QPAttr{State: verbs.QPSRTS, Timeout: 10, RetryCnt: 7, RNRRetry: 7, SQPSN: e.psn, MaxRdAtomic: 4},
+		{verbs.QPAttr{State: verbs.QPSRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, SQPSN: e.psn, MaxRdAtomic: 4},
 			verbs.AttrState | verbs.AttrTimeout | verbs.AttrRetryCnt | verbs.AttrRNRRetry | verbs.AttrSQPSN | verbs.AttrMaxQPRdAtomic},
 	}
 	for _, s := range steps {

@@ -193,16 +193,19 @@ func TestRNR(t *testing.T) {
 	copy(x.buf, "late receive")
 	send.SGL = []verbs.SGE{{Addr: x.mr.Addr(), Length: 64, LKey: x.mr.LKey()}}
 	must(t, x.qp.PostSend([]verbs.SendWR{send}))
-	time.Sleep(5 * time.Millisecond)
+	// rnr_retry 7 retries forever: post the receive only once the responder
+	// has refused the SEND at least once, however late the loop gets to it.
+	for deadline := time.Now().Add(5 * time.Second); y.dev.Counter(CntRNRNakSent) == 0; time.Sleep(100 * time.Microsecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no RNR NAK within 5 s of a SEND without a receive")
+		}
+	}
 	must(t, y.qp.PostRecv([]verbs.RecvWR{{ID: 5, SGL: []verbs.SGE{{Addr: y.mr.Addr(), Length: 64, LKey: y.mr.LKey()}}}}))
 	if wc := waitWC(t, x.scq, 1, 2*time.Second)[0]; wc.Status != verbs.WCSuccess {
 		t.Fatalf("wc %+v", wc)
 	}
 	if wc := waitWC(t, y.rcq, 1, 2*time.Second)[0]; wc.Status != verbs.WCSuccess || string(y.buf[:12]) != "late receive" {
 		t.Fatalf("recv wc %+v", wc)
-	}
-	if y.dev.Counter(CntRNRNakSent) == 0 {
-		t.Fatal("no RNR NAK was needed")
 	}
 }
 
