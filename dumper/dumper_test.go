@@ -1,0 +1,362 @@
+package dumper
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rdma-appliance/appliance/dpdk"
+	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dumper/pcap"
+	"github.com/rdma-appliance/appliance/dumper/trace"
+	"github.com/rdma-appliance/appliance/translator/inject"
+	"github.com/rdma-appliance/appliance/verbs/roce"
+)
+
+// TestCaptureAndWrite sends mirrored copies over two queues (one queue
+// gets a stretch out of order) plus frames that are not copies, stops the
+// dumper and checks the files: sorted by sequence, restored (ports, ECN,
+// ICRC intact when the snap holds the whole frame), stamped with the
+// extended mirror timestamp, malformed frames counted by reason; and the
+// two files merge into a trace that passes Lumina's integrity check.
+func TestCaptureAndWrite(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		snap int
+		zstd bool
+	}{{"snap128", 128, false}, {"whole-zstd", 2048, true}} {
+		t.Run(tc.name, func(t *testing.T) { captureAndWrite(t, tc.snap, tc.zstd) })
+	}
+}
+
+func captureAndWrite(t *testing.T, snap int, zst bool) {
+	f, port := newFeeder(t, 2, 1024)
+	dir := t.TempDir()
+	d, err := New(Config{Name: "rm", Port: port, SnapLen: snap, NumPkts: 4095, Dir: dir, File: "dump.pcap", Zstd: zst})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(); !errors.Is(err, ErrRunning) {
+		t.Fatalf("second start: %v", err)
+	}
+	const n = 2000
+	base := time.Now().UnixNano()
+	buf := make([]byte, 2048)
+	var order []uint64
+	for s := uint64(1); s <= n; s++ {
+		order = append(order, s)
+	}
+	// Swap neighbours in a stretch of queue 1's share.
+	for i := 101; i < 200; i += 4 {
+		order[i], order[i+2] = order[i+2], order[i]
+	}
+	frames := map[uint64][]byte{}
+	for _, s := range order {
+		k := mirrored(buf, s, base)
+		frames[s] = append([]byte(nil), buf[:k]...)
+		f.send(int(s%2), buf[:k])
+	}
+	// Frames that are not copies: a runt, ICMP, DNS.
+	f.send(0, []byte{1, 2, 3})
+	k := mirrored(buf, 1, base)
+	ip := dnet.IPv4(buf[dnet.EthernetHeaderLen:])
+	ip[9] = dnet.IPProtoICMP
+	ip.UpdateChecksum()
+	f.send(0, buf[:k])
+	b := roce.Builder{SrcGID: roce.GIDFromAddr(reqIP), DstGID: roce.GIDFromAddr(respIP), Opcode: roce.RCSendOnly, DstPort: 53, HopLimit: 64}
+	k, _ = b.BuildInPlace(buf, 10)
+	f.send(1, buf[:k])
+	waitReceived(t, d, n+3)
+	res, err := d.Stop(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Stop(context.Background()); !errors.Is(err, ErrNotRunning) {
+		t.Fatalf("second stop: %v", err)
+	}
+	if res.Captured != n+3 || res.Written != n || res.ArenaFull != 0 || len(res.Files) != 2 {
+		t.Fatalf("result %+v", res)
+	}
+	wantMal := map[string]uint64{"short": 1, "not-udp": 1, "foreign-port": 1}
+	for r, v := range wantMal {
+		if res.Malformed[r] != v {
+			t.Fatalf("malformed %v, want %v", res.Malformed, wantMal)
+		}
+	}
+	var srcs []trace.Source
+	for _, fl := range res.Files {
+		want := filepath.Join(dir, "dump-q"+string(rune('0'+fl.Queue))+".pcap")
+		if zst {
+			want += ".zst"
+		}
+		if fl.Path != want {
+			t.Fatalf("file %s, want %s", fl.Path, want)
+		}
+		if fl.Queue == 1 && fl.OutOfOrder == 0 {
+			t.Fatal("queue 1 arrived out of order but none counted")
+		}
+		srcs = append(srcs, trace.Source{Name: fl.Name, Path: fl.Path})
+		checkFile(t, fl, snap, base, frames)
+	}
+	out, err := pcap.Create(filepath.Join(dir, "merged.pcap"), pcap.WriterOptions{LinkType: pcap.LinkTypeEthernet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := trace.Merge(context.Background(), srcs, out, trace.Options{Mirrored: n, RxRoCE: n, FirstSeq: 1})
+	if err != nil {
+		t.Fatalf("merge: %v", err)
+	}
+	out.Close()
+	if rep.Packets != n {
+		t.Fatalf("merged %d packets", rep.Packets)
+	}
+}
+
+// checkFile reads one written pcap and compares it with the copies sent.
+func checkFile(t *testing.T, fl File, snap int, base int64, frames map[uint64][]byte) {
+	t.Helper()
+	r, err := pcap.Open(fl.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var rec pcap.Record
+	var last uint64
+	var count uint64
+	var np dnet.Parsed
+	var rp roce.Packet
+	for {
+		if err := r.Next(&rec); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		count++
+		m, err := func() (inject.MirrorMeta, error) {
+			if err := dnet.DecodeTruncated(rec.Data, &np); err != nil {
+				return inject.MirrorMeta{}, err
+			}
+			return inject.ReadMirror(rec.Data, &np)
+		}()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Seq <= last {
+			t.Fatalf("%s: seq %d after %d", fl.Name, m.Seq, last)
+		}
+		last = m.Seq
+		orig := frames[m.Seq]
+		if rec.OrigLen != len(orig) || rec.CapLen != min(snap, len(orig)) {
+			t.Fatalf("seq %d: caplen %d origlen %d, frame %d", m.Seq, rec.CapLen, rec.OrigLen, len(orig))
+		}
+		if want := base + int64(m.Seq)*1000; rec.Timestamp != want {
+			t.Fatalf("seq %d: timestamp %d, want %d", m.Seq, rec.Timestamp, want)
+		}
+		u := dnet.UDP(rec.Data[np.L4Off:])
+		if u.SrcPort() != origSport || u.DstPort() != roce.UDPPort || u.Checksum() != 0 {
+			t.Fatalf("seq %d: UDP %d -> %d csum %#x not restored", m.Seq, u.SrcPort(), u.DstPort(), u.Checksum())
+		}
+		var ecn uint8
+		if np.L3Proto == dnet.EtherTypeIPv4 {
+			ecn = dnet.IPv4(rec.Data[np.L3Off:]).ECN()
+		} else {
+			ecn = dnet.IPv6(rec.Data[np.L3Off:]).ECN()
+		}
+		if (m.Event == inject.EventECN) != (ecn == dnet.ECNCE) || m.Event != eventOf(m.Seq) {
+			t.Fatalf("seq %d: event %v, ECN %d", m.Seq, m.Event, ecn)
+		}
+		if np.L3Proto == dnet.EtherTypeIPv4 && !dnet.IPv4(rec.Data[np.L3Off:]).ChecksumValid() {
+			t.Fatalf("seq %d: IPv4 checksum", m.Seq)
+		}
+		if snap >= len(orig) {
+			if err := roce.ParsePort(rec.Data, roce.UDPPort, &rp); err != nil {
+				t.Fatal(err)
+			}
+			if err := rp.VerifyICRC(rec.Data); err != nil {
+				t.Fatalf("seq %d: %v", m.Seq, err)
+			}
+		}
+	}
+	if count != fl.Packets {
+		t.Fatalf("%s: %d records, result says %d", fl.Name, count, fl.Packets)
+	}
+}
+
+// TestArenaFull: copies beyond num-pkts are counted, not stored, and the
+// written file holds the first num-pkts.
+func TestArenaFull(t *testing.T) {
+	f, port := newFeeder(t, 1, 1024)
+	d, err := New(Config{Port: port, NumPkts: 10, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 2048)
+	for s := uint64(1); s <= 25; s++ {
+		f.send(0, buf[:mirrored(buf, s, 0)])
+	}
+	waitReceived(t, d, 25)
+	if st := d.Status(); st.State != "capturing" || st.Captured != 10 || st.ArenaFull != 15 {
+		t.Fatalf("status %+v", st)
+	}
+	res, err := d.Stop(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Written != 10 || res.ArenaFull != 15 || res.Lost() != 15 {
+		t.Fatalf("result %+v", res)
+	}
+	// A new capture starts empty.
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	f.send(0, buf[:mirrored(buf, 26, 0)])
+	waitReceived(t, d, 1)
+	if res, err = d.Stop(context.Background()); err != nil || res.Written != 1 || res.ArenaFull != 0 {
+		t.Fatalf("second capture %+v %v", res, err)
+	}
+}
+
+// TestCapacity: a worker limited to a rate takes no more than the rate
+// allows (plus one burst), so copies pile up in the port's queue.
+func TestCapacity(t *testing.T) {
+	f, port := newFeeder(t, 1, 4096)
+	d, err := New(Config{Port: port, Capacity: 2000, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	buf := make([]byte, 2048)
+	for s := uint64(1); s <= 1000; s++ {
+		f.send(0, buf[:mirrored(buf, s, 0)])
+	}
+	start := time.Now()
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	got := d.Status().Captured
+	el := time.Since(start)
+	if limit := uint64(2000*el.Seconds()) + 32; got > limit || got == 0 {
+		t.Fatalf("captured %d in %v at 2000/s (limit %d)", got, el, limit)
+	}
+	if _, err := d.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	_, port := newFeeder(t, 2, 64)
+	for name, c := range map[string]Config{
+		"no port":       {},
+		"snap":          {Port: port, SnapLen: 20},
+		"num-pkts":      {Port: port, NumPkts: -1},
+		"queue":         {Port: port, Queues: []int{2}},
+		"dup queue":     {Port: port, Queues: []int{1, 1}},
+		"cores":         {Port: port, Cores: []int{0}},
+		"file with dir": {Port: port, File: "a/b.pcap"},
+		"capacity":      {Port: port, Capacity: -1},
+	} {
+		if _, err := New(c); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// TestCoreClaims: a dumper refuses a core another poller holds, and gives
+// its cores back when it stops.
+func TestCoreClaims(t *testing.T) {
+	cores, err := dpdk.AllowedCores()
+	if err != nil || len(cores) == 0 {
+		t.Skip("no cores to pin to")
+	}
+	_, port := newFeeder(t, 1, 64)
+	claims := dpdk.NewCoreClaims("")
+	if err := claims.Claim(cores[0], "injector"); err != nil {
+		t.Fatal(err)
+	}
+	d, err := New(Config{Port: port, Cores: cores[:1], Claims: claims, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Start(); err == nil || !strings.Contains(err.Error(), "injector") {
+		t.Fatalf("start on a claimed core: %v", err)
+	}
+	claims.Release(cores[0])
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if o := claims.Owner(cores[0]); !strings.Contains(o, "dumper") {
+		t.Fatalf("core owner %q", o)
+	}
+	if _, err := d.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if o := claims.Owner(cores[0]); o != "" {
+		t.Fatalf("core still owned by %q", o)
+	}
+}
+
+// TestWriteError: an unwritable directory is an error naming the dumper.
+func TestWriteError(t *testing.T) {
+	_, port := newFeeder(t, 1, 64)
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, err := New(Config{Name: "rm", Port: port, Dir: filepath.Join(file, "sub")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Stop(context.Background()); err == nil || !strings.Contains(err.Error(), "dumper rm") {
+		t.Fatalf("stop into a file: %v", err)
+	}
+}
+
+// TestCaptureAllocs: the capture path allocates nothing.
+func TestCaptureAllocs(t *testing.T) {
+	f, port := newFeeder(t, 1, 64)
+	d, err := New(Config{Port: port, NumPkts: 1 << 16, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 2048)
+	n := mirrored(buf, 1, 0)
+	pkts := make([]*dpdk.Packet, 32)
+	for i := range pkts {
+		pkts[i] = f.pool.Get()
+		pkts[i].CopyFrom(buf[:n])
+	}
+	w := d.workers[0]
+	if a := testing.AllocsPerRun(100, func() { w.capture(pkts) }); a != 0 {
+		t.Fatalf("%v allocations per burst", a)
+	}
+}
+
+func TestExtend48(t *testing.T) {
+	const wrap = int64(1) << 48
+	ref := int64(1_790_000_000_000_000_000)
+	for _, d := range []int64{0, 1, -1, 5e9, -5e9, wrap/2 - 1, -(wrap/2 - 1)} {
+		want := ref + d
+		if got := extend48(want&(wrap-1), ref); got != want {
+			t.Errorf("delta %d: got %d want %d", d, got, want)
+		}
+	}
+}

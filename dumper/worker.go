@@ -1,0 +1,322 @@
+package dumper
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+
+	"github.com/rdma-appliance/appliance/dpdk"
+	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dumper/pcap"
+	"github.com/rdma-appliance/appliance/translator/inject"
+)
+
+// worker captures one receive queue into its arena.
+type worker struct {
+	d     *Dumper
+	queue int
+	core  int
+
+	// The arena: slot i is arena[i*snap : i*snap+lens[i]]; wire[i] is the
+	// frame's length before the snap.
+	arena []byte
+	lens  []uint16
+	wire  []uint32
+	n     int // slots used; owned by the worker while it runs
+	bufs  []*dpdk.Packet
+	order []slot // sort scratch for write
+	epoch int64  // Unix ns at Start, to extend 48-bit timestamps
+
+	// Counters, written by the worker, read by Status.
+	_         [64]byte
+	received  atomic.Uint64
+	captured  atomic.Uint64
+	bytes     atomic.Uint64
+	arenaFull atomic.Uint64
+	alive     atomic.Bool
+	_         [64]byte
+	err       atomic.Pointer[string]
+}
+
+type slot struct {
+	seq uint64
+	idx uint32
+}
+
+func newWorker(d *Dumper, q, core int) *worker {
+	np := d.cfg.NumPkts
+	return &worker{d: d, queue: q, core: core,
+		arena: make([]byte, np*d.cfg.SnapLen),
+		lens:  make([]uint16, np),
+		wire:  make([]uint32, np),
+		bufs:  make([]*dpdk.Packet, d.cfg.Burst),
+		order: make([]slot, 0, np)}
+}
+
+func (w *worker) reset(epoch int64) {
+	w.n, w.epoch = 0, epoch
+	w.received.Store(0)
+	w.captured.Store(0)
+	w.bytes.Store(0)
+	w.arenaFull.Store(0)
+	w.err.Store(nil)
+}
+
+func (w *worker) status() WorkerStatus {
+	s := WorkerStatus{Queue: w.queue, Core: w.core, Received: w.received.Load(), Captured: w.captured.Load(),
+		Bytes: w.bytes.Load(), ArenaFull: w.arenaFull.Load(), Alive: w.alive.Load()}
+	if e := w.err.Load(); e != nil {
+		s.Error = *e
+	}
+	return s
+}
+
+// drainIdle is how many empty polls in a row end the drain after a stop:
+// enough to let copies in flight from the injector's last burst land.
+const drainIdle = 256
+
+// run polls the queue until the dumper stops, then drains what is left
+// in the queue. It reports on started whether it could pin its core.
+func (w *worker) run(started chan<- error) {
+	unpin, err := pin(w.core)
+	if err != nil {
+		msg := err.Error()
+		w.err.Store(&msg)
+		started <- fmt.Errorf("queue %d: %w", w.queue, err)
+		return
+	}
+	defer unpin()
+	w.alive.Store(true)
+	defer w.alive.Store(false)
+	started <- nil
+
+	port, q, stop := w.d.cfg.Port, w.queue, &w.d.stop
+	bo := dpdk.DefaultBackoff()
+	if w.core >= 0 {
+		bo = dpdk.Backoff{Spin: 1 << 30} // a pinned poller owns its core
+	}
+	limit := len(w.bufs)
+	var tokens float64
+	rate := w.d.cfg.Capacity
+	last := dpdk.Nanotime()
+	idle := 0
+	for {
+		if stop.Load() {
+			// Drain: the injector may still have copies on the wire.
+			if idle >= drainIdle {
+				return
+			}
+		}
+		want := limit
+		if rate > 0 {
+			now := dpdk.Nanotime()
+			tokens = min(tokens+float64(now-last)*rate/1e9, float64(limit))
+			last = now
+			want = int(tokens)
+			if want == 0 {
+				bo.Idle()
+				continue
+			}
+		}
+		n := port.RxBurst(q, w.bufs[:want])
+		if n == 0 {
+			idle++
+			bo.Idle()
+			continue
+		}
+		idle = 0
+		bo.Busy()
+		if rate > 0 {
+			tokens -= float64(n)
+		}
+		w.capture(w.bufs[:n])
+		dpdk.FreeBulk(w.bufs[:n])
+		clear(w.bufs[:n])
+	}
+}
+
+// capture copies a burst into the arena; it is the whole per-packet path.
+func (w *worker) capture(pkts []*dpdk.Packet) {
+	snap := w.d.cfg.SnapLen
+	var got, bytes, full uint64
+	for _, p := range pkts {
+		if w.n == len(w.lens) {
+			full++
+			continue
+		}
+		data := p.Data()
+		i := w.n
+		c := copy(w.arena[i*snap:(i+1)*snap], data)
+		w.lens[i] = uint16(c)
+		wl := p.OrigLen()
+		w.wire[i] = uint32(wl)
+		w.n++
+		got++
+		bytes += uint64(wl)
+	}
+	w.received.Add(uint64(len(pkts)))
+	w.captured.Add(got)
+	w.bytes.Add(bytes)
+	if full > 0 {
+		w.arenaFull.Add(full)
+	}
+}
+
+// Reasons a captured frame is not written.
+const (
+	malShort   = iota // cut before the UDP header, or a header did not decode
+	malNotUDP         // IP but not UDP, or not IP
+	malForeign        // UDP to another port than the rewrite port
+	malReasons
+)
+
+var malNames = [malReasons]string{"short", "not-udp", "foreign-port"}
+
+type malformed [malReasons]uint64
+
+func (m *malformed) add(o *malformed) {
+	for i := range m {
+		m[i] += o[i]
+	}
+}
+
+func (m *malformed) byReason() map[string]uint64 {
+	var out map[string]uint64
+	for i, v := range m {
+		if v > 0 {
+			if out == nil {
+				out = map[string]uint64{}
+			}
+			out[malNames[i]] = v
+		}
+	}
+	return out
+}
+
+// seqOf reads the mirror sequence from the source MAC of slot i.
+func (w *worker) seqOf(i int) uint64 {
+	if w.lens[i] < 12 {
+		return 0
+	}
+	b := w.arena[i*w.d.cfg.SnapLen:]
+	return uint64(b[6])<<40 | uint64(b[7])<<32 | uint64(binary.BigEndian.Uint32(b[8:12]))
+}
+
+// write sorts the worker's copies by mirror sequence, restores them and
+// writes them to path.
+func (w *worker) write(ctx context.Context, path string, mal *malformed) (File, error) {
+	f := File{Name: filepath.Base(path), Path: path, Queue: w.queue}
+	cfg := &w.d.cfg
+	w.order = w.order[:0]
+	var prev uint64
+	for i := 0; i < w.n; i++ {
+		s := w.seqOf(i)
+		if s < prev {
+			f.OutOfOrder++
+		}
+		prev = max(prev, s)
+		w.order = append(w.order, slot{seq: s, idx: uint32(i)})
+	}
+	if f.OutOfOrder > 0 {
+		slices.SortStableFunc(w.order, func(a, b slot) int {
+			switch {
+			case a.seq < b.seq:
+				return -1
+			case a.seq > b.seq:
+				return 1
+			}
+			return 0
+		})
+	}
+	opts := pcap.WriterOptions{Format: pcap.FormatPcap, LinkType: pcap.LinkTypeEthernet, SnapLen: cfg.SnapLen,
+		Nanosecond: true}
+	if cfg.Zstd {
+		opts.Compress, opts.ZstdLevel = pcap.CompressZstd, cfg.ZstdLevel
+	}
+	pw, err := pcap.Create(path, opts)
+	if err != nil {
+		return f, fmt.Errorf("queue %d: %w", w.queue, err)
+	}
+	var p dnet.Parsed
+	for k, s := range w.order {
+		if k&4095 == 0 && ctx.Err() != nil {
+			pw.Close()
+			return f, fmt.Errorf("queue %d: %w after %d of %d copies", w.queue, ctx.Err(), k, len(w.order))
+		}
+		i := int(s.idx)
+		rec := w.arena[i*cfg.SnapLen : i*cfg.SnapLen+int(w.lens[i])]
+		if err := dnet.DecodeTruncated(rec, &p); err != nil {
+			mal[malShort]++
+			continue
+		}
+		if p.L4Proto != dnet.IPProtoUDP || (p.L3Proto != dnet.EtherTypeIPv4 && p.L3Proto != dnet.EtherTypeIPv6) {
+			mal[malNotUDP]++
+			continue
+		}
+		if p.L4Off+dnet.UDPHeaderLen > len(rec) {
+			mal[malShort]++
+			continue
+		}
+		if dnet.UDP(rec[p.L4Off:]).DstPort() != cfg.RewritePort {
+			mal[malForeign]++
+			continue
+		}
+		m, err := inject.RestoreMirror(rec, &p)
+		if err != nil {
+			mal[malShort]++
+			continue
+		}
+		if err := pw.WritePacket(extend48(m.Timestamp, w.epoch), rec, origLen(rec, &p, int(w.wire[i]))); err != nil {
+			pw.Close()
+			return f, fmt.Errorf("queue %d: %w", w.queue, err)
+		}
+		f.Packets++
+	}
+	if err := pw.Close(); err != nil {
+		return f, fmt.Errorf("queue %d: %w", w.queue, err)
+	}
+	if fi, err := os.Stat(path); err == nil {
+		f.Bytes = fi.Size()
+	}
+	return f, nil
+}
+
+// origLen is the length of the frame the injector mirrored: the IP
+// header's length when the copy is complete enough to hold it (the
+// injector may have truncated the copy, as a Tofino mirror session does),
+// otherwise what arrived.
+func origLen(rec []byte, p *dnet.Parsed, arrived int) int {
+	switch p.L3Proto {
+	case dnet.EtherTypeIPv4:
+		if n := p.L3Off + int(binary.BigEndian.Uint16(rec[p.L3Off+2:])); n > arrived {
+			return n
+		}
+	case dnet.EtherTypeIPv6:
+		if n := p.L3Off + 40 + int(binary.BigEndian.Uint16(rec[p.L3Off+4:])); n > arrived {
+			return n
+		}
+	}
+	return arrived
+}
+
+// extend48 turns a 48-bit nanosecond timestamp into Unix nanoseconds: the
+// value nearest to ref (the capture's start) with those low 48 bits. A
+// capture would have to last 39 hours to be wrong.
+func extend48(ts48, ref int64) int64 {
+	const wrap = int64(1) << 48
+	t := ref&^(wrap-1) | ts48&(wrap-1)
+	switch {
+	case t-ref > wrap/2:
+		t -= wrap
+	case ref-t > wrap/2:
+		t += wrap
+	}
+	if t < 0 { // pcap cannot hold times before 1970
+		t += wrap
+	}
+	return t
+}
