@@ -1,0 +1,317 @@
+// Package lumina runs Lumina tests (testing RDMA NICs by injecting
+// deterministic events in a middlebox and capturing every packet). This
+// file is the testbed that puts a whole Lumina setup on one machine: two
+// soft RNICs (requester and responder), the software event injector
+// between them, and a pool of dumpers on its mirror ports, joined by
+// in-process ring links or, as root, by veth pairs between network
+// namespaces with AF_PACKET ports.
+package lumina
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/rdma-appliance/appliance/dpdk"
+	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/netns"
+	"github.com/rdma-appliance/appliance/dpdk/ring"
+	"github.com/rdma-appliance/appliance/dumper"
+	"github.com/rdma-appliance/appliance/dumper/pcap"
+	"github.com/rdma-appliance/appliance/dumper/trace"
+	"github.com/rdma-appliance/appliance/translator/inject"
+	"github.com/rdma-appliance/appliance/verbs/soft"
+
+	_ "github.com/rdma-appliance/appliance/dpdk/afpacket" // netns links
+)
+
+// DumperSpec is one dumper of the testbed.
+type DumperSpec struct {
+	Weight   int     // share of the mirrored copies (default 1)
+	Queues   int     // receive queues, one worker each (default 1)
+	NumPkts  int     // arena per worker (default dumper.DefaultNumPkts)
+	SnapLen  int     // default dumper.DefaultSnapLen
+	Capacity float64 // packets per second per worker; 0 unlimited
+}
+
+// TestbedConfig shapes a testbed.
+type TestbedConfig struct {
+	// Name prefixes link names (rings) and files.
+	Name string
+	// Netns joins the parts with veth pairs in network namespaces and
+	// AF_PACKET ports instead of in-process rings (needs root).
+	Netns bool
+	// RequesterIP and ResponderIP default to 10.0.0.1 and 10.0.1.1.
+	RequesterIP, ResponderIP netip.Addr
+	// Requester and Responder are the RNICs' behaviour (nic.type and
+	// roce-parameters); zero means soft.ProfileCX5.
+	Requester, Responder soft.Profile
+	Dumpers              []DumperSpec
+	IterMode             inject.IterMode
+	Balance              inject.Balance
+	RewritePort          uint16
+	MirrorSnap           int
+	// RingSize of the in-process links (default 4096).
+	RingSize int
+	// Dir receives the dumpers' files and the merged trace.
+	Dir string
+}
+
+// Testbed is a running Lumina setup.
+type Testbed struct {
+	Cfg      TestbedConfig
+	Req      *soft.Device
+	Resp     *soft.Device
+	Injector *inject.Injector
+	Dumpers  []*dumper.Dumper
+
+	pool    *dpdk.Pool
+	ports   []dpdk.Port
+	pairs   []*netns.Pair
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	loopErr error
+	names   []string
+	weights []int
+}
+
+// link is one connection of the testbed: end a on the host side, end b on
+// the injector's.
+type link struct{ a, b dpdk.Port }
+
+func (tb *Testbed) newLink(name string, queues int) (link, error) {
+	if !tb.Cfg.Netns {
+		l := ring.NewLink(tb.Cfg.Name+"-"+name, ring.Config{Queues: queues, RingSize: tb.Cfg.RingSize})
+		tb.ports = append(tb.ports, l.A(), l.B())
+		return link{l.A(), l.B()}, nil
+	}
+	pr, err := netns.NewPair("lu", 0)
+	if err != nil {
+		return link{}, err
+	}
+	tb.pairs = append(tb.pairs, pr)
+	open := func(ns, ifname string, rxq int) (dpdk.Port, error) {
+		var p dpdk.Port
+		opts := ",blocks=16,blocksize=256K"
+		if rxq > 1 {
+			opts += ",fanout=hash"
+		}
+		err := netns.Do(ns, func() (err error) {
+			p, err = dpdk.Open("afpacket:"+ifname+opts, dpdk.Config{Pool: tb.pool, RxQueues: rxq, TxQueues: queues, Promiscuous: true})
+			return err
+		})
+		return p, err
+	}
+	a, err := open(pr.NSA, pr.IfA, 1)
+	if err != nil {
+		return link{}, err
+	}
+	tb.ports = append(tb.ports, a)
+	b, err := open(pr.NSB, pr.IfB, queues)
+	if err != nil {
+		return link{}, err
+	}
+	tb.ports = append(tb.ports, b)
+	return link{a, b}, nil
+}
+
+// NewTestbed builds the links, the RNICs, the injector and the dumpers,
+// and starts the RNICs' and the injector's loops. Close undoes it all.
+func NewTestbed(cfg TestbedConfig) (tb *Testbed, err error) {
+	if cfg.Name == "" {
+		cfg.Name = "lumina"
+	}
+	if !cfg.RequesterIP.IsValid() {
+		cfg.RequesterIP = netip.MustParseAddr("10.0.0.1")
+	}
+	if !cfg.ResponderIP.IsValid() {
+		cfg.ResponderIP = netip.MustParseAddr("10.0.1.1")
+	}
+	if cfg.RingSize == 0 {
+		cfg.RingSize = 4096
+	}
+	if len(cfg.Dumpers) == 0 {
+		cfg.Dumpers = []DumperSpec{{}, {}}
+	}
+	if cfg.Dir == "" {
+		cfg.Dir = "."
+	}
+	if cfg.Netns {
+		if err := netns.Available(); err != nil {
+			return nil, err
+		}
+		netns.ReapStale("lu")
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	tb = &Testbed{Cfg: cfg}
+	defer func() {
+		if err != nil {
+			tb.Close()
+			tb = nil
+		}
+	}()
+	if tb.pool, err = dpdk.NewPool(cfg.Name, 16384, dpdk.Headroom+4096+512); err != nil {
+		return nil, err
+	}
+	req, err := tb.newLink("req", 1)
+	if err != nil {
+		return nil, fmt.Errorf("lumina testbed: requester link: %w", err)
+	}
+	resp, err := tb.newLink("resp", 1)
+	if err != nil {
+		return nil, fmt.Errorf("lumina testbed: responder link: %w", err)
+	}
+	icfg := inject.Config{Pool: tb.pool, IterMode: cfg.IterMode, Balance: cfg.Balance, RewritePort: cfg.RewritePort,
+		MirrorSnap: cfg.MirrorSnap, Seed: 1,
+		Traffic: []inject.TrafficPort{{Name: "requester", Port: req.b}, {Name: "responder", Port: resp.b}},
+		Routes: []inject.Route{
+			{Prefix: netip.PrefixFrom(cfg.RequesterIP, cfg.RequesterIP.BitLen()), Port: 0, MAC: dnet.MAC(req.a.Info().MAC)},
+			{Prefix: netip.PrefixFrom(cfg.ResponderIP, cfg.ResponderIP.BitLen()), Port: 1, MAC: dnet.MAC(resp.a.Info().MAC)},
+		}}
+	var dumpPorts []dpdk.Port
+	for i, ds := range cfg.Dumpers {
+		name := fmt.Sprintf("dumper%d", i)
+		l, err := tb.newLink(name, max(ds.Queues, 1))
+		if err != nil {
+			return nil, fmt.Errorf("lumina testbed: %s link: %w", name, err)
+		}
+		w := max(ds.Weight, 1)
+		icfg.Mirrors = append(icfg.Mirrors, inject.MirrorPort{Name: name, Port: l.a, Weight: w})
+		dumpPorts = append(dumpPorts, l.b)
+		tb.names, tb.weights = append(tb.names, name), append(tb.weights, w)
+	}
+	// On a mirror link the injector holds end a, which transmits on every
+	// queue, and the dumper end b, which receives on every queue.
+	for i, ds := range cfg.Dumpers {
+		d, err := dumper.New(dumper.Config{Name: tb.names[i], Port: dumpPorts[i], SnapLen: ds.SnapLen, NumPkts: ds.NumPkts,
+			RewritePort: cfg.RewritePort, Dir: cfg.Dir, File: tb.names[i] + ".pcap", Capacity: ds.Capacity})
+		if err != nil {
+			return nil, err
+		}
+		tb.Dumpers = append(tb.Dumpers, d)
+	}
+	if tb.Req, err = soft.NewDevice(cfg.Name+"-req", req.a, soft.Config{GIDs: []netip.Addr{cfg.RequesterIP}, Profile: cfg.Requester, PoolSize: 4096}); err != nil {
+		return nil, fmt.Errorf("lumina testbed: requester RNIC: %w", err)
+	}
+	if tb.Resp, err = soft.NewDevice(cfg.Name+"-resp", resp.a, soft.Config{GIDs: []netip.Addr{cfg.ResponderIP}, Profile: cfg.Responder, PoolSize: 4096}); err != nil {
+		return nil, fmt.Errorf("lumina testbed: responder RNIC: %w", err)
+	}
+	if tb.Injector, err = inject.New(icfg); err != nil {
+		return nil, fmt.Errorf("lumina testbed: injector: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	tb.cancel = cancel
+	tb.wg.Add(1)
+	go func() {
+		defer tb.wg.Done()
+		if err := tb.Injector.Run(ctx); err != nil {
+			tb.loopErr = err
+		}
+	}()
+	for _, d := range []*soft.Device{tb.Req, tb.Resp} {
+		if err := d.Start(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return tb, nil
+}
+
+// StartCapture resets the injector's counters and mirror sequence and
+// starts every dumper, as the orchestrator does before traffic.
+func (tb *Testbed) StartCapture() error {
+	tb.Injector.Reset()
+	for _, d := range tb.Dumpers {
+		if err := d.Start(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Capture is what a stopped capture produced.
+type Capture struct {
+	Results  []*dumper.Result
+	Injector inject.Stats
+	Sources  []trace.Source
+}
+
+// StopCapture stops the dumpers (which drain their queues and write) and
+// reads the injector's counters.
+func (tb *Testbed) StopCapture(ctx context.Context) (*Capture, error) {
+	c := &Capture{Injector: tb.Injector.Stats()}
+	var errs []error
+	for i, d := range tb.Dumpers {
+		res, err := d.Stop(ctx)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if res == nil {
+			continue
+		}
+		c.Results = append(c.Results, res)
+		src := trace.Source{Name: tb.names[i]}
+		for _, f := range res.Files {
+			src.Paths = append(src.Paths, f.Path)
+		}
+		c.Sources = append(c.Sources, src)
+	}
+	return c, errors.Join(errs...)
+}
+
+// Merge merges a capture's files into out (a nanosecond pcap) and runs
+// the integrity check against the injector's counters.
+func (tb *Testbed) Merge(ctx context.Context, c *Capture, out string) (*trace.Report, error) {
+	assign, err := trace.ScheduleAssign(tb.names, tb.weights, 1)
+	if err != nil {
+		return nil, err
+	}
+	if tb.Cfg.Balance != inject.BalanceWRR {
+		assign = nil // copies follow flows: there is no schedule to blame
+	}
+	w, err := pcap.Create(out, pcap.WriterOptions{LinkType: pcap.LinkTypeEthernet, Nanosecond: true})
+	if err != nil {
+		return nil, err
+	}
+	rep, err := trace.Merge(ctx, c.Sources, w, trace.Options{Mirrored: int64(c.Injector.Mirrored),
+		RxRoCE: int64(c.Injector.RxRoCE), FirstSeq: 1, Assign: assign, RewritePort: tb.Cfg.RewritePort})
+	if cerr := w.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	return rep, err
+}
+
+// Path is a file under the testbed's directory.
+func (tb *Testbed) Path(name string) string { return filepath.Join(tb.Cfg.Dir, name) }
+
+// Close stops the loops and releases everything, namespaces included.
+func (tb *Testbed) Close() error {
+	for _, d := range tb.Dumpers {
+		d.Close()
+	}
+	for _, d := range []*soft.Device{tb.Req, tb.Resp} {
+		if d != nil {
+			d.Close()
+		}
+	}
+	if tb.cancel != nil {
+		tb.cancel()
+	}
+	tb.wg.Wait()
+	for _, p := range tb.ports {
+		p.Close()
+	}
+	var errs []error
+	for _, pr := range tb.pairs {
+		errs = append(errs, pr.Close())
+	}
+	if tb.pool != nil {
+		tb.pool.Close()
+	}
+	return errors.Join(append(errs, tb.loopErr)...)
+}

@@ -1,0 +1,404 @@
+// Package trafficgen is Lumina's RC traffic generator over any verbs
+// provider: a requester and a responder, num-qps RC connections between
+// them, num-msgs-per-qp messages of message-size bytes per QP in WRITE,
+// READ or SEND, at most tx-depth outstanding per QP, with the retransmit
+// timeout and retry count of the test. Before traffic starts, the runtime
+// metadata of every connection (IPs, QPNs, initial PSNs) goes to a hook,
+// which is how the injector learns what its intents mean. Afterwards the
+// responder's memory is compared with what was sent, and each message's
+// completion time is reported.
+//
+// This file runs both ends in one process (the lab and tests); the
+// two-host form exchanges the same metadata over TCP.
+package trafficgen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"time"
+
+	"github.com/rdma-appliance/appliance/translator/inject"
+	"github.com/rdma-appliance/appliance/verbs"
+)
+
+// Params are the traffic keys of a Lumina test.
+type Params struct {
+	Verb        inject.Verb // write, read, send
+	NumQPs      int
+	MsgsPerQP   int
+	MessageSize int
+	MTU         int // path MTU in bytes
+	TxDepth     int // outstanding messages per QP (Lumina: 1 for non-ECN events)
+	// Timeout is the IB local ACK timeout exponent (min-retransmit-timeout):
+	// 4.096 us x 2^Timeout; RetryCnt is max-retransmit-retry.
+	Timeout  uint8
+	RetryCnt uint8
+	// Seed fixes the initial PSNs and the data pattern.
+	Seed uint64
+}
+
+// Defaults fills what is zero.
+func (p Params) Defaults() Params {
+	if p.Verb == "" {
+		p.Verb = inject.VerbWrite
+	}
+	if p.NumQPs == 0 {
+		p.NumQPs = 1
+	}
+	if p.MsgsPerQP == 0 {
+		p.MsgsPerQP = 1
+	}
+	if p.MessageSize == 0 {
+		p.MessageSize = 4096
+	}
+	if p.MTU == 0 {
+		p.MTU = 1024
+	}
+	if p.TxDepth == 0 {
+		p.TxDepth = 1
+	}
+	if p.Timeout == 0 {
+		p.Timeout = 14
+	}
+	if p.RetryCnt == 0 {
+		p.RetryCnt = 7
+	}
+	return p
+}
+
+// Validate checks the parameters as Lumina does.
+func (p Params) Validate() error {
+	switch p.Verb {
+	case inject.VerbWrite, inject.VerbRead, inject.VerbSend:
+	default:
+		return fmt.Errorf("trafficgen: verb %q: write, read or send", p.Verb)
+	}
+	switch {
+	case p.NumQPs < 1 || p.NumQPs > 1024:
+		return fmt.Errorf("trafficgen: num-qps %d: want 1..1024", p.NumQPs)
+	case p.MsgsPerQP < 1:
+		return fmt.Errorf("trafficgen: num-msgs-per-qp %d", p.MsgsPerQP)
+	case p.MessageSize < 1 || p.MessageSize > 1<<30:
+		return fmt.Errorf("trafficgen: message-size %d: want 1..1 GiB", p.MessageSize)
+	case verbs.MTUFromBytes(p.MTU) == 0:
+		return fmt.Errorf("trafficgen: mtu %d: want 256, 512, 1024, 2048 or 4096", p.MTU)
+	case p.TxDepth < 1 || p.TxDepth > 1024:
+		return fmt.Errorf("trafficgen: tx-depth %d: want 1..1024", p.TxDepth)
+	case p.Timeout > 31:
+		return fmt.Errorf("trafficgen: min-retransmit-timeout %d: want 0..31", p.Timeout)
+	case p.RetryCnt > 7:
+		return fmt.Errorf("trafficgen: max-retransmit-retry %d: want 0..7", p.RetryCnt)
+	}
+	return nil
+}
+
+// Endpoint is one host of the test: a device and the GID it uses.
+type Endpoint struct {
+	Dev      verbs.Device
+	GID      netip.Addr
+	GIDIndex int
+}
+
+// QPResult is one connection's outcome.
+type QPResult struct {
+	Conn inject.Conn `json:"conn"`
+	// MCT is each message's completion time: from posting to its
+	// completion (for tx-depth 1, the message's whole life).
+	MCT    []time.Duration `json:"mct_ns"`
+	Bytes  int64           `json:"bytes"`
+	Status string          `json:"status"` // "ok", or the first failed completion
+	// DataOK says whether the destination memory holds what was sent.
+	DataOK bool `json:"data_ok"`
+}
+
+// Result is a run's outcome.
+type Result struct {
+	Params  Params        `json:"params"`
+	QPs     []QPResult    `json:"qps"`
+	Elapsed time.Duration `json:"elapsed_ns"`
+	// Goodput is the bytes moved over the elapsed time, in bits per second.
+	Goodput float64 `json:"goodput_bps"`
+}
+
+// OK says whether every message completed and every byte arrived.
+func (r *Result) OK() bool {
+	for _, q := range r.QPs {
+		if q.Status != "ok" || !q.DataOK {
+			return false
+		}
+	}
+	return len(r.QPs) > 0
+}
+
+// Conns is the metadata of every connection, in QP order.
+func (r *Result) Conns() []inject.Conn {
+	out := make([]inject.Conn, len(r.QPs))
+	for i, q := range r.QPs {
+		out[i] = q.Conn
+	}
+	return out
+}
+
+// ErrFailed is wrapped when a message completes in error.
+var ErrFailed = errors.New("trafficgen: message failed")
+
+// side is one end of every connection.
+type side struct {
+	ep  Endpoint
+	pd  verbs.PD
+	cq  verbs.CQ
+	mr  verbs.MR
+	buf []byte
+	qps []verbs.QP
+	psn []uint32
+}
+
+// regionSize is each QP's share of a side's buffer: every message of the
+// QP has its own place, so the final memory shows each one.
+func (p Params) regionSize() int { return p.MsgsPerQP * p.MessageSize }
+
+func newSide(ep Endpoint, p Params, rng *rand.Rand) (*side, error) {
+	s := &side{ep: ep}
+	var err error
+	if s.pd, err = ep.Dev.AllocPD(); err != nil {
+		return s, err
+	}
+	if s.cq, err = ep.Dev.CreateCQ(verbs.CQAttr{CQE: min(p.NumQPs*p.TxDepth*2+64, 65536)}); err != nil {
+		return s, err
+	}
+	if s.buf, err = verbs.AllocBuffer(p.NumQPs*p.regionSize(), false); err != nil {
+		return s, err
+	}
+	if s.mr, err = s.pd.RegMR(s.buf, verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead); err != nil {
+		return s, err
+	}
+	for range p.NumQPs {
+		qp, err := s.pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTypeRC, SendCQ: s.cq, RecvCQ: s.cq,
+			Cap: verbs.QPCap{MaxSendWR: p.TxDepth, MaxRecvWR: p.TxDepth, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		if err != nil {
+			return s, err
+		}
+		s.qps = append(s.qps, qp)
+		s.psn = append(s.psn, rng.Uint32()&0xffffff)
+		err = qp.Modify(&verbs.QPAttr{State: verbs.QPSInit, Port: 1,
+			AccessFlags: verbs.AccessLocalWrite | verbs.AccessRemoteWrite | verbs.AccessRemoteRead},
+			verbs.AttrState|verbs.AttrPKeyIndex|verbs.AttrPort|verbs.AttrAccessFlags)
+		if err != nil {
+			return s, fmt.Errorf("QP %#x to INIT: %w", qp.QPN(), err)
+		}
+	}
+	return s, nil
+}
+
+// connect brings QP i of s to RTS towards QP i of peer.
+func (s *side) connect(peer *side, p Params) error {
+	for i, qp := range s.qps {
+		err := qp.Modify(&verbs.QPAttr{State: verbs.QPSRTR, PathMTU: verbs.MTUFromBytes(p.MTU), DestQPN: peer.qps[i].QPN(),
+			RQPSN: peer.psn[i], MaxDestRdAtomic: 16, MinRNRTimer: 12,
+			AH: verbs.AHAttr{DGID: verbs.GIDFromAddr(peer.ep.GID), SGIDIndex: s.ep.GIDIndex, HopLimit: 64, Port: 1}},
+			verbs.AttrState|verbs.AttrAV|verbs.AttrPathMTU|verbs.AttrDestQPN|verbs.AttrRQPSN|
+				verbs.AttrMaxDestRdAtomic|verbs.AttrMinRNRTimer)
+		if err != nil {
+			return fmt.Errorf("QP %#x to RTR: %w", qp.QPN(), err)
+		}
+		err = qp.Modify(&verbs.QPAttr{State: verbs.QPSRTS, Timeout: p.Timeout, RetryCnt: p.RetryCnt, RNRRetry: 7,
+			SQPSN: s.psn[i], MaxRdAtomic: 16},
+			verbs.AttrState|verbs.AttrTimeout|verbs.AttrRetryCnt|verbs.AttrRNRRetry|verbs.AttrSQPSN|verbs.AttrMaxQPRdAtomic)
+		if err != nil {
+			return fmt.Errorf("QP %#x to RTS: %w", qp.QPN(), err)
+		}
+	}
+	return nil
+}
+
+func (s *side) close() {
+	for _, qp := range s.qps {
+		_ = qp.Destroy()
+	}
+	if s.mr != nil {
+		_ = s.mr.Dereg()
+	}
+	if s.cq != nil {
+		_ = s.cq.Destroy()
+	}
+	if s.pd != nil {
+		_ = s.pd.Dealloc()
+	}
+	if s.buf != nil {
+		_ = verbs.FreeBuffer(s.buf)
+	}
+}
+
+// Run connects num-qps QPs between req and resp, hands their metadata to
+// ready (nil skips it; an error aborts before any traffic), then runs the
+// messages and checks the memory. A message that completes in error ends
+// its QP (the rest of its messages are not sent) and Run returns the
+// Result with ErrFailed.
+func Run(ctx context.Context, req, resp Endpoint, p Params, ready func([]inject.Conn) error) (*Result, error) {
+	p = p.Defaults()
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	rng := rand.New(rand.NewPCG(p.Seed, 0x4c756d696e61))
+	a, err := newSide(req, p, rng)
+	defer a.close()
+	if err != nil {
+		return nil, fmt.Errorf("trafficgen: requester: %w", err)
+	}
+	b, err := newSide(resp, p, rng)
+	defer b.close()
+	if err != nil {
+		return nil, fmt.Errorf("trafficgen: responder: %w", err)
+	}
+	if err := a.connect(b, p); err != nil {
+		return nil, fmt.Errorf("trafficgen: requester: %w", err)
+	}
+	if err := b.connect(a, p); err != nil {
+		return nil, fmt.Errorf("trafficgen: responder: %w", err)
+	}
+	res := &Result{Params: p, QPs: make([]QPResult, p.NumQPs)}
+	for i := range res.QPs {
+		res.QPs[i].Conn = inject.Conn{RequesterIP: req.GID, RequesterQPN: a.qps[i].QPN(), RequesterIPSN: a.psn[i],
+			ResponderIP: resp.GID, ResponderQPN: b.qps[i].QPN(), ResponderIPSN: b.psn[i]}
+		res.QPs[i].Status = "ok"
+	}
+	if ready != nil {
+		if err := ready(res.Conns()); err != nil {
+			return res, fmt.Errorf("trafficgen: metadata: %w", err)
+		}
+	}
+	// The data source is the side whose memory is read: the requester
+	// for WRITE and SEND, the responder for READ.
+	src, dst := a, b
+	if p.Verb == inject.VerbRead {
+		src, dst = b, a
+	}
+	for i := range src.buf {
+		src.buf[i] = byte(rng.Uint32())
+	}
+	clear(dst.buf)
+	start := time.Now()
+	runErr := run(ctx, a, b, p, res)
+	res.Elapsed = time.Since(start)
+	var moved int64
+	for i := range res.QPs {
+		q := &res.QPs[i]
+		off := i * p.regionSize()
+		n := int(q.Bytes)
+		q.DataOK = string(src.buf[off:off+n]) == string(dst.buf[off:off+n])
+		moved += q.Bytes
+	}
+	if res.Elapsed > 0 {
+		res.Goodput = float64(moved) * 8 / res.Elapsed.Seconds()
+	}
+	return res, runErr
+}
+
+// run drives every QP: keep tx-depth messages posted, collect
+// completions, until every message completed or failed.
+func run(ctx context.Context, a, b *side, p Params, res *Result) error {
+	type qstate struct{ posted, done, failed int }
+	st := make([]qstate, p.NumQPs)
+	postedAt := make([][]time.Time, p.NumQPs)
+	for i := range postedAt {
+		postedAt[i] = make([]time.Time, p.MsgsPerQP)
+		res.QPs[i].MCT = make([]time.Duration, 0, p.MsgsPerQP)
+	}
+	qpIdx := map[uint32]int{}
+	for i, qp := range a.qps {
+		qpIdx[qp.QPN()] = i
+	}
+	mr := func(s *side, i, m int) (uint64, uint32) {
+		return s.mr.Addr() + uint64(i*p.regionSize()+m*p.MessageSize), uint32(p.MessageSize)
+	}
+	post := func(i int) error {
+		m := st[i].posted
+		laddr, n := mr(a, i, m)
+		raddr, _ := mr(b, i, m)
+		wr := verbs.SendWR{ID: uint64(i)<<32 | uint64(m), Flags: verbs.SendSignaled,
+			SGL: []verbs.SGE{{Addr: laddr, Length: n, LKey: a.mr.LKey()}}, RemoteAddr: raddr, RKey: b.mr.RKey()}
+		switch p.Verb {
+		case inject.VerbWrite:
+			wr.Opcode = verbs.WRRDMAWrite
+		case inject.VerbRead:
+			wr.Opcode = verbs.WRRDMARead
+		case inject.VerbSend:
+			wr.Opcode = verbs.WRSend
+			if err := b.qps[i].PostRecv([]verbs.RecvWR{{ID: uint64(m), SGL: []verbs.SGE{{Addr: raddr, Length: n, LKey: b.mr.LKey()}}}}); err != nil {
+				return err
+			}
+		}
+		postedAt[i][m] = time.Now()
+		if err := a.qps[i].PostSend([]verbs.SendWR{wr}); err != nil {
+			return err
+		}
+		st[i].posted++
+		return nil
+	}
+	active := 0
+	for i := range st {
+		for st[i].posted < min(p.TxDepth, p.MsgsPerQP) {
+			if err := post(i); err != nil {
+				return fmt.Errorf("trafficgen: QP %d: %w", i, err)
+			}
+		}
+		active++
+	}
+	wcs := make([]verbs.WC, 64)
+	var failed error
+	var rwcs [64]verbs.WC
+	for active > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n, err := a.cq.Poll(wcs)
+		if err != nil {
+			return err
+		}
+		// Receive completions of SEND land on the responder's CQ; they
+		// are not what the requester waits for, but they must be reaped.
+		if p.Verb == inject.VerbSend {
+			_, _ = b.cq.Poll(rwcs[:])
+		}
+		if n == 0 {
+			select {
+			case <-a.cq.Notify():
+			case <-time.After(time.Millisecond):
+			case <-ctx.Done():
+			}
+			continue
+		}
+		for _, wc := range wcs[:n] {
+			i, ok := qpIdx[wc.QPN]
+			if !ok {
+				continue
+			}
+			q, s := &res.QPs[i], &st[i]
+			m := int(wc.ID & 0xffffffff)
+			if wc.Status != verbs.WCSuccess {
+				if s.failed == 0 {
+					q.Status = fmt.Sprintf("message %d: %v", m, wc.Status)
+					failed = errors.Join(failed, fmt.Errorf("%w: QP %d %s", ErrFailed, i, q.Status))
+				}
+				s.failed++
+			} else {
+				q.MCT = append(q.MCT, time.Since(postedAt[i][m]))
+				q.Bytes += int64(p.MessageSize)
+				s.done++
+			}
+			if s.failed == 0 && s.posted < p.MsgsPerQP {
+				if err := post(i); err != nil {
+					return fmt.Errorf("trafficgen: QP %d: %w", i, err)
+				}
+			}
+			// A failed QP is in ERR: its other posted messages flush.
+			if s.done+s.failed == s.posted && (s.failed > 0 || s.posted == p.MsgsPerQP) {
+				active--
+			}
+		}
+	}
+	return failed
+}

@@ -1,0 +1,98 @@
+package trafficgen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/rdma-appliance/appliance/dpdk/ring"
+	"github.com/rdma-appliance/appliance/translator/inject"
+	"github.com/rdma-appliance/appliance/verbs/soft"
+)
+
+// pair is two soft RNICs on a ring link.
+func pair(t *testing.T) (Endpoint, Endpoint, *soft.Device) {
+	t.Helper()
+	l := ring.NewLink(fmt.Sprintf("tg%p", t), ring.Config{RingSize: 4096})
+	a4, b4 := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
+	a, err := soft.NewDevice(fmt.Sprintf("tga%p", t), l.A(), soft.Config{GIDs: []netip.Addr{a4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := soft.NewDevice(fmt.Sprintf("tgb%p", t), l.B(), soft.Config{GIDs: []netip.Addr{b4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	for _, d := range []*soft.Device{a, b} {
+		if err := d.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { a.Close(); b.Close(); cancel(); l.A().Close(); l.B().Close() })
+	return Endpoint{Dev: a, GID: a4}, Endpoint{Dev: b, GID: b4}, b
+}
+
+func TestVerbs(t *testing.T) {
+	for _, p := range []Params{
+		{Verb: inject.VerbWrite, NumQPs: 4, MsgsPerQP: 5, MessageSize: 10000, MTU: 1024, TxDepth: 2},
+		{Verb: inject.VerbRead, NumQPs: 2, MsgsPerQP: 3, MessageSize: 5000, MTU: 4096},
+		{Verb: inject.VerbSend, NumQPs: 3, MsgsPerQP: 4, MessageSize: 1, MTU: 256, TxDepth: 4},
+	} {
+		t.Run(string(p.Verb), func(t *testing.T) {
+			req, resp, _ := pair(t)
+			var meta []inject.Conn
+			res, err := Run(context.Background(), req, resp, p, func(c []inject.Conn) error { meta = c; return nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.OK() || len(meta) != p.NumQPs || meta[0].RequesterIP != req.GID || meta[0].ResponderQPN == 0 {
+				t.Fatalf("result %+v meta %+v", res.QPs, meta)
+			}
+			for _, q := range res.QPs {
+				if len(q.MCT) != p.MsgsPerQP || q.Bytes != int64(p.MsgsPerQP*p.MessageSize) {
+					t.Fatalf("QP %+v", q)
+				}
+			}
+			if res.Goodput <= 0 {
+				t.Fatal("no goodput")
+			}
+		})
+	}
+}
+
+// TestMetadataHookAborts: an error from the metadata hook stops the run
+// before any traffic.
+func TestMetadataHookAborts(t *testing.T) {
+	req, resp, b := pair(t)
+	_, err := Run(context.Background(), req, resp, Params{NumQPs: 2}, func([]inject.Conn) error { return errors.New("injector down") })
+	if err == nil || b.Counter(soft.CntRxPackets) != 0 {
+		t.Fatalf("err %v, responder received %d", err, b.Counter(soft.CntRxPackets))
+	}
+}
+
+// TestPeerVanishes: the responder goes away mid-run; every QP ends with
+// an error completion (retry exceeded) instead of hanging.
+func TestPeerVanishes(t *testing.T) {
+	req, resp, b := pair(t)
+	p := Params{NumQPs: 2, MsgsPerQP: 1000, MessageSize: 4096, Timeout: 8, RetryCnt: 2}
+	start := time.Now()
+	res, err := Run(context.Background(), req, resp, p, func([]inject.Conn) error {
+		go func() { time.Sleep(5 * time.Millisecond); b.Close() }()
+		return nil
+	})
+	if !errors.Is(err, ErrFailed) || res.OK() || time.Since(start) > 10*time.Second {
+		t.Fatalf("err %v after %v", err, time.Since(start))
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, p := range []Params{{Verb: "atomic"}, {NumQPs: -1}, {MTU: 1000}, {TxDepth: 5000}, {Timeout: 40}, {RetryCnt: 9}} {
+		if err := p.Defaults().Validate(); err == nil {
+			t.Errorf("%+v accepted", p)
+		}
+	}
+}
