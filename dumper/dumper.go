@@ -82,7 +82,7 @@ type Config struct {
 	// Burst is the receive burst size (default 32).
 	Burst int
 	// Capacity, when positive, limits each worker to this many packets
-	// per second (a token bucket of one burst): the software stand-in for
+	// per second (a token bucket holding 5 ms of it): the stand-in for
 	// a dumper host slower than its share of the mirror traffic, as in the
 	// load-balancing experiment of the Lumina paper (Figure 7b). Copies
 	// beyond it wait in the port's queue and overflow it.

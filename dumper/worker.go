@@ -102,6 +102,10 @@ func (w *worker) run(started chan<- error) {
 	limit := len(w.bufs)
 	var tokens float64
 	rate := w.d.cfg.Capacity
+	// The bucket holds 5 ms of capacity (at least a burst): a worker the
+	// scheduler kept off its core for a moment catches up, as a real
+	// dumper drains its NIC queue at its average rate.
+	depth := max(float64(limit), rate*0.005)
 	last := dpdk.Nanotime()
 	idle := 0
 	for {
@@ -114,9 +118,9 @@ func (w *worker) run(started chan<- error) {
 		want := limit
 		if rate > 0 {
 			now := dpdk.Nanotime()
-			tokens = min(tokens+float64(now-last)*rate/1e9, float64(limit))
+			tokens = min(tokens+float64(now-last)*rate/1e9, depth)
 			last = now
-			want = int(tokens)
+			want = min(int(tokens), limit)
 			if want == 0 {
 				bo.Idle()
 				continue

@@ -98,6 +98,11 @@ func (tb *Testbed) settle(ctx context.Context) {
 		time.Sleep(10 * time.Millisecond)
 		st := tb.Injector.Stats()
 		var got uint64
+		for _, ps := range st.Ports {
+			if ps.Role == "mirror" {
+				got += ps.TxDropped // copies a full dumper queue refused
+			}
+		}
 		for _, d := range tb.Dumpers {
 			s := d.Status()
 			got += s.Captured + s.ArenaFull + s.PortDropped

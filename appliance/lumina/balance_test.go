@@ -1,0 +1,33 @@
+package lumina
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/rdma-appliance/appliance/translator/inject"
+)
+
+// TestBalance runs a few rounds of the Figure 7b experiment: per-packet
+// round-robin keeps every trace whole, mirroring by flow loses copies.
+func TestBalance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("paced traffic for about two seconds")
+	}
+	res, err := RunBalance(context.Background(), BalanceConfig{Rounds: 4, Duration: 120 * time.Millisecond, Dir: t.TempDir(),
+		Progress: func(b inject.Balance, r int, ok bool) { t.Logf("%v round %d: %v", b, r, ok) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + res.Table())
+	if res.TrafficFails != 0 {
+		t.Fatalf("%d rounds of traffic failed", res.TrafficFails)
+	}
+	wrr, flow := res.Rows[0], res.Rows[1]
+	if wrr.Passed != wrr.Rounds || wrr.Lost != 0 {
+		t.Fatalf("per-packet WRR: %+v", wrr)
+	}
+	if flow.Passed == flow.Rounds || flow.Lost == 0 {
+		t.Fatalf("flow-hash mirroring lost nothing: %+v", flow)
+	}
+}
