@@ -190,13 +190,19 @@ func (p *Port) TxBurst(q int, pkts []*dpdk.Packet) int {
 	if q < 0 || q >= len(p.tx) || len(pkts) == 0 || p.closed.Load() || p.peer.closed.Load() {
 		return 0
 	}
+	// Count bytes before the handoff: once enqueued, a packet belongs to
+	// the receiver, which may free it and see it reused at once. The
+	// packets left behind stay ours and are taken off again.
+	var bytes uint64
+	for _, pkt := range pkts {
+		bytes += uint64(pkt.Len())
+	}
 	n := p.tx[q].enqueue(pkts)
 	if n == 0 {
 		return 0
 	}
-	var bytes uint64
-	for _, pkt := range pkts[:n] {
-		bytes += uint64(pkt.Len())
+	for _, pkt := range pkts[n:] {
+		bytes -= uint64(pkt.Len())
 	}
 	c := &p.txq[q]
 	c.TxPackets.Add(uint64(n))
