@@ -29,8 +29,9 @@ func DefaultYAML() []byte { return append([]byte(nil), defaultYAML...) }
 
 // Spec is the lab configuration.
 type Spec struct {
-	Wire  WireSpec  `yaml:"wire"`
-	Verbs VerbsSpec `yaml:"verbs"`
+	Wire   WireSpec   `yaml:"wire"`
+	Verbs  VerbsSpec  `yaml:"verbs"`
+	Lumina LuminaSpec `yaml:"lumina"`
 }
 
 // LoadSpec reads a lab configuration; path "" means the embedded default.
@@ -48,6 +49,7 @@ func LoadSpec(path string) (Spec, error) {
 	}
 	s.Wire.validate(doc)
 	s.Verbs.validate(doc)
+	s.Lumina.validate(doc)
 	return s, doc.Err()
 }
 
@@ -100,6 +102,7 @@ type stage struct {
 var stages = []stage{
 	{"wire", func(s Spec) bool { return s.Wire.Enabled }, runWire},
 	{"verbs", func(s Spec) bool { return s.Verbs.Enabled }, runVerbs},
+	{"lumina", func(s Spec) bool { return s.Lumina.Enabled }, runLumina},
 }
 
 // Lab runs the stages.

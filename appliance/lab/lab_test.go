@@ -31,6 +31,7 @@ func TestWireStage(t *testing.T) {
 	s.Wire.Rounds = 50
 	s.Wire.Compress = true
 	s.Verbs.Enabled = false
+	s.Lumina.Enabled = false
 	dir := t.TempDir()
 	l := &Lab{Spec: s, OutDir: dir}
 	rep, err := l.Run(context.Background())
@@ -96,6 +97,7 @@ func TestVerbsStage(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Wire.Enabled = false
+	s.Lumina.Enabled = false
 	s.Verbs.Iters, s.Verbs.LatIters, s.Verbs.CaptureIters, s.Verbs.DropEvery = 2000, 100, 10, 53
 	l := &Lab{Spec: s, OutDir: t.TempDir()}
 	rep, err := l.Run(context.Background())
@@ -157,5 +159,64 @@ func TestVerbsSpecErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "lab.yml:3") || !strings.Contains(err.Error(), "verbs.iters") ||
 		!strings.Contains(err.Error(), "verbs.profile") {
 		t.Fatalf("error %v", err)
+	}
+}
+
+// TestLuminaStage runs the default Lumina stage with a shorter balancing
+// experiment: the trace passes integrity, every event shows as intended,
+// and per-packet round-robin keeps every balancing round whole.
+func TestLuminaStage(t *testing.T) {
+	s, err := LoadSpec("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Wire.Enabled, s.Verbs.Enabled = false, false
+	s.Lumina.BalanceRounds = 2
+	l := &Lab{Spec: s, OutDir: t.TempDir()}
+	rep, err := l.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	rep.WriteSummary(&b)
+	if !rep.Pass() {
+		t.Fatalf("lab failed:\n%s", b.String())
+	}
+	row := rep.Rows[0]
+	for k, want := range map[string]string{"integrity": "ok", "events": "drop:1,ecn:2,bit-error:1", "retransmitted": "2",
+		"icrc_drops": "1", "wrr_integrity": "2/2"} {
+		if row.Figures[k] != want {
+			t.Errorf("%s = %q, want %q\n%s", k, row.Figures[k], want, b.String())
+		}
+	}
+	if _, err := os.Stat(l.Path("lumina.pcap")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLuminaSpecErrors(t *testing.T) {
+	path := t.TempDir() + "/lab.yml"
+	yml := `lumina:
+  enabled: true
+  num-qps: 2
+  num-msgs-per-qp: 1
+  message-size: 4096
+  mtu: 1000
+  iter-mode: paper
+  dumpers: 0
+  data-pkt-events:
+    - {qpn: 5, psn: 1, type: drop, iter: 1}
+    - {qpn: 0, psn: first, type: drop, iter: 1}
+    - {qpn: 0, psn: 1, type: flip, iter: 1}
+`
+	if err := os.WriteFile(path, []byte(yml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := LoadSpec(path)
+	for _, want := range []string{"lab.yml:1: lumina: trafficgen: mtu 1000", "lab.yml:8: lumina.dumpers",
+		"lab.yml:11: lumina.data-pkt-events[1]: psn \"first\"", "lab.yml:12: lumina.data-pkt-events[2]: type \"flip\""} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("missing %q in %v", want, err)
+		}
 	}
 }

@@ -36,6 +36,10 @@ type Params struct {
 	// 4.096 us x 2^Timeout; RetryCnt is max-retransmit-retry.
 	Timeout  uint8
 	RetryCnt uint8
+	// Rate, when positive, paces each QP to this many bits per second:
+	// message m of a QP is posted no earlier than m x message-size x 8 /
+	// Rate after the start (each message itself goes at line rate).
+	Rate float64
 	// Seed fixes the initial PSNs and the data pattern.
 	Seed uint64
 }
@@ -91,6 +95,8 @@ func (p Params) Validate() error {
 		return fmt.Errorf("trafficgen: min-retransmit-timeout %d: want 0..31", p.Timeout)
 	case p.RetryCnt > 7:
 		return fmt.Errorf("trafficgen: max-retransmit-retry %d: want 0..7", p.RetryCnt)
+	case p.Rate < 0:
+		return fmt.Errorf("trafficgen: negative rate")
 	}
 	return nil
 }
@@ -338,21 +344,41 @@ func run(ctx context.Context, a, b *side, p Params, res *Result) error {
 		st[i].posted++
 		return nil
 	}
-	active := 0
-	for i := range st {
-		for st[i].posted < min(p.TxDepth, p.MsgsPerQP) {
+	start := time.Now()
+	// fill posts what the QP's tx-depth and pace allow; it reports the
+	// time of the next paced message when that holds the QP back.
+	fill := func(i int) (time.Time, error) {
+		s := &st[i]
+		for s.failed == 0 && s.posted < p.MsgsPerQP && s.posted-s.done < p.TxDepth {
+			if p.Rate > 0 {
+				due := start.Add(time.Duration(float64(s.posted) * float64(p.MessageSize) * 8 / p.Rate * 1e9))
+				if time.Now().Before(due) {
+					return due, nil
+				}
+			}
 			if err := post(i); err != nil {
-				return fmt.Errorf("trafficgen: QP %d: %w", i, err)
+				return time.Time{}, fmt.Errorf("trafficgen: QP %d: %w", i, err)
 			}
 		}
-		active++
+		return time.Time{}, nil
 	}
+	active := p.NumQPs
 	wcs := make([]verbs.WC, 64)
 	var failed error
 	var rwcs [64]verbs.WC
 	for active > 0 {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		var next time.Time
+		for i := range st {
+			due, err := fill(i)
+			if err != nil {
+				return err
+			}
+			if !due.IsZero() && (next.IsZero() || due.Before(next)) {
+				next = due
+			}
 		}
 		n, err := a.cq.Poll(wcs)
 		if err != nil {
@@ -364,9 +390,13 @@ func run(ctx context.Context, a, b *side, p Params, res *Result) error {
 			_, _ = b.cq.Poll(rwcs[:])
 		}
 		if n == 0 {
+			wait := time.Millisecond
+			if !next.IsZero() {
+				wait = min(wait, max(time.Until(next), 0))
+			}
 			select {
 			case <-a.cq.Notify():
-			case <-time.After(time.Millisecond):
+			case <-time.After(wait):
 			case <-ctx.Done():
 			}
 			continue
@@ -388,11 +418,6 @@ func run(ctx context.Context, a, b *side, p Params, res *Result) error {
 				q.MCT = append(q.MCT, time.Since(postedAt[i][m]))
 				q.Bytes += int64(p.MessageSize)
 				s.done++
-			}
-			if s.failed == 0 && s.posted < p.MsgsPerQP {
-				if err := post(i); err != nil {
-					return fmt.Errorf("trafficgen: QP %d: %w", i, err)
-				}
 			}
 			// A failed QP is in ERR: its other posted messages flush.
 			if s.done+s.failed == s.posted && (s.failed > 0 || s.posted == p.MsgsPerQP) {

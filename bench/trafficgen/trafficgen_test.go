@@ -96,3 +96,16 @@ func TestValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestRate: a paced run takes at least its messages' schedule.
+func TestRate(t *testing.T) {
+	req, resp, _ := pair(t)
+	p := Params{NumQPs: 2, MsgsPerQP: 10, MessageSize: 10000, Rate: 80e6, TxDepth: 4}
+	res, err := Run(context.Background(), req, resp, p, nil)
+	if err != nil || !res.OK() {
+		t.Fatal(err)
+	}
+	if floor := 9 * time.Millisecond; res.Elapsed < floor || res.Goodput > 2*80e6*1.3 {
+		t.Fatalf("%v elapsed (floor %v), goodput %.3g", res.Elapsed, floor, res.Goodput)
+	}
+}

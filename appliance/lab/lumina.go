@@ -1,0 +1,168 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/rdma-appliance/appliance/appliance/lumina"
+	"github.com/rdma-appliance/appliance/appliance/spec"
+	"github.com/rdma-appliance/appliance/bench/trafficgen"
+	"github.com/rdma-appliance/appliance/translator/inject"
+)
+
+// LuminaSpec configures the Lumina stage: a test through the capture
+// half of Lumina (injector, dumper pool, trace integrity) and, optionally,
+// a short run of the per-packet load-balancing experiment.
+type LuminaSpec struct {
+	Enabled     bool `yaml:"enabled"`
+	NumQPs      int  `yaml:"num-qps"`
+	MsgsPerQP   int  `yaml:"num-msgs-per-qp"`
+	MessageSize int  `yaml:"message-size"`
+	MTU         int  `yaml:"mtu"`
+	// IterMode is paper or p4; Dumpers the size of the dumper pool.
+	IterMode string `yaml:"iter-mode"`
+	Dumpers  int    `yaml:"dumpers"`
+	// Events use Lumina's data-pkt-events keys: qpn and psn counted from
+	// 0 (psn may be "all"), type drop|ecn|bit-error, iter from 1.
+	Events []LuminaEvent `yaml:"data-pkt-events"`
+	// BalanceRounds runs that many rounds of each mirroring mode of the
+	// load-balancing experiment (0 skips it).
+	BalanceRounds int `yaml:"balance-rounds"`
+}
+
+// LuminaEvent is one entry of data-pkt-events.
+type LuminaEvent struct {
+	QPN  int    `yaml:"qpn"`
+	PSN  string `yaml:"psn"`
+	Type string `yaml:"type"`
+	Iter int    `yaml:"iter"`
+}
+
+func (v *LuminaSpec) validate(d *spec.Doc) {
+	if !v.Enabled {
+		return
+	}
+	p := trafficgen.Params{Verb: inject.VerbWrite, NumQPs: v.NumQPs, MsgsPerQP: v.MsgsPerQP, MessageSize: v.MessageSize, MTU: v.MTU}
+	if err := p.Defaults().Validate(); err != nil {
+		d.Errorf("lumina", "%v", err)
+	}
+	if _, err := inject.ParseIterMode(v.IterMode); err != nil {
+		d.Errorf("lumina.iter-mode", "%q: paper or p4", v.IterMode)
+	}
+	if v.Dumpers < 1 || v.Dumpers > 16 {
+		d.Errorf("lumina.dumpers", "must be 1..16, got %d", v.Dumpers)
+	}
+	if v.BalanceRounds < 0 || v.BalanceRounds > 1000 {
+		d.Errorf("lumina.balance-rounds", "must be 0..1000, got %d", v.BalanceRounds)
+	}
+	intents, errs := v.intents()
+	for i, err := range errs {
+		if err != nil {
+			d.Errorf(fmt.Sprintf("lumina.data-pkt-events[%d]", i), "%v", err)
+		}
+	}
+	if len(intents) > 0 && v.MTU > 0 && v.NumQPs > 0 {
+		// What Lumina's controller checks: QPs and PSNs that exist.
+		conns := make([]inject.Conn, v.NumQPs)
+		for i := range conns {
+			conns[i].RequesterIP, conns[i].ResponderIP = netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.1.1")
+		}
+		g := inject.Geometry{Verb: inject.VerbWrite, MessageSize: v.MessageSize, MTU: v.MTU, NumMessages: v.MsgsPerQP}
+		if _, err := inject.Compile(intents, conns, g, inject.Options{}); err != nil {
+			d.Errorf("lumina.data-pkt-events", "%v", err)
+		}
+	}
+}
+
+// intents converts data-pkt-events; errs[i] is event i's problem.
+func (v *LuminaSpec) intents() ([]inject.Intent, []error) {
+	out := make([]inject.Intent, 0, len(v.Events))
+	errs := make([]error, len(v.Events))
+	for i, e := range v.Events {
+		in := inject.Intent{QP: e.QPN, Iter: e.Iter}
+		if e.PSN == "all" {
+			in.PSN = inject.AllPSNs
+		} else if n, err := strconv.Atoi(e.PSN); err != nil || n < 0 {
+			errs[i] = fmt.Errorf("psn %q: a packet number from 0 or \"all\"", e.PSN)
+			continue
+		} else {
+			in.PSN = n
+		}
+		if err := in.Type.UnmarshalText([]byte(e.Type)); err != nil {
+			errs[i] = fmt.Errorf("type %q: drop, ecn or bit-error", e.Type)
+			continue
+		}
+		out = append(out, in)
+	}
+	return out, errs
+}
+
+// runLumina runs a WRITE test with the configured events through two soft
+// RNICs, the software injector and a dumper pool on ring links, merges
+// the dumps, checks integrity and the events, then the short balancing
+// experiment.
+func runLumina(ctx context.Context, l *Lab, row *Row) error {
+	ls := l.Spec.Lumina
+	mode, _ := inject.ParseIterMode(ls.IterMode)
+	intents, _ := ls.intents()
+	row.Ran = fmt.Sprintf("%d QPs x %d WRITEs of %d B through the software injector (%d events, ITER %s), "+
+		"mirrored to %d dumpers; trace merged to lumina.pcap and checked", ls.NumQPs, ls.MsgsPerQP, ls.MessageSize,
+		len(intents), mode, ls.Dumpers)
+	dumpers := make([]lumina.DumperSpec, ls.Dumpers)
+	for i := range dumpers {
+		dumpers[i].Queues = 1 + i%2
+	}
+	tb, err := lumina.NewTestbed(lumina.TestbedConfig{Name: "lab-lumina", Dir: l.Path("lumina"), IterMode: mode, Dumpers: dumpers})
+	if err != nil {
+		return err
+	}
+	defer tb.Close()
+	p := trafficgen.Params{Verb: inject.VerbWrite, NumQPs: ls.NumQPs, MsgsPerQP: ls.MsgsPerQP, MessageSize: ls.MessageSize,
+		MTU: ls.MTU, TxDepth: 1, Timeout: 14, Seed: 1}
+	run, err := tb.RunEvents(ctx, p, intents, l.Path("lumina.pcap"))
+	if err != nil {
+		return err
+	}
+	var problems []string
+	if !run.Traffic.OK() {
+		problems = append(problems, "traffic did not complete")
+	}
+	row.Figure("packets", "%d", run.Events.Packets)
+	integrity := "ok"
+	if run.IntegrityErr != nil {
+		integrity = "INVALID"
+		problems = append(problems, run.IntegrityErr.Error())
+	}
+	row.Figure("integrity", "%s", integrity)
+	var marks []string
+	for _, ev := range []string{"drop", "ecn", "bit-error"} {
+		marks = append(marks, fmt.Sprintf("%s:%d", ev, run.Events.Marked[ev]))
+	}
+	row.Figure("events", "%s", strings.Join(marks, ","))
+	row.Figure("retransmitted", "%d", run.Events.Retransmitted)
+	row.Figure("cnps", "%d", run.Events.CNPs)
+	row.Figure("icrc_drops", "%d", run.Events.ICRCDrops)
+	problems = append(problems, run.Events.Problems...)
+	if ls.BalanceRounds > 0 {
+		res, err := lumina.RunBalance(ctx, lumina.BalanceConfig{Rounds: ls.BalanceRounds, Dir: l.Path("lumina-balance")})
+		if err != nil {
+			problems = append(problems, "balance experiment: "+err.Error())
+		} else {
+			wrr, flow := res.Rows[0], res.Rows[1]
+			row.Figure("wrr_integrity", "%d/%d", wrr.Passed, wrr.Rounds)
+			row.Figure("flowhash_integrity", "%d/%d", flow.Passed, flow.Rounds)
+			if wrr.Passed != wrr.Rounds {
+				problems = append(problems, fmt.Sprintf("per-packet WRR kept %d of %d traces whole (%s)", wrr.Passed, wrr.Rounds, wrr.FirstFailure))
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "; "))
+	}
+	row.Pass = true
+	return nil
+}
