@@ -25,6 +25,11 @@ each system's stage, then prints one summary table and writes its artifacts
          and SEND/READ latency, a WRITE/READ/ATOMIC/SEND exchange captured to
          verbs.pcap and checked frame by frame (and by tshark), and a WRITE
          run over a lossy link that go-back-N must complete.
+  lumina requester and responder soft RNICs through the software event
+         injector (drop, ECN, corrupt intents), every RoCE packet mirrored to
+         a dumper pool; the dumps are merged into lumina.pcap and checked
+         (integrity, events, retransmissions, CNPs, ICRC drops), then a few
+         rounds of the per-packet load-balancing experiment (Fig 7b).
 The exit status is 0 only when every stage passes.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
 			out := fs.String("out", "lab-out", "directory for the lab's artifacts")
