@@ -33,9 +33,10 @@ race:
 p4check:
 	@./p4/check.sh
 
-## bench: every benchmark with rates; installs the peers it compares against.
+## bench: every benchmark with rates; installs the peers it compares against. One package at a time
+## (-p 1), so no benchmark shares the machine with another.
 bench: deps-bench
-	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) ./... | tee bench.out
+	$(GO) test -p 1 -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) ./... | tee bench.out
 
 deps-bench:
 	@command -v tcpdump >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -q && $(APT_INSTALL) tcpdump; } || echo "tcpdump missing: its side of the capture benchmark will skip"
