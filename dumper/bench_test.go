@@ -10,19 +10,7 @@ import (
 // BenchmarkCapture is the worker's per-packet path alone: bursts of 32
 // copies of a 314-byte mirrored WRITE into the arena (snap 128).
 func BenchmarkCapture(b *testing.B) {
-	f, port := newFeeder(b, 1, 64)
-	d, err := New(Config{Port: port, NumPkts: 1 << 16, Dir: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	buf := make([]byte, 2048)
-	n := mirrored(buf, 1, 0)
-	pkts := make([]*dpdk.Packet, 32)
-	for i := range pkts {
-		pkts[i] = f.pool.Get()
-		pkts[i].CopyFrom(buf[:n])
-	}
-	w := d.workers[0]
+	w, pkts := captureBurst(b)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i += len(pkts) {
