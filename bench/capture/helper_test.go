@@ -3,6 +3,7 @@
 package capture
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -12,19 +13,32 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dpdk/afpacket"
+	"github.com/rdma-appliance/appliance/dumper"
 )
 
 // helperEnv names the interface when this test binary runs as our
 // capturer; helperReady is the line it prints once capturing.
-// helperOptsEnv holds its port options, "key=value,...".
+// helperOptsEnv holds its port options, "key=value,...". helperModeEnv
+// set to helperModeDumper runs the Lumina dumper on the port instead of
+// the pcap loop.
 const (
-	helperEnv     = "CAPTURE_HELPER_IF"
-	helperOptsEnv = "CAPTURE_HELPER_OPTS"
-	helperReady   = "afpacket capture listening on"
+	helperEnv        = "CAPTURE_HELPER_IF"
+	helperOptsEnv    = "CAPTURE_HELPER_OPTS"
+	helperModeEnv    = "CAPTURE_HELPER_MODE"
+	helperModeDumper = "dumper"
+	helperReady      = "afpacket capture listening on"
 )
+
+// dumperArena is the dumper's num-pkts: more frames than a point sends
+// (the senders reach about 1 Mpps here, for pointDur), so a full arena
+// means a broken point rather than a slow dumper; it is counted as loss
+// all the same. Go maps the arena's pages on first touch, so only the
+// slots a point fills cost memory.
+const dumperArena = 1 << 22
 
 func TestMain(m *testing.M) {
 	if ifname := os.Getenv(helperEnv); ifname != "" {
@@ -53,6 +67,9 @@ func helperMain(ifname string) int {
 	if err != nil {
 		fmt.Println(err)
 		return 1
+	}
+	if os.Getenv(helperModeEnv) == helperModeDumper {
+		return dumperMain(port, ifname, opts)
 	}
 	var stop atomic.Bool
 	sig := make(chan os.Signal, 1)
@@ -86,6 +103,66 @@ func helperMain(ifname string) int {
 	fmt.Printf("%d packets captured\n%d packets received by filter\n%d packets dropped by kernel\n",
 		s.RxPackets, ks.Packets, ks.Drops+s.RxNoBuf)
 	return 0
+}
+
+// dumperMain runs the Lumina dumper on the port, unpinned (taskset has
+// put the process on the capture core) so its worker backs off when the
+// ring is empty instead of spinning, until SIGINT; then it stops the
+// dumper, which writes its pcap, and prints tcpdump's three statistics
+// lines with the dumper's counts (drops: the port's, which are the
+// kernel's tp_drops plus RxNoBuf as for ours, and arena-full copies), and
+// what the write after the capture cost.
+func dumperMain(port *afpacket.Port, ifname string, opts map[string]string) int {
+	dir, err := os.MkdirTemp("", "capbench-dumper")
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	// The benchmark's frames are plain UDP to the RoCE port, not mirrored
+	// copies; taking that port for the rewrite port makes Stop restore and
+	// write them instead of counting them foreign, so the write below is
+	// the work a real capture's Stop does.
+	d, err := dumper.New(dumper.Config{Name: "capbench", Port: port, SnapLen: snapLen, NumPkts: dumperArena,
+		RewritePort: 4791, Dir: dir})
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	defer d.Close()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	if err := d.Start(); err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	fmt.Printf("%s %s, options %v, Lumina dumper: arena %d x %d bytes\n", helperReady, ifname, opts, dumperArena, snapLen)
+	<-sig
+	cpu0 := selfCPU()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := d.Stop(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	cpu := selfCPU() - cpu0
+	ks := port.KernelStats(0)
+	fmt.Printf("%d packets captured\n%d packets received by filter\n%d packets dropped by kernel\n",
+		res.Captured, ks.Packets, res.PortDropped+res.ArenaFull)
+	fmt.Printf("%d packets written in %.6f CPU-seconds (arena full %d, port dropped %d, malformed %v)\n",
+		res.Written, cpu.Seconds(), res.ArenaFull, res.PortDropped, res.Malformed)
+	_ = port.Close()
+	return 0
+}
+
+// selfCPU is the process's user and system time.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // pcapWriter writes nanosecond pcap records the way tcpdump -w does (a
