@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/rdma-appliance/appliance/dpdk"
 	dnet "github.com/rdma-appliance/appliance/dpdk/net"
@@ -49,12 +50,21 @@ type slot struct {
 
 func newWorker(d *Dumper, q, core int) *worker {
 	np := d.cfg.NumPkts
-	return &worker{d: d, queue: q, core: core,
+	w := &worker{d: d, queue: q, core: core,
 		arena: make([]byte, np*d.cfg.SnapLen),
 		lens:  make([]uint16, np),
 		wire:  make([]uint32, np),
 		bufs:  make([]*dpdk.Packet, d.cfg.Burst),
 		order: make([]slot, 0, np)}
+	// Touch every page now: a fresh arena is mapped lazily, and the
+	// first write to each page would otherwise fault on the capture path.
+	for i := 0; i < len(w.arena); i += 4096 {
+		w.arena[i] = 1
+	}
+	for i := 0; i < len(w.lens); i += 2048 {
+		w.lens[i], w.wire[i] = 1, 1
+	}
+	return w
 }
 
 func (w *worker) reset(epoch int64) {
@@ -99,6 +109,12 @@ func (w *worker) run(started chan<- error) {
 	if w.core >= 0 {
 		bo = dpdk.Backoff{Spin: 1 << 30} // a pinned poller owns its core
 	}
+	// An unpinned worker on a port that can sleep in the kernel (afpacket)
+	// parks there when idle instead of waking up to poll.
+	waiter, _ := port.(dpdk.Waiter)
+	if w.core >= 0 {
+		waiter = nil
+	}
 	limit := len(w.bufs)
 	var tokens float64
 	rate := w.d.cfg.Capacity
@@ -129,6 +145,10 @@ func (w *worker) run(started chan<- error) {
 		n := port.RxBurst(q, w.bufs[:want])
 		if n == 0 {
 			idle++
+			if waiter != nil && idle > 64 && !stop.Load() {
+				_, _ = waiter.Wait(q, time.Millisecond)
+				continue
+			}
 			bo.Idle()
 			continue
 		}
