@@ -176,9 +176,14 @@ type Injector struct {
 	rxb      []*dpdk.Packet
 	fwd      [][]txq // per traffic port, per TX queue (queue 0 used)
 	mir      [][]txq // per mirror port, per TX queue
-	np       dnet.Parsed
-	rp       roce.Packet
+	rp       roce.Packet // rp.Net is the decoded frame of every packet
 	mirrorMQ []bool
+	outMAC   []dnet.MAC // each traffic port's MAC, read once
+	// spare holds copy buffers taken from the cache a burst at a time.
+	spare  [32]*dpdk.Packet
+	nspare int
+	// roce counts the burst's RoCE packets before they reach the atomics.
+	roce uint64
 }
 
 // ErrInjectorConfig is wrapped by New's configuration errors.
@@ -236,6 +241,7 @@ func New(cfg Config) (*Injector, error) {
 			return nil, bad("traffic port %d has no port", i)
 		}
 		in.fwd = append(in.fwd, []txq{{port: tp.Port, cnt: &in.traffic[i]}})
+		in.outMAC = append(in.outMAC, dnet.MAC(tp.Port.Info().MAC))
 	}
 	for i, mp := range cfg.Mirrors {
 		if mp.Port == nil {
@@ -345,11 +351,23 @@ func (in *Injector) Poll() bool {
 				in.input(i, pkt)
 			}
 			in.table.Unlock()
+			if in.roce > 0 {
+				in.traffic[i].RxRoCE.Add(in.roce)
+				in.rxRoCE.Add(in.roce)
+				in.roce = 0
+			}
 			clear(in.rxb[:n])
 		}
 	}
 	if busy {
 		in.flushAll()
+		// Unused copy buffers go back to the cache, so none sit in the
+		// stash between bursts.
+		if in.nspare > 0 {
+			in.cache.PutBulk(in.spare[:in.nspare])
+			clear(in.spare[:in.nspare])
+			in.nspare = 0
+		}
 	}
 	return busy
 }
@@ -418,7 +436,7 @@ func (in *Injector) route(dst netip.Addr) *Route {
 func (in *Injector) input(i int, pkt *dpdk.Packet) {
 	frame := pkt.Data()
 	cnt := &in.traffic[i]
-	np := &in.np
+	np := &in.rp.Net
 	if err := dnet.Decode(frame, np); err != nil {
 		cnt.Malformed.Add(1)
 		pkt.Free()
@@ -446,11 +464,10 @@ func (in *Injector) input(i int, pkt *dpdk.Packet) {
 	}
 	ev := EventNone
 	if np.L4Proto == dnet.IPProtoUDP && np.UDP(frame).DstPort() == roce.UDPPort && !np.Fragment {
-		if err := roce.Parse(frame, &in.rp); err != nil {
+		if err := roce.ParseDecoded(frame, roce.UDPPort, &in.rp); err != nil {
 			cnt.Malformed.Add(1)
 		} else {
-			cnt.RxRoCE.Add(1)
-			in.rxRoCE.Add(1)
+			in.roce++
 			ev, _ = in.table.Lookup(&in.rp, frame)
 			in.mirror(frame, ev)
 		}
@@ -496,15 +513,14 @@ func (in *Injector) input(i int, pkt *dpdk.Packet) {
 			frame[np.L3Off+7]--
 		}
 	}
-	out := in.cfg.Traffic[r.Port].Port
 	eth := np.Ethernet(frame)
 	eth.SetDst(r.MAC)
-	eth.SetSrc(dnet.MAC(out.Info().MAC))
+	eth.SetSrc(in.outMAC[r.Port])
 	in.enqueue(&in.fwd[r.Port][0], pkt)
 }
 
-// mirror makes the mirrored copy of a RoCE packet (decoded in in.np and
-// in.rp) before its event takes effect.
+// mirror makes the mirrored copy of a RoCE packet (decoded in in.rp)
+// before its event takes effect.
 func (in *Injector) mirror(frame []byte, ev EventType) {
 	seq := in.seq.Add(1)
 	ts := dpdk.Nanotime()
@@ -515,17 +531,22 @@ func (in *Injector) mirror(frame []byte, ev EventType) {
 	if len(in.mir) == 0 {
 		return
 	}
-	var one [1]*dpdk.Packet
-	if in.cache.GetBulk(one[:]) == 0 {
-		// No buffer: the copy is lost, which the integrity check will
-		// see as a sequence gap; count it on the first mirror port.
-		in.mirrors[0].TxDropped.Add(1)
-		return
+	if in.nspare == 0 {
+		in.nspare = in.cache.GetBulk(in.spare[:])
+		if in.nspare == 0 {
+			// No buffer: the copy is lost, which the integrity check
+			// will see as a sequence gap; count it on the first mirror
+			// port.
+			in.mirrors[0].TxDropped.Add(1)
+			return
+		}
 	}
-	c := one[0]
+	in.nspare--
+	c := in.spare[in.nspare]
+	in.spare[in.nspare] = nil
 	n := len(frame)
 	if s := in.cfg.MirrorSnap; s > 0 && s < n {
-		n = max(s, in.np.L4Off+dnet.UDPHeaderLen)
+		n = max(s, in.rp.Net.L4Off+dnet.UDPHeaderLen)
 	}
 	buf := c.Buffer()
 	if n > len(buf) {
@@ -534,7 +555,7 @@ func (in *Injector) mirror(frame []byte, ev EventType) {
 	copy(buf, frame[:n])
 	_ = c.SetLen(n)
 	sport := in.rand16()
-	WriteMirror(buf[:n], &in.np, MirrorMeta{Seq: seq, Timestamp: ts, Event: ev, OrigSrcPort: in.rp.SrcPort},
+	WriteMirror(buf[:n], &in.rp.Net, MirrorMeta{Seq: seq, Timestamp: ts, Event: ev, OrigSrcPort: in.rp.SrcPort},
 		sport, in.cfg.RewritePort)
 	var m int
 	if in.cfg.Balance == BalanceFlowHash {
@@ -553,7 +574,7 @@ func (in *Injector) mirror(frame []byte, ev EventType) {
 // for addresses routed out of another port; everything else is dropped.
 func (in *Injector) arp(i int, pkt *dpdk.Packet) {
 	frame := pkt.Data()
-	a := in.np.ARP(frame)
+	a := in.rp.Net.ARP(frame)
 	cnt := &in.traffic[i]
 	if !a.IsValid() || a.Op() != dnet.ARPOpRequest {
 		pkt.Free()
@@ -579,7 +600,7 @@ func (in *Injector) arp(i int, pkt *dpdk.Packet) {
 	// Answer in place: the request becomes the reply.
 	sha, spa := a.SenderMAC(), a.SenderIP()
 	a.Encode(dnet.ARPOpReply, mac, a.TargetIP(), sha, spa)
-	eth := in.np.Ethernet(frame)
+	eth := in.rp.Net.Ethernet(frame)
 	eth.SetDst(sha)
 	eth.SetSrc(mac)
 	cnt.ARPReply.Add(1)

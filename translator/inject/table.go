@@ -38,6 +38,11 @@ type Table struct {
 	conns   map[connKey]*connState
 	entries []Entry
 	hits    []uint64 // per entry
+	// last caches the previous lookup: packets come in runs of one
+	// connection, and comparing keys is cheaper than hashing them.
+	lastKey connKey
+	lastSt  *connState
+	lastOK  bool
 }
 
 // NewTable returns an empty table counting rounds with mode.
@@ -89,6 +94,7 @@ func (t *Table) Load(entries []Entry, conns []Conn, g Geometry, opt Options) err
 	}
 	t.mu.Lock()
 	t.conns = cs
+	t.lastKey, t.lastSt, t.lastOK = connKey{}, nil, false
 	t.entries = append(t.entries[:0], entries...)
 	t.hits = make([]uint64, len(entries))
 	t.mu.Unlock()
@@ -117,7 +123,12 @@ func (t *Table) Lookup(p *roce.Packet, frame []byte) (EventType, uint16) {
 	if !info.Payload || (info.Transport != roce.TransportRC && info.Transport != roce.TransportUC) {
 		return EventNone, 0
 	}
-	st := t.conns[connKey{Src: p.SrcGID(frame), Dst: p.DstGID(frame), DstQPN: p.DestQP}]
+	k := connKey{Src: p.SrcGID(frame), Dst: p.DstGID(frame), DstQPN: p.DestQP}
+	st := t.lastSt
+	if !t.lastOK || k != t.lastKey {
+		st = t.conns[k]
+		t.lastKey, t.lastSt, t.lastOK = k, st, true
+	}
 	if st == nil {
 		return EventNone, 0
 	}

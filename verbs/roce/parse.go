@@ -110,6 +110,14 @@ func ParsePort(frame []byte, port uint16, p *Packet) error { return parse(frame,
 // cut packet; ComputeICRC, ICRC and UpdateICRC need the whole packet.
 func ParseTruncated(frame []byte, port uint16, p *Packet) error { return parse(frame, port, true, p) }
 
+// ParseDecoded is Parse for a frame whose Ethernet, IP and UDP layers are
+// already decoded in p.Net (by dnet.Decode or dnet.DecodeTruncated):
+// forwarding paths that decode every frame anyway parse RoCE without
+// walking the outer headers twice.
+func ParseDecoded(frame []byte, port uint16, p *Packet) error {
+	return parseTransport(frame, port, p)
+}
+
 func parse(frame []byte, port uint16, snapped bool, p *Packet) error {
 	var err error
 	if snapped {
@@ -126,6 +134,11 @@ func parse(frame []byte, port uint16, snapped bool, p *Packet) error {
 		}
 		return err
 	}
+	return parseTransport(frame, port, p)
+}
+
+// parseTransport parses UDP's RoCEv2 payload of a frame decoded in p.Net.
+func parseTransport(frame []byte, port uint16, p *Packet) error {
 	n := &p.Net
 	if n.L4Proto != dnet.IPProtoUDP {
 		return errNotUDP
