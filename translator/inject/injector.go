@@ -174,8 +174,8 @@ type Injector struct {
 	lastTS   int64
 	cache    *dpdk.Cache
 	rxb      []*dpdk.Packet
-	fwd      [][]txq // per traffic port, per TX queue (queue 0 used)
-	mir      [][]txq // per mirror port, per TX queue
+	fwd      [][]txq     // per traffic port, per TX queue (queue 0 used)
+	mir      [][]txq     // per mirror port, per TX queue
 	rp       roce.Packet // rp.Net is the decoded frame of every packet
 	mirrorMQ []bool
 	outMAC   []dnet.MAC // each traffic port's MAC, read once
