@@ -26,7 +26,10 @@ import (
 
 // Params are the traffic keys of a Lumina test.
 type Params struct {
-	Verb        inject.Verb // write, read, send
+	Verb        inject.Verb // write, read, send, send_read
+	// SendQPs is, for send_read, how many of the first QPs carry SEND;
+	// the others carry READ.
+	SendQPs int
 	NumQPs      int
 	MsgsPerQP   int
 	MessageSize int
@@ -40,6 +43,10 @@ type Params struct {
 	// message m of a QP is posted no earlier than m x message-size x 8 /
 	// Rate after the start (each message itself goes at line rate).
 	Rate float64
+	// BarrierSync holds every QP's message m+1 until every QP has
+	// completed message m (Lumina's barrier-sync), so the QPs' messages
+	// go out in rounds.
+	BarrierSync bool
 	// Seed fixes the initial PSNs and the data pattern.
 	Seed uint64
 }
@@ -73,12 +80,28 @@ func (p Params) Defaults() Params {
 	return p
 }
 
+// verbOf is QP i's operation: send_read runs SEND on the first SendQPs
+// QPs and READ on the rest.
+func (p Params) verbOf(i int) inject.Verb {
+	if p.Verb != inject.VerbSendRead {
+		return p.Verb
+	}
+	if i < p.SendQPs {
+		return inject.VerbSend
+	}
+	return inject.VerbRead
+}
+
 // Validate checks the parameters as Lumina does.
 func (p Params) Validate() error {
 	switch p.Verb {
 	case inject.VerbWrite, inject.VerbRead, inject.VerbSend:
+	case inject.VerbSendRead:
+		if p.SendQPs < 0 || p.SendQPs > p.NumQPs {
+			return fmt.Errorf("trafficgen: send_read with %d SEND QPs of %d", p.SendQPs, p.NumQPs)
+		}
 	default:
-		return fmt.Errorf("trafficgen: verb %q: write, read or send", p.Verb)
+		return fmt.Errorf("trafficgen: verb %q: write, read, send or send_read", p.Verb)
 	}
 	switch {
 	case p.NumQPs < 1 || p.NumQPs > 1024:
@@ -106,6 +129,19 @@ type Endpoint struct {
 	Dev      verbs.Device
 	GID      netip.Addr
 	GIDIndex int
+	// MultiGID, when set, gives QP i the GID MultiGID[i % len] at index
+	// GIDIndex + i % len (Lumina's multi-gid: each QP on its own GID, so
+	// each connection is its own flow for ECMP and CNP pacing).
+	MultiGID []netip.Addr
+}
+
+// gid is QP i's GID and its index.
+func (e *Endpoint) gid(i int) (netip.Addr, int) {
+	if len(e.MultiGID) == 0 {
+		return e.GID, e.GIDIndex
+	}
+	k := i % len(e.MultiGID)
+	return e.MultiGID[k], e.GIDIndex + k
 }
 
 // QPResult is one connection's outcome.
@@ -202,9 +238,11 @@ func newSide(ep Endpoint, p Params, rng *rand.Rand) (*side, error) {
 // connect brings QP i of s to RTS towards QP i of peer.
 func (s *side) connect(peer *side, p Params) error {
 	for i, qp := range s.qps {
+		dgid, _ := peer.ep.gid(i)
+		_, sidx := s.ep.gid(i)
 		err := qp.Modify(&verbs.QPAttr{State: verbs.QPSRTR, PathMTU: verbs.MTUFromBytes(p.MTU), DestQPN: peer.qps[i].QPN(),
 			RQPSN: peer.psn[i], MaxDestRdAtomic: 16, MinRNRTimer: 12,
-			AH: verbs.AHAttr{DGID: verbs.GIDFromAddr(peer.ep.GID), SGIDIndex: s.ep.GIDIndex, HopLimit: 64, Port: 1}},
+			AH: verbs.AHAttr{DGID: verbs.GIDFromAddr(dgid), SGIDIndex: sidx, HopLimit: 64, Port: 1}},
 			verbs.AttrState|verbs.AttrAV|verbs.AttrPathMTU|verbs.AttrDestQPN|verbs.AttrRQPSN|
 				verbs.AttrMaxDestRdAtomic|verbs.AttrMinRNRTimer)
 		if err != nil {
@@ -267,8 +305,10 @@ func Run(ctx context.Context, req, resp Endpoint, p Params, ready func([]inject.
 	}
 	res := &Result{Params: p, QPs: make([]QPResult, p.NumQPs)}
 	for i := range res.QPs {
-		res.QPs[i].Conn = inject.Conn{RequesterIP: req.GID, RequesterQPN: a.qps[i].QPN(), RequesterIPSN: a.psn[i],
-			ResponderIP: resp.GID, ResponderQPN: b.qps[i].QPN(), ResponderIPSN: b.psn[i]}
+		rg, _ := req.gid(i)
+		sg, _ := resp.gid(i)
+		res.QPs[i].Conn = inject.Conn{RequesterIP: rg, RequesterQPN: a.qps[i].QPN(), RequesterIPSN: a.psn[i],
+			ResponderIP: sg, ResponderQPN: b.qps[i].QPN(), ResponderIPSN: b.psn[i]}
 		res.QPs[i].Status = "ok"
 	}
 	if ready != nil {
@@ -276,25 +316,31 @@ func Run(ctx context.Context, req, resp Endpoint, p Params, ready func([]inject.
 			return res, fmt.Errorf("trafficgen: metadata: %w", err)
 		}
 	}
-	// The data source is the side whose memory is read: the requester
-	// for WRITE and SEND, the responder for READ.
-	src, dst := a, b
-	if p.Verb == inject.VerbRead {
-		src, dst = b, a
+	// Each QP's data source is the side whose memory is read: the
+	// requester for WRITE and SEND, the responder for READ.
+	ends := func(i int) (src, dst []byte) {
+		off, end := i*p.regionSize(), (i+1)*p.regionSize()
+		if p.verbOf(i) == inject.VerbRead {
+			return b.buf[off:end], a.buf[off:end]
+		}
+		return a.buf[off:end], b.buf[off:end]
 	}
-	for i := range src.buf {
-		src.buf[i] = byte(rng.Uint32())
+	for i := range res.QPs {
+		src, dst := ends(i)
+		for k := range src {
+			src[k] = byte(rng.Uint32())
+		}
+		clear(dst)
 	}
-	clear(dst.buf)
 	start := time.Now()
 	runErr := run(ctx, a, b, p, res)
 	res.Elapsed = time.Since(start)
 	var moved int64
 	for i := range res.QPs {
 		q := &res.QPs[i]
-		off := i * p.regionSize()
+		src, dst := ends(i)
 		n := int(q.Bytes)
-		q.DataOK = string(src.buf[off:off+n]) == string(dst.buf[off:off+n])
+		q.DataOK = string(src[:n]) == string(dst[:n])
 		moved += q.Bytes
 	}
 	if res.Elapsed > 0 {
@@ -326,7 +372,7 @@ func run(ctx context.Context, a, b *side, p Params, res *Result) error {
 		raddr, _ := mr(b, i, m)
 		wr := verbs.SendWR{ID: uint64(i)<<32 | uint64(m), Flags: verbs.SendSignaled,
 			SGL: []verbs.SGE{{Addr: laddr, Length: n, LKey: a.mr.LKey()}}, RemoteAddr: raddr, RKey: b.mr.RKey()}
-		switch p.Verb {
+		switch p.verbOf(i) {
 		case inject.VerbWrite:
 			wr.Opcode = verbs.WRRDMAWrite
 		case inject.VerbRead:
@@ -347,9 +393,9 @@ func run(ctx context.Context, a, b *side, p Params, res *Result) error {
 	start := time.Now()
 	// fill posts what the QP's tx-depth and pace allow; it reports the
 	// time of the next paced message when that holds the QP back.
-	fill := func(i int) (time.Time, error) {
+	fill := func(i int, round int) (time.Time, error) {
 		s := &st[i]
-		for s.failed == 0 && s.posted < p.MsgsPerQP && s.posted-s.done < p.TxDepth {
+		for s.failed == 0 && s.posted < p.MsgsPerQP && s.posted-s.done < p.TxDepth && s.posted <= round {
 			if p.Rate > 0 {
 				due := start.Add(time.Duration(float64(s.posted) * float64(p.MessageSize) * 8 / p.Rate * 1e9))
 				if time.Now().Before(due) {
@@ -371,8 +417,18 @@ func run(ctx context.Context, a, b *side, p Params, res *Result) error {
 			return err
 		}
 		var next time.Time
+		// round is the last message index any QP may post: unbounded,
+		// or with barrier-sync the one after what every live QP finished.
+		round := p.MsgsPerQP
+		if p.BarrierSync {
+			for i := range st {
+				if st[i].failed == 0 && st[i].done < p.MsgsPerQP {
+					round = min(round, st[i].done)
+				}
+			}
+		}
 		for i := range st {
-			due, err := fill(i)
+			due, err := fill(i, round)
 			if err != nil {
 				return err
 			}
@@ -386,7 +442,7 @@ func run(ctx context.Context, a, b *side, p Params, res *Result) error {
 		}
 		// Receive completions of SEND land on the responder's CQ; they
 		// are not what the requester waits for, but they must be reaped.
-		if p.Verb == inject.VerbSend {
+		if p.Verb == inject.VerbSend || p.Verb == inject.VerbSendRead {
 			_, _ = b.cq.Poll(rwcs[:])
 		}
 		if n == 0 {

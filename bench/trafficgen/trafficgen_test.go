@@ -41,6 +41,8 @@ func TestVerbs(t *testing.T) {
 		{Verb: inject.VerbWrite, NumQPs: 4, MsgsPerQP: 5, MessageSize: 10000, MTU: 1024, TxDepth: 2},
 		{Verb: inject.VerbRead, NumQPs: 2, MsgsPerQP: 3, MessageSize: 5000, MTU: 4096},
 		{Verb: inject.VerbSend, NumQPs: 3, MsgsPerQP: 4, MessageSize: 1, MTU: 256, TxDepth: 4},
+		{Verb: inject.VerbSendRead, NumQPs: 4, SendQPs: 2, MsgsPerQP: 3, MessageSize: 3000, MTU: 1024},
+		{Verb: inject.VerbWrite, NumQPs: 3, MsgsPerQP: 4, MessageSize: 2000, MTU: 1024, BarrierSync: true},
 	} {
 		t.Run(string(p.Verb), func(t *testing.T) {
 			req, resp, _ := pair(t)
@@ -107,5 +109,35 @@ func TestRate(t *testing.T) {
 	}
 	if floor := 9 * time.Millisecond; res.Elapsed < floor || res.Goodput > 2*80e6*1.3 {
 		t.Fatalf("%v elapsed (floor %v), goodput %.3g", res.Elapsed, floor, res.Goodput)
+	}
+}
+
+// TestMultiGID: each QP takes its own GID, and the metadata says which.
+func TestMultiGID(t *testing.T) {
+	l := ring.NewLink(fmt.Sprintf("tgm%p", t), ring.Config{RingSize: 4096})
+	ga := []netip.Addr{netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.11")}
+	gb := []netip.Addr{netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.12")}
+	a, err := soft.NewDevice(fmt.Sprintf("tgma%p", t), l.A(), soft.Config{GIDs: ga})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := soft.NewDevice(fmt.Sprintf("tgmb%p", t), l.B(), soft.Config{GIDs: gb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { a.Close(); b.Close(); cancel(); l.A().Close(); l.B().Close() }()
+	for _, d := range []*soft.Device{a, b} {
+		if err := d.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := Run(ctx, Endpoint{Dev: a, MultiGID: ga}, Endpoint{Dev: b, MultiGID: gb}, Params{NumQPs: 3}, nil)
+	if err != nil || !res.OK() {
+		t.Fatal(err)
+	}
+	c := res.Conns()
+	if c[0].RequesterIP != ga[0] || c[1].RequesterIP != ga[1] || c[2].RequesterIP != ga[0] || c[1].ResponderIP != gb[1] {
+		t.Fatalf("conns %+v", c)
 	}
 }
