@@ -26,10 +26,10 @@ import (
 
 // Params are the traffic keys of a Lumina test.
 type Params struct {
-	Verb        inject.Verb // write, read, send, send_read
+	Verb inject.Verb // write, read, send, send_read
 	// SendQPs is, for send_read, how many of the first QPs carry SEND;
 	// the others carry READ.
-	SendQPs int
+	SendQPs     int
 	NumQPs      int
 	MsgsPerQP   int
 	MessageSize int
