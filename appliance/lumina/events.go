@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"time"
 
 	"github.com/rdma-appliance/appliance/bench/trafficgen"
@@ -29,6 +30,8 @@ type EventRun struct {
 	Responder map[string]uint64  `json:"responder_counters"`
 	// IntegrityErr is the integrity check's verdict (nil: a valid test).
 	IntegrityErr error `json:"-"`
+	// TrafficErr says which messages completed in error, when some did.
+	TrafficErr error `json:"-"`
 }
 
 // EventCheck is what the merged trace says about the injected events.
@@ -52,7 +55,26 @@ type EventCheck struct {
 // A failed integrity check is returned in EventRun.IntegrityErr, not as
 // the error, which is for runs that could not be carried out.
 func (tb *Testbed) RunEvents(ctx context.Context, p trafficgen.Params, intents []inject.Intent, merged string) (*EventRun, error) {
-	p = p.Defaults()
+	return tb.Run(ctx, RunOptions{Params: p, Intents: intents, Merged: merged})
+}
+
+// RunOptions is one test for Testbed.Run.
+type RunOptions struct {
+	Params  trafficgen.Params
+	Intents []inject.Intent
+	// Merged is the path of the merged trace.
+	Merged string
+	// MultiGID puts each QP on its own GID of the RNICs' lists.
+	MultiGID bool
+}
+
+// Run is RunEvents with every option. Messages that complete in error
+// (the retries of a test that drops every retransmission run out) are
+// an outcome of the test, not a failure to run it: the capture is still
+// merged and checked.
+func (tb *Testbed) Run(ctx context.Context, o RunOptions) (*EventRun, error) {
+	p := o.Params.Defaults()
+	intents, merged := o.Intents, o.Merged
 	g := inject.Geometry{Verb: p.Verb, MessageSize: p.MessageSize, MTU: p.MTU, NumMessages: p.MsgsPerQP}
 	icrcBefore := tb.Req.Counter(soft.CntRxICRCEncapsulated) + tb.Resp.Counter(soft.CntRxICRCEncapsulated)
 	if err := tb.StartCapture(); err != nil {
@@ -60,12 +82,20 @@ func (tb *Testbed) RunEvents(ctx context.Context, p trafficgen.Params, intents [
 	}
 	run := &EventRun{}
 	var err error
-	run.Traffic, err = trafficgen.Run(ctx, trafficgen.Endpoint{Dev: tb.Req, GID: tb.Cfg.RequesterIP},
-		trafficgen.Endpoint{Dev: tb.Resp, GID: tb.Cfg.ResponderIP}, p, func(conns []inject.Conn) error {
-			es, err := tb.Injector.Load(intents, conns, g, inject.Options{})
-			run.Entries = es
-			return err
-		})
+	req := trafficgen.Endpoint{Dev: tb.Req, GID: tb.Cfg.RequesterIP}
+	resp := trafficgen.Endpoint{Dev: tb.Resp, GID: tb.Cfg.ResponderIP}
+	if o.MultiGID {
+		req.MultiGID = append([]netip.Addr{tb.Cfg.RequesterIP}, tb.Cfg.RequesterExtra...)
+		resp.MultiGID = append([]netip.Addr{tb.Cfg.ResponderIP}, tb.Cfg.ResponderExtra...)
+	}
+	run.Traffic, err = trafficgen.Run(ctx, req, resp, p, func(conns []inject.Conn) error {
+		es, err := tb.Injector.Load(intents, conns, g, inject.Options{SendConns: p.SendQPs})
+		run.Entries = es
+		return err
+	})
+	if errors.Is(err, trafficgen.ErrFailed) {
+		run.TrafficErr, err = err, nil
+	}
 	// Let the last ACKs and their copies reach the dumpers.
 	tb.settle(ctx)
 	c, cerr := tb.StopCapture(ctx)

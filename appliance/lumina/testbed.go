@@ -31,6 +31,10 @@ import (
 
 // DumperSpec is one dumper of the testbed.
 type DumperSpec struct {
+	// Name names the dumper (default dumperN); File its pcap name
+	// (default Name.pcap), one per queue as dumper.Config says.
+	Name     string
+	File     string
 	Weight   int     // share of the mirrored copies (default 1)
 	Queues   int     // receive queues, one worker each (default 1)
 	NumPkts  int     // arena per worker (default dumper.DefaultNumPkts)
@@ -45,8 +49,11 @@ type TestbedConfig struct {
 	// Netns joins the parts with veth pairs in network namespaces and
 	// AF_PACKET ports instead of in-process rings (needs root).
 	Netns bool
-	// RequesterIP and ResponderIP default to 10.0.0.1 and 10.0.1.1.
-	RequesterIP, ResponderIP netip.Addr
+	// RequesterIP and ResponderIP default to 10.0.0.1 and 10.0.1.1; the
+	// RNICs get these GIDs first and the Extra ones after them (Lumina's
+	// ip-list, for multi-gid tests).
+	RequesterIP, ResponderIP       netip.Addr
+	RequesterExtra, ResponderExtra []netip.Addr
 	// Requester and Responder are the RNICs' behaviour (nic.type and
 	// roce-parameters); zero means soft.ProfileCX5.
 	Requester, Responder soft.Profile
@@ -170,13 +177,19 @@ func NewTestbed(cfg TestbedConfig) (tb *Testbed, err error) {
 	icfg := inject.Config{Pool: tb.pool, IterMode: cfg.IterMode, Balance: cfg.Balance, RewritePort: cfg.RewritePort,
 		MirrorSnap: cfg.MirrorSnap, Seed: 1,
 		Traffic: []inject.TrafficPort{{Name: "requester", Port: req.b}, {Name: "responder", Port: resp.b}},
-		Routes: []inject.Route{
-			{Prefix: netip.PrefixFrom(cfg.RequesterIP, cfg.RequesterIP.BitLen()), Port: 0, MAC: dnet.MAC(req.a.Info().MAC)},
-			{Prefix: netip.PrefixFrom(cfg.ResponderIP, cfg.ResponderIP.BitLen()), Port: 1, MAC: dnet.MAC(resp.a.Info().MAC)},
-		}}
+	}
+	for _, a := range append([]netip.Addr{cfg.RequesterIP}, cfg.RequesterExtra...) {
+		icfg.Routes = append(icfg.Routes, inject.Route{Prefix: netip.PrefixFrom(a, a.BitLen()), Port: 0, MAC: dnet.MAC(req.a.Info().MAC)})
+	}
+	for _, a := range append([]netip.Addr{cfg.ResponderIP}, cfg.ResponderExtra...) {
+		icfg.Routes = append(icfg.Routes, inject.Route{Prefix: netip.PrefixFrom(a, a.BitLen()), Port: 1, MAC: dnet.MAC(resp.a.Info().MAC)})
+	}
 	var dumpPorts []dpdk.Port
 	for i, ds := range cfg.Dumpers {
-		name := fmt.Sprintf("dumper%d", i)
+		name := ds.Name
+		if name == "" {
+			name = fmt.Sprintf("dumper%d", i)
+		}
 		l, err := tb.newLink(name, max(ds.Queues, 1))
 		if err != nil {
 			return nil, fmt.Errorf("lumina testbed: %s link: %w", name, err)
@@ -189,17 +202,23 @@ func NewTestbed(cfg TestbedConfig) (tb *Testbed, err error) {
 	// On a mirror link the injector holds end a, which transmits on every
 	// queue, and the dumper end b, which receives on every queue.
 	for i, ds := range cfg.Dumpers {
+		file := ds.File
+		if file == "" {
+			file = tb.names[i] + ".pcap"
+		}
 		d, err := dumper.New(dumper.Config{Name: tb.names[i], Port: dumpPorts[i], SnapLen: ds.SnapLen, NumPkts: ds.NumPkts,
-			RewritePort: cfg.RewritePort, Dir: cfg.Dir, File: tb.names[i] + ".pcap", Capacity: ds.Capacity})
+			RewritePort: cfg.RewritePort, Dir: cfg.Dir, File: file, Capacity: ds.Capacity})
 		if err != nil {
 			return nil, err
 		}
 		tb.Dumpers = append(tb.Dumpers, d)
 	}
-	if tb.Req, err = soft.NewDevice(cfg.Name+"-req", req.a, soft.Config{GIDs: []netip.Addr{cfg.RequesterIP}, Profile: cfg.Requester, PoolSize: 4096}); err != nil {
+	reqGIDs := append([]netip.Addr{cfg.RequesterIP}, cfg.RequesterExtra...)
+	respGIDs := append([]netip.Addr{cfg.ResponderIP}, cfg.ResponderExtra...)
+	if tb.Req, err = soft.NewDevice(cfg.Name+"-req", req.a, soft.Config{GIDs: reqGIDs, Profile: cfg.Requester, PoolSize: 4096}); err != nil {
 		return nil, fmt.Errorf("lumina testbed: requester RNIC: %w", err)
 	}
-	if tb.Resp, err = soft.NewDevice(cfg.Name+"-resp", resp.a, soft.Config{GIDs: []netip.Addr{cfg.ResponderIP}, Profile: cfg.Responder, PoolSize: 4096}); err != nil {
+	if tb.Resp, err = soft.NewDevice(cfg.Name+"-resp", resp.a, soft.Config{GIDs: respGIDs, Profile: cfg.Responder, PoolSize: 4096}); err != nil {
 		return nil, fmt.Errorf("lumina testbed: responder RNIC: %w", err)
 	}
 	if tb.Injector, err = inject.New(icfg); err != nil {

@@ -1,0 +1,303 @@
+package lumina
+
+import (
+	"fmt"
+	"math/bits"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/rdma-appliance/appliance/appliance/spec"
+	"github.com/rdma-appliance/appliance/translator/inject"
+	"github.com/rdma-appliance/appliance/verbs"
+)
+
+// TestSpec is a Lumina test file, key for key as Lumina's orchestrator
+// reads it, so existing test files run unchanged.
+type TestSpec struct {
+	LocalWorkspace        string     `yaml:"local-workspace"`
+	ResultPath            string     `yaml:"result-path"`
+	AggregatePcapFilename string     `yaml:"aggregate-pcap-filename"`
+	RewriteUDPDstPort     int        `yaml:"rewrite-udp-dst-port"`
+	NumRepeats            int        `yaml:"num-repeats"`
+	Switch                SwitchSpec `yaml:"switch"`
+	Requester             HostSpec   `yaml:"requester"`
+	Responder             HostSpec   `yaml:"responder"`
+	RequesterMirror       MirrorSpec `yaml:"requester-mirror"`
+	ResponderMirror       MirrorSpec `yaml:"responder-mirror"`
+	Traffic               Traffic    `yaml:"traffic"`
+}
+
+// Access is how the orchestrator reaches a machine.
+type Access struct {
+	Workspace      string `yaml:"workspace"`
+	ControlIP      string `yaml:"control-ip"`
+	Username       string `yaml:"username"`
+	SSHKeyFilepath string `yaml:"ssh-key-filepath"`
+}
+
+// SwitchSpec is the Tofino (or software injector) of the test.
+type SwitchSpec struct {
+	SDEPath               string `yaml:"sde-path"`
+	Workspace             string `yaml:"workspace"`
+	ControlIP             string `yaml:"control-ip"`
+	Username              string `yaml:"username"`
+	SSHKeyFilepath        string `yaml:"ssh-key-filepath"`
+	PortSpeed             string `yaml:"port-speed"`
+	FECType               string `yaml:"fec-type"`
+	ListenPort            int    `yaml:"listen-port"`
+	LocalSwitchConfigPath string `yaml:"local-switch-config-path"`
+}
+
+// HostSpec is the requester or the responder.
+type HostSpec struct {
+	Access         `yaml:",inline"`
+	NIC            NICSpec        `yaml:"nic"`
+	RoCEParameters RoCEParameters `yaml:"roce-parameters"`
+}
+
+// NICSpec is a host's RNIC (or a mirror host's NIC).
+type NICSpec struct {
+	Type       string   `yaml:"type"` // CX4, CX5, CX6, E810
+	IfName     string   `yaml:"if-name"`
+	PCIAddr    string   `yaml:"pci-addr"`
+	IBDevice   string   `yaml:"ib-device"`
+	IBPort     int      `yaml:"ib-port"`
+	SwitchPort int      `yaml:"switch-port"`
+	IPList     []string `yaml:"ip-list"`
+	// PrioDSCPMap is kept as written (Lumina passes it to the NIC's
+	// QoS tool); the lab ignores it.
+	PrioDSCPMap any `yaml:"prio-dscp-map"`
+	// RtePortID is a mirror NIC's DPDK port id.
+	RtePortID int `yaml:"rte-port-id"`
+}
+
+// RoCEParameters are the RNIC settings a test applies.
+type RoCEParameters struct {
+	DCQCNRPEnable bool `yaml:"dcqcn-rp-enable"`
+	DCQCNNPEnable bool `yaml:"dcqcn-np-enable"`
+	// MinTimeBetweenCNPs is in microseconds, as mlx5's sysfs knob.
+	MinTimeBetweenCNPs int  `yaml:"min-time-between-cnps"`
+	AdaptiveRetrans    bool `yaml:"adaptive-retrans"`
+	SlowRestart        bool `yaml:"slow-restart"`
+}
+
+// MirrorSpec is a dumper host.
+type MirrorSpec struct {
+	Access      `yaml:",inline"`
+	PktDumpConf PktDumpConf `yaml:"pkt-dump-conf"`
+	NIC         NICSpec     `yaml:"nic"`
+}
+
+// PktDumpConf is the dumper's capture settings.
+type PktDumpConf struct {
+	DumpFilename string `yaml:"dump-filename"`
+	SnapLen      int    `yaml:"snap-len"`
+	NumPkts      int    `yaml:"num-pkts"`
+}
+
+// Traffic is the traffic generator's part.
+type Traffic struct {
+	// NumQPs is a count, or "a,b" for send_read (a SEND QPs, b READ QPs).
+	NumQPs               string      `yaml:"num-qps"`
+	RDMAVerb             string      `yaml:"rdma-verb"`
+	NumMsgsPerQP         int         `yaml:"num-msgs-per-qp"`
+	MTU                  int         `yaml:"mtu"`
+	MessageSize          int         `yaml:"message-size"`
+	ListenPort           int         `yaml:"listen-port"`
+	MultiGID             bool        `yaml:"multi-gid"`
+	BarrierSync          bool        `yaml:"barrier-sync"`
+	TxDepth              int         `yaml:"tx-depth"`
+	MinRetransmitTimeout int         `yaml:"min-retransmit-timeout"`
+	MaxRetransmitRetry   int         `yaml:"max-retransmit-retry"`
+	DSCPList             []int       `yaml:"dscp-list"`
+	DataPktEvents        []EventSpec `yaml:"data-pkt-events"`
+}
+
+// EventSpec is one data-pkt-events entry: QPN and PSN relative (from 0,
+// PSN from the start of each message, or "all"), iter from 1.
+type EventSpec struct {
+	QPN  int    `yaml:"qpn"`
+	PSN  string `yaml:"psn"`
+	Type string `yaml:"type"`
+	Iter int    `yaml:"iter"`
+}
+
+// Test is a validated test: the file, and what it means.
+type Test struct {
+	Spec TestSpec
+	Doc  *spec.Doc
+	// Verb and the QP counts (SendQPs of NumQPs carry SEND in send_read).
+	Verb     inject.Verb
+	NumQPs   int
+	SendQPs  int
+	Intents  []inject.Intent
+	Geometry inject.Geometry
+}
+
+// LoadTest reads and validates a Lumina test file; every problem is
+// reported with its file, line and key.
+func LoadTest(path string) (*Test, error) {
+	var s TestSpec
+	doc, err := spec.LoadFile(path, &s)
+	if err != nil {
+		return nil, err
+	}
+	return validate(s, doc)
+}
+
+// DecodeTest is LoadTest for YAML in memory.
+func DecodeTest(name string, data []byte) (*Test, error) {
+	var s TestSpec
+	doc, err := spec.Decode(name, data, &s)
+	if err != nil {
+		return nil, err
+	}
+	return validate(s, doc)
+}
+
+var nicTypes = map[string]bool{"CX4": true, "CX5": true, "CX6": true, "E810": true}
+
+func validate(s TestSpec, d *spec.Doc) (*Test, error) {
+	t := &Test{Spec: s, Doc: d}
+	if s.ResultPath == "" {
+		d.Errorf("result-path", "missing: where results go")
+	}
+	if s.NumRepeats < 1 {
+		d.Errorf("num-repeats", "must be at least 1, got %d", s.NumRepeats)
+	}
+	if s.RewriteUDPDstPort < 1 || s.RewriteUDPDstPort > 65535 || s.RewriteUDPDstPort == 4791 {
+		d.Errorf("rewrite-udp-dst-port", "%d: a UDP port other than 4791 (RoCEv2's)", s.RewriteUDPDstPort)
+	}
+	if s.AggregatePcapFilename == "" {
+		d.Errorf("aggregate-pcap-filename", "missing: the merged trace's file name")
+	} else if strings.ContainsRune(s.AggregatePcapFilename, '/') {
+		d.Errorf("aggregate-pcap-filename", "%q: a file name, without a directory", s.AggregatePcapFilename)
+	}
+	for _, h := range []struct {
+		key string
+		h   HostSpec
+	}{{"requester", s.Requester}, {"responder", s.Responder}} {
+		if !nicTypes[strings.ToUpper(h.h.NIC.Type)] {
+			d.Errorf(h.key+".nic.type", "%q: CX4, CX5, CX6 or E810", h.h.NIC.Type)
+		}
+		if len(h.h.NIC.IPList) == 0 {
+			d.Errorf(h.key+".nic.ip-list", "missing: the RNIC's addresses (GIDs)")
+		}
+		for i, a := range h.h.NIC.IPList {
+			if _, err := netip.ParseAddr(a); err != nil {
+				d.Errorf(fmt.Sprintf("%s.nic.ip-list[%d]", h.key, i), "%q is not an IP address", a)
+			}
+		}
+		if v := h.h.RoCEParameters.MinTimeBetweenCNPs; v < 0 || v > 1_000_000 {
+			d.Errorf(h.key+".roce-parameters.min-time-between-cnps", "%d us: want 0..1000000", v)
+		}
+	}
+	for _, m := range []struct {
+		key string
+		m   MirrorSpec
+	}{{"requester-mirror", s.RequesterMirror}, {"responder-mirror", s.ResponderMirror}} {
+		pc := m.m.PktDumpConf
+		if pc.DumpFilename == "" || strings.ContainsRune(pc.DumpFilename, '/') {
+			d.Errorf(m.key+".pkt-dump-conf.dump-filename", "%q: a file name", pc.DumpFilename)
+		}
+		if pc.SnapLen < 64 || pc.SnapLen > 65535 {
+			d.Errorf(m.key+".pkt-dump-conf.snap-len", "%d: want 64..65535", pc.SnapLen)
+		}
+		// Lumina's dumper sizes its ring of buffers as a power of two
+		// minus one.
+		if n := pc.NumPkts; n < 1 || bits.OnesCount(uint(n+1)) != 1 {
+			d.Errorf(m.key+".pkt-dump-conf.num-pkts", "%d: must be 2^n - 1, e.g. 16383", n)
+		}
+	}
+	t.validateTraffic(&s.Traffic, d)
+	if err := d.Err(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func (t *Test) validateTraffic(tr *Traffic, d *spec.Doc) {
+	switch tr.RDMAVerb {
+	case "write", "read", "send":
+		t.Verb = inject.Verb(tr.RDMAVerb)
+		n, err := strconv.Atoi(tr.NumQPs)
+		if err != nil || n < 1 || n > 1024 {
+			d.Errorf("traffic.num-qps", "%q: a count of 1..1024", tr.NumQPs)
+		}
+		t.NumQPs = n
+	case "send_read":
+		t.Verb = inject.VerbSendRead
+		a, b, ok := strings.Cut(tr.NumQPs, ",")
+		na, err1 := strconv.Atoi(strings.TrimSpace(a))
+		nb, err2 := strconv.Atoi(strings.TrimSpace(b))
+		if !ok || err1 != nil || err2 != nil || na < 0 || nb < 0 || na+nb < 1 || na+nb > 1024 {
+			d.Errorf("traffic.num-qps", "%q: \"SEND,READ\" QP counts for send_read, e.g. \"2,2\"", tr.NumQPs)
+		}
+		t.NumQPs, t.SendQPs = na+nb, na
+	default:
+		d.Errorf("traffic.rdma-verb", "%q: write, read, send or send_read", tr.RDMAVerb)
+	}
+	if verbs.MTUFromBytes(tr.MTU) == 0 {
+		d.Errorf("traffic.mtu", "%d: 256, 512, 1024, 2048 or 4096", tr.MTU)
+	}
+	if tr.MessageSize < 1 || tr.MessageSize > 1<<30 {
+		d.Errorf("traffic.message-size", "%d: want 1..1 GiB", tr.MessageSize)
+	}
+	if tr.NumMsgsPerQP < 1 {
+		d.Errorf("traffic.num-msgs-per-qp", "must be at least 1, got %d", tr.NumMsgsPerQP)
+	}
+	if tr.TxDepth < 1 || tr.TxDepth > 1024 {
+		d.Errorf("traffic.tx-depth", "%d: want 1..1024", tr.TxDepth)
+	}
+	if tr.MinRetransmitTimeout < 0 || tr.MinRetransmitTimeout > 31 {
+		d.Errorf("traffic.min-retransmit-timeout", "%d: the IB timeout exponent, 0..31", tr.MinRetransmitTimeout)
+	}
+	if tr.MaxRetransmitRetry < 0 || tr.MaxRetransmitRetry > 7 {
+		d.Errorf("traffic.max-retransmit-retry", "%d: want 0..7", tr.MaxRetransmitRetry)
+	}
+	if tr.ListenPort < 0 || tr.ListenPort > 65535 {
+		d.Errorf("traffic.listen-port", "%d is not a TCP port", tr.ListenPort)
+	}
+	for i, v := range tr.DSCPList {
+		if v < 0 || v > 63 {
+			d.Errorf(fmt.Sprintf("traffic.dscp-list[%d]", i), "%d: DSCP is 0..63", v)
+		}
+	}
+	t.Geometry = inject.Geometry{Verb: t.Verb, MessageSize: tr.MessageSize, MTU: tr.MTU, NumMessages: tr.NumMsgsPerQP}
+	ppm := t.Geometry.PacketsPerMessage()
+	for i, e := range tr.DataPktEvents {
+		key := fmt.Sprintf("traffic.data-pkt-events[%d]", i)
+		in := inject.Intent{QP: e.QPN, Iter: e.Iter}
+		if err := in.Type.UnmarshalText([]byte(e.Type)); err != nil {
+			d.Errorf(key+".type", "%q: drop, ecn or bit-error", e.Type)
+			continue
+		}
+		// What Lumina refuses: events that change delivery need one
+		// message in flight, or ITER cannot tell rounds apart.
+		if in.Type != inject.EventECN && tr.TxDepth > 1 {
+			d.Errorf(key+".type", "%s events need traffic.tx-depth 1 (it is %d): only ECN marks may be injected with several messages in flight", e.Type, tr.TxDepth)
+		}
+		if e.QPN < 0 || (t.NumQPs > 0 && e.QPN >= t.NumQPs) {
+			d.Errorf(key+".qpn", "%d: the test has QPs 0..%d", e.QPN, t.NumQPs-1)
+		}
+		switch e.PSN {
+		case "all":
+			in.PSN = inject.AllPSNs
+		default:
+			n, err := strconv.Atoi(e.PSN)
+			if err != nil || n < 0 {
+				d.Errorf(key+".psn", "%q: a packet number from 0 or \"all\"", e.PSN)
+				continue
+			}
+			if ppm > 0 && n >= ppm {
+				d.Errorf(key+".psn", "%d: a message of %d bytes at MTU %d has packets 0..%d", n, tr.MessageSize, tr.MTU, ppm-1)
+			}
+			in.PSN = n
+		}
+		if e.Iter < 1 || e.Iter > 65535 {
+			d.Errorf(key+".iter", "%d: rounds count from 1", e.Iter)
+		}
+		t.Intents = append(t.Intents, in)
+	}
+}
