@@ -250,8 +250,8 @@ func (t *Test) validateTraffic(tr *Traffic, d *spec.Doc) {
 	if tr.TxDepth < 1 || tr.TxDepth > 1024 {
 		d.Errorf("traffic.tx-depth", "%d: want 1..1024", tr.TxDepth)
 	}
-	if tr.MinRetransmitTimeout < 0 || tr.MinRetransmitTimeout > 31 {
-		d.Errorf("traffic.min-retransmit-timeout", "%d: the IB timeout exponent, 0..31", tr.MinRetransmitTimeout)
+	if tr.MinRetransmitTimeout < 1 || tr.MinRetransmitTimeout > 31 {
+		d.Errorf("traffic.min-retransmit-timeout", "%d: the IB timeout exponent (4.096 us x 2^n), 1..31; 0 would disable the retransmission timer", tr.MinRetransmitTimeout)
 	}
 	if tr.MaxRetransmitRetry < 0 || tr.MaxRetransmitRetry > 7 {
 		d.Errorf("traffic.max-retransmit-retry", "%d: want 0..7", tr.MaxRetransmitRetry)

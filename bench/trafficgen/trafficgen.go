@@ -39,6 +39,9 @@ type Params struct {
 	// 4.096 us x 2^Timeout; RetryCnt is max-retransmit-retry.
 	Timeout  uint8
 	RetryCnt uint8
+	// NoRetry makes a zero RetryCnt mean no retransmissions instead of
+	// the default of 7.
+	NoRetry bool
 	// Rate, when positive, paces each QP to this many bits per second:
 	// message m of a QP is posted no earlier than m x message-size x 8 /
 	// Rate after the start (each message itself goes at line rate).
@@ -74,7 +77,7 @@ func (p Params) Defaults() Params {
 	if p.Timeout == 0 {
 		p.Timeout = 14
 	}
-	if p.RetryCnt == 0 {
+	if p.RetryCnt == 0 && !p.NoRetry {
 		p.RetryCnt = 7
 	}
 	return p

@@ -1,0 +1,112 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+
+	"github.com/rdma-appliance/appliance/appliance/lumina"
+	clumina "github.com/rdma-appliance/appliance/collector/lumina"
+	"github.com/rdma-appliance/appliance/translator/inject"
+)
+
+// luminaCmd is `appliance lumina`; each subcommand's file adds itself to
+// its Sub in init.
+var luminaCmd = &Command{
+	Name:    "lumina",
+	Summary: "Lumina: run RNIC tests from Lumina's test files, analyse their traces",
+}
+
+func init() {
+	register(luminaCmd)
+	luminaCmd.Sub = append(luminaCmd.Sub, &Command{
+		Name:    "run",
+		Summary: "run a Lumina test file (Lumina's own YAML) and analyse its traces",
+		Usage:   "-f test.yml --lab [--iter-mode paper|p4] [--result-path DIR] [--json]",
+		Long: `Reads a Lumina test file unchanged (local-workspace, result-path, aggregate-pcap-filename,
+rewrite-udp-dst-port, num-repeats, switch, requester, responder, requester-mirror,
+responder-mirror, traffic with data-pkt-events), validates it as Lumina does, and runs
+it num-repeats times. Each repeat lands in result-path/<timestamp>/<repeat>/: the
+dumpers' files (dumps/), the merged trace (aggregate-pcap-filename), meta.json (the
+connections' metadata, intents and entries with hits, injector and RNIC counters),
+trafficgen.json, integrity.json and the analyzers' results.
+
+--lab maps the hosts, the switch and the dumpers to the in-process testbed: soft
+RNICs configured from nic.type (CX4, CX5, CX6; E810 behaves as CX5) and
+roce-parameters (dcqcn-np-enable, min-time-between-cnps, dcqcn-rp-enable,
+adaptive-retrans), the software injector, two dumpers with the file's pkt-dump-conf.
+Ready-made tests are in appliance/lumina/testdata/tests.`,
+		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
+			file := fs.String("f", "", "Lumina test file")
+			lab := fs.Bool("lab", false, "run on this machine's in-process testbed")
+			iter := fs.String("iter-mode", "paper", "injector ITER rule: paper (the paper's) or p4 (the public P4 program's)")
+			resultPath := fs.String("result-path", "", "override the file's result-path")
+			asJSON := fs.Bool("json", false, "print the summary as JSON")
+			return func(ctx context.Context, env *Env, args []string) error {
+				if len(args) > 0 || *file == "" {
+					return Usagef("want -f test.yml and no arguments")
+				}
+				mode, err := inject.ParseIterMode(*iter)
+				if err != nil {
+					return Usagef("%v", err)
+				}
+				t, err := lumina.LoadTest(*file)
+				if err != nil {
+					return err
+				}
+				if *resultPath != "" {
+					t.Spec.ResultPath = *resultPath
+				}
+				r := &lumina.Runner{Test: t, Lab: *lab, IterMode: mode, Analyze: analyzeHook}
+				if !*asJSON {
+					r.Progress = env.Stderr
+				}
+				sum, runErr := r.Run(ctx)
+				if sum == nil {
+					return runErr
+				}
+				if *asJSON {
+					enc := json.NewEncoder(env.Stdout)
+					enc.SetIndent("", "  ")
+					if err := enc.Encode(sum); err != nil {
+						return err
+					}
+				} else {
+					writeLuminaSummary(env, sum)
+				}
+				if runErr != nil {
+					return runErr
+				}
+				for _, rep := range sum.Repeats {
+					if !rep.Valid {
+						return fmt.Errorf("repeat %d is an invalid test: %s", rep.Repeat, rep.Integrity)
+					}
+				}
+				return nil
+			}
+		},
+	})
+}
+
+// analyzeHook runs the analyzers on a finished repeat; nil until the
+// analyzers are linked in.
+var analyzeHook func(ctx context.Context, dir string, m *clumina.Meta) (string, bool, error)
+
+func writeLuminaSummary(env *Env, sum *lumina.Summary) {
+	fmt.Fprintf(env.Stdout, "test %s: %d repeats in %s\n", sum.Test, len(sum.Repeats), sum.Dir)
+	for _, r := range sum.Repeats {
+		valid := "valid"
+		if !r.Valid {
+			valid = "INVALID"
+		}
+		fmt.Fprintf(env.Stdout, "  repeat %d: %s, %d packets, traffic %s, %.2f Gbit/s", r.Repeat, valid, r.Packets, r.Traffic, r.Goodput/1e9)
+		if r.Analysis != "" {
+			fmt.Fprintf(env.Stdout, "; %s", r.Analysis)
+		}
+		fmt.Fprintln(env.Stdout)
+		if r.Error != "" {
+			fmt.Fprintf(env.Stdout, "    error: %s\n", r.Error)
+		}
+	}
+}

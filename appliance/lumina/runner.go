@@ -1,0 +1,288 @@
+package lumina
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/rdma-appliance/appliance/bench/trafficgen"
+	clumina "github.com/rdma-appliance/appliance/collector/lumina"
+	"github.com/rdma-appliance/appliance/translator/inject"
+	"github.com/rdma-appliance/appliance/verbs/soft"
+)
+
+// Runner runs a Lumina test num-repeats times and keeps every result in
+// result-path/<timestamp>/<repeat>/.
+type Runner struct {
+	Test *Test
+	// Lab maps the test's hosts, switch and dumpers to the in-process
+	// testbed; it is the only mode this build runs (see Run).
+	Lab bool
+	// IterMode is the injector's ITER rule (the file has no key for it).
+	IterMode inject.IterMode
+	// Progress receives a line per step; nil for none.
+	Progress io.Writer
+	// Analyze, when set, runs the analyzers over a finished repeat's
+	// directory and returns a one-line verdict and whether the RNICs
+	// behaved as expected.
+	Analyze func(ctx context.Context, dir string, m *clumina.Meta) (string, bool, error)
+	// Now stamps the result directory (time.Now when nil).
+	Now func() time.Time
+}
+
+// RepeatResult is one repeat's outcome.
+type RepeatResult struct {
+	Repeat int    `json:"repeat"`
+	Dir    string `json:"dir"`
+	// Valid says whether the trace passed the integrity check; an invalid
+	// repeat has no analysis presented as valid.
+	Valid      bool    `json:"valid"`
+	Integrity  string  `json:"integrity"`
+	Packets    uint64  `json:"packets"`
+	Traffic    string  `json:"traffic"` // "ok" or the first failed message
+	Goodput    float64 `json:"goodput_bps"`
+	Analysis   string  `json:"analysis,omitempty"`
+	AnalysisOK bool    `json:"analysis_ok"`
+	Error      string  `json:"error,omitempty"`
+}
+
+// Summary is the whole run.
+type Summary struct {
+	Test    string         `json:"test"`
+	Dir     string         `json:"dir"`
+	Repeats []RepeatResult `json:"repeats"`
+}
+
+// ErrRemote is returned when a test is run without --lab: driving remote
+// hosts, a Tofino and DPDK dumpers is not part of this build.
+var ErrRemote = errors.New("lumina: running on remote hosts is not supported yet; use --lab to run the test on this machine")
+
+func (r *Runner) say(format string, a ...any) {
+	if r.Progress != nil {
+		fmt.Fprintf(r.Progress, format+"\n", a...)
+	}
+}
+
+// Run runs every repeat. A repeat that fails to run is recorded with its
+// error and the next one still runs; what was collected stays on disk.
+func (r *Runner) Run(ctx context.Context) (*Summary, error) {
+	if !r.Lab {
+		return nil, ErrRemote
+	}
+	t := r.Test
+	now := time.Now
+	if r.Now != nil {
+		now = r.Now
+	}
+	top := filepath.Join(t.Spec.ResultPath, now().Format("20060102-150405"))
+	if err := os.MkdirAll(top, 0o755); err != nil {
+		return nil, fmt.Errorf("lumina: result-path: %w", err)
+	}
+	sum := &Summary{Test: t.Doc.File, Dir: top}
+	var errs []error
+	for rep := 0; rep < t.Spec.NumRepeats; rep++ {
+		if ctx.Err() != nil {
+			break
+		}
+		dir := filepath.Join(top, fmt.Sprint(rep))
+		r.say("lumina: repeat %d of %d in %s", rep+1, t.Spec.NumRepeats, dir)
+		res, err := r.repeat(ctx, rep, dir)
+		if err != nil {
+			res.Error = err.Error()
+			errs = append(errs, fmt.Errorf("repeat %d: %w", rep, err))
+		}
+		sum.Repeats = append(sum.Repeats, res)
+		r.say("lumina: repeat %d: %s", rep, res.line())
+	}
+	if b, err := json.MarshalIndent(sum, "", "  "); err == nil {
+		_ = os.WriteFile(filepath.Join(top, "summary.json"), append(b, '\n'), 0o644)
+	}
+	return sum, errors.Join(append(errs, ctx.Err())...)
+}
+
+func (res RepeatResult) line() string {
+	if res.Error != "" && res.Packets == 0 {
+		return "error: " + res.Error
+	}
+	s := fmt.Sprintf("%d packets, integrity %s, traffic %s", res.Packets, res.Integrity, res.Traffic)
+	if res.Analysis != "" {
+		s += ", " + res.Analysis
+	}
+	return s
+}
+
+// profile turns a host's nic.type and roce-parameters into a soft RNIC
+// profile.
+func profile(h HostSpec) soft.Profile {
+	name := strings.ToLower(h.NIC.Type)
+	p, err := soft.ProfileByName(name)
+	if err != nil {
+		// E810 was not measured by Lumina; it behaves as the CX5
+		// preset here, under its own name.
+		p = soft.ProfileCX5
+		p.Name = name
+	}
+	rp := h.RoCEParameters
+	p.CNPEnable = rp.DCQCNNPEnable
+	p.MinTimeBetweenCNPs = time.Duration(rp.MinTimeBetweenCNPs) * time.Microsecond
+	p.DCQCNRate = rp.DCQCNRPEnable
+	p.AdaptiveRetrans = rp.AdaptiveRetrans
+	return p
+}
+
+func addrs(list []string) (netip.Addr, []netip.Addr) {
+	var out []netip.Addr
+	for _, s := range list {
+		if a, err := netip.ParseAddr(s); err == nil {
+			out = append(out, a.Unmap())
+		}
+	}
+	if len(out) == 0 {
+		return netip.Addr{}, nil
+	}
+	return out[0], out[1:]
+}
+
+// repeat runs one repeat on a fresh testbed.
+func (r *Runner) repeat(ctx context.Context, rep int, dir string) (RepeatResult, error) {
+	t := r.Test
+	s := &t.Spec
+	res := RepeatResult{Repeat: rep, Dir: dir, Traffic: "not run", Integrity: "not checked"}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return res, err
+	}
+	reqIP, reqExtra := addrs(s.Requester.NIC.IPList)
+	respIP, respExtra := addrs(s.Responder.NIC.IPList)
+	cfg := TestbedConfig{Name: fmt.Sprintf("lumina%d-%d", os.Getpid(), rep), Dir: filepath.Join(dir, "dumps"),
+		RequesterIP: reqIP, RequesterExtra: reqExtra, ResponderIP: respIP, ResponderExtra: respExtra,
+		Requester: profile(s.Requester), Responder: profile(s.Responder), IterMode: r.IterMode,
+		RewritePort: uint16(s.RewriteUDPDstPort),
+		Dumpers: []DumperSpec{
+			{Name: "requester-mirror", File: s.RequesterMirror.PktDumpConf.DumpFilename,
+				SnapLen: s.RequesterMirror.PktDumpConf.SnapLen, NumPkts: s.RequesterMirror.PktDumpConf.NumPkts},
+			{Name: "responder-mirror", File: s.ResponderMirror.PktDumpConf.DumpFilename,
+				SnapLen: s.ResponderMirror.PktDumpConf.SnapLen, NumPkts: s.ResponderMirror.PktDumpConf.NumPkts},
+		}}
+	tb, err := NewTestbed(cfg)
+	if err != nil {
+		return res, err
+	}
+	defer tb.Close()
+	reqBefore, respBefore := tb.Req.Counters(), tb.Resp.Counters()
+	tr := &s.Traffic
+	p := trafficgen.Params{Verb: t.Verb, NumQPs: t.NumQPs, SendQPs: t.SendQPs, MsgsPerQP: tr.NumMsgsPerQP,
+		MessageSize: tr.MessageSize, MTU: tr.MTU, TxDepth: tr.TxDepth, Timeout: uint8(tr.MinRetransmitTimeout),
+		RetryCnt: uint8(tr.MaxRetransmitRetry), NoRetry: tr.MaxRetransmitRetry == 0, BarrierSync: tr.BarrierSync,
+		Seed: uint64(rep + 1)}
+	merged := filepath.Join(dir, s.AggregatePcapFilename)
+	run, err := tb.Run(ctx, RunOptions{Params: p, Intents: t.Intents, Merged: merged, MultiGID: tr.MultiGID})
+	if run != nil {
+		r.record(&res, run)
+		if werr := r.writeRun(dir, rep, run, reqBefore, respBefore, tb); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	if err != nil {
+		return res, err
+	}
+	if r.Analyze != nil {
+		m, merr := clumina.ReadMeta(dir)
+		if merr != nil {
+			return res, merr
+		}
+		verdict, ok, aerr := r.Analyze(ctx, dir, m)
+		res.Analysis, res.AnalysisOK = verdict, ok && res.Valid
+		if aerr != nil {
+			return res, fmt.Errorf("analysis: %w", aerr)
+		}
+	}
+	return res, nil
+}
+
+func (r *Runner) record(res *RepeatResult, run *EventRun) {
+	if run.Traffic != nil {
+		res.Traffic, res.Goodput = "ok", run.Traffic.Goodput
+		for _, q := range run.Traffic.QPs {
+			if q.Status != "ok" {
+				res.Traffic = q.Status
+				break
+			}
+		}
+	}
+	if run.Trace != nil {
+		res.Packets = run.Trace.Packets
+	}
+	res.Valid = run.IntegrityErr == nil && run.Trace != nil
+	res.Integrity = "ok"
+	if run.IntegrityErr != nil {
+		res.Integrity = "INVALID: " + run.IntegrityErr.Error()
+	}
+}
+
+func diff(after, before map[string]uint64) map[string]uint64 {
+	out := make(map[string]uint64, len(after))
+	for k, v := range after {
+		out[k] = v - before[k]
+	}
+	return out
+}
+
+// writeRun writes the repeat's metadata and logs beside its trace.
+func (r *Runner) writeRun(dir string, rep int, run *EventRun, reqBefore, respBefore map[string]uint64, tb *Testbed) error {
+	t := r.Test
+	s := &t.Spec
+	m := &clumina.Meta{Test: t.Doc.File, Repeat: rep, Trace: s.AggregatePcapFilename, Geometry: t.Geometry,
+		TxDepth: s.Traffic.TxDepth, Timeout: uint8(s.Traffic.MinRetransmitTimeout), RetryCnt: uint8(s.Traffic.MaxRetransmitRetry),
+		Intents: t.Intents, Entries: run.Entries, Hits: run.Hits,
+		Requester: diff(tb.Req.Counters(), reqBefore), Responder: diff(tb.Resp.Counters(), respBefore),
+		RequesterNIC: nicConfig(s.Requester), ResponderNIC: nicConfig(s.Responder),
+		Valid: run.IntegrityErr == nil && run.Trace != nil}
+	if run.Capture != nil {
+		m.Injector = run.Capture.Injector
+	}
+	if run.IntegrityErr != nil {
+		m.IntegrityNote = run.IntegrityErr.Error()
+	}
+	if run.Traffic != nil {
+		m.Conns = run.Traffic.Conns()
+		for _, q := range run.Traffic.QPs {
+			mct := make([]int64, len(q.MCT))
+			for i, d := range q.MCT {
+				mct[i] = int64(d)
+			}
+			m.MCT = append(m.MCT, mct)
+		}
+	}
+	var errs []error
+	errs = append(errs, clumina.WriteMeta(dir, m))
+	write := func(name string, v any) {
+		b, err := json.MarshalIndent(v, "", "  ")
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, name), append(b, '\n'), 0o644)
+		}
+		errs = append(errs, err)
+	}
+	if run.Traffic != nil {
+		write("trafficgen.json", run.Traffic)
+	}
+	if run.Trace != nil {
+		write(clumina.IntegrityFile, run.Trace)
+	}
+	if run.Capture != nil {
+		write("dumpers.json", run.Capture.Results)
+	}
+	return errors.Join(errs...)
+}
+
+func nicConfig(h HostSpec) clumina.NICConfig {
+	rp := h.RoCEParameters
+	return clumina.NICConfig{Type: h.NIC.Type, DCQCNRPEnable: rp.DCQCNRPEnable, DCQCNNPEnable: rp.DCQCNNPEnable,
+		MinTimeBetweenCNPs: int64(rp.MinTimeBetweenCNPs) * 1000, AdaptiveRetrans: rp.AdaptiveRetrans, SlowRestart: rp.SlowRestart}
+}
