@@ -58,18 +58,18 @@ type HostSpec struct {
 
 // NICSpec is a host's RNIC (or a mirror host's NIC).
 type NICSpec struct {
-	Type       string   `yaml:"type"` // CX4, CX5, CX6, E810
-	IfName     string   `yaml:"if-name"`
-	PCIAddr    string   `yaml:"pci-addr"`
-	IBDevice   string   `yaml:"ib-device"`
-	IBPort     int      `yaml:"ib-port"`
-	SwitchPort int      `yaml:"switch-port"`
-	IPList     []string `yaml:"ip-list"`
+	Type       string   `yaml:"type,omitempty"` // CX4, CX5, CX6, E810
+	IfName     string   `yaml:"if-name,omitempty"`
+	PCIAddr    string   `yaml:"pci-addr,omitempty"`
+	IBDevice   string   `yaml:"ib-device,omitempty"`
+	IBPort     int      `yaml:"ib-port,omitempty"`
+	SwitchPort int      `yaml:"switch-port,omitempty"`
+	IPList     []string `yaml:"ip-list,omitempty"`
 	// PrioDSCPMap is kept as written (Lumina passes it to the NIC's
 	// QoS tool); the lab ignores it.
-	PrioDSCPMap any `yaml:"prio-dscp-map"`
+	PrioDSCPMap any `yaml:"prio-dscp-map,omitempty"`
 	// RtePortID is a mirror NIC's DPDK port id.
-	RtePortID int `yaml:"rte-port-id"`
+	RtePortID int `yaml:"rte-port-id,omitempty"`
 }
 
 // RoCEParameters are the RNIC settings a test applies.
@@ -110,7 +110,7 @@ type Traffic struct {
 	TxDepth              int         `yaml:"tx-depth"`
 	MinRetransmitTimeout int         `yaml:"min-retransmit-timeout"`
 	MaxRetransmitRetry   int         `yaml:"max-retransmit-retry"`
-	DSCPList             []int       `yaml:"dscp-list"`
+	DSCPList             []int       `yaml:"dscp-list,omitempty"`
 	DataPktEvents        []EventSpec `yaml:"data-pkt-events"`
 }
 
