@@ -190,6 +190,9 @@ func (r *Result) Conns() []inject.Conn {
 // ErrFailed is wrapped when a message completes in error.
 var ErrFailed = errors.New("trafficgen: message failed")
 
+// ErrPeer is wrapped when the other side breaks the exchange.
+var ErrPeer = errors.New("trafficgen: peer")
+
 // side is one end of every connection.
 type side struct {
 	ep  Endpoint
@@ -238,14 +241,37 @@ func newSide(ep Endpoint, p Params, rng *rand.Rand) (*side, error) {
 	return s, nil
 }
 
-// connect brings QP i of s to RTS towards QP i of peer.
-func (s *side) connect(peer *side, p Params) error {
+// QPInfo is what one side tells the other about one of its QPs: the
+// metadata of the exchange (perftest's and Lumina's key message).
+type QPInfo struct {
+	QPN  uint32     `json:"qpn"`
+	PSN  uint32     `json:"psn"`
+	GID  netip.Addr `json:"gid"`
+	Addr uint64     `json:"addr"` // the QP's memory region
+	RKey uint32     `json:"rkey"`
+}
+
+// info describes s's QPs to the peer.
+func (s *side) info(p Params) []QPInfo {
+	out := make([]QPInfo, len(s.qps))
 	for i, qp := range s.qps {
-		dgid, _ := peer.ep.gid(i)
+		g, _ := s.ep.gid(i)
+		out[i] = QPInfo{QPN: qp.QPN(), PSN: s.psn[i], GID: g, Addr: s.mr.Addr() + uint64(i*p.regionSize()), RKey: s.mr.RKey()}
+	}
+	return out
+}
+
+// connect brings QP i of s to RTS towards the peer's QP i.
+func (s *side) connect(remote []QPInfo, p Params) error {
+	if len(remote) != len(s.qps) {
+		return fmt.Errorf("%w: the peer has %d QPs, this side %d", ErrPeer, len(remote), len(s.qps))
+	}
+	for i, qp := range s.qps {
 		_, sidx := s.ep.gid(i)
-		err := qp.Modify(&verbs.QPAttr{State: verbs.QPSRTR, PathMTU: verbs.MTUFromBytes(p.MTU), DestQPN: peer.qps[i].QPN(),
-			RQPSN: peer.psn[i], MaxDestRdAtomic: 16, MinRNRTimer: 12,
-			AH: verbs.AHAttr{DGID: verbs.GIDFromAddr(dgid), SGIDIndex: sidx, HopLimit: 64, Port: 1}},
+		r := remote[i]
+		err := qp.Modify(&verbs.QPAttr{State: verbs.QPSRTR, PathMTU: verbs.MTUFromBytes(p.MTU), DestQPN: r.QPN,
+			RQPSN: r.PSN, MaxDestRdAtomic: 16, MinRNRTimer: 12,
+			AH: verbs.AHAttr{DGID: verbs.GIDFromAddr(r.GID), SGIDIndex: sidx, HopLimit: 64, Port: 1}},
 			verbs.AttrState|verbs.AttrAV|verbs.AttrPathMTU|verbs.AttrDestQPN|verbs.AttrRQPSN|
 				verbs.AttrMaxDestRdAtomic|verbs.AttrMinRNRTimer)
 		if err != nil {
@@ -259,6 +285,68 @@ func (s *side) connect(peer *side, p Params) error {
 		}
 	}
 	return nil
+}
+
+// conns pairs the requester's and the responder's QPs as metadata.
+func conns(req, resp []QPInfo) []inject.Conn {
+	out := make([]inject.Conn, len(req))
+	for i := range req {
+		out[i] = inject.Conn{RequesterIP: req[i].GID, RequesterQPN: req[i].QPN, RequesterIPSN: req[i].PSN,
+			ResponderIP: resp[i].GID, ResponderQPN: resp[i].QPN, ResponderIPSN: resp[i].PSN}
+	}
+	return out
+}
+
+// regions are QP i's source and destination memory on this side for
+// role: a requester sources WRITE and SEND and sinks READ, a responder the
+// opposite. Either may be nil.
+func (s *side) regions(p Params, i int, requester bool) (src, dst []byte) {
+	r := s.buf[i*p.regionSize() : (i+1)*p.regionSize()]
+	if (p.verbOf(i) == inject.VerbRead) != requester {
+		return r, nil
+	}
+	return nil, r
+}
+
+// pattern is QP i's data: both hosts compute it from the seed, so each
+// can check what it received without the other's memory.
+func pattern(p Params, i int, b []byte) {
+	rng := rand.New(rand.NewPCG(p.Seed^0x7061747465726e, uint64(i)))
+	for k := 0; k < len(b); k += 8 {
+		v := rng.Uint64()
+		for j := 0; j < 8 && k+j < len(b); j++ {
+			b[k+j] = byte(v >> (8 * j))
+		}
+	}
+}
+
+// prepare fills the sources and clears the destinations of a side.
+func (s *side) prepare(p Params, requester bool) {
+	for i := range s.qps {
+		src, dst := s.regions(p, i, requester)
+		if src != nil {
+			pattern(p, i, src)
+		}
+		clear(dst)
+	}
+}
+
+// check reports, per QP, whether the first n[i] bytes of each
+// destination region on this side hold the pattern (true for QPs this
+// side does not receive data on).
+func (s *side) check(p Params, requester bool, n []int64) []bool {
+	ok := make([]bool, len(s.qps))
+	want := make([]byte, p.regionSize())
+	for i := range s.qps {
+		_, dst := s.regions(p, i, requester)
+		if dst == nil {
+			ok[i] = true
+			continue
+		}
+		pattern(p, i, want)
+		ok[i] = string(dst[:n[i]]) == string(want[:n[i]])
+	}
+	return ok
 }
 
 func (s *side) close() {
@@ -300,61 +388,75 @@ func Run(ctx context.Context, req, resp Endpoint, p Params, ready func([]inject.
 	if err != nil {
 		return nil, fmt.Errorf("trafficgen: responder: %w", err)
 	}
-	if err := a.connect(b, p); err != nil {
+	ai, bi := a.info(p), b.info(p)
+	if err := a.connect(bi, p); err != nil {
 		return nil, fmt.Errorf("trafficgen: requester: %w", err)
 	}
-	if err := b.connect(a, p); err != nil {
+	if err := b.connect(ai, p); err != nil {
 		return nil, fmt.Errorf("trafficgen: responder: %w", err)
 	}
-	res := &Result{Params: p, QPs: make([]QPResult, p.NumQPs)}
-	for i := range res.QPs {
-		rg, _ := req.gid(i)
-		sg, _ := resp.gid(i)
-		res.QPs[i].Conn = inject.Conn{RequesterIP: rg, RequesterQPN: a.qps[i].QPN(), RequesterIPSN: a.psn[i],
-			ResponderIP: sg, ResponderQPN: b.qps[i].QPN(), ResponderIPSN: b.psn[i]}
-		res.QPs[i].Status = "ok"
-	}
+	res := newResult(p, ai, bi)
 	if ready != nil {
 		if err := ready(res.Conns()); err != nil {
 			return res, fmt.Errorf("trafficgen: metadata: %w", err)
 		}
 	}
-	// Each QP's data source is the side whose memory is read: the
-	// requester for WRITE and SEND, the responder for READ.
-	ends := func(i int) (src, dst []byte) {
-		off, end := i*p.regionSize(), (i+1)*p.regionSize()
-		if p.verbOf(i) == inject.VerbRead {
-			return b.buf[off:end], a.buf[off:end]
-		}
-		return a.buf[off:end], b.buf[off:end]
-	}
-	for i := range res.QPs {
-		src, dst := ends(i)
-		for k := range src {
-			src[k] = byte(rng.Uint32())
-		}
-		clear(dst)
-	}
+	a.prepare(p, true)
+	b.prepare(p, false)
 	start := time.Now()
-	runErr := run(ctx, a, b, p, res)
-	res.Elapsed = time.Since(start)
-	var moved int64
-	for i := range res.QPs {
-		q := &res.QPs[i]
-		src, dst := ends(i)
-		n := int(q.Bytes)
-		q.DataOK = string(src[:n]) == string(dst[:n])
-		moved += q.Bytes
-	}
-	if res.Elapsed > 0 {
-		res.Goodput = float64(moved) * 8 / res.Elapsed.Seconds()
-	}
+	runErr := run(ctx, a, bi, p, res, b.postRecv(p), b.cq)
+	res.finish(p, time.Since(start), a.check(p, true, res.bytes()), b.check(p, false, res.bytes()))
 	return res, runErr
+}
+
+// postRecv posts the receive for SEND message m of QP i into its place in
+// the region.
+func (s *side) postRecv(p Params) func(i, m int) error {
+	return func(i, m int) error {
+		addr := s.mr.Addr() + uint64(i*p.regionSize()+m*p.MessageSize)
+		return s.qps[i].PostRecv([]verbs.RecvWR{{ID: uint64(i)<<32 | uint64(m),
+			SGL: []verbs.SGE{{Addr: addr, Length: uint32(p.MessageSize), LKey: s.mr.LKey()}}}})
+	}
+}
+
+func newResult(p Params, req, resp []QPInfo) *Result {
+	res := &Result{Params: p, QPs: make([]QPResult, len(req))}
+	for i, c := range conns(req, resp) {
+		res.QPs[i] = QPResult{Conn: c, Status: "ok"}
+	}
+	return res
+}
+
+func (r *Result) bytes() []int64 {
+	n := make([]int64, len(r.QPs))
+	for i, q := range r.QPs {
+		n[i] = q.Bytes
+	}
+	return n
+}
+
+// finish records the elapsed time, the goodput and the memory checks of
+// both sides.
+func (r *Result) finish(p Params, el time.Duration, reqOK, respOK []bool) {
+	r.Elapsed = el
+	var moved int64
+	for i := range r.QPs {
+		r.QPs[i].DataOK = reqOK[i] && respOK[i]
+		moved += r.QPs[i].Bytes
+	}
+	if el > 0 {
+		r.Goodput = float64(moved) * 8 / el.Seconds()
+	}
 }
 
 // run drives every QP: keep tx-depth messages posted, collect
 // completions, until every message completed or failed.
-func run(ctx context.Context, a, b *side, p Params, res *Result) error {
+//
+// postRecv, when set, posts the responder's receive for SEND message m
+// of QP i just before the SEND (in-process runs; a remote responder keeps
+// its own receives posted), and rcq, when set, is the responder's CQ to
+// reap alongside.
+func run(ctx context.Context, a *side, remote []QPInfo, p Params, res *Result, postRecv func(i, m int) error, rcq verbs.CQ) error {
 	type qstate struct{ posted, done, failed int }
 	st := make([]qstate, p.NumQPs)
 	postedAt := make([][]time.Time, p.NumQPs)
@@ -366,15 +468,12 @@ func run(ctx context.Context, a, b *side, p Params, res *Result) error {
 	for i, qp := range a.qps {
 		qpIdx[qp.QPN()] = i
 	}
-	mr := func(s *side, i, m int) (uint64, uint32) {
-		return s.mr.Addr() + uint64(i*p.regionSize()+m*p.MessageSize), uint32(p.MessageSize)
-	}
 	post := func(i int) error {
 		m := st[i].posted
-		laddr, n := mr(a, i, m)
-		raddr, _ := mr(b, i, m)
+		off := uint64(m * p.MessageSize)
+		laddr, n := a.mr.Addr()+uint64(i*p.regionSize())+off, uint32(p.MessageSize)
 		wr := verbs.SendWR{ID: uint64(i)<<32 | uint64(m), Flags: verbs.SendSignaled,
-			SGL: []verbs.SGE{{Addr: laddr, Length: n, LKey: a.mr.LKey()}}, RemoteAddr: raddr, RKey: b.mr.RKey()}
+			SGL: []verbs.SGE{{Addr: laddr, Length: n, LKey: a.mr.LKey()}}, RemoteAddr: remote[i].Addr + off, RKey: remote[i].RKey}
 		switch p.verbOf(i) {
 		case inject.VerbWrite:
 			wr.Opcode = verbs.WRRDMAWrite
@@ -382,8 +481,10 @@ func run(ctx context.Context, a, b *side, p Params, res *Result) error {
 			wr.Opcode = verbs.WRRDMARead
 		case inject.VerbSend:
 			wr.Opcode = verbs.WRSend
-			if err := b.qps[i].PostRecv([]verbs.RecvWR{{ID: uint64(m), SGL: []verbs.SGE{{Addr: raddr, Length: n, LKey: b.mr.LKey()}}}}); err != nil {
-				return err
+			if postRecv != nil {
+				if err := postRecv(i, m); err != nil {
+					return err
+				}
 			}
 		}
 		postedAt[i][m] = time.Now()
@@ -445,8 +546,8 @@ func run(ctx context.Context, a, b *side, p Params, res *Result) error {
 		}
 		// Receive completions of SEND land on the responder's CQ; they
 		// are not what the requester waits for, but they must be reaped.
-		if p.Verb == inject.VerbSend || p.Verb == inject.VerbSendRead {
-			_, _ = b.cq.Poll(rwcs[:])
+		if rcq != nil {
+			_, _ = rcq.Poll(rwcs[:])
 		}
 		if n == 0 {
 			wait := time.Millisecond

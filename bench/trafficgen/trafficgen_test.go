@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -139,5 +141,68 @@ func TestMultiGID(t *testing.T) {
 	c := res.Conns()
 	if c[0].RequesterIP != ga[0] || c[1].RequesterIP != ga[1] || c[2].RequesterIP != ga[0] || c[1].ResponderIP != gb[1] {
 		t.Fatalf("conns %+v", c)
+	}
+}
+
+// TestTwoHosts runs the exchange over TCP: the responder serves on a
+// listener, the requester dials it, each on its own RNIC.
+func TestTwoHosts(t *testing.T) {
+	for _, p := range []Params{
+		{Verb: inject.VerbWrite, NumQPs: 3, MsgsPerQP: 4, MessageSize: 5000, MTU: 1024, TxDepth: 2},
+		{Verb: inject.VerbRead, NumQPs: 2, MsgsPerQP: 3, MessageSize: 3000},
+		{Verb: inject.VerbSend, NumQPs: 2, MsgsPerQP: 20, MessageSize: 100, TxDepth: 4},
+		{Verb: inject.VerbSendRead, NumQPs: 4, SendQPs: 2, MsgsPerQP: 5, MessageSize: 2000},
+	} {
+		t.Run(string(p.Verb), func(t *testing.T) {
+			req, resp, _ := pair(t)
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			type served struct {
+				ok  []bool
+				err error
+			}
+			ch := make(chan served, 1)
+			go func() {
+				_, ok, err := Serve(context.Background(), ln, resp)
+				ch <- served{ok, err}
+			}()
+			var meta []inject.Conn
+			res, err := Dial(context.Background(), ln.Addr().String(), req, p, func(c []inject.Conn) error { meta = c; return nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			sv := <-ch
+			if sv.err != nil || len(sv.ok) != p.NumQPs {
+				t.Fatalf("responder: %v %v", sv.err, sv.ok)
+			}
+			if !res.OK() || len(meta) != p.NumQPs || meta[0].ResponderIP != resp.GID {
+				t.Fatalf("result %+v meta %+v", res.QPs, meta)
+			}
+		})
+	}
+}
+
+// TestTwoHostsPeerGone: a responder that is not there, or that refuses
+// the parameters, ends the requester with an error naming the peer.
+func TestTwoHostsPeerGone(t *testing.T) {
+	req, resp, _ := pair(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	go func() { _, _, _ = Serve(context.Background(), ln, resp) }()
+	// Parameters that do not validate never reach the exchange.
+	bad := Params{NumQPs: 1}
+	bad.MTU = 1000
+	if _, err := Dial(context.Background(), addr, req, bad, nil); err == nil {
+		t.Fatal("bad parameters accepted")
+	}
+	ln.Close()
+	if _, err := Dial(context.Background(), addr, req, Params{}, nil); err == nil || !strings.Contains(err.Error(), "responder at") {
+		t.Fatalf("no responder: %v", err)
 	}
 }
