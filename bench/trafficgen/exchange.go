@@ -72,6 +72,10 @@ func (p *peer) fail(err error) error {
 // exchangeTimeout bounds every step of the exchange but the traffic.
 const exchangeTimeout = 30 * time.Second
 
+// DialTimeout is how long the requester keeps trying to reach the
+// responder.
+var DialTimeout = 10 * time.Second
+
 // Serve is the responder: it accepts one requester on ln, sets up the QPs
 // its parameters ask for on ep, serves the traffic and checks what it
 // received. It returns the requester's parameters and the per-QP result
@@ -199,9 +203,21 @@ func Dial(ctx context.Context, addr string, ep Endpoint, p Params, ready func([]
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	// The responder may come up a moment after the requester (both are
+	// started by the orchestrator): keep trying for a while.
 	var d net.Dialer
-	dctx, cancel := context.WithTimeout(ctx, exchangeTimeout)
-	c, err := d.DialContext(dctx, "tcp", addr)
+	dctx, cancel := context.WithTimeout(ctx, DialTimeout)
+	var c net.Conn
+	var err error
+	for {
+		if c, err = d.DialContext(dctx, "tcp", addr); err == nil || dctx.Err() != nil {
+			break
+		}
+		select {
+		case <-dctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("trafficgen: responder at %s: %w", addr, err)

@@ -202,6 +202,8 @@ func TestTwoHostsPeerGone(t *testing.T) {
 		t.Fatal("bad parameters accepted")
 	}
 	ln.Close()
+	DialTimeout = 300 * time.Millisecond
+	defer func() { DialTimeout = 10 * time.Second }()
 	if _, err := Dial(context.Background(), addr, req, Params{}, nil); err == nil || !strings.Contains(err.Error(), "responder at") {
 		t.Fatalf("no responder: %v", err)
 	}
