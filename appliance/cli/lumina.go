@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"strings"
 
 	"github.com/rdma-appliance/appliance/appliance/lumina"
 	clumina "github.com/rdma-appliance/appliance/collector/lumina"
@@ -32,6 +33,14 @@ dumpers' files (dumps/), the merged trace (aggregate-pcap-filename), meta.json (
 connections' metadata, intents and entries with hits, injector and RNIC counters),
 trafficgen.json, integrity.json and the analyzers' results.
 
+Without --lab the test runs on the machines it names: the software injector
+('appliance inject run') answers on switch.control-ip:listen-port, each dumper
+('appliance dump') on its control-ip:--dumper-port, and the two sides of the traffic
+generator are started over SSH (username, ssh-key-filepath, workspace) on the
+requester and the responder ('appliance lumina trafficgen', RDMA device nic.ib-device).
+A component that cannot be reached is named with what to check; what was collected
+before a failure stays in the result directory.
+
 --lab maps the hosts, the switch and the dumpers to the in-process testbed: soft
 RNICs configured from nic.type (CX4, CX5, CX6; E810 behaves as CX5) and
 roce-parameters (dcqcn-np-enable, min-time-between-cnps, dcqcn-rp-enable,
@@ -43,6 +52,10 @@ Ready-made tests are in appliance/lumina/testdata/tests.`,
 			iter := fs.String("iter-mode", "paper", "injector ITER rule: paper (the paper's) or p4 (the public P4 program's)")
 			resultPath := fs.String("result-path", "", "override the file's result-path")
 			asJSON := fs.Bool("json", false, "print the summary as JSON")
+			binary := fs.String("binary", "appliance", "without --lab: the appliance binary on the hosts")
+			dumperPort := fs.Int("dumper-port", 9200, "without --lab: the dumpers' HTTP port on the mirrors' control-ips")
+			reqArgs := fs.String("requester-device", "", "without --lab: device flags for the requester's traffic generator (default -d ibv:<ib-device> -i <ib-port>)")
+			respArgs := fs.String("responder-device", "", "without --lab: the same for the responder")
 			return func(ctx context.Context, env *Env, args []string) error {
 				if len(args) > 0 || *file == "" {
 					return Usagef("want -f test.yml and no arguments")
@@ -59,6 +72,10 @@ Ready-made tests are in appliance/lumina/testdata/tests.`,
 					t.Spec.ResultPath = *resultPath
 				}
 				r := &lumina.Runner{Test: t, Lab: *lab, IterMode: mode, Analyze: analyzeHook}
+				if !*lab {
+					r.Remote = &lumina.Remote{Exec: remoteExec, Binary: *binary, DumperPort: *dumperPort,
+						RequesterArgs: strings.Fields(*reqArgs), ResponderArgs: strings.Fields(*respArgs)}
+				}
 				if !*asJSON {
 					r.Progress = env.Stderr
 				}
@@ -88,6 +105,9 @@ Ready-made tests are in appliance/lumina/testdata/tests.`,
 		},
 	})
 }
+
+// remoteExec starts commands on the test's hosts; tests replace it.
+var remoteExec lumina.Executor = lumina.SSH{}
 
 // analyzeHook runs the analyzers on a finished repeat; nil until the
 // analyzers are linked in.

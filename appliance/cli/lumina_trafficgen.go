@@ -2,11 +2,13 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rdma-appliance/appliance/appliance/service"
@@ -54,7 +56,8 @@ Example, between two network namespaces:
 			fs.Float64Var(&p.Rate, "rate", 0, "pace each QP to this many bit/s (0: as fast as it goes)")
 			seed := fs.Uint64("seed", 1, "seed of the initial PSNs and the data pattern")
 			injector := fs.String("injector", "", "requester: push the connections' metadata to this injector (host:port) before traffic")
-			intents := fs.String("intents", "", "requester: the test's intents as a load request (JSON) to push with the metadata")
+			intents := fs.String("intents", "", "requester: the test's intents as a load request (JSON file) to push with the metadata")
+			intentsJSON := fs.String("intents-json", "", "requester: the same load request given inline (the orchestrator passes it so)")
 			asJSON := fs.Bool("json", false, "requester: print the result as JSON")
 			return func(ctx context.Context, env *Env, args []string) error {
 				switch *role {
@@ -153,7 +156,7 @@ Example, between two network namespaces:
 				}
 				var push func([]inject.Conn) error
 				if *injector != "" {
-					push, err = injectorPush(*injector, *intents, p)
+					push, err = injectorPush(*injector, *intents, *intentsJSON, p)
 					if err != nil {
 						return err
 					}
@@ -183,9 +186,15 @@ Example, between two network namespaces:
 
 // injectorPush returns the hook that loads the test into the injector at
 // addr once the connections are known.
-func injectorPush(addr, intentsFile string, p trafficgen.Params) (func([]inject.Conn) error, error) {
+func injectorPush(addr, intentsFile, intentsJSON string, p trafficgen.Params) (func([]inject.Conn) error, error) {
 	var req inject.LoadRequest
-	if intentsFile != "" {
+	if intentsJSON != "" {
+		dec := json.NewDecoder(strings.NewReader(intentsJSON))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			return nil, Usagef("--intents-json: %v", err)
+		}
+	} else if intentsFile != "" {
 		r, err := readLoad(intentsFile)
 		if err != nil {
 			return nil, err

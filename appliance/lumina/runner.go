@@ -23,8 +23,9 @@ import (
 type Runner struct {
 	Test *Test
 	// Lab maps the test's hosts, switch and dumpers to the in-process
-	// testbed; it is the only mode this build runs (see Run).
-	Lab bool
+	// testbed; otherwise Remote drives the machines the file names.
+	Lab    bool
+	Remote *Remote
 	// IterMode is the injector's ITER rule (the file has no key for it).
 	IterMode inject.IterMode
 	// Progress receives a line per step; nil for none.
@@ -60,9 +61,9 @@ type Summary struct {
 	Repeats []RepeatResult `json:"repeats"`
 }
 
-// ErrRemote is returned when a test is run without --lab: driving remote
-// hosts, a Tofino and DPDK dumpers is not part of this build.
-var ErrRemote = errors.New("lumina: running on remote hosts is not supported yet; use --lab to run the test on this machine")
+// ErrRemote is returned when a test is neither run in the lab nor given
+// the means to reach its machines.
+var ErrRemote = errors.New("lumina: no lab and no remote access: use --lab to run the test on this machine")
 
 func (r *Runner) say(format string, a ...any) {
 	if r.Progress != nil {
@@ -73,7 +74,7 @@ func (r *Runner) say(format string, a ...any) {
 // Run runs every repeat. A repeat that fails to run is recorded with its
 // error and the next one still runs; what was collected stays on disk.
 func (r *Runner) Run(ctx context.Context) (*Summary, error) {
-	if !r.Lab {
+	if !r.Lab && (r.Remote == nil || r.Remote.Exec == nil) {
 		return nil, ErrRemote
 	}
 	t := r.Test
@@ -93,7 +94,11 @@ func (r *Runner) Run(ctx context.Context) (*Summary, error) {
 		}
 		dir := filepath.Join(top, fmt.Sprint(rep))
 		r.say("lumina: repeat %d of %d in %s", rep+1, t.Spec.NumRepeats, dir)
-		res, err := r.repeat(ctx, rep, dir)
+		run := r.repeat
+		if !r.Lab {
+			run = r.runRemote
+		}
+		res, err := run(ctx, rep, dir)
 		if err != nil {
 			res.Error = err.Error()
 			errs = append(errs, fmt.Errorf("repeat %d: %w", rep, err))
@@ -185,25 +190,34 @@ func (r *Runner) repeat(ctx context.Context, rep int, dir string) (RepeatResult,
 	run, err := tb.Run(ctx, RunOptions{Params: p, Intents: t.Intents, Merged: merged, MultiGID: tr.MultiGID})
 	if run != nil {
 		r.record(&res, run)
-		if werr := r.writeRun(dir, rep, run, reqBefore, respBefore, tb); werr != nil && err == nil {
+		if werr := r.writeRun(dir, run); werr != nil && err == nil {
+			err = werr
+		}
+		if werr := r.writeMeta(dir, rep, run, diff(tb.Req.Counters(), reqBefore), diff(tb.Resp.Counters(), respBefore)); werr != nil && err == nil {
 			err = werr
 		}
 	}
 	if err != nil {
 		return res, err
 	}
-	if r.Analyze != nil {
-		m, merr := clumina.ReadMeta(dir)
-		if merr != nil {
-			return res, merr
-		}
-		verdict, ok, aerr := r.Analyze(ctx, dir, m)
-		res.Analysis, res.AnalysisOK = verdict, ok && res.Valid
-		if aerr != nil {
-			return res, fmt.Errorf("analysis: %w", aerr)
-		}
+	return res, r.analyze(ctx, dir, &res)
+}
+
+// analyze runs the Analyze hook on a finished repeat.
+func (r *Runner) analyze(ctx context.Context, dir string, res *RepeatResult) error {
+	if r.Analyze == nil {
+		return nil
 	}
-	return res, nil
+	m, err := clumina.ReadMeta(dir)
+	if err != nil {
+		return err
+	}
+	verdict, ok, err := r.Analyze(ctx, dir, m)
+	res.Analysis, res.AnalysisOK = verdict, ok && res.Valid
+	if err != nil {
+		return fmt.Errorf("analysis: %w", err)
+	}
+	return nil
 }
 
 func (r *Runner) record(res *RepeatResult, run *EventRun) {
@@ -234,14 +248,14 @@ func diff(after, before map[string]uint64) map[string]uint64 {
 	return out
 }
 
-// writeRun writes the repeat's metadata and logs beside its trace.
-func (r *Runner) writeRun(dir string, rep int, run *EventRun, reqBefore, respBefore map[string]uint64, tb *Testbed) error {
+// writeMeta writes the repeat's meta.json; the counters are the RNICs'
+// differences over the run (nil when unknown).
+func (r *Runner) writeMeta(dir string, rep int, run *EventRun, reqCnt, respCnt map[string]uint64) error {
 	t := r.Test
 	s := &t.Spec
 	m := &clumina.Meta{Test: t.Doc.File, Repeat: rep, Trace: s.AggregatePcapFilename, Geometry: t.Geometry,
 		TxDepth: s.Traffic.TxDepth, Timeout: uint8(s.Traffic.MinRetransmitTimeout), RetryCnt: uint8(s.Traffic.MaxRetransmitRetry),
-		Intents: t.Intents, Entries: run.Entries, Hits: run.Hits,
-		Requester: diff(tb.Req.Counters(), reqBefore), Responder: diff(tb.Resp.Counters(), respBefore),
+		Intents: t.Intents, Entries: run.Entries, Hits: run.Hits, Requester: reqCnt, Responder: respCnt,
 		RequesterNIC: nicConfig(s.Requester), ResponderNIC: nicConfig(s.Responder),
 		Valid: run.IntegrityErr == nil && run.Trace != nil}
 	if run.Capture != nil {
@@ -260,8 +274,13 @@ func (r *Runner) writeRun(dir string, rep int, run *EventRun, reqBefore, respBef
 			m.MCT = append(m.MCT, mct)
 		}
 	}
+	return clumina.WriteMeta(dir, m)
+}
+
+// writeRun writes the traffic generator's, the integrity check's and the
+// dumpers' results beside the trace.
+func (r *Runner) writeRun(dir string, run *EventRun) error {
 	var errs []error
-	errs = append(errs, clumina.WriteMeta(dir, m))
 	write := func(name string, v any) {
 		b, err := json.MarshalIndent(v, "", "  ")
 		if err == nil {

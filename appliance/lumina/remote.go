@@ -1,0 +1,338 @@
+package lumina
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rdma-appliance/appliance/appliance/service"
+	"github.com/rdma-appliance/appliance/bench/trafficgen"
+	"github.com/rdma-appliance/appliance/dumper"
+	"github.com/rdma-appliance/appliance/dumper/pcap"
+	"github.com/rdma-appliance/appliance/dumper/trace"
+	"github.com/rdma-appliance/appliance/translator/inject"
+)
+
+// Executor runs a command on one machine of a test and returns its
+// standard output.
+type Executor interface {
+	Run(ctx context.Context, host Access, argv []string) ([]byte, error)
+}
+
+// SSH runs commands over the ssh client with the test's username and key,
+// in the machine's workspace, in batch mode (no password prompts: a key
+// that does not work is an error, not a hang).
+type SSH struct{}
+
+var _ Executor = SSH{}
+
+// Run implements Executor.
+func (SSH) Run(ctx context.Context, h Access, argv []string) ([]byte, error) {
+	if h.ControlIP == "" {
+		return nil, errors.New("no control-ip")
+	}
+	args := []string{"-o", "BatchMode=yes", "-o", "ConnectTimeout=10"}
+	if h.SSHKeyFilepath != "" {
+		args = append(args, "-i", expandHome(h.SSHKeyFilepath))
+	}
+	target := h.ControlIP
+	if h.Username != "" {
+		target = h.Username + "@" + target
+	}
+	cmd := shellJoin(argv)
+	if h.Workspace != "" {
+		cmd = "cd " + shellQuote(h.Workspace) + " && " + cmd
+	}
+	args = append(args, target, cmd)
+	c := exec.CommandContext(ctx, "ssh", args...)
+	var stderr bytes.Buffer
+	c.Stderr = &stderr
+	out, err := c.Output()
+	if err != nil {
+		return out, fmt.Errorf("ssh %s: %w: %s", target, err, strings.TrimSpace(lastLines(stderr.String(), 5)))
+	}
+	return out, nil
+}
+
+func expandHome(p string) string {
+	if strings.HasPrefix(p, "~/") {
+		if h, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(h, p[2:])
+		}
+	}
+	return p
+}
+
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=,@%+", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+func shellJoin(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		q[i] = shellQuote(a)
+	}
+	return strings.Join(q, " ")
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "; ")
+}
+
+// Remote says how a test reaches its machines when it does not run in the
+// lab: the software injector's HTTP API on the switch's control-ip and
+// listen-port, each dumper's on its control-ip and DumperPort, and the
+// traffic generator's two sides started through Exec on the requester and
+// the responder (`appliance lumina trafficgen`), which exchange their
+// metadata over TCP between the hosts' control-ips. Programming a Tofino is
+// `appliance inject bfrt`'s script, run by the operator with bfshell; the
+// orchestrator then needs the switch's counters from that script, which
+// this build does not collect.
+type Remote struct {
+	Exec Executor
+	// Binary is the appliance binary on the hosts (default "appliance").
+	Binary string
+	// DumperPort is the dumpers' HTTP port (default 9200).
+	DumperPort int
+	// HostArgs are extra device flags for the traffic generator on each
+	// host; by default the RNIC is nic.ib-device (-d ibv:DEV -i ib-port).
+	RequesterArgs, ResponderArgs []string
+	// HTTPTimeout bounds each control call (default 30 s).
+	HTTPTimeout time.Duration
+}
+
+func (rm *Remote) binary() string {
+	if rm.Binary == "" {
+		return "appliance"
+	}
+	return rm.Binary
+}
+
+func (rm *Remote) dumperAddr(m MirrorSpec) string {
+	p := rm.DumperPort
+	if p == 0 {
+		p = 9200
+	}
+	return net.JoinHostPort(m.ControlIP, strconv.Itoa(p))
+}
+
+func (rm *Remote) client(addr string) *service.Client {
+	c := service.NewClient(addr)
+	if rm.HTTPTimeout > 0 {
+		c.HTTP.Timeout = rm.HTTPTimeout
+	}
+	return c
+}
+
+func hostDeviceArgs(h HostSpec, extra []string) []string {
+	if len(extra) > 0 {
+		return extra
+	}
+	port := h.NIC.IBPort
+	if port == 0 {
+		port = 1
+	}
+	return []string{"-d", "ibv:" + h.NIC.IBDevice, "-i", strconv.Itoa(port)}
+}
+
+// trafficArgs are the traffic generator's flags for a test.
+func trafficArgs(t *Test) []string {
+	tr := &t.Spec.Traffic
+	return []string{"--rdma-verb", tr.RDMAVerb, "--num-qps", tr.NumQPs, "--num-msgs-per-qp", strconv.Itoa(tr.NumMsgsPerQP),
+		"--message-size", strconv.Itoa(tr.MessageSize), "--mtu", strconv.Itoa(tr.MTU), "--tx-depth", strconv.Itoa(tr.TxDepth),
+		"--min-retransmit-timeout", strconv.Itoa(tr.MinRetransmitTimeout), "--max-retransmit-retry", strconv.Itoa(tr.MaxRetransmitRetry),
+		"--listen-port", strconv.Itoa(tr.ListenPort), "--barrier-sync=" + strconv.FormatBool(tr.BarrierSync),
+		"--multi-gid=" + strconv.FormatBool(tr.MultiGID)}
+}
+
+// step names a component and what it was doing, so failures say which
+// machine to look at.
+func step(component, what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %s: %w", component, what, err)
+}
+
+// runRemote runs one repeat on the test's machines. Whatever was
+// collected before a failure stays in dir.
+func (r *Runner) runRemote(ctx context.Context, rep int, dir string) (RepeatResult, error) {
+	t, rm := r.Test, r.Remote
+	s := &t.Spec
+	res := RepeatResult{Repeat: rep, Dir: dir, Traffic: "not run", Integrity: "not checked"}
+	if err := os.MkdirAll(filepath.Join(dir, "dumps"), 0o755); err != nil {
+		return res, err
+	}
+	inj := rm.client(net.JoinHostPort(s.Switch.ControlIP, strconv.Itoa(s.Switch.ListenPort)))
+	mirrors := []struct {
+		name string
+		spec MirrorSpec
+	}{{"requester-mirror", s.RequesterMirror}, {"responder-mirror", s.ResponderMirror}}
+	// Reachability first, with what to fix.
+	if err := inj.Do(ctx, "GET", "/v1/stats", nil, nil); err != nil {
+		return res, step("switch", "the injector's control API (is `appliance inject run` listening on control-ip:listen-port?)", err)
+	}
+	for _, m := range mirrors {
+		if err := rm.client(rm.dumperAddr(m.spec)).Do(ctx, "POST", "/v1/start", nil, nil); err != nil {
+			return res, step(m.name, "starting the capture (is `appliance dump` listening on "+rm.dumperAddr(m.spec)+"?)", err)
+		}
+	}
+	stopDumpers := func() ([]*dumper.Result, error) {
+		var out []*dumper.Result
+		var errs []error
+		for _, m := range mirrors {
+			var dr dumper.Result
+			c := rm.client(rm.dumperAddr(m.spec))
+			if err := c.Do(context.WithoutCancel(ctx), "POST", "/v1/stop", nil, &dr); err != nil {
+				errs = append(errs, step(m.name, "stopping the capture", err))
+				continue
+			}
+			out = append(out, &dr)
+		}
+		return out, errors.Join(errs...)
+	}
+	// The intents go with the requester, which loads them with the
+	// metadata into the injector before traffic.
+	intents, _ := json.Marshal(inject.LoadRequest{Intents: t.Intents})
+	respArgs := append([]string{rm.binary(), "lumina", "trafficgen", "--role", "responder"},
+		append(hostDeviceArgs(s.Responder, rm.ResponderArgs), trafficArgs(t)...)...)
+	reqArgs := append([]string{rm.binary(), "lumina", "trafficgen", "--role", "requester", "--json",
+		"--seed", strconv.Itoa(rep + 1), "--injector", net.JoinHostPort(s.Switch.ControlIP, strconv.Itoa(s.Switch.ListenPort)),
+		"--intents-json", string(intents)},
+		append(append(hostDeviceArgs(s.Requester, rm.RequesterArgs), trafficArgs(t)...), s.Responder.ControlIP)...)
+	respDone := make(chan error, 1)
+	go func() {
+		_, err := rm.Exec.Run(ctx, s.Responder.Access, respArgs)
+		respDone <- err
+	}()
+	out, reqErr := rm.Exec.Run(ctx, s.Requester.Access, reqArgs)
+	var tg trafficgen.Result
+	if len(out) > 0 {
+		if err := json.Unmarshal(lastJSON(out), &tg); err != nil && reqErr == nil {
+			reqErr = fmt.Errorf("reading its result: %w", err)
+		}
+		_ = os.WriteFile(filepath.Join(dir, "trafficgen-requester.out"), out, 0o644)
+	}
+	respErr := <-respDone
+	dres, derr := stopDumpers()
+	if reqErr != nil && len(tg.QPs) == 0 {
+		return res, errors.Join(step("requester", "traffic generator", reqErr), step("responder", "traffic generator", respErr), derr)
+	}
+	if derr != nil {
+		return res, derr
+	}
+	run := &EventRun{Traffic: &tg, Capture: &Capture{Results: dres}}
+	if reqErr != nil {
+		run.TrafficErr = reqErr
+	}
+	if err := inj.Do(ctx, "GET", "/v1/stats", nil, &run.Capture.Injector); err != nil {
+		return res, step("switch", "reading the injector's counters", err)
+	}
+	var hits []inject.EntryHits
+	if err := inj.Do(ctx, "GET", "/v1/entries", nil, &hits); err != nil {
+		return res, step("switch", "reading the entries' hits", err)
+	}
+	var err error
+	if run.Entries, err = inject.Compile(t.Intents, tg.Conns(), t.Geometry, inject.Options{SendConns: t.SendQPs}); err != nil {
+		return res, err
+	}
+	for _, h := range hits {
+		run.Hits = append(run.Hits, h.Hits)
+	}
+	// Fetch every dumper file and merge them here.
+	for i, m := range mirrors {
+		if i >= len(dres) {
+			break
+		}
+		src := trace.Source{Name: m.name}
+		for _, f := range dres[i].Files {
+			// Dumpers may name their files alike; keep them apart.
+			local := filepath.Join(dir, "dumps", m.name+"-"+f.Name)
+			if err := fetch(ctx, rm, rm.dumperAddr(m.spec), f.Name, local); err != nil {
+				return res, step(m.name, "fetching "+f.Name, err)
+			}
+			src.Paths = append(src.Paths, local)
+		}
+		run.Capture.Sources = append(run.Capture.Sources, src)
+	}
+	merged := filepath.Join(dir, s.AggregatePcapFilename)
+	w, err := pcap.Create(merged, pcap.WriterOptions{LinkType: pcap.LinkTypeEthernet, Nanosecond: true})
+	if err != nil {
+		return res, err
+	}
+	run.Trace, run.IntegrityErr = trace.Merge(ctx, run.Capture.Sources, w, trace.Options{Mirrored: int64(run.Capture.Injector.Mirrored),
+		RxRoCE: int64(run.Capture.Injector.RxRoCE), FirstSeq: 1, RewritePort: uint16(s.RewriteUDPDstPort)})
+	if cerr := w.Close(); cerr != nil && run.IntegrityErr == nil {
+		run.IntegrityErr = cerr
+	}
+	if run.IntegrityErr != nil && !errors.Is(run.IntegrityErr, trace.ErrInvalidTest) {
+		return res, run.IntegrityErr
+	}
+	r.record(&res, run)
+	// The RNICs' counters are not collected from remote hosts yet; the
+	// analyzers skip the counter checks when they are absent.
+	if err := errors.Join(r.writeRun(dir, run), r.writeMeta(dir, rep, run, nil, nil)); err != nil {
+		return res, err
+	}
+	return res, r.analyze(ctx, dir, &res)
+}
+
+// lastJSON is the last JSON document in a command's output (the requester
+// prints its result after any log lines).
+func lastJSON(out []byte) []byte {
+	if i := bytes.IndexByte(out, '{'); i >= 0 {
+		return out[i:]
+	}
+	return out
+}
+
+func fetch(ctx context.Context, rm *Remote, addr, name, local string) error {
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/v1/files/"+name, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := rm.client(addr).HTTP.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(b)))
+	}
+	f, err := os.Create(local)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriter(f)
+	if _, err := io.Copy(bw, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
