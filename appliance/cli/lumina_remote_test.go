@@ -140,4 +140,3 @@ func atoi(t *testing.T, s string) int {
 	}
 	return n
 }
-
