@@ -221,6 +221,8 @@ func (r *Runner) runRemote(ctx context.Context, rep int, dir string) (RepeatResu
 		"--seed", strconv.Itoa(rep + 1), "--injector", net.JoinHostPort(s.Switch.ControlIP, strconv.Itoa(s.Switch.ListenPort)),
 		"--intents-json", string(intents)},
 		append(append(hostDeviceArgs(s.Requester, rm.RequesterArgs), trafficArgs(t)...), s.Responder.ControlIP)...)
+	reqBefore := rm.counters(ctx, s.Requester)
+	respBefore := rm.counters(ctx, s.Responder)
 	respDone := make(chan error, 1)
 	go func() {
 		_, err := rm.Exec.Run(ctx, s.Responder.Access, respArgs)
@@ -290,9 +292,20 @@ func (r *Runner) runRemote(ctx context.Context, rep int, dir string) (RepeatResu
 		return res, run.IntegrityErr
 	}
 	r.record(&res, run)
-	// The RNICs' counters are not collected from remote hosts yet; the
-	// analyzers skip the counter checks when they are absent.
-	if err := errors.Join(r.writeRun(dir, run), r.writeMeta(dir, rep, run, nil, nil)); err != nil {
+	// Counters the hosts would not give stay unknown (nil): the analyzers
+	// then skip the counter checks.
+	var reqCnt, respCnt map[string]uint64
+	if reqBefore != nil {
+		if after := rm.counters(ctx, s.Requester); after != nil {
+			reqCnt = diff(after, reqBefore)
+		}
+	}
+	if respBefore != nil {
+		if after := rm.counters(ctx, s.Responder); after != nil {
+			respCnt = diff(after, respBefore)
+		}
+	}
+	if err := errors.Join(r.writeRun(dir, run), r.writeMeta(dir, rep, run, reqCnt, respCnt)); err != nil {
 		return res, err
 	}
 	return res, r.analyze(ctx, dir, &res)
@@ -335,4 +348,33 @@ func fetch(ctx context.Context, rm *Remote, addr, name, local string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// counters reads an RNIC's mlx5 counters (hw_counters and the port
+// counters) from sysfs on its host; nil when they cannot be read.
+func (rm *Remote) counters(ctx context.Context, h HostSpec) map[string]uint64 {
+	if h.NIC.IBDevice == "" {
+		return nil
+	}
+	port := h.NIC.IBPort
+	if port == 0 {
+		port = 1
+	}
+	script := fmt.Sprintf("cd /sys/class/infiniband/%s/ports/%d && for f in hw_counters/* counters/*; do echo ${f#*/} $(cat $f); done",
+		h.NIC.IBDevice, port)
+	out, err := rm.Exec.Run(ctx, h.Access, []string{"sh", "-c", script})
+	if err != nil {
+		return nil
+	}
+	m := map[string]uint64{}
+	for _, line := range strings.Split(string(out), "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if n, err := strconv.ParseUint(v, 10, 64); ok && err == nil {
+			m[k] = n
+		}
+	}
+	if len(m) == 0 {
+		return nil
+	}
+	return m
 }
