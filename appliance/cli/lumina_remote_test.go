@@ -23,9 +23,12 @@ import (
 type inProcess struct{}
 
 func (inProcess) Run(ctx context.Context, h lumina.Access, argv []string) ([]byte, error) {
+	if argv[0] != "appliance" {
+		return nil, fmt.Errorf("%s: not found on %s", argv[0], h.ControlIP)
+	}
 	var o, e bytes.Buffer
 	if code := run(ctx, argv[1:], &o, &e); code != 0 {
-		return o.Bytes(), fmt.Errorf("%s on %s exited %d: %s", strings.Join(argv[:4], " "), h.ControlIP, code, e.String())
+		return o.Bytes(), fmt.Errorf("%s on %s exited %d: %s", strings.Join(argv[:min(4, len(argv))], " "), h.ControlIP, code, e.String())
 	}
 	return o.Bytes(), nil
 }
