@@ -1,0 +1,415 @@
+package report
+
+import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Page builds one self-contained HTML report: inline CSS, charts as
+// inline SVG, images as data: URIs, no scripts and no external
+// references, so that the file reads the same anywhere it is copied.
+// Methods add blocks in order and return the page for chaining; charts
+// are rendered when the page is written. All text is escaped.
+type Page struct {
+	Title string
+	// Subtitle is a line under the title: the run, the host, the date.
+	Subtitle string
+	blocks   []func(b *bytes.Buffer) error
+	sections []string
+}
+
+// NewPage starts a page.
+func NewPage(title string) *Page { return &Page{Title: title} }
+
+// Status styles a table cell: a verdict should be seen at a glance.
+type Status uint8
+
+// Cell statuses. The text of a cell still carries the verdict, so that
+// the page reads correctly in grayscale and to color-blind readers.
+const (
+	None Status = iota
+	Passed
+	Failed
+	Warning
+	Skipped
+)
+
+func (s Status) class() string {
+	switch s {
+	case Passed:
+		return "pass"
+	case Failed:
+		return "fail"
+	case Warning:
+		return "warn"
+	case Skipped:
+		return "skip"
+	}
+	return ""
+}
+
+// Cell is one table cell.
+type Cell struct {
+	Text   string
+	Status Status
+}
+
+// Pass, Fail, Warn and Skip make styled cells.
+func Pass(text string) Cell { return Cell{text, Passed} }
+
+// Fail is a failed cell.
+func Fail(text string) Cell { return Cell{text, Failed} }
+
+// Warn is a cell to look at.
+func Warn(text string) Cell { return Cell{text, Warning} }
+
+// Skip is a cell for a check that did not run.
+func Skip(text string) Cell { return Cell{text, Skipped} }
+
+// Verdict is "pass" or "fail", styled.
+func Verdict(ok bool) Cell {
+	if ok {
+		return Pass("pass")
+	}
+	return Fail("fail")
+}
+
+// Row converts values to cells: a Cell is kept, a bool becomes a
+// Verdict, a float is printed without exponent noise, anything else as
+// fmt.Sprint prints it.
+func Row(vals ...any) []Cell {
+	row := make([]Cell, len(vals))
+	for i, v := range vals {
+		row[i] = cellOf(v)
+	}
+	return row
+}
+
+func cellOf(v any) Cell {
+	switch v := v.(type) {
+	case Cell:
+		return v
+	case bool:
+		return Verdict(v)
+	case string:
+		return Cell{Text: v}
+	case float64:
+		return Cell{Text: formatFloat(v)}
+	case float32:
+		return Cell{Text: formatFloat(float64(v))}
+	case nil:
+		return Cell{}
+	}
+	return Cell{Text: fmt.Sprint(v)}
+}
+
+// formatFloat prints v exactly when that is short (12.5, 0.001) and
+// with six significant digits otherwise (0.1+0.2 is not worth 17).
+func formatFloat(v float64) string {
+	s := strconv.FormatFloat(v, 'f', -1, 64)
+	if len(s) <= 12 && finite(v) {
+		return s
+	}
+	return strconv.FormatFloat(v, 'g', 6, 64)
+}
+
+// Table is a generic table: a header row and rows of cells. Rows
+// shorter than the header are padded.
+type Table struct {
+	Caption string
+	Header  []string
+	Rows    [][]Cell
+}
+
+// KV is one row of a key-value table; Value is converted as Row does.
+type KV struct {
+	Key   string
+	Value any
+}
+
+// Section starts a section with a heading; sections are listed at the
+// top of the page when there are three or more.
+func (p *Page) Section(heading string) *Page {
+	p.sections = append(p.sections, heading)
+	id := "s" + strconv.Itoa(len(p.sections))
+	return p.add(func(b *bytes.Buffer) error {
+		b.WriteString(`<h2 id="` + id + `">`)
+		writeText(b, heading)
+		b.WriteString("</h2>\n")
+		return nil
+	})
+}
+
+// Subsection is a heading within a section.
+func (p *Page) Subsection(heading string) *Page {
+	return p.add(func(b *bytes.Buffer) error {
+		b.WriteString("<h3>")
+		writeText(b, heading)
+		b.WriteString("</h3>\n")
+		return nil
+	})
+}
+
+// Paragraph adds a paragraph of text.
+func (p *Page) Paragraph(text string) *Page {
+	return p.add(func(b *bytes.Buffer) error {
+		b.WriteString("<p>")
+		writeText(b, text)
+		b.WriteString("</p>\n")
+		return nil
+	})
+}
+
+// Paragraphf adds a paragraph formatted as fmt.Sprintf does.
+func (p *Page) Paragraphf(format string, args ...any) *Page {
+	return p.Paragraph(fmt.Sprintf(format, args...))
+}
+
+// Pre adds preformatted text: logs, command lines, diffs.
+func (p *Page) Pre(text string) *Page {
+	return p.add(func(b *bytes.Buffer) error {
+		b.WriteString("<pre>")
+		writeText(b, strings.TrimRight(text, "\n"))
+		b.WriteString("</pre>\n")
+		return nil
+	})
+}
+
+// KeyValues adds a two-column table of keys and values: a run's
+// parameters, a summary.
+func (p *Page) KeyValues(kvs ...KV) *Page {
+	return p.add(func(b *bytes.Buffer) error {
+		b.WriteString(`<table class="kv">` + "\n")
+		for _, kv := range kvs {
+			b.WriteString("<tr><th>")
+			writeText(b, kv.Key)
+			b.WriteString("</th>")
+			writeCell(b, cellOf(kv.Value))
+			b.WriteString("</tr>\n")
+		}
+		b.WriteString("</table>\n")
+		return nil
+	})
+}
+
+// Table adds a table.
+func (p *Page) Table(t Table) *Page {
+	return p.add(func(b *bytes.Buffer) error {
+		b.WriteString("<table>\n")
+		if t.Caption != "" {
+			b.WriteString("<caption>")
+			writeText(b, t.Caption)
+			b.WriteString("</caption>\n")
+		}
+		if len(t.Header) > 0 {
+			b.WriteString("<thead><tr>")
+			for _, h := range t.Header {
+				b.WriteString("<th>")
+				writeText(b, h)
+				b.WriteString("</th>")
+			}
+			b.WriteString("</tr></thead>\n")
+		}
+		b.WriteString("<tbody>\n")
+		for _, row := range t.Rows {
+			b.WriteString("<tr>")
+			for _, c := range row {
+				writeCell(b, c)
+			}
+			for i := len(row); i < len(t.Header); i++ {
+				b.WriteString("<td></td>")
+			}
+			b.WriteString("</tr>\n")
+		}
+		b.WriteString("</tbody>\n</table>\n")
+		return nil
+	})
+}
+
+// Chart adds a chart as inline SVG: sharp at any zoom, and its text can
+// be searched and copied.
+func (p *Page) Chart(c *Chart) *Page {
+	return p.add(func(b *bytes.Buffer) error {
+		b.WriteString(`<figure class="chart">`)
+		b.Write(c.appendSVG(nil))
+		b.WriteString("</figure>\n")
+		return nil
+	})
+}
+
+// ChartPNG adds a chart as a PNG data: URI, for pages that are turned
+// into something SVG does not survive.
+func (p *Page) ChartPNG(c *Chart) *Page {
+	return p.add(func(b *bytes.Buffer) error {
+		var img bytes.Buffer
+		if err := c.PNG(&img); err != nil {
+			return err
+		}
+		return writeImage(b, c.Title, "image/png", img.Bytes())
+	})
+}
+
+// Image adds an image (PNG, JPEG, GIF, WebP or SVG) as a data: URI; an
+// unknown type is an error when the page is written.
+func (p *Page) Image(alt, mime string, data []byte) *Page {
+	return p.add(func(b *bytes.Buffer) error {
+		return writeImage(b, alt, mime, data)
+	})
+}
+
+var imageTypes = map[string]bool{
+	"image/png": true, "image/jpeg": true, "image/gif": true, "image/webp": true, "image/svg+xml": true,
+}
+
+func writeImage(b *bytes.Buffer, alt, mime string, data []byte) error {
+	if !imageTypes[mime] {
+		return fmt.Errorf("report: image %q: type %q is not one a browser shows inline", alt, mime)
+	}
+	b.WriteString(`<figure class="image"><img alt="`)
+	writeText(b, alt)
+	b.WriteString(`" src="data:` + mime + ";base64,")
+	enc := base64.NewEncoder(base64.StdEncoding, b)
+	enc.Write(data)
+	enc.Close()
+	b.WriteString(`"></figure>` + "\n")
+	return nil
+}
+
+func (p *Page) add(f func(b *bytes.Buffer) error) *Page {
+	p.blocks = append(p.blocks, f)
+	return p
+}
+
+// WriteTo writes the page as one HTML document. The page is built in
+// memory first, so a failing block leaves nothing half-written.
+func (p *Page) WriteTo(w io.Writer) (int64, error) {
+	var b bytes.Buffer
+	if err := p.render(&b); err != nil {
+		return 0, err
+	}
+	n, err := w.Write(b.Bytes())
+	return int64(n), err
+}
+
+// WriteFile writes the page to path through a temporary file in the
+// same directory, so that a reader refreshing the report never sees
+// half of it.
+func (p *Page) WriteFile(path string) error {
+	var b bytes.Buffer
+	if err := p.render(&b); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name()) // fails harmlessly after the rename
+	if _, err := f.Write(b.Bytes()); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}
+
+func (p *Page) render(b *bytes.Buffer) error {
+	b.WriteString("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n")
+	b.WriteString(`<meta name="viewport" content="width=device-width, initial-scale=1">` + "\n")
+	b.WriteString(`<meta name="generator" content="rdma-appliance report">` + "\n<title>")
+	writeText(b, p.Title)
+	b.WriteString("</title>\n<style>\n" + pageCSS + "</style>\n</head>\n<body>\n")
+	b.WriteString("<header><h1>")
+	writeText(b, p.Title)
+	b.WriteString("</h1>\n")
+	if p.Subtitle != "" {
+		b.WriteString(`<p class="sub">`)
+		writeText(b, p.Subtitle)
+		b.WriteString("</p>\n")
+	}
+	b.WriteString("</header>\n")
+	if len(p.sections) >= 3 {
+		b.WriteString(`<nav class="toc"><ol>`)
+		for i, s := range p.sections {
+			b.WriteString(`<li><a href="#s` + strconv.Itoa(i+1) + `">`)
+			writeText(b, s)
+			b.WriteString("</a></li>")
+		}
+		b.WriteString("</ol></nav>\n")
+	}
+	b.WriteString("<main>\n")
+	for _, f := range p.blocks {
+		if err := f(b); err != nil {
+			return err
+		}
+	}
+	b.WriteString("</main>\n</body>\n</html>\n")
+	return nil
+}
+
+func writeText(b *bytes.Buffer, s string) {
+	b.Write(appendEscaped(b.AvailableBuffer(), s))
+}
+
+func writeCell(b *bytes.Buffer, c Cell) {
+	cls := c.Status.class()
+	if cls == "" && isNumber(c.Text) {
+		cls = "num" // numbers right-aligned, so that digits line up
+	}
+	if cls != "" {
+		b.WriteString(`<td class="` + cls + `">`)
+	} else {
+		b.WriteString("<td>")
+	}
+	writeText(b, c.Text)
+	b.WriteString("</td>")
+}
+
+// isNumber is true for text that reads as a number, a percentage or a
+// number with a short unit ("12.5", "3%", "40 Gbit/s" is not).
+func isNumber(s string) bool {
+	s = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(s), "%"))
+	if s == "" {
+		return false
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	return err == nil && !math.IsNaN(v)
+}
+
+// pageCSS is the whole style sheet. System fonts only: a web font would
+// be an external asset or hundreds of kilobytes inline.
+const pageCSS = `:root { color-scheme: light; }
+body { font: 14px/1.45 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: #222; background: #fff; max-width: 1100px; margin: 24px auto; padding: 0 16px; }
+h1 { font-size: 24px; margin: 0 0 4px; }
+h2 { font-size: 19px; margin: 32px 0 8px; padding-bottom: 4px; border-bottom: 1px solid #ddd; }
+h3 { font-size: 16px; margin: 20px 0 6px; }
+.sub { color: #666; margin: 0 0 16px; }
+nav.toc { margin: 8px 0 16px; } nav.toc ol { margin: 0; padding-left: 22px; }
+a { color: #1f5fa8; }
+table { border-collapse: collapse; margin: 8px 0 16px; font-variant-numeric: tabular-nums; }
+th, td { border: 1px solid #d0d0d0; padding: 4px 10px; text-align: left; vertical-align: top; }
+thead th { background: #f1f3f5; }
+table.kv th { background: #f7f7f7; font-weight: 600; }
+caption { caption-side: top; text-align: left; font-weight: 600; padding: 4px 0; }
+td.num { text-align: right; }
+td.pass { background: #dcf2e0; color: #14532d; }
+td.fail { background: #fbdcdb; color: #7f1d1d; font-weight: 600; }
+td.warn { background: #fff1cc; color: #713f12; }
+td.skip { background: #f1f1f1; color: #777; }
+pre { background: #f6f8fa; border: 1px solid #e1e4e8; padding: 10px; overflow: auto; font: 12px/1.4 ui-monospace, Menlo, Consolas, monospace; }
+figure { margin: 12px 0; }
+figure svg, figure img { display: block; max-width: 100%; height: auto; }
+@media print { body { max-width: none; margin: 0; } h2 { break-after: avoid; } figure, table { break-inside: avoid; } }
+`
