@@ -338,3 +338,24 @@ func TestHistogram(t *testing.T) {
 		t.Errorf("Histogram of NaN: %v", s)
 	}
 }
+
+func TestFitText(t *testing.T) {
+	cv := newPNGCanvas(200, 100)
+	long := strings.Repeat("abcdefghij", 10000)
+	for _, width := range []float64{0, 10, 17, 100, 1e9} {
+		got := fitText(cv, long, sizeTick, width)
+		if cv.textWidth(got, sizeTick) > width {
+			t.Errorf("fitText(width %g) = %d chars, too wide", width, len(got))
+		}
+		if got != "" && got != long {
+			// One more character would not have fitted.
+			n := len(got) - 3
+			if cv.textWidth(long[:n+1]+"...", sizeTick) <= width {
+				t.Errorf("fitText(width %g) cut too much: %d chars", width, n)
+			}
+		}
+	}
+	if got := fitText(cv, "short", sizeTick, 100); got != "short" {
+		t.Errorf("fitText shortened %q", got)
+	}
+}

@@ -110,7 +110,17 @@ var font5x7 = [95][5]byte{
 // text keeps its length and the gap is visible.
 var glyphBox = [5]byte{0x7f, 0x41, 0x41, 0x41, 0x7f}
 
+// lookalikes are drawn as the ASCII character they resemble: units and
+// punctuation that labels use ("µs", "a – b") should not turn into boxes.
+var lookalikes = map[rune]rune{
+	'µ': 'u', 'μ': 'u', '–': '-', '—': '-', '−': '-', '·': '.', '×': 'x',
+	'‘': '\'', '’': '\'', '“': '"', '”': '"', '…': '.', '\u00a0': ' ',
+}
+
 func glyph(r rune) *[5]byte {
+	if a, ok := lookalikes[r]; ok {
+		r = a
+	}
 	if r >= 0x20 && r <= 0x7e {
 		return &font5x7[r-0x20]
 	}

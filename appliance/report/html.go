@@ -34,22 +34,22 @@ type Status uint8
 // Cell statuses. The text of a cell still carries the verdict, so that
 // the page reads correctly in grayscale and to color-blind readers.
 const (
-	None Status = iota
-	Passed
-	Failed
-	Warning
-	Skipped
+	StatusNone Status = iota
+	StatusPass
+	StatusFail
+	StatusWarn
+	StatusSkip
 )
 
 func (s Status) class() string {
 	switch s {
-	case Passed:
+	case StatusPass:
 		return "pass"
-	case Failed:
+	case StatusFail:
 		return "fail"
-	case Warning:
+	case StatusWarn:
 		return "warn"
-	case Skipped:
+	case StatusSkip:
 		return "skip"
 	}
 	return ""
@@ -61,17 +61,17 @@ type Cell struct {
 	Status Status
 }
 
-// Pass, Fail, Warn and Skip make styled cells.
-func Pass(text string) Cell { return Cell{text, Passed} }
+// Pass is a cell for a check that passed.
+func Pass(text string) Cell { return Cell{text, StatusPass} }
 
 // Fail is a failed cell.
-func Fail(text string) Cell { return Cell{text, Failed} }
+func Fail(text string) Cell { return Cell{text, StatusFail} }
 
 // Warn is a cell to look at.
-func Warn(text string) Cell { return Cell{text, Warning} }
+func Warn(text string) Cell { return Cell{text, StatusWarn} }
 
 // Skip is a cell for a check that did not run.
-func Skip(text string) Cell { return Cell{text, Skipped} }
+func Skip(text string) Cell { return Cell{text, StatusSkip} }
 
 // Verdict is "pass" or "fail", styled.
 func Verdict(ok bool) Cell {
@@ -236,6 +236,9 @@ func (p *Page) Table(t Table) *Page {
 // Chart adds a chart as inline SVG: sharp at any zoom, and its text can
 // be searched and copied.
 func (p *Page) Chart(c *Chart) *Page {
+	if c == nil {
+		return p
+	}
 	return p.add(func(b *bytes.Buffer) error {
 		b.WriteString(`<figure class="chart">`)
 		b.Write(c.appendSVG(nil))
@@ -247,6 +250,9 @@ func (p *Page) Chart(c *Chart) *Page {
 // ChartPNG adds a chart as a PNG data: URI, for pages that are turned
 // into something SVG does not survive.
 func (p *Page) ChartPNG(c *Chart) *Page {
+	if c == nil {
+		return p
+	}
 	return p.add(func(b *bytes.Buffer) error {
 		var img bytes.Buffer
 		if err := c.PNG(&img); err != nil {

@@ -164,7 +164,7 @@ func TestPageWriteFile(t *testing.T) {
 
 func TestRowCells(t *testing.T) {
 	row := Row("a", 3, 2.5, 0.1+0.2, true, false, nil, Skip("n/a"), uint8(7))
-	want := []Cell{{"a", None}, {"3", None}, {"2.5", None}, {"0.3", None}, {"pass", Passed}, {"fail", Failed}, {}, {"n/a", Skipped}, {"7", None}}
+	want := []Cell{{"a", StatusNone}, {"3", StatusNone}, {"2.5", StatusNone}, {"0.3", StatusNone}, {"pass", StatusPass}, {"fail", StatusFail}, {}, {"n/a", StatusSkip}, {"7", StatusNone}}
 	for i := range want {
 		if row[i] != want[i] {
 			t.Errorf("cell %d = %+v, want %+v", i, row[i], want[i])

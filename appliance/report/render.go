@@ -379,14 +379,22 @@ func fitText(cv canvas, s string, sz textSize, width float64) string {
 	if cv.textWidth(s, sz) <= width {
 		return s
 	}
+	// Binary search for the longest prefix that fits: a label can be a
+	// whole log line, and trying every length would be quadratic.
 	r := []rune(s)
-	for n := len(r) - 1; n > 0; n-- {
-		t := string(r[:n]) + "..."
-		if cv.textWidth(t, sz) <= width {
-			return t
+	lo, hi := 0, len(r)-1 // r[:lo]+"..." fits (or lo == 0); r[:hi+1]+"..." does not
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if cv.textWidth(string(r[:mid])+"...", sz) <= width {
+			lo = mid
+		} else {
+			hi = mid - 1
 		}
 	}
-	return ""
+	if lo == 0 {
+		return ""
+	}
+	return string(r[:lo]) + "..."
 }
 
 func drawData(cv canvas, c *Chart, l *layout) {
