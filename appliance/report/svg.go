@@ -5,7 +5,6 @@ import (
 	"io"
 	"math"
 	"strconv"
-	"strings"
 	"unicode/utf8"
 )
 
@@ -240,21 +239,4 @@ func xmlChar(r rune) bool {
 		return false
 	}
 	return r <= utf8.MaxRune
-}
-
-// escapeText is appendEscaped for strings.
-func escapeText(s string) string {
-	if !strings.ContainsAny(s, `<>&"'`) && isClean(s) {
-		return s
-	}
-	return string(appendEscaped(nil, s))
-}
-
-func isClean(s string) bool {
-	for _, r := range s {
-		if r == utf8.RuneError || !xmlChar(r) {
-			return false
-		}
-	}
-	return true
 }

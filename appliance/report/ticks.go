@@ -234,18 +234,6 @@ func formatLog(v float64) string {
 	}
 }
 
-// formatValue labels a single data value (a bar's height, a key-value
-// row): up to four significant digits, SI prefixes for large values.
-func formatValue(v float64) string {
-	if !finite(v) {
-		return strconv.FormatFloat(v, 'g', -1, 64)
-	}
-	if v == 0 {
-		return "0"
-	}
-	return formatLog(v)
-}
-
 // decimalsFor is the number of decimals that shows a multiple of step
 // exactly (up to six).
 func decimalsFor(step float64) int {
