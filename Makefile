@@ -10,7 +10,7 @@ FUZZTIME ?= 10s
 APT_INSTALL = DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends
 export GONOSUMDB := github.com/yerden/go-dpdk
 
-.PHONY: all build run test race bench fuzz lint p4check build-dpdk test-dpdk build-rdma test-rdma deps-dpdk deps-rdma deps-bench clean
+.PHONY: all build run test race bench fuzz lint p4check deps-test build-dpdk test-dpdk build-rdma test-rdma deps-dpdk deps-rdma deps-bench clean
 
 all: build
 
@@ -21,8 +21,9 @@ build:
 run: build
 	./$(BIN) lab
 
-## test: vet, unit/integration tests (netns tests run as root), P4 front-end checks.
-test: p4check
+## test: vet, unit/integration tests (netns tests run as root), P4 front-end checks. Chromium, for the
+## HTML reports' screenshot test, is installed when missing and root (the test skips without it).
+test: p4check deps-test
 	$(GO) vet ./...
 	$(GO) test -count=1 ./...
 
@@ -37,6 +38,9 @@ p4check:
 ## (-p 1), so no benchmark shares the machine with another.
 bench: deps-bench
 	$(GO) test -p 1 -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) ./... | tee bench.out
+
+deps-test:
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -q >/dev/null && $(APT_INSTALL) chromium >/dev/null; } || echo "chromium missing: the HTML report screenshot test will skip"
 
 deps-bench:
 	@command -v tcpdump >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -q && $(APT_INSTALL) tcpdump; } || echo "tcpdump missing: its side of the capture benchmark will skip"
