@@ -23,10 +23,15 @@ type Options struct {
 	// still on its way). Default 5 ms.
 	Slack time.Duration
 	// CNPTolerance widens the bounds of the CNP pacing inference, which
-	// compares the middlebox times of the triggers, not the notification
-	// point's: their path delays differ by jitter. Default 5 us, or a
-	// tenth of the configured pacing interval when that is larger.
+	// takes the notification point's times from the middlebox's: the
+	// CNPs' path delays differ by jitter. Default 5 us, or a tenth of the
+	// configured pacing interval when that is larger.
 	CNPTolerance time.Duration
+	// TimerTolerance is how much shorter than 4.096 us x 2^timeout an
+	// interval between transmissions may look before it counts as below
+	// the minimum: the two transmissions' delays to the middlebox differ
+	// by jitter. Default a twentieth of the minimum timeout.
+	TimerTolerance time.Duration
 	// CNPWindow is the longest a CNP may follow the CE mark or gap that
 	// drew it. Default 100 ms.
 	CNPWindow time.Duration
@@ -249,6 +254,7 @@ type Analyzer struct {
 	// sixteenth of the base; half of that again leaves a margin).
 	baseTimeout  int64
 	timeoutFloor int64
+	timerTol     int64
 
 	conns []conn
 	index map[connKey]connDir
@@ -299,6 +305,10 @@ func NewAnalyzer(m *Meta, opt Options) (*Analyzer, error) {
 	if m.Timeout > 0 && m.Timeout < 32 {
 		a.baseTimeout = 4096 << m.Timeout
 		a.timeoutFloor = a.baseTimeout / 32
+		a.timerTol = int64(opt.TimerTolerance)
+		if a.timerTol <= 0 {
+			a.timerTol = a.baseTimeout / 20
+		}
 	} else {
 		a.timeoutFloor = 1<<63 - 1
 	}

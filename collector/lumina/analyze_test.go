@@ -387,8 +387,10 @@ func TestREAD(t *testing.T) {
 		tr.resp(0, p+3, p+3, p+3, 0)
 		rep := tr.analyze()
 		wantCompliant(t, rep)
+		// The timer ran from the last progress, response p+2, one step
+		// before the lost one.
 		to := rep.Timeouts.Retransmissions
-		if len(to) != 1 || to[0].IntervalNs != int64(70*time.Millisecond) || to[0].Packet.PSN != p+3 ||
+		if len(to) != 1 || to[0].IntervalNs != int64(70*time.Millisecond)+1000 || to[0].Packet.PSN != p+3 ||
 			to[0].Packet.Opcode != roce.RCReadRequest.String() {
 			t.Fatalf("timeouts %+v", to)
 		}

@@ -20,21 +20,35 @@ import (
 // out-of-order arrivals that open a gap) and the CNPs, all stamped at the
 // middlebox.
 //
-// Each CNP is matched to the trigger of its connection that drew it: with
-// a pacing interval M, the earliest waiting trigger younger than M/2 (a
-// burst of marks draws the CNP with its first), else the latest waiting
-// one (the NP was slower than M/2 to answer an isolated mark); with no
-// interval, triggers and CNPs pair first-in first-out. A trigger left
-// waiting for longer than Options.CNPWindow drew none: it was suppressed.
+// Each CNP is matched to the trigger that drew it by order: the NP
+// receives its packets over one link and handles them first in first out,
+// and its CNPs leave over one link too, so its CNPs come in the order of
+// their triggers. A CNP therefore belongs to the earliest waiting trigger
+// of its connection, and every trigger waiting before that one, of any
+// connection, drew none: its CNP would have come first. The NP's ACKs and
+// NAKs prove progress the same way: once it acknowledged a packet, the
+// triggers before that packet that are still waiting drew no CNP (with a
+// grace of Options.CNPTolerance, should an RNIC queue its CNPs a little
+// behind its ACKs). A trigger left waiting longer than Options.CNPWindow
+// drew none either.
 //
 // Then every scope is tested. Its key groups the triggers (per port: the
 // NP; per destination IP: NP and the CNP's destination; per IP pair: both
-// addresses; per QP: the NP's QP). Within a group, a trigger that drew a
-// CNP shows the interval is at most its distance from the previous
-// CNP-drawing trigger, and a suppressed one that it is more than its
-// distance from it; a suppressed trigger with no CNP before it in its
-// group cannot be explained at all. Using the triggers' times for both
-// cancels the path delay to the NP, which the CNPs' own times would add.
+// addresses; per QP: the NP's QP). The NP handles its triggers in the
+// order the middlebox saw them, but not when: only after the trigger's
+// mirror time and, for a trigger that drew a CNP, before the CNP's. Its
+// receive queue may hold a trigger for milliseconds. So, within a group,
+// with y1, y2 consecutive triggers that drew CNPs and x a suppressed one
+// after y:
+//
+//   - y2 drew a CNP, so the interval is at most t(CNP of y2) - t(y1);
+//   - x drew none, so the interval is more than t(x) - t(CNP of y);
+//   - x with no y before it in its group cannot be explained at all.
+//
+// These bounds hold whatever the delays between middlebox and NP. A scope
+// is consistent when nothing is unexplained, the lower bound stays below
+// the upper one and the configured interval, if any, lies between them,
+// all within the tolerance.
 
 const (
 	trigCE = iota
@@ -60,38 +74,48 @@ type cnpRec struct {
 	trig int32
 }
 
-// trigRing holds a connection's triggers waiting for a CNP, oldest first.
-type trigRing struct {
-	idx [32]int32
-	n   int
+// trigQueue holds an NP's triggers waiting for a CNP, in trace order.
+type trigQueue struct {
+	idx  []int32
+	head int
 }
 
-func (r *trigRing) push(i int32) {
-	if r.n == len(r.idx) {
-		copy(r.idx[:], r.idx[1:])
-		r.n--
+func (q *trigQueue) len() int { return len(q.idx) - q.head }
+
+func (q *trigQueue) pop() {
+	q.head++
+	if q.head == len(q.idx) {
+		q.idx, q.head = q.idx[:0], 0
 	}
-	r.idx[r.n] = i
-	r.n++
 }
 
-func (r *trigRing) remove(k int) {
-	copy(r.idx[k:r.n], r.idx[k+1:r.n])
-	r.n--
+func (q *trigQueue) push(i int32) {
+	if q.head > 0 && q.head >= len(q.idx)/2 {
+		n := copy(q.idx, q.idx[q.head:])
+		q.idx, q.head = q.idx[:n], 0
+	}
+	q.idx = append(q.idx, i)
 }
+
+// maxWaiting bounds an NP's waiting triggers; beyond it the oldest are
+// taken as suppressed.
+const maxWaiting = 1 << 16
 
 type cnpState struct {
 	trig      []trigger
 	cnps      []cnpRec
+	waiting   [2]trigQueue // by NP node
 	truncated bool
 	interval  [2]int64 // configured pacing interval by NP node (0 unknown)
 	window    int64
+	grace     int64
 }
 
 func (s *cnpState) init(a *Analyzer) {
 	s.interval[nodeRequester] = max(a.m.RequesterNIC.MinTimeBetweenCNPs, 0)
 	s.interval[nodeResponder] = max(a.m.ResponderNIC.MinTimeBetweenCNPs, 0)
 	s.window = int64(a.opt.CNPWindow)
+	s.grace = int64(a.opt.CNPTolerance)
 }
 
 // ceMark records a CE-marked packet delivered in direction dir.
@@ -108,8 +132,36 @@ func (a *Analyzer) trigger(c *conn, node, kind int, r pref) {
 		s.truncated = true
 		return
 	}
+	q := &s.waiting[node]
+	s.expire(q, r.ts)
+	if q.len() >= maxWaiting {
+		q.pop()
+	}
 	s.trig = append(s.trig, trigger{ts: r.ts, seq: r.seq, conn: int32(c.idx), node: uint8(node), kind: uint8(kind), cnp: -1})
-	c.pend[node].push(int32(len(s.trig) - 1))
+	q.push(int32(len(s.trig) - 1))
+}
+
+// expire drops the triggers older than the window.
+func (s *cnpState) expire(q *trigQueue, now int64) {
+	for q.len() > 0 && now-s.trig[q.idx[q.head]].ts > s.window {
+		q.pop()
+	}
+}
+
+// progress records that node has handled the packet with sequence number
+// seq by time ts: the triggers waiting before it, older than the grace,
+// drew no CNP. (The packet itself may be a trigger whose CNP trails the
+// acknowledgement.)
+func (a *Analyzer) progress(node int, seq uint64, ts int64) {
+	s := &a.cnp
+	q := &s.waiting[node]
+	for q.len() > 0 {
+		t := &s.trig[q.idx[q.head]]
+		if t.seq >= seq || ts-t.ts < s.grace {
+			break
+		}
+		q.pop()
+	}
 }
 
 // cnpPacket handles a CNP going in direction dir (sent by the other node).
@@ -125,36 +177,21 @@ func (a *Analyzer) cnpPacket(c *conn, dir int, r pref) {
 		s.truncated = true
 		return
 	}
-	ring := &c.pend[np]
-	// Forget the triggers older than the window: they were suppressed.
-	k := 0
-	for k < ring.n && r.ts-s.trig[ring.idx[k]].ts > s.window {
-		k++
-	}
-	if k > 0 {
-		copy(ring.idx[:], ring.idx[k:ring.n])
-		ring.n -= k
-	}
-	pick := -1
-	if ring.n > 0 {
-		if m := s.interval[np]; m <= 0 {
-			pick = 0
-		} else {
-			for j := range ring.n {
-				if r.ts-s.trig[ring.idx[j]].ts <= m/2 {
-					pick = j
-					break
-				}
-			}
-			if pick < 0 {
-				pick = ring.n - 1
-			}
+	q := &s.waiting[np]
+	s.expire(q, r.ts)
+	ti := int32(-1)
+	for k := q.head; k < len(q.idx); k++ {
+		if s.trig[q.idx[k]].conn == int32(c.idx) {
+			ti = q.idx[k]
+			break
 		}
 	}
-	ti := int32(-1)
-	if pick >= 0 {
-		ti = ring.idx[pick]
-		ring.remove(pick)
+	if ti >= 0 {
+		// Everything waiting before the trigger drew no CNP.
+		for q.idx[q.head] != ti {
+			q.pop()
+		}
+		q.pop()
 		s.trig[ti].cnp = int32(len(s.cnps))
 	}
 	s.cnps = append(s.cnps, cnpRec{ts: r.ts, seq: r.seq, conn: int32(c.idx), node: uint8(np), trig: ti})
@@ -276,6 +313,18 @@ func (a *Analyzer) cnpReport() CNPReport {
 		rep.ByQP = append(rep.ByQP, *qps[k])
 	}
 
+	// The NP's turnaround, trigger to CNP at the middlebox: how long its
+	// receive queue held the triggers.
+	var turn []int64
+	for _, cr := range s.cnps {
+		if cr.trig >= 0 {
+			turn = append(turn, cr.ts-s.trig[cr.trig].ts)
+		}
+	}
+	rep.Turnaround = statsOf(turn)
+	tolOf := func(m int64) int64 { return max(int64(a.opt.CNPTolerance), m/10) }
+	rep.ToleranceNs = tolOf(rep.MinTimeBetweenCNPsNs)
+
 	// Scopes.
 	include := func(t *trigger) bool { return t.kind == trigCE || nakYes }
 	groupings := make([][]int, len(scopeNames))
@@ -289,7 +338,8 @@ func (a *Analyzer) cnpReport() CNPReport {
 			ids[k] = len(ids)
 			return len(ids) - 1
 		}
-		var last []int64
+		// The group's last CNP-drawing trigger and its CNP.
+		var lastTrig, lastCNP []int64
 		var grouping []int
 		conflict := func(format string, args ...any) {
 			res.Conflicts++
@@ -304,56 +354,56 @@ func (a *Analyzer) cnpReport() CNPReport {
 			}
 			g := id(a.keyOf(sc, t.conn, t.node))
 			grouping = append(grouping, g)
-			for len(last) <= g {
-				last = append(last, -1)
+			for len(lastTrig) <= g {
+				lastTrig, lastCNP = append(lastTrig, -1), append(lastCNP, -1)
 			}
 			m := s.interval[t.node]
-			tol := max(int64(a.opt.CNPTolerance), m/10)
+			tol := tolOf(m)
 			if t.cnp >= 0 {
-				if last[g] >= 0 {
-					gap := t.ts - last[g]
+				at := s.cnps[t.cnp].ts
+				if lastTrig[g] >= 0 {
+					gap := at - lastTrig[g]
 					if res.UpperNs < 0 || gap < res.UpperNs {
 						res.UpperNs = gap
 					}
 					if m > 0 && gap < m-tol {
-						conflict("%s at seq %d (connection %d) drew a CNP %v after the previous CNP-drawing trigger "+
-							"of its group, within the interval %v", trigNames[t.kind], t.seq, t.conn,
+						conflict("%s at seq %d (connection %d) drew a CNP at most %v after its group's previous "+
+							"CNP-drawing trigger, within the interval %v", trigNames[t.kind], t.seq, t.conn,
 							time.Duration(gap), time.Duration(m))
 					}
 				}
-				last[g] = t.ts
+				lastTrig[g], lastCNP[g] = t.ts, at
 				continue
 			}
-			if last[g] < 0 {
+			if lastTrig[g] < 0 {
 				conflict("%s at seq %d (connection %d) drew no CNP, though its group had sent none before",
 					trigNames[t.kind], t.seq, t.conn)
 				continue
 			}
-			need := t.ts - last[g]
+			need := max(t.ts-lastCNP[g], 0)
 			res.LowerNs = max(res.LowerNs, need)
 			if m > 0 && need >= m+tol {
-				conflict("%s at seq %d (connection %d) drew no CNP, %v after the previous CNP-drawing trigger of "+
-					"its group, beyond the interval %v", trigNames[t.kind], t.seq, t.conn, time.Duration(need),
-					time.Duration(m))
+				conflict("%s at seq %d (connection %d) drew no CNP, at least %v after its group's previous CNP, "+
+					"beyond the interval %v", trigNames[t.kind], t.seq, t.conn, time.Duration(need), time.Duration(m))
 			}
 		}
 		res.Keys = len(ids)
 		groupings[sc] = grouping
-		tol := max(int64(a.opt.CNPTolerance), rep.MinTimeBetweenCNPsNs/10)
+		tol := rep.ToleranceNs
 		if res.Conflicts == 0 && res.LowerNs >= 0 && res.UpperNs >= 0 && res.LowerNs >= res.UpperNs+tol {
 			conflict("the suppressed triggers need an interval above %v, the CNPs sent one at most %v",
 				time.Duration(res.LowerNs), time.Duration(res.UpperNs))
 		}
 		// The CNPs' own spacing in each group.
-		lastCNP := map[scopeKey]int64{}
+		prev := map[scopeKey]int64{}
 		for _, cr := range s.cnps {
 			k := a.keyOf(sc, cr.conn, cr.node)
-			if t, ok := lastCNP[k]; ok {
+			if t, ok := prev[k]; ok {
 				if d := cr.ts - t; res.ObservedMinIntervalNs < 0 || d < res.ObservedMinIntervalNs {
 					res.ObservedMinIntervalNs = d
 				}
 			}
-			lastCNP[k] = cr.ts
+			prev[k] = cr.ts
 		}
 		res.Consistent = res.Conflicts == 0
 		rep.Scopes = append(rep.Scopes, res)

@@ -242,7 +242,7 @@ func eventName(e int) string {
 
 func (a *Analyzer) timeoutReport() TimeoutReport {
 	m := a.m
-	tr := TimeoutReport{Timeout: m.Timeout, MinTimeoutNs: a.baseTimeout, RetryCnt: m.RetryCnt,
+	tr := TimeoutReport{Timeout: m.Timeout, MinTimeoutNs: a.baseTimeout, ToleranceNs: a.timerTol, RetryCnt: m.RetryCnt,
 		Retransmissions: a.touts, Truncated: a.truncated.timeouts, Messages: []MessageRetries{}}
 	if tr.Retransmissions == nil {
 		tr.Retransmissions = []TimeoutRetx{}

@@ -48,8 +48,11 @@ const txRingSize = 1024
 // retransmission per stream.
 const maxOutstandingLosses = 1024
 
+// txSlot is the latest transmission of a PSN, and the first one that was
+// delivered (seq 0 if none was).
 type txSlot struct {
 	ts  int64
+	seq uint64
 	psn uint32
 	set bool
 	ev  inject.EventType
@@ -138,7 +141,6 @@ type conn struct {
 	violN      [numMachines]int64
 	violIdx    [numMachines]int
 	rep        ConnReport
-	pend       [2]trigRing // CNP triggers waiting for their CNP, by notification point
 }
 
 func (c *conn) init(i int, mc inject.Conn) {
@@ -157,29 +159,33 @@ func (c *conn) init(i int, mc inject.Conn) {
 // connection mixes READs with other requests.
 type readRing struct {
 	start, n  [64]uint32
+	lastTx    [64]int64 // the latest transmission of the READ request, re-issues included
 	head, len int
 }
 
-func (r *readRing) add(start, n uint32) {
+func (r *readRing) add(start, n uint32, ts int64) {
 	if r.len == len(r.start) {
 		r.head = (r.head + 1) % len(r.start)
 		r.len--
 	}
 	i := (r.head + r.len) % len(r.start)
-	r.start[i], r.n[i] = start, n
+	r.start[i], r.n[i], r.lastTx[i] = start, n, ts
 	r.len++
 }
 
-// covers reports whether psn is a response PSN of a known READ.
-func (r *readRing) covers(psn uint32) bool {
+// find returns the index of the READ whose responses include psn, or -1.
+func (r *readRing) find(psn uint32) int {
 	for k := range r.len {
 		i := (r.head + k) % len(r.start)
 		if d := roce.ComparePSN(psn, r.start[i]); d >= 0 && uint32(d) < r.n[i] {
-			return true
+			return i
 		}
 	}
-	return false
+	return -1
 }
+
+// covers reports whether psn is a response PSN of a known READ.
+func (r *readRing) covers(psn uint32) bool { return r.find(psn) >= 0 }
 
 // next returns psn if it is a READ data PSN, else the start of the first
 // READ after it (psn if there is none).
@@ -259,7 +265,7 @@ func (a *Analyzer) request(c *conn, r pref, n uint32, read bool) {
 	}
 	isNew := roce.ComparePSN(r.psn, s.sentEnd) >= 0
 	if read && isNew {
-		c.reads.add(r.psn, n)
+		c.reads.add(r.psn, n, r.ts)
 		if rs := &c.s[streamRsp]; !rs.txOn {
 			rs.start(r.psn)
 		}
@@ -268,6 +274,11 @@ func (a *Analyzer) request(c *conn, r pref, n uint32, read bool) {
 		c.rep.DataPackets++
 	}
 	a.send(c, s, r, n)
+	if read && !isNew {
+		if i := c.reads.find(r.psn); i >= 0 {
+			c.reads.lastTx[i] = r.ts
+		}
+	}
 	if !r.lost() {
 		a.receive(c, s, r, n)
 	}
@@ -360,8 +371,14 @@ func (a *Analyzer) recordTx(c *conn, s *stream, r pref, n uint32) {
 		s.losses = s.losses[:k]
 	}
 	sl := s.slot(r.psn)
-	*sl = txSlot{ts: r.ts, psn: r.psn, set: true, ev: r.ev}
+	if !sl.set || sl.psn != r.psn {
+		*sl = txSlot{psn: r.psn, set: true}
+	}
+	sl.ts, sl.ev = r.ts, r.ev
 	if !r.lost() {
+		if sl.seq == 0 {
+			sl.seq = r.seq
+		}
 		return
 	}
 	c.rep.Lost++
@@ -478,6 +495,7 @@ func (a *Analyzer) timeoutRun(c *conn, s *stream, r pref) {
 	q := r.psn
 	s.run.cause = causeTimeout
 	una := s.una
+	stale := false
 	switch d := roce.ComparePSN(q, una); {
 	case d > 0:
 		if a.first(c, machReqSender) {
@@ -485,6 +503,9 @@ func (a *Analyzer) timeoutRun(c *conn, s *stream, r pref) {
 				"skipping PSN %d, which was not acknowledged", q, una))
 		}
 	case d < 0:
+		// The timer fired before the acknowledgement reached the
+		// requester; when it does, it resets the retry count.
+		stale = true
 		at, ok := s.ackedAt(q)
 		if (!ok || r.ts-at > int64(a.opt.Slack)) && a.first(c, machReqSender) {
 			when := "long before"
@@ -497,27 +518,39 @@ func (a *Analyzer) timeoutRun(c *conn, s *stream, r pref) {
 	}
 	c.rep.Timeouts++
 	a.node[nodeRequester].timeouts++
-	read := c.reads.covers(q)
-	data := s
+	// The requester's timer ran from its latest transmission covering q
+	// (the data packet, or the READ request) or its latest progress,
+	// whichever came last.
+	ri := c.reads.find(q)
+	read := ri >= 0
+	from := int64(-1)
 	if read {
-		data = &c.s[streamRsp]
+		from = c.reads.lastTx[ri]
+	} else if sl, ok := s.lastTxOf(q); ok {
+		from = sl.ts
+	}
+	if s.unaN > 0 {
+		from = max(from, s.unaHist[(s.unaN-1)%len(s.unaHist)].ts)
 	}
 	interval := int64(-1)
-	if sl, ok := data.lastTxOf(q); ok {
-		interval = r.ts - sl.ts
+	if from >= 0 {
+		interval = r.ts - from
 	}
 	s.retries++
 	if len(a.touts) < a.opt.MaxRecords {
 		msg, rel := a.msgOf(c, q)
 		a.touts = append(a.touts, TimeoutRetx{Conn: c.idx, Message: msg, RelPSN: rel, Packet: r.ref(),
 			IntervalNs: interval, Retry: s.retries,
-			BelowMinimum: interval >= 0 && a.baseTimeout > 0 && interval < a.baseTimeout})
+			BelowMinimum: interval >= 0 && a.baseTimeout > 0 && interval < a.baseTimeout-a.timerTol})
 	} else {
 		a.truncated.timeouts = true
 	}
 	mr := a.msgRetries(c, q)
 	mr.Timeouts++
 	mr.MaxRetries = max(mr.MaxRetries, s.retries)
+	if stale {
+		s.retries = 0
+	}
 	if read && !r.lost() {
 		// The responder must answer the re-issued READ from q.
 		rs := &c.s[streamRsp]
@@ -631,6 +664,9 @@ func (a *Analyzer) ack(c *conn, r pref, syn roce.Syndrome) {
 		if !r.lost() {
 			s.advanceUna(roce.AddPSN(p, 1), r.ts)
 		}
+		if sl, ok := s.lastTxOf(p); ok && sl.seq != 0 {
+			a.progress(nodeResponder, sl.seq, r.ts)
+		}
 	case roce.AckTypeNAK:
 		if code := syn.NAKCode(); code != roce.NAKPSNSequenceError {
 			c.terminated = "NAK " + code.String()
@@ -681,6 +717,7 @@ func (a *Analyzer) nakSeq(c *conn, s *stream, r pref) {
 	default:
 		g.nak, g.nakRef = true, r
 		rec = a.addNACK(c, s, g, r)
+		a.progress(nodeResponder, g.first.seq, r.ts)
 	}
 	if !r.lost() {
 		a.node[nodeRequester].nakRx++

@@ -240,8 +240,10 @@ type TimeoutReport struct {
 	// asked for: Lumina's Figure 12 plots IntervalNs against Retry.
 	Retransmissions []TimeoutRetx `json:"retransmissions"`
 	Intervals       Stats         `json:"intervals"`
-	// BelowMinimum counts intervals shorter than MinTimeoutNs.
-	BelowMinimum int `json:"below_minimum"`
+	// BelowMinimum counts intervals shorter than MinTimeoutNs by more
+	// than ToleranceNs (see Options.TimerTolerance).
+	BelowMinimum int   `json:"below_minimum"`
+	ToleranceNs  int64 `json:"tolerance_ns"`
 	// Messages has one entry per message that timed out (Table 2).
 	Messages []MessageRetries `json:"messages"`
 	// GiveUps counts messages whose every transmission was lost and
@@ -260,8 +262,12 @@ type TimeoutRetx struct {
 	Message int       `json:"message"`
 	RelPSN  int       `json:"rel_psn"`
 	Packet  PacketRef `json:"packet"`
-	// IntervalNs is the time since the previous transmission of the same
-	// PSN (-1 if that is too far back to be known).
+	// IntervalNs is how long the requester's timer ran: from its latest
+	// transmission covering the PSN (the data packet, or for READ the READ
+	// request) or its latest progress (the oldest unacknowledged PSN
+	// advancing), whichever came last, to the retransmission; -1 if that
+	// is too far back to be known. Between retries of a lost PSN it is the
+	// interval between successive transmissions.
 	IntervalNs int64 `json:"interval_ns"`
 	// Retry is the retry's number since the connection last made
 	// progress (timeouts and NAK retries count alike, as retry_cnt does).
@@ -306,6 +312,11 @@ type CNPReport struct {
 	// MinTimeBetweenCNPsNs is the notification point's configured
 	// interval (0 when the metadata does not say).
 	MinTimeBetweenCNPsNs int64 `json:"min_time_between_cnps_ns"`
+	// Turnaround is the NP's delay from trigger to CNP as the middlebox
+	// saw it; ToleranceNs the timing tolerance of the scope tests (see
+	// Options.CNPTolerance).
+	Turnaround  Stats `json:"turnaround"`
+	ToleranceNs int64 `json:"tolerance_ns"`
 	// Scopes tests each pacing scope against the trace; Consistent lists
 	// those that explain it, Scope the verdict.
 	Scopes     []ScopeResult `json:"scopes"`
@@ -346,10 +357,12 @@ const (
 )
 
 // ScopeResult says whether one pacing scope explains the trace. Triggers
-// (CE marks, and gaps when NAKs draw CNPs) are grouped by the scope's key;
-// in each group a trigger that drew a CNP bounds the pacing interval from
-// above by its distance to the group's previous CNP-drawing trigger, and a
-// suppressed trigger bounds it from below the same way. The scope is
+// (CE marks, and gaps when NAKs draw CNPs) are grouped by the scope's key.
+// In each group a trigger that drew a CNP bounds the pacing interval from
+// above (by the time from the previous CNP-drawing trigger to its CNP),
+// and a suppressed trigger bounds it from below (by the time from the
+// previous CNP to the trigger): bounds that hold whatever the delays
+// between the middlebox and the notification point. The scope is
 // consistent when no suppressed trigger lacks a previous CNP in its group
 // and LowerNs < UpperNs (within the tolerance), and the configured
 // interval, if any, lies between them.

@@ -131,6 +131,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	if cn.MinTimeBetweenCNPsNs > 0 {
 		p("  configured min_time_between_cnps: %v", dur(cn.MinTimeBetweenCNPsNs))
 	}
+	if cn.Turnaround.Count > 0 {
+		p("  NP turnaround (trigger to CNP): %s; timing tolerance %v", statStr(cn.Turnaround), dur(cn.ToleranceNs))
+	}
 	for _, pr := range cn.ByIPPair {
 		p("  %s -> %s: %d CNPs", pr.Src, pr.Dst, pr.Count)
 	}
