@@ -27,7 +27,7 @@ const (
 // packet of a 4-packet WRITE is dropped, the third arrives out of order,
 // the responder NAKs 6 us later and the requester goes back 3 us after
 // the NAK.
-func writeDropNAK(t *testing.T, ev inject.EventType) (*ttrace, map[string]uint64) {
+func writeDropNAK(t testing.TB, ev inject.EventType) (*ttrace, map[string]uint64) {
 	tr := newTrace(t, inject.VerbWrite, 1)
 	p := tr.ipsn(0)
 	s := tr.msg(0, p, map[int]inject.EventType{1: ev})
