@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/rdma-appliance/appliance/appliance/lumina"
@@ -109,9 +110,69 @@ Ready-made tests are in appliance/lumina/testdata/tests.`,
 // remoteExec starts commands on the test's hosts; tests replace it.
 var remoteExec lumina.Executor = lumina.SSH{}
 
-// analyzeHook runs the analyzers on a finished repeat; nil until the
-// analyzers are linked in.
-var analyzeHook func(ctx context.Context, dir string, m *clumina.Meta) (string, bool, error)
+// analyzeHook runs the analyzers on a finished repeat.
+var analyzeHook = lumina.AnalyzeRun
+
+func init() {
+	luminaCmd.Sub = append(luminaCmd.Sub, &Command{
+		Name:    "analyze",
+		Summary: "run Lumina's analyzers on a run directory (meta.json and its trace) and write the report",
+		Usage:   "[--json] DIR...",
+		Long: `Reads a run directory written by 'appliance lumina run' (meta.json, the merged trace)
+and runs the analyzers in one streaming pass: Go-back-N sender and receiver checks (first
+violation with its packet), NACK generation and reaction latency per dropped PSN, timeout
+retransmission intervals and retry counts, CNP pacing scope and interval, whether NAKs
+trigger CNPs, counters expected vs observed, message completion times. Writes
+analysis.json, summary.txt, the plots (SVG and PNG) and report.html into DIR and prints
+the summary. A run whose trace failed its integrity check is reported as invalid and no
+figure of it is presented as a result (exit status 1).`,
+		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
+			asJSON := fs.Bool("json", false, "print analysis.json instead of the summary")
+			return func(ctx context.Context, env *Env, args []string) error {
+				if len(args) == 0 {
+					return Usagef("want at least one run directory")
+				}
+				bad := 0
+				for _, dir := range args {
+					m, err := clumina.ReadMeta(dir)
+					if err != nil {
+						return err
+					}
+					rep, err := clumina.Analyze(ctx, filepath.Join(dir, m.Trace), m)
+					if err != nil {
+						return fmt.Errorf("%s: %w", dir, err)
+					}
+					if err := rep.WriteFiles(dir); err != nil {
+						return err
+					}
+					if err := lumina.WriteReport(dir, m, rep); err != nil {
+						return err
+					}
+					if *asJSON {
+						b, err := rep.MarshalIndent()
+						if err != nil {
+							return err
+						}
+						env.Stdout.Write(append(b, '\n'))
+					} else {
+						fmt.Fprintf(env.Stdout, "== %s\n", dir)
+						if err := rep.WriteText(env.Stdout); err != nil {
+							return err
+						}
+						fmt.Fprintf(env.Stdout, "report: %s\n", filepath.Join(dir, clumina.ReportFile))
+					}
+					if !rep.Valid {
+						bad++
+					}
+				}
+				if bad > 0 {
+					return fmt.Errorf("%d of %d runs are invalid tests", bad, len(args))
+				}
+				return nil
+			}
+		},
+	})
+}
 
 func writeLuminaSummary(env *Env, sum *lumina.Summary) {
 	fmt.Fprintf(env.Stdout, "test %s: %d repeats in %s\n", sum.Test, len(sum.Repeats), sum.Dir)
