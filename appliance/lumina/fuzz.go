@@ -174,3 +174,48 @@ func (e EventSpec) MarshalYAML() (any, error) {
 	}
 	return plain{QPN: e.QPN, PSN: psn, Type: e.Type, Iter: e.Iter}, nil
 }
+
+// Violations lists the analyzers' expectations a run broke: Go-back-N
+// rules, counters that disagree with the trace, retransmission timers
+// shorter than configured, retries other than retry_cnt, CNPs nothing
+// explains, losses never recovered while the QP went on.
+func Violations(rep *clumina.Report) []string {
+	var out []string
+	for _, v := range rep.GBN.Violations {
+		out = append(out, fmt.Sprintf("go-back-N: conn %d %s: %s at %v", v.Conn, v.Machine, v.Reason, v.Packet))
+	}
+	for _, c := range rep.Counters.Checks {
+		if c.Present && !c.Match {
+			out = append(out, fmt.Sprintf("counter %s %s: %d, the trace implies %d (%s)", c.Node, c.Counter, c.Observed, c.Expected, c.Basis))
+		}
+	}
+	if n := rep.Timeouts.BelowMinimum; n > 0 {
+		out = append(out, fmt.Sprintf("%d timeout retransmissions earlier than the configured timeout", n))
+	}
+	if v := rep.Timeouts.RetryVerdict; v != "" && v != "exact" {
+		out = append(out, "retries before giving up: "+v+" than retry_cnt")
+	}
+	if n := rep.CNP.Unexplained; n > 0 {
+		out = append(out, fmt.Sprintf("%d CNPs no CE mark or gap explains", n))
+	}
+	return out
+}
+
+// CheckRun is a FuzzConfig.Check that runs the analyzers, writes the
+// run's report, and returns its Violations.
+func CheckRun(ctx context.Context, dir string, m *clumina.Meta) ([]string, error) {
+	rep, err := clumina.Analyze(ctx, filepath.Join(dir, m.Trace), m)
+	if err != nil {
+		return nil, err
+	}
+	if err := rep.WriteFiles(dir); err != nil {
+		return nil, err
+	}
+	if err := WriteReport(dir, m, rep); err != nil {
+		return nil, err
+	}
+	if !rep.Valid {
+		return nil, nil
+	}
+	return Violations(rep), nil
+}

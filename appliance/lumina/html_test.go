@@ -51,3 +51,22 @@ func TestReportRenders(t *testing.T) {
 		t.Fatalf("the report renders blank: %v", err)
 	}
 }
+
+// TestBrokenRNICCaught: a requester that skips the NAKed packet when it
+// goes back is caught by the Go-back-N checker, which names the packet,
+// and the run's verdict fails; lumina fuzz would keep such a case.
+func TestBrokenRNICCaught(t *testing.T) {
+	tt := loadReady(t, "fast-retrans-20k.yml")
+	r := &Runner{Test: tt, Lab: true, Analyze: AnalyzeRun, Testbed: func(c *TestbedConfig) {
+		c.Requester.FaultSkipNAKedPSN = true
+	}}
+	sum, err := r.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := sum.Repeats[0]
+	if !rep.Valid || rep.AnalysisOK || !strings.Contains(rep.Analysis, "go-back-N VIOLATED") || !strings.Contains(rep.Analysis, "seq ") {
+		t.Fatalf("broken RNIC not caught: %+v", rep)
+	}
+	t.Log(rep.Analysis)
+}

@@ -36,6 +36,9 @@ type Runner struct {
 	Analyze func(ctx context.Context, dir string, m *clumina.Meta) (string, bool, error)
 	// Now stamps the result directory (time.Now when nil).
 	Now func() time.Time
+	// Testbed, when set, adjusts the lab's testbed before it is built
+	// (tests and the lab use it to give an RNIC another profile).
+	Testbed func(*TestbedConfig)
 }
 
 // RepeatResult is one repeat's outcome.
@@ -175,6 +178,9 @@ func (r *Runner) repeat(ctx context.Context, rep int, dir string) (RepeatResult,
 			{Name: "responder-mirror", File: s.ResponderMirror.PktDumpConf.DumpFilename,
 				SnapLen: s.ResponderMirror.PktDumpConf.SnapLen, NumPkts: s.ResponderMirror.PktDumpConf.NumPkts},
 		}}
+	if r.Testbed != nil {
+		r.Testbed(&cfg)
+	}
 	tb, err := NewTestbed(cfg)
 	if err != nil {
 		return res, err

@@ -70,6 +70,13 @@ type Profile struct {
 	// and CX6 in hardware: a few microseconds).
 	NAKReactionDelay time.Duration
 
+	// FaultSkipNAKedPSN breaks Go-back-N on purpose: after a NAK sequence
+	// error the requester resumes one packet after the NAKed PSN, so the
+	// lost packet is only resent when the retransmission timer fires. It
+	// exists to prove that Lumina's analyzers catch a faulty RNIC; no
+	// preset sets it.
+	FaultSkipNAKedPSN bool
+
 	// AckEvery makes the requester ask for an ACK (BTH AckReq) every
 	// AckEvery packets of a long message besides the last packet of each
 	// message; the responder ACKs on AckReq and coalesces the rest per

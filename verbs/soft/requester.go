@@ -475,7 +475,11 @@ func (q *qp) requesterInput(frame []byte, p *roce.Packet) {
 					return
 				}
 				r.retries++
-				q.rewind(psn)
+				if d.prof.FaultSkipNAKedPSN {
+					q.rewind(roce.AddPSN(psn, 1))
+				} else {
+					q.rewind(psn)
+				}
 				if dl := int64(d.prof.NAKReactionDelay); dl > 0 {
 					r.holdUntil = d.now + dl
 				}
