@@ -25,7 +25,7 @@ func init() {
 	luminaCmd.Sub = append(luminaCmd.Sub, &Command{
 		Name:    "run",
 		Summary: "run a Lumina test file (Lumina's own YAML) and analyse its traces",
-		Usage:   "-f test.yml --lab [--iter-mode paper|p4] [--result-path DIR] [--json]",
+		Usage:   "-f test.yml|--ready NAME --lab [--iter-mode paper|p4] [--result-path DIR] [--json]",
 		Long: `Reads a Lumina test file unchanged (local-workspace, result-path, aggregate-pcap-filename,
 rewrite-udp-dst-port, num-repeats, switch, requester, responder, requester-mirror,
 responder-mirror, traffic with data-pkt-events), validates it as Lumina does, and runs
@@ -49,6 +49,7 @@ adaptive-retrans), the software injector, two dumpers with the file's pkt-dump-c
 Ready-made tests are in appliance/lumina/testdata/tests.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
 			file := fs.String("f", "", "Lumina test file")
+			ready := fs.String("ready", "", "run a ready-made test instead: "+strings.Join(lumina.ReadyMade(), ", "))
 			lab := fs.Bool("lab", false, "run on this machine's in-process testbed")
 			iter := fs.String("iter-mode", "paper", "injector ITER rule: paper (the paper's) or p4 (the public P4 program's)")
 			resultPath := fs.String("result-path", "", "override the file's result-path")
@@ -58,14 +59,19 @@ Ready-made tests are in appliance/lumina/testdata/tests.`,
 			reqArgs := fs.String("requester-device", "", "without --lab: device flags for the requester's traffic generator (default -d ibv:<ib-device> -i <ib-port>)")
 			respArgs := fs.String("responder-device", "", "without --lab: the same for the responder")
 			return func(ctx context.Context, env *Env, args []string) error {
-				if len(args) > 0 || *file == "" {
-					return Usagef("want -f test.yml and no arguments")
+				if len(args) > 0 || (*file == "") == (*ready == "") {
+					return Usagef("want -f test.yml or --ready NAME, and no arguments")
 				}
 				mode, err := inject.ParseIterMode(*iter)
 				if err != nil {
 					return Usagef("%v", err)
 				}
-				t, err := lumina.LoadTest(*file)
+				var t *lumina.Test
+				if *ready != "" {
+					t, err = lumina.LoadReadyMade(*ready)
+				} else {
+					t, err = lumina.LoadTest(*file)
+				}
 				if err != nil {
 					return err
 				}
