@@ -30,6 +30,9 @@ each system's stage, then prints one summary table and writes its artifacts
          a dumper pool; the dumps are merged into lumina.pcap and checked
          (integrity, events, retransmissions, CNPs, ICRC drops), then a few
          rounds of the per-packet load-balancing experiment (Fig 7b).
+  lumina-tests  ready-made Lumina test files (fast-retransmission sweep,
+         timeout retries, CNP pacing) run as 'lumina run --lab' runs them,
+         analyzed, with an HTML report each under lumina-tests/.
 The exit status is 0 only when every stage passes.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
 			out := fs.String("out", "lab-out", "directory for the lab's artifacts")

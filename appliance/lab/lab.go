@@ -29,9 +29,10 @@ func DefaultYAML() []byte { return append([]byte(nil), defaultYAML...) }
 
 // Spec is the lab configuration.
 type Spec struct {
-	Wire   WireSpec   `yaml:"wire"`
-	Verbs  VerbsSpec  `yaml:"verbs"`
-	Lumina LuminaSpec `yaml:"lumina"`
+	Wire        WireSpec        `yaml:"wire"`
+	Verbs       VerbsSpec       `yaml:"verbs"`
+	Lumina      LuminaSpec      `yaml:"lumina"`
+	LuminaTests LuminaTestsSpec `yaml:"lumina-tests"`
 }
 
 // LoadSpec reads a lab configuration; path "" means the embedded default.
@@ -50,6 +51,7 @@ func LoadSpec(path string) (Spec, error) {
 	s.Wire.validate(doc)
 	s.Verbs.validate(doc)
 	s.Lumina.validate(doc)
+	s.LuminaTests.validate(doc)
 	return s, doc.Err()
 }
 
@@ -103,6 +105,7 @@ var stages = []stage{
 	{"wire", func(s Spec) bool { return s.Wire.Enabled }, runWire},
 	{"verbs", func(s Spec) bool { return s.Verbs.Enabled }, runVerbs},
 	{"lumina", func(s Spec) bool { return s.Lumina.Enabled }, runLumina},
+	{"lumina-tests", func(s Spec) bool { return s.LuminaTests.Enabled }, runLuminaTests},
 }
 
 // Lab runs the stages.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -32,6 +33,7 @@ func TestWireStage(t *testing.T) {
 	s.Wire.Compress = true
 	s.Verbs.Enabled = false
 	s.Lumina.Enabled = false
+	s.LuminaTests.Enabled = false
 	dir := t.TempDir()
 	l := &Lab{Spec: s, OutDir: dir}
 	rep, err := l.Run(context.Background())
@@ -98,6 +100,7 @@ func TestVerbsStage(t *testing.T) {
 	}
 	s.Wire.Enabled = false
 	s.Lumina.Enabled = false
+	s.LuminaTests.Enabled = false
 	s.Verbs.Iters, s.Verbs.LatIters, s.Verbs.CaptureIters, s.Verbs.DropEvery = 2000, 100, 10, 53
 	l := &Lab{Spec: s, OutDir: t.TempDir()}
 	rep, err := l.Run(context.Background())
@@ -170,7 +173,7 @@ func TestLuminaStage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Wire.Enabled, s.Verbs.Enabled = false, false
+	s.Wire.Enabled, s.Verbs.Enabled, s.LuminaTests.Enabled = false, false, false
 	s.Lumina.BalanceRounds = 2
 	l := &Lab{Spec: s, OutDir: t.TempDir()}
 	rep, err := l.Run(context.Background())
@@ -218,5 +221,34 @@ func TestLuminaSpecErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("missing %q in %v", want, err)
 		}
+	}
+}
+
+// TestLuminaTestsStage runs the ready-made tests stage: every test valid,
+// its analysis as the soft RNIC is configured, a report per test.
+func TestLuminaTestsStage(t *testing.T) {
+	s, err := LoadSpec("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Wire.Enabled, s.Verbs.Enabled, s.Lumina.Enabled = false, false, false
+	l := &Lab{Spec: s, OutDir: t.TempDir()}
+	rep, err := l.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	rep.WriteSummary(&b)
+	if !rep.Pass() {
+		t.Fatalf("lab failed:\n%s", b.String())
+	}
+	row := rep.Rows[0]
+	if !strings.Contains(row.Figures["timeout-retries"], "retries=exact(7)") || !strings.Contains(row.Figures["cnp-pacing"], "per-dest-ip") ||
+		strings.Contains(row.Figures["cnp-pacing"], "per-port") || !strings.Contains(row.Figures["fast-retrans-20k"], "nack-gen=") {
+		t.Fatalf("figures:\n%s", b.String())
+	}
+	reports, _ := filepath.Glob(l.Path("lumina-tests/*/*/0/report.html"))
+	if len(reports) != 3 {
+		t.Fatalf("reports %v", reports)
 	}
 }

@@ -1,0 +1,93 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/rdma-appliance/appliance/appliance/lumina"
+	"github.com/rdma-appliance/appliance/appliance/spec"
+	clumina "github.com/rdma-appliance/appliance/collector/lumina"
+)
+
+// LuminaTestsSpec configures the lumina-tests stage: ready-made Lumina
+// test files run as `appliance lumina run --lab` runs them, analyzers and
+// HTML reports included.
+type LuminaTestsSpec struct {
+	Enabled bool     `yaml:"enabled"`
+	Tests   []string `yaml:"tests"`
+}
+
+func (v *LuminaTestsSpec) validate(d *spec.Doc) {
+	if !v.Enabled {
+		return
+	}
+	if len(v.Tests) == 0 {
+		d.Errorf("lumina-tests.tests", "no tests: name some of %s", strings.Join(lumina.ReadyMade(), ", "))
+	}
+	for i, t := range v.Tests {
+		if !slices.Contains(lumina.ReadyMade(), t) {
+			d.Errorf(fmt.Sprintf("lumina-tests.tests[%d]", i), "%q: ready-made tests are %s", t, strings.Join(lumina.ReadyMade(), ", "))
+		}
+	}
+}
+
+// runLuminaTests runs each ready-made test once and keeps its analysis.
+func runLuminaTests(ctx context.Context, l *Lab, row *Row) error {
+	ts := l.Spec.LuminaTests
+	row.Ran = fmt.Sprintf("ready-made Lumina tests %s through the soft testbed, analyzed (go-back-N, NACK latency, timeouts, CNP pacing, counters); reports in lumina-tests/", strings.Join(ts.Tests, ", "))
+	var problems []string
+	for _, name := range ts.Tests {
+		t, err := lumina.LoadReadyMade(name)
+		if err != nil {
+			return err
+		}
+		t.Spec.ResultPath = l.Path("lumina-tests/" + name)
+		t.Spec.NumRepeats = 1
+		var rep *clumina.Report
+		r := &lumina.Runner{Test: t, Lab: true, Analyze: func(ctx context.Context, dir string, m *clumina.Meta) (string, bool, error) {
+			v, ok, err := lumina.AnalyzeRun(ctx, dir, m)
+			if err == nil {
+				rep, err = clumina.ReadReport(dir + "/" + clumina.AnalysisFile)
+			}
+			return v, ok, err
+		}}
+		sum, err := r.Run(ctx)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v", name, err))
+			continue
+		}
+		res := sum.Repeats[0]
+		if !res.Valid || !res.AnalysisOK || rep == nil {
+			problems = append(problems, fmt.Sprintf("%s: %s", name, res.Analysis))
+			continue
+		}
+		row.Figure(name, "%s", figureOf(rep))
+	}
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "; "))
+	}
+	row.Pass = true
+	return nil
+}
+
+// figureOf is a test's key figure: what the analyzers found most telling.
+func figureOf(rep *clumina.Report) string {
+	var parts []string
+	if g := rep.Retransmission.Generation; g.Count > 0 {
+		parts = append(parts, fmt.Sprintf("nack-gen=%.0fus nack-react=%.0fus", float64(g.MedianNs)/1e3,
+			float64(rep.Retransmission.Reaction.MedianNs)/1e3))
+	}
+	if t := rep.Timeouts; t.GiveUps > 0 {
+		parts = append(parts, fmt.Sprintf("retries=%s(%d)", t.RetryVerdict, t.RetryCnt))
+	}
+	if rep.CNP.CNPs > 0 && rep.Summary.Events["ecn"] > 0 {
+		parts = append(parts, fmt.Sprintf("cnps=%d scope=%s", rep.CNP.CNPs, strings.Join(rep.CNP.Consistent, "|")))
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "gbn=ok")
+	}
+	return strings.Join(parts, ",")
+}
