@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -98,7 +99,7 @@ func TestLabAndPcapCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, errOut := runCLI(t, "lab", "--config", cfg, "--out", dir)
-	if code != 0 || !strings.Contains(out, "wire    PASS") || !strings.Contains(out, "artifacts: "+dir) {
+	if code != 0 || !regexp.MustCompile(`(?m)^wire +PASS`).MatchString(out) || !strings.Contains(out, "artifacts: "+dir) {
 		t.Fatalf("lab: %d\n%s\n%s", code, out, errOut)
 	}
 	pc := filepath.Join(dir, "wire.pcap")
