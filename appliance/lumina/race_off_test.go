@@ -1,0 +1,5 @@
+//go:build !race
+
+package lumina
+
+const raceEnabled = false
