@@ -38,16 +38,58 @@ type Table struct {
 	conns   map[connKey]*connState
 	entries []Entry
 	hits    []uint64 // per entry
-	// last caches the previous lookup: packets come in runs of one
-	// connection, and comparing keys is cheaper than hashing them.
-	lastKey connKey
-	lastSt  *connState
-	lastOK  bool
+	// index finds a connection's state from its key without Go's map
+	// hashing of 36 bytes: an open-addressed table hashed on the QPN and
+	// the low bits of the destination address, which already tell
+	// connections apart; the whole key is compared on a hit.
+	index []connSlot
+}
+
+type connSlot struct {
+	key connKey
+	st  *connState
+}
+
+func (k *connKey) hash() uint32 {
+	d := uint32(k.Dst[12])<<24 | uint32(k.Dst[13])<<16 | uint32(k.Dst[14])<<8 | uint32(k.Dst[15])
+	s := uint32(k.Src[15])
+	return (k.DstQPN*0x9e3779b1 ^ d*0x85ebca6b ^ s*0xc2b2ae35) >> 3
+}
+
+// buildIndex sizes the index to at most half full.
+func buildIndex(cs map[connKey]*connState) []connSlot {
+	n := 16
+	for n < 2*len(cs) {
+		n *= 2
+	}
+	idx := make([]connSlot, n)
+	mask := uint32(n - 1)
+	for k, st := range cs {
+		for i := k.hash() & mask; ; i = (i + 1) & mask {
+			if idx[i].st == nil {
+				idx[i] = connSlot{key: k, st: st}
+				break
+			}
+		}
+	}
+	return idx
+}
+
+// find returns the state of k, nil when the metadata has no such
+// connection.
+func (t *Table) find(k *connKey) *connState {
+	mask := uint32(len(t.index) - 1)
+	for i := k.hash() & mask; ; i = (i + 1) & mask {
+		sl := &t.index[i]
+		if sl.st == nil || sl.key == *k {
+			return sl.st
+		}
+	}
 }
 
 // NewTable returns an empty table counting rounds with mode.
 func NewTable(mode IterMode) *Table {
-	return &Table{mode: mode, conns: map[connKey]*connState{}}
+	return &Table{mode: mode, conns: map[connKey]*connState{}, index: make([]connSlot, 16)}
 }
 
 // Mode returns the ITER mode.
@@ -94,7 +136,7 @@ func (t *Table) Load(entries []Entry, conns []Conn, g Geometry, opt Options) err
 	}
 	t.mu.Lock()
 	t.conns = cs
-	t.lastKey, t.lastSt, t.lastOK = connKey{}, nil, false
+	t.index = buildIndex(cs)
 	t.entries = append(t.entries[:0], entries...)
 	t.hits = make([]uint64, len(entries))
 	t.mu.Unlock()
@@ -124,11 +166,7 @@ func (t *Table) Lookup(p *roce.Packet, frame []byte) (EventType, uint16) {
 		return EventNone, 0
 	}
 	k := connKey{Src: p.SrcGID(frame), Dst: p.DstGID(frame), DstQPN: p.DestQP}
-	st := t.lastSt
-	if !t.lastOK || k != t.lastKey {
-		st = t.conns[k]
-		t.lastKey, t.lastSt, t.lastOK = k, st, true
-	}
+	st := t.find(&k)
 	if st == nil {
 		return EventNone, 0
 	}
