@@ -20,11 +20,13 @@ type Options struct {
 	// RNIC acts on what it received up to Slack before the packets it
 	// sends are mirrored: a timeout retransmission of a PSN whose ACK was
 	// mirrored less than Slack earlier is not a violation (the ACK was
-	// still on its way). Default 5 ms.
+	// still on its way). Default 5 ms, for a hardware middlebox; a
+	// software one on a loaded machine can hold packets far longer.
 	Slack time.Duration
-	// CNPTolerance widens the bounds of the CNP pacing inference, which
-	// takes the notification point's times from the middlebox's: the
-	// CNPs' path delays differ by jitter. Default 5 us, or a tenth of the
+	// CNPTolerance widens the bounds of the CNP pacing inference. The
+	// bounds hold whatever the delays between the middlebox and the
+	// notification point (see cnp.go); the tolerance covers timestamp
+	// and pacer granularity. Default 5 us, or a hundredth of the
 	// configured pacing interval when that is larger.
 	CNPTolerance time.Duration
 	// TimerTolerance is how much shorter than 4.096 us x 2^timeout an
@@ -102,6 +104,11 @@ func AnalyzeOptions(ctx context.Context, tracePath string, m *Meta, opt Options)
 // AnalyzeDir analyses a run directory: its meta.json and the trace it
 // names. It does not write anything; see Report.WriteFiles.
 func AnalyzeDir(ctx context.Context, dir string) (*Report, error) {
+	return AnalyzeDirOptions(ctx, dir, Options{})
+}
+
+// AnalyzeDirOptions is AnalyzeDir with options.
+func AnalyzeDirOptions(ctx context.Context, dir string, opt Options) (*Report, error) {
 	m, err := ReadMeta(dir)
 	if err != nil {
 		return nil, fmt.Errorf("lumina: %w", err)
@@ -110,7 +117,7 @@ func AnalyzeDir(ctx context.Context, dir string) (*Report, error) {
 	if !filepath.IsAbs(trace) {
 		trace = filepath.Join(dir, trace)
 	}
-	return Analyze(ctx, trace, m)
+	return AnalyzeOptions(ctx, trace, m, opt)
 }
 
 // Nodes: the two RNICs of a test.

@@ -322,7 +322,7 @@ func (a *Analyzer) cnpReport() CNPReport {
 		}
 	}
 	rep.Turnaround = statsOf(turn)
-	tolOf := func(m int64) int64 { return max(int64(a.opt.CNPTolerance), m/10) }
+	tolOf := func(m int64) int64 { return max(int64(a.opt.CNPTolerance), m/100) }
 	rep.ToleranceNs = tolOf(rep.MinTimeBetweenCNPsNs)
 
 	// Scopes.
