@@ -382,7 +382,7 @@ func (a *Analyzer) Packet(ts int64, frame []byte) {
 	dir := int(cd.dir)
 	c.packets[dir]++
 	if a.mtu <= 0 {
-		a.learnMTU(cls, p)
+		a.learnMTU(p)
 	}
 	if r.ev == inject.EventBitError {
 		a.node[dir].icrc++
@@ -440,7 +440,7 @@ func (a *Analyzer) Packet(ts int64, frame []byte) {
 // learnMTU takes the path MTU from a full-sized First or Middle packet when
 // the metadata does not give it (READ requests need it to know how many
 // PSNs they consume).
-func (a *Analyzer) learnMTU(cls uint8, p *roce.Packet) {
+func (a *Analyzer) learnMTU(p *roce.Packet) {
 	switch p.Opcode {
 	case roce.RCWriteFirst, roce.RCWriteMiddle, roce.RCSendFirst, roce.RCSendMiddle,
 		roce.RCReadResponseFirst, roce.RCReadResponseMiddle:
@@ -454,7 +454,6 @@ func (a *Analyzer) learnMTU(cls uint8, p *roce.Packet) {
 				"READ requests before one did are taken to span one PSN")
 		}
 	}
-	_ = cls
 }
 
 // Malformed record reasons.

@@ -101,9 +101,16 @@ func TestGBNSenderViolations(t *testing.T) {
 		tr := newTrace(t, inject.VerbWrite, 1)
 		p := tr.ipsn(0)
 		tr.msg(0, p, map[int]inject.EventType{2: drop})
-		tr.nak(0, p+2)
-		bad := tr.resend(0, p, p+1, p+3, nil)[0]
-		wantViolation(t, tr.analyze(), "request sender", bad, "restarted at PSN "+itoa(uint64(p+1)))
+		nak := tr.nak(0, p+2)
+		re := tr.resend(0, p, p+1, p+3, nil)
+		rep := tr.analyze()
+		wantViolation(t, rep, "request sender", re[0], "restarted at PSN "+itoa(uint64(p+1)))
+		// The reaction is measured one way all the same: from the NAK to
+		// the first transmission of the NAKed PSN after it.
+		if n := rep.Retransmission.NACK; len(n) != 1 || n[0].NAK.Seq != nak || n[0].Retx.Seq != re[1] ||
+			n[0].ReactionNs != n[0].Retx.TimestampNs-n[0].NAK.TimestampNs {
+			t.Fatalf("NACK %+v", n)
+		}
 	})
 	t.Run("skips a retransmission", func(t *testing.T) {
 		tr := newTrace(t, inject.VerbWrite, 1)

@@ -87,7 +87,6 @@ type pendState struct {
 	psn   uint32
 	cause string
 	ref   pref
-	rec   int // NACK record to complete with the reaction, or -1
 }
 
 type unaMark struct {
@@ -122,6 +121,10 @@ type stream struct {
 	ring     []txSlot
 	losses   []lossRef
 	lossDrop bool // losses overflowed
+	// nackRec is the NACK record waiting for the first retransmission of
+	// its PSN (-1 none): the reaction latency is measured to it, however
+	// the sender's run went.
+	nackRec int
 }
 
 type conn struct {
@@ -149,6 +152,7 @@ func (c *conn) init(i int, mc inject.Conn) {
 	c.gid[toResponder], c.qpn[toResponder] = roce.GIDFromAddr(mc.ResponderIP), mc.ResponderQPN&roce.QPNMask
 	c.base = mc.RequesterIPSN & roce.PSNMask
 	c.s[streamReq].id, c.s[streamRsp].id = streamReq, streamRsp
+	c.s[streamReq].nackRec, c.s[streamRsp].nackRec = -1, -1
 	for i := range c.violIdx {
 		c.violIdx[i] = -1
 	}
@@ -356,8 +360,20 @@ func (a *Analyzer) unaOf(c *conn, s *stream) uint32 {
 }
 
 // recordTx remembers a transmission and keeps the loss records: a lost
-// transmission opens one, a later transmission of the PSN resolves it.
+// transmission opens one, a later transmission of the PSN resolves it. The
+// first transmission of a NAKed PSN after its NAK completes the NACK
+// record.
 func (a *Analyzer) recordTx(c *conn, s *stream, r pref, n uint32) {
+	if s.nackRec >= 0 {
+		nr := &a.nack[s.nackRec]
+		if d := roce.ComparePSN(nr.PSN, r.psn); d >= 0 && uint32(d) < n {
+			nr.Retx = r.ref()
+			nr.ReactionNs = r.ts - nr.NAK.TimestampNs
+			nr.TotalNs = r.ts - nr.FirstOOO.TimestampNs
+			nr.RetxLost = r.lost()
+			s.nackRec = -1
+		}
+	}
 	if len(s.losses) > 0 {
 		k := 0
 		for _, l := range s.losses {
@@ -421,7 +437,7 @@ func (a *Analyzer) requestRun(c *conn, s *stream, r pref) {
 		p := s.pend.psn
 		if q == p {
 			s.run.cause = s.pend.cause
-			a.react(s, r)
+			a.react(s)
 			if s.run.cause != causeRNR {
 				a.retry(c, s, r, s.run.cause)
 			}
@@ -446,23 +462,15 @@ func (a *Analyzer) requestRun(c *conn, s *stream, r pref) {
 	}
 }
 
-// react completes the pending NAK with the retransmission that answers it.
-func (a *Analyzer) react(s *stream, r pref) {
-	if rec := s.pend.rec; rec >= 0 {
-		nr := &a.nack[rec]
-		nr.Retx = r.ref()
-		nr.ReactionNs = r.ts - nr.NAK.TimestampNs
-		nr.TotalNs = r.ts - nr.FirstOOO.TimestampNs
-		nr.RetxLost = r.lost()
-	}
-	s.pend.set = false
-}
+// react marks the pending NAK answered.
+func (a *Analyzer) react(s *stream) { s.pend.set = false }
 
 // readGap handles a READ re-issued while the requester's responses have a
 // gap: the response receiver's NAK.
 func (a *Analyzer) readGap(c *conn, r pref) {
 	rs, s := &c.s[streamRsp], &c.s[streamReq]
 	g := &rs.gap
+	first := !g.nak
 	if g.nak {
 		if r.ts-g.nakRef.ts >= a.timeoutFloor {
 			a.timeoutRun(c, s, r)
@@ -483,9 +491,11 @@ func (a *Analyzer) readGap(c *conn, r pref) {
 	a.node[nodeRequester].readGaps++
 	s.run.cause = causeReadGap
 	a.retry(c, s, r, causeReadGap)
-	rec := a.addNACK(c, rs, g, r)
+	if first {
+		a.addNACK(c, rs, g, r)
+	}
 	if !r.lost() {
-		rs.pend = pendState{set: true, psn: r.psn, cause: causeReadGap, ref: r, rec: rec}
+		rs.pend = pendState{set: true, psn: r.psn, cause: causeReadGap, ref: r}
 	}
 }
 
@@ -554,7 +564,7 @@ func (a *Analyzer) timeoutRun(c *conn, s *stream, r pref) {
 	if read && !r.lost() {
 		// The responder must answer the re-issued READ from q.
 		rs := &c.s[streamRsp]
-		rs.pend = pendState{set: true, psn: q, cause: causeTimeout, ref: r, rec: -1}
+		rs.pend = pendState{set: true, psn: q, cause: causeTimeout, ref: r}
 	}
 }
 
@@ -589,7 +599,7 @@ func (a *Analyzer) responseRun(c *conn, s *stream, r pref) {
 			a.violate(c, machRspSender, r, fmt.Sprintf("after the READ request re-issued from PSN %d (seq %d), "+
 				"responses restart at PSN %d", s.pend.psn, s.pend.ref.seq, r.psn))
 		}
-		a.react(s, r)
+		a.react(s)
 		return
 	}
 	s.run.cause = causeNone
@@ -685,7 +695,7 @@ func (a *Analyzer) ack(c *conn, r pref, syn roce.Syndrome) {
 		s.gap = gapState{open: true, psn: p, first: r, nak: true, rnr: true, nakRef: r}
 		if !r.lost() {
 			s.advanceUna(p, r.ts)
-			s.pend = pendState{set: true, psn: p, cause: causeRNR, ref: r, rec: -1}
+			s.pend = pendState{set: true, psn: p, cause: causeRNR, ref: r}
 		}
 	default:
 		c.other++
@@ -702,7 +712,6 @@ func (a *Analyzer) nakSeq(c *conn, s *stream, r pref) {
 	case s.last.valid && s.last.psn == p:
 		g = &s.last // the NAK left before the gap closed
 	}
-	rec := -1
 	switch {
 	case g == nil:
 		if a.first(c, machReqReceiver) {
@@ -716,21 +725,23 @@ func (a *Analyzer) nakSeq(c *conn, s *stream, r pref) {
 		}
 	default:
 		g.nak, g.nakRef = true, r
-		rec = a.addNACK(c, s, g, r)
+		a.addNACK(c, s, g, r)
 		a.progress(nodeResponder, g.first.seq, r.ts)
 	}
 	if !r.lost() {
 		a.node[nodeRequester].nakRx++
 		s.advanceUna(p, r.ts)
-		s.pend = pendState{set: true, psn: p, cause: causeNAK, ref: r, rec: rec}
+		s.pend = pendState{set: true, psn: p, cause: causeNAK, ref: r}
 	}
 }
 
-// addNACK records the NAK generation latency of gap g of stream s.
-func (a *Analyzer) addNACK(c *conn, s *stream, g *gapState, nak pref) int {
+// addNACK records the NAK generation latency of gap g of stream s; the
+// reaction follows with the first retransmission of the gap's PSN.
+func (a *Analyzer) addNACK(c *conn, s *stream, g *gapState, nak pref) {
 	if len(a.nack) >= a.opt.MaxRecords {
 		a.truncated.retrans = true
-		return -1
+		s.nackRec = -1
+		return
 	}
 	msg, rel := a.msgOf(c, g.psn)
 	ev := inject.EventNone
@@ -739,5 +750,5 @@ func (a *Analyzer) addNACK(c *conn, s *stream, g *gapState, nak pref) int {
 	}
 	a.nack = append(a.nack, NACKLatency{Conn: c.idx, Stream: streamNames[s.id], PSN: g.psn, Message: msg, RelPSN: rel,
 		Event: ev, FirstOOO: g.first.ref(), NAK: nak.ref(), GenerationNs: nak.ts - g.first.ts, ReactionNs: -1, TotalNs: -1})
-	return len(a.nack) - 1
+	s.nackRec = len(a.nack) - 1
 }

@@ -54,7 +54,11 @@ func (r *Report) WriteText(w io.Writer) error {
 			p("      offending packet: %v (%d violations of this machine)", v.Packet, v.Count)
 		}
 	}
-	for _, c := range r.Connections {
+	for i, c := range r.Connections {
+		if i == maxTextRows {
+			p("  ... %d more connections in the JSON report", len(r.Connections)-i)
+			break
+		}
 		term := ""
 		if c.Terminated != "" {
 			term = "; " + c.Terminated
@@ -74,7 +78,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		p("  total:           %s", statStr(rt.Total))
 		p("  %5s %6s %8s %8s %12s %12s", "conn", "msg", "rel_psn", "event", "generation", "reaction")
 		for i, n := range rt.NACK {
-			if i == 20 {
+			if i == maxTextRows {
 				p("  ... %d more in the JSON report", len(rt.NACK)-i)
 				break
 			}
@@ -108,7 +112,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		p("  intervals: %s", statStr(to.Intervals))
 	}
 	for i, m := range to.Messages {
-		if i == 20 {
+		if i == maxTextRows {
 			p("  ... %d more messages in the JSON report", len(to.Messages)-i)
 			break
 		}
@@ -137,10 +141,17 @@ func (r *Report) WriteText(w io.Writer) error {
 	for _, pr := range cn.ByIPPair {
 		p("  %s -> %s: %d CNPs", pr.Src, pr.Dst, pr.Count)
 	}
-	for _, q := range cn.ByQP {
+	for i, q := range cn.ByQP {
+		if i == maxTextRows {
+			p("  ... %d more QPs in the JSON report", len(cn.ByQP)-i)
+			break
+		}
 		p("  conn %d %s qpn %#x: %d CE marks, %d CNPs, %d suppressed", q.Conn, q.Node, q.QPN, q.CEMarked, q.CNPs, q.Suppressed)
 	}
 	for _, sc := range cn.Scopes {
+		if cn.CEMarked == 0 && cn.NAKCNPs == 0 {
+			break // nothing could draw a CNP: no scope to test
+		}
 		v := "consistent"
 		if !sc.Consistent {
 			v = "ruled out: " + sc.FirstConflict
@@ -183,6 +194,10 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	return bw.Flush()
 }
+
+// maxTextRows bounds each per-item list of the text summary; the JSON
+// report has them all.
+const maxTextRows = 32
 
 func statStr(s Stats) string {
 	if s.Count == 0 {
