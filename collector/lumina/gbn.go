@@ -64,7 +64,6 @@ type gapState struct {
 	open    bool
 	valid   bool // for the last closed gap: there is one
 	nak     bool
-	rnr     bool
 	checked bool // the last closed gap's missing NAK was reported
 	psn     uint32
 	ooo     int64
@@ -692,7 +691,7 @@ func (a *Analyzer) ack(c *conn, r pref, syn roce.Syndrome) {
 		if roce.ComparePSN(p, s.epsn) < 0 {
 			s.epsn = p
 		}
-		s.gap = gapState{open: true, psn: p, first: r, nak: true, rnr: true, nakRef: r}
+		s.gap = gapState{open: true, psn: p, first: r, nak: true, nakRef: r}
 		if !r.lost() {
 			s.advanceUna(p, r.ts)
 			s.pend = pendState{set: true, psn: p, cause: causeRNR, ref: r}
