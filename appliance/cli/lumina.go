@@ -79,7 +79,9 @@ Ready-made tests are in appliance/lumina/testdata/tests.`,
 					t.Spec.ResultPath = *resultPath
 				}
 				r := &lumina.Runner{Test: t, Lab: *lab, IterMode: mode, Analyze: analyzeHook}
-				if !*lab {
+				if *lab {
+					r.Analyze = lumina.AnalyzeRunOptions(lumina.SoftOptions())
+				} else {
 					r.Remote = &lumina.Remote{Exec: remoteExec, Binary: *binary, DumperPort: *dumperPort,
 						RequesterArgs: strings.Fields(*reqArgs), ResponderArgs: strings.Fields(*respArgs)}
 				}

@@ -48,7 +48,7 @@ func runLuminaTests(ctx context.Context, l *Lab, row *Row) error {
 		t.Spec.NumRepeats = 1
 		var rep *clumina.Report
 		r := &lumina.Runner{Test: t, Lab: true, Analyze: func(ctx context.Context, dir string, m *clumina.Meta) (string, bool, error) {
-			v, ok, err := lumina.AnalyzeRun(ctx, dir, m)
+			v, ok, err := lumina.AnalyzeRunOptions(lumina.SoftOptions())(ctx, dir, m)
 			if err == nil {
 				rep, err = clumina.ReadReport(dir + "/" + clumina.AnalysisFile)
 			}

@@ -201,10 +201,11 @@ func Violations(rep *clumina.Report) []string {
 	return out
 }
 
-// CheckRun is a FuzzConfig.Check that runs the analyzers, writes the
-// run's report, and returns its Violations.
+// CheckRun is a FuzzConfig.Check that runs the analyzers (with the soft
+// testbed's settings: fuzzing runs in the lab), writes the run's report,
+// and returns its Violations.
 func CheckRun(ctx context.Context, dir string, m *clumina.Meta) ([]string, error) {
-	rep, err := clumina.Analyze(ctx, filepath.Join(dir, m.Trace), m)
+	rep, err := clumina.AnalyzeOptions(ctx, filepath.Join(dir, m.Trace), m, SoftOptions())
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/rdma-appliance/appliance/appliance/report"
 	clumina "github.com/rdma-appliance/appliance/collector/lumina"
@@ -17,7 +18,24 @@ import (
 // RNICs behaved by the rules (a valid trace, Go-back-N kept, counters as
 // the trace implies).
 func AnalyzeRun(ctx context.Context, dir string, m *clumina.Meta) (string, bool, error) {
-	rep, err := clumina.Analyze(ctx, filepath.Join(dir, m.Trace), m)
+	return AnalyzeRunOptions(clumina.Options{})(ctx, dir, m)
+}
+
+// SoftOptions are the analyzers' settings for runs on the software
+// testbed: its middlebox is a goroutine on a shared machine and may hold
+// a packet for far longer than a switch, so an ACK can reach the
+// requester a long time after it was mirrored.
+func SoftOptions() clumina.Options { return clumina.Options{Slack: time.Second} }
+
+// AnalyzeRunOptions is AnalyzeRun with the analyzers' options.
+func AnalyzeRunOptions(opt clumina.Options) func(ctx context.Context, dir string, m *clumina.Meta) (string, bool, error) {
+	return func(ctx context.Context, dir string, m *clumina.Meta) (string, bool, error) {
+		return analyzeRun(ctx, dir, m, opt)
+	}
+}
+
+func analyzeRun(ctx context.Context, dir string, m *clumina.Meta, opt clumina.Options) (string, bool, error) {
+	rep, err := clumina.AnalyzeOptions(ctx, filepath.Join(dir, m.Trace), m, opt)
 	if err != nil {
 		return "", false, err
 	}

@@ -18,7 +18,7 @@ import (
 // Chromium (skipped, with the reason, where no browser is installed).
 func TestReportRenders(t *testing.T) {
 	tt := loadReady(t, "fast-retrans-20k.yml")
-	sum, err := (&Runner{Test: tt, Lab: true, Analyze: AnalyzeRun}).Run(context.Background())
+	sum, err := (&Runner{Test: tt, Lab: true, Analyze: AnalyzeRunOptions(SoftOptions())}).Run(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestReportRenders(t *testing.T) {
 // and the run's verdict fails; lumina fuzz would keep such a case.
 func TestBrokenRNICCaught(t *testing.T) {
 	tt := loadReady(t, "fast-retrans-20k.yml")
-	r := &Runner{Test: tt, Lab: true, Analyze: AnalyzeRun, Testbed: func(c *TestbedConfig) {
+	r := &Runner{Test: tt, Lab: true, Analyze: AnalyzeRunOptions(SoftOptions()), Testbed: func(c *TestbedConfig) {
 		c.Requester.FaultSkipNAKedPSN = true
 	}}
 	sum, err := r.Run(context.Background())
