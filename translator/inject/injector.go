@@ -469,7 +469,7 @@ func (in *Injector) input(i int, pkt *dpdk.Packet) {
 		} else {
 			in.roce++
 			ev, _ = in.table.Lookup(&in.rp, frame)
-			in.mirror(frame, ev)
+			in.mirror(frame, ev, pkt.Timestamp)
 		}
 	}
 	switch ev {
@@ -521,9 +521,17 @@ func (in *Injector) input(i int, pkt *dpdk.Packet) {
 
 // mirror makes the mirrored copy of a RoCE packet (decoded in in.rp)
 // before its event takes effect.
-func (in *Injector) mirror(frame []byte, ev EventType) {
+//
+// The ingress timestamp is the driver's receive time when it stamped the
+// packet (AF_PACKET: the kernel's, per packet; DPDK: one clock read per
+// burst), which is also the more faithful ingress time; only unstamped
+// packets (in-process rings) cost a clock read here.
+func (in *Injector) mirror(frame []byte, ev EventType, rxTS int64) {
 	seq := in.seq.Add(1)
-	ts := dpdk.Nanotime()
+	ts := rxTS
+	if ts == 0 {
+		ts = dpdk.Nanotime()
+	}
 	if ts <= in.lastTS {
 		ts = in.lastTS + 1 // strictly increasing, as the trace check expects
 	}
