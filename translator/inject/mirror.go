@@ -59,9 +59,12 @@ func WriteMirror(frame []byte, p *dnet.Parsed, m MirrorMeta, srcPort, dstPort ui
 	put48(frame[0:6], uint64(m.Timestamp)&Mask48)
 	switch p.L3Proto {
 	case dnet.EtherTypeIPv4:
+		// Patch the checksum for the TTL word (RFC 1624) rather than
+		// summing the header again: this runs for every mirrored packet.
 		ip := dnet.IPv4(frame[p.L3Off:])
+		old := binary.BigEndian.Uint16(ip[8:10])
 		ip.SetTTL(uint8(m.Event))
-		ip.UpdateChecksum()
+		ip.SetChecksum(dnet.ChecksumUpdate16(ip.Checksum(), old, binary.BigEndian.Uint16(ip[8:10])))
 	case dnet.EtherTypeIPv6:
 		frame[p.L3Off+7] = uint8(m.Event)
 	}
