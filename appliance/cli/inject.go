@@ -69,6 +69,42 @@ traffic|mirror, port DRIVER:DEV, queues, addrs, weight}], routes [{prefix, port,
 				},
 			},
 			{
+				Name:    "tofino",
+				Summary: "serve the injector's control API for a Tofino: loads run bfshell with the rendered script",
+				Usage:   "-f injector.yml --sde PATH [--listen ADDR]",
+				Long: `Runs on the switch (or where bfshell reaches it) and answers the same HTTP API as
+'inject run', so 'lumina run' and the traffic generator drive a Tofino the way they
+drive the software injector: POST /v1/load renders the test's bfrt_python script from
+the file's Tofino keys and runs '$SDE/run_bfshell.sh -b' with it; GET /v1/stats runs
+the counter script and returns the per-port counters and the mirror sequence; GET
+/v1/entries lists the entries (the switch does not count hits per entry). Start
+switchd with p4/lumina/injector.p4 compiled by bf-p4c first.`,
+				Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
+					file := fs.String("f", "", "injector file (YAML) with the Tofino keys")
+					sde := fs.String("sde", os.Getenv("SDE"), "the SDE's directory (default $SDE)")
+					listen := fs.String("listen", "", "HTTP control address (default: the file's listen, else "+injectListen+")")
+					return func(ctx context.Context, env *Env, args []string) error {
+						if len(args) > 0 || *file == "" || *sde == "" {
+							return Usagef("want -f injector.yml and --sde PATH (or $SDE)")
+						}
+						s, err := inject.LoadSpec(*file)
+						if err != nil {
+							return err
+						}
+						addr := *listen
+						if addr == "" {
+							addr = s.Listen
+						}
+						if addr == "" {
+							addr = injectListen
+						}
+						svc := service.New("inject-tofino", addr, env.Log)
+						(&lumina.Controller{Spec: s, Bfshell: lumina.DefaultBfshell(*sde)}).Register(svc)
+						return svc.Run(ctx)
+					}
+				},
+			},
+			{
 				Name:    "compile",
 				Summary: "compile intents and runtime metadata into the injector's match entries",
 				Usage:   "--load load.json [--json] [--iter-mode paper|p4]",
