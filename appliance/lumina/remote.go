@@ -105,10 +105,8 @@ func lastLines(s string, n int) string {
 // listen-port, each dumper's on its control-ip and DumperPort, and the
 // traffic generator's two sides started through Exec on the requester and
 // the responder (`appliance lumina trafficgen`), which exchange their
-// metadata over TCP between the hosts' control-ips. Programming a Tofino is
-// `appliance inject bfrt`'s script, run by the operator with bfshell; the
-// orchestrator then needs the switch's counters from that script, which
-// this build does not collect.
+// metadata over TCP between the hosts' control-ips. A Tofino answers the
+// same API through `appliance inject tofino` (p4/lumina.Controller).
 type Remote struct {
 	Exec Executor
 	// Binary is the appliance binary on the hosts (default "appliance").
