@@ -1,6 +1,7 @@
 package dumper
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -246,15 +247,7 @@ func (w *worker) write(ctx context.Context, path string, mal *malformed) (File, 
 		w.order = append(w.order, slot{seq: s, idx: uint32(i)})
 	}
 	if f.OutOfOrder > 0 {
-		slices.SortStableFunc(w.order, func(a, b slot) int {
-			switch {
-			case a.seq < b.seq:
-				return -1
-			case a.seq > b.seq:
-				return 1
-			}
-			return 0
-		})
+		slices.SortStableFunc(w.order, func(a, b slot) int { return cmp.Compare(a.seq, b.seq) })
 	}
 	opts := pcap.WriterOptions{Format: pcap.FormatPcap, LinkType: pcap.LinkTypeEthernet, SnapLen: cfg.SnapLen,
 		Nanosecond: true}

@@ -175,21 +175,11 @@ func TestLuminaStage(t *testing.T) {
 	}
 	s.Wire.Enabled, s.Verbs.Enabled, s.LuminaTests.Enabled = false, false, false
 	s.Lumina.BalanceRounds = 2
-	l := &Lab{Spec: s, OutDir: t.TempDir()}
-	rep, err := l.Run(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	rep.WriteSummary(&b)
-	if !rep.Pass() {
-		t.Fatalf("lab failed:\n%s", b.String())
-	}
-	row := rep.Rows[0]
+	l, row, b := runPassing(t, s)
 	for k, want := range map[string]string{"integrity": "ok", "events": "drop:1,ecn:2,bit-error:1", "retransmitted": "2",
 		"icrc_drops": "1", "wrr_integrity": "2/2"} {
 		if row.Figures[k] != want {
-			t.Errorf("%s = %q, want %q\n%s", k, row.Figures[k], want, b.String())
+			t.Errorf("%s = %q, want %q\n%s", k, row.Figures[k], want, b)
 		}
 	}
 	if _, err := os.Stat(l.Path("lumina.pcap")); err != nil {
@@ -235,6 +225,21 @@ func TestLuminaTestsStage(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Wire.Enabled, s.Verbs.Enabled, s.Lumina.Enabled = false, false, false
+	l, row, b := runPassing(t, s)
+	if !strings.Contains(row.Figures["timeout-retries"], "retries=exact(7)") || !strings.Contains(row.Figures["cnp-pacing"], "per-dest-ip") ||
+		strings.Contains(row.Figures["cnp-pacing"], "per-port") || !strings.Contains(row.Figures["fast-retrans-20k"], "nack-gen=") {
+		t.Fatalf("figures:\n%s", b)
+	}
+	reports, _ := filepath.Glob(l.Path("lumina-tests/*/*/0/report.html"))
+	if len(reports) != 3 {
+		t.Fatalf("reports %v", reports)
+	}
+}
+
+// runPassing runs the lab with s, fails the test unless every stage
+// passed, and returns the lab, the first stage's row and the summary.
+func runPassing(t *testing.T, s Spec) (*Lab, Row, string) {
+	t.Helper()
 	l := &Lab{Spec: s, OutDir: t.TempDir()}
 	rep, err := l.Run(context.Background())
 	if err != nil {
@@ -245,13 +250,5 @@ func TestLuminaTestsStage(t *testing.T) {
 	if !rep.Pass() {
 		t.Fatalf("lab failed:\n%s", b.String())
 	}
-	row := rep.Rows[0]
-	if !strings.Contains(row.Figures["timeout-retries"], "retries=exact(7)") || !strings.Contains(row.Figures["cnp-pacing"], "per-dest-ip") ||
-		strings.Contains(row.Figures["cnp-pacing"], "per-port") || !strings.Contains(row.Figures["fast-retrans-20k"], "nack-gen=") {
-		t.Fatalf("figures:\n%s", b.String())
-	}
-	reports, _ := filepath.Glob(l.Path("lumina-tests/*/*/0/report.html"))
-	if len(reports) != 3 {
-		t.Fatalf("reports %v", reports)
-	}
+	return l, rep.Rows[0], b.String()
 }

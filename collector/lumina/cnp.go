@@ -1,6 +1,7 @@
 package lumina
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -470,15 +471,7 @@ func (a *Analyzer) cnpReport() CNPReport {
 		}
 		rep.Events = append(rep.Events, e)
 	}
-	slices.SortStableFunc(rep.Events, func(x, y CNPEvent) int {
-		switch {
-		case x.Seq < y.Seq:
-			return -1
-		case x.Seq > y.Seq:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(rep.Events, func(x, y CNPEvent) int { return cmp.Compare(x.Seq, y.Seq) })
 	return rep
 }
 
