@@ -1,0 +1,183 @@
+package dta
+
+import (
+	"errors"
+	"fmt"
+
+	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/verbs/roce"
+)
+
+// Conn is the translator's side of one RC connection to a collector: a
+// requester without a host. Like the Tofino translator it keeps no copy
+// of what it sent: a report is turned into RDMA operations and forgotten.
+// It counts PSNs, asks for an ACK now and then, and when the collector's
+// RNIC NAKs a sequence error (it lost packets, or restarted), it moves its
+// PSN to the one the collector expects, so the connection recovers and the
+// lost window is counted. Every packet carries a valid ICRC (the public
+// translator left it invalid and needed the collector's check disabled).
+type Conn struct {
+	b roce.Builder
+	// next is the PSN of the next packet; acked the highest PSN the
+	// collector acknowledged.
+	next, acked uint32
+	sinceAck    int
+	// AckEvery asks for an ACK every this many packets (default 64).
+	AckEvery int
+	// MaxAtomic is the collector QP's responder resources
+	// (max_dest_rd_atomic): atomics may not be outstanding beyond it, or
+	// the collector's RNIC refuses them. Default 16.
+	MaxAtomic int
+	atomics   [256]uint32 // PSNs of outstanding atomics, a ring
+	ahead     int
+	atail     int
+
+	Stats ConnStats
+}
+
+// ConnStats are a connection's counters.
+type ConnStats struct {
+	Packets   uint64 `json:"packets"`
+	Bytes     uint64 `json:"bytes"`
+	ACKs      uint64 `json:"acks"`
+	NAKs      uint64 `json:"naks"`
+	Resyncs   uint64 `json:"resyncs"`
+	LostPSNs  uint64 `json:"lost_psns"` // PSNs skipped by resynchronisation
+	Malformed uint64 `json:"malformed"`
+}
+
+// Endpoint addresses one end of a connection.
+type Endpoint struct {
+	MAC dnet.MAC
+	GID roce.GID
+	QPN uint32
+}
+
+// NewConn makes the translator's side of a connection from local to the
+// collector's QP, starting at psn.
+func NewConn(local, collector Endpoint, psn uint32) *Conn {
+	c := &Conn{next: psn & roce.PSNMask, acked: (psn - 1) & roce.PSNMask, AckEvery: 64, MaxAtomic: 16}
+	c.b = roce.Builder{SrcMAC: local.MAC, DstMAC: collector.MAC, SrcGID: local.GID, DstGID: collector.GID,
+		HopLimit: roce.DefaultHopLimit, DestQP: collector.QPN, FlowLabel: roce.FlowLabelFromQPNs(local.QPN, collector.QPN)}
+	return c
+}
+
+// PSN is the next packet's PSN.
+func (c *Conn) PSN() uint32 { return c.next }
+
+// Outstanding is how many packets the collector has not acknowledged yet.
+// At zero every operation sent has been applied to collector memory.
+func (c *Conn) Outstanding() int { return int(roce.ComparePSN(c.next, c.acked)) - 1 }
+
+func (c *Conn) stamp() {
+	c.b.PSN = c.next
+	c.next = (c.next + 1) & roce.PSNMask
+	c.sinceAck++
+	c.b.AckReq = c.sinceAck >= c.AckEvery
+	if c.b.AckReq {
+		c.sinceAck = 0
+	}
+}
+
+// Write builds an RDMA WRITE Only of data to va/rkey into buf and returns
+// the frame length; with imm it is a WRITE with immediate, which the
+// collector's RNIC completes on its receive queue (a push notification).
+func (c *Conn) Write(buf []byte, va uint64, rkey uint32, data []byte, imm *uint32) (int, error) {
+	c.b.Opcode = roce.RCWriteOnly
+	if imm != nil {
+		c.b.Opcode, c.b.Imm = roce.RCWriteOnlyImm, *imm
+	}
+	c.b.VA, c.b.RKey, c.b.DMALen = va, rkey, uint32(len(data))
+	c.stamp()
+	if imm != nil {
+		c.b.AckReq = true
+	}
+	n, err := c.b.Build(buf, data)
+	if err != nil {
+		return 0, err
+	}
+	c.Stats.Packets++
+	c.Stats.Bytes += uint64(n)
+	return n, nil
+}
+
+// ErrAtomicWindow is returned by FetchAdd while MaxAtomic atomics await
+// their answers: the caller keeps the operation and tries again once
+// Input has seen ACKs.
+var ErrAtomicWindow = errors.New("dta: atomic window full")
+
+// AtomicRoom is how many more atomics may be sent now.
+func (c *Conn) AtomicRoom() int {
+	return min(c.MaxAtomic, len(c.atomics)) - (c.atail - c.ahead)
+}
+
+// FetchAdd builds an ATOMIC FETCH_ADD of add at va/rkey. The original
+// value the collector answers with is not needed and is dropped.
+func (c *Conn) FetchAdd(buf []byte, va uint64, rkey uint32, add uint64) (int, error) {
+	if c.AtomicRoom() <= 0 {
+		return 0, ErrAtomicWindow
+	}
+	c.atomics[c.atail%len(c.atomics)] = c.next
+	c.atail++
+	c.b.Opcode = roce.RCFetchAdd
+	c.b.VA, c.b.RKey, c.b.SwapAdd, c.b.Compare = va, rkey, add, 0
+	c.stamp()
+	n, err := c.b.Build(buf, nil)
+	if err != nil {
+		return 0, err
+	}
+	c.Stats.Packets++
+	c.Stats.Bytes += uint64(n)
+	return n, nil
+}
+
+// ErrNotForConn is returned for packets of another connection.
+var ErrNotForConn = errors.New("dta: not this connection's packet")
+
+// Input handles a packet from the collector (decoded in p): ACKs advance
+// the acknowledged PSN, a NAK sequence error moves the next PSN to the
+// one the collector expects. It returns whether the connection
+// resynchronised.
+func (c *Conn) Input(p *roce.Packet, frame []byte) (bool, error) {
+	h := p.AETH(frame)
+	if h == nil {
+		c.Stats.Malformed++
+		return false, fmt.Errorf("dta: %v from the collector has no AETH", p.Opcode)
+	}
+	syn := h.Syndrome()
+	switch syn.Type() {
+	case roce.AckTypeACK:
+		c.Stats.ACKs++
+		if roce.ComparePSN(p.PSN, c.acked) > 0 && roce.ComparePSN(p.PSN, c.next) < 0 {
+			c.acked = p.PSN
+		}
+		// ACKs are cumulative: every atomic up to the PSN is answered.
+		for c.ahead < c.atail && roce.ComparePSN(c.atomics[c.ahead%len(c.atomics)], c.acked) <= 0 {
+			c.ahead++
+		}
+	case roce.AckTypeNAK:
+		c.Stats.NAKs++
+		if syn.NAKCode() != roce.NAKPSNSequenceError {
+			return false, nil
+		}
+		// The collector expects p.PSN: what was sent from there on is
+		// lost to it (it drops out-of-order packets), and everything
+		// the translator sends must continue from there.
+		lost := roce.ComparePSN(c.next, p.PSN)
+		if lost > 0 {
+			c.Stats.LostPSNs += uint64(lost)
+		}
+		c.next = p.PSN
+		c.acked = (p.PSN - 1) & roce.PSNMask
+		c.sinceAck = 0
+		// The collector discarded everything from p.PSN on: those atomics
+		// will never be answered.
+		for c.ahead < c.atail && roce.ComparePSN(c.atomics[c.ahead%len(c.atomics)], c.acked) <= 0 {
+			c.ahead++
+		}
+		c.ahead = c.atail
+		c.Stats.Resyncs++
+		return true, nil
+	}
+	return false, nil
+}
