@@ -3,6 +3,7 @@ package dta
 import (
 	"encoding/binary"
 	"fmt"
+	"time"
 )
 
 // KeyWriteRegion is a collector's Key-Write table: Slots entries of
@@ -22,10 +23,22 @@ type KeyIncrementRegion struct {
 	Slots uint64 `json:"slots"`
 }
 
+// ListRegion is one Append list: a ring of Entries entries of
+// AppendEntryLen bytes at Addr.
+type ListRegion struct {
+	Addr    uint64 `json:"addr"`
+	RKey    uint32 `json:"rkey"`
+	Entries uint64 `json:"entries"` // a power of two, a multiple of the batch
+}
+
 // Regions are what a collector advertises.
 type Regions struct {
 	KeyWrite     *KeyWriteRegion     `json:"key_write,omitempty"`
 	KeyIncrement *KeyIncrementRegion `json:"key_increment,omitempty"`
+	// Lists are the Append lists by list id; Batch is how many entries
+	// the translator gathers per WRITE (default 4).
+	Lists map[uint32]ListRegion `json:"lists,omitempty"`
+	Batch int                   `json:"batch,omitempty"`
 }
 
 // Validate checks the regions' geometry.
@@ -42,7 +55,43 @@ func (r *Regions) Validate() error {
 	if ki := r.KeyIncrement; ki != nil && !pow2(ki.Slots) {
 		return fmt.Errorf("dta: key-increment slots %d: a power of two", ki.Slots)
 	}
+	if r.Batch < 0 || r.Batch > MaxBatch {
+		return fmt.Errorf("dta: append batch %d: want 1..%d", r.Batch, MaxBatch)
+	}
+	for id, l := range r.Lists {
+		if !pow2(l.Entries) || l.Entries%uint64(r.batch()) != 0 {
+			return fmt.Errorf("dta: list %d: %d entries: a power of two and a multiple of the batch %d", id, l.Entries, r.batch())
+		}
+	}
 	return nil
+}
+
+func (r *Regions) batch() int {
+	if r.Batch == 0 {
+		return 4
+	}
+	return r.Batch
+}
+
+// Append entries are 8 bytes: {data, sequence}, big-endian. The sequence
+// counts the list's entries from 1 (wrapping past 2^32 to 1, never 0), so
+// a poller knows an entry is new when its sequence is the one it expects
+// next, whatever the data (a zero report included) and whatever stale
+// entry the slot held from the previous lap of the ring. The sequence
+// comes last because an RNIC places a WRITE's bytes in ascending order:
+// once a poller sees the sequence, the data before it is there.
+const AppendEntryLen = 8
+
+// MaxBatch bounds the entries of one Append WRITE.
+const MaxBatch = 128
+
+// appendList is a list's batch being gathered.
+type appendList struct {
+	region  ListRegion
+	head    uint64 // entries written so far
+	n       int    // entries gathered
+	since   int64  // when the oldest gathered entry arrived
+	entries [MaxBatch * AppendEntryLen]byte
 }
 
 // Emit receives each RDMA frame the translation produces; the frame is
@@ -64,6 +113,10 @@ type Translator struct {
 	Stats   TranslateStats
 	buf     [9216]byte
 	entry   [4 + MaxDataWidth]byte
+	lists   map[uint32]*appendList
+	// Now reads the clock for Append's flush timeout (nanoseconds);
+	// tests replace it.
+	Now func() int64
 }
 
 // NewTranslator checks the regions and returns a translator.
@@ -71,7 +124,66 @@ func NewTranslator(c *Conn, r Regions) (*Translator, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
-	return &Translator{Conn: c, Regions: r}, nil
+	t := &Translator{Conn: c, Regions: r, lists: map[uint32]*appendList{}, Now: func() int64 { return time.Now().UnixNano() }}
+	for id, l := range r.Lists {
+		t.lists[id] = &appendList{region: l}
+	}
+	return t, nil
+}
+
+// appendEntry gathers one Append report and writes the batch when full.
+func (t *Translator) appendEntry(r *Report, emit Emit) error {
+	l := t.lists[r.ListID]
+	if l == nil {
+		t.Stats.Unsupported++
+		return fmt.Errorf("%w: list %d", ErrNoRegion, r.ListID)
+	}
+	if l.n == 0 {
+		l.since = t.Now()
+	}
+	e := l.entries[l.n*AppendEntryLen:]
+	seq := uint32((l.head+uint64(l.n))%(1<<32-1)) + 1
+	copy(e[0:4], r.Data)
+	binary.BigEndian.PutUint32(e[4:8], seq)
+	l.n++
+	if l.n == t.Regions.batch() {
+		return t.flushList(l, emit)
+	}
+	return nil
+}
+
+// flushList writes a list's gathered entries with one WRITE.
+func (t *Translator) flushList(l *appendList, emit Emit) error {
+	if l.n == 0 {
+		return nil
+	}
+	va := l.region.Addr + (l.head%l.region.Entries)*AppendEntryLen
+	m, err := t.Conn.Write(t.buf[:], va, l.region.RKey, l.entries[:l.n*AppendEntryLen], nil)
+	if err == nil {
+		err = emit(t.buf[:m])
+	}
+	if err != nil {
+		t.Stats.Errors++
+		return err
+	}
+	l.head += uint64(l.n)
+	l.n = 0
+	return nil
+}
+
+// Flush writes the batches that have waited longer than timeout (all of
+// them with timeout 0), so a quiet list does not strand its entries. The
+// translator's loop calls it between bursts.
+func (t *Translator) Flush(timeout time.Duration, emit Emit) error {
+	now := t.Now()
+	for _, l := range t.lists {
+		if l.n > 0 && now-l.since >= int64(timeout) {
+			if err := t.flushList(l, emit); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // ErrNoRegion is returned for a report whose primitive the collector
@@ -146,11 +258,48 @@ func (t *Translator) Translate(r *Report, emit Emit) error {
 				return err
 			}
 		}
+	case OpAppend:
+		return t.appendEntry(r, emit)
 	default:
 		t.Stats.Unsupported++
 		return fmt.Errorf("%w: %v", ErrNoRegion, r.Opcode)
 	}
 	return nil
+}
+
+// Poller reads one Append list in collector memory from its tail; several
+// pollers may share a list by taking disjoint positions (Start, Step).
+type Poller struct {
+	Mem     []byte // the list's ring
+	Entries uint64
+	next    uint64 // the position to read next
+	Step    uint64 // 1, or the number of pollers sharing the list
+}
+
+// NewPoller reads positions start, start+step, ... of a list.
+func NewPoller(mem []byte, entries, start, step uint64) *Poller {
+	if step == 0 {
+		step = 1
+	}
+	return &Poller{Mem: mem, Entries: entries, next: start, Step: step}
+}
+
+// Poll calls fn for each new entry (up to max) and returns how many it
+// read. An entry is new when its sequence is the one expected at the
+// poller's position.
+func (p *Poller) Poll(max int, fn func(data uint32)) int {
+	n := 0
+	for n < max {
+		off := (p.next % p.Entries) * AppendEntryLen
+		e := p.Mem[off : off+AppendEntryLen]
+		if binary.BigEndian.Uint32(e[4:]) != uint32(p.next%(1<<32-1))+1 {
+			break
+		}
+		fn(binary.BigEndian.Uint32(e))
+		p.next += p.Step
+		n++
+	}
+	return n
 }
 
 // QueryKeyWrite reads a key from a Key-Write table in collector memory:
