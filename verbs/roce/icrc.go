@@ -192,3 +192,55 @@ func (p *Packet) VerifyICRC(frame []byte) error {
 func (p *Packet) UpdateICRC(frame []byte) {
 	binary.LittleEndian.PutUint32(frame[p.ICRCOff:p.ICRCOff+ICRCLen], p.ComputeICRC(frame))
 }
+
+// ICRCPrefix is the ICRC's state after the masked IP and UDP headers of a
+// packet. A sender whose IP and UDP headers do not change from packet to
+// packet (a DTA translator's connection: same addresses, ports and
+// length) computes it once and then covers only the BTH and what follows
+// for each packet.
+type ICRCPrefix uint32
+
+// NewICRCPrefix computes the prefix state of pkt (from the IP header on),
+// an IPv4 or IPv6 RoCEv2 packet.
+func NewICRCPrefix(pkt []byte) (ICRCPrefix, error) {
+	if _, err := ICRC(pkt); err != nil {
+		return 0, err
+	}
+	var hl, udpOff int
+	v6 := pkt[0]>>4 == 6
+	if v6 {
+		_, off, _, _ := dnet.SkipIPv6Extensions(pkt[dnet.IPv6HeaderLen:], pkt[6])
+		hl, udpOff = dnet.IPv6HeaderLen, dnet.IPv6HeaderLen+off
+	} else {
+		hl = int(pkt[0]&0x0f) * 4
+		udpOff = hl
+	}
+	var s [maxMasked]byte
+	n := copy(s[:hl], pkt)
+	if v6 {
+		s[0] |= 0x0f
+		s[1], s[2], s[3], s[7] = 0xff, 0xff, 0xff, 0xff
+	} else {
+		s[1], s[8], s[10], s[11] = 0xff, 0xff, 0xff, 0xff
+	}
+	crc := uint32(icrcSeed)
+	if udpOff != hl {
+		crc = updateSlicing8(crc, s[:n])
+		crc = crc32.Update(crc, crc32.IEEETable, pkt[hl:udpOff])
+		n = 0
+	}
+	copy(s[n:n+dnet.UDPHeaderLen], pkt[udpOff:])
+	s[n+6], s[n+7] = 0xff, 0xff
+	n += dnet.UDPHeaderLen
+	return ICRCPrefix(updateSlicing8(crc, s[:n])), nil
+}
+
+// Finish returns the ICRC of a packet with this prefix, given its bytes
+// from the BTH up to (not including) the ICRC.
+func (c ICRCPrefix) Finish(fromBTH []byte) uint32 {
+	var bth [BTHLen]byte
+	copy(bth[:], fromBTH)
+	bth[4] = 0xff // the BTH's reserved byte before the destination QP
+	crc := updateSlicing8(uint32(c), bth[:])
+	return updateSlicing8(crc, fromBTH[BTHLen:])
+}
