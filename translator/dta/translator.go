@@ -305,13 +305,20 @@ func (p *Poller) Poll(max int, fn func(data uint32)) int {
 // QueryKeyWrite reads a key from a Key-Write table in collector memory:
 // the data of the first of its N slots whose checksum matches, or false.
 func QueryKeyWrite(mem []byte, key uint32, n int, slots uint64, dataWidth int) ([]byte, bool) {
-	el := KeyWriteEntryLen(dataWidth)
+	el := uint64(KeyWriteEntryLen(dataWidth))
 	sum := KeyChecksum(key)
+	// Load every slot's checksum before comparing any: the N reads are
+	// independent cache misses, and issued together they overlap.
+	var off [MaxRedundancy]uint64
+	var got [MaxRedundancy]uint32
+	n = min(n, MaxRedundancy)
 	for i := 0; i < n; i++ {
-		off := Slot(key, i, slots) * uint64(el)
-		e := mem[off : off+uint64(el)]
-		if binary.BigEndian.Uint32(e) == sum {
-			return e[4:], true
+		off[i] = Slot(key, i, slots) * el
+		got[i] = binary.BigEndian.Uint32(mem[off[i] : off[i]+4])
+	}
+	for i := 0; i < n; i++ {
+		if got[i] == sum {
+			return mem[off[i]+4 : off[i]+el], true
 		}
 	}
 	return nil, false
