@@ -339,8 +339,9 @@ func TestClosedLoopCNPScope(t *testing.T) {
 				if sc.Scope != tc.consistent[0] {
 					continue
 				}
-				// The configured interval lies between the bounds.
-				if sc.UpperNs < int64(interval)-cn.ToleranceNs || sc.LowerNs > int64(interval)+cn.ToleranceNs {
+				// The configured interval lies between the bounds (-1:
+				// that side is unbounded in this trace).
+				if (sc.UpperNs >= 0 && sc.UpperNs < int64(interval)-cn.ToleranceNs) || sc.LowerNs > int64(interval)+cn.ToleranceNs {
 					t.Fatalf("interval %v outside (%v, %v] ± %v", interval, time.Duration(sc.LowerNs),
 						time.Duration(sc.UpperNs), time.Duration(cn.ToleranceNs))
 				}
