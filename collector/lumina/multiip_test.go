@@ -274,7 +274,7 @@ func TestClosedLoopCNPScopeMultiIP(t *testing.T) {
 			}
 			for _, sc := range cn.Scopes {
 				if sc.Scope == tc.consistent[0] &&
-					(sc.UpperNs < int64(interval)-cn.ToleranceNs || sc.LowerNs > int64(interval)+cn.ToleranceNs) {
+					((sc.UpperNs >= 0 && sc.UpperNs < int64(interval)-cn.ToleranceNs) || sc.LowerNs > int64(interval)+cn.ToleranceNs) {
 					t.Fatalf("interval %v outside (%v, %v] ± %v", interval, time.Duration(sc.LowerNs),
 						time.Duration(sc.UpperNs), time.Duration(cn.ToleranceNs))
 				}
