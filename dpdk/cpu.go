@@ -76,6 +76,10 @@ func AllowedCores() ([]int, error) {
 	return cores, nil
 }
 
+// DefaultCoreClaimsDir is where services of one host record the cores
+// their pinned pollers own.
+const DefaultCoreClaimsDir = "/run/appliance/cores"
+
 // CoreClaims records which poller owns which core, so that two pollers of one
 // process never busy-poll the same core. Claims across processes go through
 // lock files under a directory (default /run/appliance/cores) so two services

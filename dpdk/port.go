@@ -83,6 +83,13 @@ func (s *Stats) Add(o Stats) {
 	s.TxErrors += o.TxErrors
 }
 
+// Sub is s minus an earlier snapshot o: the counts since o was taken.
+func (s Stats) Sub(o Stats) Stats {
+	return Stats{RxPackets: s.RxPackets - o.RxPackets, RxBytes: s.RxBytes - o.RxBytes,
+		TxPackets: s.TxPackets - o.TxPackets, TxBytes: s.TxBytes - o.TxBytes, Dropped: s.Dropped - o.Dropped,
+		RxNoBuf: s.RxNoBuf - o.RxNoBuf, Errors: s.Errors - o.Errors, TxErrors: s.TxErrors - o.TxErrors}
+}
+
 // QueueCounters are the counters of one queue, written by the queue's worker
 // and read by anyone. Each sits on its own cache lines so that workers of
 // different queues do not share one.

@@ -396,18 +396,11 @@ func (d *Dumper) statusLocked() Status {
 	}
 	ps := d.cfg.Port.Stats()
 	if d.state.Load() != stateIdle {
-		ps = statsSince(ps, d.base)
+		ps = ps.Sub(d.base)
 	}
 	st.Port = ps
 	st.PortDropped = ps.Dropped + ps.RxNoBuf
 	return st
-}
-
-func statsSince(now, base dpdk.Stats) dpdk.Stats {
-	return dpdk.Stats{RxPackets: now.RxPackets - base.RxPackets, RxBytes: now.RxBytes - base.RxBytes,
-		TxPackets: now.TxPackets - base.TxPackets, TxBytes: now.TxBytes - base.TxBytes,
-		Dropped: now.Dropped - base.Dropped, RxNoBuf: now.RxNoBuf - base.RxNoBuf,
-		Errors: now.Errors - base.Errors, TxErrors: now.TxErrors - base.TxErrors}
 }
 
 // Close stops a running capture without writing it and releases the
@@ -428,7 +421,8 @@ func (d *Dumper) Close() error {
 	return nil
 }
 
-// pinned runs fn on a thread pinned to core (when core >= 0).
+// pin locks the calling goroutine's thread to core (when core >= 0) and
+// returns what undoes the lock.
 func pin(core int) (func(), error) {
 	if core < 0 {
 		return func() {}, nil

@@ -164,21 +164,20 @@ type Injector struct {
 	mu      sync.Mutex
 	running atomic.Bool
 
-	traffic  []PortCounters
-	mirrors  []PortCounters
-	seq      atomic.Uint64
-	rxRoCE   atomic.Uint64
-	routes   []Route
-	wrr      *WRR
-	rnd      uint64
-	lastTS   int64
-	cache    *dpdk.Cache
-	rxb      []*dpdk.Packet
-	fwd      [][]txq     // per traffic port, per TX queue (queue 0 used)
-	mir      [][]txq     // per mirror port, per TX queue
-	rp       roce.Packet // rp.Net is the decoded frame of every packet
-	mirrorMQ []bool
-	outMAC   []dnet.MAC // each traffic port's MAC, read once
+	traffic []PortCounters
+	mirrors []PortCounters
+	seq     atomic.Uint64
+	rxRoCE  atomic.Uint64
+	routes  []Route
+	wrr     *WRR
+	rnd     uint64
+	lastTS  int64
+	cache   *dpdk.Cache
+	rxb     []*dpdk.Packet
+	fwd     [][]txq     // per traffic port, per TX queue (queue 0 used)
+	mir     [][]txq     // per mirror port, per TX queue
+	rp      roce.Packet // rp.Net is the decoded frame of every packet
+	outMAC  []dnet.MAC  // each traffic port's MAC, read once
 	// spare holds copy buffers taken from the cache a burst at a time.
 	spare  [32]*dpdk.Packet
 	nspare int
