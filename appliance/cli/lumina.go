@@ -125,7 +125,7 @@ func init() {
 	luminaCmd.Sub = append(luminaCmd.Sub, &Command{
 		Name:    "analyze",
 		Summary: "run Lumina's analyzers on a run directory (meta.json and its trace) and write the report",
-		Usage:   "[--json] DIR...",
+		Usage:   "[--json] [--soft] DIR...",
 		Long: `Reads a run directory written by 'appliance lumina run' (meta.json, the merged trace)
 and runs the analyzers in one streaming pass: Go-back-N sender and receiver checks (first
 violation with its packet), NACK generation and reaction latency per dropped PSN, timeout
@@ -136,7 +136,12 @@ the summary. A run whose trace failed its integrity check is reported as invalid
 figure of it is presented as a result (exit status 1).`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
 			asJSON := fs.Bool("json", false, "print analysis.json instead of the summary")
+			soft := fs.Bool("soft", false, "the run came from the software testbed (--lab): allow its middlebox's long delays")
 			return func(ctx context.Context, env *Env, args []string) error {
+				opt := clumina.Options{}
+				if *soft {
+					opt = lumina.SoftOptions()
+				}
 				if len(args) == 0 {
 					return Usagef("want at least one run directory")
 				}
@@ -146,15 +151,9 @@ figure of it is presented as a result (exit status 1).`,
 					if err != nil {
 						return err
 					}
-					rep, err := clumina.Analyze(ctx, filepath.Join(dir, m.Trace), m)
+					rep, err := lumina.Analyze(ctx, dir, m, opt)
 					if err != nil {
 						return fmt.Errorf("%s: %w", dir, err)
-					}
-					if err := rep.WriteFiles(dir); err != nil {
-						return err
-					}
-					if err := lumina.WriteReport(dir, m, rep); err != nil {
-						return err
 					}
 					if *asJSON {
 						b, err := rep.MarshalIndent()

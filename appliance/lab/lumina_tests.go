@@ -48,11 +48,12 @@ func runLuminaTests(ctx context.Context, l *Lab, row *Row) error {
 		t.Spec.NumRepeats = 1
 		var rep *clumina.Report
 		r := &lumina.Runner{Test: t, Lab: true, Analyze: func(ctx context.Context, dir string, m *clumina.Meta) (string, bool, error) {
-			v, ok, err := lumina.AnalyzeRunOptions(lumina.SoftOptions())(ctx, dir, m)
-			if err == nil {
-				rep, err = clumina.ReadReport(dir + "/" + clumina.AnalysisFile)
+			var err error
+			if rep, err = lumina.Analyze(ctx, dir, m, lumina.SoftOptions()); err != nil {
+				return "", false, err
 			}
-			return v, ok, err
+			v, ok := lumina.Verdict(rep)
+			return v, ok, nil
 		}}
 		sum, err := r.Run(ctx)
 		if err != nil {

@@ -205,14 +205,8 @@ func Violations(rep *clumina.Report) []string {
 // testbed's settings: fuzzing runs in the lab), writes the run's report,
 // and returns its Violations.
 func CheckRun(ctx context.Context, dir string, m *clumina.Meta) ([]string, error) {
-	rep, err := clumina.AnalyzeOptions(ctx, filepath.Join(dir, m.Trace), m, SoftOptions())
+	rep, err := Analyze(ctx, dir, m, SoftOptions())
 	if err != nil {
-		return nil, err
-	}
-	if err := rep.WriteFiles(dir); err != nil {
-		return nil, err
-	}
-	if err := WriteReport(dir, m, rep); err != nil {
 		return nil, err
 	}
 	if !rep.Valid {

@@ -35,23 +35,35 @@ func AnalyzeRunOptions(opt clumina.Options) func(ctx context.Context, dir string
 }
 
 func analyzeRun(ctx context.Context, dir string, m *clumina.Meta, opt clumina.Options) (string, bool, error) {
-	rep, err := clumina.AnalyzeOptions(ctx, filepath.Join(dir, m.Trace), m, opt)
+	rep, err := Analyze(ctx, dir, m, opt)
 	if err != nil {
 		return "", false, err
 	}
+	v, ok := Verdict(rep)
+	return v, ok, nil
+}
+
+// Analyze runs the analyzers on a finished run directory (meta m and its
+// trace) and writes what a user reads there: analysis.json, summary.txt,
+// the plots (SVG and PNG) and report.html. It returns the report.
+func Analyze(ctx context.Context, dir string, m *clumina.Meta, opt clumina.Options) (*clumina.Report, error) {
+	rep, err := clumina.AnalyzeOptions(ctx, filepath.Join(dir, m.Trace), m, opt)
+	if err != nil {
+		return nil, err
+	}
 	if err := rep.WriteFiles(dir); err != nil {
-		return "", false, err
+		return nil, err
 	}
 	if err := WriteReport(dir, m, rep); err != nil {
-		return "", false, err
+		return nil, err
 	}
-	return Verdict(rep)
+	return rep, nil
 }
 
 // Verdict sums a report up in one line.
-func Verdict(rep *clumina.Report) (string, bool, error) {
+func Verdict(rep *clumina.Report) (string, bool) {
 	if !rep.Valid {
-		return "analysis withheld: " + rep.Invalid, false, nil
+		return "analysis withheld: " + rep.Invalid, false
 	}
 	var parts []string
 	ok := rep.GBN.Compliant && rep.Counters.Mismatches == 0
@@ -82,7 +94,7 @@ func Verdict(rep *clumina.Report) (string, bool, error) {
 	if rep.Counters.Mismatches > 0 {
 		parts = append(parts, fmt.Sprintf("%d counter mismatches", rep.Counters.Mismatches))
 	}
-	return strings.Join(parts, "; "), ok, nil
+	return strings.Join(parts, "; "), ok
 }
 
 func usStr(ns int64) string { return fmt.Sprintf("%.1fus", float64(ns)/1e3) }
@@ -164,7 +176,7 @@ func WriteReport(dir string, m *clumina.Meta, rep *clumina.Report) error {
 			}
 		}
 	}
-	verdict, ok, _ := Verdict(rep)
+	verdict, ok := Verdict(rep)
 	p := report.NewPage(fmt.Sprintf("Lumina: %s, repeat %d", filepath.Base(m.Test), m.Repeat))
 	p.Subtitle = verdict
 	p.Section("Run")
