@@ -233,11 +233,8 @@ func (c *Conn) Input(p *roce.Packet, frame []byte) (bool, error) {
 		c.next = p.PSN
 		c.acked = (p.PSN - 1) & roce.PSNMask
 		c.sinceAck = 0
-		// The collector discarded everything from p.PSN on: those atomics
-		// will never be answered.
-		for c.ahead < c.atail && roce.ComparePSN(c.atomics[c.ahead%len(c.atomics)], c.acked) <= 0 {
-			c.ahead++
-		}
+		// Atomics before p.PSN were executed, those from p.PSN on were
+		// discarded: either way none is outstanding any more.
 		c.ahead = c.atail
 		c.Stats.Resyncs++
 		return true, nil

@@ -2,6 +2,7 @@ package dta
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -98,9 +99,9 @@ type appendList struct {
 // only valid during the call.
 type Emit func(frame []byte) error
 
-// Translation counters.
+// TranslateStats are the translator's counters.
 type TranslateStats struct {
-	Reports     [6]uint64 `json:"reports"` // by opcode
+	Reports     [6]uint64 `json:"reports"` // translated, by opcode
 	Unsupported uint64    `json:"unsupported"`
 	Errors      uint64    `json:"errors"`
 }
@@ -158,12 +159,8 @@ func (t *Translator) flushList(l *appendList, emit Emit) error {
 		return nil
 	}
 	va := l.region.Addr + (l.head%l.region.Entries)*AppendEntryLen
-	m, err := t.Conn.Write(t.buf[:], va, l.region.RKey, l.entries[:l.n*AppendEntryLen], nil)
-	if err == nil {
-		err = emit(t.buf[:m])
-	}
-	if err != nil {
-		t.Stats.Errors++
+	n, err := t.Conn.Write(t.buf[:], va, l.region.RKey, l.entries[:l.n*AppendEntryLen], nil)
+	if err := t.send(emit, n, err); err != nil {
 		return err
 	}
 	l.head += uint64(l.n)
@@ -188,7 +185,7 @@ func (t *Translator) Flush(timeout time.Duration, emit Emit) error {
 
 // ErrNoRegion is returned for a report whose primitive the collector
 // does not serve.
-var ErrNoRegion = fmt.Errorf("dta: the collector has no region for this primitive")
+var ErrNoRegion = errors.New("dta: the collector has no region for this primitive")
 
 // Translate turns one report into its RDMA operations:
 //
@@ -201,9 +198,14 @@ var ErrNoRegion = fmt.Errorf("dta: the collector has no region for this primitiv
 // with ErrAtomicWindow and nothing is sent: the caller feeds the
 // collector's ACKs to the connection and tries again.
 func (t *Translator) Translate(r *Report, emit Emit) error {
-	if int(r.Opcode) < len(t.Stats.Reports) {
+	err := t.translate(r, emit)
+	if err == nil && int(r.Opcode) < len(t.Stats.Reports) {
 		t.Stats.Reports[r.Opcode]++
 	}
+	return err
+}
+
+func (t *Translator) translate(r *Report, emit Emit) error {
 	switch r.Opcode {
 	case OpKeyWrite:
 		kw := t.Regions.KeyWrite
@@ -226,12 +228,8 @@ func (t *Translator) Translate(r *Report, emit Emit) error {
 		}
 		for n := 0; n < int(r.Redundancy); n++ {
 			va := kw.Addr + Slot(r.Key, n, kw.Slots)*uint64(len(e))
-			m, err := t.Conn.Write(t.buf[:], va, kw.RKey, e, imm)
-			if err == nil {
-				err = emit(t.buf[:m])
-			}
-			if err != nil {
-				t.Stats.Errors++
+			n, err := t.Conn.Write(t.buf[:], va, kw.RKey, e, imm)
+			if err := t.send(emit, n, err); err != nil {
 				return err
 			}
 		}
@@ -244,17 +242,12 @@ func (t *Translator) Translate(r *Report, emit Emit) error {
 		// All N or none: a report half applied would skew the
 		// count-min estimate.
 		if t.Conn.AtomicRoom() < int(r.Redundancy) {
-			t.Stats.Reports[r.Opcode]--
 			return ErrAtomicWindow
 		}
 		for n := 0; n < int(r.Redundancy); n++ {
 			va := ki.Addr + KeyIncrementSlot(r.Key, n, ki.Slots)*8
-			m, err := t.Conn.FetchAdd(t.buf[:], va, ki.RKey, r.Counter)
-			if err == nil {
-				err = emit(t.buf[:m])
-			}
-			if err != nil {
-				t.Stats.Errors++
+			n, err := t.Conn.FetchAdd(t.buf[:], va, ki.RKey, r.Counter)
+			if err := t.send(emit, n, err); err != nil {
 				return err
 			}
 		}
@@ -300,6 +293,17 @@ func (p *Poller) Poll(max int, fn func(data uint32)) int {
 		n++
 	}
 	return n
+}
+
+// send hands a built frame to emit, counting a failure of either.
+func (t *Translator) send(emit Emit, n int, err error) error {
+	if err == nil {
+		err = emit(t.buf[:n])
+	}
+	if err != nil {
+		t.Stats.Errors++
+	}
+	return err
 }
 
 // QueryKeyWrite reads a key from a Key-Write table in collector memory:
