@@ -229,7 +229,7 @@ func (r *Runner) runRemote(ctx context.Context, rep int, dir string) (RepeatResu
 	out, reqErr := rm.Exec.Run(ctx, s.Requester.Access, reqArgs)
 	var tg trafficgen.Result
 	if len(out) > 0 {
-		if err := json.Unmarshal(lastJSON(out), &tg); err != nil && reqErr == nil {
+		if err := json.Unmarshal(jsonPart(out), &tg); err != nil && reqErr == nil {
 			reqErr = fmt.Errorf("reading its result: %w", err)
 		}
 		_ = os.WriteFile(filepath.Join(dir, "trafficgen-requester.out"), out, 0o644)
@@ -309,9 +309,10 @@ func (r *Runner) runRemote(ctx context.Context, rep int, dir string) (RepeatResu
 	return res, r.analyze(ctx, dir, &res)
 }
 
-// lastJSON is the last JSON document in a command's output (the requester
-// prints its result after any log lines).
-func lastJSON(out []byte) []byte {
+// jsonPart is the JSON document in a command's output: from its first
+// brace on (the requester's log lines go to its standard error, but a
+// login shell may print a banner first).
+func jsonPart(out []byte) []byte {
 	if i := bytes.IndexByte(out, '{'); i >= 0 {
 		return out[i:]
 	}

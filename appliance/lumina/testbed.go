@@ -178,10 +178,12 @@ func NewTestbed(cfg TestbedConfig) (tb *Testbed, err error) {
 		MirrorSnap: cfg.MirrorSnap, Seed: 1,
 		Traffic: []inject.TrafficPort{{Name: "requester", Port: req.b}, {Name: "responder", Port: resp.b}},
 	}
-	for _, a := range append([]netip.Addr{cfg.RequesterIP}, cfg.RequesterExtra...) {
+	reqGIDs := append([]netip.Addr{cfg.RequesterIP}, cfg.RequesterExtra...)
+	respGIDs := append([]netip.Addr{cfg.ResponderIP}, cfg.ResponderExtra...)
+	for _, a := range reqGIDs {
 		icfg.Routes = append(icfg.Routes, inject.Route{Prefix: netip.PrefixFrom(a, a.BitLen()), Port: 0, MAC: dnet.MAC(req.a.Info().MAC)})
 	}
-	for _, a := range append([]netip.Addr{cfg.ResponderIP}, cfg.ResponderExtra...) {
+	for _, a := range respGIDs {
 		icfg.Routes = append(icfg.Routes, inject.Route{Prefix: netip.PrefixFrom(a, a.BitLen()), Port: 1, MAC: dnet.MAC(resp.a.Info().MAC)})
 	}
 	var dumpPorts []dpdk.Port
@@ -213,8 +215,6 @@ func NewTestbed(cfg TestbedConfig) (tb *Testbed, err error) {
 		}
 		tb.Dumpers = append(tb.Dumpers, d)
 	}
-	reqGIDs := append([]netip.Addr{cfg.RequesterIP}, cfg.RequesterExtra...)
-	respGIDs := append([]netip.Addr{cfg.ResponderIP}, cfg.ResponderExtra...)
 	if tb.Req, err = soft.NewDevice(cfg.Name+"-req", req.a, soft.Config{GIDs: reqGIDs, Profile: cfg.Requester, PoolSize: 4096}); err != nil {
 		return nil, fmt.Errorf("lumina testbed: requester RNIC: %w", err)
 	}
