@@ -63,17 +63,25 @@ func BenchmarkRx(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	var busy time.Duration
+	read := 0
 	for done := 0; done < b.N; {
 		want := min(fill, b.N-done)
 		if err := send(a, pool, want, func(i int, buf []byte) int { return buildFrame(buf, 1, uint32(i), 64) }); err != nil {
 			b.Fatal(err)
 		}
-		// Wait until the kernel has handed every block over.
+		// Wait until the kernel has handed every block over. The kernel
+		// may drop a few frames under load (counted in the port's Dropped):
+		// they are reported, and the round reads what arrived.
+		sent := want
 		for deadline := time.Now().Add(2 * time.Second); r.rx[0].available(want) < want; {
 			if time.Now().After(deadline) {
-				b.Fatalf("only %d of %d frames visible (stats %+v)", r.rx[0].available(want), want, r.Stats())
+				want = r.rx[0].available(want)
+				break
 			}
 			time.Sleep(time.Millisecond)
+		}
+		if want == 0 {
+			b.Fatalf("no frame of %d visible (stats %+v)", sent, r.Stats())
 		}
 		t0 := time.Now()
 		got := 0
@@ -83,7 +91,9 @@ func BenchmarkRx(b *testing.B) {
 			dpdk.FreeBulk(burst[:n])
 		}
 		busy += time.Since(t0)
-		done += want
+		done += sent
+		read += want
 	}
-	b.ReportMetric(float64(b.N)/busy.Seconds()/1e6, "rx-Mpps")
+	b.ReportMetric(float64(read)/busy.Seconds()/1e6, "rx-Mpps")
+	b.ReportMetric(float64(r.Stats().Dropped), "kernel-drops")
 }
