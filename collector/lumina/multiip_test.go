@@ -249,10 +249,11 @@ func TestClosedLoopCNPScopeMultiIP(t *testing.T) {
 			resp := tc.prof
 			resp.CNPScope, resp.MinTimeBetweenCNPs = tc.scope, interval
 			var rep *lumina.Report
-			for try := 1; ; try++ {
+			overlapped := false
+			for try := 1; try <= 3; try++ {
 				rep = runMultiIP(t, resp, groups, p, in)
 				ov := markOverlap(rep)
-				if ov >= 5*interval || try == 3 {
+				if overlapped = ov >= 5*interval; overlapped {
 					break
 				}
 				t.Logf("run %d: the QPs' marks overlapped for %v only; again", try, ov)
@@ -262,7 +263,13 @@ func TestClosedLoopCNPScopeMultiIP(t *testing.T) {
 			if cn.CEMarked != 1800 || cn.CEAnswered != cn.CNPs || cn.Unexplained != 0 || cn.CNPs < 2 {
 				t.Fatalf("CNPs %d, CE %d answered %d, unexplained %d", cn.CNPs, cn.CEMarked, cn.CEAnswered, cn.Unexplained)
 			}
-			if !slices.Equal(cn.Consistent, tc.consistent) {
+			// QPs that never ran side by side leave nothing that tells
+			// the scopes apart: the analyzer may then keep several, but
+			// never refute the configured one.
+			if !overlapped && slices.Contains(cn.Consistent, tc.consistent[0]) {
+				t.Logf("the machine never ran the QPs side by side (3 runs); only checked that %s stays consistent (%v)",
+					tc.consistent[0], cn.Consistent)
+			} else if !slices.Equal(cn.Consistent, tc.consistent) {
 				var ev []string
 				for _, e := range cn.Events {
 					if e.Kind == "cnp" {

@@ -173,6 +173,10 @@ func TestRNR(t *testing.T) {
 	prm := defaultRC()
 	prm.rnrRetry = 2
 	prm.minRNR = 1 // 10 us
+	// An ACK timeout far longer than the RNR wait: a 1 ms one can expire on
+	// a loaded machine before the RNR NAK is processed, and the timeout's
+	// retransmission draws an RNR NAK of its own.
+	prm.timeout = 14 // 67 ms
 	_, x, y, _ := lossyPair(t, prm, Config{}, Config{})
 	send := verbs.SendWR{ID: 1, Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
 		SGL: []verbs.SGE{{Addr: x.mr.Addr(), Length: 64, LKey: x.mr.LKey()}}}
