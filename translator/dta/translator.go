@@ -40,6 +40,10 @@ type Regions struct {
 	// the translator gathers per WRITE (default 4).
 	Lists map[uint32]ListRegion `json:"lists,omitempty"`
 	Batch int                   `json:"batch,omitempty"`
+	// Sketches are the Sketch-Merge sketches by sketch id.
+	Sketches map[uint16]SketchRegion `json:"sketches,omitempty"`
+	// Postcards is the Postcarder flow table.
+	Postcards *PostcardRegion `json:"postcards,omitempty"`
 }
 
 // Validate checks the regions' geometry.
@@ -62,6 +66,16 @@ func (r *Regions) Validate() error {
 	for id, l := range r.Lists {
 		if !pow2(l.Entries) || l.Entries%uint64(r.batch()) != 0 {
 			return fmt.Errorf("dta: list %d: %d entries: a power of two and a multiple of the batch %d", id, l.Entries, r.batch())
+		}
+	}
+	for id, s := range r.Sketches {
+		if err := s.Validate(); err != nil {
+			return fmt.Errorf("dta: sketch %d: %w", id, err)
+		}
+	}
+	if p := r.Postcards; p != nil {
+		if err := p.Validate(); err != nil {
+			return fmt.Errorf("dta: postcards: %w", err)
 		}
 	}
 	return nil
@@ -104,6 +118,14 @@ type TranslateStats struct {
 	Reports     [6]uint64 `json:"reports"` // translated, by opcode
 	Unsupported uint64    `json:"unsupported"`
 	Errors      uint64    `json:"errors"`
+	// SketchWrites counts merged column groups written; Refused the
+	// Sketch-Merge and Postcarder reports that did not fit their state.
+	SketchWrites uint64 `json:"sketch_writes"`
+	Refused      uint64 `json:"refused"`
+	// PostcardsComplete and PostcardsEvicted count flow records written
+	// with every hop, and written early (cache collision or timeout).
+	PostcardsComplete uint64 `json:"postcards_complete"`
+	PostcardsEvicted  uint64 `json:"postcards_evicted"`
 }
 
 // Translator turns reports into RDMA operations on one collector
@@ -115,6 +137,10 @@ type Translator struct {
 	buf     [9216]byte
 	entry   [4 + MaxDataWidth]byte
 	lists   map[uint32]*appendList
+	// sketches and postcards are Sketch-Merge's and Postcarder's state.
+	sketches  map[uint16]*sketchMerge
+	postcards *postcards
+	lastScan  int64
 	// Now reads the clock for Append's flush timeout (nanoseconds);
 	// tests replace it.
 	Now func() int64
@@ -128,6 +154,13 @@ func NewTranslator(c *Conn, r Regions) (*Translator, error) {
 	t := &Translator{Conn: c, Regions: r, lists: map[uint32]*appendList{}, Now: func() int64 { return time.Now().UnixNano() }}
 	for id, l := range r.Lists {
 		t.lists[id] = &appendList{region: l}
+	}
+	t.sketches = map[uint16]*sketchMerge{}
+	for id, s := range r.Sketches {
+		t.sketches[id] = newSketchMerge(s)
+	}
+	if r.Postcards != nil {
+		t.postcards = newPostcards(*r.Postcards)
 	}
 	return t, nil
 }
@@ -168,9 +201,10 @@ func (t *Translator) flushList(l *appendList, emit Emit) error {
 	return nil
 }
 
-// Flush writes the batches that have waited longer than timeout (all of
-// them with timeout 0), so a quiet list does not strand its entries. The
-// translator's loop calls it between bursts.
+// Flush writes the Append batches and the cached Postcarder flows that
+// have waited longer than timeout (all of them with timeout 0), so a quiet
+// list does not strand its entries nor a flow missing a hop its record.
+// The translator's loop calls it between bursts.
 func (t *Translator) Flush(timeout time.Duration, emit Emit) error {
 	now := t.Now()
 	for _, l := range t.lists {
@@ -179,6 +213,12 @@ func (t *Translator) Flush(timeout time.Duration, emit Emit) error {
 				return err
 			}
 		}
+	}
+	// The flow cache is scanned whole, so at most twice a timeout: a flow
+	// then waits at most one and a half.
+	if t.postcards != nil && (timeout == 0 || now-t.lastScan >= int64(timeout)/2) {
+		t.lastScan = now
+		return t.flushPostcards(now, int64(timeout), emit)
 	}
 	return nil
 }
@@ -191,6 +231,9 @@ var ErrNoRegion = errors.New("dta: the collector has no region for this primitiv
 //
 //	Key-Write      N WRITEs of {CRC32(key), data} to slots CRC32(key||n) mod slots
 //	Key-Increment  N FETCH_ADDs of counter to counters CRC32(key||n) mod slots
+//	Append         one WRITE of B {data, sequence} entries per list batch
+//	Sketch-Merge   one WRITE per group of columns every reporter has sent, merged
+//	Postcarder     one WRITE of a flow's record once every hop reported (or evicted)
 //
 // A report with the immediate flag becomes WRITE with immediate (the key
 // as immediate), so the collector hears of it at once. While the
@@ -253,6 +296,20 @@ func (t *Translator) translate(r *Report, emit Emit) error {
 		}
 	case OpAppend:
 		return t.appendEntry(r, emit)
+	case OpSketchMerge:
+		if err := t.sketchColumn(r, emit); err != nil {
+			if !errors.Is(err, ErrNoRegion) {
+				t.Stats.Refused++
+			}
+			return err
+		}
+	case OpPostcarder:
+		if err := t.postcard(r, emit); err != nil {
+			if !errors.Is(err, ErrNoRegion) {
+				t.Stats.Refused++
+			}
+			return err
+		}
 	default:
 		t.Stats.Unsupported++
 		return fmt.Errorf("%w: %v", ErrNoRegion, r.Opcode)

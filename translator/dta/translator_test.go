@@ -249,12 +249,16 @@ func TestResync(t *testing.T) {
 	t.Logf("conn %+v", b.conn.Stats)
 }
 
+// benchConn is a connection whose frames go nowhere.
+func benchConn() *Conn {
+	return NewConn(Endpoint{QPN: 1, GID: roce.GIDFromAddr(netip.MustParseAddr("10.0.0.1"))},
+		Endpoint{QPN: 2, GID: roce.GIDFromAddr(netip.MustParseAddr("10.0.0.2"))}, 0)
+}
+
 // BenchmarkTranslateKeyWrite is the translator's rate for Key-Write with
 // N = 2: two WRITE frames built with their ICRC per report.
 func BenchmarkTranslateKeyWrite(b *testing.B) {
-	c := NewConn(Endpoint{QPN: 1, GID: roce.GIDFromAddr(netip.MustParseAddr("10.0.0.1"))},
-		Endpoint{QPN: 2, GID: roce.GIDFromAddr(netip.MustParseAddr("10.0.0.2"))}, 0)
-	tr, err := NewTranslator(c, Regions{KeyWrite: &KeyWriteRegion{Addr: 1 << 20, RKey: 5, Slots: 1 << 20}})
+	tr, err := NewTranslator(benchConn(), Regions{KeyWrite: &KeyWriteRegion{Addr: 1 << 20, RKey: 5, Slots: 1 << 20}})
 	if err != nil {
 		b.Fatal(err)
 	}
