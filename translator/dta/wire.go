@@ -304,10 +304,14 @@ func (f Format) Encode(b []byte, r *Report) (int, error) {
 }
 
 // Ack is the translator's answer to a retransmittable report: seqnum 8 |
-// nack 1 | reserved 7, to UDP port 40044 of the reporter.
+// nack 1 | reserved 7, to UDP port 40044 of the reporter. The first
+// reserved bit is ours: a congestion notice (the translator is metering
+// its RDMA rate and dropping or queueing reports), which the public
+// reporters ignore as reserved.
 type Ack struct {
-	Seq  uint8
-	NACK bool // the translator missed reports before Seq: resend from Seq
+	Seq       uint8
+	NACK      bool // the translator missed reports before Seq: resend from Seq
+	Congested bool // slow down
 }
 
 // AckLen is an Ack's length on the wire.
@@ -318,7 +322,10 @@ func (a Ack) Encode(b []byte) int {
 	b[0] = a.Seq
 	b[1] = 0
 	if a.NACK {
-		b[1] = 0x80
+		b[1] |= 0x80
+	}
+	if a.Congested {
+		b[1] |= ackCongested
 	}
 	return AckLen
 }
@@ -328,5 +335,5 @@ func ParseAck(b []byte) (Ack, error) {
 	if len(b) < AckLen {
 		return Ack{}, ErrTruncated
 	}
-	return Ack{Seq: b[0], NACK: b[1]&0x80 != 0}, nil
+	return Ack{Seq: b[0], NACK: b[1]&0x80 != 0, Congested: b[1]&ackCongested != 0}, nil
 }

@@ -1,0 +1,637 @@
+package dta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rdma-appliance/appliance/dpdk"
+	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/verbs/roce"
+)
+
+// Service is the software translator: one loop polls a packet port,
+// turns the DTA reports that arrive into RDMA operations on one RC
+// connection per collector, feeds the collectors' ACKs and NAKs back to
+// those connections, answers ARP for its address and ACKs, NACKs and
+// congestion notices to reporters. A goroutine per collector sets its
+// connection up through the exchange and again whenever the collector
+// goes away (a restart): reports for a collector that is down are counted
+// and dropped, and each new connection reports the window it lost.
+type Service struct {
+	spec   Spec
+	port   dpdk.Port
+	pool   *dpdk.Pool
+	log    *slog.Logger
+	format Format
+	ip     [4]byte
+	addr   netip.Addr
+	mac    dnet.MAC
+
+	colls  []*collector
+	events chan collEvent
+	seq    *SeqTracker
+	meter  Meter
+	queue  reportQueue
+	notice map[netip.Addr]int64 // last congestion notice per reporter
+
+	rx, tx  []*dpdk.Packet
+	emitFn  Emit
+	rp      roce.Packet // its Net holds every received frame's layers
+	report  Report
+	now     int64
+	ackBuf  [128]byte
+	running atomic.Bool
+
+	stats   ServiceStats // the loop's; copied to shown under mu
+	mu      sync.Mutex
+	shown   Status
+	lastPub int64
+}
+
+// ServiceStats are the translator loop's counters.
+type ServiceStats struct {
+	RxPackets     uint64 `json:"rx_packets"`
+	Reports       uint64 `json:"reports"`
+	Malformed     uint64 `json:"malformed"` // reports that did not parse
+	NotForUs      uint64 `json:"not_for_us"`
+	ARPReplies    uint64 `json:"arp_replies"`
+	RDMAIn        uint64 `json:"rdma_in"` // ACKs and NAKs from collectors
+	RDMAOut       uint64 `json:"rdma_out"`
+	TxDropped     uint64 `json:"tx_dropped"` // frames the port or pool refused
+	CollectorDown uint64 `json:"collector_down"`
+	NoCollector   uint64 `json:"no_collector"` // no collector serves the primitive
+	Refused       uint64 `json:"refused"`      // translation errors (geometry, order)
+	MeteredDrops  uint64 `json:"metered_drops"`
+	Queued        uint64 `json:"queued"`
+	QueueDrops    uint64 `json:"queue_drops"`
+	Notices       uint64 `json:"congestion_notices"`
+	AcksSent      uint64 `json:"acks_sent"`
+}
+
+// CollectorStatus is one collector's state in /v1/status.
+type CollectorStatus struct {
+	Name      string         `json:"name"`
+	Exchange  string         `json:"exchange"`
+	Up        bool           `json:"up"`
+	LastError string         `json:"last_error,omitempty"`
+	Connects  int            `json:"connects"`
+	QPN       uint32         `json:"collector_qpn,omitempty"`
+	LocalQPN  uint32         `json:"local_qpn"`
+	Conn      ConnStats      `json:"conn"`
+	Translate TranslateStats `json:"translate"`
+	// LostPSNs adds up the windows lost over every connection so far:
+	// resynchronisations and collectors that went away with packets
+	// unacknowledged.
+	LostPSNs uint64  `json:"lost_psns"`
+	Regions  Regions `json:"regions"`
+}
+
+// Status is the translator's state in /v1/status.
+type Status struct {
+	Name       string            `json:"name"`
+	Running    bool              `json:"running"`
+	Stats      ServiceStats      `json:"stats"`
+	Seq        SeqStats          `json:"sequence"`
+	Reporters  int               `json:"reporters"`
+	QueueDepth int               `json:"queue_depth"`
+	Collectors []CollectorStatus `json:"collectors"`
+}
+
+// collector is one collector as the loop sees it.
+type collector struct {
+	spec     CollectorSpec
+	localQPN uint32
+	conn     *Conn
+	tr       *Translator
+	offer    *Offer
+	connects int
+	lost     uint64 // windows lost on earlier connections
+	lastErr  atomic.Value
+}
+
+// collEvent is a connection coming up (offer set) or going down.
+type collEvent struct {
+	i     int
+	offer *Offer
+	psn   uint32
+}
+
+// NewService builds the translator from its spec on an open port whose
+// buffers come from pool.
+func NewService(s Spec, port dpdk.Port, pool *dpdk.Pool, log *slog.Logger) (*Service, error) {
+	addr, err := netip.ParseAddr(s.IP)
+	if err != nil || !addr.Is4() {
+		return nil, fmt.Errorf("dta: translator ip %q: want IPv4", s.IP)
+	}
+	mac := dnet.MAC(port.Info().MAC)
+	if s.MAC != "" {
+		if mac, err = dnet.ParseMAC(s.MAC); err != nil {
+			return nil, err
+		}
+	}
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	sv := &Service{spec: s, port: port, pool: pool, log: log, format: Format{NoSeqnum: s.NoSeqnum, DataWidth: s.DataWidth},
+		ip: addr.As4(), addr: addr, mac: mac, events: make(chan collEvent, 2*len(s.Collectors)+4),
+		seq: NewSeqTracker(), notice: map[netip.Addr]int64{},
+		rx: make([]*dpdk.Packet, s.Burst), tx: make([]*dpdk.Packet, 0, 4*s.Burst)}
+	if err := sv.format.Validate(); err != nil {
+		return nil, err
+	}
+	sv.seq.AckEvery, sv.seq.NackInterval = s.Reliability.AckEvery, int64(s.Reliability.NackInterval)
+	sv.emitFn = sv.emit
+	sv.meter = Meter{Rate: s.FlowControl.Rate, Burst: float64(s.FlowControl.Burst)}
+	sv.queue.init(s.FlowControl.Queue)
+	for i, c := range s.Collectors {
+		sv.colls = append(sv.colls, &collector{spec: c, localQPN: 0x100 + uint32(i)})
+	}
+	sv.publish()
+	return sv, nil
+}
+
+// Run sets the collectors' connections up and runs the loop until ctx
+// ends. The calling goroutine runs the loop (pin it first).
+func (s *Service) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := range s.colls {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.connector(ctx, i) }()
+	}
+	defer wg.Wait()
+	s.running.Store(true)
+	defer s.running.Store(false)
+	back := dpdk.DefaultBackoff()
+	for ctx.Err() == nil {
+		if s.Poll() {
+			back.Busy()
+		} else {
+			back.Idle()
+		}
+	}
+	// Whatever waits in a batch or a flow cache goes out before the end.
+	for _, c := range s.colls {
+		if c.tr != nil {
+			_ = c.tr.Flush(0, s.emitFor(c))
+		}
+	}
+	s.flushTx()
+	s.publish()
+	return nil
+}
+
+// Poll runs one iteration of the loop: receive a burst, handle it,
+// re-inject queued reports, flush timed-out batches, transmit. It reports
+// whether there was work.
+func (s *Service) Poll() bool {
+	s.now = dpdk.Nanotime()
+	work := s.handleEvents()
+	n := s.port.RxBurst(0, s.rx)
+	for _, p := range s.rx[:n] {
+		s.stats.RxPackets++
+		s.input(p.Data())
+	}
+	dpdk.FreeBulk(s.rx[:n])
+	if s.queue.n > 0 {
+		s.drainQueue()
+		work = true
+	}
+	for _, c := range s.colls {
+		if c.tr != nil {
+			if err := c.tr.Flush(s.spec.FlushTimeout, s.emitFor(c)); err != nil {
+				s.stats.TxDropped++
+			}
+		}
+	}
+	s.flushTx()
+	if s.now-s.lastPub > int64(50*time.Millisecond) {
+		s.publish()
+	}
+	return work || n > 0
+}
+
+// input handles one received frame.
+func (s *Service) input(frame []byte) {
+	pp := &s.rp.Net
+	if err := dnet.Decode(frame, pp); err != nil {
+		s.stats.NotForUs++
+		return
+	}
+	switch {
+	case pp.L3Proto == dnet.EtherTypeARP:
+		s.arp(frame)
+	case pp.L3Proto == dnet.EtherTypeIPv4 && pp.L4Proto == 17:
+		ip := pp.IPv4(frame)
+		if ip.Dst() != s.ip {
+			s.stats.NotForUs++
+			return
+		}
+		switch pp.UDP(frame).DstPort() {
+		case ReportPort:
+			s.stats.Reports++
+			s.reportIn(frame, ip)
+		case roce.UDPPort:
+			s.rdmaIn(frame)
+		default:
+			s.stats.NotForUs++
+		}
+	default:
+		s.stats.NotForUs++
+	}
+}
+
+// arp answers requests for the translator's address.
+func (s *Service) arp(frame []byte) {
+	a := s.rp.Net.ARP(frame)
+	if !a.IsValid() || !a.IsRequestFor(s.ip) {
+		s.stats.NotForUs++
+		return
+	}
+	n, err := dnet.WriteARPReplyTo(s.ackBuf[:], a, s.mac, s.ip)
+	if err == nil && s.send(s.ackBuf[:n]) {
+		s.stats.ARPReplies++
+	}
+}
+
+// rdmaIn hands a collector's ACK or NAK to its connection.
+func (s *Service) rdmaIn(frame []byte) {
+	if err := roce.ParseDecoded(frame, roce.UDPPort, &s.rp); err != nil {
+		s.stats.NotForUs++
+		return
+	}
+	for _, c := range s.colls {
+		if c.conn != nil && c.localQPN == s.rp.DestQP {
+			if s.rp.VerifyICRC(frame) != nil {
+				c.conn.Stats.Malformed++
+				return
+			}
+			s.stats.RDMAIn++
+			_, _ = c.conn.Input(&s.rp, frame)
+			return
+		}
+	}
+	s.stats.NotForUs++
+}
+
+// reportIn runs a report through sequence tracking, the meter and the
+// collector's translator.
+func (s *Service) reportIn(frame []byte, ip dnet.IPv4) {
+	payload := s.rp.Net.Payload(frame)
+	r := &s.report
+	if err := s.format.Parse(payload, r); err != nil {
+		s.stats.Malformed++
+		return
+	}
+	src := ip.SrcAddr()
+	srcMAC := dnet.Ethernet(frame).Src()
+	if r.Retransmittable && !s.spec.Reliability.Disabled && !s.format.NoSeqnum {
+		v, ack, nack, seq := s.seq.Check(src, r.Seq, s.now)
+		if ack {
+			s.sendAck(srcMAC, src, Ack{Seq: seq, NACK: nack})
+		}
+		if v != SeqAccept {
+			return
+		}
+	}
+	high := int(ip.DSCP()) >= s.spec.FlowControl.HighDSCP
+	if s.queue.n > 0 || !s.meter.Take(Cost(r), s.now) {
+		s.congested(srcMAC, src)
+		if !high {
+			s.stats.MeteredDrops++
+			if r.Retransmittable && !s.spec.Reliability.Disabled && !s.format.NoSeqnum {
+				// Not taken after all: the reporter's next report
+				// shows the gap and draws a NACK for this one.
+				s.seq.Unaccept(src)
+			}
+			return
+		}
+		// Behind queued reports, so high-priority order is kept.
+		if !s.queue.push(payload, src) {
+			s.stats.QueueDrops++
+			return
+		}
+		s.stats.Queued++
+		return
+	}
+	s.translate(r, payload, src)
+}
+
+// translate hands a report to the collector that serves it; a
+// Key-Increment that finds the atomic window full waits in the queue.
+func (s *Service) translate(r *Report, payload []byte, src netip.Addr) bool {
+	c := s.route(r)
+	if c == nil {
+		return true
+	}
+	err := c.tr.Translate(r, s.emitFor(c))
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrAtomicWindow):
+		if payload == nil {
+			return false // already queued: try again later
+		}
+		if !s.queue.push(payload, src) {
+			s.stats.QueueDrops++
+		}
+	case errors.Is(err, ErrNoRegion):
+		s.stats.NoCollector++
+	default:
+		s.stats.Refused++
+	}
+	return true
+}
+
+// route picks the collector of a report: by key hash for keyed
+// primitives, the collector holding the list or sketch otherwise.
+func (s *Service) route(r *Report) *collector {
+	var c *collector
+	switch r.Opcode {
+	case OpKeyWrite, OpKeyIncrement, OpPostcarder:
+		c = s.colls[KeyChecksum(r.Key)%uint32(len(s.colls))]
+	case OpAppend:
+		c = s.holder(func(rg *Regions) bool { _, ok := rg.Lists[r.ListID]; return ok })
+	case OpSketchMerge:
+		c = s.holder(func(rg *Regions) bool { _, ok := rg.Sketches[r.SketchID]; return ok })
+	}
+	if c == nil {
+		s.stats.NoCollector++
+		return nil
+	}
+	if c.tr == nil {
+		s.stats.CollectorDown++
+		return nil
+	}
+	return c
+}
+
+// holder is the first connected collector whose regions satisfy has;
+// a collector that is down counts when it is the only one that would.
+func (s *Service) holder(has func(*Regions) bool) *collector {
+	var down *collector
+	for _, c := range s.colls {
+		if c.offer != nil && has(&c.offer.Regions) {
+			if c.tr != nil {
+				return c
+			}
+			down = c
+		}
+	}
+	return down
+}
+
+// drainQueue re-injects queued reports while the meter allows.
+func (s *Service) drainQueue() {
+	for s.queue.n > 0 {
+		payload, src := s.queue.peek()
+		r := &s.report
+		if err := s.format.Parse(payload, r); err != nil {
+			s.queue.pop()
+			s.stats.Malformed++
+			continue
+		}
+		if !s.meter.Take(Cost(r), s.now) {
+			return
+		}
+		if !s.translate(r, nil, src) {
+			return
+		}
+		s.queue.pop()
+	}
+}
+
+// congested tells a reporter, at most once a NACK interval, to slow down.
+func (s *Service) congested(mac dnet.MAC, src netip.Addr) {
+	if last, ok := s.notice[src]; ok && s.now-last < int64(s.spec.Reliability.NackInterval) {
+		return
+	}
+	if len(s.notice) > 4096 {
+		clear(s.notice)
+	}
+	s.notice[src] = s.now
+	s.stats.Notices++
+	s.sendAck(mac, src, Ack{Congested: true})
+}
+
+// sendAck sends an ACK, NACK or congestion notice to a reporter.
+func (s *Service) sendAck(mac dnet.MAC, dst netip.Addr, a Ack) {
+	if !dst.Is4() {
+		return
+	}
+	n, err := WriteAckFrame(s.ackBuf[:], s.mac, mac, s.ip, dst.As4(), AckPort, a)
+	if err == nil && s.send(s.ackBuf[:n]) {
+		s.stats.AcksSent++
+	}
+}
+
+// emitFor is the Emit of a collector's translator: one for all, made
+// once (a method value made per call would allocate).
+func (s *Service) emitFor(*collector) Emit { return s.emitFn }
+
+// emit queues an RDMA frame for transmission.
+func (s *Service) emit(frame []byte) error {
+	if !s.send(frame) {
+		return errTxFull
+	}
+	s.stats.RDMAOut++
+	return nil
+}
+
+var errTxFull = errors.New("dta: transmit buffers exhausted")
+
+// send copies a frame into a packet buffer for the next transmit burst.
+func (s *Service) send(frame []byte) bool {
+	if len(s.tx) == cap(s.tx) {
+		s.flushTx()
+	}
+	p := s.pool.Get()
+	if p == nil {
+		s.stats.TxDropped++
+		return false
+	}
+	if p.CopyFrom(frame) != len(frame) {
+		p.Free()
+		s.stats.TxDropped++
+		return false
+	}
+	s.tx = append(s.tx, p)
+	return true
+}
+
+// flushTx transmits what is queued; what the port does not take is
+// dropped and counted (a poll-mode port never blocks).
+func (s *Service) flushTx() {
+	for len(s.tx) > 0 {
+		n := s.port.TxBurst(0, s.tx)
+		if n == 0 {
+			break
+		}
+		s.tx = s.tx[:copy(s.tx, s.tx[n:])]
+	}
+	if len(s.tx) > 0 {
+		s.stats.TxDropped += uint64(len(s.tx))
+		dpdk.FreeBulk(s.tx)
+		s.tx = s.tx[:0]
+	}
+}
+
+// handleEvents applies connections that came up or went down.
+func (s *Service) handleEvents() bool {
+	work := false
+	for {
+		select {
+		case ev := <-s.events:
+			work = true
+			c := s.colls[ev.i]
+			if c.conn != nil {
+				// The old connection's unacknowledged packets may never
+				// have reached the collector: its lost window.
+				c.lost += c.conn.Stats.LostPSNs + uint64(max(c.conn.Outstanding(), 0))
+			}
+			c.conn, c.tr = nil, nil
+			if ev.offer == nil {
+				s.log.Warn("collector down", "collector", c.spec.Name)
+				continue
+			}
+			peer, _ := ev.offer.Endpoint()
+			conn := NewConn(Endpoint{MAC: s.mac, GID: roce.GIDFromAddr(s.addr), QPN: c.localQPN}, peer, ev.psn)
+			conn.AckEvery = s.spec.RDMAAckEvery
+			if ev.offer.MaxAtomic > 0 {
+				conn.MaxAtomic = ev.offer.MaxAtomic
+			}
+			tr, err := NewTranslator(conn, ev.offer.Regions)
+			if err != nil {
+				c.lastErr.Store(err.Error())
+				continue
+			}
+			c.conn, c.tr, c.offer = conn, tr, ev.offer
+			c.connects++
+			s.log.Info("collector up", "collector", c.spec.Name, "qpn", ev.offer.QPN, "psn", ev.psn)
+		default:
+			return work
+		}
+	}
+}
+
+// connector keeps collector i's connection up: the exchange, then a wait
+// for the TCP connection to end (the collector went away), then again,
+// with exponential backoff between failures.
+func (s *Service) connector(ctx context.Context, i int) {
+	c := s.colls[i]
+	wait := s.spec.ReconnectMin
+	for ctx.Err() == nil {
+		psn := rand.Uint32() & roce.PSNMask
+		h := Hello{Name: s.spec.Name, IP: s.addr, MAC: s.mac.String(), QPN: c.localQPN, PSN: psn}
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		tcp, offer, err := Dial(dctx, c.spec.Exchange, h)
+		cancel()
+		if err != nil {
+			c.lastErr.Store(err.Error())
+			s.log.Warn("collector unreachable", "collector", c.spec.Name, "exchange", c.spec.Exchange, "err", err, "retry", wait)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, s.spec.ReconnectMax)
+			continue
+		}
+		wait = s.spec.ReconnectMin
+		c.lastErr.Store("")
+		s.events <- collEvent{i: i, offer: offer, psn: psn}
+		// The collector never writes after its offer: a read returns
+		// when the connection ends, or when the service stops.
+		stop := context.AfterFunc(ctx, func() { tcp.Close() })
+		_, _ = io.Copy(io.Discard, tcp)
+		stop()
+		tcp.Close()
+		if ctx.Err() != nil {
+			return
+		}
+		c.lastErr.Store("the collector closed the exchange connection")
+		s.events <- collEvent{i: i}
+	}
+}
+
+// publish copies the loop's counters for Status.
+func (s *Service) publish() {
+	st := Status{Name: s.spec.Name, Running: s.running.Load(), Stats: s.stats, Seq: s.seq.Stats,
+		Reporters: s.seq.Reporters(), QueueDepth: s.queue.n}
+	for _, c := range s.colls {
+		cs := CollectorStatus{Name: c.spec.Name, Exchange: c.spec.Exchange, Up: c.tr != nil, Connects: c.connects,
+			LocalQPN: c.localQPN, LostPSNs: c.lost}
+		if e, _ := c.lastErr.Load().(string); e != "" {
+			cs.LastError = e
+		}
+		if c.conn != nil {
+			cs.Conn, cs.Translate = c.conn.Stats, c.tr.Stats
+			cs.LostPSNs += c.conn.Stats.LostPSNs
+		}
+		if c.offer != nil {
+			cs.QPN, cs.Regions = c.offer.QPN, c.offer.Regions
+		}
+		st.Collectors = append(st.Collectors, cs)
+	}
+	s.lastPub = s.now
+	s.mu.Lock()
+	s.shown = st
+	s.mu.Unlock()
+}
+
+// Status is the translator's state as of the loop's last publication
+// (every 50 ms while it runs).
+func (s *Service) Status() Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.shown
+	st.Running = s.running.Load()
+	return st
+}
+
+// reportQueue is a FIFO of report payloads waiting for the meter or the
+// atomic window, in preallocated fixed slots.
+type reportQueue struct {
+	slots      [][maxQueued]byte
+	lens       []uint16
+	srcs       []netip.Addr
+	head, n    int
+	maxReached int
+}
+
+// maxQueued is the longest report a queue slot holds: a Sketch-Merge
+// report of MaxSketchCounters counters.
+const maxQueued = 3 + 10 + 4*MaxSketchCounters
+
+func (q *reportQueue) init(n int) {
+	q.slots, q.lens, q.srcs = make([][maxQueued]byte, n), make([]uint16, n), make([]netip.Addr, n)
+}
+
+func (q *reportQueue) push(b []byte, src netip.Addr) bool {
+	if q.n == len(q.slots) || len(b) > maxQueued {
+		return false
+	}
+	i := (q.head + q.n) % len(q.slots)
+	q.lens[i] = uint16(copy(q.slots[i][:], b))
+	q.srcs[i] = src
+	q.n++
+	q.maxReached = max(q.maxReached, q.n)
+	return true
+}
+
+func (q *reportQueue) peek() ([]byte, netip.Addr) {
+	return q.slots[q.head][:q.lens[q.head]], q.srcs[q.head]
+}
+
+func (q *reportQueue) pop() {
+	q.head = (q.head + 1) % len(q.slots)
+	q.n--
+}
