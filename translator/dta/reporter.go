@@ -460,3 +460,48 @@ func (s *ReporterStats) RateOf() float64 {
 	}
 	return float64(s.Sent) / (float64(s.ElapsedNs) / 1e9)
 }
+
+// Resolve finds the translator's MAC with ARP when DstMAC is unset,
+// asking every 100 ms until ctx ends.
+func (r *Reporter) Resolve(ctx context.Context) error {
+	if r.cfg.DstMAC != (dnet.MAC{}) {
+		return nil
+	}
+	var a dnet.Parsed
+	for tick := time.NewTicker(100 * time.Millisecond); ; {
+		n, err := dnet.WriteARPRequest(r.frame[:], r.cfg.SrcMAC, r.cfg.SrcIP.As4(), r.cfg.DstIP.As4())
+		if err != nil {
+			return err
+		}
+		if p := r.pool.Get(); p != nil {
+			p.CopyFrom(r.frame[:n])
+			r.tx = append(r.tx, p)
+			r.flush()
+		}
+		deadline := time.Now().Add(100 * time.Millisecond)
+		for time.Now().Before(deadline) {
+			m := r.port.RxBurst(0, r.rx)
+			for _, p := range r.rx[:m] {
+				f := p.Data()
+				if dnet.Decode(f, &a) == nil && a.L3Proto == dnet.EtherTypeARP {
+					arp := a.ARP(f)
+					if arp.IsValid() && arp.Op() == 2 && arp.SenderIP() == r.cfg.DstIP.As4() {
+						r.cfg.DstMAC = arp.SenderMAC()
+					}
+				}
+			}
+			dpdk.FreeBulk(r.rx[:m])
+			if r.cfg.DstMAC != (dnet.MAC{}) {
+				tick.Stop()
+				return nil
+			}
+			time.Sleep(time.Millisecond)
+		}
+		select {
+		case <-ctx.Done():
+			tick.Stop()
+			return fmt.Errorf("dta: reporter: no ARP answer for the translator %v: %w", r.cfg.DstIP, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
