@@ -14,8 +14,11 @@ import (
 //     taken, one ahead of it means reports were lost, and the translator
 //     drops it and NACKs the expected number so the reporter resends from
 //     there (go-back-N, like RC itself); one behind is a duplicate from a
-//     resend and is dropped. Cumulative ACKs every AckEvery reports let the
-//     reporter free its buffer.
+//     resend and is dropped, with a cumulative ACK. Cumulative ACKs every
+//     AckEvery reports let the reporter free its buffer; a reporter whose
+//     window of unacknowledged reports is full waits, and resends from
+//     its oldest after a timeout (the loss of a run's last reports shows
+//     no gap to the translator).
 //   - The RDMA operations the translator generates are metered: beyond the
 //     configured rate, low-priority reports are dropped, high-priority ones
 //     wait in a bounded queue (the switch CPU's, on a Tofino) and are
@@ -104,8 +107,11 @@ func (s *SeqTracker) Check(reporter netip.Addr, seq uint8, now int64) (v SeqVerd
 		}
 		return SeqAccept, false, false, 0
 	case d < 0:
+		// A resend of what was taken: the reporter missed an ACK (or
+		// resent on its own timeout), so tell it where the translator is.
 		s.Stats.Duplicates++
-		return SeqDuplicate, false, false, 0
+		s.Stats.ACKs++
+		return SeqDuplicate, true, false, r.expected - 1
 	default:
 		s.Stats.Gaps++
 		if r.nacking && r.nacked == r.expected && now-r.nackedAt < s.NackInterval {

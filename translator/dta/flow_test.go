@@ -35,10 +35,10 @@ func TestSeqTracker(t *testing.T) {
 		{a, 2, 2e6, SeqGap, true, true, 254},     // ...until its interval passed
 		{a, 254, 2e6, SeqAccept, false, false, 0},
 		{a, 255, 2e6, SeqAccept, false, false, 0},
-		{a, 253, 2e6, SeqDuplicate, false, false, 0},
+		{a, 253, 2e6, SeqDuplicate, true, false, 255}, // a duplicate: an ACK of where the translator is
 		{a, 0, 2e6, SeqAccept, false, false, 0},
 		{a, 1, 2e6, SeqAccept, true, false, 1},
-		{a, 1, 2e6, SeqDuplicate, false, false, 0},
+		{a, 1, 2e6, SeqDuplicate, true, false, 1},
 	}
 	for i, st := range steps {
 		v, ack, nak, as := s.Check(st.who, st.seq, st.now)

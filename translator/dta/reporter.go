@@ -118,6 +118,9 @@ type Reporter struct {
 	rx      []*dpdk.Packet
 	parsed  dnet.Parsed
 	slow    int64 // until when the rate is halved (congestion notice)
+	// lastAck is when the window last moved, lastResend when it was last
+	// resent on timeout.
+	lastAck, lastResend time.Time
 
 	flow     uint32 // Postcarder: the flow being reported and its next hop
 	hop      int
@@ -185,6 +188,7 @@ func NewReporter(cfg ReporterConfig, port dpdk.Port, pool *dpdk.Pool) (*Reporter
 		r.sketch = NewSketch(cfg.Sketch)
 	}
 	r.oldest = r.seq
+	r.lastAck = time.Now()
 	return r, nil
 }
 
@@ -223,9 +227,15 @@ func (r *Reporter) Run(ctx context.Context, linger time.Duration) error {
 		}
 	}
 	r.flush()
+	// Linger for NACKs, and resend a tail no ACK has covered: lost last
+	// reports leave the translator no gap to see.
 	for deadline := time.Now().Add(linger); time.Now().Before(deadline) && ctx.Err() == nil; {
 		if r.receive() == 0 {
 			time.Sleep(100 * time.Microsecond)
+		}
+		if r.cfg.Retransmittable && r.seq != r.oldest && time.Since(r.lastAck) > RetransmitTimeout &&
+			time.Since(r.lastResend) > RetransmitTimeout {
+			r.resend(r.oldest)
 		}
 		r.flush()
 	}
@@ -330,12 +340,7 @@ func (r *Reporter) send(rep *Report) error {
 	rep.Retransmittable = r.cfg.Retransmittable
 	if r.cfg.Retransmittable {
 		rep.Seq = r.seq
-		// The window is full when the oldest unacknowledged report would
-		// be overwritten: it is dropped from the window (counted when a
-		// NACK asks for it).
-		if uint8(r.seq-r.oldest) >= Window {
-			r.oldest = r.seq - Window + 1
-		}
+		r.waitWindow()
 	}
 	n, err := r.cfg.Format.Encode(r.kept[r.seq][:], rep)
 	if err != nil {
@@ -358,6 +363,42 @@ func (r *Reporter) send(rep *Report) error {
 	}
 	r.transmit(payload, dscp)
 	return nil
+}
+
+// RetransmitTimeout is how long a reporter waits for an ACK before it
+// resends its unacknowledged reports.
+const RetransmitTimeout = 5 * time.Millisecond
+
+// waitWindow holds the next report while Window reports await their ACK,
+// resending them after RetransmitTimeout without one; after a second
+// without any, the oldest is given up (counted when a NACK asks for it).
+func (r *Reporter) waitWindow() {
+	if uint8(r.seq-r.oldest) < Window {
+		return
+	}
+	r.flush()
+	start := time.Now()
+	for uint8(r.seq-r.oldest) >= Window {
+		if r.receive() == 0 {
+			time.Sleep(20 * time.Microsecond)
+		}
+		switch waited := time.Since(start); {
+		case waited > time.Second:
+			r.oldest = r.seq - Window + 1
+		case time.Since(r.lastAck) > RetransmitTimeout && time.Since(r.lastResend) > RetransmitTimeout:
+			r.resend(r.oldest)
+		}
+	}
+}
+
+// resend transmits every kept report from seq on (go-back-N).
+func (r *Reporter) resend(seq uint8) {
+	for s := seq; s != r.seq; s++ {
+		r.transmit(r.kept[s][:r.keptLen[s]], 0)
+		r.Stats.Resent++
+	}
+	r.flush()
+	r.lastResend = time.Now()
 }
 
 // transmit queues one report datagram.
@@ -440,15 +481,13 @@ func (r *Reporter) answer(a Ack) {
 			return
 		}
 		r.oldest = a.Seq
-		for s := a.Seq; s != r.seq; s++ {
-			r.transmit(r.kept[s][:r.keptLen[s]], 0)
-			r.Stats.Resent++
-		}
-		r.flush()
+		r.lastAck = time.Now()
+		r.resend(a.Seq)
 	default:
 		r.Stats.ACKs++
 		if r.cfg.Retransmittable && uint8(a.Seq-r.oldest) < uint8(r.seq-r.oldest) {
 			r.oldest = a.Seq + 1
+			r.lastAck = time.Now()
 		}
 	}
 }

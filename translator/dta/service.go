@@ -39,8 +39,11 @@ type Service struct {
 	events chan collEvent
 	seq    *SeqTracker
 	meter  Meter
-	queue  reportQueue
-	notice map[netip.Addr]int64 // last congestion notice per reporter
+	queue  reportQueue // high-priority reports waiting for the meter
+	// atomics are Key-Increment reports waiting for the collector's
+	// atomic window: apart from queue, so they hold up nothing else.
+	atomics reportQueue
+	notice  map[netip.Addr]int64 // last congestion notice per reporter
 
 	rx, tx  []*dpdk.Packet
 	emitFn  Emit
@@ -54,6 +57,8 @@ type Service struct {
 	mu      sync.Mutex
 	shown   Status
 	lastPub int64
+	// shownOutstanding is the RDMA packets unacknowledged at publication.
+	shownOutstanding int
 }
 
 // ServiceStats are the translator loop's counters.
@@ -102,6 +107,7 @@ type Status struct {
 	Seq        SeqStats          `json:"sequence"`
 	Reporters  int               `json:"reporters"`
 	QueueDepth int               `json:"queue_depth"`
+	AtomicWait int               `json:"atomic_wait"` // Key-Increments waiting for the atomic window
 	Collectors []CollectorStatus `json:"collectors"`
 }
 
@@ -151,6 +157,7 @@ func NewService(s Spec, port dpdk.Port, pool *dpdk.Pool, log *slog.Logger) (*Ser
 	sv.emitFn = sv.emit
 	sv.meter = Meter{Rate: s.FlowControl.Rate, Burst: float64(s.FlowControl.Burst)}
 	sv.queue.init(s.FlowControl.Queue)
+	sv.atomics.init(s.FlowControl.Queue)
 	for i, c := range s.Collectors {
 		sv.colls = append(sv.colls, &collector{spec: c, localQPN: 0x100 + uint32(i)})
 	}
@@ -202,6 +209,10 @@ func (s *Service) Poll() bool {
 		s.input(p.Data())
 	}
 	dpdk.FreeBulk(s.rx[:n])
+	if s.atomics.n > 0 {
+		s.drainAtomics()
+		work = true
+	}
 	if s.queue.n > 0 {
 		s.drainQueue()
 		work = true
@@ -340,7 +351,7 @@ func (s *Service) translate(r *Report, payload []byte, src netip.Addr) bool {
 		if payload == nil {
 			return false // already queued: try again later
 		}
-		if !s.queue.push(payload, src) {
+		if !s.atomics.push(payload, src) {
 			s.stats.QueueDrops++
 		}
 	case errors.Is(err, ErrNoRegion):
@@ -406,6 +417,23 @@ func (s *Service) drainQueue() {
 			return
 		}
 		s.queue.pop()
+	}
+}
+
+// drainAtomics retries Key-Increment reports as the atomic window opens.
+func (s *Service) drainAtomics() {
+	for s.atomics.n > 0 {
+		payload, src := s.atomics.peek()
+		r := &s.report
+		if err := s.format.Parse(payload, r); err != nil {
+			s.atomics.pop()
+			s.stats.Malformed++
+			continue
+		}
+		if !s.translate(r, nil, src) {
+			return
+		}
+		s.atomics.pop()
 	}
 }
 
@@ -565,7 +593,7 @@ func (s *Service) connector(ctx context.Context, i int) {
 // publish copies the loop's counters for Status.
 func (s *Service) publish() {
 	st := Status{Name: s.spec.Name, Running: s.running.Load(), Stats: s.stats, Seq: s.seq.Stats,
-		Reporters: s.seq.Reporters(), QueueDepth: s.queue.n}
+		Reporters: s.seq.Reporters(), QueueDepth: s.queue.n, AtomicWait: s.atomics.n}
 	for _, c := range s.colls {
 		cs := CollectorStatus{Name: c.spec.Name, Exchange: c.spec.Exchange, Up: c.tr != nil, Connects: c.connects,
 			LocalQPN: c.localQPN, LostPSNs: c.lost}
@@ -581,9 +609,15 @@ func (s *Service) publish() {
 		}
 		st.Collectors = append(st.Collectors, cs)
 	}
+	out := 0
+	for _, c := range s.colls {
+		if c.conn != nil {
+			out += max(c.conn.Outstanding(), 0)
+		}
+	}
 	s.lastPub = s.now
 	s.mu.Lock()
-	s.shown = st
+	s.shown, s.shownOutstanding = st, out
 	s.mu.Unlock()
 }
 
