@@ -42,10 +42,14 @@
 //     not known here; without it the collector's RNIC must not check the
 //     ICRC, as with the public translator. The software translator always
 //     sends a valid ICRC.
-//   - Reporter tracking: NACKs bounce the report back, duplicates are
-//     ACKed again, in-order reports are ACKed through an ingress mirror
-//     session when the reporter asks for ACKs. The reporter program counts
-//     the answers but keeps no reports to resend.
+//   - Reporter tracking follows translator/dta's SeqTracker: a gap bounces
+//     the report back as a NACK of the expected number, a duplicate as a
+//     cumulative ACK, and every 16th in-order report is ACKed through an
+//     ingress mirror session when the reporter asks for ACKs. Unlike the
+//     software tracker, the first expected number is the control plane's
+//     (Peer.FirstSeq), NACKs are not spaced by an interval, and there is
+//     no rate meter or CPU queue for high-priority reports. The reporter
+//     program counts the answers but keeps no reports to resend.
 //
 // The tests check every name the scripts use against the P4 sources and
 // run p4c's front end on both programs (with and without -DDTA_ICRC and

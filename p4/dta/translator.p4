@@ -81,11 +81,15 @@
  *     write it too (Translator.Script's psn initial value).
  *   - Reporter flow control: for retransmittable reports, a register per
  *     reporter holds the next expected sequence number. A report with it is
- *     translated (and, when the reporter asks for ACKs, mirrored back as an
- *     ACK); an older one is a duplicate and is answered with an ACK of its
- *     number instead of being written again; a newer one means reports
- *     were lost and is answered with a NACK of the expected number, which
- *     the reporter resends from. Compiled with -DDTA_NO_SEQNUM, the base
+ *     translated (and, when the reporter asks for ACKs, every 16th is
+ *     mirrored back as a cumulative ACK); an older one is a duplicate and
+ *     is answered with a cumulative ACK of the last number taken instead
+ *     of being written again; a newer one means reports were lost and is
+ *     answered with a NACK of the expected number, which the reporter
+ *     resends from (translator/dta's SeqTracker, with two differences: the
+ *     control plane sets the first expected number instead of the first
+ *     report, and every report after a gap draws a NACK, with no interval
+ *     between repeated NACKs). Compiled with -DDTA_NO_SEQNUM, the base
  *     header is the 2-byte form and there is no tracking.
  */
 #include <core.p4>
@@ -663,16 +667,19 @@ control Ingress(inout headers_t hdr,
                 md.expected = seq_check.execute(md.reporter);
                 md.seq_diff = hdr.dta.seqnum - md.expected;
                 if (md.seq_diff == 0) {
-                    if (md.ack_session != 0) {
+                    /* A cumulative ACK every 16th report, as the software
+                     * translator's AckEvery default. */
+                    if (md.ack_session != 0 && hdr.dta.seqnum[3:0] == 15) {
                         ig_dprsr_md.mirror_type = MIRROR_ACK;
                         md.ack_mirror.setValid();
                         md.ack_mirror.pkt_type = PKT_ACK;
                         md.ack_mirror.seqnum = hdr.dta.seqnum;
                     }
                 } else if (md.seq_diff[7:7] == 1) {
-                    /* Older than expected: it arrived before. */
+                    /* Older than expected: it arrived before. The ACK
+                     * names the last report taken (cumulative). */
                     drop_reports.count(DROP_DUPLICATE);
-                    bounce(hdr.dta.seqnum, 0);
+                    bounce(md.expected - 1, 0);
                 } else {
                     drop_reports.count(DROP_NACK);
                     bounce(md.expected, 1);
