@@ -55,6 +55,8 @@ type ConnStats struct {
 	Resyncs   uint64 `json:"resyncs"`
 	LostPSNs  uint64 `json:"lost_psns"` // PSNs skipped by resynchronisation
 	Malformed uint64 `json:"malformed"`
+	Pings     uint64 `json:"pings"`  // zero-length WRITEs asking for an ACK when idle
+	Probes    uint64 `json:"probes"` // duplicates sent to learn a stranded collector's PSN
 }
 
 // Endpoint addresses one end of a connection.
@@ -113,6 +115,60 @@ func (c *Conn) Write(buf []byte, va uint64, rkey uint32, data []byte, imm *uint3
 	c.Stats.Packets++
 	c.Stats.Bytes += uint64(n)
 	return n, nil
+}
+
+// Ping builds a zero-length WRITE that asks for an ACK. A translator
+// asks for an ACK only every AckEvery packets, so when reports stop, the
+// last packets would stay unacknowledged for good; pinging once idle
+// tells it they landed, or draws the NAK that resynchronises it. A
+// zero-length transfer touches no memory and checks no key.
+func (c *Conn) Ping(buf []byte) (int, error) {
+	c.b.Opcode = roce.RCWriteOnly
+	c.b.VA, c.b.RKey, c.b.DMALen = 0, 0, 0
+	c.stamp()
+	c.b.AckReq, c.sinceAck = true, 0
+	n, err := c.b.Build(buf, nil)
+	if err != nil {
+		return 0, err
+	}
+	c.Stats.Packets++
+	c.Stats.Bytes += uint64(n)
+	c.Stats.Pings++
+	return n, nil
+}
+
+// Probe builds a zero-length WRITE carrying the last acknowledged PSN,
+// for a connection whose ping went unanswered. A requester that never
+// retransmits can be stranded: when the packet a collector NAKed for is
+// lost again, the collector, having NAKed once, drops everything after it
+// in silence. To the collector the probe is a duplicate, and a duplicate
+// is answered with an ACK of the last PSN it executed; once that answer
+// is in and the connection is quiet, the acknowledged PSN is where the
+// collector stands, and Resync moves there.
+func (c *Conn) Probe(buf []byte) (int, error) {
+	b := c.b
+	b.Opcode, b.PSN, b.AckReq = roce.RCWriteOnly, c.acked, true
+	b.VA, b.RKey, b.DMALen = 0, 0, 0
+	n, err := b.Build(buf, nil)
+	if err != nil {
+		return 0, err
+	}
+	c.Stats.Probes++
+	return n, nil
+}
+
+// Resync moves the next PSN to the one after the last acknowledged: what
+// was sent past it is counted lost. The caller knows the collector is
+// stranded there (a Probe's answer came in and nothing moved since).
+func (c *Conn) Resync() {
+	want := (c.acked + 1) & roce.PSNMask
+	if want == c.next {
+		return
+	}
+	c.Stats.LostPSNs += uint64(roce.ComparePSN(c.next, want))
+	c.next, c.sinceAck = want, 0
+	c.ahead = c.atail
+	c.Stats.Resyncs++
 }
 
 // ErrAtomicWindow is returned by FetchAdd while MaxAtomic atomics await
@@ -241,3 +297,6 @@ func (c *Conn) Input(p *roce.Packet, frame []byte) (bool, error) {
 	}
 	return false, nil
 }
+
+// Packets is how many packets the connection has sent.
+func (c *Conn) Packets() uint64 { return c.Stats.Packets }

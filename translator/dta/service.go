@@ -120,7 +120,12 @@ type collector struct {
 	offer    *Offer
 	connects int
 	lost     uint64 // windows lost on earlier connections
-	lastErr  atomic.Value
+	// seenPackets and quietSince tell when the connection went idle.
+	seenPackets, seenACKs uint64
+	quietSince            int64
+	probe                 int    // probeIdle, probePinged or probeSent
+	probeACKs             uint64 // ACKs when the probe went out
+	lastErr               atomic.Value
 }
 
 // collEvent is a connection coming up (offer set) or going down.
@@ -222,6 +227,7 @@ func (s *Service) Poll() bool {
 			if err := c.tr.Flush(s.spec.FlushTimeout, s.emitFor(c)); err != nil {
 				s.stats.TxDropped++
 			}
+			s.ping(c)
 		}
 	}
 	s.flushTx()
@@ -418,6 +424,72 @@ func (s *Service) drainQueue() {
 		}
 		s.queue.pop()
 	}
+}
+
+// Quiet-connection recovery, per collector: a connection with packets
+// unacknowledged and nothing sent or acknowledged for a flush timeout is
+// pinged; still quiet a timeout later, probed; and when the probe's
+// answer has come in and nothing moved for strandTimeout, resynchronised
+// to where the collector stands.
+const (
+	probeIdle = iota
+	probePinged
+	probeSent
+)
+
+// strandTimeout is how long a probed connection stays quiet before it
+// counts as stranded: long enough that a collector slowed down by a busy
+// machine has answered everything before it.
+const strandTimeout = 20 * time.Millisecond
+
+func (s *Service) ping(c *collector) {
+	conn := c.conn
+	if conn.Packets() != c.seenPackets {
+		c.seenPackets, c.seenACKs, c.quietSince, c.probe = conn.Packets(), conn.Stats.ACKs, s.now, probeIdle
+		return
+	}
+	if conn.Stats.ACKs != c.seenACKs {
+		c.seenACKs, c.quietSince = conn.Stats.ACKs, s.now
+		if c.probe == probePinged {
+			c.probe = probeIdle
+		}
+		return
+	}
+	if conn.Outstanding() <= 0 {
+		c.probe = probeIdle
+		return
+	}
+	quiet := time.Duration(s.now - c.quietSince)
+	var n int
+	var err error
+	switch c.probe {
+	case probeIdle:
+		if quiet < s.spec.FlushTimeout {
+			return
+		}
+		n, err = conn.Ping(s.ackBuf[:])
+		c.probe = probePinged
+	case probePinged:
+		if quiet < s.spec.FlushTimeout {
+			return
+		}
+		n, err = conn.Probe(s.ackBuf[:])
+		c.probe, c.probeACKs = probeSent, conn.Stats.ACKs
+	case probeSent:
+		if quiet < strandTimeout {
+			return
+		}
+		if conn.Stats.ACKs != c.probeACKs {
+			conn.Resync()
+			s.log.Warn("collector stranded: resynchronised", "collector", c.spec.Name, "lost_psns", conn.Stats.LostPSNs)
+		}
+		c.probe = probeIdle
+		return
+	}
+	if err == nil && s.send(s.ackBuf[:n]) {
+		s.stats.RDMAOut++
+	}
+	c.seenPackets, c.quietSince = conn.Packets(), s.now
 }
 
 // drainAtomics retries Key-Increment reports as the atomic window opens.

@@ -23,7 +23,7 @@ import (
 // collector service lives in collector/dta; this one keeps the
 // translator's tests within the package.
 type exchangeCollector struct {
-	t    *testing.T
+	t    testing.TB
 	dev  *soft.Device
 	pd   verbs.PD
 	mem  []byte
@@ -43,7 +43,7 @@ const (
 	ecSketch = 7
 )
 
-func newExchangeCollector(t *testing.T, port dpdk.Port, ip netip.Addr) *exchangeCollector {
+func newExchangeCollector(t testing.TB, port dpdk.Port, ip netip.Addr) *exchangeCollector {
 	t.Helper()
 	dev, err := soft.NewDevice(fmt.Sprintf("ec%p", t), port, soft.Config{GIDs: []netip.Addr{ip}})
 	if err != nil {
@@ -171,7 +171,7 @@ type serviceBed struct {
 	trMAC dnet.MAC
 }
 
-func newServiceBed(t *testing.T, reporters int, edit func(*Spec)) *serviceBed {
+func newServiceBed(t testing.TB, reporters int, edit func(*Spec)) *serviceBed {
 	t.Helper()
 	name := fmt.Sprintf("sb%p", t)
 	cfg := ring.Config{RingSize: 4096}
@@ -221,7 +221,7 @@ func newServiceBed(t *testing.T, reporters int, edit func(*Spec)) *serviceBed {
 }
 
 // waitUp waits until the collector's connection came up n times.
-func (b *serviceBed) waitUp(t *testing.T, n int) {
+func (b *serviceBed) waitUp(t testing.TB, n int) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		st := b.svc.Status()
@@ -236,7 +236,7 @@ func (b *serviceBed) waitUp(t *testing.T, n int) {
 
 // settle waits until the translator has nothing unacknowledged, nothing
 // queued, and its counters stopped moving.
-func (b *serviceBed) settle(t *testing.T) Status {
+func (b *serviceBed) settle(t testing.TB) Status {
 	t.Helper()
 	var last ServiceStats
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(60 * time.Millisecond) {
@@ -262,7 +262,7 @@ func (s *Service) outstanding() int {
 	return s.shownOutstanding
 }
 
-func (b *serviceBed) reporter(t *testing.T, i int, cfg ReporterConfig) *Reporter {
+func (b *serviceBed) reporter(t testing.TB, i int, cfg ReporterConfig) *Reporter {
 	t.Helper()
 	cfg.ID = uint16(i)
 	cfg.SrcMAC = dnet.MAC(b.rep[i].Info().MAC)
@@ -412,6 +412,10 @@ func TestServiceEndToEnd(t *testing.T) {
 	if st.Stats.Malformed != 0 || st.Stats.Refused != 0 || st.Stats.CollectorDown != 0 {
 		t.Fatalf("stats %+v", st.Stats)
 	}
+	if t.Failed() {
+		return
+	}
+	t.Logf("status %+v", st)
 	b.checkTruth(t, reps...)
 	// The merged sketch: counter-wise sums of the two reporters'.
 	mem := b.coll.region(sk.Addr, sk.Len())
@@ -503,5 +507,30 @@ func TestServiceBadInput(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("stats %+v", st.Stats)
 		}
+	}
+}
+
+// BenchmarkServiceEndToEnd is reports collected a second end to end: a
+// reporter at full speed, the translator service, a soft-RNIC collector,
+// each on its own goroutine over ring links and a bridge, Key-Write N=2
+// and Append mixed; a report counts once the collector acknowledged its
+// RDMA packets.
+func BenchmarkServiceEndToEnd(b *testing.B) {
+	bed := newServiceBed(b, 1, nil)
+	cfg := ReporterConfig{Keys: 1 << 14, Redundancy: 2, Lists: []uint32{1}, Count: uint64(b.N), Seed: 1}
+	cfg.Mix.KeyWrite, cfg.Mix.Append = 1, 1
+	r := bed.reporter(b, 0, cfg)
+	b.ReportAllocs()
+	b.ResetTimer()
+	if err := r.Run(context.Background(), 0); err != nil {
+		b.Fatal(err)
+	}
+	st := bed.settle(b)
+	b.StopTimer()
+	got := st.Collectors[0].Translate.Reports[OpKeyWrite] + st.Collectors[0].Translate.Reports[OpAppend]
+	b.ReportMetric(float64(got)/b.Elapsed().Seconds(), "reports/s")
+	b.ReportMetric(float64(st.Stats.RDMAOut)/b.Elapsed().Seconds(), "rdma-pkts/s")
+	if lost := st.Stats.TxDropped; lost > 0 {
+		b.ReportMetric(float64(lost), "tx-dropped")
 	}
 }

@@ -416,3 +416,66 @@ func TestWriteTemplate(t *testing.T) {
 		}
 	}
 }
+
+// TestStranded: the packet a collector NAKed for is lost again, so the
+// collector drops everything after it in silence; a probe (a duplicate of
+// the last acknowledged PSN) draws an ACK of where the collector stands,
+// and the connection resumes from there.
+func TestStranded(t *testing.T) {
+	b := newCollectorBed(t, 100)
+	tr, err := NewTranslator(b.conn, b.regs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kwMem := b.mem[:kwSlots*KeyWriteEntryLen(4)]
+	send := func(k uint32) {
+		r := Report{Opcode: OpKeyWrite, Redundancy: 2, Key: k, Data: []byte{0, 0, 0, byte(k)}}
+		if err := tr.Translate(&r, b.emit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resyncAt := -1
+	b.drop = func(i int) bool { return i == 3 || i == resyncAt }
+	for k := uint32(1); k <= 5; k++ {
+		send(k)
+	}
+	for deadline := time.Now().Add(5 * time.Second); b.answers() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no NAK; conn %+v", b.conn.Stats)
+		}
+	}
+	resyncAt = b.sent // the resent window's first packet is lost too
+	for k := uint32(10); k <= 12; k++ {
+		send(k)
+	}
+	time.Sleep(20 * time.Millisecond)
+	b.answers()
+	if b.conn.Outstanding() == 0 {
+		t.Fatal("nothing stranded")
+	}
+	var frame [256]byte
+	n, err := b.conn.Probe(frame[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.emit(frame[:n]); err != nil {
+		t.Fatal(err)
+	}
+	before := b.conn.Stats.ACKs
+	for deadline := time.Now().Add(5 * time.Second); b.conn.Stats.ACKs == before; time.Sleep(time.Millisecond) {
+		b.answers()
+		if time.Now().After(deadline) {
+			t.Fatal("the probe drew no ACK")
+		}
+	}
+	lost := b.conn.Stats.LostPSNs
+	b.conn.Resync()
+	if b.conn.Outstanding() != 0 || b.conn.Stats.LostPSNs-lost != 6 {
+		t.Fatalf("after the resync: %d outstanding, %d more lost; %+v", b.conn.Outstanding(), b.conn.Stats.LostPSNs-lost, b.conn.Stats)
+	}
+	send(20)
+	b.settle()
+	if d, ok := QueryKeyWrite(kwMem, 20, 2, kwSlots, 4); !ok || d[3] != 20 {
+		t.Fatal("a report after the probe did not land")
+	}
+}
