@@ -183,11 +183,24 @@ func newServiceBed(t testing.TB, reporters int, edit func(*Spec)) *serviceBed {
 		reps = append(reps, l.A())
 		far = append(far, l.B())
 	}
-	pool, err := dpdk.NewPool(name, 16384, 0)
+	t.Cleanup(func() {
+		for _, p := range append(reps, far...) {
+			p.Close()
+		}
+	})
+	return buildServiceBed(t, lt.A(), lc.A(), reps, far, edit)
+}
+
+// buildServiceBed runs the bed on given ports: the translator's, the
+// collector's and the reporters', joined by a bridge between the far
+// ends.
+func buildServiceBed(t testing.TB, trPort, collPort dpdk.Port, reps, far []dpdk.Port, edit func(*Spec)) *serviceBed {
+	t.Helper()
+	pool, err := dpdk.NewPool(fmt.Sprintf("sbp%p", t), 16384, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	coll := newExchangeCollector(t, lc.A(), netip.MustParseAddr("10.9.0.1"))
+	coll := newExchangeCollector(t, collPort, netip.MustParseAddr("10.9.0.1"))
 	s, err := DecodeSpec("t.yml", []byte(fmt.Sprintf("ip: 10.9.0.100\ncollectors:\n  - name: ec\n    exchange: %s\n", coll.ln.Addr())))
 	if err != nil {
 		t.Fatal(err)
@@ -196,7 +209,7 @@ func newServiceBed(t testing.TB, reporters int, edit func(*Spec)) *serviceBed {
 	if edit != nil {
 		edit(&s)
 	}
-	svc, err := NewService(s, lt.A(), pool, nil)
+	svc, err := NewService(s, trPort, pool, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,13 +220,10 @@ func newServiceBed(t testing.TB, reporters int, edit func(*Spec)) *serviceBed {
 	go func() { defer wg.Done(); br.Run(ctx) }()
 	go func() { defer wg.Done(); _ = svc.Run(ctx) }()
 	b := &serviceBed{coll: coll, svc: svc, rep: reps, pool: pool, trIP: netip.MustParseAddr("10.9.0.100"),
-		trMAC: dnet.MAC(lt.A().Info().MAC)}
+		trMAC: dnet.MAC(trPort.Info().MAC)}
 	b.stop = func() { cancel(); wg.Wait() }
 	t.Cleanup(func() {
 		b.stop()
-		for _, p := range append(reps, lt.A(), lt.B(), lc.B()) {
-			p.Close()
-		}
 		pool.Close()
 	})
 	b.waitUp(t, 1)
