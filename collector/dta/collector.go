@@ -457,6 +457,10 @@ func (c *Collector) handle(ctx context.Context, tc net.Conn) {
 		refuse(err)
 		return
 	}
+	if h.IP.Unmap().Is4() != c.ip.Is4() {
+		refuse(fmt.Errorf("dta collector: translator address %v and collector GID %v are of different IP versions", h.IP, c.ip))
+		return
+	}
 	conn, err := c.connect(h, tc.RemoteAddr().String())
 	if err != nil {
 		refuse(err)

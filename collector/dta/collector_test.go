@@ -551,7 +551,43 @@ func TestRefusedHello(t *testing.T) {
 	if o.Error == "" || o.QPN != 0 || !contains(o.Error, "without an IP") {
 		t.Fatalf("offer %+v", o)
 	}
-	if st := b.c.Stats(); st.Refused != 1 || st.Connections != 0 {
+	// An IPv6 translator cannot reach an IPv4 GID.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _, err = tdta.Dial(ctx, b.addr, tdta.Hello{Name: "v6", IP: netip.MustParseAddr("fd00::1"), MAC: "02:00:00:00:00:01", QPN: 5})
+	if err == nil || !contains(err.Error(), "different IP versions") {
+		t.Fatalf("IPv6 translator: %v", err)
+	}
+	if st := b.c.Stats(); st.Refused != 2 || st.Connections != 0 {
 		t.Fatalf("stats %+v", st)
 	}
 }
+
+// TestPinnedPollers: a list's pollers claim the cores the spec gives
+// them; a second collector asking for a claimed core is refused, naming
+// the owner, and frees what it took.
+func TestPinnedPollers(t *testing.T) {
+	claims := dpdk.NewCoreClaims("")
+	const yml = "append: {lists: [{id: 3, entries: 64, pollers: 1, cores: \"0\"}]}\n"
+	b := newBed(t, yml, Options{Claims: claims})
+	if owner := claims.Owner(0); !contains(owner, "list 3 poller 0") {
+		t.Fatalf("core 0 owned by %q", owner)
+	}
+	st, err := b.c.List(3, 0)
+	if err != nil || st.Pollers[0].Core != 0 {
+		t.Fatalf("list 3: %+v %v", st, err)
+	}
+	s, err := DecodeSpec("again.yml", []byte(yml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(s, b.c.dev, Options{Claims: claims, Log: slog.New(slog.DiscardHandler)}); err == nil || !contains(err.Error(), "list 3 poller 0") {
+		t.Fatalf("a second poller on core 0: %v", err)
+	}
+	b.c.Close()
+	if owner := claims.Owner(0); owner != "" {
+		t.Fatalf("core 0 still owned by %q after Close", owner)
+	}
+}
+
+var _ neighborAdder = (*soft.Device)(nil)

@@ -3,6 +3,7 @@ package dta
 import (
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -34,6 +35,11 @@ var (
 
 // Hex is bytes shown as hexadecimal in JSON.
 type Hex []byte
+
+var (
+	_ json.Marshaler   = Hex(nil)
+	_ json.Unmarshaler = (*Hex)(nil)
+)
 
 // MarshalJSON implements json.Marshaler.
 func (h Hex) MarshalJSON() ([]byte, error) { return []byte(`"` + hex.EncodeToString(h) + `"`), nil }

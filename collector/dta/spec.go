@@ -252,6 +252,13 @@ func (s *Spec) Validate(doc *spec.Doc) {
 				field = "group"
 			}
 			doc.Errorf(key+"."+field, "%v", err)
+			continue
+		}
+		// A sketch's WRITE is one packet (WRITE Only): its group of
+		// columns must fit the path MTU.
+		if n := writeLen(&r); s.MTU > 0 && n > s.MTU {
+			doc.Errorf(key+".group", "a WRITE of %d columns is %d bytes, over the mtu %d: fewer columns per group (or fewer rows)",
+				n/r.ColumnLen(), n, s.MTU)
 		}
 	}
 	if p := s.Postcards; p != nil {
@@ -276,6 +283,8 @@ func (s *Spec) validateAppend(doc *spec.Doc, a *AppendSpec) {
 		a.Batch = defaultBatch
 	} else if a.Batch < 1 || a.Batch > tdta.MaxBatch {
 		doc.Errorf("append.batch", "%d: want 1..%d", a.Batch, tdta.MaxBatch)
+	} else if s.MTU > 0 && a.Batch*tdta.AppendEntryLen > s.MTU {
+		doc.Errorf("append.batch", "%d entries are %d bytes, over the mtu %d: one batch is one WRITE packet", a.Batch, a.Batch*tdta.AppendEntryLen, s.MTU)
 	}
 	if len(a.Lists) == 0 {
 		doc.Errorf("append.lists", "at least one list")
@@ -320,6 +329,16 @@ func (s *Spec) validateAppend(doc *spec.Doc, a *AppendSpec) {
 			cores[c] = fmt.Sprintf("list %d", l.ID)
 		}
 	}
+}
+
+// writeLen is the size of a sketch's merged-column WRITE: Group columns,
+// or by default as many as fit in 1024 bytes (the translator's rule).
+func writeLen(r *tdta.SketchRegion) int {
+	g := r.Group
+	if g == 0 {
+		g = min(max(1, 1024/r.ColumnLen()), int(r.Columns))
+	}
+	return g * r.ColumnLen()
 }
 
 // ParseSketchKind parses count-min or hyperloglog.

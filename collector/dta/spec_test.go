@@ -102,6 +102,13 @@ key-increment: {slots: 0}
 			`bad.yml:2: listen: "9300": want host:port`,
 		}},
 		{"nothing", "name: c\n", []string{"no primitive"}},
+		{"mtu", `mtu: 256
+append: {batch: 64, lists: [{id: 1, entries: 64}]}
+sketches: [{id: 1, kind: count-min, columns: 64, rows: 4, reporters: 1}]
+`, []string{
+			"bad.yml:2: append.batch: 64 entries are 512 bytes, over the mtu 256",
+			"bad.yml:3: sketches[0].group: a WRITE of 64 columns is 1024 bytes, over the mtu 256",
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := DecodeSpec("bad.yml", []byte(tc.yml))
