@@ -591,3 +591,35 @@ func TestPinnedPollers(t *testing.T) {
 }
 
 var _ neighborAdder = (*soft.Device)(nil)
+
+// TestTranslatorService: translator/dta's translator service sets its
+// connection up with this collector through the exchange, and when it
+// stops, the collector tears the QP down.
+func TestTranslatorService(t *testing.T) {
+	b := newBed(t, allSpec, Options{})
+	ts, err := tdta.DecodeSpec("translator.yml", []byte(fmt.Sprintf(
+		"name: tsvc\nip: %s\ncollectors: [{name: c0, exchange: %q}]\n", transIP, b.addr)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sv, err := tdta.NewService(ts, b.port, b.pool, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sv.Run(ctx) }()
+	waitFor(t, "the translator's connection", func() bool {
+		conns := b.c.Connections()
+		st := sv.Status()
+		return len(conns) == 1 && len(st.Collectors) == 1 && st.Collectors[0].Up && st.Collectors[0].QPN == conns[0].QPN
+	})
+	if conns := b.c.Connections(); conns[0].Translator != "tsvc" || conns[0].IP != transIP.String() {
+		t.Fatalf("connections %+v", conns)
+	}
+	cancel()
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	waitFor(t, "the QP to go", func() bool { return len(b.c.Connections()) == 0 })
+}
