@@ -57,8 +57,6 @@ type Service struct {
 	mu      sync.Mutex
 	shown   Status
 	lastPub int64
-	// shownOutstanding is the RDMA packets unacknowledged at publication.
-	shownOutstanding int
 }
 
 // ServiceStats are the translator loop's counters.
@@ -83,15 +81,18 @@ type ServiceStats struct {
 
 // CollectorStatus is one collector's state in /v1/status.
 type CollectorStatus struct {
-	Name      string         `json:"name"`
-	Exchange  string         `json:"exchange"`
-	Up        bool           `json:"up"`
-	LastError string         `json:"last_error,omitempty"`
-	Connects  int            `json:"connects"`
-	QPN       uint32         `json:"collector_qpn,omitempty"`
-	LocalQPN  uint32         `json:"local_qpn"`
-	Conn      ConnStats      `json:"conn"`
-	Translate TranslateStats `json:"translate"`
+	Name      string    `json:"name"`
+	Exchange  string    `json:"exchange"`
+	Up        bool      `json:"up"`
+	LastError string    `json:"last_error,omitempty"`
+	Connects  int       `json:"connects"`
+	QPN       uint32    `json:"collector_qpn,omitempty"`
+	LocalQPN  uint32    `json:"local_qpn"`
+	Conn      ConnStats `json:"conn"`
+	// Outstanding is how many RDMA packets the collector has not
+	// acknowledged: at zero, everything sent is in its memory.
+	Outstanding int            `json:"outstanding"`
+	Translate   TranslateStats `json:"translate"`
 	// LostPSNs adds up the windows lost over every connection so far:
 	// resynchronisations and collectors that went away with packets
 	// unacknowledged.
@@ -675,22 +676,32 @@ func (s *Service) publish() {
 		if c.conn != nil {
 			cs.Conn, cs.Translate = c.conn.Stats, c.tr.Stats
 			cs.LostPSNs += c.conn.Stats.LostPSNs
+			cs.Outstanding = max(c.conn.Outstanding(), 0)
 		}
 		if c.offer != nil {
 			cs.QPN, cs.Regions = c.offer.QPN, c.offer.Regions
 		}
 		st.Collectors = append(st.Collectors, cs)
 	}
-	out := 0
-	for _, c := range s.colls {
-		if c.conn != nil {
-			out += max(c.conn.Outstanding(), 0)
-		}
-	}
 	s.lastPub = s.now
 	s.mu.Lock()
-	s.shown, s.shownOutstanding = st, out
+	s.shown = st
 	s.mu.Unlock()
+}
+
+// Settled says the translator has nothing in flight: every collector up
+// with nothing unacknowledged and nothing waiting in its queues. Compare
+// two Statuses' Stats to tell that nothing arrives any more either.
+func (st *Status) Settled() bool {
+	if st.QueueDepth > 0 || st.AtomicWait > 0 {
+		return false
+	}
+	for _, c := range st.Collectors {
+		if !c.Up || c.Outstanding > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // Status is the translator's state as of the loop's last publication

@@ -252,8 +252,7 @@ func (b *serviceBed) settle(t testing.TB) Status {
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(60 * time.Millisecond) {
 		st := b.svc.Status()
 		c := st.Collectors[0]
-		if st.Stats == last && st.QueueDepth == 0 && st.AtomicWait == 0 && c.Up && c.Conn.Packets > 0 &&
-			c.Conn.ACKs > 0 && b.svc.outstanding() == 0 {
+		if st.Stats == last && st.Settled() && c.Conn.Packets > 0 && c.Conn.ACKs > 0 {
 			return st
 		}
 		last = st.Stats
@@ -261,15 +260,6 @@ func (b *serviceBed) settle(t testing.TB) Status {
 			t.Fatalf("translator did not settle: %+v", st)
 		}
 	}
-}
-
-// outstanding reads the connection's unacknowledged packets (for tests:
-// the loop owns the connection, and this read races with it only
-// harmlessly in the settle loop, which retries).
-func (s *Service) outstanding() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.shownOutstanding
 }
 
 func (b *serviceBed) reporter(t testing.TB, i int, cfg ReporterConfig) *Reporter {
