@@ -33,6 +33,7 @@ type Spec struct {
 	Verbs       VerbsSpec       `yaml:"verbs"`
 	Lumina      LuminaSpec      `yaml:"lumina"`
 	LuminaTests LuminaTestsSpec `yaml:"lumina-tests"`
+	DTA         DTASpec         `yaml:"dta"`
 }
 
 // LoadSpec reads a lab configuration; path "" means the embedded default.
@@ -52,6 +53,7 @@ func LoadSpec(path string) (Spec, error) {
 	s.Verbs.validate(doc)
 	s.Lumina.validate(doc)
 	s.LuminaTests.validate(doc)
+	s.DTA.validate(doc)
 	return s, doc.Err()
 }
 
@@ -106,6 +108,7 @@ var stages = []stage{
 	{"verbs", func(s Spec) bool { return s.Verbs.Enabled }, runVerbs},
 	{"lumina", func(s Spec) bool { return s.Lumina.Enabled }, runLumina},
 	{"lumina-tests", func(s Spec) bool { return s.LuminaTests.Enabled }, runLuminaTests},
+	{"dta", func(s Spec) bool { return s.DTA.Enabled }, runDTA},
 }
 
 // Lab runs the stages.

@@ -31,6 +31,7 @@ func TestWireStage(t *testing.T) {
 	}
 	s.Wire.Rounds = 50
 	s.Wire.Compress = true
+	s.DTA.Enabled = false
 	s.Verbs.Enabled = false
 	s.Lumina.Enabled = false
 	s.LuminaTests.Enabled = false
@@ -101,6 +102,7 @@ func TestVerbsStage(t *testing.T) {
 	s.Wire.Enabled = false
 	s.Lumina.Enabled = false
 	s.LuminaTests.Enabled = false
+	s.DTA.Enabled = false
 	s.Verbs.Iters, s.Verbs.LatIters, s.Verbs.CaptureIters, s.Verbs.DropEvery = 2000, 100, 10, 53
 	l := &Lab{Spec: s, OutDir: t.TempDir()}
 	rep, err := l.Run(context.Background())
@@ -173,7 +175,7 @@ func TestLuminaStage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Wire.Enabled, s.Verbs.Enabled, s.LuminaTests.Enabled = false, false, false
+	s.Wire.Enabled, s.Verbs.Enabled, s.LuminaTests.Enabled, s.DTA.Enabled = false, false, false, false
 	s.Lumina.BalanceRounds = 2
 	l, row, b := runPassing(t, s)
 	for k, want := range map[string]string{"integrity": "ok", "events": "drop:1,ecn:2,bit-error:1", "retransmitted": "2",
@@ -224,7 +226,7 @@ func TestLuminaTestsStage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Wire.Enabled, s.Verbs.Enabled, s.Lumina.Enabled = false, false, false
+	s.Wire.Enabled, s.Verbs.Enabled, s.Lumina.Enabled, s.DTA.Enabled = false, false, false, false
 	l, row, b := runPassing(t, s)
 	if !strings.Contains(row.Figures["timeout-retries"], "retries=exact(7)") || !strings.Contains(row.Figures["cnp-pacing"], "per-dest-ip") ||
 		strings.Contains(row.Figures["cnp-pacing"], "per-port") || !strings.Contains(row.Figures["fast-retrans-20k"], "nack-gen=") {
@@ -251,4 +253,38 @@ func runPassing(t *testing.T, s Spec) (*Lab, Row, string) {
 		t.Fatalf("lab failed:\n%s", b.String())
 	}
 	return l, rep.Rows[0], b.String()
+}
+
+// TestDTAStage runs the DTA stage: every primitive reported, 1% lost and
+// recovered, and the collector's answers checked against what was sent.
+func TestDTAStage(t *testing.T) {
+	s, err := LoadSpec("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Wire.Enabled, s.Verbs.Enabled, s.Lumina.Enabled, s.LuminaTests.Enabled = false, false, false, false
+	s.DTA.Reports = 5000
+	l, row, b := runPassing(t, s)
+	for _, k := range []string{"key_write", "append", "sketch", "paths", "nacks"} {
+		if row.Figures[k] == "" || row.Figures[k] == "0" {
+			t.Errorf("figure %s = %q\n%s", k, row.Figures[k], b)
+		}
+	}
+	if _, err := os.Stat(l.Path("dta-loadfactor.txt")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDTASpecErrors(t *testing.T) {
+	path := t.TempDir() + "/lab.yml"
+	yml := "dta:\n  enabled: true\n  reporters: 0\n  reports: 10\n  keys: 5\n  loss: 0.9\n  redundancy: 2\n  key-write-slots: 1000\n"
+	if err := os.WriteFile(path, []byte(yml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := LoadSpec(path)
+	for _, want := range []string{"lab.yml:3: dta.reporters", "lab.yml:4: dta.reports", "lab.yml:6: dta.loss", "lab.yml:8: dta.key-write-slots"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("missing %q in %v", want, err)
+		}
+	}
 }

@@ -1,0 +1,388 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/rdma-appliance/appliance/appliance/spec"
+	cdta "github.com/rdma-appliance/appliance/collector/dta"
+	"github.com/rdma-appliance/appliance/dpdk"
+	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/ring"
+	"github.com/rdma-appliance/appliance/translator/dta"
+	"github.com/rdma-appliance/appliance/verbs/soft"
+)
+
+// DTASpec configures the DTA stage: reporters send every primitive
+// through the software translator into a soft-RNIC collector, which then
+// answers queries for what was reported.
+type DTASpec struct {
+	Enabled bool `yaml:"enabled"`
+	// Reporters send Reports reports each at Rate a second over Keys keys.
+	Reporters int     `yaml:"reporters"`
+	Reports   int     `yaml:"reports"`
+	Rate      float64 `yaml:"rate"`
+	Keys      int     `yaml:"keys"`
+	// Loss drops that share of reports on the way out; the translator's
+	// NACKs must recover every one.
+	Loss float64 `yaml:"loss"`
+	// Redundancy is N of Key-Write and Key-Increment.
+	Redundancy int `yaml:"redundancy"`
+	// KeyWriteSlots sizes the Key-Write table.
+	KeyWriteSlots uint64 `yaml:"key-write-slots"`
+}
+
+func (v *DTASpec) validate(d *spec.Doc) {
+	if !v.Enabled {
+		return
+	}
+	if v.Reporters < 1 || v.Reporters > 8 {
+		d.Errorf("dta.reporters", "must be 1..8, got %d", v.Reporters)
+	}
+	if v.Reports < 100 || v.Reports > 10_000_000 {
+		d.Errorf("dta.reports", "must be 100..10000000, got %d", v.Reports)
+	}
+	if v.Rate < 0 {
+		d.Errorf("dta.rate", "negative")
+	}
+	if v.Keys < 1 || v.Keys > 1<<24 {
+		d.Errorf("dta.keys", "must be 1..16777216, got %d", v.Keys)
+	}
+	if v.Loss < 0 || v.Loss >= 0.5 {
+		d.Errorf("dta.loss", "must be 0..0.5, got %g", v.Loss)
+	}
+	if v.Redundancy < 1 || v.Redundancy > 4 {
+		d.Errorf("dta.redundancy", "must be 1..4, got %d", v.Redundancy)
+	}
+	if s := v.KeyWriteSlots; s == 0 || s&(s-1) != 0 || s > 1<<26 {
+		d.Errorf("dta.key-write-slots", "a power of two up to 2^26, got %d", s)
+	}
+}
+
+// dtaSketch is the stage's Count-Min sketch id.
+const dtaSketch = 1
+
+// runDTA wires reporters, the translator service and a collector on one
+// bridged segment of ring links, runs the reporters, and checks every
+// primitive through the collector's queries against what was reported.
+func runDTA(ctx context.Context, l *Lab, row *Row) error {
+	v := l.Spec.DTA
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+
+	cfg := ring.Config{RingSize: 4096}
+	name := fmt.Sprintf("labdta%d", time.Now().UnixNano())
+	lt, lc := ring.NewLink(name+"t", cfg), ring.NewLink(name+"c", cfg)
+	far := []dpdk.Port{lt.B(), lc.B()}
+	var repPorts []dpdk.Port
+	for i := range v.Reporters {
+		lr := ring.NewLink(fmt.Sprintf("%sr%d", name, i), cfg)
+		repPorts = append(repPorts, lr.A())
+		far = append(far, lr.B())
+	}
+	all := append(append([]dpdk.Port{lt.A(), lc.A()}, repPorts...), far...)
+	defer func() {
+		for _, p := range all {
+			p.Close()
+		}
+	}()
+	pool, err := dpdk.NewPool(name, 32768, 0)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	// The collector: a soft RNIC and the collector service on it.
+	collIP, trIP := netip.MustParseAddr("10.9.0.1"), netip.MustParseAddr("10.9.0.100")
+	dev, err := soft.NewDevice(name+"coll", lc.A(), soft.Config{GIDs: []netip.Addr{collIP}})
+	if err != nil {
+		return err
+	}
+	defer dev.Close()
+	if err := dev.Start(ctx); err != nil {
+		return err
+	}
+	yml := fmt.Appendf(nil, `name: lab-collector
+exchange: 127.0.0.1:0
+redundancy: %d
+key-write: {slots: %d}
+key-increment: {slots: 16384}
+sketches:
+  - {id: %d, kind: count-min, columns: 1024, rows: 4, reporters: %d}
+postcards: {slots: 16384, hops: 5}
+append:
+  batch: 4
+  lists:
+`, v.Redundancy, v.KeyWriteSlots, dtaSketch, v.Reporters)
+	for i := range v.Reporters {
+		yml = fmt.Appendf(yml, "    - {id: %d, entries: 65536}\n", i+1)
+	}
+	cs, err := cdta.DecodeSpec("<lab dta collector>", yml)
+	if err != nil {
+		return err
+	}
+	// One poller per list: OnEntry sees a list's entries in order.
+	entries := &listEntries{m: map[uint32][]uint32{}}
+	coll, err := cdta.New(cs, dev, cdta.Options{Log: l.Log, OnEntry: func(list uint32, _ uint64, data uint32) {
+		entries.mu.Lock()
+		entries.m[list] = append(entries.m[list], data)
+		entries.mu.Unlock()
+	}})
+	if err != nil {
+		return err
+	}
+	defer coll.Close()
+	// Stop the translator and the switch before the collector goes: a
+	// collector that leaves first would be seen going down.
+	defer wg.Wait()
+	defer cancel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = coll.Serve(ctx, ln) }()
+
+	// The translator service and the switch between them all.
+	ts, err := dta.DecodeSpec("<lab dta translator>", fmt.Appendf(nil,
+		"name: lab-translator\nip: %s\ncollectors:\n  - name: lab-collector\n    exchange: %s\n", trIP, ln.Addr()))
+	if err != nil {
+		return err
+	}
+	svc, err := dta.NewService(ts, lt.A(), pool, l.Log)
+	if err != nil {
+		return err
+	}
+	br := ring.NewBridge(far...)
+	wg.Add(2)
+	go func() { defer wg.Done(); br.Run(ctx) }()
+	go func() { defer wg.Done(); _ = svc.Run(ctx) }()
+	if err := waitDTA(ctx, svc, 5*time.Second, func(st *dta.Status) bool { return st.Collectors[0].Up }); err != nil {
+		return fmt.Errorf("translator: collector not up: %w", err)
+	}
+
+	// The reporters.
+	sk := coll.Regions().Sketches[dtaSketch]
+	reps := make([]*dta.Reporter, v.Reporters)
+	for i := range reps {
+		rc := dta.ReporterConfig{ID: uint16(i), SrcMAC: dnet.MAC(repPorts[i].Info().MAC),
+			SrcIP: netip.AddrFrom4([4]byte{10, 9, 0, byte(10 + i)}), DstIP: trIP, Keys: uint32(v.Keys),
+			Redundancy: uint8(v.Redundancy), Lists: []uint32{uint32(i + 1)}, Hops: 5, Sketch: &sk, SketchID: dtaSketch,
+			Retransmittable: true, Loss: v.Loss, Count: uint64(v.Reports), Rate: v.Rate, Seed: uint64(i + 1)}
+		rc.Mix.KeyWrite, rc.Mix.Append, rc.Mix.KeyIncrement, rc.Mix.Postcarder = 3, 2, 2, 1
+		if reps[i], err = dta.NewReporter(rc, repPorts[i], pool); err != nil {
+			return err
+		}
+		rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
+		err = reps[i].Resolve(rctx)
+		rcancel()
+		if err != nil {
+			return err
+		}
+	}
+	t0 := time.Now()
+	errs := make([]error, len(reps))
+	var rwg sync.WaitGroup
+	for i, r := range reps {
+		rwg.Add(1)
+		go func() { defer rwg.Done(); errs[i] = r.Run(ctx, 300*time.Millisecond) }()
+	}
+	rwg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	var last dta.ServiceStats
+	err = waitDTA(ctx, svc, 15*time.Second, func(st *dta.Status) bool {
+		ok := st.Settled() && st.Stats == last
+		last = st.Stats
+		return ok
+	})
+	took := time.Since(t0)
+	st := svc.Status()
+	if err != nil {
+		return fmt.Errorf("translator did not settle (%d reports, %d queued): %w", st.Stats.Reports, st.QueueDepth, err)
+	}
+	// Let the pollers read the last batches.
+	time.Sleep(20 * time.Millisecond)
+
+	chk, err := checkDTA(coll, reps, entries)
+	var sent, lost, resent uint64
+	for _, r := range reps {
+		sent += r.Stats.Sent
+		lost += r.Stats.Lost
+		resent += r.Stats.Resent
+	}
+	c := st.Collectors[0]
+	row.Ran = fmt.Sprintf("%d reporters x %d reports (Key-Write, Append, Key-Increment, Postcarder, Sketch-Merge; %.0f%% lost on the way) "+
+		"-> translator service -> soft-RNIC collector, checked by query", v.Reporters, v.Reports, 100*v.Loss)
+	row.Figure("reports", "%d", sent)
+	row.Figure("rate", "%.0f/s", float64(sent)/took.Seconds())
+	row.Figure("rdma_pkts", "%d", c.Conn.Packets)
+	row.Figure("lost", "%d", lost)
+	row.Figure("nacks", "%d", st.Seq.NACKs)
+	row.Figure("resent", "%d", resent)
+	row.Figure("key_write", "%d/%d", chk.kwFound, chk.kwKeys)
+	row.Figure("key_incr_exact", "%d/%d", chk.kiExact, chk.kiKeys)
+	row.Figure("append", "%d", chk.appended)
+	row.Figure("sketch", "%d/%d", chk.skExact, chk.skKeys)
+	row.Figure("paths", "%d/%d", chk.pathFound, chk.paths)
+	if tbl := dta.FormatLoadTable(1<<16, dta.LoadFactorTable(1<<16, []float64{0.25, 0.5, 1, 2})); tbl != "" {
+		if werr := os.WriteFile(l.Path("dta-loadfactor.txt"), []byte(tbl), 0o644); werr != nil {
+			return werr
+		}
+	}
+	if err != nil {
+		return err
+	}
+	row.Pass = true
+	return nil
+}
+
+// listEntries are the Append entries the collector's pollers read.
+type listEntries struct {
+	mu sync.Mutex
+	m  map[uint32][]uint32
+}
+
+// dtaCheck is what the queries found.
+type dtaCheck struct {
+	kwKeys, kwFound  int
+	kiKeys, kiExact  int
+	appended         int
+	skKeys, skExact  int
+	paths, pathFound int
+}
+
+// checkDTA queries the collector for everything the reporters reported.
+// Key-Write may answer empty (a slot overwritten), never wrong; counts
+// never fall short; lists hold every entry in order; the sketch is the
+// reporters' merged; paths answer as reported.
+func checkDTA(coll *cdta.Collector, reps []*dta.Reporter, entries *listEntries) (dtaCheck, error) {
+	var c dtaCheck
+	want := map[uint32][]uint32{} // key-write: every value any reporter wrote last
+	counts := map[uint32]uint64{}
+	for _, r := range reps {
+		for k, v := range r.Truth.KeyWrite {
+			want[k] = append(want[k], v)
+		}
+		for k, n := range r.Truth.KeyIncrement {
+			counts[k] += n
+		}
+	}
+	for k, vs := range want {
+		c.kwKeys++
+		res, err := coll.KeyWrite(k, 0)
+		if errors.Is(err, cdta.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return c, err
+		}
+		if !slices.Contains(vs, res.Value) {
+			return c, fmt.Errorf("key-write %d: %d, reported %v", k, res.Value, vs)
+		}
+		c.kwFound++
+	}
+	for k, n := range counts {
+		c.kiKeys++
+		res, err := coll.KeyIncrement(k)
+		if err != nil {
+			return c, err
+		}
+		if res.Count < n {
+			return c, fmt.Errorf("key-increment %d: %d, below the %d reported", k, res.Count, n)
+		}
+		if res.Count == n {
+			c.kiExact++
+		}
+	}
+	for i, r := range reps {
+		id := uint32(i + 1)
+		entries.mu.Lock()
+		got := slices.Clone(entries.m[id])
+		entries.mu.Unlock()
+		if !slices.Equal(got, r.Truth.Append[id]) {
+			return c, fmt.Errorf("list %d: %d entries read, %d reported", id, len(got), len(r.Truth.Append[id]))
+		}
+		c.appended += len(got)
+	}
+	merged := dta.NewSketch(&dta.SketchRegion{Kind: dta.SketchCountMin, Columns: reps[0].Truth.Sketch.Columns, Rows: reps[0].Truth.Sketch.Rows})
+	for _, r := range reps {
+		for i, v := range r.Truth.Sketch.C {
+			merged.C[i] += v
+		}
+	}
+	for k := range want {
+		c.skKeys++
+		res, err := coll.SketchCount(dtaSketch, k)
+		if err != nil {
+			return c, err
+		}
+		exp := ^uint32(0)
+		for row := 0; row < merged.Rows; row++ {
+			exp = min(exp, merged.C[int(dta.Slot(k, row, uint64(merged.Columns)))*merged.Rows+row])
+		}
+		if res.Count != exp {
+			return c, fmt.Errorf("sketch count of %d: %d, the reporters' merged sketch says %d", k, res.Count, exp)
+		}
+		c.skExact++
+	}
+	for _, r := range reps {
+		for k, path := range r.Truth.Postcards {
+			c.paths++
+			res, err := coll.Postcard(k)
+			if errors.Is(err, cdta.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return c, err
+			}
+			if res.Complete && !reportedPath(reps, k, res.Hops) {
+				return c, fmt.Errorf("flow %d: path %v, reported %v", k, res.Hops, path)
+			}
+			c.pathFound++
+		}
+	}
+	if c.kwFound < c.kwKeys*9/10 || c.pathFound < c.paths*9/10 {
+		return c, fmt.Errorf("too few answers: key-write %d/%d, paths %d/%d", c.kwFound, c.kwKeys, c.pathFound, c.paths)
+	}
+	return c, nil
+}
+
+// reportedPath: some reporter reported path for flow k (two may draw one
+// flow key; the last record stands).
+func reportedPath(reps []*dta.Reporter, k uint32, path []uint32) bool {
+	for _, r := range reps {
+		if slices.Equal(r.Truth.Postcards[k], path) {
+			return true
+		}
+	}
+	return false
+}
+
+// waitDTA polls the translator's status until ok or the timeout.
+func waitDTA(ctx context.Context, svc *dta.Service, timeout time.Duration, ok func(*dta.Status) bool) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		st := svc.Status()
+		if ok(&st) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.New("timed out")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
