@@ -148,5 +148,9 @@ func Dial(ctx context.Context, addr string, h Hello) (net.Conn, *Offer, error) {
 		c.Close()
 		return nil, nil, err
 	}
+	if w := o.Regions.MaxWrite(); o.MTU > 0 && w > o.MTU {
+		c.Close()
+		return nil, nil, fmt.Errorf("dta: collector %s: its regions need WRITEs of %d bytes, over its path MTU %d", addr, w, o.MTU)
+	}
 	return c, &o, nil
 }

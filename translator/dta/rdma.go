@@ -57,6 +57,7 @@ type ConnStats struct {
 	Malformed uint64 `json:"malformed"`
 	Pings     uint64 `json:"pings"`  // zero-length WRITEs asking for an ACK when idle
 	Probes    uint64 `json:"probes"` // duplicates sent to learn a stranded collector's PSN
+	RNRNAKs   uint64 `json:"rnr_naks"`
 }
 
 // Endpoint addresses one end of a connection.
@@ -274,28 +275,41 @@ func (c *Conn) Input(p *roce.Packet, frame []byte) (bool, error) {
 		for c.ahead < c.atail && roce.ComparePSN(c.atomics[c.ahead%len(c.atomics)], c.acked) <= 0 {
 			c.ahead++
 		}
+	case roce.AckTypeRNRNAK:
+		// The collector had no receive posted for a WRITE with
+		// immediate. A requester would retry after the RNR timer; the
+		// translator keeps nothing to retry with, so it goes on from the
+		// refused PSN, which is lost, like a sequence error's window.
+		c.Stats.RNRNAKs++
+		return c.resyncTo(p.PSN), nil
 	case roce.AckTypeNAK:
 		c.Stats.NAKs++
 		if syn.NAKCode() != roce.NAKPSNSequenceError {
 			return false, nil
 		}
-		// The collector expects p.PSN: what was sent from there on is
-		// lost to it (it drops out-of-order packets), and everything
-		// the translator sends must continue from there.
-		lost := roce.ComparePSN(c.next, p.PSN)
-		if lost > 0 {
-			c.Stats.LostPSNs += uint64(lost)
-		}
-		c.next = p.PSN
-		c.acked = (p.PSN - 1) & roce.PSNMask
-		c.sinceAck = 0
-		// Atomics before p.PSN were executed, those from p.PSN on were
-		// discarded: either way none is outstanding any more.
-		c.ahead = c.atail
-		c.Stats.Resyncs++
-		return true, nil
+		return c.resyncTo(p.PSN), nil
 	}
 	return false, nil
+}
+
+// resyncTo continues from psn, the PSN the collector expects: what was
+// sent from there on is lost to it (it drops out-of-order packets), and
+// everything the translator sends must continue from there.
+func (c *Conn) resyncTo(psn uint32) bool {
+	if roce.ComparePSN(psn, c.acked) <= 0 || roce.ComparePSN(psn, c.next) > 0 {
+		return false // outside the window: a stale answer
+	}
+	if lost := roce.ComparePSN(c.next, psn); lost > 0 {
+		c.Stats.LostPSNs += uint64(lost)
+	}
+	c.next = psn
+	c.acked = (psn - 1) & roce.PSNMask
+	c.sinceAck = 0
+	// Atomics before psn were executed, those from psn on were
+	// discarded: either way none is outstanding any more.
+	c.ahead = c.atail
+	c.Stats.Resyncs++
+	return true
 }
 
 // Packets is how many packets the connection has sent.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -532,5 +533,46 @@ func BenchmarkServiceEndToEnd(b *testing.B) {
 	b.ReportMetric(float64(st.Stats.RDMAOut)/b.Elapsed().Seconds(), "rdma-pkts/s")
 	if lost := st.Stats.TxDropped; lost > 0 {
 		b.ReportMetric(float64(lost), "tx-dropped")
+	}
+}
+
+// TestServiceNoCollector: a collector that is not there is retried with
+// backoff, and the status says why.
+func TestServiceNoCollector(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	l := ring.NewLink(fmt.Sprintf("nc%p", t), ring.Config{})
+	pool, err := dpdk.NewPool(fmt.Sprintf("nc%p", t), 512, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { l.A().Close(); l.B().Close(); pool.Close() }()
+	s, err := DecodeSpec("t.yml", []byte(fmt.Sprintf("ip: 10.9.0.100\nreconnect-min: 5ms\nreconnect-max: 20ms\ncollectors:\n  - name: gone\n    exchange: %s\n", addr)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := NewService(s, l.A(), pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- svc.Run(ctx) }()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		st := svc.Status()
+		if c := st.Collectors[0]; strings.Contains(c.LastError, "refused") && !c.Up && st.Running {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status %+v", st.Collectors)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -81,6 +81,25 @@ func (r *Regions) Validate() error {
 	return nil
 }
 
+// MaxWrite is the largest WRITE the regions make the translator send:
+// each is one packet, so it must fit the collector's path MTU.
+func (r *Regions) MaxWrite() int {
+	n := 0
+	if kw := r.KeyWrite; kw != nil {
+		n = KeyWriteEntryLen(max(kw.DataWidth, 4))
+	}
+	if len(r.Lists) > 0 {
+		n = max(n, r.batch()*AppendEntryLen)
+	}
+	for _, s := range r.Sketches {
+		n = max(n, s.group()*s.ColumnLen())
+	}
+	if p := r.Postcards; p != nil {
+		n = max(n, p.RecordLen())
+	}
+	return n
+}
+
 func (r *Regions) batch() int {
 	if r.Batch == 0 {
 		return 4
