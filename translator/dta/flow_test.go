@@ -160,3 +160,14 @@ func TestSpecErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestExampleSpec: the example translator file loads as written.
+func TestExampleSpec(t *testing.T) {
+	s, err := LoadSpec("testdata/translator.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Collectors) != 2 || s.FlushTimeout.String() != "1ms" || s.FlowControl.HighDSCP != 46 {
+		t.Fatalf("%+v", s)
+	}
+}
