@@ -388,3 +388,32 @@ func (d *Doc) keyAtLine(line int) string {
 	walk(d.root, "")
 	return found
 }
+
+// Validator is a Spec that checks itself, recording every problem in the
+// Doc it was decoded from (so each names its line) and filling defaults.
+type Validator interface {
+	Validate(doc *Doc)
+}
+
+// LoadValid reads path strictly into v and validates it: the one call a
+// Spec's LoadSpec needs. The error lists every problem with its file,
+// line and key.
+func LoadValid(path string, v Validator) error {
+	doc, err := LoadFile(path, v)
+	if err != nil {
+		return err
+	}
+	v.Validate(doc)
+	return doc.Err()
+}
+
+// DecodeValid is LoadValid for YAML held in memory; name is used in
+// errors.
+func DecodeValid(name string, data []byte, v Validator) error {
+	doc, err := Decode(name, data, v)
+	if err != nil {
+		return err
+	}
+	v.Validate(doc)
+	return doc.Err()
+}

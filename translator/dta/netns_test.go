@@ -1,11 +1,8 @@
 package dta
 
 import (
-	"context"
 	"fmt"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/rdma-appliance/appliance/dpdk"
 	_ "github.com/rdma-appliance/appliance/dpdk/afpacket" // the driver
@@ -52,18 +49,7 @@ func TestServiceNetns(t *testing.T) {
 		cfg.Mix.KeyWrite, cfg.Mix.Append, cfg.Mix.KeyIncrement, cfg.Mix.Postcarder = 3, 2, 2, 1
 		reps = append(reps, b.reporter(t, i, cfg))
 	}
-	var wg sync.WaitGroup
-	errs := make([]error, len(reps))
-	for i, r := range reps {
-		wg.Add(1)
-		go func() { defer wg.Done(); errs[i] = r.Run(context.Background(), 300*time.Millisecond) }()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	runReporters(t, reps)
 	st := b.settle(t)
 	b.checkTruth(t, reps...)
 	t.Logf("over veth: %d reports, %d RDMA packets, %d NACKs, %d resyncs", st.Stats.Reports, st.Stats.RDMAOut,

@@ -3,6 +3,7 @@ package dta
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -351,6 +352,21 @@ func (b *serviceBed) checkTruth(t *testing.T, reps ...*Reporter) {
 	}
 }
 
+// runReporters runs reporters side by side to their end.
+func runReporters(t testing.TB, reps []*Reporter) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make([]error, len(reps))
+	for i, r := range reps {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = r.Run(context.Background(), 300*time.Millisecond) }()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // pathOf: some reporter reported path for flow k (two reporters may
 // draw the same flow key, and the last one's record stands).
 func pathOf(reps []*Reporter, k uint32, path []uint32) bool {
@@ -386,18 +402,7 @@ func TestServiceEndToEnd(t *testing.T) {
 		cfg.Mix.KeyWrite, cfg.Mix.Append, cfg.Mix.KeyIncrement, cfg.Mix.Postcarder = 3, 2, 2, 1
 		reps = append(reps, b.reporter(t, i, cfg))
 	}
-	var wg sync.WaitGroup
-	errs := make([]error, len(reps))
-	for i, r := range reps {
-		wg.Add(1)
-		go func() { defer wg.Done(); errs[i] = r.Run(context.Background(), 300*time.Millisecond) }()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	runReporters(t, reps)
 	st := b.settle(t)
 	var lost, resent uint64
 	for _, r := range reps {

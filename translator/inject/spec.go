@@ -75,23 +75,19 @@ var portNameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]*$`)
 // reported with its file, line and key.
 func LoadSpec(path string) (Spec, error) {
 	var s Spec
-	doc, err := spec.LoadFile(path, &s)
-	if err != nil {
+	if err := spec.LoadValid(path, &s); err != nil {
 		return Spec{}, err
 	}
-	s.Validate(doc)
-	return s, doc.Err()
+	return s, nil
 }
 
 // DecodeSpec is LoadSpec for YAML held in memory; name is used in errors.
 func DecodeSpec(name string, data []byte) (Spec, error) {
 	var s Spec
-	doc, err := spec.Decode(name, data, &s)
-	if err != nil {
+	if err := spec.DecodeValid(name, data, &s); err != nil {
 		return Spec{}, err
 	}
-	s.Validate(doc)
-	return s, doc.Err()
+	return s, nil
 }
 
 // Validate records every problem of s in doc.
