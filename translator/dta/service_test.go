@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -47,7 +48,7 @@ const (
 
 func newExchangeCollector(t testing.TB, port dpdk.Port, ip netip.Addr) *exchangeCollector {
 	t.Helper()
-	dev, err := soft.NewDevice(fmt.Sprintf("ec%p", t), port, soft.Config{GIDs: []netip.Addr{ip}})
+	dev, err := soft.NewDevice(fmt.Sprintf("ec%p-%s", t, ip), port, soft.Config{GIDs: []netip.Addr{ip}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -579,5 +580,85 @@ func TestServiceNoCollector(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestServiceTwoCollectors: keyed reports go to collector KeyChecksum(key)
+// mod 2 and only there; Append goes to the collector that holds the list.
+func TestServiceTwoCollectors(t *testing.T) {
+	name := fmt.Sprintf("tc%p", t)
+	cfg := ring.Config{RingSize: 4096}
+	var near, far []dpdk.Port
+	for i := range 4 { // translator, collector 0, collector 1, reporter
+		l := ring.NewLink(fmt.Sprintf("%s%d", name, i), cfg)
+		near, far = append(near, l.A()), append(far, l.B())
+	}
+	t.Cleanup(func() {
+		for _, p := range append(near, far...) {
+			p.Close()
+		}
+	})
+	pool, err := dpdk.NewPool(name, 16384, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pool.Close() })
+	colls := []*exchangeCollector{newExchangeCollector(t, near[1], netip.MustParseAddr("10.9.0.1")),
+		newExchangeCollector(t, near[2], netip.MustParseAddr("10.9.0.2"))}
+	s, err := DecodeSpec("t.yml", fmt.Appendf(nil, "ip: 10.9.0.100\ncollectors:\n  - {name: c0, exchange: '%s'}\n  - {name: c1, exchange: '%s'}\n",
+		colls[0].ln.Addr(), colls[1].ln.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := NewService(s, near[0], pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); ring.NewBridge(far...).Run(ctx) }()
+	go func() { defer wg.Done(); _ = svc.Run(ctx) }()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	b := &serviceBed{svc: svc, rep: near[3:], pool: pool, trIP: netip.MustParseAddr("10.9.0.100"), trMAC: dnet.MAC(near[0].Info().MAC)}
+	waitStatus(t, svc, func(st *Status) bool { return st.Collectors[0].Up && st.Collectors[1].Up })
+	rc := ReporterConfig{Keys: 2000, Redundancy: 2, Lists: []uint32{2}, Count: 3000, Seed: 4}
+	rc.Mix.KeyWrite, rc.Mix.Append = 2, 1
+	r := b.reporter(t, 0, rc)
+	runReporters(t, []*Reporter{r})
+	var last ServiceStats
+	waitStatus(t, svc, func(st *Status) bool { ok := st.Settled() && st.Stats == last; last = st.Stats; return ok })
+	kw := func(c *exchangeCollector) []byte { return c.region(c.regs.KeyWrite.Addr, ecKW*KeyWriteEntryLen(4)) }
+	for k := range r.Truth.KeyWrite {
+		home := KeyChecksum(k) % 2
+		_, at := QueryKeyWrite(kw(colls[home]), k, 2, ecKW, 4)
+		_, other := QueryKeyWrite(kw(colls[1-home]), k, 2, ecKW, 4)
+		if other || !at {
+			t.Fatalf("key %d (home %d): found at home %v, at the other %v", k, home, at, other)
+		}
+	}
+	l2 := colls[0].regs.Lists[2]
+	var got []uint32
+	NewPoller(colls[0].region(l2.Addr, int(l2.Entries)*AppendEntryLen), l2.Entries, 0, 1).Poll(1<<20, func(v uint32) { got = append(got, v) })
+	if !slices.Equal(got, r.Truth.Append[2]) {
+		t.Fatalf("list 2 at collector 0: %d entries, want %d", len(got), len(r.Truth.Append[2]))
+	}
+	st := svc.Status()
+	if n0, n1 := st.Collectors[0].Translate.Reports[OpKeyWrite], st.Collectors[1].Translate.Reports[OpKeyWrite]; n0 == 0 || n1 == 0 {
+		t.Fatalf("key-writes per collector: %d, %d", n0, n1)
+	}
+}
+
+// waitStatus polls the translator's status until ok.
+func waitStatus(t testing.TB, svc *Service, ok func(*Status) bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		st := svc.Status()
+		if ok(&st) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status %+v", st)
+		}
 	}
 }
