@@ -25,11 +25,29 @@ func TestLoadFactor(t *testing.T) {
 }
 
 // BenchmarkKeyWriteQuery queries a table at load 0.5 for N = 1, 2, 4,
-// beside a Go map lookup of the same keys (the paper: query time is
-// dominated by the CRCs).
+// beside a Go map lookup of the same keys, measured first in the same run
+// (the paper: query time is dominated by the CRCs); each N reports its
+// time per query over the map's (the target: within 2x at N = 2).
 func BenchmarkKeyWriteQuery(b *testing.B) {
 	const slots = 1 << 20
 	const keys = slots / 2
+	var mapNs float64
+	b.Run("gomap", func(b *testing.B) {
+		m := make(map[uint32]uint32, keys)
+		for k := uint32(0); k < keys; k++ {
+			m[k*7919+1] = k
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		found := 0
+		for i := 0; i < b.N; i++ {
+			if _, ok := m[uint32(i%keys)*7919+1]; ok {
+				found++
+			}
+		}
+		mapNs = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds()/1e6, "Mqueries/s")
+	})
 	for _, n := range []int{1, 2, 4} {
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
 			t := NewKeyWriteTable(slots, n, 4)
@@ -47,21 +65,9 @@ func BenchmarkKeyWriteQuery(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds()/1e6, "Mqueries/s")
+			if mapNs > 0 {
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/mapNs, "x-gomap-time")
+			}
 		})
 	}
-	b.Run("gomap", func(b *testing.B) {
-		m := make(map[uint32]uint32, keys)
-		for k := uint32(0); k < keys; k++ {
-			m[k*7919+1] = k
-		}
-		b.ReportAllocs()
-		b.ResetTimer()
-		found := 0
-		for i := 0; i < b.N; i++ {
-			if _, ok := m[uint32(i%keys)*7919+1]; ok {
-				found++
-			}
-		}
-		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds()/1e6, "Mqueries/s")
-	})
 }
