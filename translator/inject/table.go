@@ -1,9 +1,12 @@
 package inject
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"sync"
 
+	dnet "github.com/rdma-appliance/appliance/dpdk/net"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
 
@@ -16,16 +19,91 @@ type connKey struct {
 
 // connState is a connection's ITER registers and its entries. The match is
 // two-level: the connection (the first three key fields) by hash, then
-// {PSN, ITER} in the connection's own small map, which is nil for the
+// {PSN, ITER} in the connection's own small tables, which are empty for the
 // connections no intent names.
 type connState struct {
 	last   uint32 // paper: PSN of the previous packet; p4: the expected PSN
 	iter   uint16
-	events map[uint64]int32 // psn<<16 | iter -> entry index
-	anyPSN map[uint16]int32 // iter -> entry index, for psn: all
+	events entryMap // psn<<16 | iter -> entry index
+	anyPSN entryMap // iter -> entry index, for psn: all
 }
 
 func psnIter(psn uint32, iter uint16) uint64 { return uint64(psn)<<16 | uint64(iter) }
+
+// entryMap is an open-addressed map from a 40-bit key to an entry index.
+// A Go map costs a runtime call and a generic hash per probe; the data
+// path probes one or two of these per packet, and they never change
+// between Loads, so a flat array probed inline is enough.
+type entryMap struct {
+	slots []entrySlot // nil when empty; otherwise a power of two, at most half full
+	shift uint8
+	n     int
+}
+
+type entrySlot struct {
+	key uint64 // key | entryUsed; 0 marks an empty slot
+	idx int32
+}
+
+// entryUsed tells a slot holding key 0 (a valid {PSN 0, ITER 0}) from an
+// empty one; keys use 40 bits.
+const entryUsed = 1 << 63
+
+func (m *entryMap) slot(key uint64) uint64 { return (key * 0x9e3779b97f4a7c15) >> m.shift }
+
+// set inserts or replaces key; the map grows to stay at most half full.
+func (m *entryMap) set(key uint64, idx int32) {
+	if m.slots == nil {
+		m.slots, m.shift = make([]entrySlot, 4), 64-2
+	}
+	mask := uint64(len(m.slots) - 1)
+	for i := m.slot(key); m.slots[i].key != 0; i = (i + 1) & mask {
+		if m.slots[i].key == key|entryUsed {
+			m.slots[i].idx = idx
+			return
+		}
+	}
+	if 2*(m.n+1) > len(m.slots) {
+		old := m.slots
+		m.slots, m.shift = make([]entrySlot, 2*len(old)), m.shift-1
+		for _, sl := range old {
+			if sl.key != 0 {
+				m.put(sl)
+			}
+		}
+	}
+	m.put(entrySlot{key: key | entryUsed, idx: idx})
+	m.n++
+}
+
+// put stores sl in the first free slot of its probe sequence; sl.key is
+// not in the map.
+func (m *entryMap) put(sl entrySlot) {
+	mask := uint64(len(m.slots) - 1)
+	for i := m.slot(sl.key &^ entryUsed); ; i = (i + 1) & mask {
+		if m.slots[i].key == 0 {
+			m.slots[i] = sl
+			return
+		}
+	}
+}
+
+// get returns key's entry index.
+func (m *entryMap) get(key uint64) (int32, bool) {
+	if m.slots == nil {
+		return 0, false
+	}
+	mask := uint64(len(m.slots) - 1)
+	for i := m.slot(key); ; i = (i + 1) & mask {
+		sl := &m.slots[i]
+		if sl.key == key|entryUsed {
+			return sl.idx, true
+		}
+		if sl.key == 0 {
+			return 0, false
+		}
+	}
+}
 
 // Table is the injector's match-action state: the event entries and the
 // ITER registers of every connection direction that carries data. The data
@@ -45,15 +123,33 @@ type Table struct {
 	index []connSlot
 }
 
-type connSlot struct {
-	key connKey
-	st  *connState
+// wireKey is a connKey as words loaded straight from the frame (the
+// addresses' bytes in little-endian words): building the 16-byte GIDs byte
+// by byte and comparing them as arrays cost more than the rest of the
+// lookup, mostly in stalled loads of the just-stored bytes.
+type wireKey struct {
+	s0, s1, d0, d1 uint64
+	qpn            uint32
 }
 
-func (k *connKey) hash() uint32 {
-	d := uint32(k.Dst[12])<<24 | uint32(k.Dst[13])<<16 | uint32(k.Dst[14])<<8 | uint32(k.Dst[15])
-	s := uint32(k.Src[15])
-	return (k.DstQPN*0x9e3779b1 ^ d*0x85ebca6b ^ s*0xc2b2ae35) >> 3
+func wireKeyOf(k *connKey) wireKey {
+	return wireKey{s0: binary.LittleEndian.Uint64(k.Src[0:8]), s1: binary.LittleEndian.Uint64(k.Src[8:16]),
+		d0: binary.LittleEndian.Uint64(k.Dst[0:8]), d1: binary.LittleEndian.Uint64(k.Dst[8:16]), qpn: k.DstQPN}
+}
+
+// v4Mapped is the upper word of an IPv4-mapped GID (::ffff:a.b.c.d) without
+// the address, which fills its upper 32 bits.
+const v4Mapped = 0xffff << 16
+
+func (k *wireKey) hash() uint32 {
+	d := bits.ReverseBytes32(uint32(k.d1 >> 32))
+	s := uint32(k.s1 >> 56)
+	return (k.qpn*0x9e3779b1 ^ d*0x85ebca6b ^ s*0xc2b2ae35) >> 3
+}
+
+type connSlot struct {
+	key wireKey
+	st  *connState
 }
 
 // buildIndex sizes the index to at most half full.
@@ -65,9 +161,10 @@ func buildIndex(cs map[connKey]*connState) []connSlot {
 	idx := make([]connSlot, n)
 	mask := uint32(n - 1)
 	for k, st := range cs {
-		for i := k.hash() & mask; ; i = (i + 1) & mask {
+		wk := wireKeyOf(&k)
+		for i := wk.hash() & mask; ; i = (i + 1) & mask {
 			if idx[i].st == nil {
-				idx[i] = connSlot{key: k, st: st}
+				idx[i] = connSlot{key: wk, st: st}
 				break
 			}
 		}
@@ -77,11 +174,12 @@ func buildIndex(cs map[connKey]*connState) []connSlot {
 
 // find returns the state of k, nil when the metadata has no such
 // connection.
-func (t *Table) find(k *connKey) *connState {
+func (t *Table) find(k *wireKey) *connState {
 	mask := uint32(len(t.index) - 1)
 	for i := k.hash() & mask; ; i = (i + 1) & mask {
 		sl := &t.index[i]
-		if sl.st == nil || sl.key == *k {
+		if sl.st == nil || sl.key.qpn == k.qpn && sl.key.d1 == k.d1 && sl.key.s1 == k.s1 &&
+			sl.key.d0 == k.d0 && sl.key.s0 == k.s0 {
 			return sl.st
 		}
 	}
@@ -123,16 +221,10 @@ func (t *Table) Load(entries []Entry, conns []Conn, g Geometry, opt Options) err
 			return fmt.Errorf("inject: entry %v names no connection of the metadata", e)
 		}
 		if e.Key.PSN == AnyPSN {
-			if st.anyPSN == nil {
-				st.anyPSN = map[uint16]int32{}
-			}
-			st.anyPSN[e.Key.Iter] = int32(i)
+			st.anyPSN.set(uint64(e.Key.Iter), int32(i))
 			continue
 		}
-		if st.events == nil {
-			st.events = map[uint64]int32{}
-		}
-		st.events[psnIter(e.Key.PSN, e.Key.Iter)] = int32(i)
+		st.events.set(psnIter(e.Key.PSN, e.Key.Iter), int32(i))
 	}
 	t.mu.Lock()
 	t.conns = cs
@@ -161,11 +253,20 @@ func (t *Table) Unlock() { t.mu.Unlock() }
 // the paper, the ITER registers are updated before the match, so a
 // retransmitted packet already counts in its new round.
 func (t *Table) Lookup(p *roce.Packet, frame []byte) (EventType, uint16) {
-	info := p.Info()
-	if !info.Payload || (info.Transport != roce.TransportRC && info.Transport != roce.TransportUC) {
+	cls := opClasses[p.Opcode]
+	if cls&opMatched == 0 {
 		return EventNone, 0
 	}
-	k := connKey{Src: p.SrcGID(frame), Dst: p.DstGID(frame), DstQPN: p.DestQP}
+	k := wireKey{qpn: p.DestQP}
+	if o := p.Net.L3Off; p.Net.L3Proto == dnet.EtherTypeIPv6 {
+		a := frame[o+8 : o+40]
+		k.s0, k.s1 = binary.LittleEndian.Uint64(a[0:8]), binary.LittleEndian.Uint64(a[8:16])
+		k.d0, k.d1 = binary.LittleEndian.Uint64(a[16:24]), binary.LittleEndian.Uint64(a[24:32])
+	} else {
+		a := frame[o+12 : o+20]
+		k.s1 = v4Mapped | uint64(binary.LittleEndian.Uint32(a[0:4]))<<32
+		k.d1 = v4Mapped | uint64(binary.LittleEndian.Uint32(a[4:8]))<<32
+	}
 	st := t.find(&k)
 	if st == nil {
 		return EventNone, 0
@@ -180,17 +281,14 @@ func (t *Table) Lookup(p *roce.Packet, frame []byte) (EventType, uint16) {
 	case IterP4:
 		if psn != st.last {
 			st.iter++
-		} else if info.Position.IsStart() {
+		} else if cls&opStart != 0 {
 			st.iter = 1
 		}
 		st.last = (psn + 1) & roce.PSNMask
 	}
-	idx, ok := int32(0), false
-	if st.events != nil {
-		idx, ok = st.events[psnIter(psn, st.iter)]
-	}
-	if !ok && st.anyPSN != nil {
-		idx, ok = st.anyPSN[st.iter]
+	idx, ok := st.events.get(psnIter(psn, st.iter))
+	if !ok {
+		idx, ok = st.anyPSN.get(uint64(st.iter))
 	}
 	if !ok {
 		return EventNone, st.iter
@@ -198,6 +296,26 @@ func (t *Table) Lookup(p *roce.Packet, frame []byte) (EventType, uint16) {
 	t.hits[idx]++
 	return t.entries[idx].Event, st.iter
 }
+
+// opClasses holds, per opcode, the two properties Lookup asks of it, so
+// the data path reads one byte instead of copying the opcode's OpInfo.
+var opClasses = func() (c [256]uint8) {
+	for op := range c {
+		info := roce.OpcodeInfo(roce.Opcode(op))
+		if info.Payload && (info.Transport == roce.TransportRC || info.Transport == roce.TransportUC) {
+			c[op] |= opMatched
+		}
+		if info.Position.IsStart() {
+			c[op] |= opStart
+		}
+	}
+	return c
+}()
+
+const (
+	opMatched = 1 << iota // data packets: payload, RC or UC
+	opStart               // first or only packet of a message
+)
 
 // String summarises the table.
 func (t *Table) String() string {
