@@ -2,6 +2,7 @@ package inject
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -168,21 +169,36 @@ type Injector struct {
 	mirrors []PortCounters
 	seq     atomic.Uint64
 	rxRoCE  atomic.Uint64
-	routes  []Route
+	// nseq is the last sequence number given out; the loop owns it and
+	// publishes it to seq once per burst, as it does rxRoCE, instead of
+	// paying a locked add per packet.
+	nseq   uint64
+	routes []Route
+	// routes4 are the IPv4 routes as masks, in the order of routes, so
+	// IPv4 forwarding neither builds a netip.Addr nor calls Contains.
+	routes4 []route4
 	wrr     *WRR
 	rnd     uint64
 	lastTS  int64
 	cache   *dpdk.Cache
 	rxb     []*dpdk.Packet
-	fwd     [][]txq     // per traffic port, per TX queue (queue 0 used)
-	mir     [][]txq     // per mirror port, per TX queue
-	rp      roce.Packet // rp.Net is the decoded frame of every packet
-	outMAC  []dnet.MAC  // each traffic port's MAC, read once
+	fwd     [][]txq // per traffic port, per TX queue (queue 0 used)
+	mir     [][]txq // per mirror port, per TX queue
+	// mirQMask is len(mir[i])-1 when that is a power of two, else -1:
+	// the copy's queue is then picked with a mask instead of a division.
+	mirQMask []int
+	rp       roce.Packet // rp.Net is the decoded frame of every packet
+	outMAC   []dnet.MAC  // each traffic port's MAC, read once
 	// spare holds copy buffers taken from the cache a burst at a time.
 	spare  [32]*dpdk.Packet
 	nspare int
 	// roce counts the burst's RoCE packets before they reach the atomics.
 	roce uint64
+}
+
+type route4 struct {
+	net, mask uint32
+	r         *Route
 }
 
 // ErrInjectorConfig is wrapped by New's configuration errors.
@@ -222,6 +238,14 @@ func New(cfg Config) (*Injector, error) {
 			in.routes[j], in.routes[j-1] = in.routes[j-1], in.routes[j]
 		}
 	}
+	for i := range in.routes {
+		p := in.routes[i].Prefix
+		if !p.Addr().Is4() {
+			continue // an IPv4 address is in no IPv6 prefix, not even a mapped one
+		}
+		mask := ^uint32(0) << (32 - p.Bits()) // 0 for /0: shifts past 31 give 0
+		in.routes4 = append(in.routes4, route4{net: binary.BigEndian.Uint32(p.Addr().AsSlice()) & mask, mask: mask, r: &in.routes[i]})
+	}
 	if len(cfg.Mirrors) > 0 {
 		w := make([]int, len(cfg.Mirrors))
 		for i, m := range cfg.Mirrors {
@@ -252,6 +276,11 @@ func New(cfg Config) (*Injector, error) {
 			qs[q] = txq{port: mp.Port, q: q, cnt: &in.mirrors[i], mirror: true}
 		}
 		in.mir = append(in.mir, qs)
+		qmask := -1
+		if nq&(nq-1) == 0 {
+			qmask = nq - 1
+		}
+		in.mirQMask = append(in.mirQMask, qmask)
 	}
 	in.cache = cfg.Pool.NewCache(4 * cfg.Burst)
 	in.rxb = make([]*dpdk.Packet, cfg.Burst)
@@ -277,6 +306,7 @@ func (in *Injector) Reset() {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	in.seq.Store(0)
+	in.nseq = 0
 	in.rxRoCE.Store(0)
 	in.lastTS = 0
 	for i := range in.traffic {
@@ -353,6 +383,7 @@ func (in *Injector) Poll() bool {
 			if in.roce > 0 {
 				in.traffic[i].RxRoCE.Add(in.roce)
 				in.rxRoCE.Add(in.roce)
+				in.seq.Store(in.nseq)
 				in.roce = 0
 			}
 			clear(in.rxb[:n])
@@ -421,6 +452,16 @@ func (in *Injector) rand16() uint16 {
 	return uint16((in.rnd * 2685821657736338717) >> 48)
 }
 
+// route4 returns the route for the IPv4 address dst (big-endian), or nil.
+func (in *Injector) route4(dst uint32) *Route {
+	for i := range in.routes4 {
+		if dst&in.routes4[i].mask == in.routes4[i].net {
+			return in.routes4[i].r
+		}
+	}
+	return nil
+}
+
 // route returns the route for dst, or nil.
 func (in *Injector) route(dst netip.Addr) *Route {
 	for i := range in.routes {
@@ -441,21 +482,20 @@ func (in *Injector) input(i int, pkt *dpdk.Packet) {
 		pkt.Free()
 		return
 	}
-	var dst netip.Addr
+	var r *Route
 	switch np.L3Proto {
 	case dnet.EtherTypeARP:
 		in.arp(i, pkt)
 		return
 	case dnet.EtherTypeIPv4:
-		dst = np.IPv4(frame).DstAddr()
+		r = in.route4(binary.BigEndian.Uint32(frame[np.L3Off+16 : np.L3Off+20]))
 	case dnet.EtherTypeIPv6:
-		dst = np.IPv6(frame).DstAddr()
+		r = in.route(np.IPv6(frame).DstAddr())
 	default:
 		cnt.NoRoute.Add(1)
 		pkt.Free()
 		return
 	}
-	r := in.route(dst)
 	if r == nil {
 		cnt.NoRoute.Add(1)
 		pkt.Free()
@@ -526,7 +566,8 @@ func (in *Injector) input(i int, pkt *dpdk.Packet) {
 // burst), which is also the more faithful ingress time; only unstamped
 // packets (in-process rings) cost a clock read here.
 func (in *Injector) mirror(frame []byte, ev EventType, rxTS int64) {
-	seq := in.seq.Add(1)
+	in.nseq++
+	seq := in.nseq
 	ts := rxTS
 	if ts == 0 {
 		ts = dpdk.Nanotime()
@@ -574,7 +615,11 @@ func (in *Injector) mirror(frame []byte, ev EventType, rxTS int64) {
 	qs := in.mir[m]
 	// Several transmit queues stand for the dumper NIC's RSS over the
 	// random source port (ring links have no RSS of their own).
-	in.enqueue(&qs[int(sport)%len(qs)], c)
+	q := int(sport) & in.mirQMask[m]
+	if in.mirQMask[m] < 0 {
+		q = int(sport) % len(qs)
+	}
+	in.enqueue(&qs[q], c)
 }
 
 // arp answers requests for the injector's own addresses and, as a proxy,

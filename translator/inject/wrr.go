@@ -11,7 +11,16 @@ type WRR struct {
 	weights []int
 	current []int
 	total   int
+	// sched is one cycle of picks, replayed by Next instead of rerunning
+	// the algorithm per pick: a cycle ends with every current weight back
+	// at zero (each target gained total*weight and gave back weight*total),
+	// so the picks repeat exactly. Nil when the cycle is too long to keep.
+	sched []uint16
+	pos   int
 }
+
+// maxSched bounds the precomputed cycle (sum of weights).
+const maxSched = 1 << 12
 
 // NewWRR returns a scheduler over len(weights) targets; every weight must
 // be positive.
@@ -26,11 +35,29 @@ func NewWRR(weights []int) (*WRR, error) {
 		}
 		w.total += x
 	}
+	if w.total <= maxSched {
+		w.sched = make([]uint16, w.total)
+		for i := range w.sched {
+			w.sched[i] = uint16(w.next())
+		}
+		w.Reset()
+	}
 	return w, nil
 }
 
 // Next returns the next target.
 func (w *WRR) Next() int {
+	if w.sched != nil {
+		t := w.sched[w.pos]
+		if w.pos++; w.pos == len(w.sched) {
+			w.pos = 0
+		}
+		return int(t)
+	}
+	return w.next()
+}
+
+func (w *WRR) next() int {
 	best := 0
 	for i := range w.current {
 		w.current[i] += w.weights[i]
@@ -43,4 +70,7 @@ func (w *WRR) Next() int {
 }
 
 // Reset restarts the cycle.
-func (w *WRR) Reset() { clear(w.current) }
+func (w *WRR) Reset() {
+	clear(w.current)
+	w.pos = 0
+}
