@@ -189,6 +189,7 @@ type Injector struct {
 	mirQMask []int
 	rp       roce.Packet // rp.Net is the decoded frame of every packet
 	outMAC   []dnet.MAC  // each traffic port's MAC, read once
+	rxq      []int       // each traffic port's receive queues, read once
 	// spare holds copy buffers taken from the cache a burst at a time.
 	spare  [32]*dpdk.Packet
 	nspare int
@@ -265,6 +266,7 @@ func New(cfg Config) (*Injector, error) {
 		}
 		in.fwd = append(in.fwd, []txq{{port: tp.Port, cnt: &in.traffic[i]}})
 		in.outMAC = append(in.outMAC, dnet.MAC(tp.Port.Info().MAC))
+		in.rxq = append(in.rxq, max(tp.Port.Info().RxQueues, 1))
 	}
 	for i, mp := range cfg.Mirrors {
 		if mp.Port == nil {
@@ -367,8 +369,7 @@ func (in *Injector) Poll() bool {
 	busy := false
 	for i := range in.cfg.Traffic {
 		tp := &in.cfg.Traffic[i]
-		nq := max(tp.Port.Info().RxQueues, 1)
-		for q := 0; q < nq; q++ {
+		for q := 0; q < in.rxq[i]; q++ {
 			n := tp.Port.RxBurst(q, in.rxb)
 			if n == 0 {
 				continue
@@ -416,6 +417,9 @@ func (in *Injector) flushAll() {
 // flush transmits a batch, retrying a full queue briefly (a switch buffers
 // a burst); what still does not fit is dropped and counted.
 func (in *Injector) flush(t *txq) {
+	if t.n == 0 {
+		return // most queues are idle in a burst: skip their counters' locked adds
+	}
 	sent := 0
 	for try := 0; sent < t.n && try < 64; try++ {
 		k := t.port.TxBurst(t.q, t.pkts[sent:t.n])
@@ -603,7 +607,7 @@ func (in *Injector) mirror(frame []byte, ev EventType, rxTS int64) {
 	copy(buf, frame[:n])
 	_ = c.SetLen(n)
 	sport := in.rand16()
-	WriteMirror(buf[:n], &in.rp.Net, MirrorMeta{Seq: seq, Timestamp: ts, Event: ev, OrigSrcPort: in.rp.SrcPort},
+	writeMirror(buf[:n], frame, &in.rp.Net, MirrorMeta{Seq: seq, Timestamp: ts, Event: ev, OrigSrcPort: in.rp.SrcPort},
 		sport, in.cfg.RewritePort)
 	var m int
 	if in.cfg.Balance == BalanceFlowHash {

@@ -55,23 +55,33 @@ func get48(b []byte) uint64 {
 // describes, and rewrites its UDP ports: the source to srcPort, the
 // destination to dstPort. The IPv4 header checksum is kept valid.
 func WriteMirror(frame []byte, p *dnet.Parsed, m MirrorMeta, srcPort, dstPort uint16) {
-	put48(frame[6:12], m.Seq&Mask48)
-	put48(frame[0:6], uint64(m.Timestamp)&Mask48)
+	writeMirror(frame, frame, p, m, srcPort, dstPort)
+}
+
+// writeMirror is WriteMirror into dst, a copy of src (at least up to the
+// end of the UDP header), reading the fields it patches from src: the
+// injector's copy was only just written, and loading a word of it back
+// right after a byte store to it (the TTL) stalls the pipeline.
+func writeMirror(dst, src []byte, p *dnet.Parsed, m MirrorMeta, srcPort, dstPort uint16) {
+	put48(dst[6:12], m.Seq&Mask48)
+	put48(dst[0:6], uint64(m.Timestamp)&Mask48)
 	switch p.L3Proto {
 	case dnet.EtherTypeIPv4:
 		// Patch the checksum for the TTL word (RFC 1624) rather than
 		// summing the header again: this runs for every mirrored packet.
-		ip := dnet.IPv4(frame[p.L3Off:])
-		old := binary.BigEndian.Uint16(ip[8:10])
-		ip.SetTTL(uint8(m.Event))
-		ip.SetChecksum(dnet.ChecksumUpdate16(ip.Checksum(), old, binary.BigEndian.Uint16(ip[8:10])))
+		sip, dip := src[p.L3Off:p.L3Off+12], dst[p.L3Off:p.L3Off+12]
+		old := binary.BigEndian.Uint16(sip[8:10])
+		check := binary.BigEndian.Uint16(sip[10:12])
+		dip[8] = uint8(m.Event)
+		binary.BigEndian.PutUint16(dip[10:12], dnet.ChecksumUpdate16(check, old, uint16(m.Event)<<8|old&0xff))
 	case dnet.EtherTypeIPv6:
-		frame[p.L3Off+7] = uint8(m.Event)
+		dst[p.L3Off+7] = uint8(m.Event)
 	}
-	u := dnet.UDP(frame[p.L4Off:])
-	u.SetChecksum(u.SrcPort())
-	u.SetSrcPort(srcPort)
-	u.SetDstPort(dstPort)
+	su, du := src[p.L4Off:p.L4Off+dnet.UDPHeaderLen], dst[p.L4Off:p.L4Off+dnet.UDPHeaderLen]
+	orig := binary.BigEndian.Uint16(su[0:2])
+	binary.BigEndian.PutUint16(du[0:2], srcPort)
+	binary.BigEndian.PutUint16(du[2:4], dstPort)
+	binary.BigEndian.PutUint16(du[6:8], orig)
 }
 
 // ReadMirror reads the metadata of a mirrored copy whose layout p describes
