@@ -1,0 +1,225 @@
+// Package fabric is a packet-level simulator of a RoCEv2 fabric: links with
+// bandwidth and delay, switches with a shared-buffer MMU, PFC, RED-style ECN
+// marking, strict-priority/WRR egress and ECMP, and hosts whose RNICs run
+// RC flows segmented at the MTU with go-back-N, ACKs, CNPs and DCQCN (the
+// reaction point of package verbs/dcqcn, the one the software RNIC uses).
+// Hawkeye, ByteTuning and Hostmesh are evaluated on it, and switch programs
+// observe it through hooks.
+//
+// The engine is a discrete-event loop over integer nanoseconds. Events and
+// packets live in preallocated pools indexed by int32 and the event queue is
+// a 4-ary heap of small structs, so a running simulation allocates nothing
+// per packet or event once its pools have grown to the in-flight maximum;
+// memory is bounded by the topology and the packets in flight, not by the
+// simulated time. One goroutine runs a simulation; the same seed gives the
+// same run, event for event.
+package fabric
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"math/rand/v2"
+)
+
+// event is one scheduled happening. kind says what; a and b are its
+// arguments (a port, a packet, a flow, a host, a generation).
+type event struct {
+	t    int64
+	seq  uint64
+	kind uint8
+	a, b int32
+}
+
+const (
+	evTxDone    uint8 = iota // a port finished serialising its packet
+	evArrive                 // a packet reaches a port's node (a port, b packet)
+	evFlowStart              // a flow's first packet may go (a flow)
+	evHostWake               // a host's RNIC may send again (a host)
+	evRTO                    // a flow's retransmission timer (a flow, b generation)
+	evPortWake               // a paused port's pause ran out (a port)
+	evPauseRefresh           // a switch port still congested re-sends XOFF (a port, b prio)
+	evSample                 // time-series sample
+	evInject                 // a faulty host sends a PAUSE (a host)
+	evUser                   // Sim.At callbacks (a index)
+)
+
+// eventQueue is a 4-ary min-heap on (t, seq): seq breaks ties in the
+// order events were scheduled, which makes runs deterministic.
+type eventQueue struct {
+	h   []event
+	seq uint64
+}
+
+func (q *eventQueue) less(i, j int) bool {
+	a, b := &q.h[i], &q.h[j]
+	return a.t < b.t || (a.t == b.t && a.seq < b.seq)
+}
+
+func (q *eventQueue) push(e event) {
+	q.seq++
+	e.seq = q.seq
+	q.h = append(q.h, e)
+	i := len(q.h) - 1
+	for i > 0 {
+		p := (i - 1) / 4
+		if !q.less(i, p) {
+			break
+		}
+		q.h[i], q.h[p] = q.h[p], q.h[i]
+		i = p
+	}
+}
+
+func (q *eventQueue) pop() event {
+	top := q.h[0]
+	n := len(q.h) - 1
+	q.h[0] = q.h[n]
+	q.h = q.h[:n]
+	i := 0
+	for {
+		m := i
+		c := 4*i + 1
+		for k := c; k < c+4 && k < n; k++ {
+			if q.less(k, m) {
+				m = k
+			}
+		}
+		if m == i {
+			break
+		}
+		q.h[i], q.h[m] = q.h[m], q.h[i]
+		i = m
+	}
+	return top
+}
+
+// Sim is a running simulation.
+type Sim struct {
+	now  int64
+	q    eventQueue
+	rng  *rand.Rand
+	pkts []Packet
+	free int32 // head of the free packet list (-1: none)
+	// Events counts events handled; Hops packet arrivals at nodes (a
+	// packet crossing one link is one hop).
+	Events, Hops uint64
+
+	net    *network
+	series *bufio.Writer
+	user   []func(*Sim)
+	cfg   Config
+	stats Stats
+	res   *Results
+	// Progress, when set, is called about every ProgressEvery of
+	// simulated time with the time reached.
+	Progress      func(now int64)
+	ProgressEvery int64
+}
+
+// Now is the simulated time in nanoseconds.
+func (s *Sim) Now() int64 { return s.now }
+
+// schedule adds an event at time t.
+func (s *Sim) schedule(t int64, kind uint8, a, b int32) {
+	s.q.push(event{t: t, kind: kind, a: a, b: b})
+}
+
+// At runs f at simulated time t (hooks and experiments use it to inject
+// faults or read state mid-run).
+func (s *Sim) At(t int64, f func(*Sim)) {
+	s.user = append(s.user, f)
+	s.schedule(t, evUser, int32(len(s.user)-1), 0)
+}
+
+// allocPacket takes a packet from the pool.
+func (s *Sim) allocPacket() int32 {
+	if s.free >= 0 {
+		i := s.free
+		s.free = s.pkts[i].next
+		s.pkts[i] = Packet{next: -1}
+		return i
+	}
+	s.pkts = append(s.pkts, Packet{next: -1})
+	return int32(len(s.pkts) - 1)
+}
+
+// freePacket returns a packet to the pool.
+func (s *Sim) freePacket(i int32) {
+	s.pkts[i].next = s.free
+	s.pkts[i].Kind = 0
+	s.free = i
+}
+
+// InFlight is how many packets exist now (queued, on a link, or being
+// processed).
+func (s *Sim) InFlight() int {
+	n := len(s.pkts)
+	for i := s.free; i >= 0; i = s.pkts[i].next {
+		n--
+	}
+	return n
+}
+
+// ErrCanceled is returned by Run when its context ends first.
+var ErrCanceled = errors.New("fabric: run canceled")
+
+// Run handles events until simulated time until (inclusive) or until
+// nothing is left to happen, and returns the results so far. It checks ctx
+// every few thousand events.
+func (s *Sim) Run(ctx context.Context, until int64) (*Results, error) {
+	nextProgress := s.now + s.ProgressEvery
+	for n := 0; len(s.q.h) > 0; n++ {
+		if s.q.h[0].t > until {
+			break
+		}
+		if n&4095 == 0 && ctx.Err() != nil {
+			s.finish(s.now)
+			return s.res, ErrCanceled
+		}
+		e := s.q.pop()
+		s.now = e.t
+		s.Events++
+		s.dispatch(e)
+		if s.Progress != nil && s.now >= nextProgress {
+			s.Progress(s.now)
+			nextProgress = s.now + s.ProgressEvery
+		}
+	}
+	if until > s.now && len(s.q.h) > 0 {
+		s.now = until
+	}
+	s.finish(s.now)
+	return s.res, nil
+}
+
+// RunFor runs d nanoseconds past now.
+func (s *Sim) RunFor(ctx context.Context, d int64) (*Results, error) { return s.Run(ctx, s.now+d) }
+
+func (s *Sim) dispatch(e event) {
+	n := s.net
+	switch e.kind {
+	case evTxDone:
+		n.txDone(e.a)
+	case evArrive:
+		s.Hops++
+		n.arrive(e.a, e.b)
+	case evFlowStart:
+		n.flowStart(e.a)
+	case evHostWake:
+		n.hosts[e.a].wakePending = false
+		n.kick(n.hosts[e.a].port)
+	case evRTO:
+		n.rto(e.a, e.b)
+	case evPortWake:
+		n.kick(e.a)
+	case evPauseRefresh:
+		n.pauseRefresh(e.a, int(e.b))
+	case evSample:
+		n.sample()
+	case evInject:
+		n.inject(e.a)
+	case evUser:
+		s.user[e.a](s)
+	}
+}
