@@ -32,16 +32,16 @@ type event struct {
 }
 
 const (
-	evTxDone    uint8 = iota // a port finished serialising its packet
-	evArrive                 // a packet reaches a port's node (a port, b packet)
-	evFlowStart              // a flow's first packet may go (a flow)
-	evHostWake               // a host's RNIC may send again (a host)
-	evRTO                    // a flow's retransmission timer (a flow, b generation)
-	evPortWake               // a paused port's pause ran out (a port)
-	evPauseRefresh           // a switch port still congested re-sends XOFF (a port, b prio)
-	evSample                 // time-series sample
-	evInject                 // a faulty host sends a PAUSE (a host)
-	evUser                   // Sim.At callbacks (a index)
+	evTxDone       uint8 = iota // a port finished serialising its packet
+	evArrive                    // a packet reaches a port's node (a port, b packet)
+	evFlowStart                 // a flow's first packet may go (a flow)
+	evHostWake                  // a host's RNIC may send again (a host)
+	evRTO                       // a flow's retransmission timer (a flow, b generation)
+	evPortWake                  // a paused port's pause ran out (a port)
+	evPauseRefresh              // a switch port still congested re-sends XOFF (a port, b prio)
+	evSample                    // time-series sample
+	evInject                    // a faulty host sends a PAUSE (a host)
+	evUser                      // Sim.At callbacks (a index)
 )
 
 // eventQueue is a 4-ary min-heap on (t, seq): seq breaks ties in the
@@ -108,9 +108,9 @@ type Sim struct {
 	net    *network
 	series *bufio.Writer
 	user   []func(*Sim)
-	cfg   Config
-	stats Stats
-	res   *Results
+	cfg    Config
+	stats  Stats
+	res    *Results
 	// Progress, when set, is called about every ProgressEvery of
 	// simulated time with the time reached.
 	Progress      func(now int64)

@@ -142,11 +142,11 @@ type flowState struct {
 // From to Until: a NIC that cannot drain its receive buffer, or a PFC
 // storm's origin.
 type HostFault struct {
-	Host            string
-	Prio            uint8
-	Quanta          uint16
-	Interval        int64
-	From, Until     int64
+	Host        string
+	Prio        uint8
+	Quanta      uint16
+	Interval    int64
+	From, Until int64
 }
 
 // network is the simulated fabric.
