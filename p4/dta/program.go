@@ -62,12 +62,11 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
 	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/p4/internal/bfrt"
 	tdta "github.com/rdma-appliance/appliance/translator/dta"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
@@ -82,17 +81,17 @@ const (
 // Sizes of the P4 programs' tables and registers (their constants of the
 // same names); a test checks the two agree.
 const (
-	CollectorSlots = 64   // COLLECTOR_SLOTS: collectors (tables, PSN registers)
-	MaxRedundancy  = 4    // MAX_REDUNDANCY: N of Key-Write and Key-Increment
-	GroupSlots     = 256  // GROUP_SLOTS: (collector, N) multicast groups
-	ListSlots      = 1024 // LIST_SLOTS: Append lists over all collectors
-	ReporterSlots  = 256  // REPORTER_SLOTS: reporters tracked
-	PostcardHops   = 5    // POSTCARD_HOPS: hops of a postcard record
-	PostcardCache  = 4096 // POSTCARD_CACHE: flows the postcard cache holds
-	FwdSize        = 1024 // FWD_SIZE: routes
-	RuleSize       = 512  // RULE_SIZE: a reporter's report rules
-	AddrSize       = 16   // ADDR_SIZE: a reporter's own addresses
-	PortSlots      = 512  // dev ports
+	CollectorSlots = 64            // COLLECTOR_SLOTS: collectors (tables, PSN registers)
+	MaxRedundancy  = 4             // MAX_REDUNDANCY: N of Key-Write and Key-Increment
+	GroupSlots     = 256           // GROUP_SLOTS: (collector, N) multicast groups
+	ListSlots      = 1024          // LIST_SLOTS: Append lists over all collectors
+	ReporterSlots  = 256           // REPORTER_SLOTS: reporters tracked
+	PostcardHops   = 5             // POSTCARD_HOPS: hops of a postcard record
+	PostcardCache  = 4096          // POSTCARD_CACHE: flows the postcard cache holds
+	FwdSize        = 1024          // FWD_SIZE: routes
+	RuleSize       = 512           // RULE_SIZE: a reporter's report rules
+	AddrSize       = 16            // ADDR_SIZE: a reporter's own addresses
+	PortSlots      = bfrt.DevPorts // dev ports
 	// RecordLen is a postcard record's size (RECORD_LEN).
 	RecordLen = 8 + 4*PostcardHops
 	// EntryLen is the size of a Key-Write entry, a Key-Increment counter
@@ -247,90 +246,30 @@ type Reporter struct {
 // field at fault, as in "collectors[1].key_write.slots".
 var ErrProgram = errors.New("dta: bad program")
 
-func bad(field, format string, a ...any) error {
-	return fmt.Errorf("%w: %s: %s", ErrProgram, field, fmt.Sprintf(format, a...))
-}
-
-var (
-	nameRE       = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,31}$`)
-	progRE       = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	frontPanelRE = regexp.MustCompile(`^([0-9]+)/([0-9]+)$`)
-)
-
-var speeds = map[string]string{
-	"1G": "BF_SPEED_1G", "10G": "BF_SPEED_10G", "25G": "BF_SPEED_25G",
-	"40G": "BF_SPEED_40G", "50G": "BF_SPEED_50G", "100G": "BF_SPEED_100G",
-}
-
-var fecs = map[string]string{
-	"none": "BF_FEC_TYP_NONE", "fc": "BF_FEC_TYP_FIRECODE", "rs": "BF_FEC_TYP_REED_SOLOMON",
-}
-
-var autonegs = map[string]string{
-	"": "PM_AN_DEFAULT", "default": "PM_AN_DEFAULT", "on": "PM_AN_FORCE_ENABLE", "off": "PM_AN_FORCE_DISABLE",
-}
+func bad(field, format string, a ...any) error { return bfrt.Bad(ErrProgram, field, format, a...) }
 
 func pow2(n uint64) bool { return n > 0 && n&(n-1) == 0 }
 
 func unicastMAC(m dnet.MAC) bool { return !m.IsZero() && !m.IsMulticast() }
 
-func progName(name, def string) string {
-	if name == "" {
-		return def
-	}
-	return name
-}
-
-// portVar is the script's variable holding a port's dev port.
-func portVar(name string) string { return "port_" + strings.ReplaceAll(name, "-", "_") }
-
 // checkPorts validates ports and returns them by name.
 func checkPorts(ports []Port) (map[string]*Port, error) {
-	out := map[string]*Port{}
-	if len(ports) == 0 {
-		return nil, bad("ports", "no ports")
+	specs := make([]bfrt.Port, len(ports))
+	for i, pt := range ports {
+		specs[i] = bfrt.Port(pt)
 	}
-	vars := map[string]string{}
+	err := bfrt.CheckPorts(ErrProgram, specs, func(i int, f string) error {
+		if !unicastMAC(ports[i].MAC) {
+			return bad(f+".mac", "%v: a port needs a unicast MAC", ports[i].MAC)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*Port{}
 	for i := range ports {
-		pt := &ports[i]
-		f := fmt.Sprintf("ports[%d]", i)
-		if !nameRE.MatchString(pt.Name) {
-			return nil, bad(f+".name", "%q: letters, digits, '_' and '-', starting with a letter, at most 32", pt.Name)
-		}
-		if _, dup := out[pt.Name]; dup {
-			return nil, bad(f+".name", "%q named twice", pt.Name)
-		}
-		v := portVar(pt.Name)
-		if other, dup := vars[v]; dup {
-			return nil, bad(f+".name", "%q and %q differ only in '-' and '_'", pt.Name, other)
-		}
-		vars[v] = pt.Name
-		out[pt.Name] = pt
-		if pt.FrontPanel != "" {
-			m := frontPanelRE.FindStringSubmatch(pt.FrontPanel)
-			if m == nil {
-				return nil, bad(f+".front_panel", "%q: want conn/chnl such as 1/0", pt.FrontPanel)
-			}
-			conn, _ := strconv.Atoi(m[1])
-			chnl, _ := strconv.Atoi(m[2])
-			if conn < 1 || conn > 65 || chnl > 7 {
-				return nil, bad(f+".front_panel", "%q: conn 1-65, chnl 0-7", pt.FrontPanel)
-			}
-		} else if pt.DevPort < 0 || pt.DevPort >= PortSlots || pt.DevPort&127 >= 72 {
-			return nil, bad(f+".dev_port", "%d is not a Tofino dev port (pipe*128 + 0..71)", pt.DevPort)
-		}
-		if _, ok := speeds[strings.ToUpper(pt.Speed)]; !ok {
-			return nil, bad(f+".speed", "%q: want 1G, 10G, 25G, 40G, 50G or 100G", pt.Speed)
-		}
-		if _, ok := fecs[strings.ToLower(pt.FEC)]; !ok {
-			return nil, bad(f+".fec", "%q: want none, fc or rs", pt.FEC)
-		}
-		if _, ok := autonegs[strings.ToLower(pt.AutoNeg)]; !ok {
-			return nil, bad(f+".autoneg", "%q: want default, on or off", pt.AutoNeg)
-		}
-		if !unicastMAC(pt.MAC) {
-			return nil, bad(f+".mac", "%v: a port needs a unicast MAC", pt.MAC)
-		}
+		out[ports[i].Name] = &ports[i]
 	}
 	return out, nil
 }
@@ -432,7 +371,7 @@ func (t Translator) Validate() error {
 }
 
 func (t *Translator) plan() (*tplan, error) {
-	if !progRE.MatchString(progName(t.Name, DefaultTranslatorName)) {
+	if !bfrt.IsIdentifier(bfrt.ProgName(t.Name, DefaultTranslatorName)) {
 		return nil, bad("name", "%q is not a P4 identifier", t.Name)
 	}
 	ports, err := checkPorts(t.Ports)
@@ -470,7 +409,7 @@ func (t *Translator) plan() (*tplan, error) {
 	for i := range t.Collectors {
 		c := &t.Collectors[i]
 		f := fmt.Sprintf("collectors[%d]", i)
-		if !nameRE.MatchString(c.Name) {
+		if !bfrt.IsName(c.Name) {
 			return nil, bad(f+".name", "%q: letters, digits, '_' and '-', starting with a letter", c.Name)
 		}
 		if j, dup := names[c.Name]; dup {
@@ -616,7 +555,7 @@ func (r Reporter) Validate() error {
 }
 
 func (r *Reporter) plan() (*rplan, error) {
-	if !progRE.MatchString(progName(r.Name, DefaultReporterName)) {
+	if !bfrt.IsIdentifier(bfrt.ProgName(r.Name, DefaultReporterName)) {
 		return nil, bad("name", "%q is not a P4 identifier", r.Name)
 	}
 	ports, err := checkPorts(r.Ports)

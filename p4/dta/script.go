@@ -1,19 +1,13 @@
 package dta
 
 import (
-	"cmp"
 	"fmt"
-	"net/netip"
 	"slices"
 	"strings"
 
+	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/p4/internal/bfrt"
 	tdta "github.com/rdma-appliance/appliance/translator/dta"
-)
-
-// Control names in the P4 programs.
-const (
-	ctlIngress = "Ingress"
-	ctlEgress  = "Egress"
 )
 
 // The tables, registers and counters each script clears, so that a load
@@ -21,51 +15,30 @@ const (
 // table, register and counter the sources declare (but const tables).
 var (
 	translatorClear = map[string][]string{
-		ctlIngress: {"ipv4_fwd", "collector", "collector_qp", "redundancy_group", "append_list", "report_pkts", "drop_reports"},
-		ctlEgress: {"rdma_conn", "key_write_region", "key_increment_region", "postcard_region", "list_region",
+		bfrt.Ingress: {"ipv4_fwd", "collector", "collector_qp", "redundancy_group", "append_list", "report_pkts", "drop_reports"},
+		bfrt.Egress: {"rdma_conn", "key_write_region", "key_increment_region", "postcard_region", "list_region",
 			"psn", "list_head", "list_seq", "pc_key", "pc_mask", "pc_hop0", "pc_hop1", "pc_hop2", "pc_hop3", "pc_hop4",
 			"rdma_pkts", "psn_resyncs", "postcard_events"},
 	}
 	// Only in the build with sequence numbers.
 	translatorSeqClear = []string{"reporter", "expected_seq"}
 	reporterClear      = map[string][]string{
-		ctlIngress: {"ipv4_fwd", "own_addr", "report_rule", "dta_acks"},
-		ctlEgress:  {"reports_sent"},
+		bfrt.Ingress: {"ipv4_fwd", "own_addr", "report_rule", "dta_acks"},
+		bfrt.Egress:  {"reports_sent"},
 	}
 	reporterSeqClear = []string{"report_seq"}
 )
 
-// script accumulates a bfrt_python script.
-type script struct {
-	b  strings.Builder
-	ig string // bfrt.<name>.pipe.Ingress
-	eg string // bfrt.<name>.pipe.Egress
-}
+// script is a bfrt_python script with the parts both DTA programs write.
+type script struct{ *bfrt.Script }
 
-func newScript(name string) *script {
-	return &script{ig: "bfrt." + name + ".pipe." + ctlIngress, eg: "bfrt." + name + ".pipe." + ctlEgress}
-}
+func newScript(name string) *script { return &script{bfrt.New(name)} }
 
-func (s *script) line(format string, a ...any) {
-	fmt.Fprintf(&s.b, format, a...)
-	s.b.WriteByte('\n')
-}
-
-func (s *script) blank() { s.b.WriteByte('\n') }
-
-func (s *script) comment(format string, a ...any) {
-	if format == "" {
-		s.line("#")
-		return
-	}
-	s.line("# "+format, a...)
-}
-
-func pyIP(a netip.Addr) string { return fmt.Sprintf("ip('%v')", a) }
-
-func pyMAC(m [6]byte) string {
-	return fmt.Sprintf("mac('%02x:%02x:%02x:%02x:%02x:%02x')", m[0], m[1], m[2], m[3], m[4], m[5])
-}
+// The scripts' opening comments.
+var (
+	translatorOrigin = bfrt.Origin{Program: "DTA translator", Source: "p4/dta/translator.p4", Package: "p4/dta"}
+	reporterOrigin   = bfrt.Origin{Program: "DTA reporter", Source: "p4/dta/reporter.p4", Package: "p4/dta"}
+)
 
 func pyBool(b bool) int {
 	if b {
@@ -74,96 +47,40 @@ func pyBool(b bool) int {
 	return 0
 }
 
-const pyIPHelpers = `
-import ipaddress
-
-def ip(s):
-    return int(ipaddress.ip_address(s))
-
-def mac(s):
-    return int(s.replace(':', ''), 16)
-`
-
-const pyFrontPanel = `
-def front_panel(conn, chnl):
-    return bfrt.port.port_hdl_info.get(CONN_ID=conn, CHNL_ID=chnl, print_ents=False).data[b'$DEV_PORT']
-`
-
-const pyQuietly = `
-def quietly(f, **kw):
-    try:
-        f(**kw)
-    except Exception:
-        pass
-`
-
-// prelude writes the helpers and the port variables. Each def is followed
-// by a blank line and has none inside, so the script also works fed line
-// by line to an interactive interpreter.
-func (s *script) prelude(ports []*Port, helpers ...string) {
-	for _, h := range helpers {
-		s.line("%s", strings.TrimSpace(h))
-		s.blank()
+func specs(ports []*Port) []bfrt.Port {
+	out := make([]bfrt.Port, len(ports))
+	for i, pt := range ports {
+		out[i] = bfrt.Port(*pt)
 	}
-	s.comment("Ports: dev port numbers (front-panel ports are looked up on the switch).")
-	for _, pt := range ports {
-		if pt.FrontPanel != "" {
-			conn, chnl, _ := strings.Cut(pt.FrontPanel, "/")
-			s.line("%s = front_panel(%s, %s)", portVar(pt.Name), conn, chnl)
-		} else {
-			s.line("%s = %d", portVar(pt.Name), pt.DevPort)
-		}
-	}
-	s.blank()
+	return out
 }
 
 func (s *script) clear(tables map[string][]string, seq []string, withSeq bool) {
-	s.comment("Clear what a previous load left: entries, registers, counters.")
-	for _, t := range tables[ctlIngress] {
-		s.line("%s.%s.clear()", s.ig, t)
-	}
-	for _, t := range tables[ctlEgress] {
-		s.line("%s.%s.clear()", s.eg, t)
-	}
+	s.Comment("Clear what a previous load left: entries, registers, counters.")
+	s.Clear(s.Ig, tables[bfrt.Ingress]...)
+	s.Clear(s.Eg, tables[bfrt.Egress]...)
 	if withSeq {
 		for _, t := range seq {
-			ctl := s.ig
+			ctl := s.Ig
 			if slices.Contains(reporterSeqClear, t) {
-				ctl = s.eg
+				ctl = s.Eg
 			}
-			s.line("%s.%s.clear()", ctl, t)
+			s.Clear(ctl, t)
 		}
 	}
-	s.blank()
+	s.Blank()
 }
 
-func (s *script) ports(ports []*Port) {
-	s.comment("Port setup.")
-	for _, pt := range ports {
-		v := portVar(pt.Name)
-		s.line("quietly(bfrt.port.port.delete, DEV_PORT=%s)", v)
-		s.line("bfrt.port.port.add(DEV_PORT=%s, SPEED='%s', FEC='%s', AUTO_NEGOTIATION='%s', PORT_ENABLE=True)",
-			v, speeds[strings.ToUpper(pt.Speed)], fecs[strings.ToLower(pt.FEC)], autonegs[strings.ToLower(pt.AutoNeg)])
+func routes(rs []Route) []bfrt.Route {
+	out := make([]bfrt.Route, len(rs))
+	for i, r := range rs {
+		out[i] = bfrt.Route(r)
 	}
-	s.blank()
+	return out
 }
 
-func (s *script) routes(routes []Route, ports map[string]*Port) {
-	s.comment("Routes: longest prefix -> (egress port, next-hop MAC, port MAC).")
-	rs := slices.Clone(routes)
-	slices.SortFunc(rs, func(a, b Route) int { return comparePrefix(a.Prefix, b.Prefix) })
-	for _, r := range rs {
-		s.line("%s.ipv4_fwd.add_with_forward(dst_addr=%s, dst_addr_p_length=%d, port=%s, dmac=%s, smac=%s)",
-			s.ig, pyIP(r.Prefix.Addr()), r.Prefix.Bits(), portVar(r.Port), pyMAC(r.MAC), pyMAC(ports[r.Port].MAC))
-	}
-	s.blank()
-}
-
-func comparePrefix(a, b netip.Prefix) int {
-	if c := a.Addr().Compare(b.Addr()); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.Bits(), b.Bits())
+func portMAC(ports map[string]*Port) func(string) dnet.MAC {
+	return func(p string) dnet.MAC { return ports[p].MAC }
 }
 
 // Script renders the translator as a bfrt_python script for `bfshell -b`:
@@ -177,35 +94,30 @@ func (t Translator) Script() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	name := progName(t.Name, DefaultTranslatorName)
+	name := bfrt.ProgName(t.Name, DefaultTranslatorName)
 	s := newScript(name)
-	ig, eg := s.ig, s.eg
-	ports := pl.sortedPorts()
+	ig, eg := s.Ig, s.Eg
+	ports := specs(pl.sortedPorts())
 
-	s.comment("DTA translator: bfrt_python setup of p4/dta/translator.p4 (bfrt program %q).", name)
-	s.comment("Generated by the Go control plane in p4/dta (Translator.Script); do not edit.")
-	s.comment("Run on the switch, with the program loaded: bfshell -b <this file>")
-	s.comment("")
-	s.comment("%s, %s, %s, %s, %s.", plural(len(t.Ports), "port"), plural(len(t.Routes), "route"),
-		plural(len(t.Collectors), "collector"), plural(len(pl.lists), "Append list"), plural(len(t.Peers), "tracked reporter"))
+	s.SetupHeader(translatorOrigin, "Translator.Script")
+	s.Comment("")
+	s.Comment("%s, %s, %s, %s, %s.", bfrt.Plural(len(t.Ports), "port"), bfrt.Plural(len(t.Routes), "route"),
+		bfrt.Plural(len(t.Collectors), "collector"), bfrt.Plural(len(pl.lists), "Append list"), bfrt.Plural(len(t.Peers), "tracked reporter"))
 	if t.NoSeqnum {
-		s.comment("Built with -DDTA_NO_SEQNUM: 2-byte base header, no reporter tracking.")
+		s.Comment("Built with -DDTA_NO_SEQNUM: 2-byte base header, no reporter tracking.")
 	}
-	s.blank()
-	s.prelude(ports, pyIPHelpers, pyFrontPanel, pyQuietly)
+	s.Blank()
+	s.Prelude(ports, bfrt.PyIPHelpers, bfrt.PyFrontPanel, bfrt.PyQuietly)
 	s.clear(translatorClear, translatorSeqClear, !t.NoSeqnum)
-	s.ports(ports)
+	s.PortSetup(ports)
 
-	s.comment("ACK mirror sessions: in-order reports are mirrored back to their reporter as ACKs.")
+	s.Comment("ACK mirror sessions: in-order reports are mirrored back to their reporter as ACKs.")
 	for _, p := range pl.acks {
-		sid := pl.ackSID[p]
-		s.line("quietly(bfrt.mirror.cfg.delete, sid=%d)", sid)
-		s.line("bfrt.mirror.cfg.entry_with_normal(sid=%d, direction='INGRESS', session_enable=True, ucast_egress_port=%s, ucast_egress_port_valid=True, max_pkt_len=%d).push()",
-			sid, portVar(p), t.ackSnap())
+		s.MirrorSession(pl.ackSID[p], "INGRESS", bfrt.PortVar(p), t.ackSnap())
 	}
-	s.blank()
+	s.Blank()
 
-	s.comment("Redundancy: per collector and N, a group of N copies on the collector's port, replication ids 0..N-1.")
+	s.Comment("Redundancy: per collector and N, a group of N copies on the collector's port, replication ids 0..N-1.")
 	for i := range t.Collectors {
 		c := &t.Collectors[i]
 		if c.KeyWrite == nil && c.KeyIncrement == nil {
@@ -214,37 +126,37 @@ func (t Translator) Script() (string, error) {
 		for n := 1; n <= c.redundancy(); n++ {
 			g := groupID(i, n)
 			var nodes, valid, xid []string
-			s.line("quietly(bfrt.pre.mgid.delete, MGID=%d)", g)
+			s.Line("quietly(bfrt.pre.mgid.delete, MGID=%d)", g)
 			for k := range n {
 				id := nodeID(g, k)
-				s.line("quietly(bfrt.pre.node.delete, MULTICAST_NODE_ID=%d)", id)
-				s.line("bfrt.pre.node.add(MULTICAST_NODE_ID=%d, MULTICAST_RID=%d, MULTICAST_LAG_ID=[], DEV_PORT=[%s])",
-					id, k, portVar(c.Port))
+				s.Line("quietly(bfrt.pre.node.delete, MULTICAST_NODE_ID=%d)", id)
+				s.Line("bfrt.pre.node.add(MULTICAST_NODE_ID=%d, MULTICAST_RID=%d, MULTICAST_LAG_ID=[], DEV_PORT=[%s])",
+					id, k, bfrt.PortVar(c.Port))
 				nodes = append(nodes, fmt.Sprint(id))
 				valid = append(valid, "False")
 				xid = append(xid, "0")
 			}
-			s.line("bfrt.pre.mgid.add(MGID=%d, MULTICAST_NODE_ID=[%s], MULTICAST_NODE_L1_XID_VALID=[%s], MULTICAST_NODE_L1_XID=[%s])",
+			s.Line("bfrt.pre.mgid.add(MGID=%d, MULTICAST_NODE_ID=[%s], MULTICAST_NODE_L1_XID_VALID=[%s], MULTICAST_NODE_L1_XID=[%s])",
 				g, strings.Join(nodes, ", "), strings.Join(valid, ", "), strings.Join(xid, ", "))
-			s.line("%s.redundancy_group.add_with_set_group(collector=%d, redundancy=%d, mgid=%d)  # %s, N=%d", ig, i, n, g, c.Name, n)
+			s.Line("%s.redundancy_group.add_with_set_group(collector=%d, redundancy=%d, mgid=%d)  # %s, N=%d", ig, i, n, g, c.Name, n)
 		}
 	}
-	s.blank()
+	s.Blank()
 
-	s.comment("The translator's MAC: the source of ACKs and NACKs.")
-	s.line("%s.translator_cfg.set_default_with_set_translator(mac=%s)", ig, pyMAC(t.MAC))
-	s.blank()
-	s.routes(t.Routes, pl.ports)
+	s.Comment("The translator's MAC: the source of ACKs and NACKs.")
+	s.Line("%s.translator_cfg.set_default_with_set_translator(mac=%s)", ig, bfrt.PyMAC(t.MAC))
+	s.Blank()
+	s.Routes(routes(t.Routes), portMAC(pl.ports))
 
-	s.comment("Collectors: reports to its address, its RNIC's answers, the connection, the regions, the first PSN.")
+	s.Comment("Collectors: reports to its address, its RNIC's answers, the connection, the regions, the first PSN.")
 	for i := range t.Collectors {
 		c := &t.Collectors[i]
-		s.comment("collectors[%d] %s: %v qpn %#x on %s, psn %d", i, c.Name, c.IP, c.QPN, c.Port, c.PSN)
-		s.line("%s.collector.add_with_set_collector(dst_addr=%s, idx=%d, port=%s)", ig, pyIP(c.IP), i, portVar(c.Port))
-		s.line("%s.collector_qp.add_with_set_collector(src_addr=%s, dst_qpn=%#x, idx=%d, port=%s)",
-			ig, pyIP(c.IP), t.QPN, i, portVar(c.Port))
-		s.line("%s.rdma_conn.add_with_set_conn(collector=%d, dmac=%s, smac=%s, src_addr=%s, dst_addr=%s, dscp=%d, udp_src_port=%d, dst_qpn=%#x)",
-			eg, i, pyMAC(c.MAC), pyMAC(pl.ports[c.Port].MAC), pyIP(t.IP), pyIP(c.IP), t.DSCP, t.udpSrcPort(c), c.QPN)
+		s.Comment("collectors[%d] %s: %v qpn %#x on %s, psn %d", i, c.Name, c.IP, c.QPN, c.Port, c.PSN)
+		s.Line("%s.collector.add_with_set_collector(dst_addr=%s, idx=%d, port=%s)", ig, bfrt.PyIP(c.IP), i, bfrt.PortVar(c.Port))
+		s.Line("%s.collector_qp.add_with_set_collector(src_addr=%s, dst_qpn=%#x, idx=%d, port=%s)",
+			ig, bfrt.PyIP(c.IP), t.QPN, i, bfrt.PortVar(c.Port))
+		s.Line("%s.rdma_conn.add_with_set_conn(collector=%d, dmac=%s, smac=%s, src_addr=%s, dst_addr=%s, dscp=%d, udp_src_port=%d, dst_qpn=%#x)",
+			eg, i, bfrt.PyMAC(c.MAC), bfrt.PyMAC(pl.ports[c.Port].MAC), bfrt.PyIP(t.IP), bfrt.PyIP(c.IP), t.DSCP, t.udpSrcPort(c), c.QPN)
 		if kw := c.KeyWrite; kw != nil {
 			s.regionEntry("key_write_region", "collector", i, region{kw.Addr, kw.RKey, kw.Slots, EntryLen})
 		}
@@ -254,37 +166,37 @@ func (t Translator) Script() (string, error) {
 		if pc := c.Postcards; pc != nil {
 			s.regionEntry("postcard_region", "collector", i, region{pc.Addr, pc.RKey, pc.Slots, RecordLen})
 		}
-		s.line("%s.psn.mod(REGISTER_INDEX=%d, f1=%d)", eg, i, c.PSN)
+		s.Line("%s.psn.mod(REGISTER_INDEX=%d, f1=%d)", eg, i, c.PSN)
 	}
-	s.blank()
+	s.Blank()
 
-	s.comment("Append lists: (collector, list id) -> list index; head and sequence start at 0.")
+	s.Comment("Append lists: (collector, list id) -> list index; head and sequence start at 0.")
 	for idx, l := range pl.lists {
-		s.line("%s.append_list.add_with_set_list(collector=%d, list_id=%d, idx=%d)  # %s", ig, l.coll, l.id, idx, t.Collectors[l.coll].Name)
+		s.Line("%s.append_list.add_with_set_list(collector=%d, list_id=%d, idx=%d)  # %s", ig, l.coll, l.id, idx, t.Collectors[l.coll].Name)
 		s.regionEntry("list_region", "list", idx, region{l.reg.Addr, l.reg.RKey, l.reg.Entries, tdta.AppendEntryLen})
-		s.line("%s.list_head.mod(REGISTER_INDEX=%d, f1=0)", eg, idx)
-		s.line("%s.list_seq.mod(REGISTER_INDEX=%d, f1=0)", eg, idx)
+		s.Line("%s.list_head.mod(REGISTER_INDEX=%d, f1=0)", eg, idx)
+		s.Line("%s.list_seq.mod(REGISTER_INDEX=%d, f1=0)", eg, idx)
 	}
-	s.blank()
+	s.Blank()
 
 	if !t.NoSeqnum {
-		s.comment("Reporters: source address -> index and ACK session (0: NACKs only); the first expected sequence.")
+		s.Comment("Reporters: source address -> index and ACK session (0: NACKs only); the first expected sequence.")
 		for i, p := range t.Peers {
-			s.line("%s.reporter.add_with_set_reporter(src_addr=%s, idx=%d, ack_session=%d)  # %s",
-				ig, pyIP(p.IP), i, pl.ackSID[p.AckPort], p.Name)
-			s.line("%s.expected_seq.mod(REGISTER_INDEX=%d, f1=%d)", ig, i, p.FirstSeq)
+			s.Line("%s.reporter.add_with_set_reporter(src_addr=%s, idx=%d, ack_session=%d)  # %s",
+				ig, bfrt.PyIP(p.IP), i, pl.ackSID[p.AckPort], p.Name)
+			s.Line("%s.expected_seq.mod(REGISTER_INDEX=%d, f1=%d)", ig, i, p.FirstSeq)
 		}
-		s.blank()
+		s.Blank()
 	}
 
-	s.line("print('dta: %s loaded: %s, %s, %s, %s')", name, plural(len(t.Ports), "port"),
-		plural(len(t.Collectors), "collector"), plural(len(pl.lists), "list"), plural(len(t.Peers), "reporter"))
-	return s.b.String(), nil
+	s.Line("print('dta: %s loaded: %s, %s, %s, %s')", name, bfrt.Plural(len(t.Ports), "port"),
+		bfrt.Plural(len(t.Collectors), "collector"), bfrt.Plural(len(pl.lists), "list"), bfrt.Plural(len(t.Peers), "reporter"))
+	return s.String(), nil
 }
 
 func (s *script) regionEntry(table, key string, idx int, r region) {
-	s.line("%s.%s.add_with_set_region(%s=%d, base_hi=%#x, base_lo=%#x, rkey=%#x, slot_mask=%#x)  # %d x %d B",
-		s.eg, table, key, idx, r.hi(), r.lo(), r.rkey, r.mask(), r.slots, r.entryLen)
+	s.Line("%s.%s.add_with_set_region(%s=%d, base_hi=%#x, base_lo=%#x, rkey=%#x, slot_mask=%#x)  # %d x %d B",
+		s.Eg, table, key, idx, r.hi(), r.lo(), r.rkey, r.mask(), r.slots, r.entryLen)
 }
 
 // ruleAction is report_rule's action for a primitive.
@@ -306,44 +218,40 @@ func (r Reporter) ReporterScript() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	name := progName(r.Name, DefaultReporterName)
+	name := bfrt.ProgName(r.Name, DefaultReporterName)
 	s := newScript(name)
-	ig, eg := s.ig, s.eg
-	ports := sortedPorts(r.Ports)
+	ig, eg := s.Ig, s.Eg
+	ports := specs(sortedPorts(r.Ports))
 
-	s.comment("DTA reporter: bfrt_python setup of p4/dta/reporter.p4 (bfrt program %q).", name)
-	s.comment("Generated by the Go control plane in p4/dta (Reporter.ReporterScript); do not edit.")
-	s.comment("Run on the switch, with the program loaded: bfshell -b <this file>")
-	s.comment("")
-	s.comment("%s, %s, %s, reports from %v out of %s, hop %d.", plural(len(r.Ports), "port"), plural(len(r.Routes), "route"),
-		plural(len(r.Rules), "report rule"), r.Addrs[0], r.ReportPort, r.Hop)
+	s.SetupHeader(reporterOrigin, "Reporter.ReporterScript")
+	s.Comment("")
+	s.Comment("%s, %s, %s, reports from %v out of %s, hop %d.", bfrt.Plural(len(r.Ports), "port"), bfrt.Plural(len(r.Routes), "route"),
+		bfrt.Plural(len(r.Rules), "report rule"), r.Addrs[0], r.ReportPort, r.Hop)
 	if r.NoSeqnum {
-		s.comment("Built with -DDTA_NO_SEQNUM: 2-byte base header.")
+		s.Comment("Built with -DDTA_NO_SEQNUM: 2-byte base header.")
 	}
-	s.blank()
-	s.prelude(ports, pyIPHelpers, pyFrontPanel, pyQuietly)
+	s.Blank()
+	s.Prelude(ports, bfrt.PyIPHelpers, bfrt.PyFrontPanel, bfrt.PyQuietly)
 	s.clear(reporterClear, reporterSeqClear, !r.NoSeqnum)
-	s.ports(ports)
+	s.PortSetup(ports)
 
-	s.comment("The report session: egress-to-egress copies out of the report port, truncated.")
-	s.line("quietly(bfrt.mirror.cfg.delete, sid=1)")
-	s.line("bfrt.mirror.cfg.entry_with_normal(sid=1, direction='EGRESS', session_enable=True, ucast_egress_port=%s, ucast_egress_port_valid=True, max_pkt_len=%d).push()",
-		portVar(r.ReportPort), r.snap())
-	s.blank()
+	s.Comment("The report session: egress-to-egress copies out of the report port, truncated.")
+	s.MirrorSession(1, "EGRESS", bfrt.PortVar(r.ReportPort), r.snap())
+	s.Blank()
 
-	s.comment("This reporter: report session, source MAC and address, next hop towards the translator, hop index.")
-	s.line("%s.reporter_cfg.set_default_with_set_reporter(session=1, smac=%s, dmac=%s, src_addr=%s, hop=%d)",
-		eg, pyMAC(pl.ports[r.ReportPort].MAC), pyMAC(r.NextHopMAC), pyIP(r.Addrs[0]), r.Hop)
-	s.blank()
-	s.routes(r.Routes, pl.ports)
+	s.Comment("This reporter: report session, source MAC and address, next hop towards the translator, hop index.")
+	s.Line("%s.reporter_cfg.set_default_with_set_reporter(session=1, smac=%s, dmac=%s, src_addr=%s, hop=%d)",
+		eg, bfrt.PyMAC(pl.ports[r.ReportPort].MAC), bfrt.PyMAC(r.NextHopMAC), bfrt.PyIP(r.Addrs[0]), r.Hop)
+	s.Blank()
+	s.Routes(routes(r.Routes), portMAC(pl.ports))
 
-	s.comment("Own addresses: ACKs and NACKs to them are counted and dropped.")
+	s.Comment("Own addresses: ACKs and NACKs to them are counted and dropped.")
 	for _, a := range r.Addrs {
-		s.line("%s.own_addr.add_with_to_me(dst_addr=%s)", ig, pyIP(a))
+		s.Line("%s.own_addr.add_with_to_me(dst_addr=%s)", ig, bfrt.PyIP(a))
 	}
-	s.blank()
+	s.Blank()
 
-	s.comment("Report rules, first match wins.")
+	s.Comment("Report rules, first match wins.")
 	for i, ru := range r.Rules {
 		mask := ^uint32(0) << (32 - ru.Prefix.Bits())
 		if ru.Prefix.Bits() == 0 {
@@ -354,8 +262,8 @@ func (r Reporter) ReporterScript() (string, error) {
 			protoMask = 0
 		}
 		match := fmt.Sprintf("dst_addr=%s, dst_addr_mask=%#x, protocol=%d, protocol_mask=%#x, MATCH_PRIORITY=%d",
-			pyIP(ru.Prefix.Addr()), mask, ru.Protocol, protoMask, i)
-		flags := fmt.Sprintf("immediate=%d, retransmittable=%d, collector=%s", pyBool(ru.Immediate), pyBool(ru.Retransmittable), pyIP(ru.Collector))
+			bfrt.PyIP(ru.Prefix.Addr()), mask, ru.Protocol, protoMask, i)
+		flags := fmt.Sprintf("immediate=%d, retransmittable=%d, collector=%s", pyBool(ru.Immediate), pyBool(ru.Retransmittable), bfrt.PyIP(ru.Collector))
 		var params string
 		switch ru.Primitive {
 		case tdta.OpKeyWrite, tdta.OpKeyIncrement:
@@ -363,27 +271,16 @@ func (r Reporter) ReporterScript() (string, error) {
 		case tdta.OpAppend:
 			params = fmt.Sprintf("list_id=%d, ", ru.ListID)
 		}
-		s.line("%s.report_rule.add_with_%s(%s, %s%s)  # %v", ig, ruleAction[ru.Primitive], match, params, flags, ru.Primitive)
+		s.Line("%s.report_rule.add_with_%s(%s, %s%s)  # %v", ig, ruleAction[ru.Primitive], match, params, flags, ru.Primitive)
 	}
-	s.blank()
+	s.Blank()
 
 	if !r.NoSeqnum {
-		s.comment("The first retransmittable report's sequence number.")
-		s.line("%s.report_seq.mod(REGISTER_INDEX=0, f1=%d)", eg, r.FirstSeq)
-		s.blank()
+		s.Comment("The first retransmittable report's sequence number.")
+		s.Line("%s.report_seq.mod(REGISTER_INDEX=0, f1=%d)", eg, r.FirstSeq)
+		s.Blank()
 	}
-	s.line("print('dta: %s loaded: %s, %s, %s')", name, plural(len(r.Ports), "port"), plural(len(r.Routes), "route"),
-		plural(len(r.Rules), "report rule"))
-	return s.b.String(), nil
-}
-
-// plural is "1 port", "2 ports", "1 entry", "2 entries".
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	if strings.HasSuffix(noun, "y") {
-		return fmt.Sprintf("%d %sies", n, strings.TrimSuffix(noun, "y"))
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
+	s.Line("print('dta: %s loaded: %s, %s, %s')", name, bfrt.Plural(len(r.Ports), "port"), bfrt.Plural(len(r.Routes), "route"),
+		bfrt.Plural(len(r.Rules), "report rule"))
+	return s.String(), nil
 }

@@ -18,11 +18,9 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"regexp"
-	"strconv"
-	"strings"
 
 	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/p4/internal/bfrt"
 	"github.com/rdma-appliance/appliance/translator/inject"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
@@ -34,13 +32,13 @@ const DefaultName = "injector"
 // Sizes of injector.p4's tables and registers (its constants of the same
 // names); a test checks the two agree.
 const (
-	ConnSlots    = 4096  // CONN_SLOTS: connections (connection table, ITER registers)
-	PortSlots    = 512   // PORT_SLOTS: per-port counters, indexed by dev port
-	EventPSNSize = 16384 // EVENT_PSN_SIZE: event entries with a PSN
-	EventAnySize = 1024  // EVENT_ANY_SIZE: event entries for psn: all
-	FwdSize      = 1024  // FWD_SIZE: routes per address family
-	ARPSize      = 1024  // ARP_SIZE: proxy ARP entries
-	WRRSlots     = 256   // WRR_SLOTS: the total weight of the dumpers
+	ConnSlots    = 4096          // CONN_SLOTS: connections (connection table, ITER registers)
+	PortSlots    = bfrt.DevPorts // PORT_SLOTS: per-port counters, indexed by dev port
+	EventPSNSize = 16384         // EVENT_PSN_SIZE: event entries with a PSN
+	EventAnySize = 1024          // EVENT_ANY_SIZE: event entries for psn: all
+	FwdSize      = 1024          // FWD_SIZE: routes per address family
+	ARPSize      = 1024          // ARP_SIZE: proxy ARP entries
+	WRRSlots     = 256           // WRR_SLOTS: the total weight of the dumpers
 	// MaxMirrorLen is a mirror session's largest max_pkt_len.
 	MaxMirrorLen = 16384
 	// MinMirrorLen keeps the headers the dumpers restore (Ethernet, IPv6,
@@ -118,28 +116,7 @@ type Program struct {
 // field at fault, as in "ports[1].speed".
 var ErrProgram = errors.New("lumina: bad program")
 
-func bad(field, format string, a ...any) error {
-	return fmt.Errorf("%w: %s: %s", ErrProgram, field, fmt.Sprintf(format, a...))
-}
-
-var (
-	nameRE       = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,31}$`)
-	progRE       = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	frontPanelRE = regexp.MustCompile(`^([0-9]+)/([0-9]+)$`)
-)
-
-var speeds = map[string]string{
-	"1G": "BF_SPEED_1G", "10G": "BF_SPEED_10G", "25G": "BF_SPEED_25G",
-	"40G": "BF_SPEED_40G", "50G": "BF_SPEED_50G", "100G": "BF_SPEED_100G",
-}
-
-var fecs = map[string]string{
-	"none": "BF_FEC_TYP_NONE", "fc": "BF_FEC_TYP_FIRECODE", "rs": "BF_FEC_TYP_REED_SOLOMON",
-}
-
-var autonegs = map[string]string{
-	"": "PM_AN_DEFAULT", "default": "PM_AN_DEFAULT", "on": "PM_AN_FORCE_ENABLE", "off": "PM_AN_FORCE_DISABLE",
-}
+func bad(field, format string, a ...any) error { return bfrt.Bad(ErrProgram, field, format, a...) }
 
 // connKey is the data direction of a connection: what the connection
 // table and the event keys match.
@@ -159,12 +136,7 @@ func dataKey(i int, c inject.Conn, g inject.Geometry, opt inject.Options) connKe
 }
 
 // name returns the program's bfrt name.
-func (p *Program) name() string {
-	if p.Name == "" {
-		return DefaultName
-	}
-	return p.Name
-}
+func (p *Program) name() string { return bfrt.ProgName(p.Name, DefaultName) }
 
 func (p *Program) rewritePort() uint16 {
 	if p.RewritePort == 0 {
@@ -192,50 +164,18 @@ type plan struct {
 
 func (p *Program) plan() (*plan, error) {
 	pl := &plan{prog: p, ports: map[string]*Port{}, dumper: map[string]int{}, conns: map[connKey]int{}}
-	if !progRE.MatchString(p.name()) {
+	if !bfrt.IsIdentifier(p.name()) {
 		return nil, bad("name", "%q is not a P4 identifier", p.Name)
 	}
-	if len(p.Ports) == 0 {
-		return nil, bad("ports", "no ports")
-	}
-	vars := map[string]string{}
+	ports := make([]bfrt.Port, len(p.Ports))
 	for i := range p.Ports {
-		pt := &p.Ports[i]
-		f := fmt.Sprintf("ports[%d]", i)
-		if !nameRE.MatchString(pt.Name) {
-			return nil, bad(f+".name", "%q: letters, digits, '_' and '-', starting with a letter, at most 32", pt.Name)
-		}
-		if _, dup := pl.ports[pt.Name]; dup {
-			return nil, bad(f+".name", "%q named twice", pt.Name)
-		}
-		v := portVar(pt.Name)
-		if other, dup := vars[v]; dup {
-			return nil, bad(f+".name", "%q and %q differ only in '-' and '_'", pt.Name, other)
-		}
-		vars[v] = pt.Name
-		pl.ports[pt.Name] = pt
-		if pt.FrontPanel != "" {
-			m := frontPanelRE.FindStringSubmatch(pt.FrontPanel)
-			if m == nil {
-				return nil, bad(f+".front_panel", "%q: want conn/chnl such as 1/0", pt.FrontPanel)
-			}
-			conn, _ := strconv.Atoi(m[1])
-			chnl, _ := strconv.Atoi(m[2])
-			if conn < 1 || conn > 65 || chnl > 7 {
-				return nil, bad(f+".front_panel", "%q: conn 1-65, chnl 0-7", pt.FrontPanel)
-			}
-		} else if pt.DevPort < 0 || pt.DevPort >= PortSlots || pt.DevPort&127 >= 72 {
-			return nil, bad(f+".dev_port", "%d is not a Tofino dev port (pipe*128 + 0..71)", pt.DevPort)
-		}
-		if _, ok := speeds[strings.ToUpper(pt.Speed)]; !ok {
-			return nil, bad(f+".speed", "%q: want 1G, 10G, 25G, 40G, 50G or 100G", pt.Speed)
-		}
-		if _, ok := fecs[strings.ToLower(pt.FEC)]; !ok {
-			return nil, bad(f+".fec", "%q: want none, fc or rs", pt.FEC)
-		}
-		if _, ok := autonegs[strings.ToLower(pt.AutoNeg)]; !ok {
-			return nil, bad(f+".autoneg", "%q: want default, on or off", pt.AutoNeg)
-		}
+		ports[i] = p.Ports[i].spec()
+	}
+	if err := bfrt.CheckPorts(ErrProgram, ports, nil); err != nil {
+		return nil, err
+	}
+	for i := range p.Ports {
+		pl.ports[p.Ports[i].Name] = &p.Ports[i]
 	}
 
 	total := 0
@@ -414,9 +354,6 @@ func (p *Program) plan() (*plan, error) {
 }
 
 func addr(b [16]byte) netip.Addr { return netip.AddrFrom16(b).Unmap() }
-
-// portVar is the script's variable holding a port's dev port.
-func portVar(name string) string { return "port_" + strings.ReplaceAll(name, "-", "_") }
 
 // initPSN is the conn_psn register's initial value for a connection whose
 // PSNs start at ipsn: the paper's last PSN = IPSN - 1, or the public P4's
