@@ -34,6 +34,7 @@ type Spec struct {
 	Lumina      LuminaSpec      `yaml:"lumina"`
 	LuminaTests LuminaTestsSpec `yaml:"lumina-tests"`
 	DTA         DTASpec         `yaml:"dta"`
+	Fabric      FabricSpec      `yaml:"fabric"`
 }
 
 // LoadSpec reads a lab configuration; path "" means the embedded default.
@@ -54,6 +55,7 @@ func LoadSpec(path string) (Spec, error) {
 	s.Lumina.validate(doc)
 	s.LuminaTests.validate(doc)
 	s.DTA.validate(doc)
+	s.Fabric.validate(doc)
 	return s, doc.Err()
 }
 
@@ -109,6 +111,7 @@ var stages = []stage{
 	{"lumina", func(s Spec) bool { return s.Lumina.Enabled }, runLumina},
 	{"lumina-tests", func(s Spec) bool { return s.LuminaTests.Enabled }, runLuminaTests},
 	{"dta", func(s Spec) bool { return s.DTA.Enabled }, runDTA},
+	{"fabric", func(s Spec) bool { return s.Fabric.Enabled }, runFabric},
 }
 
 // Lab runs the stages.
