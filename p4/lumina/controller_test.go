@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/rdma-appliance/appliance/appliance/service"
+	"github.com/rdma-appliance/appliance/p4/internal/p4test"
 	"github.com/rdma-appliance/appliance/translator/inject"
 )
 
@@ -48,7 +49,7 @@ func TestController(t *testing.T) {
 	if err := cl.Do(ctx, "POST", "/v1/load", req, nil); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "listing2.py", scripts[0])
+	p4test.Golden(t, "listing2.py", scripts[0])
 	if err := cl.Do(ctx, "GET", "/v1/stats", nil, &st); err != nil || st.RxRoCE != 150 || st.Mirrored != 150 {
 		t.Fatalf("stats: %v %+v", err, st)
 	}

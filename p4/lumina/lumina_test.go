@@ -1,34 +1,18 @@
 package lumina
 
 import (
-	"errors"
-	"flag"
-	"fmt"
 	"net/netip"
-	"os"
-	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
 	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/p4/internal/p4test"
 	"github.com/rdma-appliance/appliance/translator/inject"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden scripts in testdata/")
-
 const p4Path = "injector.p4"
-
-func mac(t testing.TB, s string) dnet.MAC {
-	t.Helper()
-	m, err := dnet.ParseMAC(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
 
 func compile(t testing.TB, p *Program, intents []inject.Intent) {
 	t.Helper()
@@ -46,15 +30,15 @@ func compile(t testing.TB, p *Program, intents []inject.Intent) {
 func listing2(t testing.TB) Program {
 	p := Program{
 		Ports: []Port{
-			{Name: "requester", DevPort: 128, Speed: "100G", FEC: "rs", AutoNeg: "off", MAC: mac(t, "02:00:00:00:01:01"),
+			{Name: "requester", DevPort: 128, Speed: "100G", FEC: "rs", AutoNeg: "off", MAC: p4test.MAC(t, "02:00:00:00:01:01"),
 				Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.254")}},
-			{Name: "responder", DevPort: 132, Speed: "100G", FEC: "rs", AutoNeg: "off", MAC: mac(t, "02:00:00:00:01:02"),
+			{Name: "responder", DevPort: 132, Speed: "100G", FEC: "rs", AutoNeg: "off", MAC: p4test.MAC(t, "02:00:00:00:01:02"),
 				Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.254")}},
 			{Name: "dumper0", DevPort: 136, Speed: "100G", FEC: "rs", AutoNeg: "off"},
 		},
 		Routes: []Route{
-			{Prefix: netip.MustParsePrefix("10.0.0.2/32"), Port: "responder", MAC: mac(t, "0c:42:a1:00:00:02")},
-			{Prefix: netip.MustParsePrefix("10.0.0.1/32"), Port: "requester", MAC: mac(t, "0c:42:a1:00:00:01")},
+			{Prefix: netip.MustParsePrefix("10.0.0.2/32"), Port: "responder", MAC: p4test.MAC(t, "0c:42:a1:00:00:02")},
+			{Prefix: netip.MustParsePrefix("10.0.0.1/32"), Port: "requester", MAC: p4test.MAC(t, "0c:42:a1:00:00:01")},
 		},
 		Dumpers:    []Dumper{{Port: "dumper0", Weight: 1}},
 		MirrorSnap: 128,
@@ -81,14 +65,14 @@ func listing2(t testing.TB) Program {
 // port and psn: all intents (plus one with a PSN).
 func psnAll(t testing.TB) Program {
 	fp := func(name, panel string) Port {
-		return Port{Name: name, FrontPanel: panel, Speed: "100G", FEC: "rs", MAC: mac(t, "02:00:00:00:02:0"+panel[:1])}
+		return Port{Name: name, FrontPanel: panel, Speed: "100G", FEC: "rs", MAC: p4test.MAC(t, "02:00:00:00:02:0"+panel[:1])}
 	}
 	p := Program{
 		Name:  "lumina_injector",
 		Ports: []Port{fp("host-a", "1/0"), fp("host-b", "2/0"), fp("dump-1", "3/0"), fp("dump-2", "4/0"), fp("dump-3", "5/0")},
 		Routes: []Route{
-			{Prefix: netip.MustParsePrefix("2001:db8::1/128"), Port: "host-a", MAC: mac(t, "0c:42:a1:00:00:0a")},
-			{Prefix: netip.MustParsePrefix("2001:db8::2/128"), Port: "host-b", MAC: mac(t, "0c:42:a1:00:00:0b")},
+			{Prefix: netip.MustParsePrefix("2001:db8::1/128"), Port: "host-a", MAC: p4test.MAC(t, "0c:42:a1:00:00:0a")},
+			{Prefix: netip.MustParsePrefix("2001:db8::2/128"), Port: "host-b", MAC: p4test.MAC(t, "0c:42:a1:00:00:0b")},
 		},
 		Dumpers:     []Dumper{{Port: "dump-1", Weight: 1}, {Port: "dump-2", Weight: 1}, {Port: "dump-3", Weight: 2}},
 		RewritePort: 9999,
@@ -117,40 +101,6 @@ var examples = []struct {
 	{"psn_all", psnAll},
 }
 
-// golden compares got with testdata/name, or rewrites it with -update.
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./p4/lumina -run %s -update to create it)", err, t.Name())
-	}
-	if got != string(want) {
-		gl, wl := strings.Split(got, "\n"), strings.Split(string(want), "\n")
-		for i := range max(len(gl), len(wl)) {
-			g, w := "<none>", "<none>"
-			if i < len(gl) {
-				g = gl[i]
-			}
-			if i < len(wl) {
-				w = wl[i]
-			}
-			if g != w {
-				t.Fatalf("%s differs from the golden file at line %d (-update rewrites it):\n got: %s\nwant: %s", path, i+1, g, w)
-			}
-		}
-	}
-}
-
 func TestGolden(t *testing.T) {
 	for _, ex := range examples {
 		t.Run(ex.name, func(t *testing.T) {
@@ -159,12 +109,12 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden(t, ex.name+".py", s)
+			p4test.Golden(t, ex.name+".py", s)
 			c, err := p.CounterScript()
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden(t, ex.name+"_counters.py", c)
+			p4test.Golden(t, ex.name+"_counters.py", c)
 		})
 	}
 }
@@ -262,7 +212,7 @@ func TestDataKeyMatchesCompile(t *testing.T) {
 // register and counter the generated scripts name against injector.p4,
 // and that the scripts fill every table and register the program has.
 func TestNamesExistInP4(t *testing.T) {
-	ps := parseP4(t, p4Path)
+	ps := p4test.Parse(t, p4Path)
 	used := map[string]bool{}
 	for _, ex := range examples {
 		p := ex.prog(t)
@@ -274,181 +224,45 @@ func TestNamesExistInP4(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkScript(t, ps, p.name(), ex.name+".py", s, used)
-		checkScript(t, ps, p.name(), ex.name+"_counters.py", c, used)
+		p4test.CheckScript(t, ps, p.name(), ex.name+".py", s, used)
+		p4test.CheckScript(t, ps, p.name(), ex.name+"_counters.py", c, used)
 	}
-	for name, tab := range ps.tables {
-		if len(ps.entries[name]) == 0 && !used[name] {
-			t.Errorf("table %s has no const entries and no script fills it", name)
-		}
-		_ = tab
-	}
-	for name := range ps.registers {
-		if !used[name] {
-			t.Errorf("register %s is never initialised by the script", name)
-		}
-	}
-	for name := range ps.counters {
-		if !used[name] {
-			t.Errorf("counter %s is never read back", name)
-		}
-	}
-}
-
-var (
-	objRE   = regexp.MustCompile(`bfrt\.(\w+)\.pipe\.(\w+)\.(\w+)`)
-	fieldRE = regexp.MustCompile(`b'(\w+)\.(\w+)\.f1'`)
-)
-
-func checkScript(t *testing.T, ps *p4Source, prog, file, s string, used map[string]bool) {
-	t.Helper()
-	for ln, line := range strings.Split(s, "\n") {
-		where := fmt.Sprintf("%s:%d", file, ln+1)
-		if strings.HasPrefix(strings.TrimSpace(line), "#") {
-			continue
-		}
-		for _, m := range fieldRE.FindAllStringSubmatch(line, -1) {
-			if _, ok := ps.registers[m[1]+"."+m[2]]; !ok {
-				t.Errorf("%s: register data field of %s.%s, which injector.p4 does not declare", where, m[1], m[2])
-			}
-		}
-		for _, loc := range objRE.FindAllStringSubmatchIndex(line, -1) {
-			if got := line[loc[2]:loc[3]]; got != prog {
-				t.Errorf("%s: program %q, want %q", where, got, prog)
-			}
-			obj := line[loc[4]:loc[5]] + "." + line[loc[6]:loc[7]]
-			used[obj] = true
-			tab, isTable := ps.tables[obj]
-			_, isReg := ps.registers[obj]
-			_, isCnt := ps.counters[obj]
-			if !isTable && !isReg && !isCnt {
-				t.Errorf("%s: %s is no table, register or counter of injector.p4", where, obj)
-				continue
-			}
-			rest := line[loc[1]:]
-			if !strings.HasPrefix(rest, ".") {
-				continue // passed as an object, e.g. to counter()
-			}
-			method, args, ok := call(rest[1:])
-			if !ok {
-				t.Errorf("%s: cannot read the call on %s", where, obj)
-				continue
-			}
-			kw, err := kwargs(args)
-			if err != nil {
-				t.Errorf("%s: %v", where, err)
-				continue
-			}
-			slices.Sort(kw)
-			var want []string
-			switch {
-			case method == "clear":
-			case strings.HasPrefix(method, "add_with_") && isTable:
-				action := strings.TrimPrefix(method, "add_with_")
-				if !slices.Contains(tab.actions, action) {
-					t.Errorf("%s: %s has no action %s (actions %v)", where, obj, action, tab.actions)
-				}
-				for _, k := range tab.keys {
-					want = append(want, k.name)
-					switch k.kind {
-					case "lpm":
-						want = append(want, k.name+"_p_length")
-					case "ternary":
-						want = append(want, k.name+"_mask")
-					}
-				}
-				want = append(want, actionParams(t, ps, where, obj, action)...)
-			case strings.HasPrefix(method, "set_default_with_") && isTable:
-				action := strings.TrimPrefix(method, "set_default_with_")
-				if !slices.Contains(tab.actions, action) {
-					t.Errorf("%s: %s has no action %s (actions %v)", where, obj, action, tab.actions)
-				}
-				if len(tab.keys) > 0 {
-					t.Errorf("%s: %s is set through its default action but has keys", where, obj)
-				}
-				want = actionParams(t, ps, where, obj, action)
-			case method == "mod" && isReg:
-				want = []string{"REGISTER_INDEX", "f1"}
-			case method == "get" && isReg:
-				want = []string{"REGISTER_INDEX", "from_hw", "print_ents"}
-			default:
-				t.Errorf("%s: %s.%s: not a call the tests know", where, obj, method)
-				continue
-			}
-			slices.Sort(want)
-			if method != "clear" && !slices.Equal(kw, want) {
-				t.Errorf("%s: %s.%s takes %v, want %v", where, obj, method, kw, want)
-			}
-		}
-	}
-}
-
-func actionParams(t *testing.T, ps *p4Source, where, obj, action string) []string {
-	ctl, _, _ := strings.Cut(obj, ".")
-	if action == "NoAction" {
-		return nil
-	}
-	params, ok := ps.actions[ctl+"."+action]
-	if !ok {
-		t.Errorf("%s: action %s.%s is not declared in injector.p4", where, ctl, action)
-	}
-	return params
-}
-
-// call splits "method(args)..." at the parenthesis matching the first.
-func call(s string) (method, args string, ok bool) {
-	i := strings.IndexByte(s, '(')
-	if i < 0 {
-		return "", "", false
-	}
-	depth := 0
-	for j := i; j < len(s); j++ {
-		switch s[j] {
-		case '(':
-			depth++
-		case ')':
-			depth--
-			if depth == 0 {
-				return s[:i], s[i+1 : j], true
-			}
-		}
-	}
-	return "", "", false
+	p4test.CheckCovered(t, ps, used)
 }
 
 // TestSizesMatchP4: the Go limits are the program's.
 func TestSizesMatchP4(t *testing.T) {
-	ps := parseP4(t, p4Path)
+	ps := p4test.Parse(t, p4Path)
 	for name, want := range map[string]uint64{"CONN_SLOTS": ConnSlots, "PORT_SLOTS": PortSlots,
 		"EVENT_PSN_SIZE": EventPSNSize, "EVENT_ANY_SIZE": EventAnySize, "FWD_SIZE": FwdSize, "ARP_SIZE": ARPSize,
 		"WRR_SLOTS": WRRSlots, "EVENT_SLOTS": PortSlots * 4, "DEFAULT_REWRITE_PORT": inject.DefaultRewritePort,
 		"ROCE_UDP_PORT": roce.UDPPort} {
-		if got, ok := ps.consts[name]; !ok || got != want {
+		if got, ok := ps.Consts[name]; !ok || got != want {
 			t.Errorf("injector.p4 %s = %d (declared %v), Go says %d", name, got, ok, want)
 		}
 	}
 	for tab, want := range map[string]uint64{"Ingress.connection": ConnSlots, "Ingress.event_psn": EventPSNSize,
 		"Ingress.event_any": EventAnySize, "Ingress.ipv4_fwd": FwdSize, "Ingress.ipv6_fwd": FwdSize,
 		"Ingress.arp_proxy": ARPSize, "Ingress.wrr_session": WRRSlots} {
-		if got := ps.tables[tab]; got == nil || got.size != want {
+		if got := ps.Tables[tab]; got == nil || got.Size != want {
 			t.Errorf("table %s: size %v, want %d", tab, got, want)
 		}
 	}
 	for reg, want := range map[string]uint64{"Ingress.conn_psn": ConnSlots, "Ingress.conn_iter": ConnSlots} {
-		if got := ps.registers[reg]; got != want {
+		if got := ps.Registers[reg]; got != want {
 			t.Errorf("register %s: size %d, want %d", reg, got, want)
 		}
 	}
 	for cnt, want := range map[string]uint64{"Ingress.rx_pkts": PortSlots, "Ingress.rx_roce_pkts": PortSlots,
 		"Ingress.event_pkts": PortSlots * 4, "Egress.tx_pkts": PortSlots, "Egress.mirrored_pkts": PortSlots} {
-		if got := ps.counters[cnt]; got != want {
+		if got := ps.Counters[cnt]; got != want {
 			t.Errorf("counter %s: size %d, want %d", cnt, got, want)
 		}
 	}
 	// The event codes are Lumina's.
 	for name, ev := range map[string]inject.EventType{"EVENT_NONE": inject.EventNone, "EVENT_DROP": inject.EventDrop,
 		"EVENT_ECN": inject.EventECN, "EVENT_BIT_ERROR": inject.EventBitError} {
-		if got, ok := ps.consts[name]; !ok || got != uint64(ev) {
+		if got, ok := ps.Consts[name]; !ok || got != uint64(ev) {
 			t.Errorf("injector.p4 %s = %d, want %d", name, got, ev)
 		}
 	}
@@ -458,13 +272,13 @@ func TestSizesMatchP4(t *testing.T) {
 // RC and UC opcodes with payload, data_first for the first and only
 // packets of a message, which is what inject.Table.Lookup tracks.
 func TestOpcodeTableMatchesRoCE(t *testing.T) {
-	ps := parseP4(t, p4Path)
+	ps := p4test.Parse(t, p4Path)
 	got := map[uint64]string{}
-	for _, e := range ps.entries["Ingress.roce_opcode"] {
-		if _, dup := got[e.key]; dup {
-			t.Errorf("opcode %#x listed twice", e.key)
+	for _, e := range ps.Entries["Ingress.roce_opcode"] {
+		if _, dup := got[e.Key]; dup {
+			t.Errorf("opcode %#x listed twice", e.Key)
 		}
-		got[e.key] = e.action
+		got[e.Key] = e.Action
 	}
 	for op := range 256 {
 		info := roce.OpcodeInfo(roce.Opcode(op))
@@ -488,7 +302,7 @@ func TestValidate(t *testing.T) {
 			t.Errorf("%s: %v", ex.name, err)
 		}
 	}
-	zero := Program{Ports: []Port{{Name: "a", DevPort: 0, Speed: "10G", FEC: "none", MAC: mac(t, "02:00:00:00:00:01")}}}
+	zero := Program{Ports: []Port{{Name: "a", DevPort: 0, Speed: "10G", FEC: "none", MAC: p4test.MAC(t, "02:00:00:00:00:01")}}}
 	if _, err := zero.Script(); err != nil {
 		t.Errorf("a program with one port and nothing else: %v", err)
 	}
@@ -549,17 +363,7 @@ func TestValidate(t *testing.T) {
 		p.Entries = slices.Clone(p.Entries)
 		c.edit(&p)
 		_, err := p.Script()
-		if err == nil {
-			t.Errorf("%s: no error", c.field)
-			continue
-		}
-		if !errors.Is(err, ErrProgram) {
-			t.Errorf("%s: %v does not wrap ErrProgram", c.field, err)
-		}
-		want := "bad program: " + strings.TrimSuffix(c.field, ":") + ":"
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q does not name %s", err, c.field)
-		}
+		p4test.ExpectBad(t, ErrProgram, c.field, err)
 		if _, err2 := p.CounterScript(); err2 == nil {
 			t.Errorf("%s: CounterScript accepts what Script rejects", c.field)
 		}

@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/rdma-appliance/appliance/p4/internal/p4test"
 	"github.com/rdma-appliance/appliance/translator/inject"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
@@ -24,14 +25,14 @@ type p4Model struct {
 	events map[inject.Key]inject.EventType
 }
 
-func newModel(t *testing.T, ps *p4Source, p Program) *p4Model {
+func newModel(t *testing.T, ps *p4test.Source, p Program) *p4Model {
 	pl, err := p.plan()
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := &p4Model{mode: p.IterMode, opcode: map[uint64]string{}, conn: pl.conns, events: map[inject.Key]inject.EventType{}}
-	for _, e := range ps.entries["Ingress.roce_opcode"] {
-		m.opcode[e.key] = e.action
+	for _, e := range ps.Entries["Ingress.roce_opcode"] {
+		m.opcode[e.Key] = e.Action
 	}
 	for _, c := range p.Conns {
 		m.psn = append(m.psn, initPSN(p.IterMode, c.RequesterIPSN))
@@ -81,7 +82,7 @@ func (m *p4Model) packet(k connKey, op roce.Opcode, psn uint32) (inject.EventTyp
 // inject.Table, in both ITER modes, and requires the same event and round
 // for every packet.
 func TestModelMatchesSoftware(t *testing.T) {
-	ps := parseP4(t, p4Path)
+	ps := p4test.Parse(t, p4Path)
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, ex := range examples {
 		for _, mode := range []inject.IterMode{inject.IterPaper, inject.IterP4} {

@@ -2,104 +2,36 @@ package lumina
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rdma-appliance/appliance/p4/internal/p4test"
 )
 
-// mockBfrt stands in for bfrt_python: every attribute is a node, every
-// call prints "CALL <path> k=v ..." and returns the node (so
-// entry_with_normal(...).push() works); port_hdl_info, counter and register
-// reads return data shaped like bfrt's. The script runs as a file or, like
-// an interactive bfshell session, line by line.
-const mockBfrt = `
-import code
-import sys
-
+// bfrtAnswers are the mock bfrt_python's counter and register reads:
+// each counter a packet count of its own (an offset per counter plus the
+// index), so a read of the wrong index or counter shows; event_pkts
+// counts packets only. mirror_seq is 1<<32 | 5 in pipe 0.
+const bfrtAnswers = `
 OFFSETS = {'rx_pkts': 100000, 'rx_roce_pkts': 200000, 'tx_pkts': 300000, 'mirrored_pkts': 400000, 'event_pkts': 500000}
 REGS = {'mirror_seq_lo': [5, 0, 0, 0], 'mirror_seq_hi': [1, 0, 0, 0]}
 
 
-class Entry:
-    def __init__(self, data):
-        self.data = data
+def counter_data(table, index):
+    pk = OFFSETS[table] + index
+    d = {b'$COUNTER_SPEC_PKTS': pk}
+    if table != 'event_pkts':
+        d[b'$COUNTER_SPEC_BYTES'] = 64 * pk
+    return d
 
 
-class Node:
-    def __init__(self, path):
-        self._path = path
-
-    def __getattr__(self, name):
-        if name.startswith('__'):
-            raise AttributeError(name)
-        return Node(self._path + '.' + name)
-
-    def __call__(self, *args, **kw):
-        p = self._path
-        if args:
-            raise TypeError(p + ': positional arguments')
-        print('CALL ' + p + ' ' + ' '.join('%s=%r' % (k, kw[k]) for k in sorted(kw)))
-        if p == 'bfrt.port.port_hdl_info.get':
-            return Entry({b'$DEV_PORT': 128 + 4 * (kw['CONN_ID'] - 1) + kw['CHNL_ID']})
-        if p.endswith('.get') and 'COUNTER_INDEX' in kw:
-            table = p.split('.')[-2]
-            pk = OFFSETS[table] + kw['COUNTER_INDEX']
-            d = {b'$COUNTER_SPEC_PKTS': pk}
-            if table != 'event_pkts':
-                d[b'$COUNTER_SPEC_BYTES'] = 64 * pk
-            return Entry(d)
-        if p.endswith('.get') and 'REGISTER_INDEX' in kw:
-            parts = p.split('.')
-            return Entry({(parts[-3] + '.' + parts[-2] + '.f1').encode(): REGS[parts[-2]]})
-        return self
-
-
-class Console(code.InteractiveConsole):
-    def showtraceback(self):
-        super().showtraceback()
-        sys.exit(1)
-
-    def showsyntaxerror(self, filename=None, **kw):
-        super().showsyntaxerror(filename)
-        sys.exit(1)
-
-
-bfrt = Node('bfrt')
-src = open(sys.argv[2]).read()
-if sys.argv[1] == 'file':
-    exec(compile(src, sys.argv[2], 'exec'), {'bfrt': bfrt})
-else:
-    con = Console({'bfrt': bfrt})
-    for line in src.split('\n'):
-        con.push(line)
-    if con.push(''):
-        sys.exit('the script ends inside a statement')
+def register_values(register, index):
+    return REGS[register]
 `
 
 func runPython(t *testing.T, mode, script string) string {
 	t.Helper()
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not installed: the generated scripts are not run")
-	}
-	if err := exec.Command(py, "-c", "pass").Run(); err != nil {
-		t.Skipf("python3 does not run (%v): the generated scripts are not run", err)
-	}
-	dir := t.TempDir()
-	mock, prog := filepath.Join(dir, "mock.py"), filepath.Join(dir, "script.py")
-	if err := os.WriteFile(mock, []byte(mockBfrt), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(prog, []byte(script), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(py, mock, mode, prog).CombinedOutput()
-	if err != nil {
-		t.Fatalf("python3 (%s mode): %v\n%s", mode, err, out)
-	}
-	return string(out)
+	return p4test.RunBfrt(t, bfrtAnswers, mode, script)
 }
 
 // TestScriptsRun runs the generated scripts against a mock bfrt_python,

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rdma-appliance/appliance/p4/internal/p4test"
 	"github.com/rdma-appliance/appliance/translator/inject"
 )
 
@@ -33,7 +34,7 @@ func TestFromSpec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "listing2.py", got)
+	p4test.Golden(t, "listing2.py", got)
 
 	s.Balance = "flow-hash"
 	if _, err := FromSpec(s, req); err == nil || !strings.Contains(err.Error(), "round-robin") {
