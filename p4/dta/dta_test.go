@@ -2,41 +2,27 @@ package dta
 
 import (
 	"errors"
-	"flag"
 	"fmt"
-	"math/bits"
 	"math/rand/v2"
 	"net/netip"
 	"os"
-	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
 	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/p4/internal/p4test"
 	tdta "github.com/rdma-appliance/appliance/translator/dta"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden scripts in testdata/")
 
 const (
 	translatorP4 = "translator.p4"
 	reporterP4   = "reporter.p4"
 )
 
-func mac(t testing.TB, s string) dnet.MAC {
-	t.Helper()
-	m, err := dnet.ParseMAC(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
 func port(t testing.TB, name string, dev int, m string) Port {
-	return Port{Name: name, DevPort: dev, Speed: "100G", FEC: "rs", MAC: mac(t, m)}
+	return Port{Name: name, DevPort: dev, Speed: "100G", FEC: "rs", MAC: p4test.MAC(t, m)}
 }
 
 // twoCollectors is a translator in front of two collectors: one serving
@@ -50,15 +36,15 @@ func twoCollectors(t testing.TB) Translator {
 			port(t, "fabric", 8, "02:00:00:00:0a:03"),
 		},
 		Routes: []Route{
-			{Prefix: netip.MustParsePrefix("10.1.0.0/16"), Port: "fabric", MAC: mac(t, "0c:42:a1:00:01:01")},
-			{Prefix: netip.MustParsePrefix("10.9.0.1/32"), Port: "collector-a", MAC: mac(t, "0c:42:a1:00:09:01")},
+			{Prefix: netip.MustParsePrefix("10.1.0.0/16"), Port: "fabric", MAC: p4test.MAC(t, "0c:42:a1:00:01:01")},
+			{Prefix: netip.MustParsePrefix("10.9.0.1/32"), Port: "collector-a", MAC: p4test.MAC(t, "0c:42:a1:00:09:01")},
 		},
-		MAC:  mac(t, "02:00:00:00:0a:ff"),
+		MAC:  p4test.MAC(t, "02:00:00:00:0a:ff"),
 		IP:   netip.MustParseAddr("10.9.0.254"),
 		QPN:  0x11,
 		DSCP: 26,
 		Collectors: []Collector{
-			{Name: "kv", Port: "collector-a", MAC: mac(t, "0c:42:a1:00:09:01"), IP: netip.MustParseAddr("10.9.0.1"),
+			{Name: "kv", Port: "collector-a", MAC: p4test.MAC(t, "0c:42:a1:00:09:01"), IP: netip.MustParseAddr("10.9.0.1"),
 				QPN: 0x2c1, PSN: 1000, Redundancy: 2,
 				KeyWrite:     &tdta.KeyWriteRegion{Addr: 0x7f00_0000_0000, RKey: 0x1234, Slots: 1 << 20},
 				KeyIncrement: &tdta.KeyIncrementRegion{Addr: 0x7f00_1000_0000, RKey: 0x1235, Slots: 1 << 16},
@@ -66,7 +52,7 @@ func twoCollectors(t testing.TB) Translator {
 					7: {Addr: 0x7f00_2000_0000, RKey: 0x1236, Entries: 4096},
 					3: {Addr: 0x7f00_2001_0000, RKey: 0x1236, Entries: 1024},
 				}},
-			{Name: "paths", Port: "collector-b", MAC: mac(t, "0c:42:a1:00:09:02"), IP: netip.MustParseAddr("10.9.0.2"),
+			{Name: "paths", Port: "collector-b", MAC: p4test.MAC(t, "0c:42:a1:00:09:02"), IP: netip.MustParseAddr("10.9.0.2"),
 				QPN: 0x2c2, PSN: 0xfffff0, UDPSrcPort: 50000,
 				Postcards: &tdta.PostcardRegion{Addr: 0x1_0000_0000, RKey: 0x99, Slots: 1 << 16, Hops: PostcardHops},
 				Lists:     map[uint32]tdta.ListRegion{1: {Addr: 0x2_0000_0000, RKey: 0x9a, Entries: 256}}},
@@ -82,11 +68,11 @@ func twoCollectors(t testing.TB) Translator {
 func noSeqnum(t testing.TB) Translator {
 	return Translator{
 		Name:  "dta_translator",
-		Ports: []Port{{Name: "coll", FrontPanel: "1/0", Speed: "100G", FEC: "rs", MAC: mac(t, "02:00:00:00:0b:01")}},
-		MAC:   mac(t, "02:00:00:00:0b:ff"),
+		Ports: []Port{{Name: "coll", FrontPanel: "1/0", Speed: "100G", FEC: "rs", MAC: p4test.MAC(t, "02:00:00:00:0b:01")}},
+		MAC:   p4test.MAC(t, "02:00:00:00:0b:ff"),
 		IP:    netip.MustParseAddr("192.168.7.1"),
 		QPN:   0x100,
-		Collectors: []Collector{{Name: "c0", Port: "coll", MAC: mac(t, "0c:42:a1:00:0b:01"), IP: netip.MustParseAddr("192.168.7.2"),
+		Collectors: []Collector{{Name: "c0", Port: "coll", MAC: p4test.MAC(t, "0c:42:a1:00:0b:01"), IP: netip.MustParseAddr("192.168.7.2"),
 			QPN: 0x101, Redundancy: 1, KeyWrite: &tdta.KeyWriteRegion{Addr: 0x1000, RKey: 1, Slots: 1024, DataWidth: 4}}},
 		NoSeqnum: true,
 	}
@@ -101,12 +87,12 @@ func leaf(t testing.TB) Reporter {
 			port(t, "host-1", 1, "02:00:00:00:0c:02"),
 		},
 		Routes: []Route{
-			{Prefix: netip.MustParsePrefix("10.2.0.0/24"), Port: "host-1", MAC: mac(t, "0c:42:a1:00:02:01")},
-			{Prefix: netip.MustParsePrefix("0.0.0.0/0"), Port: "uplink", MAC: mac(t, "0c:42:a1:00:00:fe")},
+			{Prefix: netip.MustParsePrefix("10.2.0.0/24"), Port: "host-1", MAC: p4test.MAC(t, "0c:42:a1:00:02:01")},
+			{Prefix: netip.MustParsePrefix("0.0.0.0/0"), Port: "uplink", MAC: p4test.MAC(t, "0c:42:a1:00:00:fe")},
 		},
 		Addrs:      []netip.Addr{netip.MustParseAddr("10.1.0.1")},
 		ReportPort: "uplink",
-		NextHopMAC: mac(t, "0c:42:a1:00:00:fe"),
+		NextHopMAC: p4test.MAC(t, "0c:42:a1:00:00:fe"),
 		Hop:        2,
 		FirstSeq:   0,
 		Rules: []Rule{
@@ -133,40 +119,6 @@ var examples = []example{
 	{"leaf_reporter", reporterP4, func(t testing.TB) (string, error) { return leaf(t).ReporterScript() }},
 }
 
-// golden compares got with testdata/name, or rewrites it with -update.
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./p4/dta -run %s -update to create it)", err, t.Name())
-	}
-	if got != string(want) {
-		gl, wl := strings.Split(got, "\n"), strings.Split(string(want), "\n")
-		for i := range max(len(gl), len(wl)) {
-			g, w := "<none>", "<none>"
-			if i < len(gl) {
-				g = gl[i]
-			}
-			if i < len(wl) {
-				w = wl[i]
-			}
-			if g != w {
-				t.Fatalf("%s differs from the golden file at line %d (-update rewrites it):\n got: %s\nwant: %s", path, i+1, g, w)
-			}
-		}
-	}
-}
-
 func TestGolden(t *testing.T) {
 	for _, ex := range examples {
 		t.Run(ex.name, func(t *testing.T) {
@@ -174,7 +126,7 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden(t, ex.name+".py", s)
+			p4test.Golden(t, ex.name+".py", s)
 		})
 	}
 }
@@ -260,163 +212,28 @@ func TestReporterEntries(t *testing.T) {
 // they load, and that the scripts fill or clear every table, register
 // and counter the program has.
 func TestNamesExistInP4(t *testing.T) {
-	srcs := map[string]*p4Source{translatorP4: parseP4(t, translatorP4), reporterP4: parseP4(t, reporterP4)}
+	srcs := map[string]*p4test.Source{translatorP4: p4test.Parse(t, translatorP4), reporterP4: p4test.Parse(t, reporterP4)}
 	used := map[string]map[string]bool{translatorP4: {}, reporterP4: {}}
 	for _, ex := range examples {
 		s, err := ex.script(t)
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkScript(t, srcs[ex.p4], ex.p4, ex.name+".py", s, used[ex.p4])
+		p4test.CheckScript(t, srcs[ex.p4], "", ex.name+".py", s, used[ex.p4])
 	}
 	for file, ps := range srcs {
-		for name := range ps.tables {
-			if len(ps.entries[name]) == 0 && !used[file][name] {
-				t.Errorf("%s: table %s has no const entries and no script fills it", file, name)
-			}
-		}
-		for name := range ps.registers {
-			if !used[file][name] {
-				t.Errorf("%s: register %s is never set by a script", file, name)
-			}
-		}
-		for name := range ps.counters {
-			if !used[file][name] {
-				t.Errorf("%s: counter %s is never cleared by a script", file, name)
-			}
-		}
+		p4test.CheckCovered(t, ps, used[file])
 	}
-}
-
-var (
-	objRE   = regexp.MustCompile(`bfrt\.(\w+)\.pipe\.(\w+)\.(\w+)`)
-	fieldRE = regexp.MustCompile(`b'(\w+)\.(\w+)\.f1'`)
-)
-
-func checkScript(t *testing.T, ps *p4Source, p4, file, s string, used map[string]bool) {
-	t.Helper()
-	for ln, line := range strings.Split(s, "\n") {
-		where := fmt.Sprintf("%s:%d", file, ln+1)
-		if strings.HasPrefix(strings.TrimSpace(line), "#") {
-			continue
-		}
-		for _, m := range fieldRE.FindAllStringSubmatch(line, -1) {
-			if _, ok := ps.registers[m[1]+"."+m[2]]; !ok {
-				t.Errorf("%s: register data field of %s.%s, which %s does not declare", where, m[1], m[2], p4)
-			}
-		}
-		for _, loc := range objRE.FindAllStringSubmatchIndex(line, -1) {
-			obj := line[loc[4]:loc[5]] + "." + line[loc[6]:loc[7]]
-			used[obj] = true
-			tab, isTable := ps.tables[obj]
-			_, isReg := ps.registers[obj]
-			_, isCnt := ps.counters[obj]
-			if !isTable && !isReg && !isCnt {
-				t.Errorf("%s: %s is no table, register or counter of %s", where, obj, p4)
-				continue
-			}
-			rest := line[loc[1]:]
-			if !strings.HasPrefix(rest, ".") {
-				continue // passed as an object, e.g. to counter()
-			}
-			method, args, ok := call(rest[1:])
-			if !ok {
-				t.Errorf("%s: cannot read the call on %s", where, obj)
-				continue
-			}
-			kw, err := kwargs(args)
-			if err != nil {
-				t.Errorf("%s: %v", where, err)
-				continue
-			}
-			slices.Sort(kw)
-			var want []string
-			switch {
-			case method == "clear":
-			case strings.HasPrefix(method, "add_with_") && isTable:
-				action := strings.TrimPrefix(method, "add_with_")
-				if !slices.Contains(tab.actions, action) {
-					t.Errorf("%s: %s has no action %s (actions %v)", where, obj, action, tab.actions)
-				}
-				ternary := false
-				for _, k := range tab.keys {
-					want = append(want, k.name)
-					switch k.kind {
-					case "lpm":
-						want = append(want, k.name+"_p_length")
-					case "ternary":
-						want = append(want, k.name+"_mask")
-						ternary = true
-					}
-				}
-				if ternary {
-					want = append(want, "MATCH_PRIORITY")
-				}
-				want = append(want, actionParams(t, ps, where, obj, action)...)
-			case strings.HasPrefix(method, "set_default_with_") && isTable:
-				action := strings.TrimPrefix(method, "set_default_with_")
-				if !slices.Contains(tab.actions, action) {
-					t.Errorf("%s: %s has no action %s (actions %v)", where, obj, action, tab.actions)
-				}
-				if len(tab.keys) > 0 {
-					t.Errorf("%s: %s is set through its default action but has keys", where, obj)
-				}
-				want = actionParams(t, ps, where, obj, action)
-			case method == "mod" && isReg:
-				want = []string{"REGISTER_INDEX", "f1"}
-			default:
-				t.Errorf("%s: %s.%s: not a call the tests know", where, obj, method)
-				continue
-			}
-			slices.Sort(want)
-			if method != "clear" && !slices.Equal(kw, want) {
-				t.Errorf("%s: %s.%s takes %v, want %v", where, obj, method, kw, want)
-			}
-		}
-	}
-}
-
-func actionParams(t *testing.T, ps *p4Source, where, obj, action string) []string {
-	ctl, _, _ := strings.Cut(obj, ".")
-	if action == "NoAction" {
-		return nil
-	}
-	params, ok := ps.actions[ctl+"."+action]
-	if !ok {
-		t.Errorf("%s: action %s.%s is not declared", where, ctl, action)
-	}
-	return params
-}
-
-// call splits "method(args)..." at the parenthesis matching the first.
-func call(s string) (method, args string, ok bool) {
-	i := strings.IndexByte(s, '(')
-	if i < 0 {
-		return "", "", false
-	}
-	depth := 0
-	for j := i; j < len(s); j++ {
-		switch s[j] {
-		case '(':
-			depth++
-		case ')':
-			depth--
-			if depth == 0 {
-				return s[:i], s[i+1 : j], true
-			}
-		}
-	}
-	return "", "", false
 }
 
 // TestSizesMatchP4: the Go limits and wire numbers are the programs'.
 func TestSizesMatchP4(t *testing.T) {
-	tr := parseP4(t, translatorP4)
-	rp := parseP4(t, reporterP4)
-	check := func(ps *p4Source, file string, want map[string]uint64) {
+	tr := p4test.Parse(t, translatorP4)
+	rp := p4test.Parse(t, reporterP4)
+	check := func(ps *p4test.Source, file string, want map[string]uint64) {
 		t.Helper()
 		for name, w := range want {
-			if got, ok := ps.consts[name]; !ok || got != w {
+			if got, ok := ps.Consts[name]; !ok || got != w {
 				t.Errorf("%s %s = %d (declared %v), want %d", file, name, got, ok, w)
 			}
 		}
@@ -456,26 +273,26 @@ func TestSizesMatchP4(t *testing.T) {
 		"Ingress.ipv4_fwd": FwdSize, "Egress.rdma_conn": CollectorSlots, "Egress.key_write_region": CollectorSlots,
 		"Egress.key_increment_region": CollectorSlots, "Egress.postcard_region": CollectorSlots,
 		"Egress.list_region": ListSlots, "Egress.hop_bits": PostcardHops} {
-		if got := tr.tables[tab]; got == nil || got.size != want {
+		if got := tr.Tables[tab]; got == nil || got.Size != want {
 			t.Errorf("%s table %s: size %v, want %d", translatorP4, tab, got, want)
 		}
 	}
 	for reg, want := range map[string]uint64{"Egress.psn": CollectorSlots, "Egress.list_head": ListSlots,
 		"Egress.list_seq": ListSlots, "Ingress.expected_seq": ReporterSlots, "Egress.pc_key": PostcardCache,
 		"Egress.pc_mask": PostcardCache, "Egress.pc_hop0": PostcardCache, "Egress.pc_hop4": PostcardCache} {
-		if got := tr.registers[reg]; got != want {
+		if got := tr.Registers[reg]; got != want {
 			t.Errorf("%s register %s: size %d, want %d", translatorP4, reg, got, want)
 		}
 	}
 	for tab, want := range map[string]uint64{"Ingress.ipv4_fwd": FwdSize, "Ingress.report_rule": RuleSize,
 		"Ingress.own_addr": AddrSize} {
-		if got := rp.tables[tab]; got == nil || got.size != want {
+		if got := rp.Tables[tab]; got == nil || got.Size != want {
 			t.Errorf("%s table %s: size %v, want %d", reporterP4, tab, got, want)
 		}
 	}
 	// hop_bits: hop h -> bit h and every other hop's bits.
 	full := uint64(1<<PostcardHops - 1)
-	if es := tr.entries["Egress.hop_bits"]; len(es) != PostcardHops {
+	if es := tr.Entries["Egress.hop_bits"]; len(es) != PostcardHops {
 		t.Errorf("hop_bits has %d entries, want %d", len(es), PostcardHops)
 	}
 	src, _ := os.ReadFile(translatorP4)
@@ -487,42 +304,19 @@ func TestSizesMatchP4(t *testing.T) {
 	}
 }
 
-// crc is the CRC a TNA CRCPolynomial describes (without the extended
-// form, which the programs do not use), over bytes in order.
-func (p crcPoly) crc(data []byte) uint32 {
-	c := p.init
-	for _, b := range data {
-		if p.reversed {
-			b = bits.Reverse8(b)
-		}
-		c ^= uint32(b) << 24
-		for range 8 {
-			if c&0x8000_0000 != 0 {
-				c = c<<1 ^ p.coeff
-			} else {
-				c <<= 1
-			}
-		}
-	}
-	if p.reversed {
-		c = bits.Reverse32(c)
-	}
-	return c ^ p.xor
-}
-
 // TestSlotPolynomials: the CRCPolynomials translator.p4 declares, over
 // the hash inputs it gives them ({key, n}, {key}), address the slots and
 // make the checksums that translator/dta's Slot and KeyChecksum do.
 func TestSlotPolynomials(t *testing.T) {
-	ps := parseP4(t, translatorP4)
+	ps := p4test.Parse(t, translatorP4)
 	rng := rand.New(rand.NewPCG(1, 2))
 	for n := range MaxRedundancy {
 		name := fmt.Sprintf("poly_slot%d", n)
-		p, ok := ps.polys[name]
+		p, ok := ps.Polys[name]
 		if !ok {
 			t.Fatalf("%s declares no %s", translatorP4, name)
 		}
-		if p.msb || p.extended {
+		if p.MSB || p.Extended {
 			t.Errorf("%s: msb/extended forms are not what the model computes", name)
 		}
 		for i := range 2000 {
@@ -532,19 +326,19 @@ func TestSlotPolynomials(t *testing.T) {
 			}
 			in := []byte{byte(key >> 24), byte(key >> 16), byte(key >> 8), byte(key), byte(n)}
 			const slots = 1 << 24
-			if got, want := uint64(p.crc(in))&(slots-1), tdta.Slot(key, n, slots); got != want {
+			if got, want := uint64(p.Sum(in))&(slots-1), tdta.Slot(key, n, slots); got != want {
 				t.Fatalf("%s: key %#x: slot %#x, translator/dta says %#x", name, key, got, want)
 			}
 		}
 	}
-	p, ok := ps.polys["poly_checksum"]
+	p, ok := ps.Polys["poly_checksum"]
 	if !ok {
 		t.Fatal("no poly_checksum")
 	}
 	for range 2000 {
 		key := rng.Uint32()
 		in := []byte{byte(key >> 24), byte(key >> 16), byte(key >> 8), byte(key)}
-		if got, want := p.crc(in), tdta.KeyChecksum(key); got != want {
+		if got, want := p.Sum(in), tdta.KeyChecksum(key); got != want {
 			t.Fatalf("checksum of %#x: %#x, translator/dta says %#x", key, got, want)
 		}
 	}
@@ -565,9 +359,9 @@ func TestSlotPolynomials(t *testing.T) {
 // those of the frames the software translator builds for the same
 // operations (the public translator got the atomics' wrong).
 func TestFrameLengths(t *testing.T) {
-	ps := parseP4(t, translatorP4)
-	local := tdta.Endpoint{MAC: mac(t, "02:00:00:00:00:01"), GID: roce.GIDFromIPv4([4]byte{10, 0, 0, 1}), QPN: 0x11}
-	coll := tdta.Endpoint{MAC: mac(t, "02:00:00:00:00:02"), GID: roce.GIDFromIPv4([4]byte{10, 0, 0, 2}), QPN: 0x22}
+	ps := p4test.Parse(t, translatorP4)
+	local := tdta.Endpoint{MAC: p4test.MAC(t, "02:00:00:00:00:01"), GID: roce.GIDFromIPv4([4]byte{10, 0, 0, 1}), QPN: 0x11}
+	coll := tdta.Endpoint{MAC: p4test.MAC(t, "02:00:00:00:00:02"), GID: roce.GIDFromIPv4([4]byte{10, 0, 0, 2}), QPN: 0x22}
 	c := tdta.NewConn(local, coll, 0)
 	buf := make([]byte, 512)
 	lengths := func(n int) (ip, udp uint64) {
@@ -589,14 +383,14 @@ func TestFrameLengths(t *testing.T) {
 		if ip != uint64(n-14) {
 			t.Fatalf("%s: the software frame is %d bytes with IP length %d", tc.shape, n, ip)
 		}
-		if got := ps.consts["IP_LEN_"+tc.shape]; got != ip {
+		if got := ps.Consts["IP_LEN_"+tc.shape]; got != ip {
 			t.Errorf("IP_LEN_%s = %d, the software translator sends %d", tc.shape, got, ip)
 		}
-		if got := ps.consts["UDP_LEN_"+tc.shape]; got != udp {
+		if got := ps.Consts["UDP_LEN_"+tc.shape]; got != udp {
 			t.Errorf("UDP_LEN_%s = %d, the software translator sends %d", tc.shape, got, udp)
 		}
 	}
-	if ps.consts["IP_LEN_ACK"] != 20+8+tdta.AckLen || ps.consts["UDP_LEN_ACK"] != 8+tdta.AckLen {
+	if ps.Consts["IP_LEN_ACK"] != 20+8+tdta.AckLen || ps.Consts["UDP_LEN_ACK"] != 8+tdta.AckLen {
 		t.Error("the ACK lengths are not those of a 2-byte DTA ACK")
 	}
 }
@@ -652,7 +446,7 @@ func TestValidate(t *testing.T) {
 	for _, c := range tcases {
 		p := twoCollectors(t)
 		c.edit(&p)
-		expectBad(t, c.field, p.Validate())
+		p4test.ExpectBad(t, ErrProgram, c.field, p.Validate())
 		if _, err := p.Script(); err == nil {
 			t.Errorf("%s: Script accepts what Validate rejects", c.field)
 		}
@@ -665,7 +459,7 @@ func TestValidate(t *testing.T) {
 		p.Collectors = append(p.Collectors, Collector{Name: fmt.Sprintf("c%d", i), Port: "fabric", MAC: p.Collectors[0].MAC,
 			IP: netip.AddrFrom4([4]byte{10, 10, byte(i), 1}), QPN: 2, KeyWrite: &tdta.KeyWriteRegion{Slots: 1}})
 	}
-	expectBad(t, "collectors:", p.Validate())
+	p4test.ExpectBad(t, ErrProgram, "collectors:", p.Validate())
 
 	rcases := []struct {
 		field string
@@ -691,24 +485,10 @@ func TestValidate(t *testing.T) {
 	for _, c := range rcases {
 		r := leaf(t)
 		c.edit(&r)
-		expectBad(t, c.field, r.Validate())
+		p4test.ExpectBad(t, ErrProgram, c.field, r.Validate())
 		if _, err := r.ReporterScript(); err == nil {
 			t.Errorf("%s: ReporterScript accepts what Validate rejects", c.field)
 		}
-	}
-}
-
-func expectBad(t *testing.T, field string, err error) {
-	t.Helper()
-	if err == nil {
-		t.Errorf("%s: no error", field)
-		return
-	}
-	if !errors.Is(err, ErrProgram) {
-		t.Errorf("%s: %v does not wrap ErrProgram", field, err)
-	}
-	if want := "bad program: " + strings.TrimSuffix(field, ":") + ":"; !strings.Contains(err.Error(), want) {
-		t.Errorf("error %q does not name %s", err, field)
 	}
 }
 
