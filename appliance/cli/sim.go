@@ -32,8 +32,9 @@ incast, all-to-all, a CSV of flows) for its duration, with faults (hosts injecti
 A scenario with an unknown node, a disconnected topology or impossible parameters is
 refused before the run, naming the line.
 
-Writes to --out: results.json (stats, flows, ports), flows.csv, and series.csv (each switch
-port's queue bytes and paused priorities every sample-interval). Prints a summary; shows
+Writes to --out: results.json (stats, flows, ports), flows.csv, series.csv (each switch
+port's queue bytes and paused priorities every sample-interval) and report.html (FCT by flow
+size, the busiest ports' queues and pauses). Prints a summary; shows
 progress while it runs. The same seed gives byte-identical output.
 
 See bench/fabric/testdata/incast.yml for an example.`,
@@ -87,6 +88,16 @@ See bench/fabric/testdata/incast.yml for an example.`,
 					if werr != nil {
 						return werr
 					}
+				}
+				if _, serr := series.Seek(0, io.SeekStart); serr != nil {
+					return serr
+				}
+				page, rerr := fabric.Report("Fabric simulation: "+filepath.Base(args[0]), res, series)
+				if rerr != nil {
+					return rerr
+				}
+				if rerr := page.WriteFile(filepath.Join(*out, "report.html")); rerr != nil {
+					return rerr
 				}
 				if *asJSON {
 					return res.WriteJSON(env.Stdout)

@@ -331,3 +331,102 @@ func TestBadInput(t *testing.T) {
 		t.Fatal("MTU 10")
 	}
 }
+
+// TestPFCStorm: a receiver that keeps sending PAUSE stalls the flows to
+// it; its switch fills and pauses the senders in turn (the storm spreads
+// upstream); once the storm ends, every flow completes.
+func TestPFCStorm(t *testing.T) {
+	g, r := star(t, 4, gbps100, 1000)
+	flows := []workload.Flow{
+		{ID: 0, Src: host(g, "h1"), Dst: host(g, "h0"), Size: 16 << 20},
+		{ID: 1, Src: host(g, "h2"), Dst: host(g, "h0"), Size: 16 << 20},
+	}
+	cfg := DefaultConfig()
+	cfg.Switch.Buffer = 2 << 20
+	s, err := New(g, r, flows, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddFault(HostFault{Host: "h0", Prio: PrioData, Quanta: 0xffff, Interval: 100_000, From: 200_000, Until: 3_000_000}); err != nil {
+		t.Fatal(err)
+	}
+	run(t, s, 1_000_000)
+	u0, u1 := s.net.flows[0].una, s.net.flows[1].una
+	res := run(t, s, 2_500_000)
+	if s.net.flows[0].una != u0 || s.net.flows[1].una != u1 {
+		t.Fatalf("flows moved during the storm: %d->%d, %d->%d", u0, s.net.flows[0].una, u1, s.net.flows[1].una)
+	}
+	toSenders := res.Port("sw", 1).PauseSent + res.Port("sw", 2).PauseSent
+	if res.Stats.InjectedPauses == 0 || toSenders == 0 || res.Port("sw", 0).PausedNs == 0 {
+		t.Fatalf("storm did not spread: injected %d, XOFF to senders %d, sw->h0 paused %d ns",
+			res.Stats.InjectedPauses, toSenders, res.Port("sw", 0).PausedNs)
+	}
+	res = run(t, s, 50e6)
+	for _, f := range res.Flows {
+		if !f.Done {
+			t.Fatalf("after the storm: %+v", f)
+		}
+	}
+	if err := s.AddFault(HostFault{Host: "nobody", Interval: 1}); err == nil {
+		t.Fatal("a fault on no host")
+	}
+}
+
+// TestWRR: two classes with weights 3 and 1 share an egress in that
+// ratio while both are backlogged.
+func TestWRR(t *testing.T) {
+	g, r := star(t, 3, gbps100, 1000)
+	flows := []workload.Flow{
+		{ID: 0, Src: host(g, "h1"), Dst: host(g, "h0"), Size: 1 << 30, Prio: 1},
+		{ID: 1, Src: host(g, "h2"), Dst: host(g, "h0"), Size: 1 << 30, Prio: 2},
+	}
+	cfg := DefaultConfig()
+	cfg.Switch.ECN, cfg.Host.DCQCN = false, false
+	cfg.Switch.Lossless = 1<<1 | 1<<2
+	cfg.Switch.Weights = [NumPrio]int{1, 3, 1, 1, 1, 1, 0, 0}
+	s, err := New(g, r, flows, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, s, 1e6)
+	a0, a1 := s.net.flows[0].una, s.net.flows[1].una
+	res := run(t, s, 3e6)
+	d0, d1 := float64(s.net.flows[0].una-a0), float64(s.net.flows[1].una-a1)
+	if ratio := d0 / d1; math.Abs(ratio-3) > 0.1 || res.Stats.Drops != 0 {
+		t.Fatalf("weights 3:1 gave %.0f:%.0f packets (%.2f), %d drops", d0, d1, ratio, res.Stats.Drops)
+	}
+}
+
+// TestECMP: in a fat-tree, flows between pods spread over every uplink of
+// their edge switch.
+func TestECMP(t *testing.T) {
+	g, err := topo.FatTree(4, gbps100, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flows []workload.Flow
+	for i := range 64 {
+		flows = append(flows, workload.Flow{ID: i, Src: host(g, "h0"), Dst: host(g, fmt.Sprintf("h%d", 4+i%12)), Size: 64 << 10,
+			Start: int64(i) * 1000})
+	}
+	s, err := New(g, g.ShortestPaths(), flows, DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, s, 1e9)
+	tor, _ := g.Node("tor0")
+	used := 0
+	for num, ref := range g.Ports(tor) {
+		if g.Nodes[ref.Peer].Kind == topo.Switch && res.Port("tor0", num).TxData > 0 {
+			used++
+		}
+	}
+	if used != 2 {
+		t.Fatalf("tor0 used %d of its 2 uplinks", used)
+	}
+	for _, f := range res.Flows {
+		if !f.Done {
+			t.Fatalf("flow %+v", f)
+		}
+	}
+}

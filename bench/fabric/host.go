@@ -24,7 +24,7 @@ func (n *network) hostNext(pt *port) int32 {
 	if h.ctl.n > 0 && !n.pausedFor(pi, PrioControl) {
 		return n.dequeue(&h.ctl)
 	}
-	if len(h.active) == 0 || n.pausedFor(pi, PrioData) {
+	if len(h.active) == 0 {
 		return -1
 	}
 	now := n.s.now
@@ -36,6 +36,9 @@ func (n *network) hostNext(pt *port) int32 {
 		fs := &n.flows[fi]
 		if fs.next >= fs.npkts {
 			continue // all sent, waiting for ACKs
+		}
+		if n.pausedFor(pi, fs.prio()) {
+			continue
 		}
 		if h.cfg.DCQCN && !fs.rp.Allowed(now) {
 			wake = min(wake, fs.rp.NextTx())
@@ -58,7 +61,7 @@ func (n *network) dataPacket(h *hostState, fi int32, fs *flowState) int32 {
 	}
 	i := n.s.allocPacket()
 	p := n.pkt(i)
-	*p = Packet{Kind: KindData, Prio: PrioData, TTL: n.s.cfg.TTL, Flow: fi, PSN: fs.next, Size: payload + HeaderBytes,
+	*p = Packet{Kind: KindData, Prio: fs.prio(), TTL: n.s.cfg.TTL, Flow: fi, PSN: fs.next, Size: payload + HeaderBytes,
 		Src: int32(fs.f.Src), Dst: int32(fs.f.Dst), Hash: flowHash(fs.f.ID), Sent: n.s.now, inPort: -1, next: -1}
 	if p.Size < MinFrame {
 		p.Size = MinFrame
@@ -217,4 +220,12 @@ func (n *network) inject(hi int32) {
 	if next := n.s.now + f.Interval; next <= f.Until {
 		n.s.schedule(next, evInject, hi, 0)
 	}
+}
+
+// prio is the class a flow's data travels in.
+func (fs *flowState) prio() uint8 {
+	if fs.f.Prio != 0 {
+		return fs.f.Prio
+	}
+	return PrioData
 }

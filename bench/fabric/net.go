@@ -593,6 +593,9 @@ func (n *network) build(g *topo.Graph, r *topo.Routes, flows []workload.Flow, cf
 			n.nodeHost[f.Src] < 0 || n.nodeHost[f.Dst] < 0 || f.Src == f.Dst {
 			return fmt.Errorf("fabric: flow %d: %d -> %d: both ends must be distinct hosts", f.ID, f.Src, f.Dst)
 		}
+		if f.Prio >= NumPrio {
+			return fmt.Errorf("fabric: flow %d: priority %d: 0..7", f.ID, f.Prio)
+		}
 		if f.Size <= 0 || f.Start < 0 {
 			return fmt.Errorf("fabric: flow %d: size %d, start %d", f.ID, f.Size, f.Start)
 		}
