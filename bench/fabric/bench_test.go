@@ -2,8 +2,11 @@ package fabric
 
 import (
 	"context"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/rdma-appliance/appliance/bench/fabric/ns3"
 	"github.com/rdma-appliance/appliance/bench/fabric/topo"
 	"github.com/rdma-appliance/appliance/bench/fabric/workload"
 )
@@ -38,10 +41,36 @@ func BenchmarkFatTree(b *testing.B) {
 		events += res.Stats.Events
 	}
 	sec := b.Elapsed().Seconds()
-	b.ReportMetric(float64(hops)/sec/1e6, "Mhops/s")
+	ours := float64(hops) / sec
+	b.ReportMetric(ours/1e6, "Mhops/s")
 	b.ReportMetric(float64(events)/sec/1e6, "Mevents/s")
 	b.ReportMetric(float64(len(flows)), "flows")
+	// ns-3 on the same topology and flows, once per process (a run takes
+	// tens of seconds): the peer the papers' simulations ran on.
+	b.StopTimer()
+	peerOnce.Do(func() {
+		if peerErr = ns3.Available(); peerErr != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		peer, peerErr = ns3.RunFlows(ctx, 4, "100Gbps", "1us", flows, 10*time.Millisecond)
+	})
+	if peerErr != nil {
+		b.Logf("ns-3 side skipped: %v", peerErr)
+		return
+	}
+	b.ReportMetric(peer.HopsPerSec()/1e6, "ns3-Mhops/s")
+	b.ReportMetric(ours/peer.HopsPerSec(), "x-vs-ns3")
+	b.Logf("k=4 fat-tree, 100G, web-search at 50%%, 10 ms: ours %.2f M packet-hops/s, ns-3 %.3f M/s (%d hops in %v; TCP, no PFC/ECN): %.1fx",
+		ours/1e6, peer.HopsPerSec()/1e6, peer.Hops, peer.Wall.Round(time.Millisecond), ours/peer.HopsPerSec())
 }
+
+var (
+	peerOnce sync.Once
+	peer     ns3.Result
+	peerErr  error
+)
 
 // TestSteadyStateNoAlloc: once its pools have grown, the simulation
 // allocates nothing per packet or event.

@@ -167,7 +167,7 @@ func (s *Scenario) Validate(doc *spec.Doc) {
 	if s.TTL < 0 || s.TTL > 255 {
 		doc.Errorf("ttl", "%d: 1..255", s.TTL)
 	}
-	s.Topology.Validate(doc)
+	s.Topology.ValidateAt(doc, "topology")
 	var c Config
 	if err := s.apply(&c); err != nil {
 		doc.Errorf("switch", "%v", err)
