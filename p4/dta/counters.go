@@ -79,8 +79,7 @@ func (t Translator) CounterScript() (string, error) {
 		s.Line("register('psn', %d, '%s', %s.psn, b'%s.psn.f1')", i, c.Name, s.Eg, bfrt.Egress)
 		n += 3
 	}
-	s.Blank()
-	s.Line("emit({'kind': 'end', 'records': %d})", n)
+	s.End(n)
 	return s.String(), nil
 }
 

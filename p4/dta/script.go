@@ -55,7 +55,11 @@ func specs(ports []*Port) []bfrt.Port {
 	return out
 }
 
-func (s *script) clear(tables map[string][]string, seq []string, withSeq bool) {
+// setup writes what opens both programs' scripts after their header: the
+// helpers and port variables, the clearing of the tables, registers and
+// counters (seq only in the build with sequence numbers), the ports.
+func (s *script) setup(ports []bfrt.Port, tables map[string][]string, seq []string, withSeq bool) {
+	s.Prelude(ports, bfrt.PyIPHelpers, bfrt.PyFrontPanel, bfrt.PyQuietly)
 	s.Comment("Clear what a previous load left: entries, registers, counters.")
 	s.Clear(s.Ig, tables[bfrt.Ingress]...)
 	s.Clear(s.Eg, tables[bfrt.Egress]...)
@@ -69,6 +73,7 @@ func (s *script) clear(tables map[string][]string, seq []string, withSeq bool) {
 		}
 	}
 	s.Blank()
+	s.PortSetup(ports)
 }
 
 func routes(rs []Route) []bfrt.Route {
@@ -107,9 +112,7 @@ func (t Translator) Script() (string, error) {
 		s.Comment("Built with -DDTA_NO_SEQNUM: 2-byte base header, no reporter tracking.")
 	}
 	s.Blank()
-	s.Prelude(ports, bfrt.PyIPHelpers, bfrt.PyFrontPanel, bfrt.PyQuietly)
-	s.clear(translatorClear, translatorSeqClear, !t.NoSeqnum)
-	s.PortSetup(ports)
+	s.setup(ports, translatorClear, translatorSeqClear, !t.NoSeqnum)
 
 	s.Comment("ACK mirror sessions: in-order reports are mirrored back to their reporter as ACKs.")
 	for _, p := range pl.acks {
@@ -231,9 +234,7 @@ func (r Reporter) ReporterScript() (string, error) {
 		s.Comment("Built with -DDTA_NO_SEQNUM: 2-byte base header.")
 	}
 	s.Blank()
-	s.Prelude(ports, bfrt.PyIPHelpers, bfrt.PyFrontPanel, bfrt.PyQuietly)
-	s.clear(reporterClear, reporterSeqClear, !r.NoSeqnum)
-	s.PortSetup(ports)
+	s.setup(ports, reporterClear, reporterSeqClear, !r.NoSeqnum)
 
 	s.Comment("The report session: egress-to-egress copies out of the report port, truncated.")
 	s.MirrorSession(1, "EGRESS", bfrt.PortVar(r.ReportPort), r.snap())

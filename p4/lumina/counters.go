@@ -100,8 +100,7 @@ func (p Program) CounterScript() (string, error) {
 		s.Line("register('%s', %s.%s, b'%s.%s.f1')", r, s.Ig, r, bfrt.Ingress, r)
 		n++
 	}
-	s.Blank()
-	s.Line("emit({'kind': 'end', 'records': %d})", n)
+	s.End(n)
 	return s.String(), nil
 }
 

@@ -20,6 +20,13 @@ def emit(rec):
 `
 }
 
+// End closes a counter script with the record ReadRecords counts the
+// others by: n records were printed before it.
+func (s *Script) End(n int) {
+	s.Blank()
+	s.Line("emit({'kind': 'end', 'records': %d})", n)
+}
+
 // Head is what every record of a counter script has; record types embed
 // it. The script closes with {"kind": "end", "records": n}, n counting
 // the records before it.

@@ -19,7 +19,7 @@ var (
 // declares, by keyword. prog, when not empty, is the bfrt program name
 // every object must be under. Each object named is marked in used, for
 // CheckCovered.
-func CheckScript(t *testing.T, ps *Source, prog, file, s string, used map[string]bool) {
+func CheckScript(t testing.TB, ps *Source, prog, file, s string, used map[string]bool) {
 	t.Helper()
 	for ln, line := range strings.Split(s, "\n") {
 		where := fmt.Sprintf("%s:%d", file, ln+1)
@@ -107,7 +107,7 @@ func CheckScript(t *testing.T, ps *Source, prog, file, s string, used map[string
 	}
 }
 
-func actionParams(t *testing.T, ps *Source, where, obj, action string) []string {
+func actionParams(t testing.TB, ps *Source, where, obj, action string) []string {
 	ctl, _, _ := strings.Cut(obj, ".")
 	if action == "NoAction" {
 		return nil
@@ -123,7 +123,7 @@ func actionParams(t *testing.T, ps *Source, where, obj, action string) []string 
 // and counter of ps that no script checked by CheckScript named: a
 // script that neither fills nor clears one leaves a previous test's
 // state behind.
-func CheckCovered(t *testing.T, ps *Source, used map[string]bool) {
+func CheckCovered(t testing.TB, ps *Source, used map[string]bool) {
 	t.Helper()
 	for name := range ps.Tables {
 		if len(ps.Entries[name]) == 0 && !used[name] {
