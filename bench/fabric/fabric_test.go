@@ -430,3 +430,46 @@ func TestECMP(t *testing.T) {
 		}
 	}
 }
+
+// TestProcessingDelay: a receiver that holds each packet d before
+// handling it delays the last ACK, so the flow's FCT grows by d.
+func TestProcessingDelay(t *testing.T) {
+	g, r := star(t, 2, gbps100, 1000)
+	fct := func(d int64) int64 {
+		cfg := DefaultConfig()
+		cfg.Hosts = map[string]HostConfig{"h1": func() HostConfig { h := cfg.Host; h.ProcessingDelay = d; return h }()}
+		s, err := New(g, r, []workload.Flow{{Src: host(g, "h0"), Dst: host(g, "h1"), Size: 1 << 20}}, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return run(t, s, 1e9).Flows[0].FCT
+	}
+	base, slow := fct(0), fct(10_000)
+	if d := slow - base; d < 10_000 || d > 10_100 {
+		t.Fatalf("FCT %d -> %d with 10 us processing delay", base, slow)
+	}
+}
+
+// TestRailOptimized: all-to-all among a rail-optimized cluster's RNICs
+// finishes without loss.
+func TestRailOptimized(t *testing.T) {
+	g, err := topo.RailOptimized(4, 4, 2, gbps100, gbps100*2, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flows := workload.AllToAll(g.Hosts(), 256<<10, 0)
+	s, err := New(g, g.ShortestPaths(), flows, DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, s, 1e9)
+	for _, f := range res.Flows {
+		if !f.Done {
+			t.Fatalf("flow %+v", f)
+		}
+	}
+	if res.Stats.Drops != 0 || len(res.Flows) != 16*15 {
+		t.Fatalf("%d flows, %d drops", len(res.Flows), res.Stats.Drops)
+	}
+	t.Logf("%d flows, p99 FCT %d ns, %d CNPs, %d XOFF", len(res.Flows), res.FCTPercentile(99), res.Stats.CNPs, res.Stats.PauseFrames)
+}
