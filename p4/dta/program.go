@@ -81,17 +81,17 @@ const (
 // Sizes of the P4 programs' tables and registers (their constants of the
 // same names); a test checks the two agree.
 const (
-	CollectorSlots = 64            // COLLECTOR_SLOTS: collectors (tables, PSN registers)
-	MaxRedundancy  = 4             // MAX_REDUNDANCY: N of Key-Write and Key-Increment
-	GroupSlots     = 256           // GROUP_SLOTS: (collector, N) multicast groups
-	ListSlots      = 1024          // LIST_SLOTS: Append lists over all collectors
-	ReporterSlots  = 256           // REPORTER_SLOTS: reporters tracked
-	PostcardHops   = 5             // POSTCARD_HOPS: hops of a postcard record
-	PostcardCache  = 4096          // POSTCARD_CACHE: flows the postcard cache holds
-	FwdSize        = 1024          // FWD_SIZE: routes
-	RuleSize       = 512           // RULE_SIZE: a reporter's report rules
-	AddrSize       = 16            // ADDR_SIZE: a reporter's own addresses
-	PortSlots      = bfrt.DevPorts // dev ports
+	CollectorSlots = 64   // COLLECTOR_SLOTS: collectors (tables, PSN registers)
+	MaxRedundancy  = 4    // MAX_REDUNDANCY: N of Key-Write and Key-Increment
+	GroupSlots     = 256  // GROUP_SLOTS: (collector, N) multicast groups
+	ListSlots      = 1024 // LIST_SLOTS: Append lists over all collectors
+	ReporterSlots  = 256  // REPORTER_SLOTS: reporters tracked
+	PostcardHops   = 5    // POSTCARD_HOPS: hops of a postcard record
+	PostcardCache  = 4096 // POSTCARD_CACHE: flows the postcard cache holds
+	FwdSize        = 1024 // FWD_SIZE: routes
+	RuleSize       = 512  // RULE_SIZE: a reporter's report rules
+	AddrSize       = 16   // ADDR_SIZE: a reporter's own addresses
+	PortSlots      = 512  // dev ports
 	// RecordLen is a postcard record's size (RECORD_LEN).
 	RecordLen = 8 + 4*PostcardHops
 	// EntryLen is the size of a Key-Write entry, a Key-Increment counter

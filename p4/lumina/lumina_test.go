@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/p4/internal/bfrt"
 	"github.com/rdma-appliance/appliance/p4/internal/p4test"
 	"github.com/rdma-appliance/appliance/translator/inject"
 	"github.com/rdma-appliance/appliance/verbs/roce"
@@ -233,6 +234,11 @@ func TestNamesExistInP4(t *testing.T) {
 // TestSizesMatchP4: the Go limits are the program's.
 func TestSizesMatchP4(t *testing.T) {
 	ps := p4test.Parse(t, p4Path)
+	// The per-port counters are indexed by dev port: every dev port the
+	// port check lets through needs one.
+	if PortSlots < bfrt.DevPorts {
+		t.Errorf("PortSlots %d: dev ports go up to %d", PortSlots, bfrt.DevPorts-1)
+	}
 	for name, want := range map[string]uint64{"CONN_SLOTS": ConnSlots, "PORT_SLOTS": PortSlots,
 		"EVENT_PSN_SIZE": EventPSNSize, "EVENT_ANY_SIZE": EventAnySize, "FWD_SIZE": FwdSize, "ARP_SIZE": ARPSize,
 		"WRR_SLOTS": WRRSlots, "EVENT_SLOTS": PortSlots * 4, "DEFAULT_REWRITE_PORT": inject.DefaultRewritePort,

@@ -32,13 +32,13 @@ const DefaultName = "injector"
 // Sizes of injector.p4's tables and registers (its constants of the same
 // names); a test checks the two agree.
 const (
-	ConnSlots    = 4096          // CONN_SLOTS: connections (connection table, ITER registers)
-	PortSlots    = bfrt.DevPorts // PORT_SLOTS: per-port counters, indexed by dev port
-	EventPSNSize = 16384         // EVENT_PSN_SIZE: event entries with a PSN
-	EventAnySize = 1024          // EVENT_ANY_SIZE: event entries for psn: all
-	FwdSize      = 1024          // FWD_SIZE: routes per address family
-	ARPSize      = 1024          // ARP_SIZE: proxy ARP entries
-	WRRSlots     = 256           // WRR_SLOTS: the total weight of the dumpers
+	ConnSlots    = 4096  // CONN_SLOTS: connections (connection table, ITER registers)
+	PortSlots    = 512   // PORT_SLOTS: per-port counters, indexed by dev port
+	EventPSNSize = 16384 // EVENT_PSN_SIZE: event entries with a PSN
+	EventAnySize = 1024  // EVENT_ANY_SIZE: event entries for psn: all
+	FwdSize      = 1024  // FWD_SIZE: routes per address family
+	ARPSize      = 1024  // ARP_SIZE: proxy ARP entries
+	WRRSlots     = 256   // WRR_SLOTS: the total weight of the dumpers
 	// MaxMirrorLen is a mirror session's largest max_pkt_len.
 	MaxMirrorLen = 16384
 	// MinMirrorLen keeps the headers the dumpers restore (Ethernet, IPv6,
