@@ -113,6 +113,7 @@ func (n *network) hostRx(h *hostState, i int32) {
 			if fs.sinceAck >= int32(h.cfg.AckEvery) || fs.expected == fs.npkts {
 				fs.sinceAck = 0
 				n.control(h, KindAck, p.Flow, fs.expected-1)
+				n.pkt(h.ctl.tail).Echo = p.Sent
 			}
 		case p.PSN > fs.expected:
 			if !fs.nakSent {
@@ -125,6 +126,9 @@ func (n *network) hostRx(h *hostState, i int32) {
 			}
 		}
 	case KindAck, KindNak:
+		if p.Kind == KindAck && p.Echo > 0 && n.hooks != nil && n.hooks.Ack != nil {
+			n.hooks.Ack(int(h.node), p.Flow, now-p.Echo)
+		}
 		n.ackRx(p)
 	case KindCNP:
 		fs := &n.flows[p.Flow]

@@ -34,6 +34,7 @@ type Packet struct {
 	Hash   uint32 // the 5-tuple's hash, for ECMP
 	Quanta uint16 // PAUSE
 	Sent   int64  // when its sender transmitted it
+	Echo   int64  // ACK: the acknowledged packet's Sent
 	Enq    int64  // when it entered its current queue
 	Tag    uint64
 
@@ -171,14 +172,18 @@ type Hooks struct {
 	// queue, with the queue's bytes after the operation.
 	Enqueue func(sw, port int, p *Packet, qbytes int64)
 	Dequeue func(sw, port int, p *Packet, qbytes int64)
-	// Pause sees a PFC frame arrive at a node's port (on: XOFF).
-	Pause func(node, port int, prio uint8, on bool)
+	// Pause sees a PFC frame arrive at a node's port: quanta 0 resumes.
+	Pause func(node, port int, prio uint8, quanta uint16)
 	// Packet sees every packet arriving at a switch before it is
 	// forwarded; returning false consumes it (the hook's program took
 	// it, e.g. a polling packet).
 	Packet func(sw, port int, p *Packet) bool
 	// Deliver sees probe packets reaching their destination host.
 	Deliver func(host int, p *Packet)
+	// Ack sees a sender's ACK for flow with the round trip of the packet
+	// it acknowledges (the receiver echoes its send time): what a host's
+	// detection agent watches.
+	Ack func(host int, flow int32, rtt int64)
 }
 
 // wireNs is how long a frame of size bytes occupies a link of bw bits/s.
@@ -345,7 +350,7 @@ func (n *network) pauseRx(pi int32, p *Packet) {
 	}
 	pt.pausedAt[prio] = now
 	if n.hooks != nil && n.hooks.Pause != nil {
-		n.hooks.Pause(int(pt.node), int(pt.num), prio, p.Quanta != 0)
+		n.hooks.Pause(int(pt.node), int(pt.num), prio, p.Quanta)
 	}
 	if p.Quanta == 0 {
 		n.kick(pi)
@@ -385,11 +390,7 @@ func (n *network) switchRx(in *port, pi, i int32) {
 		n.s.freePacket(i)
 		return
 	}
-	h := p.Hash ^ uint32(in.node)*0x9e3779b1
-	h ^= h >> 15
-	h *= 0x2c1b3c6d
-	h ^= h >> 12
-	oi := n.nodePorts[in.node][hops[h%uint32(len(hops))]]
+	oi := n.nodePorts[in.node][hops[ecmp(p.Hash, in.node)%uint32(len(hops))]]
 	out := &n.ports[oi]
 	sw := &n.switches[in.sw]
 	prio := p.Prio
