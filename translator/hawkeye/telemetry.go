@@ -75,6 +75,8 @@ type SwitchReport struct {
 	Truncated bool `json:"truncated,omitempty"`
 	// Bytes is the size of the report on the wire: what collection cost.
 	Bytes int `json:"bytes"`
+	// Packets is how many report packets carried it (MTU-packed).
+	Packets int `json:"packets,omitempty"`
 }
 
 // EpochReport is one epoch of a switch's registers.

@@ -1,0 +1,221 @@
+package hawkeye
+
+import (
+	"fmt"
+
+	"github.com/rdma-appliance/appliance/bench/fabric"
+)
+
+// BaseRTT says what a flow's RTT is compared with.
+type BaseRTT uint8
+
+const (
+	// BasePath is the path's RTT without queues: propagation both ways,
+	// a data frame's serialisation at every hop out and an ACK's back.
+	// It does not depend on when a flow starts, so a flow born into a
+	// congested fabric is still caught.
+	BasePath BaseRTT = iota
+	// BaseMin is the smallest RTT the flow has shown so far (what an
+	// agent that knows nothing of the topology can do).
+	BaseMin
+)
+
+// AgentConfig is the detection agent's.
+type AgentConfig struct {
+	// Threshold is the RTT, in percent of the base RTT, above which the
+	// agent polls (300: three times the base).
+	Threshold int
+	// Interval: one poll per flow within it (the paper's duplicate
+	// suppression at the source).
+	Interval int64
+	Base     BaseRTT
+	// FrameBytes is a data frame's size for BasePath (the MTU and
+	// fabric.HeaderBytes; 1024 + 62 by default, the fabric's).
+	FrameBytes int
+	// Prio is the polling packets' class (fabric.PrioControl).
+	Prio uint8
+}
+
+// DefaultAgentConfig: 300% of the path RTT, a flow polled at most every
+// 2 ms.
+func DefaultAgentConfig() AgentConfig {
+	return AgentConfig{Threshold: 300, Interval: 2_000_000, Base: BasePath, FrameBytes: 1024 + fabric.HeaderBytes,
+		Prio: fabric.PrioControl}
+}
+
+// PollEvent is a poll an agent sent: what an evaluation matches against
+// the anomalies it injected.
+type PollEvent struct {
+	Time   int64   `json:"time_ns"`
+	Host   string  `json:"host"`
+	Flow   int32   `json:"flow"`
+	Victim FlowKey `json:"victim"`
+	Event  uint8   `json:"event"`
+	RTT    int64   `json:"rtt_ns"`  // the RTT that crossed the threshold
+	Base   int64   `json:"base_ns"` // the base it was compared with
+}
+
+// Agent is the detection agent of every host of a simulation: it watches
+// each flow's RTTs at its sender (the Ack hook) and sends a polling
+// packet for the flow from the sender's port when one passes the
+// threshold. Event ids count up over all hosts, so in one simulation
+// they are unique until 256 polls.
+type Agent struct {
+	cfg   AgentConfig
+	sim   *fabric.Sim
+	base  []int64 // per flow; 0 unknown
+	last  []int64 // last poll per flow; -1 none
+	next  uint8
+	polls []PollEvent
+	// OnPoll, when set, sees every poll as it is sent (Collector.Begin
+	// fits).
+	OnPoll func(PollEvent)
+}
+
+// NewAgent is the agent for sim's hosts. Zero fields of cfg take the
+// defaults.
+func NewAgent(sim *fabric.Sim, cfg AgentConfig) (*Agent, error) {
+	d := DefaultAgentConfig()
+	if cfg.Threshold == 0 {
+		cfg.Threshold = d.Threshold
+	}
+	if cfg.Interval == 0 {
+		cfg.Interval = d.Interval
+	}
+	if cfg.FrameBytes == 0 {
+		cfg.FrameBytes = d.FrameBytes
+	}
+	if cfg.Prio == 0 {
+		cfg.Prio = d.Prio
+	}
+	if cfg.Threshold < 100 || cfg.Interval < 0 || cfg.Prio >= fabric.NumPrio || cfg.Base > BaseMin {
+		return nil, fmt.Errorf("hawkeye: agent threshold %d%% (at least 100), interval %d, priority %d, base %d",
+			cfg.Threshold, cfg.Interval, cfg.Prio, cfg.Base)
+	}
+	n := sim.Flows()
+	a := &Agent{cfg: cfg, sim: sim, base: make([]int64, n), last: make([]int64, n)}
+	for i := range a.last {
+		a.last[i] = -1
+	}
+	return a, nil
+}
+
+// Hooks is the agent's Ack hook.
+func (a *Agent) Hooks() *fabric.Hooks { return &fabric.Hooks{Ack: a.ack} }
+
+// Polls are the polls sent so far, in time order.
+func (a *Agent) Polls() []PollEvent { return a.polls }
+
+// Base is flow's base RTT (0 before BaseMin has a sample).
+func (a *Agent) Base(flow int32) int64 {
+	if a.base[flow] == 0 && a.cfg.Base == BasePath {
+		a.base[flow] = PathRTT(a.sim, flow, a.cfg.FrameBytes)
+	}
+	return a.base[flow]
+}
+
+func (a *Agent) ack(host int, flow int32, rtt int64) {
+	if flow < 0 || int(flow) >= len(a.base) || rtt <= 0 {
+		return
+	}
+	base := a.Base(flow)
+	if a.cfg.Base == BaseMin && (base == 0 || rtt < base) {
+		a.base[flow] = rtt
+		return
+	}
+	if rtt*100 <= base*int64(a.cfg.Threshold) {
+		return
+	}
+	now := a.sim.Now()
+	if l := a.last[flow]; l >= 0 && now-l < a.cfg.Interval {
+		return
+	}
+	a.send(host, flow, rtt, base)
+}
+
+// Poll sends a polling packet for flow from its source now, whatever its
+// RTT (tests and baselines trigger incidents by hand).
+func (a *Agent) Poll(flow int32) (PollEvent, error) {
+	if flow < 0 || int(flow) >= len(a.base) {
+		return PollEvent{}, fmt.Errorf("hawkeye: no flow %d", flow)
+	}
+	src, _ := a.sim.FlowEnds(flow)
+	return a.send(src, flow, 0, a.Base(flow))
+}
+
+func (a *Agent) send(host int, flow int32, rtt, base int64) (PollEvent, error) {
+	ev := a.next
+	if err := a.sim.Send(host, 0, PollPacket(a.sim, flow, ev, a.cfg.Prio)); err != nil {
+		return PollEvent{}, err
+	}
+	a.next++
+	now := a.sim.Now()
+	a.last[flow] = now
+	p := PollEvent{Time: now, Host: a.sim.Graph().Nodes[host].Name, Flow: flow, Victim: FlowKeyOf(a.sim, flow),
+		Event: ev, RTT: rtt, Base: base}
+	a.polls = append(a.polls, p)
+	if a.OnPoll != nil {
+		a.OnPoll(p)
+	}
+	return p, nil
+}
+
+// PathRTT is flow's round trip without queues: along its ECMP path, each
+// link's delay twice, a frame of frameBytes serialised at every hop out
+// and a minimum frame (the ACK) back. The ACK may hash onto another
+// equal-cost path; on the symmetric topologies simulated it has the
+// same links' delays and speeds.
+func PathRTT(sim *fabric.Sim, flow int32, frameBytes int) int64 {
+	g := sim.Graph()
+	src, dst := sim.FlowEnds(flow)
+	h := sim.FlowHash(flow)
+	node, port := src, 0
+	var rtt float64
+	for hops := 0; hops < 64; hops++ {
+		l := g.Links[g.Ports(node)[port].Link]
+		rtt += 2*float64(l.Delay) + float64(frameBytes+fabric.WireOverhead+fabric.MinFrame+fabric.WireOverhead)*8e9/l.Bandwidth
+		node, _ = sim.Peer(node, port)
+		if node == dst || sim.SwitchOf(node) < 0 {
+			break
+		}
+		if port = sim.NextHop(node, dst, h); port < 0 {
+			break
+		}
+	}
+	return int64(rtt)
+}
+
+// System is Hawkeye on a simulation: the switch program, the hosts'
+// agent and a collector, wired together.
+type System struct {
+	Program   *Program
+	Agent     *Agent
+	Collector *Collector
+}
+
+// Attach runs Hawkeye on sim: the program on every switch, the agent on
+// every host, reports and polls going to a new Collector. The sim's hooks
+// become Hawkeye's chained with others (an evaluation's recorders, in
+// order after Hawkeye's). cfg.Report, when set, is called after the
+// collector.
+func Attach(sim *fabric.Sim, cfg Config, acfg AgentConfig, others ...*fabric.Hooks) (*System, error) {
+	c := NewCollector(sim)
+	report := cfg.Report
+	cfg.Report = func(ev uint8, v FlowKey, r SwitchReport) {
+		c.Report(ev, v, r)
+		if report != nil {
+			report(ev, v, r)
+		}
+	}
+	pr, err := New(sim, cfg)
+	if err != nil {
+		return nil, err
+	}
+	ag, err := NewAgent(sim, acfg)
+	if err != nil {
+		return nil, err
+	}
+	ag.OnPoll = c.Begin
+	sim.SetHooks(ChainHooks(append([]*fabric.Hooks{pr.Hooks(), ag.Hooks()}, others...)...))
+	return &System{Program: pr, Agent: ag, Collector: c}, nil
+}

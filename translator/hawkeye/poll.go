@@ -1,0 +1,168 @@
+package hawkeye
+
+import (
+	"github.com/rdma-appliance/appliance/bench/fabric"
+)
+
+// Polling packets in the simulator are fabric Packets of Kind KindProbe
+// whose Tag carries the polling header's first six bytes and a marker:
+//
+//	Tag bits 63..48  0x6888 (the EtherType: marks Hawkeye's probes apart
+//	                 from other programs')
+//	     bits 47..32  type
+//	     bits 31..0   the header's second word (pad, ingress, egress, event)
+//
+// and whose Flow is the victim flow's index: its 5-tuple is
+// FlowKeyOf(sim, Flow), the 13 bytes the header would carry, so the
+// simulator does not copy them into every probe. Hash is the victim's
+// hash, so a probe routed like data would take the victim's path; Src and
+// Dst are the victim's hosts. Size is the 64-byte minimum frame (14 + 19
+// bytes and the FCS, padded).
+
+// PollTag is a probe's Tag for a polling header.
+func PollTag(t, in, out uint16, event uint8) uint64 {
+	return uint64(EtherType)<<48 | uint64(t)<<32 | uint64(in&MaxPort)<<17 | uint64(out&MaxPort)<<8 | uint64(event)
+}
+
+// IsPollTag says whether a probe's Tag is a polling header.
+func IsPollTag(tag uint64) bool { return tag>>48 == EtherType }
+
+// TagPoll reads a probe's polling header back (the victim from the
+// simulation's flow).
+func TagPoll(sim *fabric.Sim, p *fabric.Packet) Poll {
+	return Poll{Type: uint16(p.Tag >> 32), Ingress: uint16(p.Tag>>17) & MaxPort, Egress: uint16(p.Tag>>8) & MaxPort,
+		Event: uint8(p.Tag), Victim: FlowKeyOf(sim, p.Flow)}
+}
+
+// PollPacket is the probe a host sends for victim flow, event id event.
+func PollPacket(sim *fabric.Sim, flow int32, event uint8, prio uint8) fabric.Packet {
+	src, dst := sim.FlowEnds(flow)
+	return fabric.Packet{Kind: fabric.KindProbe, Prio: prio, Flow: flow, Size: fabric.MinFrame, Src: int32(src),
+		Dst: int32(dst), Hash: sim.FlowHash(flow), Tag: PollTag(TypeFlow, 0, 0, event), PSN: -1}
+}
+
+// Visit is one switch's handling of a polling packet, for tests and
+// evaluations: which event, of which type, where it came in, and the
+// copies it sent on.
+type Visit struct {
+	Time    int64
+	Switch  string
+	Event   uint8
+	Type    uint16
+	Ingress int
+	// Sent are the ports the switch sent polling packets through, with
+	// the type each carried.
+	Sent []SentPoll
+}
+
+// SentPoll is a polling packet a switch sent on.
+type SentPoll struct {
+	Port int
+	Type uint16
+}
+
+// poll handles a polling packet at switch sw, arrived on port in: the
+// data-plane half of Figure 6. Flow trace: unicast to the victim's
+// egress (the ECMP port of the victim's hash towards its destination),
+// with the PFC bit set when that egress is paused so the next switch
+// (which sent the pause) looks at its own causality. PFC trace: the
+// ports causally behind the port the packet came from, i.e. egress ports
+// that the arrival port's traffic went to (port-pair meter) and that
+// are paused themselves, get a PFC-trace copy: the trace follows PFC
+// towards where it started. Copies never go to hosts: a paused port
+// facing a host ends the trace there (host injection), an unpaused one
+// ends it at the congestion point. Each switch handles an event once
+// per type and hands it to its CPU poller.
+func (pr *Program) poll(sw, in int, p *fabric.Packet) {
+	pr.Stats.Polls++
+	st := &pr.sw[sw]
+	now := pr.sim.Now()
+	flow := p.Flow
+	if flow < 0 || int(flow) >= pr.sim.Flows() {
+		return // no victim we know of: a malformed probe
+	}
+	t := uint16(p.Tag >> 32)
+	ev := uint8(p.Tag)
+	var buf [Epochs]*epochSlot
+	slots := pr.recent(st, now, &buf)
+	visit := Visit{Time: now, Switch: st.name, Event: ev, Type: t, Ingress: in}
+	handled := false
+	victimOut := -1
+	if t&TypeFlow != 0 && pr.firstTime(st, ev, 0, now) {
+		handled = true
+		_, dst := pr.sim.FlowEnds(flow)
+		if o := pr.sim.NextHop(st.node, dst, pr.sim.FlowHash(flow)); o >= 0 && st.peerSw[o] {
+			out := TypeFlow
+			if pr.paused(st, slots, o, now) {
+				out |= TypePFC
+				victimOut = o
+			}
+			pr.send(st, o, p, out, in, ev, &visit)
+		}
+	}
+	if t&TypePFC != 0 && pr.firstTime(st, ev, 1, now) {
+		handled = true
+		for o := range st.nports {
+			if o == in || o == victimOut || !st.peerSw[o] {
+				continue
+			}
+			if pr.meter(st, slots, in, o) > 0 && pr.paused(st, slots, o, now) {
+				pr.send(st, o, p, TypePFC, in, ev, &visit)
+			}
+		}
+	}
+	if !handled {
+		pr.Stats.Duplicates++
+		return
+	}
+	if pr.OnVisit != nil {
+		pr.OnVisit(visit)
+	}
+	pr.trigger(st, ev, FlowKeyOf(pr.sim, flow), now)
+}
+
+// firstTime marks event ev's trace kind k handled at st, reporting
+// whether it was new.
+func (pr *Program) firstTime(st *switchState, ev uint8, k int, now int64) bool {
+	if at := st.seen[ev][k]; at != 0 && now-(at-1) < pr.cfg.DedupNs {
+		return false
+	}
+	st.seen[ev][k] = now + 1
+	return true
+}
+
+// paused says whether egress port o counts as paused: its pause timer
+// runs now, or packets were enqueued paused in the epochs read.
+func (pr *Program) paused(st *switchState, slots []*epochSlot, o int, now int64) bool {
+	if st.pauseLeft(o, now) > 0 {
+		return true
+	}
+	var n uint32
+	for _, s := range slots {
+		n += s.ports[o].paused
+	}
+	return n >= pr.cfg.MinPaused
+}
+
+// meter is the bytes from in to out over the epochs read.
+func (pr *Program) meter(st *switchState, slots []*epochSlot, in, out int) uint64 {
+	var b uint64
+	for _, s := range slots {
+		b += s.meters[in*st.nports+out]
+	}
+	return b
+}
+
+// send emits a polling packet of type t out of port o, copied from p.
+func (pr *Program) send(st *switchState, o int, p *fabric.Packet, t uint16, in int, ev uint8, v *Visit) {
+	q := fabric.Packet{Kind: fabric.KindProbe, Prio: pr.cfg.PollPrio, Flow: p.Flow, Size: fabric.MinFrame,
+		Src: p.Src, Dst: p.Dst, Hash: p.Hash, PSN: -1, Tag: PollTag(t, uint16(in), uint16(o), ev)}
+	if err := pr.sim.Send(st.node, o, q); err != nil {
+		return
+	}
+	pr.Stats.PollsSent++
+	if t&TypePFC != 0 {
+		pr.Stats.PFCCopies++
+	}
+	v.Sent = append(v.Sent, SentPoll{Port: o, Type: t})
+}

@@ -1,0 +1,293 @@
+package hawkeye
+
+import (
+	"slices"
+
+	"github.com/rdma-appliance/appliance/bench/fabric"
+)
+
+// Report packets. The CPU poller does not build the bytes (nothing in
+// the simulator reads them); it counts them as this binary layout would
+// put them on the wire, record by record, so Bytes and Packets are what
+// a real collection costs:
+//
+//	frame    Ethernet 14, IPv4 20, UDP 8, report header 8, records, FCS 4
+//	header   switch id 2, event 1, flags 1 (bit 0: truncated), records 2, sequence 2
+//	epoch    kind 1, epoch id 4, start (48-bit ns) 6, pad 1            = 12
+//	port     kind 1, port 2, packets 4, paused 4, qdepth sum 8,
+//	         pause frames 4, paused-now 1, pause left (ns) 4          = 28
+//	meter    kind 1, in 2, out 2, bytes 8                             = 13
+//	flow     kind 1, 5-tuple 13, in 2, out 2, packets 4,
+//	         qdepth sum 8, paused 4                                   = 34
+//	evicted  a flow record and the epoch id 4                         = 38
+//
+// Records never straddle packets; a packet whose first record is not an
+// epoch record repeats the current epoch record, so each packet can be
+// read alone. A packet holds at most MTU - 36 bytes of records (IPv4,
+// UDP and the report header count against the MTU).
+const (
+	ReportOverhead   = 14 + 20 + 8 + ReportHeaderLen + 4
+	ReportHeaderLen  = 8
+	EpochRecordLen   = 12
+	PortRecordLen    = 28
+	MeterRecordLen   = 13
+	FlowRecordLen    = 34
+	EvictedRecordLen = 38
+)
+
+// packer counts report packets as records are added.
+type packer struct {
+	room      int // record bytes a packet holds
+	max       int // packets allowed (0: any)
+	used      int // in the current packet
+	pkts      int
+	bytes     int
+	inEpoch   bool
+	truncated bool
+}
+
+// add places a record of n bytes, reporting false (and marking the
+// report truncated) when the packet budget is spent.
+func (k *packer) add(n int) bool {
+	if k.truncated {
+		return false
+	}
+	if k.pkts == 0 || k.used+n > k.room {
+		if k.max > 0 && k.pkts == k.max {
+			k.truncated = true
+			return false
+		}
+		k.flush()
+		k.pkts++
+		k.used = 0
+		if k.inEpoch && n != EpochRecordLen {
+			k.used = EpochRecordLen
+		}
+	}
+	k.used += n
+	return true
+}
+
+// flush adds the current packet's frame bytes.
+func (k *packer) flush() {
+	if k.pkts > 0 && k.used > 0 {
+		k.bytes += max(ReportOverhead+k.used, fabric.MinFrame)
+		k.used = 0
+	}
+}
+
+// epoch starts an epoch's records.
+func (k *packer) epoch() bool {
+	k.inEpoch = false
+	ok := k.add(EpochRecordLen)
+	k.inEpoch = ok
+	return ok
+}
+
+// trigger is the CPU's side of a polling packet: collect unless this
+// switch already answered this event or was collected within the
+// interval.
+func (pr *Program) trigger(st *switchState, ev uint8, victim FlowKey, now int64) {
+	if st.lastEvent == int(ev) && now-st.lastEventAt < pr.cfg.DedupNs {
+		return // the other trace type of an event already collected here
+	}
+	if now-st.lastCollect < pr.cfg.CollectInterval {
+		pr.Stats.RateLimited++
+		return
+	}
+	st.lastCollect, st.lastEvent, st.lastEventAt = now, int(ev), now
+	deliver := func(*fabric.Sim) {
+		r := pr.collect(st, pr.sim.Now())
+		if pr.cfg.Report != nil {
+			pr.cfg.Report(ev, victim, r)
+		}
+	}
+	if pr.cfg.ReadDelay > 0 {
+		pr.sim.At(now+pr.cfg.ReadDelay, deliver)
+		return
+	}
+	deliver(pr.sim)
+}
+
+// Collect reads switch sw's registers now, as its CPU poller does on a
+// poll but without the rate limit (full-polling baselines use it).
+func (pr *Program) Collect(sw int) SwitchReport { return pr.collect(&pr.sw[sw], pr.sim.Now()) }
+
+// Switches is how many switches the program runs on.
+func (pr *Program) Switches() int { return len(pr.sw) }
+
+// collect reads the epochs, drops empty entries and packs the records.
+func (pr *Program) collect(st *switchState, now int64) SwitchReport {
+	pr.Stats.Collections++
+	shift := pr.cfg.EpochShift
+	cur := now >> shift
+	oldest := cur - int64(pr.cfg.ReadEpochs) + 1
+	k := packer{room: pr.cfg.MTU - 20 - 8 - ReportHeaderLen, max: pr.cfg.MaxPackets}
+	r := SwitchReport{Switch: st.name}
+	var buf [Epochs]*epochSlot
+	slots := pr.recent(st, now, &buf)
+	var pausedNow []int
+	for p := range st.nports {
+		if st.pauseLeft(p, now) > 0 {
+			pausedNow = append(pausedNow, p)
+		}
+	}
+	// The PFC status belongs to the newest epoch: make one when the
+	// switch queued nothing yet in the current epoch but a port is
+	// paused (a PFC storm stops the traffic that would have made it).
+	if len(pausedNow) > 0 && (len(slots) == 0 || slots[len(slots)-1].epoch != cur) {
+		slots = append(slots, &epochSlot{epoch: cur, ports: make([]portCounters, st.nports)})
+	}
+	for _, s := range slots {
+		if !k.epoch() {
+			break
+		}
+		er := EpochReport{ID: uint32(s.epoch >> 2), Start: s.epoch << shift}
+		newest := s.epoch == cur
+		for p := range s.ports {
+			pc := &s.ports[p]
+			now := newest && slices.Contains(pausedNow, p)
+			if *pc == (portCounters{}) && !now {
+				continue
+			}
+			if !k.add(PortRecordLen) {
+				break
+			}
+			rec := PortRecord{Port: p, Packets: pc.packets, Paused: pc.paused, QdepthSum: pc.qsum, PauseFrames: pc.pauseFrames}
+			if newest {
+				rec.PausedNow = now
+				rec.PauseLeftNs = max(st.pauseLeft(p, pr.sim.Now()), 0)
+			}
+			er.Ports = append(er.Ports, rec)
+		}
+		for i, b := range s.meters {
+			if b == 0 {
+				continue
+			}
+			if !k.add(MeterRecordLen) {
+				break
+			}
+			er.Meters = append(er.Meters, MeterRecord{In: i / st.nports, Out: i % st.nports, Bytes: b})
+		}
+		for i := range s.flows {
+			fe := &s.flows[i]
+			if !fe.valid {
+				continue
+			}
+			if !k.add(FlowRecordLen) {
+				break
+			}
+			er.Flows = append(er.Flows, fe.record())
+		}
+		if len(er.Ports)+len(er.Meters)+len(er.Flows) > 0 {
+			r.Epochs = append(r.Epochs, er)
+		}
+	}
+	k.inEpoch = false
+	for i := range st.evN {
+		e := &st.ev[(st.evHead+i)%len(st.ev)]
+		if e.epoch < oldest || e.epoch > cur {
+			continue
+		}
+		if !k.add(EvictedRecordLen) {
+			break
+		}
+		r.Evicted = append(r.Evicted, e.rec.record())
+	}
+	k.flush()
+	r.Truncated = k.truncated || st.evLost >= oldest
+	r.Bytes, r.Packets = k.bytes, k.pkts
+	pr.Stats.ReportBytes += uint64(k.bytes)
+	pr.Stats.ReportPkts += uint64(k.pkts)
+	return r
+}
+
+// Collector gathers the reports of each polling event into a Telemetry
+// with the simulation's topology: what the analyzer reads.
+type Collector struct {
+	// Hosts and Links are the topology every Telemetry carries (shared,
+	// read-only).
+	Hosts map[string]uint32
+	Links []Link
+	// Window: reports of one event id arriving within this of the
+	// incident's start belong to it; later ones start a new incident
+	// (event ids are 8 bits and come round again).
+	Window int64
+
+	sim       *fabric.Sim
+	incidents []*Telemetry
+	open      [256]int // incident index + 1 per event id
+}
+
+// NewCollector is a collector for sim's topology.
+func NewCollector(sim *fabric.Sim) *Collector {
+	h, l := Topology(sim)
+	return &Collector{Hosts: h, Links: l, Window: 50_000_000, sim: sim}
+}
+
+// Topology is sim's graph as the analyzer sees it: host addresses
+// (fabric.HostIP), and every link that has a switch at an end, once:
+// switch to switch with A the switch listed first in the graph, switch
+// to host with Host set.
+func Topology(sim *fabric.Sim) (map[string]uint32, []Link) {
+	g := sim.Graph()
+	hosts := map[string]uint32{}
+	for _, h := range g.Hosts() {
+		hosts[g.Nodes[h].Name] = fabric.HostIP(h)
+	}
+	var links []Link
+	for _, l := range g.Links {
+		aSw, bSw := sim.SwitchOf(l.A) >= 0, sim.SwitchOf(l.B) >= 0
+		switch {
+		case aSw && bSw:
+			a, ap, b, bp := l.A, l.APort, l.B, l.BPort
+			if b < a {
+				a, ap, b, bp = b, bp, a, ap
+			}
+			links = append(links, Link{A: g.Nodes[a].Name, APort: ap, B: g.Nodes[b].Name, BPort: bp})
+		case aSw:
+			links = append(links, Link{A: g.Nodes[l.A].Name, APort: l.APort, Host: g.Nodes[l.B].Name})
+		case bSw:
+			links = append(links, Link{A: g.Nodes[l.B].Name, APort: l.BPort, Host: g.Nodes[l.A].Name})
+		}
+	}
+	return hosts, links
+}
+
+// Begin opens the incident of a host's poll (Agent.OnPoll): its time
+// and victim come from the agent rather than the first report.
+func (c *Collector) Begin(p PollEvent) { c.start(p.Event, p.Victim, p.Time) }
+
+func (c *Collector) start(ev uint8, victim FlowKey, t int64) *Telemetry {
+	tel := &Telemetry{Event: ev, Victim: victim, Time: t, Hosts: c.Hosts, Links: c.Links}
+	c.incidents = append(c.incidents, tel)
+	c.open[ev] = len(c.incidents)
+	return tel
+}
+
+// Report takes a switch's report (Config.Report).
+func (c *Collector) Report(ev uint8, victim FlowKey, r SwitchReport) {
+	now := c.sim.Now()
+	var tel *Telemetry
+	if i := c.open[ev]; i > 0 {
+		tel = c.incidents[i-1]
+		if tel.Victim != victim || now-tel.Time > c.Window {
+			tel = nil
+		}
+	}
+	if tel == nil {
+		tel = c.start(ev, victim, now)
+	}
+	tel.Reports = append(tel.Reports, r)
+}
+
+// Incidents are the incidents so far, in the order they began.
+func (c *Collector) Incidents() []*Telemetry { return c.incidents }
+
+// Incident is the latest incident of event id ev, or nil.
+func (c *Collector) Incident(ev uint8) *Telemetry {
+	if i := c.open[ev]; i > 0 {
+		return c.incidents[i-1]
+	}
+	return nil
+}
