@@ -222,6 +222,10 @@ func (n *network) kick(pi int32) {
 		return
 	}
 	now := n.s.now
+	// Busy while choosing: taking a packet off a queue releases its
+	// buffer, which may send an XON out of this very port (a loop's
+	// packets leave by the port they came in on) and kick it again.
+	pt.busy = true
 	var i int32 = -1
 	switch {
 	case pt.ctrl.n > 0:
@@ -232,6 +236,7 @@ func (n *network) kick(pi int32) {
 		i = n.switchNext(pt)
 	}
 	if i < 0 {
+		pt.busy = false
 		return
 	}
 	p := n.pkt(i)
@@ -400,6 +405,9 @@ func (n *network) switchRx(in *port, pi, i int32) {
 		n.s.freePacket(i)
 		return
 	}
+	// Admission may have sent an XOFF, and a new packet can move the
+	// pool: take the packet's address again.
+	p = n.pkt(i)
 	q := &out.q[prio]
 	if p.Kind == KindData && sw.cfg.ECN && !p.ECN {
 		if n.mark(&sw.cfg, q.bytes) {
