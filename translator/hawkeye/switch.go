@@ -168,7 +168,7 @@ type switchState struct {
 	ev         []evicted // ring of MaxEvicted
 	evHead     int
 	evN        int
-	evLost     int64 // newest epoch that lost an evicted flow to the ring's bound; -1 none
+	evLost     int64 // newest epoch that lost an evicted flow to the ring's bound; MinInt64 none
 	// seen[event][0] flow trace, [1] PFC trace: when handled, +1 (0:
 	// never).
 	seen        [256][2]int64
@@ -231,7 +231,7 @@ func New(sim *fabric.Sim, cfg Config) (*Program, error) {
 		np := sim.NumPorts(node)
 		st := switchState{node: node, sw: si, name: g.Nodes[node].Name, nports: np, bw: make([]float64, np),
 			peerSw: make([]bool, np), pauseUntil: make([]int64, np*fabric.NumPrio), ev: make([]evicted, cfg.MaxEvicted),
-			evLost: -1, lastCollect: math.MinInt64 / 2, lastEvent: -1}
+			evLost: math.MinInt64, lastCollect: math.MinInt64 / 2, lastEvent: -1}
 		for p, ref := range g.Ports(node) {
 			st.bw[p] = g.Links[ref.Link].Bandwidth
 			st.peerSw[p] = sim.SwitchOf(ref.Peer) >= 0
