@@ -1,0 +1,5 @@
+package cli
+
+var hawkeyeCmd = &Command{Name: "hawkeye", Summary: "Hawkeye: PFC-aware telemetry, causality tracing and provenance diagnosis"}
+
+func init() { register(hawkeyeCmd) }
