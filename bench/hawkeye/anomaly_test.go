@@ -1,0 +1,94 @@
+package hawkeye
+
+import (
+	"context"
+	"testing"
+)
+
+// TestAnomaliesManifest: every generated anomaly shows in the fabric as
+// injected: incast and storm spread PFC, the loops deadlock (both loop
+// ports paused, no data crossing them at the end), contention queues
+// without any pause.
+func TestAnomaliesManifest(t *testing.T) {
+	for _, a := range Anomalies {
+		t.Run(a.String(), func(t *testing.T) {
+			for seed := uint64(1); seed <= 5; seed++ {
+				tr, err := Generate(a, seed)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s, err := tr.Sim()
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err := s.Run(context.Background(), tr.Duration-500_000)
+				if err != nil {
+					t.Fatal(err)
+				}
+				loopData := func() uint64 {
+					return res.Port("agg4", 2).TxData + res.Port("core0", 2).TxData
+				}
+				before := loopData()
+				st := res.Stats
+				res, _ = s.Run(context.Background(), tr.Duration)
+				deadlocked := loopData() == before && s.Paused(node(tr, "agg4"), 2, 3) && s.Paused(node(tr, "core0"), 2, 3)
+				switch a {
+				case Incast:
+					if st.PauseFrames == 0 {
+						t.Fatalf("seed %d: incast drew no PFC", seed)
+					}
+				case Storm:
+					if st.InjectedPauses == 0 || st.PauseFrames == 0 {
+						t.Fatalf("seed %d: storm: %d injected, %d XOFF", seed, st.InjectedPauses, st.PauseFrames)
+					}
+				case InLoopDeadlock, OutLoopContention, OutLoopInjection:
+					if a != InLoopDeadlock && loopDeadlocks(t, withoutCause(tr)) {
+						t.Fatal("the loop deadlocks without the cause outside it: the initiator is in the loop")
+					}
+					if !deadlocked {
+						t.Fatalf("seed %d: no deadlock: loop data %d -> %d, paused agg4:2 %v core0:2 %v; stats %+v", seed, before, loopData(),
+							s.Paused(node(tr, "agg4"), 2, 3), s.Paused(node(tr, "core0"), 2, 3), res.Stats)
+					}
+				case Contention:
+					if st.PauseFrames != 0 || st.Drops != 0 {
+						t.Fatalf("seed %d: contention drew %d XOFF, %d drops", seed, st.PauseFrames, st.Drops)
+					}
+				}
+				t.Logf("seed %d load %.2f: %d flows, XOFF %d, injected %d, CNPs %d, deadlocked %v", seed, tr.Load, len(tr.Flows),
+					st.PauseFrames, st.InjectedPauses, st.CNPs, deadlocked)
+			}
+		})
+	}
+}
+
+func node(tr *Trace, name string) int { i, _ := tr.Graph.Node(name); return i }
+
+// withoutCause is a trace with its anomaly's root-cause flows and faults
+// removed: the loop and its trickle alone.
+func withoutCause(tr *Trace) *Trace {
+	c := *tr
+	c.Faults = nil
+	c.Flows = nil
+	for _, f := range tr.Flows {
+		if f.Dst == 8 && f.Start == tr.Truth.At { // the burst onto h8
+			continue
+		}
+		f.ID = len(c.Flows)
+		c.Flows = append(c.Flows, f)
+	}
+	return &c
+}
+
+// loopDeadlocks runs a trace and reports whether its loop ports end up
+// paused with no data crossing them.
+func loopDeadlocks(t *testing.T, tr *Trace) bool {
+	s, err := tr.Sim()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, _ := s.Run(context.Background(), tr.Duration-500_000)
+	before := res.Port("agg4", 2).TxData + res.Port("core0", 2).TxData
+	res, _ = s.Run(context.Background(), tr.Duration)
+	return res.Port("agg4", 2).TxData+res.Port("core0", 2).TxData == before &&
+		s.Paused(node(tr, "agg4"), 2, 3) && s.Paused(node(tr, "core0"), 2, 3)
+}
