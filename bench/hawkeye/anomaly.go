@@ -146,8 +146,8 @@ func Generate(a Anomaly, seed uint64) (*Trace, error) {
 	loop := func(dst int) {
 		loopDst = host(dst)
 		tor4, agg4, core0 := node("tor4"), node("agg4"), node("core0")
-		t.Routes.Override(tor4, host(dst), []int{2}) // to agg4
-		t.Routes.Override(agg4, host(dst), []int{2}) // to core0
+		t.Routes.Override(tor4, host(dst), []int{2})  // to agg4
+		t.Routes.Override(agg4, host(dst), []int{2})  // to core0
 		t.Routes.Override(core0, host(dst), []int{2}) // back to agg4 (pod 2)
 		t.Truth.Loop = []string{"agg4", "core0"}
 	}
