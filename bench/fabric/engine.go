@@ -105,12 +105,13 @@ type Sim struct {
 	// packet crossing one link is one hop).
 	Events, Hops uint64
 
-	net    *network
-	series *bufio.Writer
-	user   []func(*Sim)
-	cfg    Config
-	stats  Stats
-	res    *Results
+	net      *network
+	series   *bufio.Writer
+	user     []func(*Sim)
+	userFree []int32
+	cfg      Config
+	stats    Stats
+	res      *Results
 	// Progress, when set, is called about every ProgressEvery of
 	// simulated time with the time reached.
 	Progress      func(now int64)
@@ -128,8 +129,18 @@ func (s *Sim) schedule(t int64, kind uint8, a, b int32) {
 // At runs f at simulated time t (hooks and experiments use it to inject
 // faults or read state mid-run).
 func (s *Sim) At(t int64, f func(*Sim)) {
-	s.user = append(s.user, f)
-	s.schedule(t, evUser, int32(len(s.user)-1), 0)
+	// Slots of callbacks that ran are reused: periodic callbacks keep
+	// the table as small as the callbacks pending.
+	var i int32
+	if n := len(s.userFree); n > 0 {
+		i = s.userFree[n-1]
+		s.userFree = s.userFree[:n-1]
+		s.user[i] = f
+	} else {
+		s.user = append(s.user, f)
+		i = int32(len(s.user) - 1)
+	}
+	s.schedule(t, evUser, i, 0)
 }
 
 // allocPacket takes a packet from the pool.
@@ -220,6 +231,9 @@ func (s *Sim) dispatch(e event) {
 	case evInject:
 		n.inject(e.a)
 	case evUser:
-		s.user[e.a](s)
+		f := s.user[e.a]
+		s.user[e.a] = nil
+		s.userFree = append(s.userFree, e.a)
+		f(s)
 	}
 }

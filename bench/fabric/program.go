@@ -118,3 +118,11 @@ func (s *Sim) Stats() Stats {
 	st.Events, st.Hops = s.Events, s.Hops
 	return st
 }
+
+// FlowProgress is a flow's sender state: whether it started and
+// finished, the packets it has sent (the next PSN) and had acknowledged,
+// and when it started.
+func (s *Sim) FlowProgress(flow int32) (started, done bool, sent, acked int32, start int64) {
+	fs := &s.net.flows[flow]
+	return fs.started, fs.done, fs.next, fs.una, fs.f.Start
+}

@@ -34,13 +34,19 @@ type AgentConfig struct {
 	FrameBytes int
 	// Prio is the polling packets' class (fabric.PrioControl).
 	Prio uint8
+	// StallCheck is how often the agent looks for stalled flows: packets
+	// outstanding and no ACK for longer than the threshold allows. A flow
+	// caught in a deadlock or behind a storm gets no ACK at all, so no
+	// RTT sample would ever cross the threshold. 0 takes the default;
+	// negative turns the check off.
+	StallCheck int64
 }
 
 // DefaultAgentConfig: 300% of the path RTT, a flow polled at most every
 // 2 ms.
 func DefaultAgentConfig() AgentConfig {
 	return AgentConfig{Threshold: 300, Interval: 2_000_000, Base: BasePath, FrameBytes: 1024 + fabric.HeaderBytes,
-		Prio: fabric.PrioControl}
+		Prio: fabric.PrioControl, StallCheck: 50_000}
 }
 
 // PollEvent is a poll an agent sent: what an evaluation matches against
@@ -65,6 +71,7 @@ type Agent struct {
 	sim   *fabric.Sim
 	base  []int64 // per flow; 0 unknown
 	last  []int64 // last poll per flow; -1 none
+	acked []int64 // last ACK per flow; 0 none yet
 	next  uint8
 	polls []PollEvent
 	// OnPoll, when set, sees every poll as it is sent (Collector.Begin
@@ -88,14 +95,20 @@ func NewAgent(sim *fabric.Sim, cfg AgentConfig) (*Agent, error) {
 	if cfg.Prio == 0 {
 		cfg.Prio = d.Prio
 	}
+	if cfg.StallCheck == 0 {
+		cfg.StallCheck = d.StallCheck
+	}
 	if cfg.Threshold < 100 || cfg.Interval < 0 || cfg.Prio >= fabric.NumPrio || cfg.Base > BaseMin {
 		return nil, fmt.Errorf("hawkeye: agent threshold %d%% (at least 100), interval %d, priority %d, base %d",
 			cfg.Threshold, cfg.Interval, cfg.Prio, cfg.Base)
 	}
 	n := sim.Flows()
-	a := &Agent{cfg: cfg, sim: sim, base: make([]int64, n), last: make([]int64, n)}
+	a := &Agent{cfg: cfg, sim: sim, base: make([]int64, n), last: make([]int64, n), acked: make([]int64, n)}
 	for i := range a.last {
 		a.last[i] = -1
+	}
+	if cfg.StallCheck > 0 && n > 0 {
+		sim.At(sim.Now()+cfg.StallCheck, a.stalls)
 	}
 	return a, nil
 }
@@ -118,6 +131,7 @@ func (a *Agent) ack(host int, flow int32, rtt int64) {
 	if flow < 0 || int(flow) >= len(a.base) || rtt <= 0 {
 		return
 	}
+	a.acked[flow] = a.sim.Now()
 	base := a.Base(flow)
 	if a.cfg.Base == BaseMin && (base == 0 || rtt < base) {
 		a.base[flow] = rtt
@@ -131,6 +145,38 @@ func (a *Agent) ack(host int, flow int32, rtt int64) {
 		return
 	}
 	a.send(host, flow, rtt, base)
+}
+
+// stalls polls for flows whose oldest outstanding packet has waited past
+// the threshold without an ACK, and checks again later while any flow is
+// unfinished.
+func (a *Agent) stalls(sim *fabric.Sim) {
+	now := sim.Now()
+	pending := false
+	for f := range a.base {
+		flow := int32(f)
+		started, done, sent, acked, start := sim.FlowProgress(flow)
+		if done {
+			continue
+		}
+		pending = true
+		if !started || sent <= acked {
+			continue
+		}
+		since := max(a.acked[f], start)
+		base := a.Base(flow)
+		if base <= 0 || (now-since)*100 <= base*int64(a.cfg.Threshold) {
+			continue
+		}
+		if l := a.last[f]; l >= 0 && now-l < a.cfg.Interval {
+			continue
+		}
+		src, _ := sim.FlowEnds(flow)
+		_, _ = a.send(src, flow, now-since, base)
+	}
+	if pending {
+		sim.At(now+a.cfg.StallCheck, a.stalls)
+	}
 }
 
 // Poll sends a polling packet for flow from its source now, whatever its
