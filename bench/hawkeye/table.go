@@ -1,0 +1,166 @@
+package hawkeye
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	chawk "github.com/rdma-appliance/appliance/collector/hawkeye"
+	thawk "github.com/rdma-appliance/appliance/translator/hawkeye"
+)
+
+// Analyzer is the Diagnoser of collector/hawkeye: its types mapped to the
+// injected ones, its ranked root causes.
+func Analyzer(t *thawk.Telemetry) (Verdict, error) {
+	d := chawk.Diagnose(t, chawk.Options{})
+	v := Verdict{Anomaly: -1, Flows: d.RootFlows()}
+	if hs := d.RootHosts(); len(hs) > 0 {
+		v.Host = hs[0]
+	}
+	switch d.Type {
+	case chawk.Incast:
+		v.Anomaly = Incast
+	case chawk.Storm:
+		v.Anomaly = Storm
+	case chawk.DeadlockInLoop:
+		v.Anomaly = InLoopDeadlock
+	case chawk.DeadlockOutOfLoopContention:
+		v.Anomaly = OutLoopContention
+	case chawk.DeadlockOutOfLoopInjection:
+		v.Anomaly = OutLoopInjection
+	case chawk.Contention:
+		v.Anomaly = Contention
+	}
+	return v, nil
+}
+
+// Score is one method's figures on one anomaly type.
+type Score struct {
+	Anomaly    Anomaly
+	Method     Method
+	Traces     int // generated
+	Manifested int // whose anomaly showed in the fabric: the scored ones
+	Detected   int
+	TP         int // right type and root cause
+	Claimed    int // traces of any type this method diagnosed as this type
+	Bytes      int // telemetry bytes over the scored traces
+	Switches   int // switches polled over the scored traces
+}
+
+// Precision is TP over the traces diagnosed as this type.
+func (s *Score) Precision() float64 { return ratio(s.TP, s.Claimed) }
+
+// Recall is TP over the scored traces of this type.
+func (s *Score) Recall() float64 { return ratio(s.TP, s.Manifested) }
+
+func ratio(a, b int) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+// Evaluate runs traces per anomaly type and scores every method.
+// progress, when set, is called after each trace.
+func Evaluate(ctx context.Context, traces int, anomalies []Anomaly, methods []Method, diag Diagnoser,
+	progress func(done, total int)) (map[Anomaly]map[Method]*Score, error) {
+	scores := map[Anomaly]map[Method]*Score{}
+	for _, a := range anomalies {
+		scores[a] = map[Method]*Score{}
+		for _, m := range methods {
+			scores[a][m] = &Score{Anomaly: a, Method: m}
+		}
+	}
+	done, total := 0, traces*len(anomalies)
+	for _, a := range anomalies {
+		for seed := 1; seed <= traces; seed++ {
+			tr, err := Generate(a, uint64(seed))
+			if err != nil {
+				return nil, err
+			}
+			outs, err := Run(ctx, tr, methods, diag)
+			if err != nil {
+				return nil, fmt.Errorf("%v seed %d: %w", a, seed, err)
+			}
+			for _, o := range outs {
+				s := scores[a][o.Method]
+				s.Traces++
+				if !o.Manifested {
+					continue
+				}
+				s.Manifested++
+				s.Bytes += o.Bytes
+				s.Switches += o.Switches
+				if o.Detected {
+					s.Detected++
+				}
+				if o.Correct {
+					s.TP++
+				}
+				if c, ok := scores[o.Verdict.Anomaly]; ok {
+					c[o.Method].Claimed++
+				}
+			}
+			done++
+			if progress != nil {
+				progress(done, total)
+			}
+			if ctx.Err() != nil {
+				return scores, ctx.Err()
+			}
+		}
+	}
+	return scores, nil
+}
+
+// WriteTable prints precision and recall per type and method, and the
+// telemetry each method collected.
+func WriteTable(w io.Writer, scores map[Anomaly]map[Method]*Score, anomalies []Anomaly, methods []Method) {
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+	head := []string{"ANOMALY", "TRACES"}
+	for _, m := range methods {
+		head = append(head, strings.ToUpper(m.String())+" P/R")
+	}
+	fmt.Fprintln(tw, strings.Join(head, "\t"))
+	for _, a := range anomalies {
+		row := []string{a.String()}
+		first := scores[a][methods[0]]
+		row = append(row, fmt.Sprintf("%d/%d", first.Manifested, first.Traces))
+		for _, m := range methods {
+			s := scores[a][m]
+			row = append(row, fmt.Sprintf("%.0f%%/%.0f%%", 100*s.Precision(), 100*s.Recall()))
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "METHOD\tTELEMETRY BYTES/INCIDENT\tSWITCHES POLLED/INCIDENT\tVS FULL POLLING")
+	per := func(m Method) (float64, float64) {
+		var b, sw, n int
+		for _, a := range anomalies {
+			s := scores[a][m]
+			b, sw, n = b+s.Bytes, sw+s.Switches, n+s.Manifested
+		}
+		return ratioF(b, n), ratioF(sw, n)
+	}
+	fb, _ := per(FullPolling)
+	for _, m := range methods {
+		b, sw := per(m)
+		vs := "-"
+		if fb > 0 {
+			vs = fmt.Sprintf("%.0f%%", 100*b/fb)
+		}
+		fmt.Fprintf(tw, "%s\t%.0f\t%.1f\t%s\n", m, b, sw, vs)
+	}
+	tw.Flush()
+}
+
+func ratioF(a, b int) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
