@@ -60,19 +60,19 @@ type Diagnoser func(t *thawk.Telemetry) (Verdict, error)
 
 // Outcome is one method's result on one trace.
 type Outcome struct {
-	Anomaly  Anomaly
-	Seed     uint64
-	Method   Method
+	Anomaly Anomaly
+	Seed    uint64
+	Method  Method
 	// Manifested: the fabric showed the injected anomaly (PFC for
 	// incast and storms, a loop of paused ports for deadlocks, no PFC for
 	// contention); traces where it did not are left out of the scores.
 	Manifested bool
 	Detected   bool // a poll was sent after the anomaly began
-	Verdict  Verdict
-	Correct  bool
-	Bytes    int // telemetry collected
-	Switches int // switches that reported
-	Err      string
+	Verdict    Verdict
+	Correct    bool
+	Bytes      int // telemetry collected
+	Switches   int // switches that reported
+	Err        string
 }
 
 // readDelay is how long after a poll the switches' CPUs read their
