@@ -163,6 +163,7 @@ type network struct {
 	hosts      []hostState
 	flows      []flowState
 	hooks      *Hooks
+	faults     *linkFaults // injected link and RNIC faults (linkfault.go), nil without
 }
 
 // Hooks let switch programs observe the fabric (Hawkeye's telemetry runs
@@ -240,6 +241,9 @@ func (n *network) kick(pi int32) {
 		return
 	}
 	p := n.pkt(i)
+	if p.Kind == KindProbe && pt.host >= 0 {
+		p.Sent = now // the sender RNIC's timestamp (linkfault.go)
+	}
 	pt.busy, pt.cur = true, i
 	pt.st.TxBytes += uint64(p.Size)
 	pt.st.TxPackets++
@@ -319,6 +323,10 @@ func (n *network) txDone(pi int32) {
 func (n *network) arrive(pi, i int32) {
 	pt := &n.ports[pi]
 	p := n.pkt(i)
+	if n.faults != nil && n.faults.lose(pi, i, p, n.s.now) {
+		n.s.freePacket(i)
+		return
+	}
 	if p.Kind == KindPause {
 		n.pauseRx(pi, p)
 		n.s.freePacket(i)
@@ -330,6 +338,9 @@ func (n *network) arrive(pi, i int32) {
 		return
 	}
 	h := &n.hosts[pt.host]
+	if p.Kind == KindProbe && p.inPort != -2 {
+		p.Echo = n.s.now // the receiving RNIC's timestamp (linkfault.go)
+	}
 	if d := h.cfg.ProcessingDelay; d > 0 && p.inPort != -2 {
 		p.inPort = -2 // held once
 		n.s.schedule(n.s.now+d, evArrive, pi, i)
