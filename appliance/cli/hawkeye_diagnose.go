@@ -1,0 +1,86 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+
+	chawk "github.com/rdma-appliance/appliance/collector/hawkeye"
+)
+
+func init() {
+	hawkeyeCmd.Sub = append(hawkeyeCmd.Sub, &Command{
+		Name:    "diagnose",
+		Summary: "diagnose one incident's telemetry: anomaly type, ranked root causes, PFC spreading path, loops",
+		Usage:   "[--json] [--dot FILE] [--svg FILE] telemetry.json",
+		Long: `Reads one incident's telemetry (the JSON of translator/hawkeye's Telemetry: the
+victim, the topology as links, the switches' reports), builds the provenance graph of
+Hawkeye's Algorithm 1 (port -> port edges from paused ports to the downstream queues
+their traffic waits in, flow -> port edges by paused packets, port -> flow edges by
+queue replay) and diagnoses it as Algorithm 2 does with the Table 2 signatures:
+micro-burst incast PFC backpressure, PFC storm from host injection, initiator-in-loop
+deadlock, initiator-out-of-loop deadlock (flow contention or host injection), normal
+flow contention.
+
+Prints the anomaly type, the root-cause flows ranked by contribution (or the
+injecting host), the PFC spreading path from the initiator to the victim, the loops
+found, the victim's hops, a confidence and how it was reached, and what the telemetry
+lacked (switches that did not report, truncated reports, empty epochs): with gaps the
+type is "unknown" rather than a guess. --dot writes the relevant part of the graph in
+Graphviz's language, --svg renders it with dot when Graphviz is installed (skipped
+otherwise). Exits 0 whatever the diagnosis; 1 when the file cannot be read.`,
+		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
+			asJSON := fs.Bool("json", false, "print the diagnosis as JSON")
+			dotFile := fs.String("dot", "", "write the provenance graph as DOT to FILE")
+			svgFile := fs.String("svg", "", "write the provenance graph as SVG to FILE (needs Graphviz's dot)")
+			return func(ctx context.Context, env *Env, args []string) error {
+				if len(args) != 1 {
+					return Usagef("want one telemetry file")
+				}
+				f, err := os.Open(args[0])
+				if err != nil {
+					return err
+				}
+				tel, err := chawk.Decode(f)
+				f.Close()
+				if err != nil {
+					return fmt.Errorf("%s: %w", args[0], err)
+				}
+				d := chawk.Diagnose(tel, chawk.Options{})
+				if *asJSON {
+					err = d.WriteJSON(env.Stdout)
+				} else {
+					err = d.WriteText(env.Stdout)
+				}
+				if err != nil {
+					return err
+				}
+				if *dotFile == "" && *svgFile == "" {
+					return nil
+				}
+				dot := d.DOT()
+				if *dotFile != "" {
+					if err := os.WriteFile(*dotFile, dot, 0o644); err != nil {
+						return err
+					}
+				}
+				if *svgFile != "" {
+					svg, err := chawk.SVG(ctx, dot)
+					switch {
+					case errors.Is(err, chawk.ErrNoGraphviz):
+						env.Log.Debug("graphviz not installed: no SVG", "file", *svgFile)
+					case err != nil:
+						return err
+					default:
+						if err := os.WriteFile(*svgFile, svg, 0o644); err != nil {
+							return err
+						}
+					}
+				}
+				return nil
+			}
+		},
+	})
+}
