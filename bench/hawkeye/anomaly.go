@@ -73,6 +73,9 @@ type Truth struct {
 	Loop  []string
 	// At is when the anomaly starts (ns).
 	At int64
+	// Victims are the flows whose incidents count (IDs in Trace.Flows):
+	// for a deadlock, the flows caught in the loop; empty: any flow.
+	Victims []int
 }
 
 // Trace is one generated case: a fabric, its traffic, the anomaly.
@@ -168,6 +171,7 @@ func Generate(a Anomaly, seed uint64) (*Trace, error) {
 		dst := rng.IntN(4) // pod 0
 		loop(dst)
 		burst(dst, []int{8, 9}, 4<<20) // tor4's hosts: their packets circle the loop
+		t.Truth.Victims = slices.Clone(t.Truth.Flows)
 	case OutLoopContention, OutLoopInjection:
 		// The loop alone carries a trickle that cannot fill it; what
 		// closes it comes from outside: backpressure from tor4's first
@@ -181,7 +185,7 @@ func Generate(a Anomaly, seed uint64) (*Trace, error) {
 		// 256 KB: less than the loop's two ingress groups hold (a
 		// dynamic threshold of about 180 KB each), so it circles without
 		// closing the loop, until a paused loop port makes one overflow.
-		add(workload.Flow{Src: host(9), Dst: host(dst), Size: 128 << 10, Start: at + 50_000, Prio: fabric.PrioData})
+		t.Truth.Victims = []int{add(workload.Flow{Src: host(9), Dst: host(dst), Size: 128 << 10, Start: at + 50_000, Prio: fabric.PrioData})}
 		if a == OutLoopContention {
 			// The burst's senders do not back off (no DCQCN): congestion
 			// that lasts long enough to reach the loop.

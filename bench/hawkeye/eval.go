@@ -93,6 +93,9 @@ func Run(ctx context.Context, tr *Trace, methods []Method, diag Diagnoser) ([]Ou
 	// then the epochs hold the anomaly as it developed, not only its
 	// first microseconds.
 	cfg.ReadDelay = readDelay
+	// Polls of background flows before the anomaly must not leave its
+	// switches rate-limited when it comes.
+	cfg.CollectInterval = 100_000
 	sys, err := thawk.Attach(sim, cfg, thawk.DefaultAgentConfig())
 	if err != nil {
 		return nil, err
@@ -109,6 +112,9 @@ func Run(ctx context.Context, tr *Trace, methods []Method, diag Diagnoser) ([]Ou
 			begin(p)
 		}
 		if first != nil || p.Time < tr.Truth.At {
+			return
+		}
+		if len(tr.Truth.Victims) > 0 && !slices.Contains(tr.Truth.Victims, int(p.Flow)) {
 			return
 		}
 		pc := p
