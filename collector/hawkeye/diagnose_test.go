@@ -393,13 +393,35 @@ func TestBadInput(t *testing.T) {
 		}
 	})
 	t.Run("no meters", func(t *testing.T) {
-		// Flow-only telemetry: the victim is paused but nothing says by
-		// whom the pause came.
+		// Without meters the flows' routes still give the buffer
+		// dependencies: the same diagnosis, from route edges.
 		c := newIncast()
 		tel := c.s.telemetry()
 		for i := range tel.Reports {
 			for j := range tel.Reports[i].Epochs {
 				tel.Reports[i].Epochs[j].Meters = nil
+			}
+		}
+		d := diagnose(t, tel)
+		wantType(t, d, Incast)
+		if e := d.Graph.Edge("SW1:1", "SW2:3"); e == nil || !e.Route {
+			t.Errorf("SW1:1 -> SW2:3 should be a route edge: %+v", e)
+		}
+		if !sameSet(keys(d.RootCauses), c.bursts) {
+			t.Errorf("root causes %v", keys(d.RootCauses))
+		}
+	})
+	t.Run("no meters, no next hop", func(t *testing.T) {
+		// Neither meters nor the flows' records at the next switch: the
+		// pause of SW2:3 is unexplained.
+		c := newIncast()
+		tel := c.s.telemetry()
+		for i := range tel.Reports {
+			for j := range tel.Reports[i].Epochs {
+				tel.Reports[i].Epochs[j].Meters = nil
+				if tel.Reports[i].Switch == "SW4" {
+					tel.Reports[i].Epochs[j].Flows = nil
+				}
 			}
 		}
 		d := diagnose(t, tel)
@@ -469,5 +491,27 @@ func TestText(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("text lacks %q:\n%s", want, b.String())
 		}
+	}
+}
+
+// A deadlock whose closing traffic the meters never counted (its packets
+// stuck in the paused queue): the flows' routes close the loop.
+func TestDeadlockClosedByRoutes(t *testing.T) {
+	r := newOutOfLoopInjection()
+	tel := r.s.telemetry()
+	for i := range tel.Reports {
+		if tel.Reports[i].Switch != "SW2" {
+			continue
+		}
+		e := &tel.Reports[i].Epochs[0]
+		e.Meters = slices.DeleteFunc(e.Meters, func(m hawkeye.MeterRecord) bool { return m.In == 1 && m.Out == 2 })
+	}
+	d := diagnose(t, tel)
+	wantType(t, d, DeadlockOutOfLoopInjection)
+	if e := d.Graph.Edge("SW1:2", "SW2:2"); e == nil || !e.Route {
+		t.Errorf("SW1:2 -> SW2:2 should be a route edge: %+v", e)
+	}
+	if e := d.Graph.Edge("SW1:2", "SW2:4"); e == nil || e.Route {
+		t.Errorf("SW1:2 -> SW2:4 should be a meter edge: %+v", e)
 	}
 }

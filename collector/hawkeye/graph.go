@@ -38,10 +38,10 @@ type Options struct {
 	// unpaused share of the average queue) must build at a port before
 	// its flows count as contention root causes. Default 2000.
 	MinContention float64
-	// EdgeFraction: port-level out-edges lighter than this fraction of the
-	// heaviest out-edge of the same port are pruned, so that an upstream
-	// port waits only for the downstream queues that really hold its
-	// traffic. Default 0.1.
+	// EdgeFraction: port-level out-edges to unpaused ports lighter than
+	// this fraction of the heaviest out-edge of the same port are pruned,
+	// so that an upstream port waits only for the downstream queues that
+	// really hold its traffic. Default 0.1.
 	EdgeFraction float64
 	// RootFraction: a flow is a contributor (root-cause candidate) at a
 	// port when its contribution is at least this fraction of the largest
@@ -132,8 +132,11 @@ type PortEdge struct {
 	Paused float64 `json:"paused"`
 	Share  float64 `json:"share"`
 	Qdepth float64 `json:"qdepth"`
-	from   int
-	to     int
+	// Route marks an edge known from the flows' routes rather than the
+	// meters (Share is then the flows' share of From's packets).
+	Route bool `json:"route,omitempty"`
+	from  int
+	to    int
 }
 
 // FlowPortEdge says a flow was paused at a port: Paused packets of it
@@ -702,6 +705,7 @@ func (g *Graph) buildPortEdges(meters map[meterKey]uint64) {
 		cand[from] = append(cand[from], PortEdge{From: fp.ID, To: tp.ID, Weight: finite(paused * share * qd),
 			Paused: paused, Share: share, Qdepth: tp.Qdepth, from: from, to: to})
 	}
+	g.routeEdges(cand)
 	g.out = make([][]int, len(g.Ports))
 	g.in = make([][]int, len(g.Ports))
 	for from, es := range cand {
@@ -710,7 +714,10 @@ func (g *Graph) buildPortEdges(meters map[meterKey]uint64) {
 			top = max(top, e.Weight)
 		}
 		for _, e := range es {
-			if e.Weight < g.opt.EdgeFraction*top {
+			// A paused target is the PFC chain itself: keep it however
+			// little of the traffic goes there (the few packets
+			// circling a deadlock loop close the loop).
+			if e.Weight < g.opt.EdgeFraction*top && !g.Ports[e.to].IsPaused() {
 				continue
 			}
 			g.out[from] = append(g.out[from], len(g.PortEdges))
@@ -736,6 +743,57 @@ func (g *Graph) buildPortEdges(meters map[meterKey]uint64) {
 			g.cause[i] = fmt.Sprintf("port %s is paused by %s, but %s reports no congested egress fed by its port %d (meters or port records missing?)",
 				p.ID, pr.sw, pr.sw, pr.port)
 		}
+	}
+}
+
+// routeEdges adds the buffer dependencies the flows' routes show where
+// the meters saw no traffic: a paused port S:o holding packets of flow f,
+// whose next switch U sends f out of U:o', waits for U:o' too. In a
+// deadlock the packets that would close the loop are stuck in the paused
+// queue, so the meters of the epochs read may never have counted them;
+// the flow records (each switch's egress for f) still show the cycle.
+// Weight as for meter edges, with f's share of S:o's packets as the
+// share.
+func (g *Graph) routeEdges(cand [][]PortEdge) {
+	type pair struct{ from, to int }
+	share := make(map[pair]float64)
+	var order []pair
+	for from := range g.Ports {
+		fp := &g.Ports[from]
+		if !fp.IsPaused() || fp.Packets == 0 {
+			continue
+		}
+		pr, ok := g.topo.links[fp.Port]
+		if !ok || pr.host != "" {
+			continue
+		}
+		for _, hi := range g.portHops[from] {
+			h := &g.hops[hi]
+			for _, hj := range g.flowHops[h.flow] {
+				to := g.hops[hj].port
+				if to == from || g.Ports[to].Port.Switch != pr.sw {
+					continue
+				}
+				k := pair{from, to}
+				if _, ok := share[k]; !ok {
+					order = append(order, k)
+				}
+				share[k] += float64(h.packets) / float64(fp.Packets)
+			}
+		}
+	}
+	for _, k := range order {
+		if slices.ContainsFunc(cand[k.from], func(e PortEdge) bool { return e.to == k.to }) {
+			continue // the meters already tell
+		}
+		fp, tp := &g.Ports[k.from], &g.Ports[k.to]
+		if tp.Qdepth < g.opt.MinQdepth && !tp.IsPaused() {
+			continue
+		}
+		sh := min(1, share[k])
+		paused := g.pausedCount(fp)
+		cand[k.from] = append(cand[k.from], PortEdge{From: fp.ID, To: tp.ID, Weight: finite(paused * sh * max(tp.Qdepth, 1)),
+			Paused: paused, Share: sh, Qdepth: tp.Qdepth, Route: true, from: k.from, to: k.to})
 	}
 }
 
