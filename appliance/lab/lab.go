@@ -35,6 +35,7 @@ type Spec struct {
 	LuminaTests LuminaTestsSpec `yaml:"lumina-tests"`
 	DTA         DTASpec         `yaml:"dta"`
 	Fabric      FabricSpec      `yaml:"fabric"`
+	Hawkeye     HawkeyeSpec     `yaml:"hawkeye"`
 }
 
 // LoadSpec reads a lab configuration; path "" means the embedded default.
@@ -56,6 +57,7 @@ func LoadSpec(path string) (Spec, error) {
 	s.LuminaTests.validate(doc)
 	s.DTA.validate(doc)
 	s.Fabric.validate(doc)
+	s.Hawkeye.validate(doc)
 	return s, doc.Err()
 }
 
@@ -112,6 +114,7 @@ var stages = []stage{
 	{"lumina-tests", func(s Spec) bool { return s.LuminaTests.Enabled }, runLuminaTests},
 	{"dta", func(s Spec) bool { return s.DTA.Enabled }, runDTA},
 	{"fabric", func(s Spec) bool { return s.Fabric.Enabled }, runFabric},
+	{"hawkeye", func(s Spec) bool { return s.Hawkeye.Enabled }, runHawkeye},
 }
 
 // Lab runs the stages.
