@@ -74,7 +74,9 @@ type Truth struct {
 	// At is when the anomaly starts (ns).
 	At int64
 	// Victims are the flows whose incidents count (IDs in Trace.Flows):
-	// for a deadlock, the flows caught in the loop; empty: any flow.
+	// flows the anomaly hits (the burst's, those to a storming host,
+	// those caught in a loop), so a background flow's unrelated incident
+	// is not scored against it; empty: any flow.
 	Victims []int
 }
 
@@ -158,6 +160,7 @@ func Generate(a Anomaly, seed uint64) (*Trace, error) {
 	case Incast:
 		dst := rng.IntN(16)
 		burst(dst, others(dst, 8), 1<<20)
+		t.Truth.Victims = slices.Clone(t.Truth.Flows)
 	case Storm:
 		h := rng.IntN(16)
 		t.Truth.Host = fmt.Sprintf("h%d", h)
@@ -166,7 +169,7 @@ func Generate(a Anomaly, seed uint64) (*Trace, error) {
 		// Traffic to the storming host, so its ToR's port has something
 		// to hold.
 		burst(h, others(h, 3), 512<<10)
-		t.Truth.Flows = nil
+		t.Truth.Victims, t.Truth.Flows = t.Truth.Flows, nil
 	case InLoopDeadlock:
 		dst := rng.IntN(4) // pod 0
 		loop(dst)
@@ -211,6 +214,7 @@ func Generate(a Anomaly, seed uint64) (*Trace, error) {
 		t.Config.Switch.Alpha = 8
 		dst := rng.IntN(16)
 		burst(dst, others(dst, 4), 512<<10)
+		t.Truth.Victims = slices.Clone(t.Truth.Flows)
 	}
 	for _, f := range bg {
 		// Background traffic stays off a loop's links: what crosses them
