@@ -629,13 +629,22 @@ func TestServiceTwoCollectors(t *testing.T) {
 	var last ServiceStats
 	waitStatus(t, svc, func(st *Status) bool { ok := st.Settled() && st.Stats == last; last = st.Stats; return ok })
 	kw := func(c *exchangeCollector) []byte { return c.region(c.regs.KeyWrite.Addr, ecKW*KeyWriteEntryLen(4)) }
+	// A key sits at its home collector only; a few may be overwritten
+	// there by keys sharing both their slots (N = 2).
+	found := 0
 	for k := range r.Truth.KeyWrite {
 		home := KeyChecksum(k) % 2
 		_, at := QueryKeyWrite(kw(colls[home]), k, 2, ecKW, 4)
 		_, other := QueryKeyWrite(kw(colls[1-home]), k, 2, ecKW, 4)
-		if other || !at {
-			t.Fatalf("key %d (home %d): found at home %v, at the other %v", k, home, at, other)
+		if other {
+			t.Fatalf("key %d (home %d) found at the other collector", k, home)
 		}
+		if at {
+			found++
+		}
+	}
+	if found < len(r.Truth.KeyWrite)*95/100 {
+		t.Fatalf("%d of %d keys found at home", found, len(r.Truth.KeyWrite))
 	}
 	l2 := colls[0].regs.Lists[2]
 	var got []uint32
