@@ -635,8 +635,27 @@ func (g *Graph) diagnoseUnpaused(d *Diagnosis, path []int) {
 		}
 		return
 	}
-	p := &g.Ports[best]
+	// The most contended hop may itself be paused from further down the
+	// path (an incast's upstream neighbour): the origin is the most
+	// contended hop that can be one.
 	o := g.classify(best)
+	if o.Kind == "unexplained" {
+		bestValid := -1
+		for _, hi := range path {
+			pi := g.hops[hi].port
+			if g.Ports[pi].Contention < g.opt.MinContention || (bestValid >= 0 && g.Ports[pi].Contention <= g.Ports[bestValid].Contention) {
+				continue
+			}
+			if g.classify(pi).Kind != "unexplained" {
+				bestValid = pi
+			}
+		}
+		if bestValid >= 0 {
+			best = bestValid
+			o = g.classify(best)
+		}
+	}
+	p := &g.Ports[best]
 	o.Weight = 1
 	d.Origins = []Origin{o}
 	d.Initiator = p.ID
