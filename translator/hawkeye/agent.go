@@ -253,6 +253,9 @@ func Attach(sim *fabric.Sim, cfg Config, acfg AgentConfig, others ...*fabric.Hoo
 			report(ev, v, r)
 		}
 	}
+	if cfg.Reuse == nil {
+		cfg.Reuse = c.Reuse
+	}
 	pr, err := New(sim, cfg)
 	if err != nil {
 		return nil, err

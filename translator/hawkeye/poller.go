@@ -93,6 +93,16 @@ func (pr *Program) trigger(st *switchState, ev uint8, victim FlowKey, now int64)
 	}
 	if now-st.lastCollect < pr.cfg.CollectInterval {
 		pr.Stats.RateLimited++
+		if pr.cfg.Reuse != nil && !(st.lastReused == int(ev) && now-st.lastReusedAt < pr.cfg.DedupNs) {
+			st.lastReused, st.lastReusedAt = int(ev), now
+			name := st.name
+			reuse := func(*fabric.Sim) { pr.cfg.Reuse(ev, victim, name) }
+			if pr.cfg.ReadDelay > 0 {
+				pr.sim.At(now+pr.cfg.ReadDelay, reuse)
+			} else {
+				reuse(pr.sim)
+			}
+		}
 		return
 	}
 	st.lastCollect, st.lastEvent, st.lastEventAt = now, int(ev), now
@@ -217,12 +227,13 @@ type Collector struct {
 	sim       *fabric.Sim
 	incidents []*Telemetry
 	open      [256]int // incident index + 1 per event id
+	last      map[string]SwitchReport
 }
 
 // NewCollector is a collector for sim's topology.
 func NewCollector(sim *fabric.Sim) *Collector {
 	h, l := Topology(sim)
-	return &Collector{Hosts: h, Links: l, Window: 50_000_000, sim: sim}
+	return &Collector{Hosts: h, Links: l, Window: 50_000_000, sim: sim, last: map[string]SwitchReport{}}
 }
 
 // Topology is sim's graph as the analyzer sees it: host addresses
@@ -277,6 +288,35 @@ func (c *Collector) Report(ev uint8, victim FlowKey, r SwitchReport) {
 	}
 	if tel == nil {
 		tel = c.start(ev, victim, now)
+	}
+	tel.Reports = append(tel.Reports, r)
+	c.last[r.Switch] = r
+}
+
+// Reuse files switch sw's latest report under an incident whose poll
+// found the switch rate-limited (Config.Reuse). The copy costs no
+// collection: its Bytes and Packets are zero.
+func (c *Collector) Reuse(ev uint8, victim FlowKey, sw string) {
+	r, ok := c.last[sw]
+	if !ok {
+		return
+	}
+	r.Bytes, r.Packets = 0, 0
+	now := c.sim.Now()
+	var tel *Telemetry
+	if i := c.open[ev]; i > 0 {
+		tel = c.incidents[i-1]
+		if tel.Victim != victim || now-tel.Time > c.Window {
+			tel = nil
+		}
+	}
+	if tel == nil {
+		tel = c.start(ev, victim, now)
+	}
+	for _, have := range tel.Reports {
+		if have.Switch == sw {
+			return
+		}
 	}
 	tel.Reports = append(tel.Reports, r)
 }

@@ -54,6 +54,11 @@ type Config struct {
 	// Report receives each collection (the analyzer's input); a
 	// Collector's Report method fits.
 	Report func(event uint8, victim FlowKey, r SwitchReport)
+	// Reuse is told of a switch a poll reached while its collection was
+	// rate-limited: the central collector holds its report from less
+	// than CollectInterval ago and can file it under this incident too,
+	// instead of leaving the switch out. A Collector's Reuse method fits.
+	Reuse func(event uint8, victim FlowKey, sw string)
 }
 
 // DefaultConfig: 1 ms epochs (ts[21:20]), 4096 flows, all 4 epochs read,
@@ -175,6 +180,9 @@ type switchState struct {
 	lastCollect int64
 	lastEvent   int   // event id of the last collection, -1 none
 	lastEventAt int64 // when
+	// lastReused/At: the event a rate-limited poll last passed to Reuse.
+	lastReused   int
+	lastReusedAt int64
 }
 
 // Stats are a program's counters.
@@ -231,7 +239,7 @@ func New(sim *fabric.Sim, cfg Config) (*Program, error) {
 		np := sim.NumPorts(node)
 		st := switchState{node: node, sw: si, name: g.Nodes[node].Name, nports: np, bw: make([]float64, np),
 			peerSw: make([]bool, np), pauseUntil: make([]int64, np*fabric.NumPrio), ev: make([]evicted, cfg.MaxEvicted),
-			evLost: math.MinInt64, lastCollect: math.MinInt64 / 2, lastEvent: -1}
+			evLost: math.MinInt64, lastCollect: math.MinInt64 / 2, lastEvent: -1, lastReused: -1}
 		for p, ref := range g.Ports(node) {
 			st.bw[p] = g.Links[ref.Link].Bandwidth
 			st.peerSw[p] = sim.SwitchOf(ref.Peer) >= 0

@@ -506,8 +506,18 @@ func TestRateLimit(t *testing.T) {
 	r1, v1 := count(p1.Event)
 	r2, v2 := count(p2.Event)
 	r3, v3 := count(p3.Event)
-	if r1 != 4 || r2 != 0 || r3 != 4 || v1 == 0 || v2 != v1 || v3 != v1 {
+	// The rate-limited event gets the switches' reports from the first
+	// collection (Reuse), at no collection cost.
+	if r1 != 4 || r2 != 4 || r3 != 4 || v1 == 0 || v2 != v1 || v3 != v1 {
 		t.Fatalf("reports %d %d %d, visits %d %d %d", r1, r2, r3, v1, v2, v3)
+	}
+	for _, r := range sys.Collector.Incident(p2.Event).Reports {
+		if r.Bytes != 0 || r.Packets != 0 {
+			t.Fatalf("a reused report was charged: %+v", r)
+		}
+	}
+	if sys.Program.Stats.Collections != 8 {
+		t.Fatalf("%d collections, want two events' 4 each", sys.Program.Stats.Collections)
 	}
 	if sys.Program.Stats.RateLimited < 4 {
 		t.Fatalf("rate limited %d", sys.Program.Stats.RateLimited)
