@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -29,10 +30,12 @@ type Config struct {
 	HighLatencyFactor float64
 	HighLatencyMin    time.Duration
 	// MinVotes: links and switches are only alerted on once this many
-	// abnormal probes vote (5), and when at least MinLinkShare of the
-	// probes through the top link were abnormal (0.05).
-	MinVotes     int
-	MinLinkShare float64
+	// abnormal probes vote (5), and when at least MinDropShare (0.01) of
+	// the probes over the top link timed out, or MinLatencyShare (0.2)
+	// of those over one direction of it had a high latency.
+	MinVotes        int
+	MinDropShare    float64
+	MinLatencyShare float64
 	// ProcessingFactor: a host whose median processing delay exceeds
 	// this many times the other hosts' median (4) and ProcessingMin
 	// (100 us) is alerted on as overloaded.
@@ -57,7 +60,8 @@ func (c Config) withDefaults() Config {
 	}
 	def(&c.TimeoutFraction, 0.1)
 	def(&c.HighLatencyFactor, 3)
-	def(&c.MinLinkShare, 0.05)
+	def(&c.MinDropShare, 0.01)
+	def(&c.MinLatencyShare, 0.2)
 	def(&c.ProcessingFactor, 4)
 	if c.MinProbes == 0 {
 		c.MinProbes = 10
@@ -193,12 +197,16 @@ func (st *RNICStatus) rate(minProbes int) {
 
 // Vote is a link's or switch's share of the abnormal probes.
 type Vote struct {
-	Name      string  `json:"name"`
-	Votes     int     `json:"votes"`
-	Timeouts  int     `json:"timeouts"`
-	HighLat   int     `json:"high_latency"`
-	Traversed int     `json:"traversed"` // probes of the window over it
-	Share     float64 `json:"share"`     // votes / traversed
+	Name      string `json:"name"`
+	Votes     int    `json:"votes"`
+	Timeouts  int    `json:"timeouts"`
+	HighLat   int    `json:"high_latency"`
+	Traversed int    `json:"traversed"` // probes of the window over it
+	// Dir is the direction ranked ("a>b"), for latency, and MedianNs the
+	// median network latency of the probes over it.
+	Dir      string  `json:"direction,omitempty"`
+	MedianNs int64   `json:"median_ns,omitempty"`
+	Share    float64 `json:"share"` // votes / traversed
 }
 
 // HostStatus is one host's processing delay.
@@ -229,8 +237,13 @@ type Report struct {
 	Processing     Percentiles `json:"processing_delay"`
 	// RNICs: anomalous first (highest timeout rate first), then the rest
 	// with timeouts. Links and Switches ranked by votes (Algorithm 1).
-	RNICs    []RNICStatus `json:"rnics"`
-	Links    []Vote       `json:"links"`
+	RNICs []RNICStatus `json:"rnics"`
+	Links []Vote       `json:"links"`
+	// Basis is what Links and Switches are ranked by: "drops" or
+	// "latency".
+	Basis string `json:"basis"`
+	// Hot are the link directions with the highest median latency.
+	Hot      []Vote       `json:"hot"`
 	Switches []Vote       `json:"switches"`
 	Hosts    []HostStatus `json:"hosts"`
 	Alerts   []string     `json:"alerts"`
@@ -462,6 +475,8 @@ func (a *Analyzer) analyze(start, end int64, win []Result) *Report {
 	// 3. Voting (Algorithm 1) by the abnormal probes of the switch
 	// network, on links and on switches; traversals give each its share.
 	links := map[string]*Vote{}
+	dlinks := map[string]*Vote{} // by direction, for latency
+	dlat := map[string][]int64{}
 	sws := map[string]*Vote{}
 	vote := func(m map[string]*Vote, k string) *Vote {
 		v := m[k]
@@ -494,14 +509,18 @@ func (a *Analyzer) analyze(start, end int64, win []Result) *Report {
 			continue
 		}
 		for j := 1; j < len(p); j++ {
-			v := vote(links, LinkName(p[j-1], p[j]))
-			v.Traversed++
-			if abnormal {
-				v.Votes++
-				if r.Timeout {
-					v.Timeouts++
-				} else {
-					v.HighLat++
+			if !r.Timeout {
+				dlat[p[j-1]+">"+p[j]] = append(dlat[p[j-1]+">"+p[j]], r.NetworkNs)
+			}
+			for _, v := range [2]*Vote{vote(links, LinkName(p[j-1], p[j])), vote(dlinks, p[j-1]+">"+p[j])} {
+				v.Traversed++
+				if abnormal {
+					v.Votes++
+					if r.Timeout {
+						v.Timeouts++
+					} else {
+						v.HighLat++
+					}
 				}
 			}
 		}
@@ -518,8 +537,30 @@ func (a *Analyzer) analyze(start, end int64, win []Result) *Report {
 			}
 		}
 	}
-	rep.Links = ranked(links)
-	rep.Switches = ranked(sws)
+	// Drops first: in a lossless fabric a switch-network timeout is rare
+	// and telling, while some probes always meet a queue; latency ranks
+	// (and alerts) only when the drops do not.
+	rep.Links, rep.Switches = ranked(links, false), ranked(sws, false)
+	for k, v := range dlinks {
+		v.MedianNs = percentiles(dlat[k]).P50
+		if v.Traversed >= c.MinProbes {
+			rep.Hot = append(rep.Hot, *v)
+			rep.Hot[len(rep.Hot)-1].Dir = k
+		}
+	}
+	slices.SortFunc(rep.Hot, func(x, y Vote) int { return cmp.Or(cmp.Compare(y.MedianNs, x.MedianNs), cmp.Compare(x.Dir, y.Dir)) })
+	rep.Hot = rep.Hot[:min(len(rep.Hot), 5)]
+	rep.Basis = "drops"
+	if !c.alerting(rep.Links, false) {
+		// A queue builds in one direction: rank that, name the link.
+		if l := ranked(dlinks, true); c.alerting(l, true) {
+			for i := range l {
+				a, b, _ := strings.Cut(l[i].Name, ">")
+				l[i].Dir, l[i].Name = l[i].Name, LinkName(a, b)
+			}
+			rep.Links, rep.Switches, rep.Basis = l, ranked(sws, true), "latency"
+		}
+	}
 	if rep.Probes > 0 {
 		rep.RNICDropRate = float64(rep.RNICProblems) / float64(rep.Probes)
 		rep.SwitchDropRate = float64(rep.SwitchProblems) / float64(rep.Probes)
@@ -562,9 +603,9 @@ func (a *Analyzer) analyze(start, end int64, win []Result) *Report {
 				st.RNIC, 100*st.Rate, st.Probes))
 		}
 	}
-	if abn := rep.SwitchProblems + rep.HighLatency - rep.Unlocalized; len(rep.Links) > 0 && abn >= c.MinVotes &&
-		rep.Links[0].Votes >= c.MinVotes && rep.Links[0].Share >= c.MinLinkShare {
+	if c.alerting(rep.Links, rep.Basis == "latency") {
 		top := rep.Links[0]
+		abn := rep.SwitchProblems + rep.HighLatency - rep.Unlocalized
 		rep.Alerts = append(rep.Alerts, fmt.Sprintf("ALERT link %s: %d of %d abnormal probes (%d timeouts, %d high latency), %.1f%% of the %d probes over it",
 			top.Name, top.Votes, abn, top.Timeouts, top.HighLat, 100*top.Share, top.Traversed))
 		var names []string
@@ -614,12 +655,30 @@ func (a *Analyzer) confined(win []Result, paths [][]string, k string, flagged ma
 		if (r.SrcKey() != k && r.DstKey() != k) || flagged[r.SrcKey()] || flagged[r.DstKey()] {
 			continue
 		}
-		if p := paths[i]; p != nil && crosses(p, best) {
+		// Probes of untraced 5-tuples can neither confirm nor refute.
+		if p := paths[i]; p == nil || crosses(p, best) {
 			continue
 		}
 		rest.count(r.DstKey() == k, r.Timeout)
 	}
-	if rest.rate(a.cfg.MinProbes); rest.Rate > a.cfg.TimeoutFraction {
+	// Confined only on evidence: enough healthy-path probes in each
+	// direction that failed (the traces of a dead or paused RNIC's
+	// tuples fail too, so few of its paths may be known).
+	var all RNICStatus
+	for i := range win {
+		r := &win[i]
+		if (r.SrcKey() == k || r.DstKey() == k) && !flagged[r.SrcKey()] && !flagged[r.DstKey()] {
+			all.count(r.DstKey() == k, r.Timeout)
+		}
+	}
+	frac := a.cfg.TimeoutFraction
+	if all.In > 0 && float64(all.InTimeouts)/float64(all.In) > frac && rest.In < a.cfg.MinProbes {
+		return ""
+	}
+	if out := all.Probes - all.In; out > 0 && float64(all.Timeouts-all.InTimeouts)/float64(out) > frac && rest.Probes-rest.In < a.cfg.MinProbes {
+		return ""
+	}
+	if rest.rate(a.cfg.MinProbes); rest.Rate > frac {
 		return ""
 	}
 	return best
@@ -634,7 +693,9 @@ func crosses(p []string, link string) bool {
 	return false
 }
 
-func ranked(m map[string]*Vote) []Vote {
+// ranked orders the voted links or switches by their timeouts (then
+// high-latency probes), or by their high-latency probes.
+func ranked(m map[string]*Vote, latency bool) []Vote {
 	out := make([]Vote, 0, len(m))
 	for _, v := range m {
 		if v.Votes == 0 {
@@ -644,9 +705,25 @@ func ranked(m map[string]*Vote) []Vote {
 		out = append(out, *v)
 	}
 	slices.SortFunc(out, func(x, y Vote) int {
-		return cmp.Or(cmp.Compare(y.Votes, x.Votes), cmp.Compare(y.Share, x.Share), cmp.Compare(x.Name, y.Name))
+		if latency {
+			return cmp.Or(cmp.Compare(y.HighLat, x.HighLat), cmp.Compare(y.Votes, x.Votes), cmp.Compare(x.Name, y.Name))
+		}
+		return cmp.Or(cmp.Compare(y.Timeouts, x.Timeouts), cmp.Compare(y.HighLat, x.HighLat), cmp.Compare(y.Share, x.Share), cmp.Compare(x.Name, y.Name))
 	})
 	return out
+}
+
+// alerting says whether the top of a ranking is worth an alert: enough
+// votes of its kind, and a large enough share of the probes over it.
+func (c *Config) alerting(l []Vote, latency bool) bool {
+	if len(l) == 0 {
+		return false
+	}
+	n, share := l[0].Timeouts, c.MinDropShare
+	if latency {
+		n, share = l[0].HighLat, c.MinLatencyShare
+	}
+	return n >= c.MinVotes && float64(n) >= share*float64(l[0].Traversed)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -1,0 +1,450 @@
+package hostmesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rdma-appliance/appliance/dpdk"
+	"github.com/rdma-appliance/appliance/verbs"
+)
+
+// Device is one RNIC the agent probes with: an open verbs device (any
+// provider) and the GID it probes from.
+type Device struct {
+	// Name is the RNIC's name in results (the verbs device name by
+	// default).
+	Name     string
+	Dev      verbs.Device
+	GIDIndex int
+	Port     int // device port (1)
+}
+
+// AgentConfig is the agent on verbs devices.
+type AgentConfig struct {
+	Config
+	// Cores pin the loops: RNIC i's sender and receiver threads run on
+	// Cores[i % len(Cores)]; none: unpinned goroutines.
+	Cores []int
+	// BatchEvery is how often results go to the analyzer (1 s).
+	BatchEvery time.Duration
+	// QKey of the probe QPs (0x48534d31).
+	QKey uint32
+}
+
+// Agent probes between the host's RNICs over UD QPs: one QP per RNIC, a
+// sender loop that posts a probe every interval and takes the send
+// completions (T2), and a receiver loop that takes receive completions
+// (T3) and stamps their poll (T4). The soft RNIC and libibverbs serve it
+// alike. Path tracing is not done over verbs: the ICMP time-exceeded
+// answers to TTL-limited probes go to the host's kernel, not to the QP, so
+// on real hosts paths come from traceroute run beside the agent; without
+// paths the analyzer still finds anomalous RNICs (an RNIC's own link
+// counts as the RNIC) and tracks the SLAs.
+type Agent struct {
+	cfg   AgentConfig
+	core  *Core
+	rnics []*rnicRT
+	up    *Uploader
+	log   *slog.Logger
+}
+
+// recvSlot is a receive buffer: the 40-byte GRH area and the probe, with
+// room for a longer (malformed or foreign) datagram.
+const (
+	recvSlot  = 40 + 256
+	recvSlots = 128
+	sendSlots = 64
+)
+
+type rnicRT struct {
+	idx   int
+	dev   Device
+	gid   verbs.GID
+	pd    verbs.PD
+	scq   verbs.CQ
+	rcq   verbs.CQ
+	qp    verbs.QP
+	mr    verbs.MR
+	buf   []byte
+	ahs   map[ahKey]verbs.AH
+	fails int // consecutive send failures
+	// unacked: send WR ids without a completion, by post time.
+	unacked map[uint64]int64
+	mu      sync.Mutex
+	// Counters.
+	posted, sendWC, recvWC, recvErr atomic.Uint64
+}
+
+type ahKey struct {
+	dst int
+	fl  uint32
+}
+
+// NewAgent opens a QP on every device. The devices stay the caller's.
+func NewAgent(cfg AgentConfig, devs []Device, up *Uploader, log *slog.Logger) (*Agent, error) {
+	if cfg.QKey == 0 {
+		cfg.QKey = 0x48534d31
+	}
+	if cfg.BatchEvery <= 0 {
+		cfg.BatchEvery = time.Second
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	a := &Agent{cfg: cfg, up: up, log: log}
+	var rn []RNIC
+	for i, d := range devs {
+		if d.Name == "" {
+			d.Name = d.Dev.Info().Name
+		}
+		if d.Port == 0 {
+			d.Port = 1
+		}
+		r, err := a.open(i, d)
+		if err != nil {
+			a.Close()
+			return nil, fmt.Errorf("hostmesh: RNIC %s: %w", d.Name, err)
+		}
+		a.rnics = append(a.rnics, r)
+		rn = append(rn, RNIC{Name: d.Name, Addr: r.gid.Addr()})
+	}
+	core, err := NewCore(cfg.Config, rn)
+	if err != nil {
+		a.Close()
+		return nil, err
+	}
+	a.core = core
+	return a, nil
+}
+
+// Core is the agent's probing logic (counters, batches).
+func (a *Agent) Core() *Core { return a.core }
+
+func (a *Agent) open(i int, d Device) (*rnicRT, error) {
+	pa, err := d.Dev.QueryPort(d.Port)
+	if err != nil {
+		return nil, err
+	}
+	if d.GIDIndex < 0 || d.GIDIndex >= len(pa.GIDs) {
+		return nil, fmt.Errorf("no GID %d (port has %d RoCEv2 GIDs)", d.GIDIndex, len(pa.GIDs))
+	}
+	r := &rnicRT{idx: i, dev: d, gid: pa.GIDs[d.GIDIndex], ahs: map[ahKey]verbs.AH{}, unacked: map[uint64]int64{}}
+	if r.pd, err = d.Dev.AllocPD(); err != nil {
+		return nil, err
+	}
+	if r.scq, err = d.Dev.CreateCQ(verbs.CQAttr{CQE: 2 * sendSlots, CompletionTimestamps: true}); err != nil {
+		return nil, err
+	}
+	if r.rcq, err = d.Dev.CreateCQ(verbs.CQAttr{CQE: 2 * recvSlots, CompletionTimestamps: true}); err != nil {
+		return nil, err
+	}
+	if r.qp, err = r.pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTypeUD, SendCQ: r.scq, RecvCQ: r.rcq,
+		Cap: verbs.QPCap{MaxSendWR: sendSlots, MaxRecvWR: recvSlots, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
+		return nil, err
+	}
+	steps := []struct {
+		attr verbs.QPAttr
+		mask verbs.AttrMask
+	}{
+		{verbs.QPAttr{State: verbs.QPSInit, Port: uint8(d.Port), QKey: a.cfg.QKey}, verbs.AttrState | verbs.AttrPKeyIndex | verbs.AttrPort | verbs.AttrQKey},
+		{verbs.QPAttr{State: verbs.QPSRTR}, verbs.AttrState},
+		{verbs.QPAttr{State: verbs.QPSRTS}, verbs.AttrState | verbs.AttrSQPSN},
+	}
+	for _, s := range steps {
+		if err := r.qp.Modify(&s.attr, s.mask); err != nil {
+			return nil, err
+		}
+	}
+	if r.buf, err = verbs.AllocBuffer(sendSlots*ProbeSize+recvSlots*recvSlot, false); err != nil {
+		return nil, err
+	}
+	if r.mr, err = r.pd.RegMR(r.buf, verbs.AccessLocalWrite); err != nil {
+		return nil, err
+	}
+	for k := range recvSlots {
+		if err := r.postRecv(k); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+func (r *rnicRT) recvOff(k int) int { return sendSlots*ProbeSize + k*recvSlot }
+
+func (r *rnicRT) postRecv(k int) error {
+	return r.qp.PostRecv([]verbs.RecvWR{{ID: uint64(k), SGL: []verbs.SGE{{Addr: r.mr.Addr() + uint64(r.recvOff(k)), Length: recvSlot, LKey: r.mr.LKey()}}}})
+}
+
+// Close releases the QPs and buffers (not the devices).
+func (a *Agent) Close() {
+	for _, r := range a.rnics {
+		for _, ah := range r.ahs {
+			ah.Destroy()
+		}
+		if r.qp != nil {
+			r.qp.Destroy()
+		}
+		if r.mr != nil {
+			r.mr.Dereg()
+		}
+		for _, cq := range []verbs.CQ{r.scq, r.rcq} {
+			if cq != nil {
+				cq.Destroy()
+			}
+		}
+		if r.pd != nil {
+			r.pd.Dealloc()
+		}
+		if r.buf != nil {
+			verbs.FreeBuffer(r.buf)
+		}
+	}
+	a.rnics = nil
+}
+
+// Run probes until ctx ends, then uploads what is left.
+func (a *Agent) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for _, r := range a.rnics {
+		wg.Add(2)
+		go func() { defer wg.Done(); a.pinned(r.idx, func() { a.sender(ctx, r) }) }()
+		go func() { defer wg.Done(); a.pinned(r.idx, func() { a.receiver(ctx, r) }) }()
+		if es, ok := r.dev.Dev.(verbs.EventSource); ok {
+			wg.Add(1)
+			go func() { defer wg.Done(); a.watch(ctx, r, es.AsyncEvents()) }()
+		}
+	}
+	t := time.NewTicker(a.cfg.BatchEvery)
+	defer t.Stop()
+	exp := time.NewTicker(a.core.Config().Interval / 2)
+	defer exp.Stop()
+	for done := false; !done; {
+		select {
+		case <-ctx.Done():
+			done = true
+		case <-exp.C:
+			a.core.Expire(dpdk.Nanotime())
+			a.checkStalls()
+		case <-t.C:
+			a.flush(ctx)
+		}
+	}
+	wg.Wait()
+	// Probes still in flight time out only after the timeout; what has
+	// arrived is uploaded now.
+	fctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	a.flush(fctx)
+	return nil
+}
+
+func (a *Agent) flush(ctx context.Context) {
+	if a.up == nil {
+		return
+	}
+	if err := a.up.Push(ctx, a.core.Batch()); err != nil {
+		a.log.Debug("hostmesh: analyzer unreachable, results held", "err", err, "held", a.up.Held())
+	}
+}
+
+func (a *Agent) pinned(i int, f func()) {
+	if len(a.cfg.Cores) > 0 {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := dpdk.Pin(a.cfg.Cores[i%len(a.cfg.Cores)]); err != nil {
+			a.log.Warn("hostmesh: pin", "err", err)
+		}
+	}
+	f()
+}
+
+// watch marks an RNIC down when its device reports a fatal error or goes
+// away (its event channel closes).
+func (a *Agent) watch(ctx context.Context, r *rnicRT, ev <-chan verbs.AsyncEvent) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-ev:
+			if !ok || e.Type == verbs.EventDeviceFatal || (e.Type == verbs.EventPortErr && e.Port == r.dev.Port) {
+				a.down(r, fmt.Sprintf("device event %v", e.Type))
+				return
+			}
+		}
+	}
+}
+
+func (a *Agent) down(r *rnicRT, why string) {
+	if a.core.Down(r.idx) {
+		return
+	}
+	a.log.Warn("hostmesh: RNIC gone, the others keep probing", "rnic", r.dev.Name, "why", why)
+	a.core.MarkDown(r.idx)
+}
+
+// checkStalls: sends that never complete mean the RNIC stopped working.
+func (a *Agent) checkStalls() {
+	now := dpdk.Nanotime()
+	to := int64(a.core.Config().Timeout)
+	for _, r := range a.rnics {
+		r.mu.Lock()
+		for id, at := range r.unacked {
+			if now-at > to {
+				delete(r.unacked, id)
+				r.fails++
+				a.core.Sent(id, 0, false)
+			}
+		}
+		fails := r.fails
+		r.mu.Unlock()
+		if fails >= 3 {
+			a.down(r, "send completions stopped")
+		}
+	}
+}
+
+func (a *Agent) sender(ctx context.Context, r *rnicRT) {
+	iv := a.core.Config().Interval
+	// Start at a random phase so that the RNICs' probes spread.
+	phase := time.Duration(dpdk.Nanotime() % int64(iv))
+	timer := time.NewTimer(phase)
+	defer timer.Stop()
+	wcs := make([]verbs.WC, 16)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+			timer.Reset(iv)
+			if !a.core.Down(r.idx) {
+				a.probe(r)
+			}
+		case <-r.scq.Notify():
+		}
+		n, err := r.scq.Poll(wcs)
+		if err != nil {
+			a.down(r, "send CQ: "+err.Error())
+			continue
+		}
+		for _, wc := range wcs[:n] {
+			r.sendWC.Add(1)
+			r.mu.Lock()
+			delete(r.unacked, wc.ID)
+			if wc.Status == verbs.WCSuccess {
+				r.fails = 0
+			}
+			r.mu.Unlock()
+			a.core.Sent(wc.ID, wc.Timestamp, wc.Status == verbs.WCSuccess)
+		}
+	}
+}
+
+func (a *Agent) probe(r *rnicRT) {
+	s, ok := a.core.Next(r.idx, dpdk.Nanotime())
+	if !ok {
+		return
+	}
+	dst := a.rnics[s.Dst]
+	ah, err := r.ah(s.Dst, dst.gid, s.FlowLabel)
+	if err == nil {
+		slot := int(s.Seq%sendSlots) * ProbeSize
+		copy(r.buf[slot:], s.Payload[:])
+		err = r.qp.PostSend([]verbs.SendWR{{ID: s.Seq, Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
+			SGL: []verbs.SGE{{Addr: r.mr.Addr() + uint64(slot), Length: ProbeSize, LKey: r.mr.LKey()}},
+			AH:  ah, RemoteQPN: dst.qp.QPN(), RemoteQKey: a.cfg.QKey}})
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		r.fails++
+		a.core.Sent(s.Seq, 0, false)
+		if errors.Is(err, verbs.ErrClosed) || r.fails >= 3 {
+			go a.down(r, "post: "+err.Error())
+		}
+		return
+	}
+	r.posted.Add(1)
+	r.unacked[s.Seq] = dpdk.Nanotime()
+}
+
+// ah is the address handle towards RNIC dst with a flow label: the flow
+// label picks the UDP source port, which is how the probe's 5-tuple (and
+// so its ECMP path) is chosen.
+func (r *rnicRT) ah(dst int, gid verbs.GID, fl uint32) (verbs.AH, error) {
+	k := ahKey{dst, fl}
+	if ah, ok := r.ahs[k]; ok {
+		return ah, nil
+	}
+	if len(r.ahs) > 1024 { // labels rotate out of the pool: forget old handles
+		for kk, ah := range r.ahs {
+			ah.Destroy()
+			delete(r.ahs, kk)
+		}
+	}
+	ah, err := r.pd.CreateAH(verbs.AHAttr{DGID: gid, SGIDIndex: r.dev.GIDIndex, FlowLabel: fl, Port: r.dev.Port})
+	if err != nil {
+		return nil, err
+	}
+	r.ahs[k] = ah
+	return ah, nil
+}
+
+func (a *Agent) receiver(ctx context.Context, r *rnicRT) {
+	wcs := make([]verbs.WC, 32)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.rcq.Notify():
+		case <-time.After(a.core.Config().Interval):
+		}
+		n, err := r.rcq.Poll(wcs)
+		if err != nil {
+			a.down(r, "receive CQ: "+err.Error())
+			return
+		}
+		t4 := dpdk.Nanotime()
+		for _, wc := range wcs[:n] {
+			k := int(wc.ID)
+			if wc.Status != verbs.WCSuccess || k >= recvSlots || wc.ByteLen < 40 {
+				r.recvErr.Add(1)
+			} else {
+				r.recvWC.Add(1)
+				off := r.recvOff(k)
+				_ = a.core.Received(r.idx, r.buf[off+40:off+int(min(wc.ByteLen, recvSlot))], wc.Timestamp, t4)
+			}
+			if k < recvSlots && wc.Status != verbs.WCWRFlushErr {
+				if err := r.postRecv(k); err != nil {
+					r.recvErr.Add(1)
+				}
+			}
+		}
+	}
+}
+
+// RNICStatus is one RNIC's counters.
+type RNICStatus struct {
+	Name     string `json:"name"`
+	Addr     string `json:"addr"`
+	Down     bool   `json:"down"`
+	Posted   uint64 `json:"posted"`
+	SendWC   uint64 `json:"send_completions"`
+	RecvWC   uint64 `json:"receive_completions"`
+	RecvErrs uint64 `json:"receive_errors"`
+}
+
+// Status are the agent's and every RNIC's counters.
+func (a *Agent) Status() (Counters, []RNICStatus) {
+	var out []RNICStatus
+	for _, r := range a.rnics {
+		out = append(out, RNICStatus{Name: r.dev.Name, Addr: r.gid.Addr().String(), Down: a.core.Down(r.idx), Posted: r.posted.Load(),
+			SendWC: r.sendWC.Load(), RecvWC: r.recvWC.Load(), RecvErrs: r.recvErr.Load()})
+	}
+	return a.core.Counters(), out
+}

@@ -1,0 +1,87 @@
+package hostmesh
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"strings"
+	"sync"
+
+	"github.com/rdma-appliance/appliance/appliance/service"
+	chm "github.com/rdma-appliance/appliance/collector/hostmesh"
+)
+
+// Uploader sends batches to the analyzer over HTTP (POST /v1/results). A
+// batch that cannot be delivered is kept and retried with the next, up to
+// MaxResults results held; beyond that the oldest batches are dropped and
+// counted, so an analyzer that is down costs bounded memory and never
+// stops the probing. Batches are also appended to File when set (JSON, one
+// per line: what `appliance mesh analyze FILE` reads).
+type Uploader struct {
+	Client     *service.Client // nil: no analyzer
+	File       io.Writer
+	MaxResults int
+
+	mu      sync.Mutex
+	pending []chm.Batch
+	held    int
+	// Counters: batches delivered, failed attempts, results dropped over
+	// the bound.
+	Delivered, Failures, Dropped uint64
+	LastError                    string
+}
+
+// NewUploader posts to the analyzer at addr ("" for none).
+func NewUploader(addr string, maxResults int) *Uploader {
+	u := &Uploader{MaxResults: maxResults}
+	if addr != "" {
+		if !strings.Contains(addr, "://") {
+			addr = "http://" + addr
+		}
+		u.Client = service.NewClient(addr)
+	}
+	if u.MaxResults <= 0 {
+		u.MaxResults = 100000
+	}
+	return u
+}
+
+// Push queues a batch and delivers what is queued.
+func (u *Uploader) Push(ctx context.Context, b chm.Batch) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.File != nil {
+		if err := json.NewEncoder(u.File).Encode(&b); err != nil {
+			return err
+		}
+	}
+	if u.Client == nil {
+		return nil
+	}
+	u.pending = append(u.pending, b)
+	u.held += len(b.Results)
+	for u.held > u.MaxResults && len(u.pending) > 1 {
+		u.held -= len(u.pending[0].Results)
+		u.Dropped += uint64(len(u.pending[0].Results))
+		u.pending = u.pending[1:]
+	}
+	for len(u.pending) > 0 {
+		if err := u.Client.Do(ctx, "POST", chm.ResultsPath, &u.pending[0], nil); err != nil {
+			u.Failures++
+			u.LastError = err.Error()
+			return err
+		}
+		u.Delivered++
+		u.held -= len(u.pending[0].Results)
+		u.pending = u.pending[1:]
+	}
+	u.LastError = ""
+	return nil
+}
+
+// Held is how many results wait for the analyzer.
+func (u *Uploader) Held() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.held
+}
