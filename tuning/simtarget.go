@@ -33,6 +33,10 @@ type SimScenario struct {
 	Objective Objective
 	// Duration is the simulated time of one evaluation.
 	Duration time.Duration
+	// Capacity and RTT are the bottleneck's rate (bits/s) and the base
+	// round trip (ns), for the baselines that derive from them.
+	Capacity float64
+	RTT      int64
 }
 
 // Link rates and delay of the paper's first cluster (Section 6.1):
@@ -100,8 +104,13 @@ func hostRange(lo, hi int) []int {
 func SimScenarios() map[string]SimScenario {
 	m := map[string]SimScenario{}
 	incast := func(name, desc string, senders []int, dst, nqp int, size int64, bursts int, interval int64, dur time.Duration) SimScenario {
+		o := DefaultObjective()
+		// Incast queues reach megabytes: a fixed normalisation at half a
+		// megabyte (2000 cells, the middle of the paper's Kmin range)
+		// still tells them apart.
+		o.QueueRef = 512 << 10
 		return SimScenario{Name: name, Description: desc, Base: simBase(), Scopes: []string{"leaf"},
-			Objective: DefaultObjective(), Duration: dur,
+			Objective: o, Duration: dur, Capacity: simAccessBW, RTT: 8 * simDelay,
 			Build: func() (*topo.Graph, *topo.Routes, []workload.Flow, error) {
 				g, r, err := leafSpine()
 				if err != nil {
@@ -143,6 +152,7 @@ func SimScenarios() map[string]SimScenario {
 	m["mixed"] = mixed
 
 	mh := SimScenario{Name: "multihost", Base: simBase(), Scopes: []string{"nic"}, Duration: 2 * time.Millisecond,
+		Capacity: 50e9, RTT: 6*simDelay + 200,
 		Description: "multi-host RNIC (Fig. 4): A->C1 and B->C1 100 QPs each, B->C2 1 QP; C's RNIC (layer nic, 100G to its ToR, 50G PCIe per PF) runs NIC-ECN and TX-PFC; Eq. 15 fairness"}
 	mh.Objective = DefaultObjective()
 	mh.Objective.Fairness = true
@@ -230,7 +240,9 @@ func NewSimTarget(sc SimScenario) (*SimTarget, error) {
 }
 
 // Graph, Routes and Flows are the scenario's.
-func (t *SimTarget) Graph() (*topo.Graph, *topo.Routes, []workload.Flow) { return t.g, t.routes, t.flows }
+func (t *SimTarget) Graph() (*topo.Graph, *topo.Routes, []workload.Flow) {
+	return t.g, t.routes, t.flows
+}
 
 // FabricConfig is the simulator configuration with c's watermarks on
 // their layers or switches. A switch scope becomes a layer of its own;
