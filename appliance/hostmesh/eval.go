@@ -86,10 +86,12 @@ type Scenario struct {
 
 // RunOne runs one randomized evaluation run of a fault type.
 func RunOne(ctx context.Context, fault string, seed uint64) (*Run, error) {
-	rng := rand.New(rand.NewPCG(seed, 0xe7a1))
+	rng := newRand(seed)
 	sc := Scenario{Machines: 4 + rng.IntN(5), RNICs: 8, Spines: []int{2, 4}[rng.IntN(2)], Bandwidth: 25e9, Delay: 1000, Background: 0.05}
 	return runScenario(ctx, fault, seed, sc, rng)
 }
+
+func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0xe7a1)) }
 
 func runScenario(ctx context.Context, fault string, seed uint64, sc Scenario, rng *rand.Rand) (*Run, error) {
 	t0 := time.Now()
