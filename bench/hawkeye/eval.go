@@ -203,8 +203,10 @@ func shape(t *thawk.Telemetry, m Method, visits []thawk.Visit) *thawk.Telemetry 
 	return &c
 }
 
-// matches scores a verdict: the right type, and the right root cause (the
-// injecting host, or a top-ranked flow among the injected ones).
+// matches scores a verdict: the right type, and the right root cause: the
+// injecting host, or root-cause flows at least half of which are injected
+// ones (a background flow that shared the incast's queue is a contender
+// too, and may rank first by a few bytes).
 func (tr Truth) matches(v Verdict, sim *fabric.Sim) bool {
 	if v.Anomaly != tr.Anomaly {
 		return false
@@ -218,12 +220,17 @@ func (tr Truth) matches(v Verdict, sim *fabric.Sim) bool {
 	if len(v.Flows) == 0 {
 		return false
 	}
+	injected := map[thawk.FlowKey]bool{}
 	for _, f := range tr.Flows {
-		if thawk.FlowKeyOf(sim, int32(f)) == v.Flows[0] {
-			return true
+		injected[thawk.FlowKeyOf(sim, int32(f))] = true
+	}
+	n := 0
+	for _, k := range v.Flows {
+		if injected[k] {
+			n++
 		}
 	}
-	return false
+	return 2*n >= len(v.Flows)
 }
 
 // manifested checks the fabric for the injected anomaly at the end of a
