@@ -622,7 +622,7 @@ func TestServiceTwoCollectors(t *testing.T) {
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	b := &serviceBed{svc: svc, rep: near[3:], pool: pool, trIP: netip.MustParseAddr("10.9.0.100"), trMAC: dnet.MAC(near[0].Info().MAC)}
 	waitStatus(t, svc, func(st *Status) bool { return st.Collectors[0].Up && st.Collectors[1].Up })
-	rc := ReporterConfig{Keys: 2000, Redundancy: 2, Lists: []uint32{2}, Count: 3000, Seed: 4}
+	rc := ReporterConfig{Keys: 2000, Redundancy: 2, Lists: []uint32{2}, Count: 3000, Seed: 4, Rate: 200000}
 	rc.Mix.KeyWrite, rc.Mix.Append = 2, 1
 	r := b.reporter(t, 0, rc)
 	runReporters(t, []*Reporter{r})
