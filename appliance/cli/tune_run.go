@@ -1,0 +1,145 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/rdma-appliance/appliance/tuning"
+)
+
+func init() {
+	tuneCmd.Sub = append(tuneCmd.Sub, &Command{
+		Name:    "run",
+		Summary: "tune watermarks on a target (simulator scenario, fluid model or switches over SSH)",
+		Usage:   "-f tune.yml [--out DIR] [--quiet]",
+		Long: `Runs a tuning file: a target, a search space, an algorithm with its budget and seed, and an
+objective. Targets:
+
+  simulator  a scenario of the fabric simulator (incast-2, incast-24, incast-39, mixed,
+             multihost) with the candidate watermarks on the tuned layers
+  fluid      the fluid model of the paper's Section 4 (Table 4's parameters, N flows)
+  switches   real switches: each candidate rendered in the switch's dialect (sonic, eos,
+             nxos, vrp, comware) and pushed over SSH with rollback; telemetry from a
+             collector URL (JSON) or a stub
+
+The state is saved after every evaluation to the file's state path and resumed from it
+when the run starts again. Out-of-range bounds are refused before the run; an unreachable
+switch or telemetry that stops arriving (timeout) stops the run with the best configuration
+so far saved and the reason printed.
+
+Writes to --out: result.json, convergence.svg and convergence.png (objective and best so
+far against evaluations) and watermarks.txt (the chosen watermarks in the dialect).
+
+Example (tuning/testdata/tune.yml):
+
+  target: {kind: simulator, scenario: incast-2, duration: 2ms}
+  space: {preset: paper}
+  algorithm: {method: anneal}
+  objective: {beta: 0.5, norm: fixed}
+  budget: 330
+  patience: 110
+  seed: 1
+  state: tune-state.json
+  dialect: comware`,
+		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
+			file := fs.String("f", "", "tuning file (YAML)")
+			out := fs.String("out", "tune-out", "directory for the results")
+			quiet := fs.Bool("quiet", false, "no progress")
+			return func(ctx context.Context, env *Env, args []string) error {
+				if *file == "" || len(args) > 0 {
+					return Usagef("want -f tune.yml and no arguments")
+				}
+				rs, err := tuning.LoadRunSpec(*file)
+				if err != nil {
+					return err
+				}
+				if err := os.MkdirAll(*out, 0o755); err != nil {
+					return err
+				}
+				se, err := rs.Build(*out)
+				if err != nil {
+					return fmt.Errorf("%s: %w", *file, err)
+				}
+				if !*quiet {
+					se.Tuner.Progress = tuneProgress(env.Stderr, se.Tuner.Budget)
+				}
+				fmt.Fprintf(env.Stdout, "tuning %s: %s over %.0f points (%d scopes), budget %d, seed %d\n",
+					rs.Target.Kind+targetName(rs), se.Tuner.Optimizer.Name(), se.Space.Size(), len(se.Space.Scopes), se.Tuner.Budget, rs.Seed)
+				t0 := time.Now()
+				res, runErr := se.Tuner.Run(ctx)
+				if !*quiet {
+					fmt.Fprintln(env.Stderr)
+				}
+				txt, werr := se.WriteReport(*out, res, rs.Dialect)
+				fmt.Fprintf(env.Stdout, "stopped: %s after %d evaluations (%v)\n", res.Stopped, res.Evaluations, time.Since(t0).Round(time.Millisecond))
+				if res.Best.Scopes != nil {
+					fmt.Fprintf(env.Stdout, "best: %v\n  objective %.4f, fixed normalisation %.4f\n", res.Best, res.BestScore, res.BestFixed)
+				}
+				if se.Tuner.StateFile != "" {
+					fmt.Fprintf(env.Stdout, "state saved in %s\n", se.Tuner.StateFile)
+				}
+				if txt != "" {
+					lines := strings.Split(strings.TrimRight(txt, "\n"), "\n")
+					more := ""
+					if len(lines) > 30 {
+						more = fmt.Sprintf("... %d more lines in watermarks.txt\n", len(lines)-30)
+						lines = lines[:30]
+					}
+					fmt.Fprintf(env.Stdout, "\nchosen watermarks:\n%s%s", indent(strings.Join(lines, "\n")), more)
+				}
+				fmt.Fprintf(env.Stdout, "results in %s\n", *out)
+				if runErr != nil {
+					return runErr
+				}
+				return werr
+			}
+		},
+	})
+}
+
+func targetName(rs tuning.RunSpec) string {
+	if rs.Target.Scenario != "" {
+		return " " + rs.Target.Scenario
+	}
+	return ""
+}
+
+func indent(s string) string {
+	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ") + "\n"
+}
+
+// tuneProgress draws a bar with the best so far on a terminal and
+// plain lines every tenth of the budget elsewhere.
+func tuneProgress(w io.Writer, budget int) func(tuning.Record) {
+	tty := false
+	if f, ok := w.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			tty = true
+		}
+	}
+	last := -1
+	return func(r tuning.Record) {
+		pct := 100 * r.Eval / max(budget, 1)
+		if tty {
+			bar := make([]byte, 30)
+			for i := range bar {
+				bar[i] = ' '
+				if i < pct*30/100 {
+					bar[i] = '='
+				}
+			}
+			fmt.Fprintf(w, "\rtune [%s] %d/%d best %.4f (fixed %.4f)", bar, r.Eval, budget, r.Best, r.BestFixed)
+			return
+		}
+		if pct/10 != last/10 {
+			last = pct
+			fmt.Fprintf(w, "tune: %d/%d evaluations, best %.4f (fixed %.4f)\n", r.Eval, budget, r.Best, r.BestFixed)
+		}
+	}
+}
+

@@ -1,0 +1,447 @@
+package tuning
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/rdma-appliance/appliance/appliance/spec"
+	"github.com/rdma-appliance/appliance/bench/fabric"
+)
+
+// RunSpec is a tuning run as written in YAML (`appliance tune run -f`):
+//
+//	target: {kind: simulator, scenario: incast-2, duration: 2ms}
+//	space: {preset: paper, scopes: [leaf]}
+//	algorithm: {method: anneal}
+//	objective: {beta: 0.5, norm: history}
+//	budget: 330
+//	patience: 100
+//	seed: 1
+//	state: tune-state.json
+//	dialect: comware
+type RunSpec struct {
+	Target    TargetSpec    `yaml:"target"`
+	Space     SpaceSpec     `yaml:"space"`
+	Algorithm AlgorithmSpec `yaml:"algorithm"`
+	Objective ObjectiveSpec `yaml:"objective"`
+	Budget    int           `yaml:"budget"`
+	Patience  int           `yaml:"patience"`
+	Seed      uint64        `yaml:"seed"`
+	// Timeout bounds each evaluation (apply and measure): telemetry that
+	// does not come in time stops the run.
+	Timeout string `yaml:"timeout"`
+	// State is the file saved after every evaluation and resumed from.
+	State string `yaml:"state"`
+	// Dialect renders the final report's watermarks (default: each
+	// switch's own, comware without switches).
+	Dialect string `yaml:"dialect"`
+}
+
+// TargetSpec picks and sets up the target.
+type TargetSpec struct {
+	// Kind is simulator, fluid or switches.
+	Kind string `yaml:"kind"`
+	// Scenario (simulator): one of SimScenarioNames.
+	Scenario string `yaml:"scenario"`
+	// Duration per evaluation: simulated for the simulator and the fluid
+	// model, wall-clock for switches.
+	Duration string `yaml:"duration"`
+	// Flows (fluid): flows at the bottleneck.
+	Flows int `yaml:"flows"`
+	// INTSampleRate (simulator): report INT counts only (Eq. 16).
+	INTSampleRate float64 `yaml:"int-sample-rate"`
+	// Switches, KnownHosts and Telemetry (switches).
+	Switches   []Switch `yaml:"switches"`
+	KnownHosts string   `yaml:"known-hosts"`
+	Telemetry  string   `yaml:"telemetry"`
+}
+
+// RangeSpec is a parameter's values: a range or a list.
+type RangeSpec struct {
+	Min    *float64  `yaml:"min"`
+	Max    *float64  `yaml:"max"`
+	Step   float64   `yaml:"step"`
+	Values []float64 `yaml:"values"`
+}
+
+// SpaceSpec is the search space.
+type SpaceSpec struct {
+	// Preset "paper" is the 3300-point traversal space; keys below
+	// override its parameters.
+	Preset     string     `yaml:"preset"`
+	Scopes     []string   `yaml:"scopes"`
+	Cell       string     `yaml:"cell"`
+	Kmin       *RangeSpec `yaml:"kmin"`
+	Kmax       *RangeSpec `yaml:"kmax"`
+	KmaxOffset *int64     `yaml:"kmax-offset"`
+	Pmax       *RangeSpec `yaml:"pmax"`
+	Headroom   *RangeSpec `yaml:"headroom"`
+	Alpha      *RangeSpec `yaml:"alpha"`
+	// MaxThresholdCells is the switch's limit the bounds must respect.
+	MaxThresholdCells int64 `yaml:"max-threshold-cells"`
+}
+
+// AlgorithmSpec is the method and Algorithm 1's inputs.
+type AlgorithmSpec struct {
+	Method    string   `yaml:"method"`
+	I         int      `yaml:"I"`
+	Tem       *float64 `yaml:"tem"`
+	TemGoal   *float64 `yaml:"tem-goal"`
+	C         *float64 `yaml:"C"`
+	S         *float64 `yaml:"s"`
+	Scale     *float64 `yaml:"scale"`
+	Remeasure *bool    `yaml:"remeasure"`
+	// CoolToBudget fits C so the schedule ends with the budget.
+	CoolToBudget *bool `yaml:"cool-to-budget"`
+	// Start is a baseline name to start from (random when empty).
+	Start string `yaml:"start"`
+}
+
+// ObjectiveSpec is the objective.
+type ObjectiveSpec struct {
+	Beta       *float64 `yaml:"beta"`
+	Fairness   *bool    `yaml:"fairness"`
+	Gamma      *float64 `yaml:"gamma"`
+	Norm       string   `yaml:"norm"`
+	Throughput string   `yaml:"throughput"`
+	Queue      string   `yaml:"queue"`
+	QueueStat  string   `yaml:"queue-stat"`
+	QueueRef   string   `yaml:"queue-ref"`
+}
+
+// LoadRunSpec reads and checks a run file; problems name line and key.
+func LoadRunSpec(path string) (RunSpec, error) {
+	var s RunSpec
+	if err := spec.LoadValid(path, &s); err != nil {
+		return RunSpec{}, err
+	}
+	return s, nil
+}
+
+// DecodeRunSpec is LoadRunSpec for YAML in memory.
+func DecodeRunSpec(name string, data []byte) (RunSpec, error) {
+	var s RunSpec
+	if err := spec.DecodeValid(name, data, &s); err != nil {
+		return RunSpec{}, err
+	}
+	return s, nil
+}
+
+func durationOf(s string, def time.Duration) (time.Duration, error) {
+	if s == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("duration %q: like 2ms or 30s", s)
+	}
+	return d, nil
+}
+
+// Validate records every problem in doc.
+func (s *RunSpec) Validate(doc *spec.Doc) {
+	switch s.Target.Kind {
+	case "simulator":
+		if _, ok := SimScenarios()[s.Target.Scenario]; !ok {
+			doc.Errorf("target.scenario", "%q: one of %s", s.Target.Scenario, scenarioList())
+		}
+	case "fluid":
+		if s.Target.Flows < 0 {
+			doc.Errorf("target.flows", "%d: at least 1", s.Target.Flows)
+		}
+	case "switches":
+		if len(s.Target.Switches) == 0 {
+			doc.Errorf("target.switches", "no switches")
+		}
+		for i, sw := range s.Target.Switches {
+			key := fmt.Sprintf("target.switches[%d]", i)
+			if sw.Name == "" || sw.Address == "" || sw.User == "" {
+				doc.Errorf(key, "name, address and user are required")
+			}
+			if _, err := DialectByName(sw.Dialect); err != nil {
+				doc.Errorf(key+".dialect", "%v", err)
+			}
+			if len(sw.Ports) == 0 {
+				doc.Errorf(key+".ports", "no ports")
+			}
+		}
+		if s.Target.KnownHosts == "" {
+			doc.Errorf("target.known-hosts", "a known_hosts file (or \"insecure\" for a lab)")
+		}
+	default:
+		doc.Errorf("target.kind", "%q: simulator, fluid or switches", s.Target.Kind)
+	}
+	if _, err := durationOf(s.Target.Duration, 0); err != nil {
+		doc.Errorf("target.duration", "%v", err)
+	}
+	if _, err := durationOf(s.Timeout, 0); err != nil {
+		doc.Errorf("timeout", "%v", err)
+	}
+	if s.Budget < 0 || s.Patience < 0 {
+		doc.Errorf("budget", "budget and patience are not negative")
+	}
+	if sp, err := s.BuildSpace(); err != nil {
+		doc.Errorf("space", "%v", err)
+	} else if err := sp.Validate(); err != nil {
+		doc.Errorf("space", "%v", strings.TrimPrefix(err.Error(), "space: "))
+	}
+	if _, err := s.BuildObjective(); err != nil {
+		doc.Errorf("objective", "%v", err)
+	}
+	if _, err := s.AnnealParams(); err != nil {
+		doc.Errorf("algorithm", "%v", err)
+	}
+	if m := s.Algorithm.Method; m != "" && !slices.Contains([]string{"anneal", "grid", "random", "hillclimb"}, m) {
+		doc.Errorf("algorithm.method", "%q: anneal, grid, random or hillclimb", m)
+	}
+	if st := s.Algorithm.Start; st != "" && !slices.Contains(BaselineNames(), st) {
+		doc.Errorf("algorithm.start", "%q: one of %v", st, BaselineNames())
+	}
+	if s.Dialect != "" {
+		if _, err := DialectByName(s.Dialect); err != nil {
+			doc.Errorf("dialect", "%v", err)
+		}
+	}
+}
+
+func (r *RangeSpec) param(name string) (Param, error) {
+	if len(r.Values) > 0 {
+		if r.Min != nil || r.Max != nil {
+			return Param{}, fmt.Errorf("%s: values or min/max/step, not both", name)
+		}
+		return Param{Name: name, Values: slices.Clone(r.Values)}, nil
+	}
+	if r.Min == nil || r.Max == nil {
+		return Param{}, fmt.Errorf("%s: min and max (and step), or values", name)
+	}
+	step := r.Step
+	if step == 0 && *r.Min == *r.Max {
+		step = 1
+	}
+	return Range(name, *r.Min, *r.Max, step)
+}
+
+// BuildSpace is the space the file describes (not yet validated).
+func (s *RunSpec) BuildSpace() (Space, error) {
+	scopes := s.Space.Scopes
+	if len(scopes) == 0 {
+		switch s.Target.Kind {
+		case "simulator":
+			if sc, ok := SimScenarios()[s.Target.Scenario]; ok {
+				scopes = sc.Scopes
+			}
+		case "fluid":
+			scopes = []string{"bottleneck"}
+		}
+	}
+	var sp Space
+	switch s.Space.Preset {
+	case "paper", "":
+		sp = PaperSpace(scopes...)
+	default:
+		return sp, fmt.Errorf("preset %q: paper (and override its parameters)", s.Space.Preset)
+	}
+	if s.Space.Cell != "" {
+		c, err := fabric.ParseSize(s.Space.Cell)
+		if err != nil {
+			return sp, err
+		}
+		sp.Cell = c
+	}
+	set := func(name string, r *RangeSpec) error {
+		if r == nil {
+			return nil
+		}
+		p, err := r.param(name)
+		if err != nil {
+			return err
+		}
+		if q := sp.Param(name); q != nil {
+			*q = p
+		} else {
+			sp.Params = append(sp.Params, p)
+		}
+		return nil
+	}
+	if s.Space.Kmax != nil {
+		sp.KmaxOffset = 0
+	}
+	if s.Space.KmaxOffset != nil {
+		sp.KmaxOffset = *s.Space.KmaxOffset
+	}
+	for _, x := range []struct {
+		n string
+		r *RangeSpec
+	}{{ParamKmin, s.Space.Kmin}, {ParamKmax, s.Space.Kmax}, {ParamPmax, s.Space.Pmax}, {ParamHeadroom, s.Space.Headroom}, {ParamAlpha, s.Space.Alpha}} {
+		if err := set(x.n, x.r); err != nil {
+			return sp, err
+		}
+	}
+	sp.MaxThresholdCells = s.Space.MaxThresholdCells
+	return sp, nil
+}
+
+// BuildObjective is the objective the file describes, over the target's
+// default.
+func (s *RunSpec) BuildObjective() (Objective, error) {
+	o := DefaultObjective()
+	if sc, ok := SimScenarios()[s.Target.Scenario]; ok && s.Target.Kind == "simulator" {
+		o = sc.Objective
+	}
+	os := s.Objective
+	if os.Beta != nil {
+		o.Beta = *os.Beta
+	}
+	if os.Fairness != nil {
+		o.Fairness = *os.Fairness
+	}
+	if os.Gamma != nil {
+		o.Gamma = *os.Gamma
+	}
+	if os.Norm != "" {
+		o.Norm = Normalisation(os.Norm)
+	}
+	if os.Throughput != "" {
+		o.Throughput = Agg(os.Throughput)
+	}
+	if os.Queue != "" {
+		o.Queue = Agg(os.Queue)
+	}
+	if os.QueueStat != "" {
+		o.QueueStat = os.QueueStat
+	}
+	if os.QueueRef != "" {
+		v, err := fabric.ParseSize(os.QueueRef)
+		if err != nil {
+			return o, err
+		}
+		o.QueueRef = float64(v)
+	}
+	return o, o.Validate()
+}
+
+// AnnealParams are Algorithm 1's inputs from the file (the paper's by
+// default, cooled within the budget unless cool-to-budget is false).
+func (s *RunSpec) AnnealParams() (AnnealParams, error) {
+	p := PaperAnneal()
+	a := s.Algorithm
+	if a.I != 0 {
+		p.I = a.I
+	}
+	for _, f := range []struct {
+		dst *float64
+		v   *float64
+	}{{&p.Tem, a.Tem}, {&p.TemGoal, a.TemGoal}, {&p.C, a.C}, {&p.S, a.S}, {&p.Scale, a.Scale}} {
+		if f.v != nil {
+			*f.dst = *f.v
+		}
+	}
+	if a.Remeasure != nil {
+		p.Remeasure = *a.Remeasure
+	} else if s.Target.Kind != "switches" {
+		// The simulator and the fluid model are deterministic: a second
+		// look at x (line 7) returns the same f(x).
+		p.Remeasure = false
+	}
+	if s.Budget > 0 && (a.CoolToBudget == nil || *a.CoolToBudget) {
+		p = p.ForBudget(s.Budget)
+	}
+	return p, p.Validate()
+}
+
+// Session is a run ready to go.
+type Session struct {
+	Spec   RunSpec
+	Space  Space
+	Tuner  *Tuner
+	Sim    *SimTarget // when the target is the simulator
+	Target Target
+}
+
+// Build turns the spec into a tuner; dir resolves relative paths (the
+// state file) and is where outputs go.
+func (s *RunSpec) Build(dir string) (*Session, error) {
+	sp, err := s.BuildSpace()
+	if err != nil {
+		return nil, err
+	}
+	if err := sp.Validate(); err != nil {
+		return nil, err
+	}
+	obj, err := s.BuildObjective()
+	if err != nil {
+		return nil, err
+	}
+	ap, err := s.AnnealParams()
+	if err != nil {
+		return nil, err
+	}
+	dur, _ := durationOf(s.Target.Duration, 0)
+	timeout, _ := durationOf(s.Timeout, 0)
+	se := &Session{Spec: *s, Space: sp}
+	capacity, rtt := 25e9, int64(8000)
+	switch s.Target.Kind {
+	case "simulator":
+		st, err := NewSimTargetNamed(s.Target.Scenario)
+		if err != nil {
+			return nil, err
+		}
+		st.INTSampleRate = s.Target.INTSampleRate
+		se.Sim, se.Target = st, st
+		capacity, rtt = st.Sc.Capacity, st.Sc.RTT
+	case "fluid":
+		p := Table4(max(s.Target.Flows, 1))
+		if s.Target.Flows == 0 {
+			p = Table4(8)
+		}
+		if dur > 0 {
+			p.Duration = dur.Seconds()
+		}
+		se.Target = NewFluidTarget(p)
+		capacity, rtt = p.C, int64((p.TauStar-p.Tau)*1e9)
+	case "switches":
+		pu, err := NewSSHPusher(s.Target.KnownHosts)
+		if err != nil {
+			return nil, err
+		}
+		var src TelemetrySource = StubSource{}
+		if s.Target.Telemetry != "" {
+			src = HTTPSource{URL: s.Target.Telemetry}
+		}
+		se.Target = &SwitchTarget{Switches: s.Target.Switches, Pusher: pu, Source: src}
+		if dur == 0 {
+			dur = time.Second // the paper's telemetry period
+		}
+	default:
+		return nil, fmt.Errorf("target kind %q", s.Target.Kind)
+	}
+	var start Point
+	if s.Algorithm.Start != "" {
+		c, err := BaselineConfig(s.Algorithm.Start, sp.Cell, capacity, rtt, sp.Scopes...)
+		if err != nil {
+			return nil, err
+		}
+		start = sp.Nearest(c)
+	}
+	opt, err := NewOptimizer(s.Algorithm.Method, &sp, s.Seed, ap, start)
+	if err != nil {
+		return nil, err
+	}
+	state := s.State
+	if state != "" && !filepath.IsAbs(state) {
+		state = filepath.Join(dir, state)
+	}
+	se.Tuner = &Tuner{Space: &se.Space, Objective: obj, Target: se.Target, Optimizer: opt, Budget: s.Budget,
+		Patience: s.Patience, Interval: dur, Timeout: timeout, StateFile: state}
+	if s.Budget == 0 && s.Algorithm.Method != "grid" {
+		se.Tuner.Budget = 330
+	}
+	return se, nil
+}
+
+// ensureDir makes dir.
+func ensureDir(dir string) error { return os.MkdirAll(dir, 0o755) }
