@@ -142,4 +142,3 @@ func tuneProgress(w io.Writer, budget int) func(tuning.Record) {
 		}
 	}
 }
-
