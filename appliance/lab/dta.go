@@ -267,11 +267,13 @@ type dtaCheck struct {
 // reporters' merged; paths answer as reported.
 func checkDTA(coll *cdta.Collector, reps []*dta.Reporter, entries *listEntries) (dtaCheck, error) {
 	var c dtaCheck
-	want := map[uint32][]uint32{} // key-write: every value any reporter wrote last
+	// Key-Write: any value any reporter wrote (a value whose RDMA packets
+	// the translator lost leaves an older one: stale, not wrong).
+	want := map[uint32][]uint32{}
 	counts := map[uint32]uint64{}
 	for _, r := range reps {
-		for k, v := range r.Truth.KeyWrite {
-			want[k] = append(want[k], v)
+		for k, vs := range r.Truth.KeyWriteAll {
+			want[k] = append(want[k], vs...)
 		}
 		for k, n := range r.Truth.KeyIncrement {
 			counts[k] += n

@@ -90,7 +90,12 @@ type ReporterStats struct {
 
 // Truth is what the reports said: what a collector should answer.
 type Truth struct {
-	KeyWrite     map[uint32]uint32   // last data per key
+	KeyWrite map[uint32]uint32 // last data per key
+	// KeyWriteAll is every value each key was reported with, in order:
+	// where the translator lost the newest one's RDMA packets (it keeps
+	// none to resend), a query finds an older value, which is stale,
+	// not wrong.
+	KeyWriteAll  map[uint32][]uint32
 	KeyIncrement map[uint32]uint64   // sum per key
 	Append       map[uint32][]uint32 // entries per list, in order
 	Postcards    map[uint32][]uint32 // paths per flow key
@@ -176,7 +181,7 @@ func NewReporter(cfg ReporterConfig, port dpdk.Port, pool *dpdk.Pool) (*Reporter
 	r := &Reporter{cfg: cfg, port: port, pool: pool, rng: rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.ID))),
 		total: m.KeyWrite + m.Append + m.KeyIncrement + m.Postcarder,
 		tx:    make([]*dpdk.Packet, 0, cfg.Burst), rx: make([]*dpdk.Packet, cfg.Burst),
-		Truth: Truth{KeyWrite: map[uint32]uint32{}, KeyIncrement: map[uint32]uint64{}, Append: map[uint32][]uint32{},
+		Truth: Truth{KeyWrite: map[uint32]uint32{}, KeyWriteAll: map[uint32][]uint32{}, KeyIncrement: map[uint32]uint64{}, Append: map[uint32][]uint32{},
 			Postcards: map[uint32][]uint32{}}}
 	if r.total == 0 {
 		return nil, errors.New("dta: reporter: an empty mix")
@@ -267,6 +272,7 @@ func (r *Reporter) one() error {
 		binary.BigEndian.PutUint32(data[:], v)
 		rep = Report{Opcode: OpKeyWrite, Redundancy: r.cfg.Redundancy, Key: key, Data: data[:], Immediate: r.cfg.Immediate}
 		r.Truth.KeyWrite[key] = v
+		r.Truth.KeyWriteAll[key] = append(r.Truth.KeyWriteAll[key], v)
 		if k != nil && k.Kind == SketchCountMin {
 			k.Add(key, 1)
 		}

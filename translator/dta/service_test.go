@@ -379,9 +379,11 @@ func pathOf(reps []*Reporter, k uint32, path []uint32) bool {
 	return false
 }
 
+// otherWrote: some reporter reported v for k at some point (another
+// reporter's, or an older value whose successor's RDMA packets were lost).
 func otherWrote(reps []*Reporter, self *Reporter, k, v uint32) bool {
 	for _, r := range reps {
-		if r != self && r.Truth.KeyWrite[k] == v {
+		if slices.Contains(r.Truth.KeyWriteAll[k], v) {
 			return true
 		}
 	}
