@@ -36,6 +36,7 @@ type Spec struct {
 	DTA         DTASpec         `yaml:"dta"`
 	Fabric      FabricSpec      `yaml:"fabric"`
 	Hawkeye     HawkeyeSpec     `yaml:"hawkeye"`
+	Tuning      TuningSpec      `yaml:"tuning"`
 }
 
 // LoadSpec reads a lab configuration; path "" means the embedded default.
@@ -58,6 +59,7 @@ func LoadSpec(path string) (Spec, error) {
 	s.DTA.validate(doc)
 	s.Fabric.validate(doc)
 	s.Hawkeye.validate(doc)
+	s.Tuning.validate(doc)
 	return s, doc.Err()
 }
 
@@ -115,6 +117,7 @@ var stages = []stage{
 	{"dta", func(s Spec) bool { return s.DTA.Enabled }, runDTA},
 	{"fabric", func(s Spec) bool { return s.Fabric.Enabled }, runFabric},
 	{"hawkeye", func(s Spec) bool { return s.Hawkeye.Enabled }, runHawkeye},
+	{"tuning", func(s Spec) bool { return s.Tuning.Enabled }, runTuning},
 }
 
 // Lab runs the stages.
