@@ -85,3 +85,19 @@ test-rdma: deps-rdma
 
 clean:
 	rm -rf bin lab-out bench.out
+
+## deb: bin/appliance built with the dpdk and rdma tags and bin/appliance_VERSION_ARCH.deb (units, example
+## configurations, rendered docs, Grafana dashboard; every unit through systemd-analyze verify).
+## Installs dpkg-dev, libdpdk-dev and libibverbs-dev when missing.
+.PHONY: deb image docs
+deb:
+	GO=$(GO) ./packaging/build-deb.sh $(VERSION)
+
+## image: a Debian root filesystem (debootstrap) with the package installed, as bin/appliance-image.tar.gz,
+## then chrooted into to run `appliance version`, `appliance lab --help` and systemd-analyze verify. Root.
+image: deb
+	./packaging/build-image.sh bin/appliance.deb bin/appliance-image.tar.gz
+
+## docs: every command's --help into docs/commands/, the man page docs/appliance.1 and docs/metrics.md.
+docs: build
+	./packaging/render-docs.sh $(BIN) docs

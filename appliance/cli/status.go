@@ -17,8 +17,10 @@ import (
 )
 
 // defaultServices are the services' default listen addresses, looked up where
-// each command defines it, in the order status prints them. The Hostmesh ones
-// are the addresses the packaged units give `mesh probe` and `mesh analyze`.
+// each command defines it, in the order status prints them. `mesh analyze
+// --serve` has no default and `mesh probe` listens on a free port by default,
+// so theirs are the addresses the packaged units give them
+// (packaging/systemd).
 var defaultServices = []struct{ name, addr string }{
 	{"inject", injectListen},
 	{"dump", dumpListen},
