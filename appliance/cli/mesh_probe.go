@@ -98,12 +98,11 @@ HTTP on --listen: GET /v1/status, /metrics, /healthz.`,
 				h := service.New("hostmesh-agent", *listen, env.Log)
 				h.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
 					c, rn := ag.Status()
-					service.WriteJSON(w, 200, map[string]any{"counters": c, "rnics": rn, "held": up.Held(), "upload_failures": up.Failures,
-						"dropped": up.Dropped})
+					service.WriteJSON(w, 200, map[string]any{"counters": c, "rnics": rn, "upload": up.Stats()})
 				})
 				h.AddCheck("analyzer", func() error {
-					if *analyzer != "" && up.LastError != "" {
-						return errors.New(up.LastError)
+					if st := up.Stats(); *analyzer != "" && st.LastError != "" {
+						return errors.New(st.LastError)
 					}
 					return nil
 				})
@@ -122,7 +121,7 @@ HTTP on --listen: GET /v1/status, /metrics, /healthz.`,
 				c, rn := ag.Status()
 				enc := json.NewEncoder(env.Stdout)
 				enc.SetIndent("", "  ")
-				return enc.Encode(map[string]any{"counters": c, "rnics": rn, "upload_failures": up.Failures, "dropped": up.Dropped})
+				return enc.Encode(map[string]any{"counters": c, "rnics": rn, "upload": up.Stats()})
 			}
 		},
 	})

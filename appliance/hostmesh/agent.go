@@ -272,7 +272,11 @@ func (a *Agent) watch(ctx context.Context, r *rnicRT, ev <-chan verbs.AsyncEvent
 		case <-ctx.Done():
 			return
 		case e, ok := <-ev:
-			if !ok || e.Type == verbs.EventDeviceFatal || (e.Type == verbs.EventPortErr && e.Port == r.dev.Port) {
+			if !ok {
+				a.down(r, "device closed")
+				return
+			}
+			if e.Type == verbs.EventDeviceFatal || (e.Type == verbs.EventPortErr && e.Port == r.dev.Port) {
 				a.down(r, fmt.Sprintf("device event %v", e.Type))
 				return
 			}

@@ -75,7 +75,7 @@ type Counters struct {
 	// timeout, or duplicates). BadTimestamps: completions without usable
 	// timestamps. Dropped: results and paths lost to the upload bound.
 	SendErrors, Malformed, Foreign, Unexpected, BadTimestamps, Dropped uint64
-	Traces, RNICsDown                                                 uint64
+	Traces, RNICsDown                                                  uint64
 }
 
 // Send is a probe the core wants sent: from an RNIC to Dst with the flow

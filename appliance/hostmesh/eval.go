@@ -40,7 +40,7 @@ const Scale = 1000
 // SimCoreConfig is the agent configuration at simulator scale.
 func SimCoreConfig() Config {
 	return Config{Interval: 100 * time.Millisecond / Scale, Timeout: 500 * time.Millisecond / Scale,
-		Rotate: time.Minute / Scale, TraceEvery: 10 * time.Microsecond, PoolSize: 4, TraceHops: 4}
+		Rotate: time.Minute / Scale, TraceEvery: 10 * time.Microsecond, PoolSize: 8, TraceHops: 4}
 }
 
 // SimAnalyzerConfig is the analyzer configuration at simulator scale.

@@ -79,6 +79,30 @@ func (u *Uploader) Push(ctx context.Context, b chm.Batch) error {
 	return nil
 }
 
+// SetAnalyzer points the uploader at another analyzer address.
+func (u *Uploader) SetAnalyzer(addr string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	u.Client = service.NewClient(addr)
+}
+
+// UploadStats are the uploader's counters.
+type UploadStats struct {
+	Delivered, Failures, Dropped uint64
+	Held                         int
+	LastError                    string
+}
+
+// Stats are the counters now.
+func (u *Uploader) Stats() UploadStats {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return UploadStats{u.Delivered, u.Failures, u.Dropped, u.held, u.LastError}
+}
+
 // Held is how many results wait for the analyzer.
 func (u *Uploader) Held() int {
 	u.mu.Lock()
