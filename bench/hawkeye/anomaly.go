@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 
 	"github.com/rdma-appliance/appliance/bench/fabric"
 	"github.com/rdma-appliance/appliance/bench/fabric/topo"
@@ -101,6 +102,24 @@ const (
 	evalDelay = 2000
 )
 
+// hawkeyeCut is the paper's distribution cut at 4 MB.
+var hawkeyeCut = func() *workload.CDF {
+	sizes, probs := workload.Hawkeye.Points()
+	var b strings.Builder
+	for i, sz := range sizes {
+		if sz >= 4<<20 {
+			fmt.Fprintf(&b, "%d 1\n", 4<<20)
+			break
+		}
+		fmt.Fprintf(&b, "%.0f %g\n", sz, probs[i])
+	}
+	c, err := workload.ParseCDF(strings.NewReader(b.String()))
+	if err != nil {
+		panic("hawkeye: cutting the workload: " + err.Error())
+	}
+	return c
+}()
+
 // Generate builds trace number seed of anomaly a: background flows from
 // the paper's distribution at a load drawn from [0.2, 0.5], and the
 // anomaly at 200 us, placed at random where the topology allows.
@@ -113,13 +132,18 @@ func Generate(a Anomaly, seed uint64) (*Trace, error) {
 	t := &Trace{Seed: seed, Load: 0.2 + 0.3*rng.Float64(), Graph: g, Routes: g.ShortestPaths(),
 		Config: fabric.DefaultConfig(), Duration: 3_000_000}
 	t.Config.Seed = seed
-	// Background: Poisson arrivals of the long-tailed distribution; only
-	// flows that start before the anomaly's end matter, and the largest
-	// would take longer than the trace, so sizes are capped at 4 MB.
-	bg := workload.Poisson(g.Hosts(), evalBW, t.Load, workload.Hawkeye, t.Duration, seed)
-	for i := range bg {
-		bg[i].Size = min(bg[i].Size, 4<<20)
+	// Background: Poisson arrivals of the long-tailed distribution, cut
+	// at 4 MB (a 3 ms trace sees no more of a larger flow) before the
+	// arrival rate is set, so the load is what was drawn.
+	// The loop cases run on small buffers, where a full background load
+	// would drop (and close or open loops by chance); plain contention
+	// needs its burst to be what the victim meets, not a background hot
+	// spot elsewhere on its path: half the load for both.
+	load := t.Load
+	if a == OutLoopContention || a == OutLoopInjection || a == Contention {
+		load /= 2
 	}
+	bg := workload.Poisson(g.Hosts(), evalBW, load, hawkeyeCut, t.Duration, seed)
 	const at = 200_000
 	t.Truth = Truth{Anomaly: a, At: at}
 	node := func(name string) int { i, _ := g.Node(name); return i }

@@ -204,9 +204,9 @@ func shape(t *thawk.Telemetry, m Method, visits []thawk.Visit) *thawk.Telemetry 
 }
 
 // matches scores a verdict: the right type, and the right root cause: the
-// injecting host, or root-cause flows at least half of which are injected
-// ones (a background flow that shared the incast's queue is a contender
-// too, and may rank first by a few bytes).
+// injecting host, or an injected flow among the three top-ranked
+// root-cause flows (background flows that share the queue are contenders
+// too, and may rank above the injected ones by a few bytes).
 func (tr Truth) matches(v Verdict, sim *fabric.Sim) bool {
 	if v.Anomaly != tr.Anomaly {
 		return false
@@ -224,13 +224,12 @@ func (tr Truth) matches(v Verdict, sim *fabric.Sim) bool {
 	for _, f := range tr.Flows {
 		injected[thawk.FlowKeyOf(sim, int32(f))] = true
 	}
-	n := 0
-	for _, k := range v.Flows {
+	for _, k := range v.Flows[:min(3, len(v.Flows))] {
 		if injected[k] {
-			n++
+			return true
 		}
 	}
-	return 2*n >= len(v.Flows)
+	return false
 }
 
 // manifested checks the fabric for the injected anomaly at the end of a

@@ -141,8 +141,9 @@ func WriteTable(w io.Writer, scores map[Anomaly]map[Method]*Score, anomalies []A
 	per := func(m Method) (float64, float64) {
 		var b, sw, n int
 		for _, a := range anomalies {
-			s := scores[a][m]
-			b, sw, n = b+s.Bytes, sw+s.Switches, n+s.Manifested
+			if s := scores[a][m]; s != nil {
+				b, sw, n = b+s.Bytes, sw+s.Switches, n+s.Manifested
+			}
 		}
 		return ratioF(b, n), ratioF(sw, n)
 	}
