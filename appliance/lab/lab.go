@@ -37,6 +37,7 @@ type Spec struct {
 	Fabric      FabricSpec      `yaml:"fabric"`
 	Hawkeye     HawkeyeSpec     `yaml:"hawkeye"`
 	Tuning      TuningSpec      `yaml:"tuning"`
+	Hostmesh    HostmeshSpec    `yaml:"hostmesh"`
 }
 
 // LoadSpec reads a lab configuration; path "" means the embedded default.
@@ -60,6 +61,7 @@ func LoadSpec(path string) (Spec, error) {
 	s.Fabric.validate(doc)
 	s.Hawkeye.validate(doc)
 	s.Tuning.validate(doc)
+	s.Hostmesh.validate(doc)
 	return s, doc.Err()
 }
 
@@ -118,6 +120,7 @@ var stages = []stage{
 	{"fabric", func(s Spec) bool { return s.Fabric.Enabled }, runFabric},
 	{"hawkeye", func(s Spec) bool { return s.Hawkeye.Enabled }, runHawkeye},
 	{"tuning", func(s Spec) bool { return s.Tuning.Enabled }, runTuning},
+	{"hostmesh", func(s Spec) bool { return s.Hostmesh.Enabled }, runHostmesh},
 }
 
 // Lab runs the stages.

@@ -31,7 +31,7 @@ func TestWireStage(t *testing.T) {
 	}
 	s.Wire.Rounds = 50
 	s.Wire.Compress = true
-	s.DTA.Enabled, s.Fabric.Enabled, s.Hawkeye.Enabled, s.Tuning.Enabled = false, false, false, false
+	s.DTA.Enabled, s.Fabric.Enabled, s.Hawkeye.Enabled, s.Tuning.Enabled, s.Hostmesh.Enabled = false, false, false, false, false
 	s.Verbs.Enabled = false
 	s.Lumina.Enabled = false
 	s.LuminaTests.Enabled = false
@@ -102,7 +102,7 @@ func TestVerbsStage(t *testing.T) {
 	s.Wire.Enabled = false
 	s.Lumina.Enabled = false
 	s.LuminaTests.Enabled = false
-	s.DTA.Enabled, s.Fabric.Enabled, s.Hawkeye.Enabled, s.Tuning.Enabled = false, false, false, false
+	s.DTA.Enabled, s.Fabric.Enabled, s.Hawkeye.Enabled, s.Tuning.Enabled, s.Hostmesh.Enabled = false, false, false, false, false
 	s.Verbs.Iters, s.Verbs.LatIters, s.Verbs.CaptureIters, s.Verbs.DropEvery = 2000, 100, 10, 53
 	l := &Lab{Spec: s, OutDir: t.TempDir()}
 	rep, err := l.Run(context.Background())
@@ -175,7 +175,7 @@ func TestLuminaStage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Wire.Enabled, s.Verbs.Enabled, s.LuminaTests.Enabled, s.DTA.Enabled, s.Fabric.Enabled, s.Hawkeye.Enabled, s.Tuning.Enabled = false, false, false, false, false, false, false
+	s.Wire.Enabled, s.Verbs.Enabled, s.LuminaTests.Enabled, s.DTA.Enabled, s.Fabric.Enabled, s.Hawkeye.Enabled, s.Tuning.Enabled, s.Hostmesh.Enabled = false, false, false, false, false, false, false, false
 	s.Lumina.BalanceRounds = 2
 	l, row, b := runPassing(t, s)
 	for k, want := range map[string]string{"integrity": "ok", "events": "drop:1,ecn:2,bit-error:1", "retransmitted": "2",
@@ -226,7 +226,7 @@ func TestLuminaTestsStage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Wire.Enabled, s.Verbs.Enabled, s.Lumina.Enabled, s.DTA.Enabled, s.Fabric.Enabled, s.Hawkeye.Enabled, s.Tuning.Enabled = false, false, false, false, false, false, false
+	s.Wire.Enabled, s.Verbs.Enabled, s.Lumina.Enabled, s.DTA.Enabled, s.Fabric.Enabled, s.Hawkeye.Enabled, s.Tuning.Enabled, s.Hostmesh.Enabled = false, false, false, false, false, false, false, false
 	l, row, b := runPassing(t, s)
 	if !strings.Contains(row.Figures["timeout-retries"], "retries=exact(7)") || !strings.Contains(row.Figures["cnp-pacing"], "per-dest-ip") ||
 		strings.Contains(row.Figures["cnp-pacing"], "per-port") || !strings.Contains(row.Figures["fast-retrans-20k"], "nack-gen=") {
@@ -262,7 +262,7 @@ func TestDTAStage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Wire.Enabled, s.Verbs.Enabled, s.Lumina.Enabled, s.LuminaTests.Enabled, s.Fabric.Enabled, s.Hawkeye.Enabled, s.Tuning.Enabled = false, false, false, false, false, false, false
+	s.Wire.Enabled, s.Verbs.Enabled, s.Lumina.Enabled, s.LuminaTests.Enabled, s.Fabric.Enabled, s.Hawkeye.Enabled, s.Tuning.Enabled, s.Hostmesh.Enabled = false, false, false, false, false, false, false, false
 	s.DTA.Reports = 5000
 	l, row, b := runPassing(t, s)
 	for _, k := range []string{"key_write", "append", "sketch", "paths", "nacks"} {
@@ -296,7 +296,7 @@ func TestFabricStage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Wire.Enabled, s.Verbs.Enabled, s.Lumina.Enabled, s.LuminaTests.Enabled, s.DTA.Enabled, s.Hawkeye.Enabled, s.Tuning.Enabled = false, false, false, false, false, false, false
+	s.Wire.Enabled, s.Verbs.Enabled, s.Lumina.Enabled, s.LuminaTests.Enabled, s.DTA.Enabled, s.Hawkeye.Enabled, s.Tuning.Enabled, s.Hostmesh.Enabled = false, false, false, false, false, false, false, false
 	l, row, b := runPassing(t, s)
 	if row.Figures["deterministic"] != "true" || row.Figures["drops"] != "0" {
 		t.Fatalf("figures:\n%s", b)
@@ -312,7 +312,7 @@ func TestHawkeyeStage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Wire.Enabled, s.Verbs.Enabled, s.Lumina.Enabled, s.LuminaTests.Enabled, s.DTA.Enabled, s.Fabric.Enabled, s.Tuning.Enabled = false, false, false, false, false, false, false
+	s.Wire.Enabled, s.Verbs.Enabled, s.Lumina.Enabled, s.LuminaTests.Enabled, s.DTA.Enabled, s.Fabric.Enabled, s.Tuning.Enabled, s.Hostmesh.Enabled = false, false, false, false, false, false, false, false
 	s.Hawkeye.Traces = 1
 	l, row, b := runPassing(t, s)
 	if row.Figures["in"] != "1/1" || row.Figures["pfc"] != "1/1" {
@@ -329,9 +329,22 @@ func TestTuningStage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Wire.Enabled, s.Verbs.Enabled, s.Lumina.Enabled, s.LuminaTests.Enabled, s.DTA.Enabled, s.Fabric.Enabled, s.Hawkeye.Enabled = false, false, false, false, false, false, false
+	s.Wire.Enabled, s.Verbs.Enabled, s.Lumina.Enabled, s.LuminaTests.Enabled, s.DTA.Enabled, s.Fabric.Enabled, s.Hawkeye.Enabled, s.Hostmesh.Enabled = false, false, false, false, false, false, false, false
 	_, row, b := runPassing(t, s)
 	if row.Figures["evals"] == "" || row.Figures["watermark"] == "" {
+		t.Fatalf("figures:\n%s", b)
+	}
+}
+
+// TestHostmeshStage runs the Hostmesh stage.
+func TestHostmeshStage(t *testing.T) {
+	s, err := LoadSpec("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Wire.Enabled, s.Verbs.Enabled, s.Lumina.Enabled, s.LuminaTests.Enabled, s.DTA.Enabled, s.Fabric.Enabled, s.Hawkeye.Enabled, s.Tuning.Enabled = false, false, false, false, false, false, false, false
+	_, row, b := runPassing(t, s)
+	if row.Figures["named"] == "" || row.Figures["named"] != row.Figures["truth"] {
 		t.Fatalf("figures:\n%s", b)
 	}
 }

@@ -1,0 +1,41 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rdma-appliance/appliance/appliance/hostmesh"
+	"github.com/rdma-appliance/appliance/appliance/spec"
+)
+
+// HostmeshSpec switches the Hostmesh stage on: a probing round in the
+// simulator that must localize an injected link fault.
+type HostmeshSpec struct {
+	Enabled bool `yaml:"enabled"`
+}
+
+func (v *HostmeshSpec) validate(*spec.Doc) {}
+
+// runHostmesh runs hostmesh.LabRun: the analyzer must name the flapping
+// link top-ranked, and a fault-free round must raise no alert.
+func runHostmesh(ctx context.Context, l *Lab, row *Row) error {
+	res, err := hostmesh.LabRun(ctx, l.OutDir)
+	if err != nil {
+		return err
+	}
+	row.Ran = fmt.Sprintf("same-host full-mesh probing (UD probes, CQE timestamps) on %d machines x %d RNICs, %d spines in the simulator, %s injected; analyzer windows, RNIC rule, link/switch voting",
+		res.Machines, res.RNICs, res.Spines, res.Fault)
+	row.Figure("probes", "%d", res.Probes)
+	row.Figure("timeouts", "%d", res.Timeouts)
+	row.Figure("named", "%s", res.Named)
+	row.Figure("truth", "%s", res.Truth)
+	row.Figure("net_p99", "%v", time.Duration(res.NetP99Ns))
+	row.Figure("fault_free_alerts", "%d", len(res.FaultFreeAlerts))
+	if !res.Pass {
+		return errors.New(res.Reason)
+	}
+	row.Pass = true
+	return nil
+}
