@@ -58,6 +58,27 @@ type TargetSpec struct {
 	Switches   []Switch `yaml:"switches"`
 	KnownHosts string   `yaml:"known-hosts"`
 	Telemetry  string   `yaml:"telemetry"`
+	// DTA reads INT report counts from a DTA collector instead of
+	// Telemetry's JSON: the collector's address and, per Append list,
+	// the port its reports are about (Eq. 16).
+	DTA *DTASpec `yaml:"dta"`
+}
+
+// DTASpec is a DTA collector as the tuner's telemetry source.
+type DTASpec struct {
+	Collector string        `yaml:"collector"`
+	Lists     []DTAListSpec `yaml:"lists"`
+}
+
+// DTAListSpec ties an Append list to a switch port.
+type DTAListSpec struct {
+	List       uint32  `yaml:"list"`
+	Switch     string  `yaml:"switch"`
+	Layer      string  `yaml:"layer"`
+	Port       int     `yaml:"port"`
+	Capacity   float64 `yaml:"capacity-bps"`
+	SampleRate float64 `yaml:"sample-rate"`
+	AvgPacket  float64 `yaml:"avg-packet-bytes"`
 }
 
 // RangeSpec is a parameter's values: a range or a list.
@@ -409,7 +430,18 @@ func (s *RunSpec) Build(dir string) (*Session, error) {
 			return nil, err
 		}
 		var src TelemetrySource = StubSource{}
-		if s.Target.Telemetry != "" {
+		switch {
+		case s.Target.DTA != nil:
+			d := &DTASource{Collector: s.Target.DTA.Collector, Lists: map[uint32]DTAPort{}}
+			for _, l := range s.Target.DTA.Lists {
+				if l.SampleRate <= 0 || l.AvgPacket <= 0 {
+					return nil, fmt.Errorf("dta list %d: sample-rate and avg-packet-bytes must be positive (Eq. 16)", l.List)
+				}
+				d.Lists[l.List] = DTAPort{Switch: l.Switch, Layer: l.Layer, Port: l.Port, Capacity: l.Capacity,
+					SampleRate: l.SampleRate, AvgPacket: l.AvgPacket}
+			}
+			src = d
+		case s.Target.Telemetry != "":
 			src = HTTPSource{URL: s.Target.Telemetry}
 		}
 		se.Target = &SwitchTarget{Switches: s.Target.Switches, Pusher: pu, Source: src}
