@@ -127,6 +127,7 @@ type Device struct {
 	cache      *dpdk.Cache
 	rxb        []*dpdk.Packet
 	txq        []*dpdk.Packet
+	txlen      []int // the queued packets' lengths: once handed to the port a packet may be freed and reused at once
 	txn        int
 	rp         roce.Packet
 	bld        roce.Builder
@@ -228,6 +229,7 @@ func NewDevice(name string, port dpdk.Port, cfg Config) (*Device, error) {
 	d.cache = d.pool.NewCache(4 * d.burst)
 	d.rxb = make([]*dpdk.Packet, d.burst)
 	d.txq = make([]*dpdk.Packet, 4*d.burst)
+	d.txlen = make([]int, 4*d.burst)
 	d.info = verbs.DeviceInfo{Name: name, Provider: "soft", Netdev: pi.Name, NodeGUID: macToGUID(d.mac), Ports: 1,
 		MaxQP: maxQPs, MaxQPWR: maxQPWR, MaxSGE: maxSGE, MaxCQE: maxCQE, MaxMRSize: maxMRSize,
 		MaxQPRdAtom: maxRdAtomic, MaxInline: maxInline, CompletionTimestamps: true, ClockHz: 1e9}
@@ -473,6 +475,7 @@ func (d *Device) allocTx() *dpdk.Packet {
 // send queues a built packet for transmission.
 func (d *Device) send(pkt *dpdk.Packet) {
 	d.txq[d.txn] = pkt
+	d.txlen[d.txn] = pkt.Len()
 	d.txn++
 	if d.txn >= d.burst {
 		d.flushTx()
@@ -485,13 +488,17 @@ func (d *Device) flushTx() {
 	}
 	n := d.port.TxBurst(d.queue, d.txq[:d.txn])
 	if n > 0 {
+		// The lengths recorded when queued: the port owns the packets
+		// now (an AF_PACKET port has copied and freed them already, and
+		// another poller may be reusing their buffers).
 		var bytes uint64
-		for _, p := range d.txq[:n] {
-			bytes += uint64(p.Len())
+		for _, l := range d.txlen[:n] {
+			bytes += uint64(l)
 		}
 		d.cnt.add(CntTxPackets, uint64(n))
 		d.cnt.add(CntTxBytes, bytes)
 		copy(d.txq, d.txq[n:d.txn])
+		copy(d.txlen, d.txlen[n:d.txn])
 		clear(d.txq[d.txn-n : d.txn])
 		d.txn -= n
 	}
