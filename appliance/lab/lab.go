@@ -168,6 +168,9 @@ func (l *Lab) Run(ctx context.Context) (*Report, error) {
 		}
 		rep.Rows = append(rep.Rows, row)
 	}
+	if err := l.writeHTML(rep); err != nil {
+		return rep, fmt.Errorf("lab: writing report.html: %w", err)
+	}
 	f, err := os.Create(l.Path("summary.json"))
 	if err != nil {
 		return rep, fmt.Errorf("lab: %w", err)

@@ -304,6 +304,12 @@ func TestFabricStage(t *testing.T) {
 	if _, err := os.Stat(l.Path("fabric-series.csv")); err != nil {
 		t.Fatal(err)
 	}
+	// The lab's one page: the summary and the fabric's plots.
+	html, err := os.ReadFile(l.Path("report.html"))
+	if err != nil || !strings.Contains(string(html), "Summary") || !strings.Contains(string(html), "Flow completion time") ||
+		!strings.Contains(string(html), "<svg") {
+		t.Fatalf("report.html: %v", err)
+	}
 }
 
 // TestHawkeyeStage runs the Hawkeye stage on one trace per type.

@@ -19,6 +19,16 @@ import (
 // plotted ports' samples are ever in memory. series may be nil.
 func Report(title string, res *Results, series io.Reader) (*report.Page, error) {
 	p := report.NewPage(title)
+	p.Subtitle = fmt.Sprintf("%v simulated", time.Duration(res.SimNs))
+	if err := AddReport(p, res, series); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// AddReport adds Report's sections to a page another report builds (the
+// lab's).
+func AddReport(p *report.Page, res *Results, series io.Reader) error {
 	st := res.Stats
 	done := 0
 	for _, f := range res.Flows {
@@ -26,8 +36,7 @@ func Report(title string, res *Results, series io.Reader) (*report.Page, error) 
 			done++
 		}
 	}
-	p.Subtitle = fmt.Sprintf("%v simulated", time.Duration(res.SimNs))
-	p.Section("Summary").KeyValues(
+	p.Section("Fabric summary").KeyValues(
 		report.KV{Key: "flows started / done", Value: fmt.Sprintf("%d / %d", len(res.Flows), done)},
 		report.KV{Key: "FCT p50 / p99", Value: fmt.Sprintf("%v / %v", time.Duration(res.FCTPercentile(50)), time.Duration(res.FCTPercentile(99)))},
 		report.KV{Key: "events / packet hops", Value: fmt.Sprintf("%d / %d", st.Events, st.Hops)},
@@ -54,7 +63,7 @@ func Report(title string, res *Results, series io.Reader) (*report.Page, error) 
 			fct.Series = append(fct.Series, report.CDF(fmt.Sprintf("%s (%d)", c.name, len(v)), v))
 		}
 	}
-	p.Section("Flows").Chart(fct)
+	p.Section("Fabric flows").Chart(fct)
 	// The busiest ports by deepest queue.
 	ports := slices.Clone(res.Ports)
 	slices.SortStableFunc(ports, func(a, b PortResult) int { return cmp.Compare(b.MaxQueue, a.MaxQueue) })
@@ -64,19 +73,19 @@ func Report(title string, res *Results, series io.Reader) (*report.Page, error) 
 		rows = append(rows, report.Row(fmt.Sprintf("%s:%d -> %s", pr.Node, pr.Port, pr.Peer), pr.MaxQueue, pr.Drops, pr.ECNMarks,
 			pr.PauseSent, pr.PauseRx, time.Duration(pr.PausedNs).String()))
 	}
-	p.Section("Busiest ports").Table(report.Table{Header: []string{"port", "max queue (B)", "drops (ingress)", "ECN marks",
+	p.Section("Fabric: busiest ports").Table(report.Table{Header: []string{"port", "max queue (B)", "drops (ingress)", "ECN marks",
 		"XOFF sent", "PFC frames received", "paused"}, Rows: rows})
 	if series != nil && len(ports) > 0 && ports[0].MaxQueue > 0 {
 		q, paused, err := readSeries(series, ports)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		p.Chart(&report.Chart{Title: "Egress queue of the busiest ports", XLabel: "time (µs)", YLabel: "queue (KB)", Kind: report.Line, Series: q})
 		if len(paused) > 0 {
 			p.Chart(&report.Chart{Title: "Paused (any priority)", XLabel: "time (µs)", YLabel: "paused", Kind: report.Step, Series: paused})
 		}
 	}
-	return p, nil
+	return nil
 }
 
 // readSeries picks the given ports' samples out of a series CSV.

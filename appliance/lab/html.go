@@ -1,0 +1,86 @@
+package lab
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/rdma-appliance/appliance/appliance/report"
+	"github.com/rdma-appliance/appliance/bench/fabric"
+)
+
+// writeHTML writes report.html: the summary table and what each stage
+// left worth seeing (plots, tables, graphs), one self-contained page.
+func (l *Lab) writeHTML(rep *Report) error {
+	p := report.NewPage("Appliance lab")
+	pass := 0
+	for _, r := range rep.Rows {
+		if r.Pass {
+			pass++
+		}
+	}
+	p.Subtitle = fmt.Sprintf("%s: %d of %d stages passed", rep.Started.Format(time.RFC3339), pass, len(rep.Rows))
+	t := report.Table{Header: []string{"system", "result", "took", "what ran", "key figures"}}
+	for _, r := range rep.Rows {
+		verdict := report.Pass("PASS")
+		if !r.Pass {
+			verdict = report.Fail("FAIL: " + r.Error)
+		}
+		figs := make([]string, 0, len(r.Order))
+		for _, k := range r.Order {
+			figs = append(figs, k+"="+r.Figures[k])
+		}
+		t.Rows = append(t.Rows, []report.Cell{{Text: r.System}, verdict, {Text: r.Took.Round(time.Millisecond).String()},
+			{Text: r.Ran}, {Text: strings.Join(figs, " ")}})
+	}
+	p.Section("Summary").Table(t)
+	for _, r := range rep.Rows {
+		switch r.System {
+		case "dta":
+			l.pre(p, "DTA: Key-Write query success by load factor", "dta-loadfactor.txt")
+		case "fabric":
+			if err := l.fabricSections(p); err != nil {
+				p.Section("Fabric").Paragraphf("the fabric run's results could not be read: %v", err)
+			}
+		case "hawkeye":
+			l.pre(p, "Hawkeye: precision and recall per anomaly type and method", "hawkeye-eval.txt")
+		case "tuning":
+			if b, err := os.ReadFile(l.Path("tuning/convergence.png")); err == nil {
+				p.Section("ByteTuning: convergence").Image("objective and best so far against evaluations", "image/png", b)
+			}
+			l.pre(p, "ByteTuning: the chosen watermarks", "tuning/watermarks.txt")
+		case "hostmesh":
+			l.pre(p, "Hostmesh: the analyzer's report", "hostmesh-report.txt")
+		case "lumina-tests":
+			p.Section("Lumina tests").Paragraph("Each ready-made test's own report: lumina-tests/<test>/<run>/<repeat>/report.html in the output directory.")
+		}
+	}
+	return p.WriteFile(l.Path("report.html"))
+}
+
+// pre adds a stage's text artifact, when it exists, as a section.
+func (l *Lab) pre(p *report.Page, title, name string) {
+	if b, err := os.ReadFile(l.Path(name)); err == nil {
+		p.Section(title).Pre(string(b))
+	}
+}
+
+// fabricSections adds the fabric run's plots and tables.
+func (l *Lab) fabricSections(p *report.Page) error {
+	b, err := os.ReadFile(l.Path("fabric-results.json"))
+	if err != nil {
+		return err
+	}
+	var res fabric.Results
+	if err := json.Unmarshal(b, &res); err != nil {
+		return err
+	}
+	series, err := os.Open(l.Path("fabric-series.csv"))
+	if err != nil {
+		return err
+	}
+	defer series.Close()
+	return fabric.AddReport(p, &res, series)
+}
