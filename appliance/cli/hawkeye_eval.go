@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -16,7 +17,7 @@ func init() {
 	hawkeyeCmd.Sub = append(hawkeyeCmd.Sub, &Command{
 		Name:    "eval",
 		Summary: "Hawkeye's evaluation: injected anomalies on a fat-tree, diagnosed and scored per method",
-		Usage:   "[--traces 100] [--out DIR]",
+		Usage:   "[--traces 100] [--out DIR] [--shard i/n]",
 		Long: `Generates --traces traces per anomaly type on a k=4 fat-tree (100 Gbps, 2 us links, the paper's
 long-tailed workload at a random load between 20% and 50%), each with one injected anomaly:
 a synchronized incast, a host injecting PAUSE frames, a routing loop closed by its own burst
@@ -28,11 +29,16 @@ polling, full polling of every switch, port-only and flow-only telemetry. Traces
 did not show in the fabric are counted but not scored.
 
 Prints precision and recall per type and method, and the telemetry each method collected;
-writes the table to DIR/hawkeye-eval.txt.`,
+writes the table to DIR/hawkeye-eval.txt.
+
+--shard i/n runs only part i of n of the traces (for a batch system's array jobs: Slurm
+arrays, Kubernetes indexed Jobs) and writes its scores to DIR/hawkeye-eval-shard-i-of-n.json;
+'appliance hawkeye merge' adds shards up to the whole evaluation's table.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
 			traces := fs.Int("traces", 100, "traces per anomaly type")
 			out := fs.String("out", ".", "directory for hawkeye-eval.txt")
 			quiet := fs.Bool("quiet", false, "no progress")
+			shard := fs.String("shard", "", "run part i/n of the traces and write its scores for 'hawkeye merge'")
 			return func(ctx context.Context, env *Env, args []string) error {
 				if len(args) > 0 || *traces < 1 || *traces > 10000 {
 					return Usagef("want --traces 1..10000 and no arguments")
@@ -46,9 +52,31 @@ writes the table to DIR/hawkeye-eval.txt.`,
 						}
 					}
 				}
-				scores, err := bhawk.Evaluate(ctx, *traces, bhawk.Anomalies, bhawk.Methods, bhawk.Analyzer, progress)
+				sh := bhawk.Shard{I: 0, N: 1}
+				if *shard != "" {
+					var err error
+					if sh, err = bhawk.ParseShard(*shard); err != nil {
+						return Usagef("--shard: %v", err)
+					}
+				}
+				scores, err := bhawk.EvaluateShard(ctx, sh, *traces, bhawk.Anomalies, bhawk.Methods, bhawk.Analyzer, progress)
 				if err != nil {
 					return err
+				}
+				if *shard != "" {
+					if err := os.MkdirAll(*out, 0o755); err != nil {
+						return err
+					}
+					b, err := json.MarshalIndent(bhawk.Flatten(scores), "", "  ")
+					if err != nil {
+						return err
+					}
+					path := filepath.Join(*out, fmt.Sprintf("hawkeye-eval-shard-%d-of-%d.json", sh.I, sh.N))
+					if err := os.WriteFile(path, b, 0o644); err != nil {
+						return err
+					}
+					fmt.Fprintf(env.Stdout, "shard %d/%d: scores written to %s\n", sh.I, sh.N, path)
+					return nil
 				}
 				var b bytes.Buffer
 				fmt.Fprintf(&b, "Hawkeye evaluation: %d traces per anomaly type, k=4 fat-tree, %v\n\n", *traces, time.Since(t0).Round(time.Second))
@@ -61,6 +89,49 @@ writes the table to DIR/hawkeye-eval.txt.`,
 					return err
 				}
 				_, err = env.Stdout.Write(b.Bytes())
+				fmt.Fprintf(env.Stdout, "\nwritten to %s\n", path)
+				return err
+			}
+		},
+	})
+}
+
+func init() {
+	hawkeyeCmd.Sub = append(hawkeyeCmd.Sub, &Command{
+		Name:    "merge",
+		Summary: "add up the shards of a Hawkeye evaluation into its table",
+		Usage:   "[--out DIR] hawkeye-eval-shard-*.json...",
+		Long: `Reads the scores 'appliance hawkeye eval --shard i/n' wrote and prints the whole evaluation's
+table, as one run of every trace would; writes it to DIR/hawkeye-eval.txt.`,
+		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
+			out := fs.String("out", ".", "directory for hawkeye-eval.txt")
+			return func(ctx context.Context, env *Env, args []string) error {
+				if len(args) == 0 {
+					return Usagef("want the shards' score files")
+				}
+				var parts [][]bhawk.Score
+				for _, a := range args {
+					b, err := os.ReadFile(a)
+					if err != nil {
+						return err
+					}
+					var sc []bhawk.Score
+					if err := json.Unmarshal(b, &sc); err != nil {
+						return fmt.Errorf("%s: %w", a, err)
+					}
+					parts = append(parts, sc)
+				}
+				var b bytes.Buffer
+				fmt.Fprintf(&b, "Hawkeye evaluation: %d shards merged\n\n", len(parts))
+				bhawk.WriteTable(&b, bhawk.Merge(parts...), bhawk.Anomalies, bhawk.Methods)
+				if err := os.MkdirAll(*out, 0o755); err != nil {
+					return err
+				}
+				path := filepath.Join(*out, "hawkeye-eval.txt")
+				if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+					return err
+				}
+				_, err := env.Stdout.Write(b.Bytes())
 				fmt.Fprintf(env.Stdout, "\nwritten to %s\n", path)
 				return err
 			}

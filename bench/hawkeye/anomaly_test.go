@@ -3,6 +3,8 @@ package hawkeye
 import (
 	"context"
 	"testing"
+
+	thawk "github.com/rdma-appliance/appliance/translator/hawkeye"
 )
 
 // TestAnomaliesManifest: the generated anomalies show in the fabric as
@@ -100,4 +102,31 @@ func loopDeadlocks(t *testing.T, tr *Trace) bool {
 	res, _ = s.Run(context.Background(), tr.Duration)
 	return res.Port("agg4", 2).TxData+res.Port("core0", 2).TxData == before &&
 		s.Paused(node(tr, "agg4"), 2, 3) && s.Paused(node(tr, "core0"), 2, 3)
+}
+
+// TestShardsMerge: three shards of an evaluation add up to the whole.
+func TestShardsMerge(t *testing.T) {
+	diag := func(*thawk.Telemetry) (Verdict, error) { return Verdict{Anomaly: Incast}, nil }
+	as, ms := []Anomaly{Incast, Contention}, []Method{Hawkeye}
+	whole, err := Evaluate(context.Background(), 2, as, ms, diag, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parts [][]Score
+	for i := range 3 {
+		sc, err := EvaluateShard(context.Background(), Shard{I: i, N: 3}, 2, as, ms, diag, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, Flatten(sc))
+	}
+	merged := Merge(parts...)
+	for _, a := range as {
+		if *merged[a][Hawkeye] != *whole[a][Hawkeye] {
+			t.Fatalf("%v: merged %+v, whole %+v", a, *merged[a][Hawkeye], *whole[a][Hawkeye])
+		}
+	}
+	if _, err := ParseShard("3/3"); err == nil {
+		t.Fatal("shard 3/3 accepted")
+	}
 }

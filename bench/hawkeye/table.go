@@ -66,6 +66,30 @@ func ratio(a, b int) float64 {
 // progress, when set, is called after each trace.
 func Evaluate(ctx context.Context, traces int, anomalies []Anomaly, methods []Method, diag Diagnoser,
 	progress func(done, total int)) (map[Anomaly]map[Method]*Score, error) {
+	return EvaluateShard(ctx, Shard{I: 0, N: 1}, traces, anomalies, methods, diag, progress)
+}
+
+// Shard is part I of N of an evaluation: the traces whose number (over
+// every anomaly type, in order) is I modulo N. Shards of one evaluation
+// run anywhere (a batch system's array jobs) and Merge adds their scores
+// up to the whole evaluation's.
+type Shard struct{ I, N int }
+
+// ParseShard reads "i/n".
+func ParseShard(s string) (Shard, error) {
+	var sh Shard
+	if _, err := fmt.Sscanf(s, "%d/%d", &sh.I, &sh.N); err != nil || sh.N < 1 || sh.I < 0 || sh.I >= sh.N {
+		return Shard{}, fmt.Errorf("shard %q: want i/n with 0 <= i < n", s)
+	}
+	return sh, nil
+}
+
+// EvaluateShard is Evaluate on one shard of the traces.
+func EvaluateShard(ctx context.Context, sh Shard, traces int, anomalies []Anomaly, methods []Method, diag Diagnoser,
+	progress func(done, total int)) (map[Anomaly]map[Method]*Score, error) {
+	if sh.N < 1 || sh.I < 0 || sh.I >= sh.N {
+		return nil, fmt.Errorf("shard %d/%d", sh.I, sh.N)
+	}
 	scores := map[Anomaly]map[Method]*Score{}
 	for _, a := range anomalies {
 		scores[a] = map[Method]*Score{}
@@ -73,9 +97,18 @@ func Evaluate(ctx context.Context, traces int, anomalies []Anomaly, methods []Me
 			scores[a][m] = &Score{Anomaly: a, Method: m}
 		}
 	}
-	done, total := 0, traces*len(anomalies)
+	done, total := 0, 0
+	for k := range traces * len(anomalies) {
+		if k%sh.N == sh.I {
+			total++
+		}
+	}
+	k := -1
 	for _, a := range anomalies {
 		for seed := 1; seed <= traces; seed++ {
+			if k++; k%sh.N != sh.I {
+				continue
+			}
 			tr, err := Generate(a, uint64(seed))
 			if err != nil {
 				return nil, err
@@ -164,4 +197,42 @@ func ratioF(a, b int) float64 {
 		return 0
 	}
 	return float64(a) / float64(b)
+}
+
+// Flatten lists scores for storing a shard's results (JSON).
+func Flatten(scores map[Anomaly]map[Method]*Score) []Score {
+	var out []Score
+	for _, a := range Anomalies {
+		for _, m := range Methods {
+			if s := scores[a][m]; s != nil {
+				out = append(out, *s)
+			}
+		}
+	}
+	return out
+}
+
+// Merge adds up shards' scores.
+func Merge(shards ...[]Score) map[Anomaly]map[Method]*Score {
+	out := map[Anomaly]map[Method]*Score{}
+	for _, sh := range shards {
+		for _, s := range sh {
+			if out[s.Anomaly] == nil {
+				out[s.Anomaly] = map[Method]*Score{}
+			}
+			t := out[s.Anomaly][s.Method]
+			if t == nil {
+				t = &Score{Anomaly: s.Anomaly, Method: s.Method}
+				out[s.Anomaly][s.Method] = t
+			}
+			t.Traces += s.Traces
+			t.Manifested += s.Manifested
+			t.Detected += s.Detected
+			t.TP += s.TP
+			t.Claimed += s.Claimed
+			t.Bytes += s.Bytes
+			t.Switches += s.Switches
+		}
+	}
+	return out
 }
