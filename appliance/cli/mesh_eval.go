@@ -18,7 +18,7 @@ func init() {
 	meshCmd.Sub = append(meshCmd.Sub, &Command{
 		Name:    "eval",
 		Summary: "evaluate Hostmesh in the fabric simulator: does the analyzer name each injected fault?",
-		Usage:   "[--runs 50] [--types T,...] [--seed N] [--out DIR]",
+		Usage:   "[--runs 50] [--types T,...] [--seed N] [--out DIR] [--shard i/n]",
 		Long: `For every fault type, --runs randomized runs on a rail-optimized cluster in the simulator (4..8
 machines of 8 RNICs on 8 rails, 2 or 4 spines, 25G links, light web-search background traffic):
 the real agent core probes on simulated UD packets, traces paths with TTL-limited probes that
@@ -31,12 +31,16 @@ The simulated agents run 1000 times faster than the paper's: a 100 us interval, 
 20 ms window and 60 ms hold, so a window holds the paper's number of probes.
 
 Types: ` + strings.Join(hostmesh.FaultTypes, ", ") + `. The table is printed and, with --out,
-written to DIR/hostmesh-eval.txt with every run in DIR/hostmesh-eval.json.`,
+written to DIR/hostmesh-eval.txt with every run in DIR/hostmesh-eval.json.
+
+--shard i/n runs only part i of n of the runs (a batch system's array jobs) and writes its rows
+to DIR/hostmesh-eval-shard-i-of-n.json; 'appliance mesh merge' adds shards up to the table.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
 			runs := fs.Int("runs", 50, "runs per fault type")
 			types := fs.String("types", strings.Join(hostmesh.FaultTypes, ","), "fault types")
 			seed := fs.Uint64("seed", 1, "first seed")
 			out := fs.String("out", "", "directory for the table and the runs")
+			shard := fs.String("shard", "", "run part i/n of the runs and write its rows for 'mesh merge'")
 			return func(ctx context.Context, env *Env, args []string) error {
 				if len(args) > 0 || *runs < 1 {
 					return Usagef("no arguments; --runs at least 1")
@@ -47,9 +51,18 @@ written to DIR/hostmesh-eval.txt with every run in DIR/hostmesh-eval.json.`,
 						ts = append(ts, t)
 					}
 				}
+				si, sn := 0, 1
+				if *shard != "" {
+					if _, err := fmt.Sscanf(*shard, "%d/%d", &si, &sn); err != nil || sn < 1 || si < 0 || si >= sn {
+						return Usagef("--shard %q: want i/n with 0 <= i < n", *shard)
+					}
+					if *out == "" {
+						return Usagef("--shard needs --out for the shard's rows")
+					}
+				}
 				t0 := time.Now()
 				n := 0
-				rows, all, err := hostmesh.Eval(ctx, ts, *runs, *seed, func(r *hostmesh.Run) {
+				rows, all, err := hostmesh.EvalShard(ctx, ts, *runs, *seed, si, sn, func(r *hostmesh.Run) {
 					n++
 					mark := "ok"
 					if !r.Correct {
@@ -60,6 +73,15 @@ written to DIR/hostmesh-eval.txt with every run in DIR/hostmesh-eval.json.`,
 				fmt.Fprintln(env.Stderr)
 				if err != nil {
 					return err
+				}
+				if *shard != "" {
+					if err := os.MkdirAll(*out, 0o755); err != nil {
+						return err
+					}
+					js, _ := json.MarshalIndent(rows, "", "  ")
+					path := filepath.Join(*out, fmt.Sprintf("hostmesh-eval-shard-%d-of-%d.json", si, sn))
+					fmt.Fprintf(env.Stdout, "shard %d/%d: %d runs, rows written to %s\n", si, sn, len(all), path)
+					return os.WriteFile(path, js, 0o644)
 				}
 				var tab bytes.Buffer
 				hostmesh.WriteEvalTable(&tab, rows)
@@ -79,6 +101,46 @@ written to DIR/hostmesh-eval.txt with every run in DIR/hostmesh-eval.json.`,
 					}
 					js, _ := json.MarshalIndent(map[string]any{"rows": rows, "runs": all}, "", "  ")
 					return os.WriteFile(filepath.Join(*out, "hostmesh-eval.json"), js, 0o644)
+				}
+				return nil
+			}
+		},
+	})
+}
+
+func init() {
+	meshCmd.Sub = append(meshCmd.Sub, &Command{
+		Name:    "merge",
+		Summary: "add up the shards of a Hostmesh evaluation into its table",
+		Usage:   "[--out DIR] hostmesh-eval-shard-*.json...",
+		Long:    "Reads the rows 'appliance mesh eval --shard i/n' wrote and prints the whole evaluation's table;\nwith --out, writes it to DIR/hostmesh-eval.txt.",
+		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
+			out := fs.String("out", "", "directory for hostmesh-eval.txt")
+			return func(ctx context.Context, env *Env, args []string) error {
+				if len(args) == 0 {
+					return Usagef("want the shards' row files")
+				}
+				var parts [][]hostmesh.EvalRow
+				for _, a := range args {
+					b, err := os.ReadFile(a)
+					if err != nil {
+						return err
+					}
+					var rows []hostmesh.EvalRow
+					if err := json.Unmarshal(b, &rows); err != nil {
+						return fmt.Errorf("%s: %w", a, err)
+					}
+					parts = append(parts, rows)
+				}
+				var tab bytes.Buffer
+				hostmesh.WriteEvalTable(&tab, hostmesh.MergeRows(parts...))
+				fmt.Fprintf(&tab, "%d shards merged\n", len(parts))
+				env.Stdout.Write(tab.Bytes())
+				if *out != "" {
+					if err := os.MkdirAll(*out, 0o755); err != nil {
+						return err
+					}
+					return os.WriteFile(filepath.Join(*out, "hostmesh-eval.txt"), tab.Bytes(), 0o644)
 				}
 				return nil
 			}

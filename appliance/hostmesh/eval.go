@@ -251,12 +251,26 @@ type EvalRow struct {
 // Eval runs every fault type runs times with seeds from seed on, calling
 // progress after each run.
 func Eval(ctx context.Context, types []string, runs int, seed uint64, progress func(r *Run)) ([]EvalRow, []*Run, error) {
+	return EvalShard(ctx, types, runs, seed, 0, 1, progress)
+}
+
+// EvalShard is Eval on part i of n of the runs (run number, over every
+// type in order, equal to i modulo n): shards run anywhere, as a batch
+// system's array jobs, and MergeRows adds them up to the whole.
+func EvalShard(ctx context.Context, types []string, runs int, seed uint64, i, n int, progress func(r *Run)) ([]EvalRow, []*Run, error) {
+	if n < 1 || i < 0 || i >= n {
+		return nil, nil, fmt.Errorf("hostmesh: shard %d/%d", i, n)
+	}
 	var rows []EvalRow
 	var all []*Run
 	for ti, ft := range types {
-		row := EvalRow{Fault: ft, Runs: runs}
+		row := EvalRow{Fault: ft}
 		t0 := time.Now()
 		for k := range runs {
+			if (ti*runs+k)%n != i {
+				continue
+			}
+			row.Runs++
 			r, err := RunOne(ctx, ft, seed+uint64(ti*100000+k))
 			if err != nil {
 				return rows, all, err
@@ -272,10 +286,36 @@ func Eval(ctx context.Context, types []string, runs int, seed uint64, progress f
 			}
 		}
 		row.WallMs = time.Since(t0).Milliseconds()
-		row.Accuracy = float64(row.Correct) / float64(max(runs, 1))
+		row.Accuracy = float64(row.Correct) / float64(max(row.Runs, 1))
 		rows = append(rows, row)
 	}
 	return rows, all, nil
+}
+
+// MergeRows adds up shards' rows, fault type by fault type, in the order
+// the types first appear.
+func MergeRows(shards ...[]EvalRow) []EvalRow {
+	var out []EvalRow
+	at := map[string]int{}
+	for _, sh := range shards {
+		for _, r := range sh {
+			i, ok := at[r.Fault]
+			if !ok {
+				i = len(out)
+				at[r.Fault] = i
+				out = append(out, EvalRow{Fault: r.Fault})
+			}
+			m := &out[i]
+			m.Runs += r.Runs
+			m.Correct += r.Correct
+			m.WallMs += r.WallMs
+			m.Misses = append(m.Misses, r.Misses...)
+		}
+	}
+	for i := range out {
+		out[i].Accuracy = float64(out[i].Correct) / float64(max(out[i].Runs, 1))
+	}
+	return out
 }
 
 // WriteEvalTable prints the evaluation table.
