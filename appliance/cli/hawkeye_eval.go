@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -55,8 +54,8 @@ arrays, Kubernetes indexed Jobs) and writes its scores to DIR/hawkeye-eval-shard
 				sh := bhawk.Shard{I: 0, N: 1}
 				if *shard != "" {
 					var err error
-					if sh, err = bhawk.ParseShard(*shard); err != nil {
-						return Usagef("--shard: %v", err)
+					if sh.I, sh.N, err = parseShard(*shard); err != nil {
+						return err
 					}
 				}
 				scores, err := bhawk.EvaluateShard(ctx, sh, *traces, bhawk.Anomalies, bhawk.Methods, bhawk.Analyzer, progress)
@@ -64,15 +63,8 @@ arrays, Kubernetes indexed Jobs) and writes its scores to DIR/hawkeye-eval-shard
 					return err
 				}
 				if *shard != "" {
-					if err := os.MkdirAll(*out, 0o755); err != nil {
-						return err
-					}
-					b, err := json.MarshalIndent(bhawk.Flatten(scores), "", "  ")
+					path, err := writeShard(*out, "hawkeye-eval", sh.I, sh.N, bhawk.Flatten(scores))
 					if err != nil {
-						return err
-					}
-					path := filepath.Join(*out, fmt.Sprintf("hawkeye-eval-shard-%d-of-%d.json", sh.I, sh.N))
-					if err := os.WriteFile(path, b, 0o644); err != nil {
 						return err
 					}
 					fmt.Fprintf(env.Stdout, "shard %d/%d: scores written to %s\n", sh.I, sh.N, path)
@@ -106,20 +98,9 @@ table, as one run of every trace would; writes it to DIR/hawkeye-eval.txt.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
 			out := fs.String("out", ".", "directory for hawkeye-eval.txt")
 			return func(ctx context.Context, env *Env, args []string) error {
-				if len(args) == 0 {
-					return Usagef("want the shards' score files")
-				}
-				var parts [][]bhawk.Score
-				for _, a := range args {
-					b, err := os.ReadFile(a)
-					if err != nil {
-						return err
-					}
-					var sc []bhawk.Score
-					if err := json.Unmarshal(b, &sc); err != nil {
-						return fmt.Errorf("%s: %w", a, err)
-					}
-					parts = append(parts, sc)
+				parts, err := readShards[bhawk.Score](args)
+				if err != nil {
+					return err
 				}
 				var b bytes.Buffer
 				fmt.Fprintf(&b, "Hawkeye evaluation: %d shards merged\n\n", len(parts))
@@ -131,7 +112,7 @@ table, as one run of every trace would; writes it to DIR/hawkeye-eval.txt.`,
 				if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
 					return err
 				}
-				_, err := env.Stdout.Write(b.Bytes())
+				_, err = env.Stdout.Write(b.Bytes())
 				fmt.Fprintf(env.Stdout, "\nwritten to %s\n", path)
 				return err
 			}

@@ -53,8 +53,9 @@ to DIR/hostmesh-eval-shard-i-of-n.json; 'appliance mesh merge' adds shards up to
 				}
 				si, sn := 0, 1
 				if *shard != "" {
-					if _, err := fmt.Sscanf(*shard, "%d/%d", &si, &sn); err != nil || sn < 1 || si < 0 || si >= sn {
-						return Usagef("--shard %q: want i/n with 0 <= i < n", *shard)
+					var err error
+					if si, sn, err = parseShard(*shard); err != nil {
+						return err
 					}
 					if *out == "" {
 						return Usagef("--shard needs --out for the shard's rows")
@@ -75,13 +76,12 @@ to DIR/hostmesh-eval-shard-i-of-n.json; 'appliance mesh merge' adds shards up to
 					return err
 				}
 				if *shard != "" {
-					if err := os.MkdirAll(*out, 0o755); err != nil {
+					path, err := writeShard(*out, "hostmesh-eval", si, sn, rows)
+					if err != nil {
 						return err
 					}
-					js, _ := json.MarshalIndent(rows, "", "  ")
-					path := filepath.Join(*out, fmt.Sprintf("hostmesh-eval-shard-%d-of-%d.json", si, sn))
 					fmt.Fprintf(env.Stdout, "shard %d/%d: %d runs, rows written to %s\n", si, sn, len(all), path)
-					return os.WriteFile(path, js, 0o644)
+					return nil
 				}
 				var tab bytes.Buffer
 				hostmesh.WriteEvalTable(&tab, rows)
@@ -117,20 +117,9 @@ func init() {
 		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
 			out := fs.String("out", "", "directory for hostmesh-eval.txt")
 			return func(ctx context.Context, env *Env, args []string) error {
-				if len(args) == 0 {
-					return Usagef("want the shards' row files")
-				}
-				var parts [][]hostmesh.EvalRow
-				for _, a := range args {
-					b, err := os.ReadFile(a)
-					if err != nil {
-						return err
-					}
-					var rows []hostmesh.EvalRow
-					if err := json.Unmarshal(b, &rows); err != nil {
-						return fmt.Errorf("%s: %w", a, err)
-					}
-					parts = append(parts, rows)
+				parts, err := readShards[hostmesh.EvalRow](args)
+				if err != nil {
+					return err
 				}
 				var tab bytes.Buffer
 				hostmesh.WriteEvalTable(&tab, hostmesh.MergeRows(parts...))
