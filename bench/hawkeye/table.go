@@ -75,15 +75,6 @@ func Evaluate(ctx context.Context, traces int, anomalies []Anomaly, methods []Me
 // up to the whole evaluation's.
 type Shard struct{ I, N int }
 
-// ParseShard reads "i/n".
-func ParseShard(s string) (Shard, error) {
-	var sh Shard
-	if _, err := fmt.Sscanf(s, "%d/%d", &sh.I, &sh.N); err != nil || sh.N < 1 || sh.I < 0 || sh.I >= sh.N {
-		return Shard{}, fmt.Errorf("shard %q: want i/n with 0 <= i < n", s)
-	}
-	return sh, nil
-}
-
 // EvaluateShard is Evaluate on one shard of the traces.
 func EvaluateShard(ctx context.Context, sh Shard, traces int, anomalies []Anomaly, methods []Method, diag Diagnoser,
 	progress func(done, total int)) (map[Anomaly]map[Method]*Score, error) {
@@ -178,7 +169,7 @@ func WriteTable(w io.Writer, scores map[Anomaly]map[Method]*Score, anomalies []A
 				b, sw, n = b+s.Bytes, sw+s.Switches, n+s.Manifested
 			}
 		}
-		return ratioF(b, n), ratioF(sw, n)
+		return ratio(b, n), ratio(sw, n)
 	}
 	fb, _ := per(FullPolling)
 	for _, m := range methods {
@@ -190,13 +181,6 @@ func WriteTable(w io.Writer, scores map[Anomaly]map[Method]*Score, anomalies []A
 		fmt.Fprintf(tw, "%s\t%.0f\t%.1f\t%s\n", m, b, sw, vs)
 	}
 	tw.Flush()
-}
-
-func ratioF(a, b int) float64 {
-	if b == 0 {
-		return 0
-	}
-	return float64(a) / float64(b)
 }
 
 // Flatten lists scores for storing a shard's results (JSON).
