@@ -311,6 +311,3 @@ func (c *Conn) resyncTo(psn uint32) bool {
 	c.Stats.Resyncs++
 	return true
 }
-
-// Packets is how many packets the connection has sent.
-func (c *Conn) Packets() uint64 { return c.Stats.Packets }

@@ -195,7 +195,7 @@ func (s *Service) Run(ctx context.Context) error {
 	// Whatever waits in a batch or a flow cache goes out before the end.
 	for _, c := range s.colls {
 		if c.tr != nil {
-			_ = c.tr.Flush(0, s.emitFor(c))
+			_ = c.tr.Flush(0, s.emitFn)
 		}
 	}
 	s.flushTx()
@@ -225,7 +225,7 @@ func (s *Service) Poll() bool {
 	}
 	for _, c := range s.colls {
 		if c.tr != nil {
-			if err := c.tr.Flush(s.spec.FlushTimeout, s.emitFor(c)); err != nil {
+			if err := c.tr.Flush(s.spec.FlushTimeout, s.emitFn); err != nil {
 				s.stats.TxDropped++
 			}
 			s.ping(c)
@@ -351,7 +351,7 @@ func (s *Service) translate(r *Report, payload []byte, src netip.Addr) bool {
 	if c == nil {
 		return true
 	}
-	err := c.tr.Translate(r, s.emitFor(c))
+	err := c.tr.Translate(r, s.emitFn)
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrAtomicWindow):
@@ -445,8 +445,8 @@ const strandTimeout = 20 * time.Millisecond
 
 func (s *Service) ping(c *collector) {
 	conn := c.conn
-	if conn.Packets() != c.seenPackets {
-		c.seenPackets, c.seenACKs, c.quietSince, c.probe = conn.Packets(), conn.Stats.ACKs, s.now, probeIdle
+	if conn.Stats.Packets != c.seenPackets {
+		c.seenPackets, c.seenACKs, c.quietSince, c.probe = conn.Stats.Packets, conn.Stats.ACKs, s.now, probeIdle
 		return
 	}
 	if conn.Stats.ACKs != c.seenACKs {
@@ -490,7 +490,7 @@ func (s *Service) ping(c *collector) {
 	if err == nil && s.send(s.ackBuf[:n]) {
 		s.stats.RDMAOut++
 	}
-	c.seenPackets, c.quietSince = conn.Packets(), s.now
+	c.seenPackets, c.quietSince = conn.Stats.Packets, s.now
 }
 
 // drainAtomics retries Key-Increment reports as the atomic window opens.
@@ -533,10 +533,6 @@ func (s *Service) sendAck(mac dnet.MAC, dst netip.Addr, a Ack) {
 		s.stats.AcksSent++
 	}
 }
-
-// emitFor is the Emit of a collector's translator: one for all, made
-// once (a method value made per call would allocate).
-func (s *Service) emitFor(*collector) Emit { return s.emitFn }
 
 // emit queues an RDMA frame for transmission.
 func (s *Service) emit(frame []byte) error {
