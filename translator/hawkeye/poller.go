@@ -276,19 +276,21 @@ func (c *Collector) start(ev uint8, victim FlowKey, t int64) *Telemetry {
 	return tel
 }
 
-// Report takes a switch's report (Config.Report).
-func (c *Collector) Report(ev uint8, victim FlowKey, r SwitchReport) {
+// incident is the open incident of event ev for victim, or a new one
+// when there is none, it is another victim's or its window has passed.
+func (c *Collector) incident(ev uint8, victim FlowKey) *Telemetry {
 	now := c.sim.Now()
-	var tel *Telemetry
 	if i := c.open[ev]; i > 0 {
-		tel = c.incidents[i-1]
-		if tel.Victim != victim || now-tel.Time > c.Window {
-			tel = nil
+		if tel := c.incidents[i-1]; tel.Victim == victim && now-tel.Time <= c.Window {
+			return tel
 		}
 	}
-	if tel == nil {
-		tel = c.start(ev, victim, now)
-	}
+	return c.start(ev, victim, now)
+}
+
+// Report takes a switch's report (Config.Report).
+func (c *Collector) Report(ev uint8, victim FlowKey, r SwitchReport) {
+	tel := c.incident(ev, victim)
 	tel.Reports = append(tel.Reports, r)
 	c.last[r.Switch] = r
 }
@@ -302,17 +304,7 @@ func (c *Collector) Reuse(ev uint8, victim FlowKey, sw string) {
 		return
 	}
 	r.Bytes, r.Packets = 0, 0
-	now := c.sim.Now()
-	var tel *Telemetry
-	if i := c.open[ev]; i > 0 {
-		tel = c.incidents[i-1]
-		if tel.Victim != victim || now-tel.Time > c.Window {
-			tel = nil
-		}
-	}
-	if tel == nil {
-		tel = c.start(ev, victim, now)
-	}
+	tel := c.incident(ev, victim)
 	for _, have := range tel.Reports {
 		if have.Switch == sw {
 			return
