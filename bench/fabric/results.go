@@ -147,8 +147,7 @@ func (s *Sim) finish(now int64) {
 	n := s.net
 	r := s.res
 	r.SimNs = now
-	s.stats.Events, s.stats.Hops = s.Events, s.Hops
-	r.Stats = s.stats
+	r.Stats = s.Stats()
 	r.Flows = r.Flows[:0]
 	for i := range n.flows {
 		fs := &n.flows[i]
