@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rdma-appliance/appliance/bench/perftest"
+	chostmesh "github.com/rdma-appliance/appliance/collector/hostmesh"
 	"github.com/rdma-appliance/appliance/dpdk"
 	dnet "github.com/rdma-appliance/appliance/dpdk/net"
 	"github.com/rdma-appliance/appliance/translator/hawkeye"
@@ -24,13 +26,29 @@ func init() {
 	hawkeyeCmd.Sub = append(hawkeyeCmd.Sub, &Command{
 		Name:    "agent",
 		Summary: "the detection agent on a real host: RTTs over a threshold send polling packets (EtherType 0x6888)",
-		Usage:   "[--port DRIVER:DEV] [--threshold 300] [--interval 2ms] [--input FILE] [flags]",
-		Long: `Reads RTT samples, one a line, from --input (default stdin):
+		Usage:   "[--port DRIVER:DEV] [--threshold 300] [--interval 2ms] [--input FILE | --ping SERVER (-d DEV | --nic PORT --gid IP)] [flags]",
+		Long: `Watches the RTTs of flows and sends polling packets for those that slow down. The RTTs
+come from one of two sources.
+
+--input FILE (default stdin) holds samples, one a line:
 
   SRC_IP DST_IP PROTO SPORT DPORT RTT_NS     e.g. 10.0.0.1 10.0.0.9 17 49153 4791 5200
   SRC_IP:SPORT DST_IP:DPORT RTT_NS           (protocol 17, RoCEv2's UDP)
+  {"host": ..., "results": [...]}            a Hostmesh batch ('appliance mesh probe --out FILE'):
+                                             each answered probe's one-way network latency
+                                             is a sample of its 5-tuple (timeouts are not)
 
-('#' starts a comment). Each flow's base RTT is the smallest it has shown (or --base-rtt
+('#' starts a comment in the text forms).
+
+--ping SERVER[:PORT] measures them itself: it connects to a perftest server ('appliance
+verbs read' started without an address on the far host, TCP port 18515 by default) with
+an RDMA device (-d, e.g. ibv:mlx5_0 in builds with -tags rdma, or a software RNIC:
+--nic afpacket:IFNAME --gid IP) and posts one 8-byte RDMA READ every --ping-interval; a
+READ is one-sided, so its completion time is the network's and the RNICs' round trip, a
+sample of the QP's 5-tuple (its UDP source port as the kernel derives it from the two QP
+numbers). '--ping loopback' runs the server in this process over an in-process link.
+
+Each flow's base RTT is the smallest it has shown (or --base-rtt
 for all); a sample above --threshold percent of it sends a polling packet for the flow,
 at most one per flow every --interval: an Ethernet frame with EtherType 0x6888 and the
 19-byte polling header (type 1, victim path; the victim's 5-tuple; see
@@ -40,11 +58,13 @@ routes it along the victim's path and traces PFC from there). Every poll is prin
 
 The samples can come from any measurement that sees the flow's round trips: the NIC's
 congestion-control telemetry (the paper's BlueField PCC agent), a verbs ping, or a
-log. Event ids start at --event-base (default the low byte of --ip), so hosts sharing
+log, Hostmesh probes. Event ids start at --event-base (default the low byte of --ip), so hosts sharing
 a fabric do not collide in the switches' per-event deduplication.
 
-Example:
-  rdma-rtt-feed | appliance hawkeye agent --port afpacket:eth1 --gw-mac 0c:42:a1:00:00:01 --ip 10.0.0.1`,
+Examples:
+  rdma-rtt-feed | appliance hawkeye agent --port afpacket:eth1 --gw-mac 0c:42:a1:00:00:01 --ip 10.0.0.1
+  appliance hawkeye agent --ping 10.0.0.9 -d ibv:mlx5_0 --port eal:0000:3b:00.1 --gw-mac 0c:42:a1:00:00:01
+  tail -f mesh.jsonl | appliance hawkeye agent --json`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
 			port := fs.String("port", "", "packet port for polling frames (driver:device); none: print only")
 			threshold := fs.Int("threshold", 300, "RTT threshold in percent of the base RTT")
@@ -56,9 +76,21 @@ Example:
 			ip := fs.String("ip", "", "this host's IPv4 address (seeds the event ids)")
 			evBase := fs.Int("event-base", -1, "first event id, 0-255 (default: from --ip, else 0)")
 			asJSON := fs.Bool("json", false, "print polls as JSON lines")
+			ping := fs.String("ping", "", "measure RTTs with RDMA READs to this perftest server (host[:port], or 'loopback')")
+			pingInterval := fs.Duration("ping-interval", 10*time.Millisecond, "time between two pings")
+			pingCount := fs.Int("ping-count", 0, "stop after this many pings (0: until SIGTERM)")
+			core := fs.Int("core", -1, "pin the ping's thread (which drives a software RNIC) to this core")
+			var rf rnicFlags
+			rf.register(fs)
 			return func(ctx context.Context, env *Env, args []string) error {
 				if len(args) > 0 {
 					return Usagef("no arguments expected")
+				}
+				if *ping != "" && *input != "-" {
+					return Usagef("--ping and --input are two sources of RTTs: give one")
+				}
+				if *pingInterval <= 0 || *pingCount < 0 {
+					return Usagef("--ping-interval must be positive and --ping-count at least 0")
 				}
 				if *threshold < 100 {
 					return Usagef("--threshold %d: at least 100 (percent of the base RTT)", *threshold)
@@ -80,15 +112,6 @@ Example:
 						return Usagef("--event-base %d: 0-255", *evBase)
 					}
 					first = *evBase
-				}
-				in := io.Reader(os.Stdin)
-				if *input != "-" {
-					f, err := os.Open(*input)
-					if err != nil {
-						return err
-					}
-					defer f.Close()
-					in = f
 				}
 				a := &pollAgent{det: hawkeye.NewDetector(*threshold, int64(*interval), uint8(first)), base: int64(*base),
 					dst: gwMAC, out: env.Stdout, json: *asJSON, log: env.Log}
@@ -112,11 +135,27 @@ Example:
 						a.src = m
 					}
 				}
-				if err := a.run(ctx, in); err != nil {
-					return err
+				if *ping != "" {
+					pp := perftest.PingParams{Interval: *pingInterval, Count: *pingCount}
+					if err := a.ping(ctx, env, *ping, pp, &rf, *core); err != nil {
+						return err
+					}
+				} else {
+					in := io.Reader(os.Stdin)
+					if *input != "-" {
+						f, err := os.Open(*input)
+						if err != nil {
+							return err
+						}
+						defer f.Close()
+						in = f
+					}
+					if err := a.run(ctx, in); err != nil {
+						return err
+					}
 				}
 				env.Log.Info("hawkeye agent done", "samples", a.samples, "polls", a.polls, "sent", a.sent, "bad_lines", a.bad)
-				return nil
+				return a.err
 			}
 		},
 	})
@@ -136,6 +175,9 @@ type pollAgent struct {
 	log   *slog.Logger
 
 	samples, polls, sent, bad uint64
+	// err is the first failure to print a poll (the ping's callback
+	// cannot return it).
+	err error
 }
 
 // agentPoll is what the agent prints per poll.
@@ -161,28 +203,118 @@ func (a *pollAgent) run(ctx context.Context, in io.Reader) error {
 		if line == "" {
 			continue
 		}
+		if line[0] == '{' {
+			if err := a.batch(line); err != nil {
+				a.bad++
+				a.log.Warn("bad Hostmesh batch", "line", ln, "err", err)
+			}
+			if a.err != nil {
+				return a.err
+			}
+			continue
+		}
 		k, rtt, err := parseRTTLine(line)
 		if err != nil {
 			a.bad++
 			a.log.Warn("bad RTT sample", "line", ln, "err", err)
 			continue
 		}
-		a.samples++
-		if a.base > 0 && a.det.Base(k) == 0 {
-			a.det.SetBase(k, a.base)
-		}
-		now := dpdk.Nanotime()
-		p, ok := a.det.Observe(k, rtt, now)
-		if !ok {
-			continue
-		}
-		a.polls++
-		sent := a.send(p)
-		if err := a.print(agentPoll{TimeNs: now, Event: p.Event, Victim: k, RTT: rtt, Base: a.det.Base(k), Sent: sent}); err != nil {
+		if err := a.observe(k, rtt); err != nil {
 			return err
 		}
 	}
 	return sc.Err()
+}
+
+// batch takes the answered probes of a Hostmesh batch as samples: the
+// one-way latency stands in for the RTT, since the threshold is relative
+// to each flow's own base.
+func (a *pollAgent) batch(line string) error {
+	var b chostmesh.Batch
+	if err := json.Unmarshal([]byte(line), &b); err != nil {
+		return err
+	}
+	for i := range b.Results {
+		r := &b.Results[i]
+		if r.Timeout || r.NetworkNs <= 0 {
+			continue
+		}
+		src, err1 := netip.ParseAddr(r.SrcIP)
+		dst, err2 := netip.ParseAddr(r.DstIP)
+		if err1 != nil || err2 != nil || !src.Unmap().Is4() || !dst.Unmap().Is4() {
+			return fmt.Errorf("result %d: %q -> %q: not IPv4 addresses", i, r.SrcIP, r.DstIP)
+		}
+		k := hawkeye.FlowKey{Src: addrU32(src), Dst: addrU32(dst), Proto: hawkeye.ProtoUDP, Sport: r.SPort, Dport: 4791}
+		if err := a.observe(k, r.NetworkNs); err != nil {
+			return nil // a.err says it
+		}
+	}
+	return nil
+}
+
+// ping measures RTTs with RDMA READs on the device rf names, on a locked
+// (and, with core >= 0, pinned) thread.
+func (a *pollAgent) ping(ctx context.Context, env *Env, server string, pp perftest.PingParams, rf *rnicFlags, core int) error {
+	fn := func(s perftest.PingSample) {
+		src, dst := s.Src.Addr().Unmap(), s.Dst.Addr().Unmap()
+		if !src.Is4() || !dst.Is4() {
+			a.bad++
+			return
+		}
+		k := hawkeye.FlowKey{Src: addrU32(src), Dst: addrU32(dst), Proto: hawkeye.ProtoUDP, Sport: s.SrcPort, Dport: 4791}
+		a.observe(k, s.RTT)
+	}
+	if server == "loopback" {
+		if rf.dev != "" || rf.nic != "" {
+			return Usagef("--ping loopback makes its own two software RNICs: no -d or --nic")
+		}
+		// Two threads here drive the two RNICs: --core pins one thread
+		// of a real ping only.
+		_, err := perftest.PingLoopback(ctx, pp, perftest.LoopbackOptions{}, fn)
+		return err
+	}
+	r, err := rf.open("hawkeye-agent")
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	conn, err := dialPerftest(ctx, server, perftestPort)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	cfg := perftest.Config{Device: r.Dev, Poll: r.Poll, GIDIndex: rf.gidIndex, Port: rf.ibPort}
+	env.Log.Info("hawkeye agent pinging", "server", server, "device", r.Dev.Info().Name, "interval", pp.Interval)
+	return onThread(core, func() error {
+		_, err := perftest.Ping(ctx, conn, cfg, pp, fn)
+		return err
+	})
+}
+
+// observe runs one sample through the detector and sends and prints the
+// poll it raises.
+func (a *pollAgent) observe(k hawkeye.FlowKey, rtt int64) error {
+	if a.err != nil {
+		return a.err
+	}
+	a.samples++
+	if a.base > 0 && a.det.Base(k) == 0 {
+		a.det.SetBase(k, a.base)
+	}
+	now := dpdk.Nanotime()
+	p, ok := a.det.Observe(k, rtt, now)
+	if !ok {
+		return nil
+	}
+	a.polls++
+	sent := a.send(p)
+	a.err = a.print(agentPoll{TimeNs: now, Event: p.Event, Victim: k, RTT: rtt, Base: a.det.Base(k), Sent: sent})
+	return a.err
+}
+
+func addrU32(a netip.Addr) uint32 {
+	b := a.As4()
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
 }
 
 // send transmits a polling frame, padded to the 60-byte minimum (the
@@ -231,8 +363,7 @@ func parseRTTLine(line string) (hawkeye.FlowKey, int64, error) {
 		if err != nil || !a.Is4() {
 			return 0, fmt.Errorf("%q: not an IPv4 address", s)
 		}
-		b := a.As4()
-		return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]), nil
+		return addrU32(a), nil
 	}
 	num := func(s string, bits int) (uint64, error) {
 		v, err := strconv.ParseUint(s, 10, bits)
@@ -271,8 +402,7 @@ func parseRTTLine(line string) (hawkeye.FlowKey, int64, error) {
 			if err != nil || !ap.Addr().Is4() {
 				return k, 0, fmt.Errorf("%q: want IPv4:PORT", f[i])
 			}
-			b := ap.Addr().As4()
-			*dst = uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+			*dst = addrU32(ap.Addr())
 			if i == 0 {
 				k.Sport = ap.Port()
 			} else {

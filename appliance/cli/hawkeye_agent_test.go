@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,5 +56,57 @@ garbage line
 			t.Fatalf("frame %d to %x", i, d[:6])
 		}
 		p.Free()
+	}
+}
+
+// TestHawkeyeAgentHostmesh: Hostmesh batches are samples too: a probe
+// 5-tuple whose one-way latency jumps is polled; timeouts are not
+// samples; a malformed batch is counted and skipped.
+func TestHawkeyeAgentHostmesh(t *testing.T) {
+	in := filepath.Join(t.TempDir(), "mesh.jsonl")
+	lines := `{"host":"h1","results":[{"host":"h1","src":"rnic0","dst":"rnic1","src_ip":"10.1.0.1","dst_ip":"10.1.1.1","sport":49200,"seq":1,"at_ns":1,"network_ns":3000,"processing_ns":900}]}
+{"host":"h1","results":[{"host":"h1","src":"rnic0","dst":"rnic1","src_ip":"10.1.0.1","dst_ip":"10.1.1.1","sport":49200,"seq":2,"at_ns":2,"timeout":true}]}
+{"host":"h1","results":[{"host":"h1","src":"rnic0","dst":"rnic1","src_ip":"10.1.0.1","dst_ip":"10.1.1.1","sport":49200,"seq":3,"at_ns":3,"network_ns":12000,"processing_ns":900}]}
+{"host":"h1","results":[{"src_ip":"fe80::1","dst_ip":"10.1.1.1","network_ns":5}]}
+{"host":
+`
+	if err := os.WriteFile(in, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI(t, "hawkeye", "agent", "--input", in, "--interval", "1h")
+	if code != 0 {
+		t.Fatalf("exit %d: %s %s", code, out, errOut)
+	}
+	if n := strings.Count(out, "poll event"); n != 1 || !strings.Contains(out, "10.1.0.1:49200 -> 10.1.1.1:4791 proto 17 rtt 12000 ns (base 3000 ns)") {
+		t.Fatalf("out %q", out)
+	}
+	if strings.Count(errOut, "bad Hostmesh batch") != 2 {
+		t.Fatalf("err %q", errOut)
+	}
+}
+
+// TestHawkeyeAgentPing: the agent measures RTTs itself with RDMA READs
+// (here between two software RNICs in the process): every ping is a
+// sample of the QP's 5-tuple, and a flow over the threshold is polled.
+func TestHawkeyeAgentPing(t *testing.T) {
+	code, out, errOut := runCLI(t, "hawkeye", "agent", "--ping", "loopback", "--ping-count", "50", "--ping-interval", "1ms",
+		"--threshold", "100", "--interval", "1h", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s %s", code, out, errOut)
+	}
+	var p agentPoll
+	if err := json.Unmarshal([]byte(out), &p); err != nil {
+		t.Fatalf("%v: %q", err, out)
+	}
+	v := p.Victim
+	if ip4(v.Src).String() != "192.168.77.2" || ip4(v.Dst).String() != "192.168.77.1" || v.Dport != 4791 || v.Sport < 0xc000 ||
+		p.RTT <= p.Base || p.Base <= 0 {
+		t.Fatalf("poll %+v", p)
+	}
+	if !strings.Contains(errOut, "samples=50") {
+		t.Fatalf("err %q", errOut)
+	}
+	if code, _, errOut := runCLI(t, "hawkeye", "agent", "--ping", "x", "--input", "f"); code != 2 || !strings.Contains(errOut, "give one") {
+		t.Fatalf("exit %d: %s", code, errOut)
 	}
 }

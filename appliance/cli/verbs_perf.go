@@ -156,6 +156,17 @@ func perfSide(ctx context.Context, env *Env, cfg perftest.Config, p perftest.Par
 		defer conn.Close()
 		return perftest.RunServer(ctx, conn, cfg, report)
 	}
+	conn, err := dialPerftest(ctx, server, port)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	return perftest.RunClient(ctx, conn, cfg, p, report)
+}
+
+// dialPerftest connects to a perftest server (host[:port], port by
+// default), retrying while it starts, as perftest does.
+func dialPerftest(ctx context.Context, server string, port int) (net.Conn, error) {
 	addr := server
 	if _, _, err := net.SplitHostPort(server); err != nil {
 		addr = net.JoinHostPort(server, strconv.Itoa(port))
@@ -163,7 +174,6 @@ func perfSide(ctx context.Context, env *Env, cfg perftest.Config, p perftest.Par
 	var d net.Dialer
 	var conn net.Conn
 	var err error
-	// Like perftest, retry while the server is starting.
 	for try := 0; ; try++ {
 		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		conn, err = d.DialContext(dctx, "tcp", addr)
@@ -176,8 +186,7 @@ func perfSide(ctx context.Context, env *Env, cfg perftest.Config, p perftest.Par
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the server: %w", err)
 	}
-	defer conn.Close()
-	return perftest.RunClient(ctx, conn, cfg, p, report)
+	return conn, nil
 }
 
 // onThread runs f on a locked OS thread, pinned to core when core >= 0.

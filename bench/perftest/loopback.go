@@ -40,8 +40,29 @@ var loopSeq atomic.Uint32
 // link, one thread per side driving its RNIC, and returns both sides'
 // results.
 func Loopback(ctx context.Context, p Params, opt LoopbackOptions) (client, server []Result, err error) {
+	server, err = loopback(ctx, opt, func(ctx context.Context, conn io.ReadWriter, cfg Config) (err error) {
+		client, err = RunClient(ctx, conn, cfg, p, opt.Client)
+		return err
+	})
+	return client, server, err
+}
+
+// PingLoopback runs Ping against a server on an in-process link (the
+// agent's ping without a network) and returns the number of samples.
+func PingLoopback(ctx context.Context, pp PingParams, opt LoopbackOptions, fn func(PingSample)) (n int, err error) {
+	// The end of ctx ends the pings; the server stops when told.
+	_, err = loopback(context.WithoutCancel(ctx), opt, func(_ context.Context, conn io.ReadWriter, cfg Config) (err error) {
+		n, err = Ping(ctx, conn, cfg, pp, fn)
+		return err
+	})
+	return n, err
+}
+
+// loopback runs a server and the client side runClient between two soft
+// RNICs joined by an in-process ring link, one thread per side.
+func loopback(ctx context.Context, opt LoopbackOptions, runClient func(context.Context, io.ReadWriter, Config) error) (server []Result, err error) {
 	if opt.Cores != nil && len(opt.Cores) != 2 {
-		return nil, nil, fmt.Errorf("perftest: loopback pins two threads, got %d cores", len(opt.Cores))
+		return nil, fmt.Errorf("perftest: loopback pins two threads, got %d cores", len(opt.Cores))
 	}
 	n := loopSeq.Add(1)
 	link := ring.NewLink(fmt.Sprintf("perftest%d", n), ring.Config{RingSize: 4096})
@@ -61,7 +82,7 @@ func Loopback(ctx context.Context, p Params, opt LoopbackOptions) (client, serve
 			Neighbors: map[netip.Addr]dnet.MAC{gids[1-i]: dnet.MAC(ports[1-i].Info().MAC)},
 		})
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		defer devs[i].Close()
 	}
@@ -94,17 +115,14 @@ func Loopback(ctx context.Context, p Params, opt LoopbackOptions) (client, serve
 		server, err = RunServer(ctx, cs, cfg, opt.Server)
 		return err
 	})
-	go run(1, cc, &cerr, func(cfg Config) (err error) {
-		client, err = RunClient(ctx, cc, cfg, p, opt.Client)
-		return err
-	})
+	go run(1, cc, &cerr, func(cfg Config) error { return runClient(ctx, cc, cfg) })
 	wg.Wait()
 	// Report the side that failed first, not the other's "peer closed".
 	switch {
 	case cerr != nil && serr != nil && errors.Is(serr, ErrPeer):
-		return client, server, cerr
+		return server, cerr
 	case cerr != nil && serr != nil && errors.Is(cerr, ErrPeer):
-		return client, server, serr
+		return server, serr
 	}
-	return client, server, errors.Join(cerr, serr)
+	return server, errors.Join(cerr, serr)
 }
