@@ -14,7 +14,7 @@ func init() {
 	hawkeyeCmd.Sub = append(hawkeyeCmd.Sub, &Command{
 		Name:    "diagnose",
 		Summary: "diagnose one incident's telemetry: anomaly type, ranked root causes, PFC spreading path, loops",
-		Usage:   "[--json] [--dot FILE] [--svg FILE] telemetry.json",
+		Usage:   "[--json] [--dot FILE] [--svg FILE [--renderer auto|graphviz|native]] telemetry.json",
 		Long: `Reads one incident's telemetry (the JSON of translator/hawkeye's Telemetry: the
 victim, the topology as links, the switches' reports), builds the provenance graph of
 Hawkeye's Algorithm 1 (port -> port edges from paused ports to the downstream queues
@@ -29,15 +29,25 @@ injecting host), the PFC spreading path from the initiator to the victim, the lo
 found, the victim's hops, a confidence and how it was reached, and what the telemetry
 lacked (switches that did not report, truncated reports, empty epochs): with gaps the
 type is "unknown" rather than a guess. --dot writes the relevant part of the graph in
-Graphviz's language, --svg renders it with dot when Graphviz is installed (skipped
-otherwise). Exits 0 whatever the diagnosis; 1 when the file cannot be read.`,
+Graphviz's language. --svg draws it as SVG: with Graphviz's dot when it is installed,
+and otherwise with the built-in renderer (a layered drawing, the victim on the left and
+the root causes on the right, paused ports red, the PFC spreading path dark red, loops
+purple, root causes ranked; self-contained and the same bytes for the same input);
+--renderer graphviz insists on dot, --renderer native never runs it. Exits 0 whatever
+the diagnosis; 1 when the file cannot be read or an SVG cannot be drawn as asked.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
 			asJSON := fs.Bool("json", false, "print the diagnosis as JSON")
 			dotFile := fs.String("dot", "", "write the provenance graph as DOT to FILE")
-			svgFile := fs.String("svg", "", "write the provenance graph as SVG to FILE (needs Graphviz's dot)")
+			svgFile := fs.String("svg", "", "write the provenance graph as SVG to FILE (Graphviz's dot when installed, else the built-in renderer)")
+			renderer := fs.String("renderer", "auto", "how --svg draws: auto (dot when installed, else native), graphviz, native")
 			return func(ctx context.Context, env *Env, args []string) error {
 				if len(args) != 1 {
 					return Usagef("want one telemetry file")
+				}
+				switch *renderer {
+				case "auto", "graphviz", "native":
+				default:
+					return Usagef("--renderer %q: auto, graphviz or native", *renderer)
 				}
 				f, err := os.Open(args[0])
 				if err != nil {
@@ -67,20 +77,34 @@ otherwise). Exits 0 whatever the diagnosis; 1 when the file cannot be read.`,
 					}
 				}
 				if *svgFile != "" {
-					svg, err := chawk.SVG(ctx, dot)
-					switch {
-					case errors.Is(err, chawk.ErrNoGraphviz):
-						env.Log.Debug("graphviz not installed: no SVG", "file", *svgFile)
-					case err != nil:
+					svg, err := diagnosisSVG(ctx, env, d, dot, *renderer)
+					if err != nil {
 						return err
-					default:
-						if err := os.WriteFile(*svgFile, svg, 0o644); err != nil {
-							return err
-						}
+					}
+					if err := os.WriteFile(*svgFile, svg, 0o644); err != nil {
+						return err
 					}
 				}
 				return nil
 			}
 		},
 	})
+}
+
+// diagnosisSVG draws the provenance graph as renderer says: Graphviz's
+// layout is the better one when dot is installed, the built-in renderer
+// works everywhere (appliance hosts rarely have Graphviz).
+func diagnosisSVG(ctx context.Context, env *Env, d *chawk.Diagnosis, dot []byte, renderer string) ([]byte, error) {
+	if renderer == "native" {
+		return d.GraphSVG(), nil
+	}
+	svg, err := chawk.SVG(ctx, dot)
+	switch {
+	case errors.Is(err, chawk.ErrNoGraphviz) && renderer == "auto":
+		env.Log.Debug("graphviz not installed: built-in SVG renderer")
+		return d.GraphSVG(), nil
+	case err != nil:
+		return nil, fmt.Errorf("--svg: %w", err)
+	}
+	return svg, nil
 }

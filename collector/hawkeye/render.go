@@ -117,51 +117,8 @@ func (d *Diagnosis) DOT() []byte {
 		b.WriteString("}\n")
 		return b.Bytes()
 	}
-	ports := make(map[int]bool)
-	for _, e := range g.PortEdges {
-		ports[e.from], ports[e.to] = true, true
-	}
-	for _, h := range d.VictimPath {
-		if i, ok := g.portIdx[parsePortID(h.Port)]; ok {
-			ports[i] = true
-		}
-	}
-	if i, ok := g.portIdx[parsePortID(d.Initiator)]; ok {
-		ports[i] = true
-	}
-	flows := make(map[int]bool)
-	if v, ok := g.flowIdx[g.Victim]; ok {
-		flows[v] = true
-	}
-	for _, r := range d.RootCauses {
-		if r.Flow != nil {
-			if i, ok := g.flowIdx[*r.Flow]; ok {
-				flows[i] = true
-			}
-		}
-	}
-	for _, name := range d.SpreadingFlows {
-		for _, f := range g.Flows {
-			if f.Name == name {
-				flows[g.flowIdx[f.Key]] = true
-			}
-		}
-	}
+	ports, flows := d.drawn(dotFlowsPerPort)
 	portList := sortedKeys(ports)
-	for _, p := range portList {
-		hs := slices.Clone(g.portHops[p])
-		slices.SortStableFunc(hs, func(a, c int) int {
-			return int(min(max(int64(g.hops[c].paused)-int64(g.hops[a].paused), -1), 1))
-		})
-		n := 0
-		for _, hi := range hs {
-			if g.hops[hi].paused == 0 || n == dotFlowsPerPort {
-				break
-			}
-			flows[g.hops[hi].flow] = true
-			n++
-		}
-	}
 	onPath := make(map[string]bool)
 	for _, id := range d.Path {
 		onPath[id] = true
@@ -219,6 +176,95 @@ func (d *Diagnosis) DOT() []byte {
 	}
 	b.WriteString("}\n")
 	return b.Bytes()
+}
+
+// drawn selects the part of the graph worth drawing: every port on a
+// port-level edge, on the victim's path or initiating, the victim, the
+// root-cause and PFC-spreading flows, and at each drawn port the
+// flowsPerPort flows most paused there. The rest of a graph of thousands
+// of flows would bury the ones that explain the diagnosis. d.Graph must
+// not be nil.
+func (d *Diagnosis) drawn(flowsPerPort int) (ports, flows map[int]bool) {
+	ports = d.drawnPorts()
+	flows = make(map[int]bool)
+	for _, f := range d.drawnFlows(ports, flowsPerPort) {
+		flows[f] = true
+	}
+	return ports, flows
+}
+
+// drawnPorts are the ports drawn: on a port-level edge, on the victim's
+// path, or the initiator.
+func (d *Diagnosis) drawnPorts() map[int]bool {
+	g := d.Graph
+	ports := make(map[int]bool)
+	for _, e := range g.PortEdges {
+		ports[e.from], ports[e.to] = true, true
+	}
+	for _, h := range d.VictimPath {
+		if i, ok := g.portIdx[parsePortID(h.Port)]; ok {
+			ports[i] = true
+		}
+	}
+	if i, ok := g.portIdx[parsePortID(d.Initiator)]; ok {
+		ports[i] = true
+	}
+	return ports
+}
+
+// drawnFlows are the flows drawn at ports, without repeats: the victim,
+// the root causes and the PFC-spreading flows first, then the most paused
+// at each port in port order.
+func (d *Diagnosis) drawnFlows(ports map[int]bool, flowsPerPort int) []int {
+	g := d.Graph
+	seen := make(map[int]bool)
+	var out []int
+	add := func(f int) {
+		if !seen[f] {
+			seen[f] = true
+			out = append(out, f)
+		}
+	}
+	if v, ok := g.flowIdx[g.Victim]; ok {
+		add(v)
+	}
+	for _, r := range d.RootCauses {
+		if r.Flow != nil {
+			if i, ok := g.flowIdx[*r.Flow]; ok {
+				add(i)
+			}
+		}
+	}
+	for _, name := range d.SpreadingFlows {
+		for _, f := range g.Flows {
+			if f.Name == name {
+				add(g.flowIdx[f.Key])
+			}
+		}
+	}
+	for _, p := range sortedKeys(ports) {
+		for _, hi := range g.mostPaused(p, flowsPerPort) {
+			add(g.hops[hi].flow)
+		}
+	}
+	return out
+}
+
+// mostPaused returns the hops at port p with paused packets, the most
+// paused first, at most n.
+func (g *Graph) mostPaused(p, n int) []int {
+	hs := slices.Clone(g.portHops[p])
+	slices.SortStableFunc(hs, func(a, c int) int {
+		return int(min(max(int64(g.hops[c].paused)-int64(g.hops[a].paused), -1), 1))
+	})
+	out := hs[:0]
+	for _, hi := range hs {
+		if g.hops[hi].paused == 0 || len(out) == n {
+			break
+		}
+		out = append(out, hi)
+	}
+	return out
 }
 
 func sortedKeys(m map[int]bool) []int {
