@@ -100,6 +100,14 @@ type Trace struct {
 const (
 	evalBW    = 100e9
 	evalDelay = 2000
+	// contWindow (ns) is how long after its start a contention burst
+	// still queues at its destination: six 512 KB flows into one 100G
+	// port drain in 250 us, and the switches' pollers read half a
+	// millisecond after the poll.
+	contWindow = 750_000
+	// outLoopHost is the host outside the loop whose congestion or
+	// storm closes it in the out-of-loop deadlocks.
+	outLoopHost = 10
 )
 
 // hawkeyeCut is the paper's distribution cut at 4 MB.
@@ -171,7 +179,7 @@ func Generate(a Anomaly, seed uint64) (*Trace, error) {
 	}
 	// loop misconfigures the routes to host dst so that traffic from
 	// pod 2's first ToR circles between agg4 and core0.
-	loopDst := -1
+	loopDst, contDst := -1, -1
 	loop := func(dst int) {
 		loopDst = host(dst)
 		tor4, agg4, core0 := node("tor4"), node("agg4"), node("core0")
@@ -201,15 +209,18 @@ func Generate(a Anomaly, seed uint64) (*Trace, error) {
 		t.Truth.Victims = slices.Clone(t.Truth.Flows)
 	case OutLoopContention, OutLoopInjection:
 		// The loop alone carries a trickle that cannot fill it; what
-		// closes it comes from outside: backpressure from tor4's first
-		// host, congested by an incast from the other pods or pausing
-		// its ToR itself, reaches agg4 and core0 while the trickle's
-		// packets circle (a TTL of 64 lets them go round some thirty
-		// times; its sender resends them every timeout).
+		// closes it comes from outside: backpressure from tor5's first
+		// host (h10), congested by an incast from the other pods or
+		// pausing its ToR itself, reaches agg4 (through its port to
+		// tor5) and core0 while the trickle's packets circle (a TTL of
+		// 64 lets them go round some thirty times; its sender resends
+		// them every timeout). The victim enters the loop from tor4:
+		// its path never crosses tor5, so polling the victim's path
+		// alone cannot see the root cause.
 		t.Config.Switch.Buffer = 2 << 20
 		dst := rng.IntN(4)
 		loop(dst)
-		// 256 KB: less than the loop's two ingress groups hold (a
+		// 128 KB: less than the loop's two ingress groups hold (a
 		// dynamic threshold of about 180 KB each), so it circles without
 		// closing the loop, until a paused loop port makes one overflow.
 		t.Truth.Victims = []int{add(workload.Flow{Src: host(9), Dst: host(dst), Size: 128 << 10, Start: at + 50_000, Prio: fabric.PrioData})}
@@ -223,12 +234,12 @@ func Generate(a Anomaly, seed uint64) (*Trace, error) {
 				hc.DCQCN = false
 				t.Config.Hosts[fmt.Sprintf("h%d", h)] = hc
 			}
-			burst(8, senders, 1<<20)
+			burst(outLoopHost, senders, 1<<20)
 		} else {
-			t.Truth.Host = "h8"
-			t.Faults = append(t.Faults, fabric.HostFault{Host: "h8", Prio: fabric.PrioData, Quanta: 0xffff,
+			t.Truth.Host = fmt.Sprintf("h%d", outLoopHost)
+			t.Faults = append(t.Faults, fabric.HostFault{Host: t.Truth.Host, Prio: fabric.PrioData, Quanta: 0xffff,
 				Interval: 100_000, From: at, Until: at + 1_500_000})
-			burst(8, []int{0, 1, 12}, 1<<20)
+			burst(outLoopHost, []int{0, 1, 12}, 1<<20)
 			t.Truth.Flows = nil
 		}
 	case Contention:
@@ -237,8 +248,9 @@ func Generate(a Anomaly, seed uint64) (*Trace, error) {
 		t.Config.Switch.Buffer = 64 << 20
 		t.Config.Switch.Alpha = 8
 		dst := rng.IntN(16)
-		burst(dst, others(dst, 4), 512<<10)
+		burst(dst, others(dst, 6), 512<<10)
 		t.Truth.Victims = slices.Clone(t.Truth.Flows)
+		contDst = host(dst)
 	}
 	for _, f := range bg {
 		// Background traffic stays off a loop's links: what crosses them
@@ -248,7 +260,14 @@ func Generate(a Anomaly, seed uint64) (*Trace, error) {
 		if t.Truth.Loop != nil && (f.Src/4 == 2 || f.Dst/4 == 2 || f.Dst == loopDst) {
 			continue
 		}
-		add(f)
+		id := add(f)
+		// A background flow into the contended host while the burst
+		// queues there is one more contender of the same queue: the
+		// ground truth cannot tell it from the injected ones, so it
+		// counts as a root cause too.
+		if f.Dst == contDst && f.Start < at+contWindow && f.Start+f.Size*8*1e9/evalBW > at {
+			t.Truth.Flows = append(t.Truth.Flows, id)
+		}
 	}
 	return t, nil
 }

@@ -2,6 +2,7 @@ package hawkeye
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	thawk "github.com/rdma-appliance/appliance/translator/hawkeye"
@@ -81,7 +82,7 @@ func withoutCause(tr *Trace) *Trace {
 	c.Faults = nil
 	c.Flows = nil
 	for _, f := range tr.Flows {
-		if f.Dst == 8 && f.Start == tr.Truth.At { // the burst onto h8
+		if f.Dst == node(tr, fmt.Sprintf("h%d", outLoopHost)) && f.Start == tr.Truth.At { // the burst onto the outside host
 			continue
 		}
 		f.ID = len(c.Flows)

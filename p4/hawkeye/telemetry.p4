@@ -44,7 +44,7 @@
  * trace is multicast to the group of its ingress port (every other port
  * facing a switch, rid 1); the CPU gets one copy of a new event. Egress
  * sets the PFC bit on the unicast copy when its port is paused (timer
- * running, or paused packets in this or the last epoch), and drops a
+ * running, or an XOFF or paused packets in this or the last epoch), and drops a
  * multicast copy unless the port is paused and had traffic from the
  * polling packet's ingress in this or the last epoch (the causality
  * register, one epoch id per port pair); copies never go to hosts.
@@ -734,6 +734,11 @@ control Egress(inout eg_headers_t hdr,
             }
             pause_set.execute(md.port_idx);
             pfc_frames_add.execute(md.port_reg);
+            /* An XOFF marks the port paused in this epoch even when it
+             * held no packet (its traffic was queued before). */
+            if (hdr.pfc.c3 != 0) {
+                last_pause_set.execute(md.port_idx);
+            }
             drop_copy();
         } else if (hdr.bridge.pkt_type == PKT_DATA) {
             md.paused = pause_check.execute(md.port_idx);

@@ -132,13 +132,18 @@ func (pr *Program) firstTime(st *switchState, ev uint8, k int, now int64) bool {
 }
 
 // paused says whether egress port o counts as paused: its pause timer
-// runs now, or packets were enqueued paused in the epochs read.
+// runs now, or it received a PAUSE (XOFF) or packets were enqueued paused
+// in the epochs read. A pause that held only packets already queued (the
+// port's traffic came earlier) still paused it, as the analyzer sees it.
 func (pr *Program) paused(st *switchState, slots []*epochSlot, o int, now int64) bool {
 	if st.pauseLeft(o, now) > 0 {
 		return true
 	}
 	var n uint32
 	for _, s := range slots {
+		if s.ports[o].pauseFrames > 0 {
+			return true
+		}
 		n += s.ports[o].paused
 	}
 	return n >= pr.cfg.MinPaused
