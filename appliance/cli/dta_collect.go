@@ -97,7 +97,7 @@ func runCollector(ctx context.Context, env *Env, s cdta.Spec, rf *rnicFlags, cor
 	rnicDone := make(chan error, 1)
 	if r.Poll != nil {
 		go func() {
-			rnicDone <- onThread(core, func() error {
+			rnicDone <- onThread(core, "dta collect software RNIC", func() error {
 				bo := dpdk.DefaultBackoff()
 				for rnicCtx.Err() == nil {
 					if r.Poll() {
@@ -121,7 +121,7 @@ func runCollector(ctx context.Context, env *Env, s cdta.Spec, rf *rnicFlags, cor
 	if s.Append != nil {
 		for _, l := range s.Append.Lists {
 			if l.Cores != "" {
-				opt.Claims = dpdk.NewCoreClaims(dpdk.DefaultCoreClaimsDir)
+				opt.Claims = coreClaims()
 				break
 			}
 		}

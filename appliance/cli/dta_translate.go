@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"runtime"
 
 	"github.com/rdma-appliance/appliance/appliance/service"
 	"github.com/rdma-appliance/appliance/dpdk"
@@ -96,29 +97,17 @@ func runTranslator(ctx context.Context, env *Env, s dta.Spec) (dta.Status, error
 	}
 	h := service.New("dta-translate", s.Listen, env.Log)
 	sv.Register(h)
-	loopCtx, stopLoop := context.WithCancel(context.Background())
-	loopDone := make(chan error, 1)
-	var claims *dpdk.CoreClaims
-	if s.Core != nil {
-		claims = dpdk.NewCoreClaims(dpdk.DefaultCoreClaimsDir)
-	}
-	go func() {
+	h.Go("translator loop", func(ctx context.Context) error {
 		if s.Core != nil {
-			if err := claims.Claim(*s.Core, "dta translate "+s.Name); err != nil {
-				loopDone <- err
-				return
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			release, err := pinClaimed(*s.Core, "dta translate "+s.Name)
+			if err != nil {
+				return err
 			}
-			defer claims.Release(*s.Core)
-			if err := dpdk.Pin(*s.Core); err != nil {
-				loopDone <- err
-				return
-			}
+			defer release()
 		}
-		loopDone <- sv.Run(loopCtx)
-	}()
-	h.OnStop("translator loop", func(context.Context) error {
-		stopLoop()
-		return <-loopDone
+		return sv.Run(ctx)
 	})
 	env.Log.Info("translator", "port", p.Info().Name, "ip", s.IP, "collectors", len(s.Collectors), "http", s.Listen)
 	err = h.Run(ctx)

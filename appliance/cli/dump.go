@@ -75,7 +75,7 @@ Example (capture for 10 s on an AF_PACKET port with 2 queues on cores 2 and 3):
 					return err
 				}
 				defer p.Close()
-				d, err := dumper.New(dumper.Config{Name: *name, Port: p, Cores: coreList, Claims: dpdk.NewCoreClaims(dpdk.DefaultCoreClaimsDir),
+				d, err := dumper.New(dumper.Config{Name: *name, Port: p, Cores: coreList, Claims: coreClaims(),
 					SnapLen: *snap, NumPkts: *num, RewritePort: uint16(*rewrite), Dir: *dir, File: *file, Zstd: *zstd})
 				if err != nil {
 					return err

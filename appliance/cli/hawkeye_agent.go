@@ -285,7 +285,7 @@ func (a *pollAgent) ping(ctx context.Context, env *Env, server string, pp perfte
 	defer conn.Close()
 	cfg := perftest.Config{Device: r.Dev, Poll: r.Poll, GIDIndex: rf.gidIndex, Port: rf.ibPort}
 	env.Log.Info("hawkeye agent pinging", "server", server, "device", r.Dev.Info().Name, "interval", pp.Interval)
-	return onThread(core, func() error {
+	return onThread(core, "hawkeye agent ping", func() error {
 		_, err := perftest.Ping(ctx, conn, cfg, pp, fn)
 		return err
 	})

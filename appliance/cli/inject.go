@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"text/tabwriter"
 
 	"github.com/rdma-appliance/appliance/appliance/service"
@@ -249,24 +250,17 @@ func runInjector(ctx context.Context, env *Env, s inject.Spec) error {
 	}
 	svc := service.New("inject", listen, env.Log)
 	in.Register(svc)
-	loopCtx, stopLoop := context.WithCancel(context.Background())
-	loopDone := make(chan error, 1)
-	core := -1
-	if s.Core != nil {
-		core = *s.Core
-	}
-	go func() {
-		if core >= 0 {
-			if err := dpdk.Pin(core); err != nil {
-				loopDone <- err
-				return
+	svc.Go("injector loop", func(ctx context.Context) error {
+		if s.Core != nil && *s.Core >= 0 {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			release, err := pinClaimed(*s.Core, "inject "+listen)
+			if err != nil {
+				return err
 			}
+			defer release()
 		}
-		loopDone <- in.Run(loopCtx)
-	}()
-	svc.OnStop("injector loop", func(context.Context) error {
-		stopLoop()
-		return <-loopDone
+		return in.Run(ctx)
 	})
 	for _, p := range cfg.Traffic {
 		env.Log.Info("traffic port", "name", p.Name, "port", p.Port.Info().Name, "addrs", p.Addrs)

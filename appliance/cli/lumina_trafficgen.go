@@ -114,7 +114,7 @@ Example, between two network namespaces:
 				defer cancel()
 				if r.Poll != nil {
 					go func() {
-						_ = onThread(*core, func() error {
+						_ = onThread(*core, "lumina traffic generator", func() error {
 							bo := dpdk.DefaultBackoff()
 							for runCtx.Err() == nil {
 								if r.Poll() {

@@ -118,7 +118,7 @@ func perfFlags(v perftest.Verb) func(fs *flag.FlagSet) func(context.Context, *En
 			defer r.Close()
 			cfg := perftest.Config{Device: r.Dev, Poll: r.Poll, GIDIndex: rf.gidIndex, Port: rf.ibPort}
 			var res []perftest.Result
-			err = onThread(*core, func() error {
+			err = onThread(*core, "verbs "+v.String(), func() error {
 				var err error
 				res, err = perfSide(ctx, env, cfg, p, server, *tcpPort, report)
 				return err
@@ -189,17 +189,20 @@ func dialPerftest(ctx context.Context, server string, port int) (net.Conn, error
 	return conn, nil
 }
 
-// onThread runs f on a locked OS thread, pinned to core when core >= 0.
-func onThread(core int, f func() error) error {
+// onThread runs f on a locked OS thread, pinned to core when core >= 0
+// (claimed for owner: no other poller of the host may have it).
+func onThread(core int, owner string, f func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		if core >= 0 {
-			if err := dpdk.Pin(core); err != nil {
+			release, err := pinClaimed(core, owner)
+			if err != nil {
 				errc <- fmt.Errorf("--core %d: %w", core, err)
 				return
 			}
+			defer release()
 		}
 		errc <- f()
 	}()

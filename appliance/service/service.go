@@ -6,6 +6,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -41,6 +42,7 @@ type Service struct {
 	mu     sync.Mutex
 	checks []check
 	stops  []stopHook
+	comps  []component
 	ln     net.Listener
 	ready  chan struct{}
 }
@@ -48,6 +50,11 @@ type Service struct {
 type check struct {
 	name string
 	fn   func() error
+}
+
+type component struct {
+	name string
+	fn   func(context.Context) error
 }
 
 type stopHook struct {
@@ -101,6 +108,17 @@ func (s *Service) OnStop(name string, fn func(context.Context) error) {
 	s.stops = append(s.stops, stopHook{name, fn})
 }
 
+// Go adds a component that runs for the service's life (a poll loop):
+// Run starts it once it listens and cancels its context at the stop,
+// before the stop hooks run, waiting for it to return. A component that
+// returns before the stop (a core it could not have, a port that went
+// away) stops the service: Run returns its error, named.
+func (s *Service) Go(name string, fn func(ctx context.Context) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.comps = append(s.comps, component{name, fn})
+}
+
 // Addr is the address actually listened on, once Ready is closed.
 func (s *Service) Addr() string {
 	s.mu.Lock()
@@ -133,15 +151,45 @@ func (s *Service) Run(ctx context.Context) error {
 	close(s.ready)
 	s.Log.Info("listening", "addr", ln.Addr().String())
 
-	var serveErr error
+	s.mu.Lock()
+	comps := append([]component(nil), s.comps...)
+	s.mu.Unlock()
+	cctx, stopComps := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopComps()
+	type ended struct {
+		name string
+		err  error
+	}
+	endc := make(chan ended, len(comps))
+	for _, c := range comps {
+		go func() { endc <- ended{c.name, c.fn(cctx)} }()
+	}
+	running := len(comps)
+
+	var serveErr, compErr error
 	select {
 	case <-ctx.Done():
 	case serveErr = <-errc:
+	case e := <-endc:
+		running--
+		if e.err == nil {
+			e.err = errors.New("ended before the service")
+		}
+		compErr = fmt.Errorf("%s: %s: %w", s.Name, e.name, e.err)
 	}
-	s.Log.Info("stopping", "reason", stopReason(ctx, serveErr))
+	s.Log.Info("stopping", "reason", stopReason(ctx, cmp.Or(compErr, serveErr)))
 	sctx, cancel := context.WithTimeout(context.Background(), s.ShutdownTimeout)
 	defer cancel()
 	errs := []error{}
+	if compErr != nil {
+		errs = append(errs, compErr)
+	}
+	stopComps()
+	for ; running > 0; running-- {
+		if e := <-endc; e.err != nil && !errors.Is(e.err, context.Canceled) {
+			errs = append(errs, fmt.Errorf("%s: stopping %s: %w", s.Name, e.name, e.err))
+		}
+	}
 	if err := srv.Shutdown(sctx); err != nil {
 		errs = append(errs, fmt.Errorf("%s: http shutdown: %w", s.Name, err))
 	}

@@ -106,3 +106,39 @@ func TestListenError(t *testing.T) {
 		t.Fatalf("listen error: %v", err)
 	}
 }
+
+// TestComponents: a component that fails stops the service, named, after
+// the others were stopped and the stop hooks ran; at a normal stop every
+// component's context ends before the hooks run.
+func TestComponents(t *testing.T) {
+	s := New("svc", "127.0.0.1:0", nil)
+	var order []string
+	s.OnStop("flush", func(context.Context) error { order = append(order, "flush"); return nil })
+	s.Go("poller 0", func(ctx context.Context) error {
+		<-ctx.Done()
+		order = append(order, "poller 0 stopped")
+		return nil
+	})
+	s.Go("poller 1", func(ctx context.Context) error { return errors.New("core 3 is already polled by dumper d0") })
+	done := make(chan error, 1)
+	go func() { done <- s.Run(context.Background()) }()
+	select {
+	case err := <-done:
+		if err == nil || err.Error() != "svc: poller 1: core 3 is already polled by dumper d0" {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a failed component did not stop the service")
+	}
+	if strings.Join(order, ",") != "poller 0 stopped,flush" {
+		t.Fatalf("stop order %v", order)
+	}
+
+	s = New("svc", "127.0.0.1:0", nil)
+	s.Go("poller", func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() })
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-s.Ready(); cancel() }()
+	if err := s.Run(ctx); err != nil {
+		t.Fatalf("normal stop: %v", err)
+	}
+}
