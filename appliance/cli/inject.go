@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"runtime"
+	"syscall"
 	"text/tabwriter"
 
 	"github.com/rdma-appliance/appliance/appliance/service"
@@ -44,6 +46,11 @@ traffic generator's metadata arrive per test:
   POST /v1/reset    zero the counters and the mirror sequence
   GET  /metrics, /healthz
 
+SIGHUP (systemctl reload) re-reads the file and applies its routes, mirror weights,
+balance, mirror-snap, rewrite-udp-dst-port and dec-ttl between two bursts; a changed port,
+core, burst, pool, iter-mode or listen address needs a restart, and such a file is not
+applied at all (the log says which key).
+
 The file's keys: listen, iter-mode (paper|p4), balance (wrr|flow-hash),
 rewrite-udp-dst-port, mirror-snap, dec-ttl, core, burst, pool, ports [{name, role
 traffic|mirror, port DRIVER:DEV, queues, addrs, weight}], routes [{prefix, port, mac}].`,
@@ -55,17 +62,24 @@ traffic|mirror, port DRIVER:DEV, queues, addrs, weight}], routes [{prefix, port,
 						if len(args) > 0 || *file == "" {
 							return Usagef("want -f injector.yml and no arguments")
 						}
-						s, err := inject.LoadSpec(*file)
+						load := func() (inject.Spec, error) {
+							s, err := inject.LoadSpec(*file)
+							if err != nil {
+								return s, err
+							}
+							if *listen != "" {
+								s.Listen = *listen
+							}
+							if *core != -2 {
+								s.Core = core
+							}
+							return s, nil
+						}
+						s, err := load()
 						if err != nil {
 							return err
 						}
-						if *listen != "" {
-							s.Listen = *listen
-						}
-						if *core != -2 {
-							s.Core = core
-						}
-						return runInjector(ctx, env, s)
+						return runInjector(ctx, env, s, load)
 					}
 				},
 			},
@@ -215,9 +229,28 @@ func readLoad(path string) (inject.LoadRequest, error) {
 	return req, nil
 }
 
+// reloadInjector applies the file's changes to a running injector, or
+// none of them: a file that does not load or changes what needs a restart
+// leaves the injector as it was.
+func reloadInjector(in *inject.Injector, cur *inject.Spec, reload func() (inject.Spec, error)) error {
+	next, err := reload()
+	if err != nil {
+		return err
+	}
+	u, err := next.Update(cur)
+	if err != nil {
+		return err
+	}
+	if err := in.Apply(u); err != nil {
+		return err
+	}
+	*cur = next
+	return nil
+}
+
 // runInjector opens the spec's ports, runs the pipeline loop (pinned when
 // the spec says so) and serves the control API until ctx ends.
-func runInjector(ctx context.Context, env *Env, s inject.Spec) error {
+func runInjector(ctx context.Context, env *Env, s inject.Spec, reload func() (inject.Spec, error)) error {
 	n := s.Pool
 	if n == 0 {
 		n = injectPoolSize
@@ -262,6 +295,26 @@ func runInjector(ctx context.Context, env *Env, s inject.Spec) error {
 		}
 		return in.Run(ctx)
 	})
+	if reload != nil {
+		svc.Go("SIGHUP reload", func(ctx context.Context) error {
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+			cur := s
+			for {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-hup:
+				}
+				if err := reloadInjector(in, &cur, reload); err != nil {
+					env.Log.Error("configuration not reloaded", "err", err)
+					continue
+				}
+				env.Log.Info("configuration reloaded", "routes", len(cur.Routes), "balance", cur.Balance)
+			}
+		})
+	}
 	for _, p := range cfg.Traffic {
 		env.Log.Info("traffic port", "name", p.Name, "port", p.Port.Info().Name, "addrs", p.Addrs)
 	}

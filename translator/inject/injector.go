@@ -232,31 +232,14 @@ func New(cfg Config) (*Injector, error) {
 	}
 	in := &Injector{cfg: cfg, table: NewTable(cfg.IterMode), burst: cfg.Burst, rnd: cfg.Seed | 1,
 		traffic: make([]PortCounters, len(cfg.Traffic)), mirrors: make([]PortCounters, len(cfg.Mirrors))}
-	// Longest prefix first, so the first match is the best.
-	in.routes = append([]Route(nil), cfg.Routes...)
-	for i := 1; i < len(in.routes); i++ {
-		for j := i; j > 0 && in.routes[j].Prefix.Bits() > in.routes[j-1].Prefix.Bits(); j-- {
-			in.routes[j], in.routes[j-1] = in.routes[j-1], in.routes[j]
-		}
-	}
-	for i := range in.routes {
-		p := in.routes[i].Prefix
-		if !p.Addr().Is4() {
-			continue // an IPv4 address is in no IPv6 prefix, not even a mapped one
-		}
-		mask := ^uint32(0) << (32 - p.Bits()) // 0 for /0: shifts past 31 give 0
-		in.routes4 = append(in.routes4, route4{net: binary.BigEndian.Uint32(p.Addr().AsSlice()) & mask, mask: mask, r: &in.routes[i]})
-	}
+	in.setRoutes(cfg.Routes)
 	if len(cfg.Mirrors) > 0 {
 		w := make([]int, len(cfg.Mirrors))
 		for i, m := range cfg.Mirrors {
 			w[i] = m.Weight
-			if w[i] == 0 {
-				w[i] = 1
-			}
 		}
 		var err error
-		if in.wrr, err = NewWRR(w); err != nil {
+		if in.wrr, err = newWRR(w); err != nil {
 			return nil, bad("%v", err)
 		}
 	}
@@ -287,6 +270,69 @@ func New(cfg Config) (*Injector, error) {
 	in.cache = cfg.Pool.NewCache(4 * cfg.Burst)
 	in.rxb = make([]*dpdk.Packet, cfg.Burst)
 	return in, nil
+}
+
+// setRoutes installs routes, longest prefix first so that the first
+// match is the best.
+func (in *Injector) setRoutes(routes []Route) {
+	in.routes = append([]Route(nil), routes...)
+	for i := 1; i < len(in.routes); i++ {
+		for j := i; j > 0 && in.routes[j].Prefix.Bits() > in.routes[j-1].Prefix.Bits(); j-- {
+			in.routes[j], in.routes[j-1] = in.routes[j-1], in.routes[j]
+		}
+	}
+	in.routes4 = in.routes4[:0]
+	for i := range in.routes {
+		p := in.routes[i].Prefix
+		if !p.Addr().Is4() {
+			continue // an IPv4 address is in no IPv6 prefix, not even a mapped one
+		}
+		mask := ^uint32(0) << (32 - p.Bits()) // 0 for /0: shifts past 31 give 0
+		in.routes4 = append(in.routes4, route4{net: binary.BigEndian.Uint32(p.Addr().AsSlice()) & mask, mask: mask, r: &in.routes[i]})
+	}
+}
+
+// newWRR is NewWRR with a weight of 0 counting as 1.
+func newWRR(weights []int) (*WRR, error) {
+	w := make([]int, len(weights))
+	for i, x := range weights {
+		w[i] = max(x, 1)
+	}
+	return NewWRR(w)
+}
+
+// Apply changes a running injector between two bursts (a configuration
+// reload): its routes, mirror weights, balancing, snap length, rewrite
+// port and TTL decrement. It checks the update first and changes nothing
+// when it is wrong.
+func (in *Injector) Apply(u Update) error {
+	for i, r := range u.Routes {
+		if r.Port < 0 || r.Port >= len(in.cfg.Traffic) || !r.Prefix.IsValid() {
+			return fmt.Errorf("%w: route %d (%v): traffic port %d of %d", ErrInjectorConfig, i, r.Prefix, r.Port, len(in.cfg.Traffic))
+		}
+	}
+	if len(u.Weights) != len(in.cfg.Mirrors) {
+		return fmt.Errorf("%w: %d mirror weights for %d mirror ports", ErrInjectorConfig, len(u.Weights), len(in.cfg.Mirrors))
+	}
+	var wrr *WRR
+	if len(u.Weights) > 0 {
+		var err error
+		if wrr, err = newWRR(u.Weights); err != nil {
+			return fmt.Errorf("%w: %v", ErrInjectorConfig, err)
+		}
+	}
+	if u.RewritePort == 0 {
+		u.RewritePort = DefaultRewritePort
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.setRoutes(u.Routes)
+	in.wrr = wrr
+	for i, w := range u.Weights {
+		in.cfg.Mirrors[i].Weight = w
+	}
+	in.cfg.Balance, in.cfg.MirrorSnap, in.cfg.RewritePort, in.cfg.DecTTL = u.Balance, u.MirrorSnap, u.RewritePort, u.DecTTL
+	return nil
 }
 
 // Table is the event table the injector matches.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"regexp"
+	"slices"
 
 	"github.com/rdma-appliance/appliance/appliance/spec"
 	"github.com/rdma-appliance/appliance/dpdk"
@@ -235,20 +236,90 @@ func (s *Spec) Config(pool *dpdk.Pool, open func(PortSpec) (dpdk.Port, error)) (
 		traffic[ps.Name] = len(cfg.Traffic)
 		cfg.Traffic = append(cfg.Traffic, tp)
 	}
+	if cfg.Routes, err = s.routes(traffic); err != nil {
+		return fail(err)
+	}
+	return cfg, opened, nil
+}
+
+// routes resolves the routes' ports (traffic port name to index).
+func (s *Spec) routes(traffic map[string]int) ([]Route, error) {
+	var out []Route
 	for _, r := range s.Routes {
 		pfx, err := RoutePrefix(r.Prefix)
 		if err != nil {
-			return fail(fmt.Errorf("route %s: %w", r.Prefix, err))
+			return nil, fmt.Errorf("route %s: %w", r.Prefix, err)
 		}
 		mac, err := dnet.ParseMAC(r.MAC)
 		if err != nil {
-			return fail(fmt.Errorf("route %s: %w", r.Prefix, err))
+			return nil, fmt.Errorf("route %s: %w", r.Prefix, err)
 		}
 		i, ok := traffic[r.Port]
 		if !ok {
-			return fail(fmt.Errorf("route %s: no traffic port %q", r.Prefix, r.Port))
+			return nil, fmt.Errorf("route %s: no traffic port %q", r.Prefix, r.Port)
 		}
-		cfg.Routes = append(cfg.Routes, Route{Prefix: pfx, Port: i, MAC: mac})
+		out = append(out, Route{Prefix: pfx, Port: i, MAC: mac})
 	}
-	return cfg, opened, nil
+	return out, nil
+}
+
+// Update is what a running injector can change without a restart (a
+// reload): routes, the mirror ports' weights (in their order), the
+// balancing, the mirrored copies' snap length and UDP destination port,
+// and the TTL decrement.
+type Update struct {
+	Routes      []Route
+	Weights     []int
+	Balance     Balance
+	MirrorSnap  int
+	RewritePort uint16
+	DecTTL      bool
+}
+
+// Update is the reloadable part of s, a changed version of the running
+// spec old. A change that needs a restart (the ports, the loop's core,
+// burst or pool, the iteration mode, the listen address) is an error
+// naming the key, so a reload changes all it is asked to or nothing.
+func (s *Spec) Update(old *Spec) (Update, error) {
+	restart := func(key string) (Update, error) {
+		return Update{}, fmt.Errorf("inject: %s changed: restart the injector to apply it (nothing was reloaded)", key)
+	}
+	switch {
+	case s.Listen != old.Listen:
+		return restart("listen")
+	case s.IterMode != old.IterMode:
+		return restart("iter-mode")
+	case s.Burst != old.Burst:
+		return restart("burst")
+	case s.Pool != old.Pool:
+		return restart("pool")
+	case (s.Core == nil) != (old.Core == nil) || s.Core != nil && *s.Core != *old.Core:
+		return restart("core")
+	case len(s.Ports) != len(old.Ports):
+		return restart("ports")
+	}
+	traffic := map[string]int{}
+	u := Update{MirrorSnap: s.MirrorSnap, RewritePort: uint16(s.RewriteUDPDstPort), DecTTL: s.DecTTL}
+	if u.RewritePort == 0 {
+		u.RewritePort = DefaultRewritePort
+	}
+	for i, p := range s.Ports {
+		o := old.Ports[i]
+		if p.Name != o.Name || p.Role != o.Role || p.Port != o.Port || p.Queues != o.Queues || !slices.Equal(p.Addrs, o.Addrs) {
+			return restart(fmt.Sprintf("ports[%d] (%s)", i, o.Name))
+		}
+		if p.Role == "mirror" {
+			u.Weights = append(u.Weights, max(p.Weight, 1))
+		} else {
+			traffic[p.Name] = len(traffic)
+		}
+	}
+	var err error
+	if u.Balance, err = ParseBalance(s.Balance); err != nil {
+		return Update{}, err
+	}
+	if u.Routes, err = s.routes(traffic); err != nil {
+		return Update{}, err
+	}
+	return u, nil
 }
