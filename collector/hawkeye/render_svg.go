@@ -67,19 +67,26 @@ const (
 
 // Colors, the same meaning as in DOT.
 const (
-	colPaused    = "#f4c7c3"
-	colCongested = "#fce8b2"
-	colVictim    = "#c6dafc"
-	colHost      = "#fde7e6"
-	colPlain     = "#ffffff"
-	colBorder    = "#5f6368"
-	colRoot      = "#c5221f"
-	colPath      = "#a50e0e"
-	colLoop      = "#8e24aa"
-	colWait      = "#3c4043"
-	colFlowPort  = "#5f6368"
-	colContrib   = "#d93025"
-	colOther     = "#9aa0a6"
+	colPaused     = "#f4c7c3"
+	colCongested  = "#fce8b2"
+	colVictim     = "#c6dafc"
+	colHost       = "#fde7e6"
+	colPlain      = "#ffffff"
+	colBorder     = "#5f6368"
+	colRoot       = "#c5221f"
+	colPath       = "#a50e0e"
+	colLoop       = "#8e24aa"
+	colWait       = "#3c4043"
+	colFlowPort   = "#5f6368"
+	colContrib    = "#d93025"
+	colOther      = "#9aa0a6"
+	colVictimPath = "#6f9be8"
+)
+
+// Dash patterns: a flow paused at a port, the victim's route.
+const (
+	dashPaused = "5,3"
+	dashRoute  = "2,3"
 )
 
 type svgKind uint8
@@ -117,7 +124,7 @@ type svgEdge struct {
 	classes  []string
 	color    string
 	width    float64
-	dash     bool
+	dash     string // stroke-dasharray, "" for a solid line
 
 	// back marks a port-level edge that closes a loop: it arcs below
 	// the graph. rev marks an edge laid out right to left: a flow's wait
@@ -130,6 +137,7 @@ type svgEdge struct {
 	// right node it meets (back edges: of their bottom sides).
 	lOff, rOff float64
 	dip        float64 // a back edge's horizontal run, below the nodes
+	at         pt      // where the label goes
 	nest       int     // a back edge's rank, the shortest first
 }
 
@@ -293,7 +301,7 @@ func (m *svgModel) fromGraph(d *Diagnosis) {
 		from, to := m.node("f:"+e.Flow), m.node("p:"+e.Port)
 		m.edge(&svgEdge{from: from, to: to, kind: "flow-port", label: strconv.FormatUint(e.Paused, 10) + " paused",
 			title: fmt.Sprintf("%s was paused at %s: %d packets", e.Flow, e.Port, e.Paused),
-			color: colFlowPort, width: 1.2, dash: true})
+			color: colFlowPort, width: 1.2, dash: dashPaused})
 	}
 	for _, p := range sortedKeys(ports) {
 		for _, ei := range g.pfEdges[p] {
@@ -302,6 +310,27 @@ func (m *svgModel) fromGraph(d *Diagnosis) {
 		}
 	}
 	m.hostEdges(d)
+	m.victimPathEdges(d)
+}
+
+// victimPathEdges join the victim to the ports of its path it has no
+// other edge with (where it was neither paused nor queued behind
+// others), so that its whole route shows.
+func (m *svgModel) victimPathEdges(d *Diagnosis) {
+	if m.victim < 0 {
+		return
+	}
+	for i, h := range d.VictimPath {
+		p := m.node("p:" + h.Port)
+		if p < 0 || slices.ContainsFunc(m.edges, func(e *svgEdge) bool {
+			return e.from == m.victim && e.to == p || e.from == p && e.to == m.victim
+		}) {
+			continue
+		}
+		m.edge(&svgEdge{from: m.victim, to: p, kind: "victim-path", label: "hop " + strconv.Itoa(i+1),
+			title: fmt.Sprintf("the victim passes %s (hop %d): %d packets, %d paused", h.Port, i+1, h.Packets, h.Paused),
+			color: colVictimPath, width: 1.5, dash: dashRoute})
+	}
 }
 
 // prunePorts keeps the ports the diagnosis names, then the ends of the
@@ -541,7 +570,7 @@ func (m *svgModel) fromDiagnosis(d *Diagnosis) {
 		if h.PFC {
 			m.edge(&svgEdge{from: m.victim, to: m.node("p:" + h.Port), kind: "flow-port",
 				label: strconv.FormatUint(h.Paused, 10) + " paused", title: fmt.Sprintf("the victim was paused at %s", h.Port),
-				color: colFlowPort, width: 1.2, dash: true})
+				color: colFlowPort, width: 1.2, dash: dashPaused})
 		}
 	}
 	for _, r := range d.RootCauses {
@@ -550,426 +579,7 @@ func (m *svgModel) fromDiagnosis(d *Diagnosis) {
 		}
 	}
 	m.hostEdges(d)
-}
-
-// layout places the nodes in layers (Sugiyama's scheme): port-level
-// loops broken by a depth-first search from the victim's ports,
-// longest-path layers, dummy nodes where an edge spans layers,
-// barycentric ordering to cut crossings, then coordinates. Flows sit at
-// one end of their ports: the victim and flows that only wait before
-// them, flows that fill a queue after it, so that the picture reads left
-// to right as the waits go, from the victim to the root causes.
-func (m *svgModel) layout() {
-	m.top = svgMargin + float64(len(m.header))*18 + 10 // under the header's lines
-	if len(m.nodes) == 0 {
-		return
-	}
-	n := len(m.nodes)
-	// A flow that fills a contended queue goes after the port (a root
-	// cause, or a candidate), any other flow before the ports it waits
-	// at; its other edges run back against the layers.
-	filled := make([]bool, n)
-	for _, e := range m.edges {
-		if e.kind == "port-flow" && slices.Contains(e.classes, "contributor") {
-			filled[e.to] = true
-		}
-	}
-	for _, e := range m.edges {
-		switch e.kind {
-		case "flow-port":
-			e.rev = filled[e.from]
-		case "port-flow":
-			e.rev = !filled[e.to] && m.hasOut(e.to)
-		}
-	}
-	// Break the loops of port-level edges: an edge into a port on the
-	// search's stack closes one.
-	out := make([][]int, n)
-	for i, e := range m.edges {
-		if e.kind == "port-port" {
-			out[e.from] = append(out[e.from], i)
-		}
-	}
-	state := make([]uint8, n)
-	var visit func(v int)
-	visit = func(v int) {
-		state[v] = 1
-		for _, ei := range out[v] {
-			e := m.edges[ei]
-			switch state[e.to] {
-			case 0:
-				visit(e.to)
-			case 1:
-				e.back = true
-			}
-		}
-		state[v] = 2
-	}
-	var starts []int
-	for _, e := range m.edges {
-		if e.from == m.victim && e.kind == "flow-port" {
-			starts = append(starts, e.to)
-		}
-	}
-	for v := range n {
-		starts = append(starts, v)
-	}
-	for _, v := range starts {
-		if state[v] == 0 {
-			visit(v)
-		}
-	}
-	// Longest-path layers.
-	succ := make([][]int, n)
-	pred := make([][]int, n)
-	for _, e := range m.edges {
-		if e.back {
-			continue
-		}
-		u, v := e.ends()
-		succ[u] = append(succ[u], v)
-		pred[v] = append(pred[v], u)
-	}
-	indeg := make([]int, n)
-	for v := range n {
-		indeg[v] = len(pred[v])
-	}
-	var topo []int
-	done := make([]bool, n)
-	for len(topo) < n {
-		progress := false
-		for v := range n {
-			if !done[v] && indeg[v] == 0 {
-				done[v] = true
-				topo = append(topo, v)
-				for _, w := range succ[v] {
-					indeg[w]--
-				}
-				progress = true
-			}
-		}
-		if !progress { // a cycle left: cannot happen, but never loop
-			for v := range n {
-				if !done[v] {
-					done[v] = true
-					topo = append(topo, v)
-				}
-			}
-		}
-	}
-	for _, u := range topo {
-		for _, v := range succ[u] {
-			m.nodes[v].layer = max(m.nodes[v].layer, m.nodes[u].layer+1)
-		}
-	}
-	// Sources sit just before their first successor, not all in layer 0.
-	for _, u := range topo {
-		if len(pred[u]) > 0 || len(succ[u]) == 0 {
-			continue
-		}
-		l := math.MaxInt
-		for _, v := range succ[u] {
-			l = min(l, m.nodes[v].layer)
-		}
-		m.nodes[u].layer = max(0, l-1)
-	}
-	// The first order within a layer: the victim, then as found.
-	for i, nd := range m.nodes {
-		nd.seq = 1000 * (i + 1)
-	}
-	if m.victim >= 0 {
-		m.nodes[m.victim].seq = 0
-	}
-	// Dummy nodes on long edges.
-	for _, e := range m.edges {
-		if e.back {
-			continue
-		}
-		u, v := e.ends()
-		from, to := m.nodes[u], m.nodes[v]
-		for l := from.layer + 1; l < to.layer; l++ {
-			dn := &svgNode{key: fmt.Sprintf("d:%d", len(m.nodes)), kind: kindDummy, layer: l, h: svgDummyH, seq: from.seq + l}
-			e.chain = append(e.chain, len(m.nodes))
-			m.nodes = append(m.nodes, dn)
-		}
-	}
-	nl := 0
-	for _, nd := range m.nodes {
-		nl = max(nl, nd.layer+1)
-	}
-	m.layers = make([][]int, nl)
-	for i, nd := range m.nodes {
-		m.layers[nd.layer] = append(m.layers[nd.layer], i)
-	}
-	for _, l := range m.layers {
-		slices.SortStableFunc(l, func(a, b int) int { return cmp.Compare(m.nodes[a].seq, m.nodes[b].seq) })
-	}
-	m.order()
-	m.place()
-	m.attach()
-}
-
-// segments are the edges' pieces between adjacent layers (back edges
-// excepted), as node pairs left to right.
-func (m *svgModel) segments() [][2]int {
-	var segs [][2]int
-	for _, e := range m.edges {
-		if e.back {
-			continue
-		}
-		l, r := e.ends()
-		pts := append(append([]int{l}, e.chain...), r)
-		for i := 1; i < len(pts); i++ {
-			segs = append(segs, [2]int{pts[i-1], pts[i]})
-		}
-	}
-	return segs
-}
-
-// order sorts each layer by the barycentre of its neighbours, sweeping
-// down and up, and keeps the order with the fewest crossings.
-func (m *svgModel) order() {
-	segs := m.segments()
-	up := make([][]int, len(m.nodes))
-	down := make([][]int, len(m.nodes))
-	for _, s := range segs {
-		down[s[0]] = append(down[s[0]], s[1])
-		up[s[1]] = append(up[s[1]], s[0])
-	}
-	setPos := func() {
-		for _, l := range m.layers {
-			for i, v := range l {
-				m.nodes[v].pos = i
-			}
-		}
-	}
-	crossings := func() int {
-		c := 0
-		for i := range segs {
-			for j := i + 1; j < len(segs); j++ {
-				a, b := segs[i], segs[j]
-				if m.nodes[a[0]].layer != m.nodes[b[0]].layer {
-					continue
-				}
-				d1 := m.nodes[a[0]].pos - m.nodes[b[0]].pos
-				d2 := m.nodes[a[1]].pos - m.nodes[b[1]].pos
-				if d1*d2 < 0 {
-					c++
-				}
-			}
-		}
-		return c
-	}
-	sortLayer := func(l []int, nb [][]int) {
-		key := make(map[int]float64, len(l))
-		for _, v := range l {
-			if len(nb[v]) == 0 {
-				key[v] = float64(m.nodes[v].pos)
-				continue
-			}
-			s := 0.0
-			for _, u := range nb[v] {
-				s += float64(m.nodes[u].pos)
-			}
-			key[v] = s / float64(len(nb[v]))
-		}
-		slices.SortStableFunc(l, func(a, b int) int { return cmp.Compare(key[a], key[b]) })
-		for i, v := range l {
-			m.nodes[v].pos = i
-		}
-	}
-	setPos()
-	best := crossings()
-	bestOrder := cloneLayers(m.layers)
-	for it := range 8 {
-		if it%2 == 0 {
-			for l := 1; l < len(m.layers); l++ {
-				sortLayer(m.layers[l], up)
-			}
-		} else {
-			for l := len(m.layers) - 2; l >= 0; l-- {
-				sortLayer(m.layers[l], down)
-			}
-		}
-		if c := crossings(); c < best {
-			best, bestOrder = c, cloneLayers(m.layers)
-		}
-	}
-	m.layers = bestOrder
-	setPos()
-}
-
-func cloneLayers(ls [][]int) [][]int {
-	out := make([][]int, len(ls))
-	for i, l := range ls {
-		out[i] = slices.Clone(l)
-	}
-	return out
-}
-
-// place gives every node its centre: layers are columns, and within a
-// column nodes move towards their neighbours' height without overlapping.
-func (m *svgModel) place() {
-	// Back edges run down the gaps beside the columns they join: leave
-	// room for them at both ends.
-	nback := 0
-	for _, e := range m.edges {
-		if e.back {
-			nback++
-		}
-	}
-	room := 0.0
-	if nback > 0 {
-		room = svgBackGap + float64(nback)*svgBackStep
-	}
-	x := svgMargin + room
-	for _, l := range m.layers {
-		w := 10.0
-		for _, v := range l {
-			w = max(w, m.nodes[v].w)
-		}
-		for _, v := range l {
-			m.nodes[v].x = x + w/2
-		}
-		m.colL = append(m.colL, x)
-		m.colR = append(m.colR, x+w)
-		x += w + svgLayerGap
-	}
-	m.width = x - svgLayerGap + room + svgMargin
-	// First stack every column from the top.
-	for _, l := range m.layers {
-		y := 0.0
-		for _, v := range l {
-			nd := m.nodes[v]
-			nd.y = y + nd.h/2
-			y += nd.h + svgNodeGap
-		}
-	}
-	nb := make([][]int, len(m.nodes))
-	for _, s := range m.segments() {
-		nb[s[0]] = append(nb[s[0]], s[1])
-		nb[s[1]] = append(nb[s[1]], s[0])
-	}
-	for range 6 {
-		for _, l := range m.layers {
-			want := make([]float64, len(l))
-			for i, v := range l {
-				want[i] = m.nodes[v].y
-				if len(nb[v]) > 0 {
-					s := 0.0
-					for _, u := range nb[v] {
-						s += m.nodes[u].y
-					}
-					want[i] = s / float64(len(nb[v]))
-				}
-			}
-			// In order, at the wanted height or just below the node
-			// above; then the column moves back up by the mean excess.
-			excess := 0.0
-			for i, v := range l {
-				nd := m.nodes[v]
-				y := want[i]
-				if i > 0 {
-					above := m.nodes[l[i-1]]
-					y = max(y, above.y+above.h/2+svgNodeGap+nd.h/2)
-				}
-				nd.y = y
-				excess += y - want[i]
-			}
-			excess /= float64(len(l))
-			for _, v := range l {
-				m.nodes[v].y -= excess
-			}
-		}
-	}
-	top := math.Inf(1)
-	for _, nd := range m.nodes {
-		top = min(top, nd.y-nd.h/2)
-	}
-	bottom := 0.0
-	for _, nd := range m.nodes {
-		nd.y += m.top - top
-		bottom = max(bottom, nd.y+nd.h/2)
-	}
-	// Back edges arc below the nodes of the layers they span, nested:
-	// the shortest innermost.
-	var backs []*svgEdge
-	for _, e := range m.edges {
-		if e.back {
-			backs = append(backs, e)
-		}
-	}
-	slices.SortStableFunc(backs, func(a, b *svgEdge) int {
-		return cmp.Compare(m.nodes[a.from].layer-m.nodes[a.to].layer, m.nodes[b.from].layer-m.nodes[b.to].layer)
-	})
-	level := map[int]float64{} // per layer, the lowest arc so far
-	for k, e := range backs {
-		e.nest = k
-		lo, hi := m.nodes[e.to].layer, m.nodes[e.from].layer
-		low := 0.0
-		for l := lo; l <= hi; l++ {
-			for _, v := range m.layers[l] {
-				low = max(low, m.nodes[v].y+m.nodes[v].h/2)
-			}
-			low = max(low, level[l])
-		}
-		e.dip = low + 26
-		for l := lo; l <= hi; l++ {
-			level[l] = e.dip
-		}
-		bottom = max(bottom, e.dip+12)
-	}
-	m.height = bottom
-}
-
-// attach spreads the edges meeting one side of a node over its height,
-// in the order of their other ends, so that they do not all meet in one
-// point.
-func (m *svgModel) attach() {
-	type end struct {
-		e     *svgEdge
-		other float64
-		idx   int
-		left  bool // lOff: the end at the edge's left node (a back edge: its target)
-	}
-	sides := make([][]end, 2*len(m.nodes)) // node*2: its left side, node*2+1: its right side
-	for i, e := range m.edges {
-		if e.back {
-			// It leaves its source's right side downwards and enters
-			// its target's left side from below.
-			sides[2*e.from+1] = append(sides[2*e.from+1], end{e, e.dip, i, false})
-			sides[2*e.to] = append(sides[2*e.to], end{e, e.dip, i, true})
-			continue
-		}
-		l, r := e.ends()
-		next, prev := r, l
-		if len(e.chain) > 0 {
-			next, prev = e.chain[0], e.chain[len(e.chain)-1]
-		}
-		sides[2*l+1] = append(sides[2*l+1], end{e, m.nodes[next].y, i, true})
-		sides[2*r] = append(sides[2*r], end{e, m.nodes[prev].y, i, false})
-	}
-	for s, ends := range sides {
-		nd := m.nodes[s/2]
-		if len(ends) < 2 || nd.kind == kindDummy {
-			continue
-		}
-		slices.SortStableFunc(ends, func(a, b end) int {
-			if c := cmp.Compare(a.other, b.other); c != 0 {
-				return c
-			}
-			return cmp.Compare(a.idx, b.idx)
-		})
-		step := min(10, (nd.h-8)/float64(len(ends)-1))
-		for k, en := range ends {
-			off := (float64(k) - float64(len(ends)-1)/2) * step
-			if en.left {
-				en.e.lOff = off
-			} else {
-				en.e.rOff = off
-			}
-		}
-	}
+	m.victimPathEdges(d)
 }
 
 type pt struct{ x, y float64 }
@@ -1151,8 +761,8 @@ func (m *svgModel) renderEdge(b *bytes.Buffer, e *svgEdge) {
 	esc(b, e.title)
 	b.WriteString("</title>")
 	dash := ""
-	if e.dash {
-		dash = ` stroke-dasharray="5,3"`
+	if e.dash != "" {
+		dash = ` stroke-dasharray="` + e.dash + `"`
 	}
 	var path strings.Builder
 	var arrow [3]pt
@@ -1199,24 +809,14 @@ func (m *svgModel) renderEdge(b *bytes.Buffer, e *svgEdge) {
 	b.WriteString("</g>\n")
 }
 
-// renderLabel writes an edge's label on a white ground, in the middle of
-// its route (a back edge: at the bottom of its arc), drawn after every
-// edge and node so that no line crosses it.
+// renderLabel writes an edge's label on a white ground where
+// placeLabels put it, after every edge and node so that no line crosses
+// it.
 func (m *svgModel) renderLabel(b *bytes.Buffer, e *svgEdge) {
 	if e.label == "" {
 		return
 	}
-	var at pt
-	if e.back {
-		from, to := m.nodes[e.from], m.nodes[e.to]
-		at = pt{(m.colR[from.layer] + m.colL[to.layer]) / 2, e.dip}
-	} else {
-		pts := m.points(e)
-		s := (len(pts) - 2) / 2
-		p, q := pts[s], pts[s+1]
-		at = pt{(p.x + q.x) / 2, (p.y + q.y) / 2}
-	}
-	w := float64(utf8.RuneCountInString(e.label))*svgLabelW + 6
+	at, w := e.at, labelWidth(e.label)
 	fmt.Fprintf(b, `<rect x="%s" y="%s" width="%s" height="13" fill="#ffffff" fill-opacity="0.85"/>`, num(at.x-w/2), num(at.y-7), num(w))
 	fmt.Fprintf(b, `<text x="%s" y="%s" text-anchor="middle" font-size="%s" fill="%s">`, num(at.x), num(at.y+3.5), num(svgLabelFont), e.color)
 	esc(b, e.label)
@@ -1236,24 +836,47 @@ func (m *svgModel) legend(width, y float64) (string, float64) {
 	box := func(fill, stroke string, sw float64, rx float64) string {
 		return fmt.Sprintf(`<rect x="0" y="-9" width="22" height="12" rx="%s" fill="%s" stroke="%s" stroke-width="%s"/>`, num(rx), fill, stroke, num(sw))
 	}
-	line := func(color string, w float64, dash bool) string {
+	line := func(color string, w float64, dash string) string {
 		d := ""
-		if dash {
-			d = ` stroke-dasharray="5,3"`
+		if dash != "" {
+			d = ` stroke-dasharray="` + dash + `"`
 		}
 		return fmt.Sprintf(`<path d="M0 -3 H16" stroke="%s" stroke-width="%s"%s/><polygon points="22,-3 15,-7 15,1" fill="%s"/>`, color, num(w), d, color)
 	}
-	items := []item{
-		{box(colPaused, colBorder, 1, 3), "paused port"},
-		{box(colCongested, colBorder, 1, 3), "congested port"},
-		{box(colVictim, colBorder, 1, 6), "victim flow"},
-		{box(colPlain, colRoot, 2.5, 6), "root cause"},
-		{box(colPlain, colBorder, 1, 3) + `<rect x="-3" y="-12" width="28" height="18" rx="5" fill="none" stroke="#5f6368"/>`, "initial congestion"},
-		{line(colWait, 2, false), "port waits for port (weight)"},
-		{line(colPath, 3.5, false), "PFC spreading path"},
-		{line(colLoop, 3.5, false), "loop of pauses"},
-		{line(colFlowPort, 1.2, true), "flow paused at port (packets)"},
-		{line(colContrib, 1.8, false), "port waits for flow (bytes; red: contributor)"},
+	// Only the marks the drawing uses.
+	has := map[string]bool{}
+	for _, nd := range m.nodes {
+		for _, c := range nd.classes {
+			has["node "+c] = true
+		}
+	}
+	for _, e := range m.edges {
+		has[e.kind] = true
+		for _, c := range e.classes {
+			has["edge "+c] = true
+		}
+	}
+	var items []item
+	for _, it := range []struct {
+		on bool
+		item
+	}{
+		{has["node paused"], item{box(colPaused, colBorder, 1, 3), "paused port"}},
+		{has["node congested"], item{box(colCongested, colBorder, 1, 3), "congested port"}},
+		{has["node victim"], item{box(colVictim, colBorder, 1, 6), "victim flow"}},
+		{has["node root-cause"], item{box(colPlain, colRoot, 2.5, 6), "root cause"}},
+		{has["node initiator"], item{box(colPlain, colBorder, 1, 3) + `<rect x="-3" y="-12" width="28" height="18" rx="5" fill="none" stroke="#5f6368"/>`, "initial congestion"}},
+		{has["port-port"], item{line(colWait, 2, ""), "port waits for port (weight)"}},
+		{has["edge path"], item{line(colPath, 3.5, ""), "PFC spreading path"}},
+		{has["edge loop"], item{line(colLoop, 3.5, ""), "loop of pauses"}},
+		{has["flow-port"], item{line(colFlowPort, 1.2, dashPaused), "flow paused at port (packets)"}},
+		{has["port-flow"], item{line(colContrib, 1.8, ""), "port waits for flow (bytes; red: contributor)"}},
+		{has["port-host"], item{line(colContrib, 2.5, ""), "port paused by host"}},
+		{has["victim-path"], item{line(colVictimPath, 1.5, dashRoute), "victim's route, not paused there"}},
+	} {
+		if it.on {
+			items = append(items, it.item)
+		}
 	}
 	var b strings.Builder
 	b.WriteString(`<g class="legend" font-size="10" fill="#3c4043">` + "\n")
