@@ -115,43 +115,185 @@ func Bench(ctx context.Context, o BenchOptions) ([]BenchRow, error) {
 			o.Progress(fmt.Sprintf(format, args...))
 		}
 	}
+	scs, err := benchScenarios(o)
+	if err != nil {
+		return nil, err
+	}
 	var rows []BenchRow
-	for _, name := range o.Scenarios {
-		sc, ok := SimScenarios()[name]
-		if !ok {
-			return rows, fmt.Errorf("bench: scenario %q: %s", name, scenarioList())
-		}
-		if o.Duration > 0 {
-			sc.Duration = o.Duration
-		}
+	for _, sc := range scs {
 		row, err := benchScenario(ctx, sc, o, say)
 		if err != nil {
-			return rows, fmt.Errorf("bench: %s: %w", name, err)
+			return rows, fmt.Errorf("bench: %s: %w", sc.Name, err)
 		}
 		rows = append(rows, row)
 	}
 	return rows, nil
 }
 
+// BenchShard is part I of N of the bench's grids: the points whose number
+// over every scenario's grid, in order, is I modulo N. Shards run
+// anywhere (a batch system's array jobs); BenchMerge finishes the bench
+// from their measurements.
+type BenchShard struct{ I, N int }
+
+// benchScenarios resolves o's scenarios, with o's duration.
+func benchScenarios(o BenchOptions) ([]SimScenario, error) {
+	var out []SimScenario
+	for _, name := range o.Scenarios {
+		sc, ok := SimScenarios()[name]
+		if !ok {
+			return nil, fmt.Errorf("bench: scenario %q: %s", name, scenarioList())
+		}
+		if o.Duration > 0 {
+			sc.Duration = o.Duration
+		}
+		out = append(out, sc)
+	}
+	return out, nil
+}
+
+// BenchGrid measures shard sh of the scenarios' grids.
+func BenchGrid(ctx context.Context, o BenchOptions, sh BenchShard) ([]GridEntry, error) {
+	o.Defaults()
+	if sh.N < 1 || sh.I < 0 || sh.I >= sh.N {
+		return nil, fmt.Errorf("bench: shard %d/%d", sh.I, sh.N)
+	}
+	scs, err := benchScenarios(o)
+	if err != nil {
+		return nil, err
+	}
+	say := func(format string, args ...any) {
+		if o.Progress != nil {
+			o.Progress(fmt.Sprintf(format, args...))
+		}
+	}
+	var out []GridEntry
+	k := 0
+	for _, sc := range scs {
+		g := newBenchGrid(sc)
+		var idx []int
+		for i := range g.pts {
+			if (k+i)%sh.N == sh.I {
+				idx = append(idx, i)
+			}
+		}
+		k += len(g.pts)
+		es, err := g.measure(ctx, o, idx, say)
+		if err != nil {
+			return out, fmt.Errorf("bench: %s: %w", sc.Name, err)
+		}
+		out = append(out, es...)
+	}
+	return out, nil
+}
+
+// BenchMerge is Bench on grids that BenchGrid's shards measured: the
+// methods and baselines run against them (the baselines simulate, a few
+// runs a scenario). Every point of every scenario's grid must be there
+// once, measured for the scenario's duration.
+func BenchMerge(ctx context.Context, o BenchOptions, entries []GridEntry) ([]BenchRow, error) {
+	o.Defaults()
+	scs, err := benchScenarios(o)
+	if err != nil {
+		return nil, err
+	}
+	say := func(format string, args ...any) {
+		if o.Progress != nil {
+			o.Progress(fmt.Sprintf(format, args...))
+		}
+	}
+	by := map[string][]GridEntry{}
+	for _, e := range entries {
+		by[e.Scenario] = append(by[e.Scenario], e)
+	}
+	var rows []BenchRow
+	for _, sc := range scs {
+		g := newBenchGrid(sc)
+		es := by[sc.Name]
+		delete(by, sc.Name)
+		seen := make([]bool, len(g.pts))
+		var secs float64
+		for _, e := range es {
+			if e.Point < 0 || e.Point >= len(g.pts) || seen[e.Point] {
+				return rows, fmt.Errorf("bench: %s: point %d twice or out of the grid's %d", sc.Name, e.Point, len(g.pts))
+			}
+			if e.Telemetry.Duration != int64(sc.Duration) {
+				return rows, fmt.Errorf("bench: %s: point %d was measured for %v, the bench runs %v (--duration)", sc.Name, e.Point,
+					time.Duration(e.Telemetry.Duration), sc.Duration)
+			}
+			seen[e.Point] = true
+			secs += e.Seconds
+		}
+		if len(es) != len(g.pts) {
+			return rows, fmt.Errorf("bench: %s: the shards hold %d of the grid's %d points: a shard is missing", sc.Name, len(es), len(g.pts))
+		}
+		row, err := g.finish(ctx, o, es, secs, say)
+		if err != nil {
+			return rows, fmt.Errorf("bench: %s: %w", sc.Name, err)
+		}
+		rows = append(rows, row)
+	}
+	for name := range by {
+		return rows, fmt.Errorf("bench: the shards measured scenario %s, which this merge does not run (--scenarios)", name)
+	}
+	return rows, nil
+}
+
 func benchScenario(ctx context.Context, sc SimScenario, o BenchOptions, say func(string, ...any)) (BenchRow, error) {
 	t0 := time.Now()
-	space := PaperSpace(sc.Scopes...)
-	obj := sc.Objective
-	obj.Norm = Fixed
-	cache := NewMemoCache()
-	newTarget := func() (Target, error) {
-		st, err := NewSimTarget(sc)
-		if err != nil {
-			return nil, err
-		}
-		return cache.Wrap(st), nil
+	g := newBenchGrid(sc)
+	all := make([]int, len(g.pts))
+	for i := range all {
+		all[i] = i
 	}
-	row := BenchRow{Scenario: sc.Name, Baselines: map[string]float64{}}
-	// The grid, split over workers; each worker owns a simulator.
-	var pts []Point
-	space.Enumerate(func(p Point) bool { pts = append(pts, p); return true })
-	row.GridPoints = len(pts)
-	scores := make([]float64, len(pts))
+	entries, err := g.measure(ctx, o, all, say)
+	if err != nil {
+		return BenchRow{Scenario: sc.Name}, err
+	}
+	return g.finish(ctx, o, entries, time.Since(t0).Seconds(), say)
+}
+
+// benchGrid is one scenario's grid: its space, points, objective and
+// the memo cache its methods draw on.
+type benchGrid struct {
+	sc    SimScenario
+	space Space
+	obj   Objective
+	pts   []Point
+	cache *MemoCache
+}
+
+func newBenchGrid(sc SimScenario) *benchGrid {
+	g := &benchGrid{sc: sc, space: PaperSpace(sc.Scopes...), obj: sc.Objective, cache: NewMemoCache()}
+	g.obj.Norm = Fixed
+	g.space.Enumerate(func(p Point) bool { g.pts = append(g.pts, p); return true })
+	return g
+}
+
+func (g *benchGrid) newTarget() (Target, error) {
+	st, err := NewSimTarget(g.sc)
+	if err != nil {
+		return nil, err
+	}
+	return g.cache.Wrap(st), nil
+}
+
+// GridEntry is one grid point's measurement: what a shard of the bench
+// (tune bench --shard) writes, and what the merge rebuilds the grid from.
+type GridEntry struct {
+	Scenario  string    `json:"scenario"`
+	Point     int       `json:"point"`
+	Score     float64   `json:"score"`
+	Seconds   float64   `json:"seconds"` // its simulation's wall time
+	Telemetry Telemetry `json:"telemetry"`
+}
+
+// measure simulates the grid points idx, split over the workers (each
+// owns a simulator).
+func (g *benchGrid) measure(ctx context.Context, o BenchOptions, idx []int, say func(string, ...any)) ([]GridEntry, error) {
+	t0 := time.Now()
+	sc := g.sc
+	out := make([]GridEntry, len(idx))
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var firstErr error
@@ -160,35 +302,38 @@ func benchScenario(ctx context.Context, sc SimScenario, o BenchOptions, say func
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			tg, err := newTarget()
+			tg, err := NewSimTarget(sc)
 			if err != nil {
 				mu.Lock()
 				firstErr = err
 				mu.Unlock()
 				return
 			}
-			for i := w; i < len(pts); i += o.Workers {
+			for j := w; j < len(idx); j += o.Workers {
 				if ctx.Err() != nil {
 					return
 				}
-				c, _ := space.Config(pts[i])
+				c, _ := g.space.Config(g.pts[idx[j]])
 				if err := tg.Apply(ctx, c); err != nil {
 					mu.Lock()
 					firstErr = err
 					mu.Unlock()
 					return
 				}
+				ts := time.Now()
 				tel, err := tg.Measure(ctx, sc.Duration)
+				e := GridEntry{Scenario: sc.Name, Point: idx[j], Seconds: time.Since(ts).Seconds(), Telemetry: tel}
 				if err == nil {
-					scores[i], err = obj.Score(tel, nil)
+					e.Score, err = g.obj.Score(tel, nil)
 				}
+				out[j] = e
 				mu.Lock()
 				if err != nil && firstErr == nil {
 					firstErr = err
 				}
 				done++
 				if done%330 == 0 {
-					say("%s: grid %d/%d (%v)", sc.Name, done, len(pts), time.Since(t0).Round(time.Second))
+					say("%s: grid %d/%d (%v)", sc.Name, done, len(idx), time.Since(t0).Round(time.Second))
 				}
 				mu.Unlock()
 			}
@@ -196,11 +341,33 @@ func benchScenario(ctx context.Context, sc SimScenario, o BenchOptions, say func
 	}
 	wg.Wait()
 	if firstErr != nil {
-		return row, firstErr
+		return nil, firstErr
 	}
-	if err := ctx.Err(); err != nil {
-		return row, err
+	return out, ctx.Err()
+}
+
+// finish takes the whole grid's measurements into the memo cache, then
+// runs the methods and the baselines and scores them.
+func (g *benchGrid) finish(ctx context.Context, o BenchOptions, entries []GridEntry, gridSeconds float64,
+	say func(string, ...any)) (BenchRow, error) {
+	t0 := time.Now()
+	sc, space, obj := g.sc, g.space, g.obj
+	row := BenchRow{Scenario: sc.Name, Baselines: map[string]float64{}, GridPoints: len(g.pts)}
+	if len(entries) != len(g.pts) {
+		return row, fmt.Errorf("%d of the grid's %d points measured", len(entries), len(g.pts))
 	}
+	scores := make([]float64, len(g.pts))
+	for _, e := range entries {
+		c, err := space.Config(g.pts[e.Point])
+		if err != nil {
+			return row, err
+		}
+		if err := g.cache.Put(c, sc.Duration, e.Telemetry); err != nil {
+			return row, err
+		}
+		scores[e.Point] = e.Score
+	}
+	newTarget := g.newTarget
 	best := 0
 	for i, s := range scores {
 		if s > scores[best] {
@@ -208,9 +375,9 @@ func benchScenario(ctx context.Context, sc SimScenario, o BenchOptions, say func
 		}
 	}
 	row.GridBest = scores[best]
-	gc, _ := space.Config(pts[best])
+	gc, _ := space.Config(g.pts[best])
 	row.GridConfig = gc.Scopes[sc.Scopes[0]]
-	row.GridSeconds = time.Since(t0).Seconds()
+	row.GridSeconds = gridSeconds
 	say("%s: grid best %.4f at %v (%.0f s)", sc.Name, row.GridBest, row.GridConfig, row.GridSeconds)
 
 	run := func(method string, seed uint64, patience int) (Result, error) {
@@ -264,7 +431,7 @@ func benchScenario(ctx context.Context, sc SimScenario, o BenchOptions, say func
 		}
 		row.Baselines[b.Name], _ = obj.Score(tel, nil)
 	}
-	row.Seconds = time.Since(t0).Seconds()
+	row.Seconds = gridSeconds + time.Since(t0).Seconds()
 	var fails []string
 	if row.Anneal.Ratio < 0.99 {
 		fails = append(fails, fmt.Sprintf("anneal median %.4f is %.2f%% of the grid's best", row.Anneal.Median, 100*row.Anneal.Ratio))
@@ -279,7 +446,7 @@ func benchScenario(ctx context.Context, sc SimScenario, o BenchOptions, say func
 	if row.Pass {
 		row.Reason = fmt.Sprintf("anneal %.2f%% of the grid's best with %d of %d evaluations, above every baseline", 100*row.Anneal.Ratio, o.Evals, row.GridPoints)
 	}
-	hits, miss := cache.Stats()
+	hits, miss := g.cache.Stats()
 	say("%s: anneal %.4f (%.2f%%), %d simulations, %d answered from memory, %.0f s", sc.Name, row.Anneal.Median, 100*row.Anneal.Ratio, miss, hits, row.Seconds)
 	return row, nil
 }

@@ -319,6 +319,21 @@ func (m *MemoCache) Stats() (hits, misses int) {
 // one goroutine at a time.
 func (m *MemoCache) Wrap(t Target) Target { return &memoTarget{m: m, t: t} }
 
+// Put records t's telemetry for configuration c measured for d, as if a
+// wrapped target had measured it (a grid measured elsewhere).
+func (m *MemoCache) Put(c Config, d time.Duration, t Telemetry) error {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.cache[memoKey(d, string(b))] = t
+	return nil
+}
+
+func memoKey(d time.Duration, config string) string { return fmt.Sprintf("%d|%s", d, config) }
+
 type memoTarget struct {
 	m   *MemoCache
 	t   Target
@@ -336,7 +351,7 @@ func (mt *memoTarget) Apply(_ context.Context, c Config) error {
 }
 
 func (mt *memoTarget) Measure(ctx context.Context, d time.Duration) (Telemetry, error) {
-	key := fmt.Sprintf("%d|%s", d, mt.key)
+	key := memoKey(d, mt.key)
 	m := mt.m
 	m.mu.Lock()
 	if tel, ok := m.cache[key]; ok {

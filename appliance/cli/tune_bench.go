@@ -14,7 +14,7 @@ func init() {
 	tuneCmd.Sub = append(tuneCmd.Sub, &Command{
 		Name:    "bench",
 		Summary: "annealing with a budget vs the exhaustive 3300-point grid and the baselines, per simulator scenario",
-		Usage:   "[--evals 330] [--seeds 5] [--out DIR] [--scenarios LIST] [--duration D]",
+		Usage:   "[--evals 330] [--seeds 5] [--out DIR] [--scenarios LIST] [--duration D] [--shard i/n]",
 		Long: `For each simulator scenario: every point of the paper's 3300-point space is simulated (the
 grid), then simulated annealing (Algorithm 1, cooled within the budget), random search and
 the adaptive-step hill climb run with --evals evaluations for each of --seeds seeds, an
@@ -25,7 +25,12 @@ annealing score is at least 99% of the grid's best and above every baseline.
 
 The simulator is deterministic for a configuration, so evaluations are memoised: the grid
 costs 3300 simulations per scenario (minutes on two cores; --duration shortens each), the
-methods then cost almost nothing. Prints the table and writes bench.txt and bench.json.`,
+methods then cost almost nothing. Prints the table and writes bench.txt and bench.json.
+
+--shard i/n measures only part i of n of the grids' points (over every scenario: one array
+job of a batch system, Slurm arrays or Kubernetes indexed Jobs) and writes their telemetry
+to DIR/tune-bench-shard-i-of-n.json; 'appliance tune merge' runs the methods and the
+baselines on the merged grids and prints the same table one run would have.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
 			evals := fs.Int("evals", 330, "annealing budget (10% of the grid)")
 			seeds := fs.Int("seeds", 5, "seeds per method (medians)")
@@ -33,6 +38,7 @@ methods then cost almost nothing. Prints the table and writes bench.txt and benc
 			scen := fs.String("scenarios", "", "comma-separated scenarios (default all: "+strings.Join(tuning.SimScenarioNames(), ",")+")")
 			dur := fs.Duration("duration", 0, "simulated time per evaluation (default: each scenario's, 2-3 ms)")
 			workers := fs.Int("workers", 2, "parallel simulations for the grid")
+			shard := fs.String("shard", "", "measure part i/n of the grids and write it for 'tune merge'")
 			return func(ctx context.Context, env *Env, args []string) error {
 				if len(args) > 0 {
 					return Usagef("no arguments")
@@ -43,24 +49,84 @@ methods then cost almost nothing. Prints the table and writes bench.txt and benc
 					o.Scenarios = strings.Split(*scen, ",")
 				}
 				t0 := time.Now()
+				if *shard != "" {
+					i, n, err := parseShard(*shard)
+					if err != nil {
+						return err
+					}
+					es, err := tuning.BenchGrid(ctx, o, tuning.BenchShard{I: i, N: n})
+					if err != nil {
+						return err
+					}
+					path, err := writeShard(*out, "tune-bench", i, n, es)
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(env.Stdout, "shard %d/%d: %d grid points measured in %v, written to %s\n", i, n, len(es),
+						time.Since(t0).Round(time.Second), path)
+					return nil
+				}
 				rows, err := tuning.Bench(ctx, o)
 				if err != nil {
 					return err
 				}
-				if err := tuning.WriteBenchTable(env.Stdout, rows, o); err != nil {
+				return finishTuneBench(env, rows, o, *out, t0)
+			}
+		},
+	}, &Command{
+		Name:    "merge",
+		Summary: "finish a sharded tune bench: the methods and baselines on the merged grids",
+		Usage:   "[--evals 330] [--seeds 5] [--out DIR] [--scenarios LIST] [--duration D] tune-bench-shard-*.json...",
+		Long: `Reads the grid measurements 'appliance tune bench --shard i/n' wrote, runs annealing, random
+search, the hill climb and the baselines against them (only the baselines simulate) and
+prints and writes the table as 'tune bench' does. --scenarios and --duration must be those
+the shards ran with; a missing shard or a point measured twice is refused. The table's
+"grid s" is then the shards' simulation time summed, not a wall time.`,
+		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
+			evals := fs.Int("evals", 330, "annealing budget (10% of the grid)")
+			seeds := fs.Int("seeds", 5, "seeds per method (medians)")
+			out := fs.String("out", "tune-bench", "directory for bench.txt and bench.json")
+			scen := fs.String("scenarios", "", "comma-separated scenarios the shards ran (default all)")
+			dur := fs.Duration("duration", 0, "simulated time per evaluation the shards ran with")
+			return func(ctx context.Context, env *Env, args []string) error {
+				parts, err := readShards[tuning.GridEntry](args)
+				if err != nil {
 					return err
 				}
-				if err := tuning.WriteBench(*out, rows, o); err != nil {
+				var all []tuning.GridEntry
+				for _, p := range parts {
+					all = append(all, p...)
+				}
+				o := tuning.BenchOptions{Evals: *evals, Seeds: *seeds, Duration: *dur,
+					Progress: func(s string) { fmt.Fprintln(env.Stderr, s) }}
+				if *scen != "" {
+					o.Scenarios = strings.Split(*scen, ",")
+				}
+				t0 := time.Now()
+				rows, err := tuning.BenchMerge(ctx, o, all)
+				if err != nil {
 					return err
 				}
-				fmt.Fprintf(env.Stdout, "took %v; written to %s\n", time.Since(t0).Round(time.Second), *out)
-				for _, r := range rows {
-					if !r.Pass {
-						return fmt.Errorf("tune bench: %s: %s", r.Scenario, r.Reason)
-					}
-				}
-				return nil
+				return finishTuneBench(env, rows, o, *out, t0)
 			}
 		},
 	})
+}
+
+// finishTuneBench prints and writes a bench's table; a scenario that
+// failed is the command's error.
+func finishTuneBench(env *Env, rows []tuning.BenchRow, o tuning.BenchOptions, out string, t0 time.Time) error {
+	if err := tuning.WriteBenchTable(env.Stdout, rows, o); err != nil {
+		return err
+	}
+	if err := tuning.WriteBench(out, rows, o); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "took %v; written to %s\n", time.Since(t0).Round(time.Second), out)
+	for _, r := range rows {
+		if !r.Pass {
+			return fmt.Errorf("tune bench: %s: %s", r.Scenario, r.Reason)
+		}
+	}
+	return nil
 }

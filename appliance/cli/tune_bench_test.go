@@ -1,0 +1,51 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestTuneBenchShards: three shards of a (shortened) tune bench, merged,
+// give the table one run gives (the grid's seconds aside); a missing
+// shard is refused.
+func TestTuneBenchShards(t *testing.T) {
+	dir := t.TempDir()
+	common := []string{"--scenarios", "multihost", "--duration", "20us"}
+	method := []string{"--seeds", "1", "--evals", "30"}
+	whole := filepath.Join(dir, "whole")
+	if code, out, errOut := runCLI(t, append(append(append([]string{"tune", "bench", "--out", whole}, common...), method...))...); code != 0 {
+		t.Fatalf("bench: %d %s %s", code, out, errOut)
+	}
+	shards := filepath.Join(dir, "shards")
+	var files []string
+	for _, sh := range []string{"0/3", "1/3", "2/3"} {
+		code, out, errOut := runCLI(t, append([]string{"tune", "bench", "--out", shards, "--shard", sh}, common...)...)
+		if code != 0 || !strings.Contains(out, "1100 grid points") {
+			t.Fatalf("shard %s: %d %s %s", sh, code, out, errOut)
+		}
+		files = append(files, filepath.Join(shards, "tune-bench-shard-"+sh[:1]+"-of-3.json"))
+	}
+	merged := filepath.Join(dir, "merged")
+	if code, out, errOut := runCLI(t, append(append(append([]string{"tune", "merge", "--out", merged}, common...), method...), files...)...); code != 0 {
+		t.Fatalf("merge: %d %s %s", code, out, errOut)
+	}
+	// The grid's seconds are the column before the verdict.
+	gridS := regexp.MustCompile(`\s+\d+\s+(PASS|FAIL)`)
+	read := func(d string) string {
+		b, err := os.ReadFile(filepath.Join(d, "bench.txt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return gridS.ReplaceAllString(string(b), " $1")
+	}
+	if a, b := read(whole), read(merged); a != b || !strings.Contains(a, "multihost") {
+		t.Fatalf("whole:\n%s\nmerged:\n%s", a, b)
+	}
+	code, _, errOut := runCLI(t, append(append([]string{"tune", "merge", "--out", merged}, common...), files[:2]...)...)
+	if code == 0 || !strings.Contains(errOut, "2200 of the grid's 3300 points: a shard is missing") {
+		t.Fatalf("missing shard: %d %s", code, errOut)
+	}
+}
