@@ -6,7 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"path/filepath"
+	"strings"
 
+	"github.com/rdma-appliance/appliance/appliance/dashboard"
 	"github.com/rdma-appliance/appliance/appliance/lab"
 )
 
@@ -14,7 +16,7 @@ func init() {
 	register(&Command{
 		Name:    "lab",
 		Summary: "run the in-process testbed on its embedded default (what `make run` runs)",
-		Usage:   "[--out DIR] [--config FILE] [--print-default]",
+		Usage:   "[--out DIR] [--config FILE] [--print-default] [--serve ADDR [--services NAME=ADDR,...]]",
 		Long: `The lab wires the appliance's software twins together on this machine and runs
 each system's stage, then prints one summary table and writes its artifacts
 (captures, summary.json) under --out. Today's stages:
@@ -33,11 +35,35 @@ each system's stage, then prints one summary table and writes its artifacts
   lumina-tests  ready-made Lumina test files (fast-retransmission sweep,
          timeout retries, CNP pacing) run as 'lumina run --lab' runs them,
          analyzed, with an HTML report each under lumina-tests/.
+  dta    reporters -> the software translator -> a soft-RNIC collector, every
+         primitive checked through the collector's queries.
+  fabric the fabric simulator on an incast over background traffic, twice.
+  hawkeye  traces of each anomaly type through the agent, telemetry, polling
+         and the provenance analyzer; one diagnosis per type kept with its
+         provenance graph in hawkeye/ (JSON, DOT, SVG) and report.html.
+  tuning ByteTuning's annealing against the baseline watermarks.
+  hostmesh  a Hostmesh round in the simulator that must name a flapping link.
+report.html holds the summary and each stage's plots, tables and graphs.
+
+With --serve ADDR the lab also serves its dashboard on the shared HTTP
+plumbing (/metrics, /healthz) at ADDR: http://ADDR/dashboard is one
+self-contained page (no external assets, reloads itself) with the stages as
+services and their key figures, the Hawkeye diagnoses with their provenance
+graphs, the Hostmesh SLA percentiles and alerts, the DTA list rates and the
+finished Lumina runs; /dashboard.json has the same data and
+/dashboard/graph/N the N-th graph as SVG. The page fills in as the stages
+finish; after them the lab keeps serving until SIGTERM or Ctrl-C, then exits
+with the lab's status. --services NAME=ADDR,... adds running services (an
+appliance dta collect, mesh analyze...) that the dashboard queries every few
+seconds for their health and counter rates, next to the lab's own.
+
 The exit status is 0 only when every stage passes.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
 			out := fs.String("out", "lab-out", "directory for the lab's artifacts")
 			config := fs.String("config", "", "lab configuration YAML (default: the embedded one)")
 			printDefault := fs.Bool("print-default", false, "print the embedded default configuration and exit")
+			serve := fs.String("serve", "", "serve the dashboard at ADDR (HOST:PORT) during the run and after it, until SIGTERM")
+			services := fs.String("services", "", "with --serve: running services the dashboard queries live, NAME=ADDR[,NAME=ADDR...]")
 			return func(ctx context.Context, env *Env, args []string) error {
 				if len(args) > 0 {
 					return Usagef("lab takes no arguments")
@@ -45,6 +71,13 @@ The exit status is 0 only when every stage passes.`,
 				if *printDefault {
 					_, err := env.Stdout.Write(lab.DefaultYAML())
 					return err
+				}
+				targets, err := parseTargets(*services)
+				if err != nil {
+					return err
+				}
+				if len(targets) > 0 && *serve == "" {
+					return Usagef("--services needs --serve")
 				}
 				s, err := lab.LoadSpec(*config)
 				if err != nil {
@@ -55,11 +88,38 @@ The exit status is 0 only when every stage passes.`,
 					return err
 				}
 				l := &lab.Lab{Spec: s, OutDir: dir, Log: env.Log, Progress: env.Stderr}
+				var served chan error
+				if *serve != "" {
+					// Listen before the run: a taken address fails now,
+					// not after the stages.
+					ready := make(chan string, 1)
+					served = make(chan error, 1)
+					go func() {
+						served <- l.ServeDashboard(ctx, lab.DashboardOptions{Addr: *serve, Targets: targets, Log: env.Log, Ready: ready})
+					}()
+					select {
+					case addr := <-ready:
+						fmt.Fprintf(env.Stderr, "lab: dashboard at http://%s/dashboard\n", addr)
+					case err := <-served:
+						return err
+					}
+				}
 				rep, err := l.Run(ctx)
 				if rep != nil {
 					fmt.Fprintln(env.Stdout)
 					rep.WriteSummary(env.Stdout)
 					fmt.Fprintf(env.Stdout, "\nartifacts: %s\n", dir)
+				}
+				if served != nil {
+					if err == nil {
+						fmt.Fprintf(env.Stdout, "dashboard: serving until SIGTERM or Ctrl-C\n")
+					}
+					// The context ends with SIGTERM (or with the run's
+					// error); then the dashboard drains and stops.
+					<-ctx.Done()
+					if serr := <-served; serr != nil {
+						return serr
+					}
 				}
 				if err != nil {
 					return err
@@ -71,4 +131,25 @@ The exit status is 0 only when every stage passes.`,
 			}
 		},
 	})
+}
+
+// parseTargets reads --services: NAME=ADDR pairs, comma separated (a
+// bare ADDR is named after itself).
+func parseTargets(s string) ([]dashboard.Target, error) {
+	var out []dashboard.Target
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		name, addr, ok := strings.Cut(part, "=")
+		if !ok {
+			name, addr = part, part
+		}
+		if addr == "" || name == "" {
+			return nil, Usagef("--services %q: want NAME=HOST:PORT", part)
+		}
+		out = append(out, dashboard.Target{Name: name, Addr: addr})
+	}
+	return out, nil
 }

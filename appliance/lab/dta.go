@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rdma-appliance/appliance/appliance/dashboard"
 	"github.com/rdma-appliance/appliance/appliance/spec"
 	cdta "github.com/rdma-appliance/appliance/collector/dta"
 	"github.com/rdma-appliance/appliance/dpdk"
@@ -214,6 +215,14 @@ append:
 	time.Sleep(20 * time.Millisecond)
 
 	chk, err := checkDTA(coll, reps, entries)
+	// The lists' rates for the dashboard: over the reporting run, and
+	// the collector's own over its last second.
+	var lists []dashboard.DTAList
+	for _, ls := range coll.Stats().Lists {
+		lists = append(lists, dashboard.DTAList{Collector: cs.Name, ID: ls.ID, Entries: ls.Read, Capacity: ls.Entries,
+			Rate: float64(ls.Read) / took.Seconds(), LastRate: ls.Rate})
+	}
+	l.record(func(r *results) { r.dtaLists = lists })
 	var sent, lost, resent uint64
 	for _, r := range reps {
 		sent += r.Stats.Sent

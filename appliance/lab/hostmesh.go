@@ -25,6 +25,7 @@ func runHostmesh(ctx context.Context, l *Lab, row *Row) error {
 	if err != nil {
 		return err
 	}
+	l.record(func(r *results) { r.hostmesh = &res })
 	row.Ran = fmt.Sprintf("same-host full-mesh probing (UD probes, CQE timestamps) on %d machines x %d RNICs, %d spines in the simulator, %s injected; analyzer windows, RNIC rule, link/switch voting",
 		res.Machines, res.RNICs, res.Spines, res.Fault)
 	row.Figure("probes", "%d", res.Probes)

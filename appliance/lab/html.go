@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -46,6 +47,7 @@ func (l *Lab) writeHTML(rep *Report) error {
 			}
 		case "hawkeye":
 			l.pre(p, "Hawkeye: precision and recall per anomaly type and method", "hawkeye-eval.txt")
+			l.hawkeyeSections(p)
 		case "tuning":
 			if b, err := os.ReadFile(l.Path("tuning/convergence.png")); err == nil {
 				p.Section("ByteTuning: convergence").Image("objective and best so far against evaluations", "image/png", b)
@@ -58,6 +60,38 @@ func (l *Lab) writeHTML(rep *Report) error {
 		}
 	}
 	return p.WriteFile(l.Path("report.html"))
+}
+
+// hawkeyeSections adds the diagnosis kept of each anomaly type with its
+// provenance graph.
+func (l *Lab) hawkeyeSections(p *report.Page) {
+	l.mu.Lock()
+	cases := slices.Clone(l.res.hawkeye)
+	l.mu.Unlock()
+	for _, c := range cases {
+		verdict := "diagnosed as the type injected"
+		if !c.right {
+			verdict = "not diagnosed as the type injected"
+		}
+		causes := strings.Join(rootCauses(c.d), "; ")
+		if causes == "" {
+			causes = "none identified"
+		}
+		sec := p.Section(fmt.Sprintf("Hawkeye: a %s trace, diagnosed", c.injected))
+		sec.KeyValues(
+			report.KV{Key: "diagnosis", Value: fmt.Sprintf("%s (%s), confidence %.2f", c.d.Type.Describe(), c.d.Type, c.d.Confidence)},
+			report.KV{Key: "diagnosed as injected", Value: report.Verdict(c.right)},
+			report.KV{Key: "victim", Value: c.d.Victim},
+			report.KV{Key: "root causes", Value: causes},
+			report.KV{Key: "PFC spreading path", Value: strings.Join(c.d.Path, " -> ")},
+		)
+		src := "the telemetry Hawkeye collected"
+		if !c.own {
+			src = "the telemetry of one of the evaluated methods"
+		}
+		sec.InlineSVG(fmt.Sprintf("The provenance graph (%s; %s). Also hawkeye/%s.svg, .dot and .json in the output directory.",
+			verdict, src, c.injected), c.svg)
+	}
 }
 
 // pre adds a stage's text artifact, when it exists, as a section.

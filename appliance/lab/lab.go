@@ -15,9 +15,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
+	"github.com/rdma-appliance/appliance/appliance/dashboard"
+	"github.com/rdma-appliance/appliance/appliance/hostmesh"
 	"github.com/rdma-appliance/appliance/appliance/spec"
 )
 
@@ -130,6 +133,29 @@ type Lab struct {
 	Log    *slog.Logger
 	// Progress receives one line per stage start and end; nil for none.
 	Progress io.Writer
+
+	// What the dashboard shows (Snapshot) while the lab runs and after.
+	mu      sync.Mutex
+	started time.Time
+	current string // the stage running
+	rows    []Row
+	res     results
+}
+
+// results are what the stages leave besides their rows, for the report
+// and the dashboard.
+type results struct {
+	hawkeye  []*hawkeyeCase
+	hostmesh *hostmesh.LabResult
+	dtaLists []dashboard.DTAList
+	lumina   []dashboard.LuminaRun
+}
+
+// record updates the results under the lock the dashboard reads them by.
+func (l *Lab) record(f func(r *results)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f(&l.res)
 }
 
 // Path is a file under the output directory.
@@ -145,6 +171,9 @@ func (l *Lab) Run(ctx context.Context) (*Report, error) {
 		l.Log = slog.Default()
 	}
 	rep := &Report{Started: time.Now(), OutDir: l.OutDir}
+	l.mu.Lock()
+	l.started, l.rows, l.res = rep.Started, nil, results{}
+	l.mu.Unlock()
 	for _, st := range stages {
 		if !st.enabled(l.Spec) {
 			continue
@@ -153,6 +182,9 @@ func (l *Lab) Run(ctx context.Context) (*Report, error) {
 			break
 		}
 		row := Row{System: st.name}
+		l.mu.Lock()
+		l.current = st.name
+		l.mu.Unlock()
 		if l.Progress != nil {
 			fmt.Fprintf(l.Progress, "lab: %s: running\n", st.name)
 		}
@@ -167,6 +199,9 @@ func (l *Lab) Run(ctx context.Context) (*Report, error) {
 			fmt.Fprintf(l.Progress, "lab: %s: %s in %s\n", st.name, passWord(row.Pass), row.Took.Round(time.Millisecond))
 		}
 		rep.Rows = append(rep.Rows, row)
+		l.mu.Lock()
+		l.current, l.rows = "", append(l.rows, row)
+		l.mu.Unlock()
 	}
 	if err := l.writeHTML(rep); err != nil {
 		return rep, fmt.Errorf("lab: writing report.html: %w", err)

@@ -321,11 +321,45 @@ func TestHawkeyeStage(t *testing.T) {
 	s.Wire.Enabled, s.Verbs.Enabled, s.Lumina.Enabled, s.LuminaTests.Enabled, s.DTA.Enabled, s.Fabric.Enabled, s.Tuning.Enabled, s.Hostmesh.Enabled = false, false, false, false, false, false, false, false
 	s.Hawkeye.Traces = 1
 	l, row, b := runPassing(t, s)
-	if row.Figures["in"] != "1/1" || row.Figures["pfc"] != "1/1" {
+	if row.Figures["in"] != "1/1" || row.Figures["pfc"] != "1/1" || row.Figures["graphs"] != "6" {
 		t.Fatalf("figures:\n%s", b)
 	}
 	if _, err := os.Stat(l.Path("hawkeye-eval.txt")); err != nil {
 		t.Fatal(err)
+	}
+	// One diagnosis per type kept, with its graph, on disk and in the
+	// report.
+	for _, a := range []string{"pfc-storm", "in-loop-deadlock"} {
+		for _, ext := range []string{".json", ".dot", ".svg"} {
+			if _, err := os.Stat(l.Path("hawkeye/" + a + ext)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	html, err := os.ReadFile(l.Path("report.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(html)
+	if strings.Count(page, `class="hawkeye-graph"`) != 6 || !strings.Contains(page, "Hawkeye: a pfc-storm trace, diagnosed") ||
+		!strings.Contains(page, "PFC storm from host PFC injection") || !strings.Contains(page, "PFC deadlock, initiator in the loop") {
+		t.Fatalf("report.html lacks the graphs")
+	}
+	// The dashboard's view of the same.
+	snap := l.Snapshot()
+	if len(snap.Diagnoses) != 6 || snap.Diagnoses[1].Injected != "pfc-storm" || !strings.HasPrefix(snap.Diagnoses[1].SVG, "<svg") {
+		t.Fatalf("snapshot diagnoses %+v", snap.Diagnoses)
+	}
+}
+
+func TestHawkeyeSpecErrors(t *testing.T) {
+	path := t.TempDir() + "/lab.yml"
+	if err := os.WriteFile(path, []byte("hawkeye:\n  enabled: true\n  traces: 1\n  anomalies: [pfc-storm, pfc-strom]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := LoadSpec(path)
+	if err == nil || !strings.Contains(err.Error(), "hawkeye.anomalies[1]") || !strings.Contains(err.Error(), `"pfc-strom"`) {
+		t.Fatalf("error %v", err)
 	}
 }
 

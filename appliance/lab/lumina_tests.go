@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/rdma-appliance/appliance/appliance/dashboard"
 	"github.com/rdma-appliance/appliance/appliance/lumina"
 	"github.com/rdma-appliance/appliance/appliance/spec"
 	clumina "github.com/rdma-appliance/appliance/collector/lumina"
@@ -58,9 +59,18 @@ func runLuminaTests(ctx context.Context, l *Lab, row *Row) error {
 		sum, err := r.Run(ctx)
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("%s: %v", name, err))
+			l.addLuminaRun(dashboard.LuminaRun{Test: name, Verdict: err.Error()})
 			continue
 		}
 		res := sum.Repeats[0]
+		run := dashboard.LuminaRun{Test: name, Dir: res.Dir, Valid: res.Valid, OK: res.AnalysisOK, Verdict: res.Analysis, Packets: res.Packets}
+		if res.Error != "" {
+			run.Verdict = strings.TrimPrefix(run.Verdict+"; "+res.Error, "; ")
+		}
+		if rep != nil {
+			run.Figures = figureOf(rep)
+		}
+		l.addLuminaRun(run)
 		if !res.Valid || !res.AnalysisOK || rep == nil {
 			problems = append(problems, fmt.Sprintf("%s: %s", name, res.Analysis))
 			continue
@@ -72,6 +82,10 @@ func runLuminaTests(ctx context.Context, l *Lab, row *Row) error {
 	}
 	row.Pass = true
 	return nil
+}
+
+func (l *Lab) addLuminaRun(run dashboard.LuminaRun) {
+	l.record(func(r *results) { r.lumina = append(r.lumina, run) })
 }
 
 // figureOf is a test's key figure: what the analyzers found most telling.
