@@ -12,11 +12,14 @@ import (
 // give the table one run gives (the grid's seconds aside); a missing
 // shard is refused.
 func TestTuneBenchShards(t *testing.T) {
+	if raceEnabled {
+		t.Skip("four times the 3300-point grid under the race detector: a minute; make test runs it without")
+	}
 	dir := t.TempDir()
 	common := []string{"--scenarios", "multihost", "--duration", "20us"}
 	method := []string{"--seeds", "1", "--evals", "30"}
 	whole := filepath.Join(dir, "whole")
-	if code, out, errOut := runCLI(t, append(append(append([]string{"tune", "bench", "--out", whole}, common...), method...))...); code != 0 {
+	if code, out, errOut := runCLI(t, append(append([]string{"tune", "bench", "--out", whole}, common...), method...)...); code != 0 {
 		t.Fatalf("bench: %d %s %s", code, out, errOut)
 	}
 	shards := filepath.Join(dir, "shards")
