@@ -22,7 +22,8 @@ import (
 // amber, the victim blue; root causes have a red border and their rank,
 // the initiator a double border; port-level edges carry their weight, the
 // PFC spreading path is dark red and loops purple (the edge closing a
-// loop arcs back below the graph).
+// loop runs back under the graph); the victim's route shows where it was
+// not paused.
 //
 // The output depends only on the diagnosis (no clock, no map order), so
 // it can be compared byte for byte. It never fails: a nil or empty
@@ -110,7 +111,7 @@ type svgNode struct {
 	double  bool // the initiator
 	w, h    float64
 
-	seq   int // discovery order, the layers' first order
+	seq   int // the layers' first order: the victim, then as added
 	layer int
 	pos   int
 	x, y  float64 // centre
