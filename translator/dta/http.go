@@ -50,6 +50,8 @@ func (s *Service) Register(h *service.Service) {
 		{"rdma_out_packets_total", "RDMA packets sent to collectors.", func(x *ServiceStats) uint64 { return x.RDMAOut }},
 		{"rdma_in_packets_total", "ACKs and NAKs received from collectors.", func(x *ServiceStats) uint64 { return x.RDMAIn }},
 		{"tx_dropped_total", "Frames dropped for want of buffers or port room.", func(x *ServiceStats) uint64 { return x.TxDropped }},
+		{"tx_paused_polls_total", "Polls that took no new work while the port had not taken the last bursts.", func(x *ServiceStats) uint64 { return x.TxPaused }},
+		{"backpressured_reports_total", "Reports refused (left to the reporters to resend) while the port was paused.", func(x *ServiceStats) uint64 { return x.Backpressured }},
 		{"collector_down_total", "Reports dropped because their collector was down.", func(x *ServiceStats) uint64 { return x.CollectorDown }},
 		{"no_collector_total", "Reports no collector serves, dropped.", func(x *ServiceStats) uint64 { return x.NoCollector }},
 		{"refused_total", "Reports that did not fit the collector's state, dropped.", func(x *ServiceStats) uint64 { return x.Refused }},

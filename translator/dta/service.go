@@ -45,13 +45,16 @@ type Service struct {
 	atomics reportQueue
 	notice  map[netip.Addr]int64 // last congestion notice per reporter
 
-	rx, tx  []*dpdk.Packet
-	emitFn  Emit
-	rp      roce.Packet // its Net holds every received frame's layers
-	report  Report
-	now     int64
-	ackBuf  [128]byte
-	running atomic.Bool
+	rx, tx []*dpdk.Packet
+	// stalled: the port has not taken all the last frames; busy: not
+	// even room for a burst is left (see Poll).
+	stalled, busy bool
+	emitFn        Emit
+	rp            roce.Packet // its Net holds every received frame's layers
+	report        Report
+	now           int64
+	ackBuf        [128]byte
+	running       atomic.Bool
 
 	stats   ServiceStats // the loop's; copied to shown under mu
 	mu      sync.Mutex
@@ -61,14 +64,20 @@ type Service struct {
 
 // ServiceStats are the translator loop's counters.
 type ServiceStats struct {
-	RxPackets     uint64 `json:"rx_packets"`
-	Reports       uint64 `json:"reports"`
-	Malformed     uint64 `json:"malformed"` // reports that did not parse
-	NotForUs      uint64 `json:"not_for_us"`
-	ARPReplies    uint64 `json:"arp_replies"`
-	RDMAIn        uint64 `json:"rdma_in"` // ACKs and NAKs from collectors
-	RDMAOut       uint64 `json:"rdma_out"`
-	TxDropped     uint64 `json:"tx_dropped"` // frames the port or pool refused
+	RxPackets  uint64 `json:"rx_packets"`
+	Reports    uint64 `json:"reports"`
+	Malformed  uint64 `json:"malformed"` // reports that did not parse
+	NotForUs   uint64 `json:"not_for_us"`
+	ARPReplies uint64 `json:"arp_replies"`
+	RDMAIn     uint64 `json:"rdma_in"` // ACKs and NAKs from collectors
+	RDMAOut    uint64 `json:"rdma_out"`
+	TxDropped  uint64 `json:"tx_dropped"` // frames the port or pool refused
+	// TxPaused counts polls that took no new work because the port had
+	// not taken the last bursts (a full transmit ring: backpressure).
+	TxPaused uint64 `json:"tx_paused"`
+	// Backpressured counts reports refused (not acknowledged, so resent
+	// by a reliable reporter) while the port was paused.
+	Backpressured uint64 `json:"backpressured"`
 	CollectorDown uint64 `json:"collector_down"`
 	NoCollector   uint64 `json:"no_collector"` // no collector serves the primitive
 	Refused       uint64 `json:"refused"`      // translation errors (geometry, order)
@@ -209,22 +218,40 @@ func (s *Service) Run(ctx context.Context) error {
 func (s *Service) Poll() bool {
 	s.now = dpdk.Nanotime()
 	work := s.handleEvents()
+	// A port that did not take the last bursts is paused, as a lossless
+	// fabric's PFC would pause the translator: what waits for it is not
+	// dropped, and no new work is taken until there is room for a burst.
+	// Reports that come meanwhile are refused before their sequence is
+	// taken, as if lost on the way, and the reporters' go-back-N sends
+	// them again; the collectors' ACKs are still read, so the
+	// connections' timers do not take a paused port for a lost
+	// collector. RDMA packets, which the translator cannot resend, are
+	// not lost to a busy link.
+	if len(s.tx) > 0 {
+		s.flushTx()
+		work = true
+	}
+	s.stalled = len(s.tx) > 0
+	s.busy = cap(s.tx)-len(s.tx) < len(s.rx)
+	if s.busy {
+		s.stats.TxPaused++
+	}
 	n := s.port.RxBurst(0, s.rx)
 	for _, p := range s.rx[:n] {
 		s.stats.RxPackets++
 		s.input(p.Data())
 	}
 	dpdk.FreeBulk(s.rx[:n])
-	if s.atomics.n > 0 {
+	if !s.busy && s.atomics.n > 0 {
 		s.drainAtomics()
 		work = true
 	}
-	if s.queue.n > 0 {
+	if !s.busy && s.queue.n > 0 {
 		s.drainQueue()
 		work = true
 	}
 	for _, c := range s.colls {
-		if c.tr != nil {
+		if c.tr != nil && !s.busy {
 			if err := c.tr.Flush(s.spec.FlushTimeout, s.emitFn); err != nil {
 				s.stats.TxDropped++
 			}
@@ -304,6 +331,10 @@ func (s *Service) rdmaIn(frame []byte) {
 // reportIn runs a report through sequence tracking, the meter and the
 // collector's translator.
 func (s *Service) reportIn(frame []byte, ip dnet.IPv4) {
+	if s.busy {
+		s.stats.Backpressured++
+		return
+	}
 	payload := s.rp.Net.Payload(frame)
 	r := &s.report
 	if err := s.format.Parse(payload, r); err != nil {
@@ -312,61 +343,80 @@ func (s *Service) reportIn(frame []byte, ip dnet.IPv4) {
 	}
 	src := ip.SrcAddr()
 	srcMAC := dnet.Ethernet(frame).Src()
-	if r.Retransmittable && !s.spec.Reliability.Disabled && !s.format.NoSeqnum {
-		v, ack, nack, seq := s.seq.Check(src, r.Seq, s.now)
-		if ack {
-			s.sendAck(srcMAC, src, Ack{Seq: seq, NACK: nack})
-		}
+	tracked := r.Retransmittable && !s.spec.Reliability.Disabled && !s.format.NoSeqnum
+	var ack Ack
+	var acking bool
+	if tracked {
+		v, a, nack, seq := s.seq.Check(src, r.Seq, s.now)
+		ack, acking = Ack{Seq: seq, NACK: nack}, a
 		if v != SeqAccept {
+			if acking {
+				s.sendAck(srcMAC, src, ack)
+			}
 			return
 		}
 	}
-	high := int(ip.DSCP()) >= s.spec.FlowControl.HighDSCP
+	if !s.take(r, payload, src, srcMAC, int(ip.DSCP()) >= s.spec.FlowControl.HighDSCP) {
+		if tracked {
+			// Not taken after all, and not acknowledged: the
+			// reporter's next report shows the gap and draws a NACK,
+			// and this one is resent.
+			s.seq.Unaccept(src)
+		}
+		return
+	}
+	if acking {
+		s.sendAck(srcMAC, src, ack)
+	}
+}
+
+// take meters, queues or translates an accepted report; false when it
+// found no room (a meter over its rate for low priority, a full queue).
+func (s *Service) take(r *Report, payload []byte, src netip.Addr, srcMAC dnet.MAC, high bool) bool {
 	if s.queue.n > 0 || !s.meter.Take(Cost(r), s.now) {
 		s.congested(srcMAC, src)
 		if !high {
 			s.stats.MeteredDrops++
-			if r.Retransmittable && !s.spec.Reliability.Disabled && !s.format.NoSeqnum {
-				// Not taken after all: the reporter's next report
-				// shows the gap and draws a NACK for this one.
-				s.seq.Unaccept(src)
-			}
-			return
+			return false
 		}
 		// Behind queued reports, so high-priority order is kept.
 		if !s.queue.push(payload, src) {
 			s.stats.QueueDrops++
-			return
+			return false
 		}
 		s.stats.Queued++
-		return
+		return true
 	}
-	s.translate(r, payload, src)
+	_, taken := s.translate(r, payload, src)
+	return taken
 }
 
 // translate hands a report to the collector that serves it; a
 // Key-Increment that finds the atomic window full waits in the queue.
-func (s *Service) translate(r *Report, payload []byte, src netip.Addr) bool {
+// done is false for a queued report (payload nil) that must wait longer;
+// taken is false when a new report found the queue full.
+func (s *Service) translate(r *Report, payload []byte, src netip.Addr) (done, taken bool) {
 	c := s.route(r)
 	if c == nil {
-		return true
+		return true, true
 	}
 	err := c.tr.Translate(r, s.emitFn)
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrAtomicWindow):
 		if payload == nil {
-			return false // already queued: try again later
+			return false, true // already queued: try again later
 		}
 		if !s.atomics.push(payload, src) {
 			s.stats.QueueDrops++
+			return true, false
 		}
 	case errors.Is(err, ErrNoRegion):
 		s.stats.NoCollector++
 	default:
 		s.stats.Refused++
 	}
-	return true
+	return true, true
 }
 
 // route picks the collector of a report: by key hash for keyed
@@ -420,7 +470,7 @@ func (s *Service) drainQueue() {
 		if !s.meter.Take(Cost(r), s.now) {
 			return
 		}
-		if !s.translate(r, nil, src) {
+		if done, _ := s.translate(r, nil, src); !done {
 			return
 		}
 		s.queue.pop()
@@ -445,6 +495,12 @@ const strandTimeout = 20 * time.Millisecond
 
 func (s *Service) ping(c *collector) {
 	conn := c.conn
+	if s.stalled {
+		// The silence is this port's, not the collector's: the last
+		// frames (perhaps the ping) have not left yet.
+		c.quietSince = s.now
+		return
+	}
 	if conn.Stats.Packets != c.seenPackets {
 		c.seenPackets, c.seenACKs, c.quietSince, c.probe = conn.Stats.Packets, conn.Stats.ACKs, s.now, probeIdle
 		return
@@ -503,7 +559,7 @@ func (s *Service) drainAtomics() {
 			s.stats.Malformed++
 			continue
 		}
-		if !s.translate(r, nil, src) {
+		if done, _ := s.translate(r, nil, src); !done {
 			return
 		}
 		s.atomics.pop()
@@ -545,10 +601,15 @@ func (s *Service) emit(frame []byte) error {
 
 var errTxFull = errors.New("dta: transmit buffers exhausted")
 
-// send copies a frame into a packet buffer for the next transmit burst.
+// send copies a frame into a packet buffer for the next transmit burst;
+// a frame finds no room only when the port has refused a whole backlog.
 func (s *Service) send(frame []byte) bool {
 	if len(s.tx) == cap(s.tx) {
 		s.flushTx()
+		if len(s.tx) == cap(s.tx) {
+			s.stats.TxDropped++
+			return false
+		}
 	}
 	p := s.pool.Get()
 	if p == nil {
@@ -564,8 +625,8 @@ func (s *Service) send(frame []byte) bool {
 	return true
 }
 
-// flushTx transmits what is queued; what the port does not take is
-// dropped and counted (a poll-mode port never blocks).
+// flushTx transmits what is queued; what the port does not take (a
+// poll-mode port never blocks) waits for the next poll.
 func (s *Service) flushTx() {
 	for len(s.tx) > 0 {
 		n := s.port.TxBurst(0, s.tx)
@@ -573,11 +634,6 @@ func (s *Service) flushTx() {
 			break
 		}
 		s.tx = s.tx[:copy(s.tx, s.tx[n:])]
-	}
-	if len(s.tx) > 0 {
-		s.stats.TxDropped += uint64(len(s.tx))
-		dpdk.FreeBulk(s.tx)
-		s.tx = s.tx[:0]
 	}
 }
 

@@ -170,6 +170,7 @@ type serviceBed struct {
 	rep   []dpdk.Port
 	pool  *dpdk.Pool
 	stop  func()
+	br    *ring.Bridge
 	trIP  netip.Addr
 	trMAC dnet.MAC
 }
@@ -222,7 +223,7 @@ func buildServiceBed(t testing.TB, trPort, collPort dpdk.Port, reps, far []dpdk.
 	wg.Add(2)
 	go func() { defer wg.Done(); br.Run(ctx) }()
 	go func() { defer wg.Done(); _ = svc.Run(ctx) }()
-	b := &serviceBed{coll: coll, svc: svc, rep: reps, pool: pool, trIP: netip.MustParseAddr("10.9.0.100"),
+	b := &serviceBed{coll: coll, svc: svc, rep: reps, pool: pool, br: br, trIP: netip.MustParseAddr("10.9.0.100"),
 		trMAC: dnet.MAC(trPort.Info().MAC)}
 	b.stop = func() { cancel(); wg.Wait() }
 	t.Cleanup(func() {
