@@ -1,0 +1,5 @@
+//go:build !race
+
+package dta
+
+const raceEnabled = false

@@ -1,0 +1,6 @@
+//go:build race
+
+package dta
+
+// raceEnabled: see TestServiceBackpressure.
+const raceEnabled = true
