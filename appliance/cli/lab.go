@@ -16,7 +16,7 @@ func init() {
 	register(&Command{
 		Name:    "lab",
 		Summary: "run the in-process testbed on its embedded default (what `make run` runs)",
-		Usage:   "[--out DIR] [--config FILE] [--print-default] [--serve ADDR [--services NAME=ADDR,...]]",
+		Usage:   "[--out DIR] [--config FILE] [--print-default] [--netns] [--serve ADDR [--services NAME=ADDR,...]]",
 		Long: `The lab wires the appliance's software twins together on this machine and runs
 each system's stage, then prints one summary table and writes its artifacts
 (captures, summary.json) under --out. Today's stages:
@@ -57,6 +57,14 @@ with the lab's status. --services NAME=ADDR,... adds running services (an
 appliance dta collect, mesh analyze...) that the dashboard queries every few
 seconds for their health and counter rates, next to the lab's own.
 
+With --netns (root) the lumina, lumina-tests and dta stages run their
+packet paths across network namespaces: every link a veth pair, every port
+AF_PACKET (the soft RNICs, the injector, the dumpers, the translator, the
+collector and the reporters each in a namespace of their own), as they would
+between machines. The other stages stay in-process: wire and verbs measure
+the parser and the soft RNIC themselves, and fabric, hawkeye, tuning and
+hostmesh run in the simulator.
+
 The exit status is 0 only when every stage passes.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
 			out := fs.String("out", "lab-out", "directory for the lab's artifacts")
@@ -64,6 +72,7 @@ The exit status is 0 only when every stage passes.`,
 			printDefault := fs.Bool("print-default", false, "print the embedded default configuration and exit")
 			serve := fs.String("serve", "", "serve the dashboard at ADDR (HOST:PORT) during the run and after it, until SIGTERM")
 			services := fs.String("services", "", "with --serve: running services the dashboard queries live, NAME=ADDR[,NAME=ADDR...]")
+			useNetns := fs.Bool("netns", false, "run the lumina, lumina-tests and dta packet paths over veth pairs between network namespaces (root)")
 			return func(ctx context.Context, env *Env, args []string) error {
 				if len(args) > 0 {
 					return Usagef("lab takes no arguments")
@@ -87,7 +96,7 @@ The exit status is 0 only when every stage passes.`,
 				if err != nil {
 					return err
 				}
-				l := &lab.Lab{Spec: s, OutDir: dir, Log: env.Log, Progress: env.Stderr}
+				l := &lab.Lab{Spec: s, OutDir: dir, Log: env.Log, Progress: env.Stderr, Netns: *useNetns}
 				var served chan error
 				if *serve != "" {
 					// Listen before the run: a taken address fails now,

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	_ "github.com/rdma-appliance/appliance/dpdk/afpacket" // --netns ports
+	"github.com/rdma-appliance/appliance/dpdk/netns"
 	"net"
 	"net/netip"
 	"os"
@@ -79,31 +81,24 @@ func runDTA(ctx context.Context, l *Lab, row *Row) error {
 	defer cancel()
 	var wg sync.WaitGroup
 
-	cfg := ring.Config{RingSize: 4096}
 	name := fmt.Sprintf("labdta%d", time.Now().UnixNano())
-	lt, lc := ring.NewLink(name+"t", cfg), ring.NewLink(name+"c", cfg)
-	far := []dpdk.Port{lt.B(), lc.B()}
-	var repPorts []dpdk.Port
-	for i := range v.Reporters {
-		lr := ring.NewLink(fmt.Sprintf("%sr%d", name, i), cfg)
-		repPorts = append(repPorts, lr.A())
-		far = append(far, lr.B())
-	}
-	all := append(append([]dpdk.Port{lt.A(), lc.A()}, repPorts...), far...)
-	defer func() {
-		for _, p := range all {
-			p.Close()
-		}
-	}()
 	pool, err := dpdk.NewPool(name, 32768, 0)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
+	// The translator's, the collector's and the reporters' ports, and
+	// their far ends, which the switch joins.
+	near, far, closeLinks, err := l.links(name, 2+v.Reporters, pool)
+	if err != nil {
+		return err
+	}
+	defer closeLinks()
+	trPort, collPort, repPorts := near[0], near[1], near[2:]
 
 	// The collector: a soft RNIC and the collector service on it.
 	collIP, trIP := netip.MustParseAddr("10.9.0.1"), netip.MustParseAddr("10.9.0.100")
-	dev, err := soft.NewDevice(name+"coll", lc.A(), soft.Config{GIDs: []netip.Addr{collIP}})
+	dev, err := soft.NewDevice(name+"coll", collPort, soft.Config{GIDs: []netip.Addr{collIP}})
 	if err != nil {
 		return err
 	}
@@ -158,7 +153,7 @@ append:
 	if err != nil {
 		return err
 	}
-	svc, err := dta.NewService(ts, lt.A(), pool, l.Log)
+	svc, err := dta.NewService(ts, trPort, pool, l.Log)
 	if err != nil {
 		return err
 	}
@@ -232,6 +227,9 @@ append:
 	c := st.Collectors[0]
 	row.Ran = fmt.Sprintf("%d reporters x %d reports (Key-Write, Append, Key-Increment, Postcarder, Sketch-Merge; %.0f%% lost on the way) "+
 		"-> translator service -> soft-RNIC collector, checked by query", v.Reporters, v.Reports, 100*v.Loss)
+	if l.Netns {
+		row.Ran += "; each on an AF_PACKET port in its own network namespace, switched over veth pairs"
+	}
 	row.Figure("reports", "%d", sent)
 	row.Figure("rate", "%.0f/s", float64(sent)/took.Seconds())
 	row.Figure("rdma_pkts", "%d", c.Conn.Packets)
@@ -396,4 +394,65 @@ func waitDTA(ctx context.Context, svc *dta.Service, timeout time.Duration, ok fu
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// links makes n links for a stage: in-process ring links, or with --netns
+// veth pairs, each between two fresh network namespaces, opened as
+// AF_PACKET ports (near ends in the first namespace, far ends in the
+// second, which a software switch joins). closeAll closes the ports and
+// removes the namespaces.
+func (l *Lab) links(name string, n int, pool *dpdk.Pool) (near, far []dpdk.Port, closeAll func(), err error) {
+	var closers []func()
+	closeAll = func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			closeAll()
+		}
+	}()
+	if !l.Netns {
+		for i := range n {
+			lk := ring.NewLink(fmt.Sprintf("%s%d", name, i), ring.Config{RingSize: 4096})
+			a, b := lk.A(), lk.B()
+			closers = append(closers, func() { a.Close(); b.Close() })
+			near, far = append(near, a), append(far, b)
+		}
+		return near, far, closeAll, nil
+	}
+	netns.ReapStale("lab")
+	open := func(ns, ifc string) (dpdk.Port, error) {
+		var p dpdk.Port
+		err := netns.Do(ns, func() (err error) {
+			// A 1 ms block timeout: TPACKET_V3 hands frames over a
+			// block at a time, and the stage's flows are latency-bound.
+			p, err = dpdk.Open("afpacket:"+ifc+",timeout=1", dpdk.Config{Pool: pool, RxQueues: 1, TxQueues: 1, Promiscuous: true})
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("lab --netns: opening %s in %s: %w", ifc, ns, err)
+		}
+		return p, nil
+	}
+	for range n {
+		pr, err := netns.NewPair("lab", 0)
+		if err != nil {
+			return nil, nil, closeAll, fmt.Errorf("lab --netns: %w", err)
+		}
+		closers = append(closers, func() { _ = pr.Close() })
+		a, err := open(pr.NSA, pr.IfA)
+		if err != nil {
+			return nil, nil, closeAll, err
+		}
+		closers = append(closers, func() { a.Close() })
+		b, err := open(pr.NSB, pr.IfB)
+		if err != nil {
+			return nil, nil, closeAll, err
+		}
+		closers = append(closers, func() { b.Close() })
+		near, far = append(near, a), append(far, b)
+	}
+	return near, far, closeAll, nil
 }

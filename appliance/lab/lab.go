@@ -10,6 +10,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"github.com/rdma-appliance/appliance/dpdk/netns"
 	"io"
 	"log/slog"
 	"os"
@@ -133,6 +134,10 @@ type Lab struct {
 	Log    *slog.Logger
 	// Progress receives one line per stage start and end; nil for none.
 	Progress io.Writer
+	// Netns runs the packet paths of the lumina, lumina-tests and dta
+	// stages over veth pairs between network namespaces (AF_PACKET
+	// ports) instead of in-process rings; it needs root.
+	Netns bool
 
 	// What the dashboard shows (Snapshot) while the lab runs and after.
 	mu      sync.Mutex
@@ -169,6 +174,11 @@ func (l *Lab) Run(ctx context.Context) (*Report, error) {
 	}
 	if l.Log == nil {
 		l.Log = slog.Default()
+	}
+	if l.Netns {
+		if err := netns.Available(); err != nil {
+			return nil, fmt.Errorf("lab --netns: %w", err)
+		}
 	}
 	rep := &Report{Started: time.Now(), OutDir: l.OutDir}
 	l.mu.Lock()

@@ -116,7 +116,11 @@ func runLumina(ctx context.Context, l *Lab, row *Row) error {
 	for i := range dumpers {
 		dumpers[i].Queues = 1 + i%2
 	}
-	tb, err := lumina.NewTestbed(lumina.TestbedConfig{Name: "lab-lumina", Dir: l.Path("lumina"), IterMode: mode, Dumpers: dumpers})
+	if l.Netns {
+		row.Ran += "; every link a veth pair between network namespaces"
+	}
+	tb, err := lumina.NewTestbed(lumina.TestbedConfig{Name: "lab-lumina", Dir: l.Path("lumina"), IterMode: mode, Dumpers: dumpers,
+		Netns: l.Netns})
 	if err != nil {
 		return err
 	}

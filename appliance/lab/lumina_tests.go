@@ -39,6 +39,9 @@ func (v *LuminaTestsSpec) validate(d *spec.Doc) {
 func runLuminaTests(ctx context.Context, l *Lab, row *Row) error {
 	ts := l.Spec.LuminaTests
 	row.Ran = fmt.Sprintf("ready-made Lumina tests %s through the soft testbed, analyzed (go-back-N, NACK latency, timeouts, CNP pacing, counters); reports in lumina-tests/", strings.Join(ts.Tests, ", "))
+	if l.Netns {
+		row.Ran += "; every link a veth pair between network namespaces"
+	}
 	var problems []string
 	for _, name := range ts.Tests {
 		t, err := lumina.LoadReadyMade(name)
@@ -56,6 +59,9 @@ func runLuminaTests(ctx context.Context, l *Lab, row *Row) error {
 			v, ok := lumina.Verdict(rep)
 			return v, ok, nil
 		}}
+		if l.Netns {
+			r.Testbed = func(c *lumina.TestbedConfig) { c.Netns = true }
+		}
 		sum, err := r.Run(ctx)
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("%s: %v", name, err))
