@@ -119,6 +119,41 @@ func TestCore(t *testing.T) {
 	}
 }
 
+// TestTraceOrder: a round of traces covers every (source, target, pool
+// port) once, consecutive traces leave from different RNICs, and two agents
+// with different seeds start their rounds at different places.
+func TestTraceOrder(t *testing.T) {
+	var rn []RNIC
+	for i := range 8 {
+		rn = append(rn, RNIC{fmt.Sprintf("n%d", i), netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)})})
+	}
+	first := map[Trace]bool{}
+	for seed := range uint64(4) {
+		c, err := NewCore(Config{Host: "h", Seed: seed + 1, TraceEvery: time.Microsecond}, rn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[Trace]bool{}
+		var prev Trace
+		for k := range 8 * 7 * 8 {
+			tr, ok := c.NextTrace(int64(k+1) * int64(time.Microsecond))
+			if !ok || seen[tr] || tr.Src == tr.Dst {
+				t.Fatalf("seed %d trace %d: %+v %v (seen %v)", seed, k, tr, ok, seen[tr])
+			}
+			if k > 0 && tr.Src == prev.Src {
+				t.Fatalf("seed %d trace %d: two in a row from RNIC %d", seed, k, tr.Src)
+			}
+			if k == 0 {
+				first[tr] = true
+			}
+			seen[tr], prev = true, tr
+		}
+	}
+	if len(first) < 3 {
+		t.Fatalf("agents of 4 seeds start their rounds at %d places", len(first))
+	}
+}
+
 var rigSeq atomic.Int64
 
 // softHost is n soft RNICs on ring links joined by a learning switch: one

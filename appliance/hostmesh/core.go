@@ -125,9 +125,11 @@ type Core struct {
 	paths   []chm.Path
 	gone    []string
 	cursor  int
-	fresh   []int // trace combinations due before the cursor's
-	traced  int64
-	cnt     Counters
+	// roundA and roundB draw the order of the cursor's round (shuffle).
+	roundA, roundB int
+	fresh          []int // trace combinations due before the cursor's
+	traced         int64
+	cnt            Counters
 }
 
 // NewCore makes the core for a host's RNICs (at least two).
@@ -203,10 +205,11 @@ func (c *Core) Next(src int, now int64) (Send, bool) {
 		pi := c.rng.IntN(len(c.pool))
 		c.pool[pi] = c.newLabel()
 		c.epoch++
-		// The new port's 5-tuples have no path yet: trace them first.
+		// The new port's 5-tuples have no path yet: trace them first,
+		// sources interleaved (see NextTrace).
 		n := len(c.rnics)
-		for k := range n * (n - 1) {
-			c.fresh = append(c.fresh, k*len(c.pool)+pi)
+		for j := range n * (n - 1) {
+			c.fresh = append(c.fresh, (j%n*(n-1)+j/n)*len(c.pool)+pi)
 		}
 	}
 	var cand [256]int
@@ -367,7 +370,13 @@ func (c *Core) Down(i int) bool {
 }
 
 // NextTrace is the next path trace due at now, at most one per TraceEvery:
-// every (source, target, pool port) in turn.
+// every (source, target, pool port) once a round, in an order drawn anew
+// each round. Consecutive traces leave from different RNICs, so their first
+// hops are different switches, each answering its share of the agent's
+// traces at an even pace; and agents on the hosts of a cluster, started
+// together, do not trace through the same switches at the same times round
+// after round. Switches rate-limit their ICMP answers: agents in lockstep
+// would have the same agents' traces fail every time.
 func (c *Core) NextTrace(now int64) (Trace, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -381,7 +390,10 @@ func (c *Core) NextTrace(now int64) (Trace, bool) {
 		if len(c.fresh) > 0 {
 			k, c.fresh = c.fresh[0], c.fresh[1:]
 		} else {
-			k = c.cursor % total
+			if c.cursor%total == 0 {
+				c.shuffle(total)
+			}
+			k = c.order((c.roundA*c.cursor + c.roundB) % total)
 			c.cursor++
 		}
 		src, rest := k/((n-1)*len(c.pool)), k%((n-1)*len(c.pool))
@@ -398,6 +410,34 @@ func (c *Core) NextTrace(now int64) (Trace, bool) {
 		return Trace{Src: src, Dst: dst, FlowLabel: fl, SPort: roce.FlowLabelToUDPSrcPort(fl), Hops: c.cfg.TraceHops}, true
 	}
 	return Trace{}, false
+}
+
+// shuffle draws a round's order: position j of the round is combination
+// order((a*j+b) mod total), a prime to total, a permutation of the
+// combinations that still changes the source at every step (n divides
+// total, so consecutive sources differ by a mod n, which is not 0).
+func (c *Core) shuffle(total int) {
+	for {
+		c.roundA = 1 + c.rng.IntN(max(total-1, 1))
+		x, y := c.roundA, total
+		for y != 0 {
+			x, y = y, x%y
+		}
+		if x == 1 {
+			break
+		}
+	}
+	c.roundB = c.rng.IntN(total)
+}
+
+// order is the trace combination at position j of the plain order: sources
+// vary fastest, then targets, then pool ports. A combination's index k is
+// (src*(n-1)+t)*P+pi, t the target among src's n-1 others.
+func (c *Core) order(j int) int {
+	n, np := len(c.rnics), len(c.pool)
+	src, r := j%n, j/n
+	t, pi := r%(n-1), r/(n-1)%np
+	return (src*(n-1)+t)*np + pi
 }
 
 // TraceDone records a trace's answers: the switches in TTL order and

@@ -6,6 +6,10 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/rdma-appliance/appliance/bench/fabric"
+	"github.com/rdma-appliance/appliance/bench/fabric/topo"
+	chm "github.com/rdma-appliance/appliance/collector/hostmesh"
 )
 
 // TestLabRun: the lab's short round localizes the flapping link, stays
@@ -35,5 +39,57 @@ func TestSimDeterministic(t *testing.T) {
 	b, _ := RunOne(context.Background(), FaultCorrupt, 7)
 	if a.Stats.Events != b.Stats.Events || a.Stats.Timeouts != b.Stats.Timeouts || a.Named != b.Named {
 		t.Fatalf("%+v / %+v", a.Stats, b.Stats)
+	}
+}
+
+// TestSimTraceCoverage: on the evaluation's largest cluster (8 machines of 8
+// RNICs, 2 spines, the switches rate-limiting their ICMP answers), every
+// agent has traced nearly all of its 5-tuples by the time faults start.
+// Agents that traced in lockstep lost the race for the switches' answers to
+// the first machine's agent: the last machines' probes had no paths, and
+// the faults on them went unlocalized.
+func TestSimTraceCoverage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	g, err := topo.RailOptimized(8, 8, 2, 25e9, 25e9, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := fabric.New(g, g.ShortestPaths(), nil, fabric.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	complete := map[string]map[chm.Tuple]bool{}
+	ag, err := NewSimAgent(s, SimConfig{Core: SimCoreConfig(), PostDelay: [2]int64{1000, 3000}, PollDelay: [2]int64{1000, 4000},
+		ICMPEvery: 2000, Seed: 5}, func(b chm.Batch) {
+		for _, p := range b.Paths {
+			if p.Complete {
+				if complete[p.Host] == nil {
+					complete[p.Host] = map[chm.Tuple]bool{}
+				}
+				complete[p.Host][p.Tuple] = true
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetHooks(ag.Hooks())
+	const warm = int64(60 * time.Millisecond) // as in the evaluation
+	ag.Start(0, warm)
+	if _, err := s.Run(context.Background(), warm+int64(SimCoreConfig().Timeout)); err != nil {
+		t.Fatal(err)
+	}
+	ag.Flush()
+	for i := range ag.Hosts() {
+		c := ag.Core(i)
+		h := c.Config().Host
+		n := len(c.RNICs())
+		// The pool's current ports and the one rotated out at 60 ms.
+		want := n * (n - 1) * c.Config().PoolSize
+		if got := len(complete[h]); got < want*9/10 {
+			t.Errorf("agent %s: %d 5-tuples traced, want at least %d of %d", h, got, want*9/10, want)
+		}
 	}
 }

@@ -159,7 +159,19 @@ func (a *SimAgent) Start(start, end int64) {
 			a.every(start+a.rng.Int64N(iv), iv, end, func(now int64) { a.send(hi, ri, now) })
 		}
 		a.every(start+iv/2, iv, end+int64(cc.Timeout)+iv, func(now int64) { h.core.Expire(now) })
-		a.every(start, int64(cc.TraceEvery), end, func(now int64) { a.trace(hi, now) })
+		// Tracers too, and their timers jitter as threads' do (up to a
+		// quarter of the period late): agents whose traces left at
+		// fixed phases met the switches' ICMP rate limits in a fixed
+		// pattern, the same agents' traces failing every time.
+		te := int64(cc.TraceEvery)
+		var tick func(*fabric.Sim)
+		tick = func(s *fabric.Sim) {
+			a.trace(hi, s.Now())
+			if next := s.Now() + te + a.rng.Int64N(te/4+1); next <= end {
+				s.At(next, tick)
+			}
+		}
+		a.sim.At(start+a.rng.Int64N(te), tick)
 		be := a.cfg.BatchEvery
 		if be <= 0 {
 			be = 10 * iv
