@@ -27,8 +27,10 @@ top-ranked suspect is the faulty element (the link for link-flap, silent-drop, c
 congested-uplink; the RNIC for dead-rnic and pfc-storm; the host for cpu-overload), and, for
 fault-free runs (none), when it raises no alert at all.
 
-The simulated agents run 1000 times faster than the paper's: a 100 us interval, 500 us timeout,
-20 ms window and 60 ms hold, so a window holds the paper's number of probes.
+The simulated agents run 1000 times faster than the paper's: a 100 us interval, 20 ms window and
+60 ms hold, so a window holds the paper's number of probes. The probe timeout is 5 ms, not 500 us:
+the simulated network runs in real time, and its queues under PFC delay probes by up to about 2 ms,
+which a timeout (a drop) must stay well above, as the paper's 500 ms does.
 
 Types: ` + strings.Join(hostmesh.FaultTypes, ", ") + `. The table is printed and, with --out,
 written to DIR/hostmesh-eval.txt with every run in DIR/hostmesh-eval.json.
