@@ -189,6 +189,21 @@ func TestLinkVoting(t *testing.T) {
 	if r.SuspectLink() != "rail3~spine0" || r.HighLatency == 0 || r.Timeouts != 0 {
 		t.Fatalf("slow link: %q, %d high", r.SuspectLink(), r.HighLatency)
 	}
+	// Bursts that delay a third of the probes over that direction are
+	// ordinary traffic, not congestion: no alert.
+	k := 0
+	bursty := func(p probe) (bool, int64, int64) {
+		if p.spine == 0 && p.dst == 3 {
+			if k++; k%3 == 0 {
+				return false, 40000, 3000
+			}
+		}
+		return healthy(p)
+	}
+	r = analyzeOne(t, NewAnalyzer(Config{}), c.batches(0, 200, bursty), win)
+	if r.HighLatency == 0 || len(r.Alerts) != 0 {
+		t.Fatalf("bursts: %d high, alerts %v", r.HighLatency, r.Alerts)
+	}
 }
 
 func TestProcessingOverload(t *testing.T) {
