@@ -61,7 +61,11 @@ type Config struct {
 	// Profile selects behaviours; the zero value means ProfileCX5.
 	Profile Profile
 	// Pool supplies transmit buffers. Nil makes the device create its own
-	// of PoolSize buffers (default 8192) large enough for a 4096-byte MTU.
+	// of PoolSize buffers (default 8192), each large enough for MaxMTU
+	// (4096 bytes when unset). A device that only ever sends small
+	// messages, such as a prober's 50-byte UD probes, sets both low
+	// (MaxMTU 256, a few hundred buffers): its memory is then a few
+	// hundred kilobytes instead of 36 MB.
 	Pool     *dpdk.Pool
 	PoolSize int
 	// Neighbors are static neighbour entries: IP address to MAC. Other
@@ -70,7 +74,8 @@ type Config struct {
 	// Queue is the port queue (RX and TX) the device polls.
 	Queue int
 	// MaxMTU caps the path MTU (default: 4096, or less if the port or the
-	// pool's buffers cannot carry it).
+	// pool's buffers cannot carry it), and sizes the buffers of the
+	// device's own pool.
 	MaxMTU verbs.MTU
 	// Burst is the receive and transmit burst size (default 32).
 	Burst int
@@ -198,13 +203,20 @@ func NewDevice(name string, port dpdk.Port, cfg Config) (*Device, error) {
 		d.bo = dpdk.DefaultBackoff()
 		d.bo.MaxSleep = 50 * time.Microsecond
 	}
+	if cfg.MaxMTU != 0 && cfg.MaxMTU.Bytes() == 0 {
+		return nil, fmt.Errorf("%w: max MTU %v", ErrConfig, cfg.MaxMTU)
+	}
 	d.pool = cfg.Pool
 	if d.pool == nil {
 		n := cfg.PoolSize
 		if n <= 0 {
 			n = 8192
 		}
-		p, err := dpdk.NewPool("soft-"+name, n, dpdk.Headroom+4096+256)
+		mtu := 4096
+		if cfg.MaxMTU != 0 {
+			mtu = cfg.MaxMTU.Bytes()
+		}
+		p, err := dpdk.NewPool("soft-"+name, n, dpdk.Headroom+mtu+256)
 		if err != nil {
 			return nil, fmt.Errorf("soft: device %s: %w", name, err)
 		}
@@ -214,9 +226,6 @@ func NewDevice(name string, port dpdk.Port, cfg Config) (*Device, error) {
 	room := d.pool.DataRoom() - dpdk.Headroom - roce.MaxFrameOverhead
 	maxMTU := verbs.MTU4096
 	if cfg.MaxMTU != 0 {
-		if cfg.MaxMTU.Bytes() == 0 {
-			return nil, fmt.Errorf("%w: max MTU %v", ErrConfig, cfg.MaxMTU)
-		}
 		maxMTU = cfg.MaxMTU
 	}
 	for maxMTU > verbs.MTU256 && (maxMTU.Bytes() > room || (pi.MTU > 0 && maxMTU.Bytes()+roce.MaxFrameOverhead-18 > pi.MTU)) {

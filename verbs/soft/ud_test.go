@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdma-appliance/appliance/dpdk"
 	dnet "github.com/rdma-appliance/appliance/dpdk/net"
 	"github.com/rdma-appliance/appliance/verbs"
 )
@@ -135,5 +136,45 @@ func TestUDIPv6MultiGID(t *testing.T) {
 	// An AH mixing an IPv4 source with an IPv6 destination is refused.
 	if _, err := x.pd.CreateAH(verbs.AHAttr{DGID: gb, SGIDIndex: 0}); err == nil {
 		t.Fatal("mixed-family AH accepted")
+	}
+}
+
+// TestUDSmallBuffers: a device sized for probing (MaxMTU 256, a pool of 64
+// buffers) makes its own pool's buffers that small, reports the MTU, and
+// carries many more UD probes than it has buffers.
+func TestUDSmallBuffers(t *testing.T) {
+	small := Config{MaxMTU: verbs.MTU256, PoolSize: 64}
+	p := newPair(t, small, small, nil)
+	if dr := p.a.pool.DataRoom(); dr != dpdk.Headroom+256+256 {
+		t.Fatalf("buffers of %d bytes for a 256-byte MTU", dr)
+	}
+	if pa, _ := p.a.QueryPort(1); pa.ActiveMTU != verbs.MTU256 {
+		t.Fatalf("active MTU %v", pa.ActiveMTU)
+	}
+	x := newEnd(t, p.a, verbs.QPTypeUD, 4096, true)
+	y := newEnd(t, p.b, verbs.QPTypeUD, 4096, true)
+	x.udUp(t)
+	y.udUp(t)
+	gb, _ := p.b.GID(0)
+	ah, err := x.pd.CreateAH(verbs.AHAttr{DGID: gb, Port: 1})
+	must(t, err)
+	const rounds, n = 10, 20
+	for r := range rounds {
+		recvs := make([]verbs.RecvWR, n)
+		for i := range recvs {
+			recvs[i] = verbs.RecvWR{ID: uint64(i), SGL: []verbs.SGE{{Addr: y.mr.Addr() + uint64(i*100), Length: 100, LKey: y.mr.LKey()}}}
+		}
+		must(t, y.qp.PostRecv(recvs))
+		for i := range n {
+			must(t, x.qp.PostSend([]verbs.SendWR{{ID: uint64(i), Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
+				SGL: []verbs.SGE{{Addr: x.mr.Addr() + uint64(i*50), Length: 50, LKey: x.mr.LKey()}},
+				AH:  ah, RemoteQPN: y.qp.QPN(), RemoteQKey: testQKey}}))
+		}
+		waitWC(t, x.scq, n, 5*time.Second)
+		for i, wc := range waitWC(t, y.rcq, n, 5*time.Second) {
+			if wc.Status != verbs.WCSuccess || wc.ByteLen != 40+50 {
+				t.Fatalf("round %d: recv wc %d: %+v", r, i, wc)
+			}
+		}
 	}
 }
