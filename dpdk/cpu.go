@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -154,6 +155,9 @@ type Backoff struct {
 	Spin     int
 	Yield    int
 	MaxSleep time.Duration
+	// Stats, when set, counts the loop's polls and those that did work:
+	// its utilisation, for the service's metrics.
+	Stats *LoopStats
 
 	idle  int
 	sleep time.Duration
@@ -164,11 +168,28 @@ func DefaultBackoff() Backoff {
 	return Backoff{Spin: 64, Yield: 256, MaxSleep: 200 * time.Microsecond}
 }
 
+// LoopStats count a poll loop's passes: Busy over Polls is how much of
+// its core the loop uses for work (a spinning loop uses all of it either
+// way). Safe to read while the loop runs.
+type LoopStats struct {
+	Polls, Busy atomic.Uint64
+}
+
 // Busy resets the backoff after a poll that did work.
-func (b *Backoff) Busy() { b.idle = 0; b.sleep = 0 }
+func (b *Backoff) Busy() {
+	b.idle = 0
+	b.sleep = 0
+	if b.Stats != nil {
+		b.Stats.Polls.Add(1)
+		b.Stats.Busy.Add(1)
+	}
+}
 
 // Idle waits after a poll that found nothing.
 func (b *Backoff) Idle() {
+	if b.Stats != nil {
+		b.Stats.Polls.Add(1)
+	}
 	b.idle++
 	switch {
 	case b.idle <= b.Spin:

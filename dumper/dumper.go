@@ -111,6 +111,10 @@ type WorkerStatus struct {
 	Captured  uint64 `json:"captured"`
 	Bytes     uint64 `json:"bytes"`
 	ArenaFull uint64 `json:"arena_full"`
+	// Polls and BusyPolls count the worker's poll loop passes and those
+	// that received something: its utilisation.
+	Polls     uint64 `json:"polls"`
+	BusyPolls uint64 `json:"busy_polls"`
 	Alive     bool   `json:"alive"`
 	Error     string `json:"error,omitempty"`
 }

@@ -120,6 +120,8 @@ func (d *Dumper) Register(s *service.Service) {
 		{"captured_packets_total", "Copies stored in the arena per queue.", func(w WorkerStatus) uint64 { return w.Captured }},
 		{"captured_bytes_total", "Wire bytes of the stored copies per queue.", func(w WorkerStatus) uint64 { return w.Bytes }},
 		{"arena_full_total", "Copies dropped because the queue's arena was full.", func(w WorkerStatus) uint64 { return w.ArenaFull }},
+		{"poll_loop_polls_total", "Passes of the queue's poll loop (utilisation: the busy ones' rate over this one's).", func(w WorkerStatus) uint64 { return w.Polls }},
+		{"poll_loop_busy_polls_total", "Passes of the queue's poll loop that received frames.", func(w WorkerStatus) uint64 { return w.BusyPolls }},
 	} {
 		s.Metrics.Collect("appliance_dump_"+f.name, f.help, metrics.CounterType, []string{"dumper", "queue"},
 			func(emit func(metrics.Sample)) {

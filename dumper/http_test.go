@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -55,6 +56,10 @@ func TestHTTP(t *testing.T) {
 		if !bytes.Contains(metrics, []byte(want)) {
 			t.Errorf("metrics lack %q", want)
 		}
+	}
+	// The worker's loop received the copies in at least one busy pass.
+	if m := regexp.MustCompile(`appliance_dump_poll_loop_busy_polls_total\{dumper="rm0",queue="0"\} ([1-9][0-9]*)`).FindSubmatch(metrics); m == nil {
+		t.Errorf("no busy polls in the metrics:\n%s", metrics)
 	}
 	var res Result
 	if err := c.Do(ctx, "POST", "/v1/stop", nil, &res); err != nil || res.Written != 100 || len(res.Files) != 1 {

@@ -33,6 +33,8 @@ type worker struct {
 	order []slot // sort scratch for write
 	epoch int64  // Unix ns at Start, to extend 48-bit timestamps
 
+	// loop counts the poll loop's passes (its utilisation).
+	loop dpdk.LoopStats
 	// Counters, written by the worker, read by Status.
 	_         [64]byte
 	received  atomic.Uint64
@@ -79,7 +81,8 @@ func (w *worker) reset(epoch int64) {
 
 func (w *worker) status() WorkerStatus {
 	s := WorkerStatus{Queue: w.queue, Core: w.core, Received: w.received.Load(), Captured: w.captured.Load(),
-		Bytes: w.bytes.Load(), ArenaFull: w.arenaFull.Load(), Alive: w.alive.Load()}
+		Bytes: w.bytes.Load(), ArenaFull: w.arenaFull.Load(), Alive: w.alive.Load(),
+		Polls: w.loop.Polls.Load(), BusyPolls: w.loop.Busy.Load()}
 	if e := w.err.Load(); e != nil {
 		s.Error = *e
 	}
@@ -110,6 +113,7 @@ func (w *worker) run(started chan<- error) {
 	if w.core >= 0 {
 		bo = dpdk.Backoff{Spin: 1 << 30} // a pinned poller owns its core
 	}
+	bo.Stats = &w.loop
 	// An unpinned worker on a port that can sleep in the kernel (afpacket)
 	// parks there when idle instead of waking up to poll.
 	waiter, _ := port.(dpdk.Waiter)

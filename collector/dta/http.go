@@ -3,6 +3,7 @@ package dta
 import (
 	"errors"
 	"fmt"
+	"github.com/rdma-appliance/appliance/dpdk"
 	"math"
 	"net/http"
 	"strconv"
@@ -154,6 +155,23 @@ func (c *Collector) Register(h *service.Service) {
 				emit(metrics.Sample{Labels: []string{strconv.FormatUint(uint64(id), 10)}, Value: float64(c.lists[id].read())})
 			}
 		})
+	for _, f := range []struct {
+		name, help string
+		get        func(*dpdk.LoopStats) uint64
+	}{
+		{"polls_total", "Passes of a list poller's loop (utilisation: the busy ones' rate over this one's).", func(l *dpdk.LoopStats) uint64 { return l.Polls.Load() }},
+		{"busy_polls_total", "Passes of a list poller's loop that read entries.", func(l *dpdk.LoopStats) uint64 { return l.Busy.Load() }},
+	} {
+		m.Collect("appliance_dta_collector_poll_loop_"+f.name, f.help, metrics.CounterType, []string{"list", "poller"},
+			func(emit func(metrics.Sample)) {
+				for _, id := range c.listIDs {
+					for _, p := range c.lists[id].pollers {
+						emit(metrics.Sample{Labels: []string{strconv.FormatUint(uint64(id), 10), strconv.Itoa(p.index)},
+							Value: float64(f.get(&p.loop))})
+					}
+				}
+			})
+	}
 	m.Collect("appliance_dta_collector_list_entries_per_second", "Append entries read per second over the last second.", metrics.GaugeType,
 		[]string{"list"}, func(emit func(metrics.Sample)) {
 			for _, id := range c.listIDs {

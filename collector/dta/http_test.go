@@ -95,6 +95,8 @@ func TestHTTP(t *testing.T) {
 		`appliance_dta_collector_push_notifications_total 10`,
 		`appliance_dta_collector_list_entries_total{list="1"} 400`,
 		`appliance_dta_collector_list_entries_per_second{list="2"}`,
+		`appliance_dta_collector_poll_loop_busy_polls_total{list="1",poller="0"}`,
+		`appliance_dta_collector_poll_loop_polls_total{list="2",poller="0"}`,
 	} {
 		if !strings.Contains(body, m) {
 			t.Errorf("/metrics lacks %s", m)

@@ -44,6 +44,8 @@ type poller struct {
 	// seen is the poller goroutine's own count; read publishes it.
 	seen uint64
 	read atomic.Uint64
+	// loop counts the poller's passes (its utilisation).
+	loop dpdk.LoopStats
 }
 
 func newList(id uint32, s ListSpec, mem []byte) *list {
@@ -144,6 +146,7 @@ func (c *Collector) runPoller(p *poller, started chan<- error) {
 		defer runtime.UnlockOSThread()
 		bo = pinnedBackoff
 	}
+	bo.Stats = &p.loop
 	started <- nil
 	for !c.stopPolling.Load() {
 		if p.poll(pollBurst) > 0 {

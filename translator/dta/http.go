@@ -65,6 +65,10 @@ func (s *Service) Register(h *service.Service) {
 			return float64(f.get(&st.Stats))
 		})
 	}
+	h.Metrics.CounterFunc("appliance_dta_translator_poll_loop_polls_total", "Passes of the translator loop (utilisation: the busy ones' rate over this one's).",
+		func() float64 { return float64(s.loop.Polls.Load()) })
+	h.Metrics.CounterFunc("appliance_dta_translator_poll_loop_busy_polls_total", "Passes of the translator loop that did work.",
+		func() float64 { return float64(s.loop.Busy.Load()) })
 	h.Metrics.GaugeFunc("appliance_dta_translator_queue_depth", "High-priority reports waiting for the meter.",
 		func() float64 { return float64(s.Status().QueueDepth) })
 	seq := []struct {

@@ -55,6 +55,8 @@ type Service struct {
 	now           int64
 	ackBuf        [128]byte
 	running       atomic.Bool
+	// loop counts the loop's passes (its utilisation).
+	loop dpdk.LoopStats
 
 	stats   ServiceStats // the loop's; copied to shown under mu
 	mu      sync.Mutex
@@ -194,6 +196,7 @@ func (s *Service) Run(ctx context.Context) error {
 	s.running.Store(true)
 	defer s.running.Store(false)
 	back := dpdk.DefaultBackoff()
+	back.Stats = &s.loop
 	for ctx.Err() == nil {
 		if s.Poll() {
 			back.Busy()

@@ -78,6 +78,10 @@ func (in *Injector) Register(s *service.Service) {
 	})
 	s.Metrics.CounterFunc("appliance_inject_roce_rx_packets_total", "RoCE packets received on the traffic ports.",
 		func() float64 { return float64(in.rxRoCE.Load()) })
+	s.Metrics.CounterFunc("appliance_inject_poll_loop_polls_total", "Passes of the pipeline loop (utilisation: the busy ones' rate over this one's).",
+		func() float64 { return float64(in.loop.Polls.Load()) })
+	s.Metrics.CounterFunc("appliance_inject_poll_loop_busy_polls_total", "Passes of the pipeline loop that did work.",
+		func() float64 { return float64(in.loop.Busy.Load()) })
 	s.Metrics.CounterFunc("appliance_inject_mirror_sequence", "Mirrored copies made (the last mirror sequence number).",
 		func() float64 { return float64(in.seq.Load()) })
 	type field struct {

@@ -68,7 +68,8 @@ func TestHTTPControl(t *testing.T) {
 		len(st.Ports) != 1 || st.Ports[0].Name != "p0" {
 		t.Fatalf("stats: %d %s", code, out)
 	}
-	if code, out := do("GET", "/metrics", ""); code != 200 || !strings.Contains(out, `appliance_inject_port_rx_packets_total{port="p0",role="traffic"} 0`) {
+	if code, out := do("GET", "/metrics", ""); code != 200 || !strings.Contains(out, `appliance_inject_port_rx_packets_total{port="p0",role="traffic"} 0`) ||
+		!strings.Contains(out, "appliance_inject_poll_loop_polls_total 0") || !strings.Contains(out, "appliance_inject_poll_loop_busy_polls_total 0") {
 		t.Fatalf("metrics: %d %s", code, out)
 	}
 	// The loop is not running: health names it.

@@ -162,7 +162,9 @@ type Injector struct {
 
 	// mu is held by the loop for one iteration; control operations take
 	// it in between.
-	mu      sync.Mutex
+	mu sync.Mutex
+	// loop counts the pipeline loop's passes (its utilisation).
+	loop    dpdk.LoopStats
 	running atomic.Bool
 
 	traffic []PortCounters
@@ -391,6 +393,7 @@ func (in *Injector) Run(ctx context.Context) error {
 	if in.cfg.Backoff != nil {
 		bo = *in.cfg.Backoff
 	}
+	bo.Stats = &in.loop
 	for ctx.Err() == nil {
 		in.mu.Lock()
 		busy := in.Poll()
