@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -42,7 +43,10 @@ RNICs on packet ports (--nic afpacket:eth1 --gid 10.0.1.1, repeated). A device t
 is taken out and reported; the others keep probing. Paths are not traced over verbs (the ICMP
 answers go to the kernel); the simulator's agents trace.
 
-HTTP on --listen: GET /v1/status, /metrics, /healthz.`,
+HTTP on --listen: GET /v1/status, /metrics, /healthz.
+
+The process runs with the garbage collector at GOGC=25 unless GOGC is set: the agent's live heap
+is small and long-lived, and Go's default would let the heap take most of its memory.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
 			devs := fs.String("d", "", "verbs devices, comma-separated (\"all\": every device with a RoCEv2 GID)")
 			var nics, gids listFlag
@@ -63,6 +67,9 @@ HTTP on --listen: GET /v1/status, /metrics, /healthz.`,
 			return func(ctx context.Context, env *Env, args []string) error {
 				if len(args) > 0 {
 					return Usagef("no arguments")
+				}
+				if os.Getenv("GOGC") == "" {
+					debug.SetGCPercent(hostmesh.GCPercent)
 				}
 				cfg := hostmesh.AgentConfig{Config: hostmesh.Config{Host: *host, Interval: *interval, Timeout: *timeout,
 					Rotate: *rotate, PoolSize: *pool, MaxBuffered: *maxHeld}}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/verbs"
+	"github.com/rdma-appliance/appliance/verbs/soft"
 )
 
 // Device is one RNIC the agent probes with: an open verbs device (any
@@ -36,6 +38,27 @@ type AgentConfig struct {
 	// QKey of the probe QPs (0x48534d31).
 	QKey uint32
 }
+
+// SoftRNICConfig is a software RNIC (package verbs/soft) at addr sized for
+// the agent: its probes are 50-byte UD SENDs, one every interval, so a
+// 256-byte MTU, bursts of 8 and 128 packet buffers (640 bytes each, 80 KB)
+// carry them, where the soft RNIC's defaults (a 4096-byte MTU, bursts of
+// 32 and 8192 buffers, 36 MB) are sized for bulk RDMA. Hosts that probe
+// with software RNICs, such as the tests and the overhead benchmark, open
+// them with it.
+func SoftRNICConfig(addr netip.Addr) soft.Config {
+	return soft.Config{GIDs: []netip.Addr{addr}, MaxMTU: verbs.MTU256, PoolSize: 128, Burst: 8}
+}
+
+// GCPercent is the garbage collector's target (GOGC) of the agent's
+// process (`appliance mesh probe` sets it unless GOGC is set). The agent
+// is a long-running daemon with a live heap of a megabyte or two that
+// allocates about 100 KB/s (results, batches, uploads); at Go's default
+// of 100, whose smallest heap goal is 4 MB, the heap would be most of its
+// resident memory. At 25 the goal is about 2 MB, for a collection every
+// five seconds or so; BenchmarkAgentOverhead measures the agent with it
+// (the collections are part of its CPU figure).
+const GCPercent = 25
 
 // Agent probes between the host's RNICs over UD QPs: one QP per RNIC, a
 // sender loop that posts a probe every interval and takes the send
@@ -76,7 +99,12 @@ type rnicRT struct {
 	fails int // consecutive send failures
 	// unacked: send WR ids without a completion, by post time.
 	unacked map[uint64]int64
-	mu      sync.Mutex
+	// The sender's and the receiver's work requests, reused.
+	swr  [1]verbs.SendWR
+	ssge [1]verbs.SGE
+	rwr  [1]verbs.RecvWR
+	rsge [1]verbs.SGE
+	mu   sync.Mutex
 	// Counters.
 	posted, sendWC, recvWC, recvErr atomic.Uint64
 }
@@ -177,8 +205,13 @@ func (a *Agent) open(i int, d Device) (*rnicRT, error) {
 
 func (r *rnicRT) recvOff(k int) int { return sendSlots*ProbeSize + k*recvSlot }
 
+// postRecv posts receive slot k. Providers copy work requests when they
+// are posted (as ibv_post_recv does), so the receiver's one request and
+// its scatter entry are reused.
 func (r *rnicRT) postRecv(k int) error {
-	return r.qp.PostRecv([]verbs.RecvWR{{ID: uint64(k), SGL: []verbs.SGE{{Addr: r.mr.Addr() + uint64(r.recvOff(k)), Length: recvSlot, LKey: r.mr.LKey()}}}})
+	r.rsge[0] = verbs.SGE{Addr: r.mr.Addr() + uint64(r.recvOff(k)), Length: recvSlot, LKey: r.mr.LKey()}
+	r.rwr[0] = verbs.RecvWR{ID: uint64(k), SGL: r.rsge[:]}
+	return r.qp.PostRecv(r.rwr[:])
 }
 
 // Close releases the QPs and buffers (not the devices).
@@ -313,28 +346,49 @@ func (a *Agent) checkStalls() {
 	}
 }
 
+// sender posts a probe every interval. It takes the send completions when
+// it wakes to probe, not as they come: their RNIC timestamps (T2) do not
+// depend on when they are polled, and one wake-up a probe instead of two
+// halves the loop's wake-ups (waking a thread is much of what an idle
+// agent spends). It wakes at least four times a timeout all the same, so
+// that every completion is taken long before checkStalls gives up on it.
 func (a *Agent) sender(ctx context.Context, r *rnicRT) {
-	iv := a.core.Config().Interval
+	cfg := a.core.Config()
+	iv := cfg.Interval
+	wake := min(iv, cfg.Timeout/4)
 	// Start at a random phase so that the RNICs' probes spread.
 	phase := time.Duration(dpdk.Nanotime() % int64(iv))
-	timer := time.NewTimer(phase)
+	next := time.Now().Add(phase)
+	timer := time.NewTimer(min(phase, wake))
 	defer timer.Stop()
 	wcs := make([]verbs.WC, 16)
 	for {
 		select {
 		case <-ctx.Done():
+			a.takeSends(r, wcs)
 			return
 		case <-timer.C:
-			timer.Reset(iv)
+		}
+		if now := time.Now(); !now.Before(next) {
 			if !a.core.Down(r.idx) {
 				a.probe(r)
 			}
-		case <-r.scq.Notify():
+			if next = next.Add(iv); next.Before(now) {
+				next = now.Add(iv) // the loop fell behind: no burst to catch up
+			}
 		}
+		timer.Reset(max(min(wake, time.Until(next)), 0))
+		a.takeSends(r, wcs)
+	}
+}
+
+// takeSends polls the send CQ.
+func (a *Agent) takeSends(r *rnicRT, wcs []verbs.WC) {
+	for {
 		n, err := r.scq.Poll(wcs)
 		if err != nil {
 			a.down(r, "send CQ: "+err.Error())
-			continue
+			return
 		}
 		for _, wc := range wcs[:n] {
 			r.sendWC.Add(1)
@@ -345,6 +399,9 @@ func (a *Agent) sender(ctx context.Context, r *rnicRT) {
 			}
 			r.mu.Unlock()
 			a.core.Sent(wc.ID, wc.Timestamp, wc.Status == verbs.WCSuccess)
+		}
+		if n < len(wcs) {
+			return
 		}
 	}
 }
@@ -359,9 +416,10 @@ func (a *Agent) probe(r *rnicRT) {
 	if err == nil {
 		slot := int(s.Seq%sendSlots) * ProbeSize
 		copy(r.buf[slot:], s.Payload[:])
-		err = r.qp.PostSend([]verbs.SendWR{{ID: s.Seq, Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
-			SGL: []verbs.SGE{{Addr: r.mr.Addr() + uint64(slot), Length: ProbeSize, LKey: r.mr.LKey()}},
-			AH:  ah, RemoteQPN: dst.qp.QPN(), RemoteQKey: a.cfg.QKey}})
+		r.ssge[0] = verbs.SGE{Addr: r.mr.Addr() + uint64(slot), Length: ProbeSize, LKey: r.mr.LKey()}
+		r.swr[0] = verbs.SendWR{ID: s.Seq, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: r.ssge[:],
+			AH: ah, RemoteQPN: dst.qp.QPN(), RemoteQKey: a.cfg.QKey}
+		err = r.qp.PostSend(r.swr[:])
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -399,14 +457,23 @@ func (r *rnicRT) ah(dst int, gid verbs.GID, fl uint32) (verbs.AH, error) {
 	return ah, nil
 }
 
+// receiver takes the receive completions as they come: the time it polls
+// them is T4, part of the host's processing delay. Providers signal every
+// completion (verbs.CQ.Notify); a poll every timeout besides is only a
+// safety net.
 func (a *Agent) receiver(ctx context.Context, r *rnicRT) {
 	wcs := make([]verbs.WC, 32)
+	every := a.core.Config().Timeout
+	timer := time.NewTimer(every)
+	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-r.rcq.Notify():
-		case <-time.After(a.core.Config().Interval):
+			timer.Reset(every)
+		case <-timer.C:
+			timer.Reset(every)
 		}
 		n, err := r.rcq.Poll(wcs)
 		if err != nil {

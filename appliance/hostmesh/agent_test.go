@@ -171,7 +171,7 @@ func newSoftHost(t testing.TB, n int) *softHost {
 	ctx, cancel := context.WithCancel(context.Background())
 	for i := range n {
 		l := ring.NewLink(fmt.Sprintf("hm%d-%d", id, i), ring.Config{RingSize: 1024})
-		d, err := soft.NewDevice(fmt.Sprintf("hm%d-%d", id, i), l.A(), soft.Config{GIDs: []netip.Addr{netip.AddrFrom4([4]byte{10, 77, byte(id), byte(i + 1)})}, PoolSize: 1024})
+		d, err := soft.NewDevice(fmt.Sprintf("hm%d-%d", id, i), l.A(), SoftRNICConfig(netip.AddrFrom4([4]byte{10, 77, byte(id), byte(i + 1)})))
 		if err != nil {
 			t.Fatal(err)
 		}

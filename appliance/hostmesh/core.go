@@ -114,6 +114,7 @@ type Core struct {
 	cfg     Config
 	id      uint64
 	rnics   []RNIC
+	addrs   []string // the RNICs' addresses as results carry them
 	down    []bool
 	rng     *rand.Rand
 	pool    []uint32 // flow labels
@@ -155,6 +156,9 @@ func NewCore(cfg Config, rnics []RNIC) (*Core, error) {
 		rng: rand.New(rand.NewPCG(seed, 0x4d65736874)), pend: map[uint64]*pending{}, rotated: -1}
 	for range cfg.PoolSize {
 		c.pool = append(c.pool, c.newLabel())
+	}
+	for _, r := range rnics {
+		c.addrs = append(c.addrs, r.Addr.String())
 	}
 	return c, nil
 }
@@ -298,9 +302,8 @@ func (c *Core) complete(seq uint64, p *pending) {
 }
 
 func (c *Core) result(seq uint64, p *pending) chm.Result {
-	s, d := &c.rnics[p.src], &c.rnics[p.dst]
-	return chm.Result{Host: c.cfg.Host, Src: s.Name, Dst: d.Name, SrcIP: s.Addr.String(), DstIP: d.Addr.String(),
-		SPort: p.sport, Seq: seq, At: p.ts.T1}
+	return chm.Result{Host: c.cfg.Host, Src: c.rnics[p.src].Name, Dst: c.rnics[p.dst].Name, SrcIP: c.addrs[p.src],
+		DstIP: c.addrs[p.dst], SPort: p.sport, Seq: seq, At: p.ts.T1}
 }
 
 func (c *Core) push(r chm.Result) {
@@ -467,7 +470,7 @@ func (c *Core) TraceDone(t Trace, hops []string, complete bool, now int64) {
 		c.cnt.Dropped++
 	}
 	c.paths = append(c.paths, chm.Path{Host: c.cfg.Host, Src: s.Name, Dst: d.Name, At: now, Hops: hops, Complete: complete,
-		Tuple: chm.Tuple{SrcIP: s.Addr.String(), DstIP: d.Addr.String(), SPort: t.SPort}})
+		Tuple: chm.Tuple{SrcIP: c.addrs[t.Src], DstIP: c.addrs[t.Dst], SPort: t.SPort}})
 }
 
 // Batch takes what has accumulated for the analyzer.
