@@ -42,6 +42,11 @@ ports:
 	if code == 0 || !strings.Contains(errOut, "--core 0: dpdk: core 0 is already polled") {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
+	code, _, errOut = runCLI(t, "mesh", "probe", "--nic", "ring:"+id+"m0.a", "--gid", "10.9.1.1", "--nic", "ring:"+id+"m1.a", "--gid", "10.9.1.2",
+		"--cores", "0", "--duration", "1s")
+	if code == 0 || !strings.Contains(errOut, "--cores: dpdk: core 0 is already polled by another process") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
 	other.Release(0)
 	release, err := pinClaimed(0, "test")
 	if err != nil {

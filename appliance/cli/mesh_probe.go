@@ -82,6 +82,15 @@ is small and long-lived, and Go's default would let the heap take most of its me
 						return Usagef("--cores: %v", err)
 					}
 					cfg.Cores = cs
+					// The agent's loops poll these cores: no other
+					// poller of the host may have them.
+					claims := coreClaims()
+					for _, c := range cs {
+						if err := claims.Claim(c, "hostmesh agent"); err != nil {
+							return fmt.Errorf("--cores: %w", err)
+						}
+						defer claims.Release(c)
+					}
 				}
 				list, closeAll, err := openMeshRNICs(ctx, *devs, nics, gids, *gidIndex)
 				defer closeAll()
