@@ -1,30 +1,15 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
-
-// syncBuffer is a bytes.Buffer the service's logger and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // TestInjectReload: SIGHUP re-reads the injector file: new routes and
 // balancing apply to the running injector; a change that needs a restart
@@ -53,7 +38,7 @@ routes:
 	write("s", "wrr", 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errOut syncBuffer
+	var out, errOut lockedBuffer // the service's logger and the test share them
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, []string{"inject", "run", "-f", file}, &out, &errOut) }()
 	wait := func(what string) {

@@ -201,6 +201,8 @@ type scaleProc struct {
 	err  error
 }
 
+// lockedBuffer is a bytes.Buffer that a process's (or a service's)
+// writers and the test share.
 type lockedBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer

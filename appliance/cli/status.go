@@ -52,27 +52,14 @@ type serviceStatus struct {
 	Error    string            `json:"error,omitempty"`
 }
 
-// queryService asks one service for /healthz and /metrics. It goes through
-// the service Client's base URL and HTTP client rather than Client.Do because
+// queryService asks one service for /healthz and /metrics (Client.Get:
 // a failing /healthz answers 503 with the body that names the failing
-// components, which Do would turn into a bare error.
+// components).
 func queryService(ctx context.Context, name, addr string, timeout time.Duration) serviceStatus {
 	st := serviceStatus{Name: name, Addr: addr}
 	c := service.NewClient(addr)
 	c.HTTP.Timeout = timeout
-	get := func(path string) (int, []byte, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Base+path, nil)
-		if err != nil {
-			return 0, nil, err
-		}
-		resp, err := c.HTTP.Do(req)
-		if err != nil {
-			return 0, nil, err
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(io.LimitReader(resp.Body, service.MaxBody))
-		return resp.StatusCode, b, err
-	}
+	get := func(path string) (int, []byte, error) { return c.Get(ctx, path) }
 	code, body, err := get("/healthz")
 	if err != nil {
 		st.Error = shortNetErr(err)

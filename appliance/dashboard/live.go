@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -129,19 +128,7 @@ func scrape(ctx context.Context, t Target, timeout time.Duration) *scraped {
 	sc := &scraped{at: time.Now()}
 	c := service.NewClient(t.Addr)
 	c.HTTP.Timeout = timeout
-	get := func(path string) (int, []byte, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Base+path, nil)
-		if err != nil {
-			return 0, nil, err
-		}
-		resp, err := c.HTTP.Do(req)
-		if err != nil {
-			return 0, nil, err
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(io.LimitReader(resp.Body, service.MaxBody))
-		return resp.StatusCode, b, err
-	}
+	get := func(path string) (int, []byte, error) { return c.Get(ctx, path) }
 	code, body, err := get("/healthz")
 	if err != nil {
 		sc.err = fmt.Errorf("/healthz: %w", err)

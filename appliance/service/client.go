@@ -67,3 +67,20 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 	}
 	return nil
 }
+
+// Get fetches path and returns the status and body whatever the status:
+// a failing /healthz answers 503 with the document that names the failing
+// components, which Do would turn into a bare error.
+func (c *Client) Get(ctx context.Context, path string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Base+path, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxBody))
+	return resp.StatusCode, b, err
+}
