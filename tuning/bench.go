@@ -73,6 +73,13 @@ func median(vs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
+// say formats a progress line for o.Progress, when set.
+func (o *BenchOptions) say(format string, args ...any) {
+	if o.Progress != nil {
+		o.Progress(fmt.Sprintf(format, args...))
+	}
+}
+
 // Defaults fills what o leaves zero: 330 evaluations, 5 seeds, 2
 // workers, patience Evals/3, every scenario.
 func (o *BenchOptions) Defaults() {
@@ -110,11 +117,7 @@ func BenchAnneal(evals int) AnnealParams {
 // deterministic), so the methods cost little once the grid has run.
 func Bench(ctx context.Context, o BenchOptions) ([]BenchRow, error) {
 	o.Defaults()
-	say := func(format string, args ...any) {
-		if o.Progress != nil {
-			o.Progress(fmt.Sprintf(format, args...))
-		}
-	}
+	say := o.say
 	scs, err := benchScenarios(o)
 	if err != nil {
 		return nil, err
@@ -162,11 +165,7 @@ func BenchGrid(ctx context.Context, o BenchOptions, sh BenchShard) ([]GridEntry,
 	if err != nil {
 		return nil, err
 	}
-	say := func(format string, args ...any) {
-		if o.Progress != nil {
-			o.Progress(fmt.Sprintf(format, args...))
-		}
-	}
+	say := o.say
 	var out []GridEntry
 	k := 0
 	for _, sc := range scs {
@@ -197,11 +196,7 @@ func BenchMerge(ctx context.Context, o BenchOptions, entries []GridEntry) ([]Ben
 	if err != nil {
 		return nil, err
 	}
-	say := func(format string, args ...any) {
-		if o.Progress != nil {
-			o.Progress(fmt.Sprintf(format, args...))
-		}
-	}
+	say := o.say
 	by := map[string][]GridEntry{}
 	for _, e := range entries {
 		by[e.Scenario] = append(by[e.Scenario], e)

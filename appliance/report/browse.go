@@ -63,15 +63,7 @@ func chromium(ctx context.Context, url string, extra ...string) ([]byte, error) 
 		return nil, err
 	}
 	defer os.RemoveAll(profile)
-	args := append([]string{
-		"--headless",
-		"--no-sandbox",            // root in a container has no user namespace for the sandbox
-		"--disable-gpu",           // none on a lab server
-		"--disable-dev-shm-usage", // containers often have a 64 MB /dev/shm
-		"--hide-scrollbars",       // a scrollbar is not part of the page
-		"--no-first-run", "--no-default-browser-check", "--disable-extensions",
-		"--user-data-dir=" + profile,
-	}, extra...)
+	args := append(headlessArgs(profile), extra...)
 	cmd := exec.CommandContext(ctx, browser, append(args, url)...)
 	cmd.Env = append(os.Environ(), "HOME="+profile)
 	var stdout, stderr bytes.Buffer

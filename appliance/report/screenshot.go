@@ -81,18 +81,11 @@ func ScreenshotSize(ctx context.Context, htmlPath, pngPath string, width, height
 	defer os.RemoveAll(profile)
 	os.Remove(dst) // so that a stale file cannot pass for this run's output
 
-	cmd := exec.CommandContext(ctx, browser,
-		"--headless",
-		"--no-sandbox",            // root in a container has no user namespace for the sandbox
-		"--disable-gpu",           // none on a lab server
-		"--disable-dev-shm-usage", // containers often have a 64 MB /dev/shm
-		"--hide-scrollbars",       // a scrollbar is not part of the page
-		"--no-first-run", "--no-default-browser-check", "--disable-extensions",
-		"--user-data-dir="+profile,
+	cmd := exec.CommandContext(ctx, browser, append(headlessArgs(profile),
 		"--window-size="+strconv.Itoa(width)+","+strconv.Itoa(height),
 		"--screenshot="+dst,
 		fileURL(src),
-	)
+	)...)
 	cmd.Env = append(os.Environ(), "HOME="+profile) // crash reports and caches go to the temporary profile
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -220,4 +213,18 @@ func absDiff(a, b uint8) int {
 		return int(a - b)
 	}
 	return int(b - a)
+}
+
+// headlessArgs are the flags every headless Chromium run here takes, with
+// a throwaway profile directory.
+func headlessArgs(profile string) []string {
+	return []string{
+		"--headless",
+		"--no-sandbox",            // root in a container has no user namespace for the sandbox
+		"--disable-gpu",           // none on a lab server
+		"--disable-dev-shm-usage", // containers often have a 64 MB /dev/shm
+		"--hide-scrollbars",       // a scrollbar is not part of the page
+		"--no-first-run", "--no-default-browser-check", "--disable-extensions",
+		"--user-data-dir=" + profile,
+	}
 }
