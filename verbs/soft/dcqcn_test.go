@@ -72,8 +72,13 @@ func TestDCQCNPacing(t *testing.T) {
 	}
 	el := time.Since(start)
 	// At most MaxInflight packets go out before the first CNP comes back.
+	// A reaction point that recovers to the line rate between two CNPs
+	// (one delayed on a loaded machine) stops pacing, and the RNIC then
+	// sends as fast as its loop runs (about ten times the 2 Gbit/s here):
+	// allow a tenth of the transfer that way. Unpaced, the whole transfer
+	// takes a tenth of the floor.
 	unpaced := float64(prof.MaxInflight * 4096)
-	if floor := time.Duration((size - unpaced) * 8 / lineRate * 1e9); el < floor {
+	if floor := time.Duration((size - unpaced) * 8 / lineRate * 1e9 * 0.9); el < floor {
 		t.Fatalf("%d bytes in %v: faster than the %v line rate allows (%v)", size, el, lineRate, floor)
 	}
 	if !limitedSeen || minRate >= lineRate {
