@@ -157,7 +157,11 @@ append:
 	if err != nil {
 		return err
 	}
+	// RoCE runs on a lossless class: the switch pauses the ports that
+	// feed a full one (PFC) rather than drop, and the translator, which
+	// cannot resend an RDMA packet, relies on it.
 	br := ring.NewBridge(far...)
+	br.Lossless = true
 	wg.Add(2)
 	go func() { defer wg.Done(); br.Run(ctx) }()
 	go func() { defer wg.Done(); _ = svc.Run(ctx) }()
