@@ -21,7 +21,7 @@ mount --bind /dev "$root/dev"
 cp "$here/verify-units.sh" "$root/tmp/verify-units.sh"
 inroot() { echo "# chroot: $*"; chroot "$root" "$@"; }
 inroot appliance version
-inroot appliance lab --help 2>&1 | head -3
+inroot appliance lab --help 2>&1 | sed -n 1,3p # reads it all: head would end the pipe early (SIGPIPE under pipefail)
 echo "..."
 inroot dpkg-query -W -f='${Package} ${Version} ${Status}\n' appliance
 inroot ls /etc/appliance /lib/systemd/system/ | grep -E '^(/|appliance|injector|translator|collector|dump)'

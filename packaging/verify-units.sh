@@ -31,6 +31,12 @@ mkdir -p "$scratch/lib/systemd" "$scratch/etc/systemd/system" "$scratch/usr/bin"
 cp -a /lib/systemd/system "$scratch/lib/systemd/"
 cp "$staged"/lib/systemd/system/appliance-*.service "$scratch/lib/systemd/system/"
 cp "$staged/usr/bin/appliance" "$scratch/usr/bin/"
+# The other programs the units run (ExecReload's kill) come from the host,
+# in a merged-/usr layout as Debian's.
+ln -s usr/bin "$scratch/bin"
+for exe in $(sed -n 's|^Exec[A-Za-z]*=[-@:+!]*\(/[^ ]*\).*|\1|p' "$staged"/lib/systemd/system/appliance-*.service | sort -u); do
+	[ -e "$scratch$exe" ] || cp "$(readlink -f "$exe")" "$scratch/usr/bin/$(basename "$exe")"
+done
 # systemd-analyze (252) makes its generator directories under the host's /tmp
 # but looks for them under ROOT/tmp.
 ln -s /tmp "$scratch/tmp"
