@@ -5,8 +5,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	bhawk "github.com/rdma-appliance/appliance/bench/hawkeye"
@@ -73,16 +71,7 @@ arrays, Kubernetes indexed Jobs) and writes its scores to DIR/hawkeye-eval-shard
 				var b bytes.Buffer
 				fmt.Fprintf(&b, "Hawkeye evaluation: %d traces per anomaly type, k=4 fat-tree, %v\n\n", *traces, time.Since(t0).Round(time.Second))
 				bhawk.WriteTable(&b, scores, bhawk.Anomalies, bhawk.Methods)
-				if err := os.MkdirAll(*out, 0o755); err != nil {
-					return err
-				}
-				path := filepath.Join(*out, "hawkeye-eval.txt")
-				if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-					return err
-				}
-				_, err = env.Stdout.Write(b.Bytes())
-				fmt.Fprintf(env.Stdout, "\nwritten to %s\n", path)
-				return err
+				return printTable(env, *out, "hawkeye-eval.txt", b.Bytes())
 			}
 		},
 	})
@@ -105,17 +94,21 @@ table, as one run of every trace would; writes it to DIR/hawkeye-eval.txt.`,
 				var b bytes.Buffer
 				fmt.Fprintf(&b, "Hawkeye evaluation: %d shards merged\n\n", len(parts))
 				bhawk.WriteTable(&b, bhawk.Merge(parts...), bhawk.Anomalies, bhawk.Methods)
-				if err := os.MkdirAll(*out, 0o755); err != nil {
-					return err
-				}
-				path := filepath.Join(*out, "hawkeye-eval.txt")
-				if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-					return err
-				}
-				_, err = env.Stdout.Write(b.Bytes())
-				fmt.Fprintf(env.Stdout, "\nwritten to %s\n", path)
-				return err
+				return printTable(env, *out, "hawkeye-eval.txt", b.Bytes())
 			}
 		},
 	})
+}
+
+// printTable prints an evaluation's table and writes it to DIR/NAME.
+func printTable(env *Env, dir, name string, table []byte) error {
+	path, err := writeOut(dir, name, table)
+	if err != nil {
+		return err
+	}
+	if _, err := env.Stdout.Write(table); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(env.Stdout, "\nwritten to %s\n", path)
+	return err
 }

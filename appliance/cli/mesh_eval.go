@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -95,14 +93,15 @@ to DIR/hostmesh-eval-shard-i-of-n.json; 'appliance mesh merge' adds shards up to
 					}
 				}
 				if *out != "" {
-					if err := os.MkdirAll(*out, 0o755); err != nil {
+					if _, err := writeOut(*out, "hostmesh-eval.txt", tab.Bytes()); err != nil {
 						return err
 					}
-					if err := os.WriteFile(filepath.Join(*out, "hostmesh-eval.txt"), tab.Bytes(), 0o644); err != nil {
+					js, err := json.MarshalIndent(map[string]any{"rows": rows, "runs": all}, "", "  ")
+					if err != nil {
 						return err
 					}
-					js, _ := json.MarshalIndent(map[string]any{"rows": rows, "runs": all}, "", "  ")
-					return os.WriteFile(filepath.Join(*out, "hostmesh-eval.json"), js, 0o644)
+					_, err = writeOut(*out, "hostmesh-eval.json", js)
+					return err
 				}
 				return nil
 			}
@@ -128,10 +127,8 @@ func init() {
 				fmt.Fprintf(&tab, "%d shards merged\n", len(parts))
 				env.Stdout.Write(tab.Bytes())
 				if *out != "" {
-					if err := os.MkdirAll(*out, 0o755); err != nil {
-						return err
-					}
-					return os.WriteFile(filepath.Join(*out, "hostmesh-eval.txt"), tab.Bytes(), 0o644)
+					_, err := writeOut(*out, "hostmesh-eval.txt", tab.Bytes())
+					return err
 				}
 				return nil
 			}

@@ -22,14 +22,19 @@ func parseShard(s string) (i, n int, err error) {
 // writeShard writes shard i of n's results to DIR/NAME-shard-i-of-n.json
 // and returns the path.
 func writeShard(dir, name string, i, n int, v any) (string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return "", err
 	}
-	path := filepath.Join(dir, fmt.Sprintf("%s-shard-%d-of-%d.json", name, i, n))
+	return writeOut(dir, fmt.Sprintf("%s-shard-%d-of-%d.json", name, i, n), b)
+}
+
+// writeOut writes DIR/NAME, making DIR, and returns the path.
+func writeOut(dir, name string, b []byte) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, name)
 	return path, os.WriteFile(path, b, 0o644)
 }
 

@@ -1,12 +1,12 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -144,26 +144,19 @@ run twice or a point missing are refused.`,
 
 // writeSweep writes sweep.csv and sweep.json and says where.
 func writeSweep(env *Env, dir string, f sweepFile) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	var csv bytes.Buffer
+	if err := fabric.WriteSweepCSV(&csv, f.Keys, f.Rows); err != nil {
 		return err
 	}
-	csvPath := filepath.Join(dir, "sweep.csv")
-	c, err := os.Create(csvPath)
+	csvPath, err := writeOut(dir, "sweep.csv", csv.Bytes())
 	if err != nil {
 		return err
-	}
-	werr := fabric.WriteSweepCSV(c, f.Keys, f.Rows)
-	if cerr := c.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		return werr
 	}
 	b, err := json.MarshalIndent(f, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "sweep.json"), b, 0o644); err != nil {
+	if _, err := writeOut(dir, "sweep.json", b); err != nil {
 		return err
 	}
 	failed := 0
