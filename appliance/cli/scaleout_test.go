@@ -268,11 +268,8 @@ collectors:
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pool.Close() })
-	var port dpdk.Port
-	if err := netns.Do(rp.NS, func() (err error) {
-		port, err = dpdk.Open("afpacket:data"+afpOpts, dpdk.Config{Pool: pool, RxQueues: 1, TxQueues: 1, Promiscuous: true})
-		return err
-	}); err != nil {
+	port, err := netns.OpenPort(rp.NS, "afpacket:data"+afpOpts, dpdk.Config{Pool: pool, RxQueues: 1, TxQueues: 1, Promiscuous: true})
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { port.Close() })

@@ -70,11 +70,8 @@ func TestNetnsTwoHosts(t *testing.T) {
 	}
 	t.Cleanup(func() { pool.Close() })
 	open := func(ns, ifc string) dpdk.Port {
-		var p dpdk.Port
-		if err := netns.Do(ns, func() (err error) {
-			p, err = dpdk.Open("afpacket:"+ifc+",timeout=1", dpdk.Config{Pool: pool, RxQueues: 1, TxQueues: 1, Promiscuous: true})
-			return err
-		}); err != nil {
+		p, err := netns.OpenPort(ns, "afpacket:"+ifc+",timeout=1", dpdk.Config{Pool: pool, RxQueues: 1, TxQueues: 1, Promiscuous: true})
+		if err != nil {
 			t.Fatalf("open %s in %s: %v", ifc, ns, err)
 		}
 		t.Cleanup(func() { p.Close() })

@@ -468,15 +468,11 @@ func (l *Lab) links(name string, n int, pool *dpdk.Pool) (near, far []dpdk.Port,
 	}
 	netns.ReapStale("lab")
 	open := func(ns, ifc string) (dpdk.Port, error) {
-		var p dpdk.Port
-		err := netns.Do(ns, func() (err error) {
-			// A 1 ms block timeout: TPACKET_V3 hands frames over a
-			// block at a time, and the stage's flows are latency-bound.
-			p, err = dpdk.Open("afpacket:"+ifc+",timeout=1", dpdk.Config{Pool: pool, RxQueues: 1, TxQueues: 1, Promiscuous: true})
-			return err
-		})
+		// A 1 ms block timeout: TPACKET_V3 hands frames over a block at
+		// a time, and the stage's flows are latency-bound.
+		p, err := netns.OpenPort(ns, "afpacket:"+ifc+",timeout=1", dpdk.Config{Pool: pool, RxQueues: 1, TxQueues: 1, Promiscuous: true})
 		if err != nil {
-			return nil, fmt.Errorf("lab --netns: opening %s in %s: %w", ifc, ns, err)
+			return nil, fmt.Errorf("lab --netns: %w", err)
 		}
 		return p, nil
 	}

@@ -102,16 +102,11 @@ func (tb *Testbed) newLink(name string, queues int) (link, error) {
 	}
 	tb.pairs = append(tb.pairs, pr)
 	open := func(ns, ifname string, rxq int) (dpdk.Port, error) {
-		var p dpdk.Port
 		opts := ",blocks=16,blocksize=256K"
 		if rxq > 1 {
 			opts += ",fanout=hash"
 		}
-		err := netns.Do(ns, func() (err error) {
-			p, err = dpdk.Open("afpacket:"+ifname+opts, dpdk.Config{Pool: tb.pool, RxQueues: rxq, TxQueues: queues, Promiscuous: true})
-			return err
-		})
-		return p, err
+		return netns.OpenPort(ns, "afpacket:"+ifname+opts, dpdk.Config{Pool: tb.pool, RxQueues: rxq, TxQueues: queues, Promiscuous: true})
 	}
 	a, err := open(pr.NSA, pr.IfA, 1)
 	if err != nil {

@@ -11,6 +11,7 @@ package netns
 import (
 	"errors"
 	"fmt"
+	"github.com/rdma-appliance/appliance/dpdk"
 	"os"
 	"os/exec"
 	"runtime"
@@ -188,4 +189,19 @@ func TestPair(tb testing.TB, prefix string, mtu int) *Pair {
 	}
 	tb.Cleanup(func() { _ = p.Close() })
 	return p
+}
+
+// OpenPort opens the port named by spec (e.g. "afpacket:veth0,timeout=1")
+// from inside namespace ns, so its sockets live there, and names the
+// namespace in the error.
+func OpenPort(ns, spec string, cfg dpdk.Config) (dpdk.Port, error) {
+	var p dpdk.Port
+	err := Do(ns, func() (err error) {
+		p, err = dpdk.Open(spec, cfg)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("netns %s: %w", ns, err)
+	}
+	return p, nil
 }

@@ -24,12 +24,9 @@ func TestServiceNetns(t *testing.T) {
 	}
 	t.Cleanup(func() { pool.Close() })
 	open := func(ns, ifc string) dpdk.Port {
-		var p dpdk.Port
-		if err := netns.Do(ns, func() (err error) {
-			p, err = dpdk.Open("afpacket:"+ifc+",timeout=1", dpdk.Config{Pool: pool, RxQueues: 1, TxQueues: 1, Promiscuous: true})
-			return err
-		}); err != nil {
-			t.Fatalf("open %s in %s: %v", ifc, ns, err)
+		p, err := netns.OpenPort(ns, "afpacket:"+ifc+",timeout=1", dpdk.Config{Pool: pool, RxQueues: 1, TxQueues: 1, Promiscuous: true})
+		if err != nil {
+			t.Fatal(err)
 		}
 		t.Cleanup(func() { p.Close() })
 		return p
