@@ -216,6 +216,21 @@ type Vote struct {
 	Share    float64 `json:"share"` // votes / traversed
 }
 
+// count takes one probe over the voted element: every probe traverses
+// it, an abnormal one votes, as a timeout or a slow answer.
+func (v *Vote) count(abnormal, timeout bool) {
+	v.Traversed++
+	if !abnormal {
+		return
+	}
+	v.Votes++
+	if timeout {
+		v.Timeouts++
+	} else {
+		v.HighLat++
+	}
+}
+
 // HostStatus is one host's processing delay.
 type HostStatus struct {
 	Host       string      `json:"host"`
@@ -519,29 +534,11 @@ func (a *Analyzer) analyze(start, end int64, win []Result) *Report {
 			if !r.Timeout {
 				dlat[p[j-1]+">"+p[j]] = append(dlat[p[j-1]+">"+p[j]], r.NetworkNs)
 			}
-			for _, v := range [2]*Vote{vote(links, LinkName(p[j-1], p[j])), vote(dlinks, p[j-1]+">"+p[j])} {
-				v.Traversed++
-				if abnormal {
-					v.Votes++
-					if r.Timeout {
-						v.Timeouts++
-					} else {
-						v.HighLat++
-					}
-				}
-			}
+			vote(links, LinkName(p[j-1], p[j])).count(abnormal, r.Timeout)
+			vote(dlinks, p[j-1]+">"+p[j]).count(abnormal, r.Timeout)
 		}
 		for _, sw := range p[1 : len(p)-1] {
-			v := vote(sws, sw)
-			v.Traversed++
-			if abnormal {
-				v.Votes++
-				if r.Timeout {
-					v.Timeouts++
-				} else {
-					v.HighLat++
-				}
-			}
+			vote(sws, sw).count(abnormal, r.Timeout)
 		}
 	}
 	// Drops first: in a lossless fabric a switch-network timeout is rare
