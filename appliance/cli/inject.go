@@ -296,6 +296,8 @@ func runInjector(ctx context.Context, env *Env, s inject.Spec, reload func() (in
 		return in.Run(ctx)
 	})
 	if reload != nil {
+		reloads := svc.Metrics.CounterVec("appliance_inject_config_reloads_total",
+			"SIGHUP reloads of the injector file, applied (ok) or refused whole (refused: a bad file or a change that needs a restart).", "result")
 		svc.Go("SIGHUP reload", func(ctx context.Context) error {
 			hup := make(chan os.Signal, 1)
 			signal.Notify(hup, syscall.SIGHUP)
@@ -308,9 +310,11 @@ func runInjector(ctx context.Context, env *Env, s inject.Spec, reload func() (in
 				case <-hup:
 				}
 				if err := reloadInjector(in, &cur, reload); err != nil {
+					reloads.With("refused").Inc()
 					env.Log.Error("configuration not reloaded", "err", err)
 					continue
 				}
+				reloads.With("ok").Inc()
 				env.Log.Info("configuration reloaded", "routes", len(cur.Routes), "balance", cur.Balance)
 			}
 		})

@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -66,6 +68,18 @@ routes:
 	wait("configuration not reloaded")
 	if !strings.Contains(errOut.String(), "ports[1] (resp) changed: restart the injector") {
 		t.Fatalf("refused reload: %s", errOut.String())
+	}
+	// Both outcomes are counted for the operator's dashboard.
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`appliance_inject_config_reloads_total{result="ok"} 1`, `appliance_inject_config_reloads_total{result="refused"} 1`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %s", want)
+		}
 	}
 	cancel()
 	if code := <-done; code != 0 {
