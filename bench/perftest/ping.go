@@ -48,28 +48,13 @@ func Ping(ctx context.Context, conn io.ReadWriter, cfg Config, pp PingParams, fn
 	}
 	// The iterations are the server's bookkeeping only (it serves READs
 	// passively until DONE): perftest's minimum.
-	p := Params{Verb: Read, Latency: true, Size: 8, Iters: 5}.Defaults()
-	if err := p.Validate(); err != nil {
-		return 0, err
-	}
-	pr := newPeer(conn)
-	enc, err := p.encode()
+	s, err := startClient(ctx, conn, cfg, Params{Verb: Read, Latency: true, Size: 8, Iters: 5}, nil)
 	if err != nil {
-		return 0, err
-	}
-	if err := pr.send("PERFTEST %d %s", protocolVersion, enc); err != nil {
-		return 0, err
-	}
-	if _, _, err := pr.wait(ctx, nil, SetupTimeout, "OK"); err != nil {
-		return 0, err
-	}
-	s, err := newSide(ctx, pr, cfg, p, true, nil)
-	if err != nil {
-		pr.fail(err)
 		return 0, err
 	}
 	defer s.e.close()
-	if err := pr.send("SIZE %d", p.Size); err != nil {
+	pr := s.pr
+	if err := pr.send("SIZE %d", s.p.Size); err != nil {
 		return 0, err
 	}
 	if _, _, err := pr.wait(ctx, cfg.Poll, SetupTimeout, "READY"); err != nil {

@@ -42,6 +42,22 @@ type Result struct {
 // given the server's address) and runs the test p, printing perftest's
 // report to out (nil for none).
 func RunClient(ctx context.Context, conn io.ReadWriter, cfg Config, p Params, out io.Writer) ([]Result, error) {
+	s, err := startClient(ctx, conn, cfg, p, out)
+	if err != nil {
+		return nil, err
+	}
+	defer s.e.close()
+	res, err := s.run()
+	if err != nil {
+		s.pr.fail(err)
+		return res, err
+	}
+	return res, s.pr.send("BYE")
+}
+
+// startClient announces test p to the server and sets up this side's
+// endpoint, connected to the server's.
+func startClient(ctx context.Context, conn io.ReadWriter, cfg Config, p Params, out io.Writer) (*side, error) {
 	p = p.Defaults()
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -62,13 +78,7 @@ func RunClient(ctx context.Context, conn io.ReadWriter, cfg Config, p Params, ou
 		pr.fail(err)
 		return nil, err
 	}
-	defer s.e.close()
-	res, err := s.run()
-	if err != nil {
-		pr.fail(err)
-		return res, err
-	}
-	return res, pr.send("BYE")
+	return s, nil
 }
 
 // RunServer serves one client over conn: it adopts the client's parameters
