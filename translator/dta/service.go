@@ -414,6 +414,13 @@ func (s *Service) translate(r *Report, payload []byte, src netip.Addr) (done, ta
 			s.stats.QueueDrops++
 			return true, false
 		}
+	case errors.Is(err, errTxFull):
+		// No room to send what the report needs: a queued report waits,
+		// a new one is not taken (and so resent).
+		if payload == nil {
+			return false, true
+		}
+		return true, false
 	case errors.Is(err, ErrNoRegion):
 		s.stats.NoCollector++
 	default:

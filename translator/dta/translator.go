@@ -191,6 +191,13 @@ func (t *Translator) appendEntry(r *Report, emit Emit) error {
 		t.Stats.Unsupported++
 		return fmt.Errorf("%w: list %d", ErrNoRegion, r.ListID)
 	}
+	if l.n == t.Regions.batch() {
+		// The last flush of this full batch could not be sent: send it
+		// now, or refuse the entry (the caller has it resent).
+		if err := t.flushList(l, emit); err != nil {
+			return err
+		}
+	}
 	if l.n == 0 {
 		l.since = t.Now()
 	}
@@ -200,7 +207,9 @@ func (t *Translator) appendEntry(r *Report, emit Emit) error {
 	binary.BigEndian.PutUint32(e[4:8], seq)
 	l.n++
 	if l.n == t.Regions.batch() {
-		return t.flushList(l, emit)
+		// The entry is gathered whatever the flush does: a batch that
+		// could not go out is sent by the next entry or by Flush.
+		_ = t.flushList(l, emit)
 	}
 	return nil
 }

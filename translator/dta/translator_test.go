@@ -479,3 +479,42 @@ func TestStranded(t *testing.T) {
 		t.Fatal("a report after the probe did not land")
 	}
 }
+
+// TestAppendEmitFails: a batch that could not be sent (no room on the
+// port) stays gathered; entries that find it full are refused with
+// errTxFull, never written past it, and the batch goes out once the port
+// takes frames again.
+func TestAppendEmitFails(t *testing.T) {
+	b := newCollectorBed(t, 7)
+	regs := b.regs
+	regs.Lists = map[uint32]ListRegion{1: {Addr: b.mr.Addr(), RKey: b.mr.RKey(), Entries: 64}}
+	regs.Batch = 4
+	tr, err := NewTranslator(b.conn, regs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := true
+	sent := 0
+	emit := func(f []byte) error {
+		if full {
+			return errTxFull
+		}
+		sent++
+		return b.emit(f)
+	}
+	r := Report{Opcode: OpAppend, ListID: 1, Data: []byte{0, 0, 0, 1}}
+	for i := range 4 {
+		if err := tr.Translate(&r, emit); err != nil {
+			t.Fatalf("entry %d: %v", i, err)
+		}
+	}
+	for i := range 10 {
+		if err := tr.Translate(&r, emit); !errors.Is(err, errTxFull) {
+			t.Fatalf("entry %d on a full, unsent batch: %v", 4+i, err)
+		}
+	}
+	full = false
+	if err := tr.Translate(&r, emit); err != nil || sent != 1 {
+		t.Fatalf("after the port freed up: %v, %d WRITEs", err, sent)
+	}
+}
