@@ -8,8 +8,8 @@ import (
 	"os"
 	"strconv"
 
-	"github.com/rdma-appliance/appliance/appliance/metrics"
-	"github.com/rdma-appliance/appliance/appliance/service"
+	"github.com/rdma-appliance/appliance/internal/metrics"
+	"github.com/rdma-appliance/appliance/internal/service"
 )
 
 // Register adds the dumper's control endpoints, health check, metrics and

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-appliance/appliance/appliance/service"
+	"github.com/rdma-appliance/appliance/internal/service"
 )
 
 // TestHTTP drives a capture over the control API: start, status, stop,

@@ -7,8 +7,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/rdma-appliance/appliance/appliance/report"
 	"github.com/rdma-appliance/appliance/bench/fabric/topo"
+	"github.com/rdma-appliance/appliance/internal/report"
 )
 
 // ConvergenceChart is the objective of every evaluation and the best so

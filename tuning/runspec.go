@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rdma-appliance/appliance/appliance/spec"
 	"github.com/rdma-appliance/appliance/bench/fabric"
+	"github.com/rdma-appliance/appliance/internal/spec"
 )
 
 // RunSpec is a tuning run as written in YAML (`appliance tune run -f`):

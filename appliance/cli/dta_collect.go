@@ -8,9 +8,9 @@ import (
 	"fmt"
 	"net"
 
-	"github.com/rdma-appliance/appliance/appliance/service"
 	cdta "github.com/rdma-appliance/appliance/collector/dta"
 	"github.com/rdma-appliance/appliance/dpdk"
+	"github.com/rdma-appliance/appliance/internal/service"
 )
 
 func init() {

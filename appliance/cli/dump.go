@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/rdma-appliance/appliance/appliance/service"
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dumper"
+	"github.com/rdma-appliance/appliance/internal/service"
 	"github.com/rdma-appliance/appliance/translator/inject"
 )
 

@@ -13,8 +13,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 
-	"github.com/rdma-appliance/appliance/appliance/service"
 	"github.com/rdma-appliance/appliance/dpdk"
+	"github.com/rdma-appliance/appliance/internal/service"
 	"github.com/rdma-appliance/appliance/p4/lumina"
 	"github.com/rdma-appliance/appliance/translator/inject"
 )

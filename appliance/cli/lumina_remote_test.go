@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/appliance/lumina"
-	"github.com/rdma-appliance/appliance/appliance/service"
 	dnet "github.com/rdma-appliance/appliance/dpdk/net"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
+	"github.com/rdma-appliance/appliance/internal/service"
 )
 
 // inProcess runs "remote" commands as this process's CLI, as if SSH had

@@ -9,8 +9,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/rdma-appliance/appliance/appliance/service"
 	chm "github.com/rdma-appliance/appliance/collector/hostmesh"
+	"github.com/rdma-appliance/appliance/internal/service"
 )
 
 func init() {

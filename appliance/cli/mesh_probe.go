@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/appliance/hostmesh"
-	"github.com/rdma-appliance/appliance/appliance/service"
 	"github.com/rdma-appliance/appliance/dpdk"
+	"github.com/rdma-appliance/appliance/internal/service"
 	"github.com/rdma-appliance/appliance/verbs"
 	"github.com/rdma-appliance/appliance/verbs/soft"
 )

@@ -8,8 +8,8 @@ import (
 	"runtime/debug"
 	"strings"
 
-	"github.com/rdma-appliance/appliance/appliance/service"
 	"github.com/rdma-appliance/appliance/dpdk"
+	"github.com/rdma-appliance/appliance/internal/service"
 )
 
 // version is set at link time: -ldflags "-X github.com/rdma-appliance/appliance/appliance/cli.version=v1.2.3".

@@ -1,6 +1,6 @@
 // Package dashboard is the collector's read-only web page: one HTML page
 // and the same data as JSON, mounted on a service's HTTP plumbing
-// (appliance/service) next to its /metrics and /healthz. It shows the
+// (internal/service) next to its /metrics and /healthz. It shows the
 // services it knows (lab stages with their key figures, and running
 // services it queries itself for health and counter rates), the recent
 // Hawkeye diagnoses with their provenance graphs, Hostmesh's SLA
@@ -23,8 +23,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rdma-appliance/appliance/appliance/report"
-	"github.com/rdma-appliance/appliance/appliance/service"
+	"github.com/rdma-appliance/appliance/internal/report"
+	"github.com/rdma-appliance/appliance/internal/service"
 )
 
 // Snapshot is everything the page shows; /dashboard.json serves it.

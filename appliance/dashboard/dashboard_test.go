@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-appliance/appliance/appliance/service"
 	chawk "github.com/rdma-appliance/appliance/collector/hawkeye"
+	"github.com/rdma-appliance/appliance/internal/service"
 )
 
 // storm is a real diagnosis with its graph, from collector/hawkeye's

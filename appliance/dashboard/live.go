@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rdma-appliance/appliance/appliance/service"
+	"github.com/rdma-appliance/appliance/internal/service"
 )
 
 // maxRates is how many counter rates a service's row shows: the

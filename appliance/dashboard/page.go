@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rdma-appliance/appliance/appliance/report"
+	"github.com/rdma-appliance/appliance/internal/report"
 )
 
 // WritePage writes the snapshot as one self-contained HTML page that

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-appliance/appliance/appliance/service"
 	chm "github.com/rdma-appliance/appliance/collector/hostmesh"
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
+	"github.com/rdma-appliance/appliance/internal/service"
 	"github.com/rdma-appliance/appliance/verbs"
 	"github.com/rdma-appliance/appliance/verbs/soft"
 )

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/rdma-appliance/appliance/appliance/service"
 	chm "github.com/rdma-appliance/appliance/collector/hostmesh"
+	"github.com/rdma-appliance/appliance/internal/service"
 )
 
 // Uploader sends batches to the analyzer over HTTP (POST /v1/results). A

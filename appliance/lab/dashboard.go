@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/appliance/dashboard"
-	"github.com/rdma-appliance/appliance/appliance/service"
+	"github.com/rdma-appliance/appliance/internal/service"
 )
 
 // Snapshot is the lab's results as the dashboard shows them: each stage

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/appliance/dashboard"
-	"github.com/rdma-appliance/appliance/appliance/report"
-	"github.com/rdma-appliance/appliance/appliance/service"
+	"github.com/rdma-appliance/appliance/internal/report"
+	"github.com/rdma-appliance/appliance/internal/service"
 )
 
 // shortLab is the lab cut to what the dashboard shows, quick: a PFC storm

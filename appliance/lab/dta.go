@@ -12,11 +12,11 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/appliance/dashboard"
-	"github.com/rdma-appliance/appliance/appliance/spec"
 	cdta "github.com/rdma-appliance/appliance/collector/dta"
 	"github.com/rdma-appliance/appliance/dpdk"
 	dnet "github.com/rdma-appliance/appliance/dpdk/net"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
+	"github.com/rdma-appliance/appliance/internal/spec"
 	"github.com/rdma-appliance/appliance/translator/dta"
 	"github.com/rdma-appliance/appliance/verbs/soft"
 )

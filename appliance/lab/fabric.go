@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rdma-appliance/appliance/appliance/spec"
 	"github.com/rdma-appliance/appliance/bench/fabric"
+	"github.com/rdma-appliance/appliance/internal/spec"
 )
 
 // FabricSpec configures the fabric stage: an N-to-1 incast over web-search

@@ -8,9 +8,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/rdma-appliance/appliance/appliance/spec"
 	bhawk "github.com/rdma-appliance/appliance/bench/hawkeye"
 	chawk "github.com/rdma-appliance/appliance/collector/hawkeye"
+	"github.com/rdma-appliance/appliance/internal/spec"
 	thawk "github.com/rdma-appliance/appliance/translator/hawkeye"
 )
 

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/appliance/hostmesh"
-	"github.com/rdma-appliance/appliance/appliance/spec"
+	"github.com/rdma-appliance/appliance/internal/spec"
 )
 
 // HostmeshSpec switches the Hostmesh stage on: a probing round in the

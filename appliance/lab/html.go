@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rdma-appliance/appliance/appliance/report"
 	"github.com/rdma-appliance/appliance/bench/fabric"
+	"github.com/rdma-appliance/appliance/internal/report"
 )
 
 // writeHTML writes report.html: the summary table and what each stage

@@ -22,7 +22,7 @@ import (
 
 	"github.com/rdma-appliance/appliance/appliance/dashboard"
 	"github.com/rdma-appliance/appliance/appliance/hostmesh"
-	"github.com/rdma-appliance/appliance/appliance/spec"
+	"github.com/rdma-appliance/appliance/internal/spec"
 )
 
 //go:embed default.yml

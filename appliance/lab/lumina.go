@@ -9,8 +9,8 @@ import (
 	"strings"
 
 	"github.com/rdma-appliance/appliance/appliance/lumina"
-	"github.com/rdma-appliance/appliance/appliance/spec"
 	"github.com/rdma-appliance/appliance/bench/trafficgen"
+	"github.com/rdma-appliance/appliance/internal/spec"
 	"github.com/rdma-appliance/appliance/translator/inject"
 )
 

@@ -9,8 +9,8 @@ import (
 
 	"github.com/rdma-appliance/appliance/appliance/dashboard"
 	"github.com/rdma-appliance/appliance/appliance/lumina"
-	"github.com/rdma-appliance/appliance/appliance/spec"
 	clumina "github.com/rdma-appliance/appliance/collector/lumina"
+	"github.com/rdma-appliance/appliance/internal/spec"
 )
 
 // LuminaTestsSpec configures the lumina-tests stage: ready-made Lumina

@@ -8,10 +8,10 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/rdma-appliance/appliance/appliance/spec"
 	"github.com/rdma-appliance/appliance/bench/perftest"
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dumper/pcap"
+	"github.com/rdma-appliance/appliance/internal/spec"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 	"github.com/rdma-appliance/appliance/verbs/soft"
 )

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rdma-appliance/appliance/appliance/report"
 	clumina "github.com/rdma-appliance/appliance/collector/lumina"
+	"github.com/rdma-appliance/appliance/internal/report"
 )
 
 // AnalyzeRun runs the analyzers on a finished repeat's directory and

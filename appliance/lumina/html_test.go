@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-appliance/appliance/appliance/report"
+	"github.com/rdma-appliance/appliance/internal/report"
 )
 
 // TestReportRenders runs a ready-made test with the analyzers and checks

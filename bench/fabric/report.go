@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rdma-appliance/appliance/appliance/report"
+	"github.com/rdma-appliance/appliance/internal/report"
 )
 
 // Report is a run's summary page: the counters, the FCT distribution by

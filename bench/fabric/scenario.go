@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rdma-appliance/appliance/appliance/spec"
 	"github.com/rdma-appliance/appliance/bench/fabric/topo"
 	"github.com/rdma-appliance/appliance/bench/fabric/workload"
+	"github.com/rdma-appliance/appliance/internal/spec"
 )
 
 // Scenario is a simulation as written in YAML (`appliance sim run`): a

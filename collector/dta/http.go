@@ -8,8 +8,8 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/rdma-appliance/appliance/appliance/metrics"
-	"github.com/rdma-appliance/appliance/appliance/service"
+	"github.com/rdma-appliance/appliance/internal/metrics"
+	"github.com/rdma-appliance/appliance/internal/service"
 	"github.com/rdma-appliance/appliance/verbs"
 )
 

@@ -13,7 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/rdma-appliance/appliance/appliance/service"
+	"github.com/rdma-appliance/appliance/internal/service"
 )
 
 // ResultsPath is where agents post their batches.

@@ -1,7 +1,7 @@
 // Command metricsdoc writes docs/metrics.md: every Prometheus metric the
 // appliance's services register, with type, labels and help text, read from
 // the source so the list cannot drift from the code. It finds calls of the
-// appliance/metrics registry's methods (Counter, Gauge, Histogram, the Func
+// internal/metrics registry's methods (Counter, Gauge, Histogram, the Func
 // and Vec forms, Collect) whose name is a string literal, or a literal plus a
 // field of a range over a table of {name, help, ...} literals, the pattern
 // the services use for families of per-port or per-collector counters.
@@ -44,7 +44,7 @@ var methods = map[string]struct {
 
 // services names the command that serves a package's metrics.
 var services = map[string]string{
-	"appliance/service":  "every service",
+	"internal/service":   "every service",
 	"dumper":             "appliance dump",
 	"translator/inject":  "appliance inject run",
 	"translator/dta":     "appliance dta translate",
@@ -63,7 +63,7 @@ func main() {
 			switch {
 			case path != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "vendor"):
 				return filepath.SkipDir
-			case path == "appliance/metrics" || path == "packaging":
+			case path == "internal/metrics" || path == "packaging":
 				return filepath.SkipDir // the registry itself, and this generator
 			}
 			return nil
@@ -367,7 +367,7 @@ func write(ms []Metric) {
 }
 
 func pkgOrder(p string) string {
-	if p == "appliance/service" {
+	if p == "internal/service" {
 		return "" // the metrics every service has come first
 	}
 	return p

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rdma-appliance/appliance/appliance/service"
+	"github.com/rdma-appliance/appliance/internal/service"
 )
 
 // scanRepo scans the module as main does.
@@ -21,7 +21,7 @@ func scanRepo(t *testing.T) map[string]Metric {
 	out := map[string]Metric{}
 	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") ||
-			strings.HasPrefix(path, "appliance/metrics/") || strings.Contains(path, "testdata") {
+			strings.HasPrefix(path, "internal/metrics/") || strings.Contains(path, "testdata") {
 			return err
 		}
 		ms, err := scan(path)

@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/rdma-appliance/appliance/appliance/metrics"
-	"github.com/rdma-appliance/appliance/appliance/service"
+	"github.com/rdma-appliance/appliance/internal/metrics"
+	"github.com/rdma-appliance/appliance/internal/service"
 )
 
 // Register adds the translator's endpoints, health checks and metrics

@@ -6,8 +6,8 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/rdma-appliance/appliance/appliance/spec"
 	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/internal/spec"
 )
 
 // Spec is a software translator's configuration file (`appliance dta

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/rdma-appliance/appliance/appliance/metrics"
-	"github.com/rdma-appliance/appliance/appliance/service"
+	"github.com/rdma-appliance/appliance/internal/metrics"
+	"github.com/rdma-appliance/appliance/internal/service"
 )
 
 // LoadRequest is the body of POST /v1/load: the test's intents, the

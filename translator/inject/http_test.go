@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rdma-appliance/appliance/appliance/service"
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
+	"github.com/rdma-appliance/appliance/internal/service"
 )
 
 func TestHTTPControl(t *testing.T) {

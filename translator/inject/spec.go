@@ -6,9 +6,9 @@ import (
 	"regexp"
 	"slices"
 
-	"github.com/rdma-appliance/appliance/appliance/spec"
 	"github.com/rdma-appliance/appliance/dpdk"
 	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/internal/spec"
 )
 
 // Spec is an injector's configuration file (`appliance inject run -f`):

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rdma-appliance/appliance/appliance/spec"
+	"github.com/rdma-appliance/appliance/internal/spec"
 )
 
 // Spec is a topology as written in YAML: a generator with its sizes, or an

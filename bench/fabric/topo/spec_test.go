@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rdma-appliance/appliance/appliance/spec"
+	"github.com/rdma-appliance/appliance/internal/spec"
 )
 
 func TestSpecGenerators(t *testing.T) {

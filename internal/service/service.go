@@ -21,7 +21,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rdma-appliance/appliance/appliance/metrics"
+	"github.com/rdma-appliance/appliance/internal/metrics"
 )
 
 // Version is the appliance version, set by the CLI at start-up.

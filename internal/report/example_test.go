@@ -6,7 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/rdma-appliance/appliance/appliance/report"
+	"github.com/rdma-appliance/appliance/internal/report"
 )
 
 // A run summary: parameters, verdicts, and a latency CDF, written as one
