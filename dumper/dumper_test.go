@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/dpdk"
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dumper/pcap"
 	"github.com/rdma-appliance/appliance/dumper/trace"
 	"github.com/rdma-appliance/appliance/translator/inject"
@@ -68,8 +68,8 @@ func captureAndWrite(t *testing.T, snap int, zst bool) {
 	// Frames that are not copies: a runt, ICMP, DNS.
 	f.send(0, []byte{1, 2, 3})
 	k := mirrored(buf, 1, base)
-	ip := dnet.IPv4(buf[dnet.EthernetHeaderLen:])
-	ip[9] = dnet.IPProtoICMP
+	ip := header.IPv4(buf[header.EthernetHeaderLen:])
+	ip[9] = header.IPProtoICMP
 	ip.UpdateChecksum()
 	f.send(0, buf[:k])
 	b := roce.Builder{SrcGID: roce.GIDFromAddr(reqIP), DstGID: roce.GIDFromAddr(respIP), Opcode: roce.RCSendOnly, DstPort: 53, HopLimit: 64}
@@ -132,7 +132,7 @@ func checkFile(t *testing.T, fl File, snap int, base int64, frames map[uint64][]
 	var rec pcap.Record
 	var last uint64
 	var count uint64
-	var np dnet.Parsed
+	var np header.Parsed
 	var rp roce.Packet
 	for {
 		if err := r.Next(&rec); err == io.EOF {
@@ -142,7 +142,7 @@ func checkFile(t *testing.T, fl File, snap int, base int64, frames map[uint64][]
 		}
 		count++
 		m, err := func() (inject.MirrorMeta, error) {
-			if err := dnet.DecodeTruncated(rec.Data, &np); err != nil {
+			if err := header.DecodeTruncated(rec.Data, &np); err != nil {
 				return inject.MirrorMeta{}, err
 			}
 			return inject.ReadMirror(rec.Data, &np)
@@ -161,20 +161,20 @@ func checkFile(t *testing.T, fl File, snap int, base int64, frames map[uint64][]
 		if want := base + int64(m.Seq)*1000; rec.Timestamp != want {
 			t.Fatalf("seq %d: timestamp %d, want %d", m.Seq, rec.Timestamp, want)
 		}
-		u := dnet.UDP(rec.Data[np.L4Off:])
+		u := header.UDP(rec.Data[np.L4Off:])
 		if u.SrcPort() != origSport || u.DstPort() != roce.UDPPort || u.Checksum() != 0 {
 			t.Fatalf("seq %d: UDP %d -> %d csum %#x not restored", m.Seq, u.SrcPort(), u.DstPort(), u.Checksum())
 		}
 		var ecn uint8
-		if np.L3Proto == dnet.EtherTypeIPv4 {
-			ecn = dnet.IPv4(rec.Data[np.L3Off:]).ECN()
+		if np.L3Proto == header.EtherTypeIPv4 {
+			ecn = header.IPv4(rec.Data[np.L3Off:]).ECN()
 		} else {
-			ecn = dnet.IPv6(rec.Data[np.L3Off:]).ECN()
+			ecn = header.IPv6(rec.Data[np.L3Off:]).ECN()
 		}
-		if (m.Event == inject.EventECN) != (ecn == dnet.ECNCE) || m.Event != eventOf(m.Seq) {
+		if (m.Event == inject.EventECN) != (ecn == header.ECNCE) || m.Event != eventOf(m.Seq) {
 			t.Fatalf("seq %d: event %v, ECN %d", m.Seq, m.Event, ecn)
 		}
-		if np.L3Proto == dnet.EtherTypeIPv4 && !dnet.IPv4(rec.Data[np.L3Off:]).ChecksumValid() {
+		if np.L3Proto == header.EtherTypeIPv4 && !header.IPv4(rec.Data[np.L3Off:]).ChecksumValid() {
 			t.Fatalf("seq %d: IPv4 checksum", m.Seq)
 		}
 		if snap >= len(orig) {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/dpdk"
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
 	"github.com/rdma-appliance/appliance/translator/inject"
 	"github.com/rdma-appliance/appliance/verbs/roce"
@@ -44,7 +44,7 @@ func tsOf(base int64, seq uint64) int64 { return (base + int64(seq)*1000) & inje
 // length.
 func mirrored(buf []byte, seq uint64, base int64) int {
 	b := roce.Builder{Opcode: roce.RCWriteMiddle, DestQP: 0x11, PSN: uint32(seq), SrcPort: origSport,
-		HopLimit: roce.DefaultHopLimit, SrcMAC: dnet.MAC{2, 0, 0, 0, 0, 1}, DstMAC: dnet.MAC{2, 0, 0, 0, 0, 2}}
+		HopLimit: roce.DefaultHopLimit, SrcMAC: header.MAC{2, 0, 0, 0, 0, 1}, DstMAC: header.MAC{2, 0, 0, 0, 0, 2}}
 	if seq%2 == 1 {
 		b.SrcGID, b.DstGID = roce.GIDFromAddr(reqIP), roce.GIDFromAddr(respIP)
 	} else {
@@ -54,8 +54,8 @@ func mirrored(buf []byte, seq uint64, base int64) int {
 	if err != nil {
 		panic(err)
 	}
-	var p dnet.Parsed
-	if err := dnet.Decode(buf[:n], &p); err != nil {
+	var p header.Parsed
+	if err := header.Decode(buf[:n], &p); err != nil {
 		panic(err)
 	}
 	inject.WriteMirror(buf[:n], &p, inject.MirrorMeta{Seq: seq, Timestamp: tsOf(base, seq), Event: eventOf(seq),

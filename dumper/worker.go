@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/dpdk"
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dumper/pcap"
 	"github.com/rdma-appliance/appliance/translator/inject"
 )
@@ -262,7 +262,7 @@ func (w *worker) write(ctx context.Context, path string, mal *malformed) (File, 
 	if err != nil {
 		return f, fmt.Errorf("queue %d: %w", w.queue, err)
 	}
-	var p dnet.Parsed
+	var p header.Parsed
 	for k, s := range w.order {
 		if k&4095 == 0 && ctx.Err() != nil {
 			pw.Close()
@@ -270,19 +270,19 @@ func (w *worker) write(ctx context.Context, path string, mal *malformed) (File, 
 		}
 		i := int(s.idx)
 		rec := w.arena[i*cfg.SnapLen : i*cfg.SnapLen+int(w.lens[i])]
-		if err := dnet.DecodeTruncated(rec, &p); err != nil {
+		if err := header.DecodeTruncated(rec, &p); err != nil {
 			mal[malShort]++
 			continue
 		}
-		if p.L4Proto != dnet.IPProtoUDP || (p.L3Proto != dnet.EtherTypeIPv4 && p.L3Proto != dnet.EtherTypeIPv6) {
+		if p.L4Proto != header.IPProtoUDP || (p.L3Proto != header.EtherTypeIPv4 && p.L3Proto != header.EtherTypeIPv6) {
 			mal[malNotUDP]++
 			continue
 		}
-		if p.L4Off+dnet.UDPHeaderLen > len(rec) {
+		if p.L4Off+header.UDPHeaderLen > len(rec) {
 			mal[malShort]++
 			continue
 		}
-		if dnet.UDP(rec[p.L4Off:]).DstPort() != cfg.RewritePort {
+		if header.UDP(rec[p.L4Off:]).DstPort() != cfg.RewritePort {
 			mal[malForeign]++
 			continue
 		}
@@ -310,13 +310,13 @@ func (w *worker) write(ctx context.Context, path string, mal *malformed) (File, 
 // header's length when the copy is complete enough to hold it (the
 // injector may have truncated the copy, as a Tofino mirror session does),
 // otherwise what arrived.
-func origLen(rec []byte, p *dnet.Parsed, arrived int) int {
+func origLen(rec []byte, p *header.Parsed, arrived int) int {
 	switch p.L3Proto {
-	case dnet.EtherTypeIPv4:
+	case header.EtherTypeIPv4:
 		if n := p.L3Off + int(binary.BigEndian.Uint16(rec[p.L3Off+2:])); n > arrived {
 			return n
 		}
-	case dnet.EtherTypeIPv6:
+	case header.EtherTypeIPv6:
 		if n := p.L3Off + 40 + int(binary.BigEndian.Uint16(rec[p.L3Off+4:])); n > arrived {
 			return n
 		}

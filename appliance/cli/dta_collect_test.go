@@ -15,7 +15,7 @@ import (
 
 	cdta "github.com/rdma-appliance/appliance/collector/dta"
 	"github.com/rdma-appliance/appliance/dpdk"
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
 	"github.com/rdma-appliance/appliance/internal/service"
 	tdta "github.com/rdma-appliance/appliance/translator/dta"
@@ -72,7 +72,7 @@ append:
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	mac := dnet.MAC(port.Info().MAC)
+	mac := header.MAC(port.Info().MAC)
 	transIP := netip.MustParseAddr("10.9.0.100")
 	tcp, offer, err := tdta.Dial(ctx, exAddr, tdta.Hello{Name: "t0", IP: transIP, MAC: mac.String(), QPN: 0x42, PSN: 77})
 	if err != nil {

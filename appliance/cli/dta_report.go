@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/dpdk"
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/translator/dta"
 )
 
@@ -78,7 +78,7 @@ Example:
 					Retransmittable: *retx, Immediate: *imm, HighShare: *high, Loss: *loss, Seed: *seed,
 					Format: dta.Format{NoSeqnum: *noSeq, DataWidth: *width}}
 				if *trMAC != "" {
-					if cfg.DstMAC, err = dnet.ParseMAC(*trMAC); err != nil {
+					if cfg.DstMAC, err = header.ParseMAC(*trMAC); err != nil {
 						return Usagef("--translator-mac: %v", err)
 					}
 				}
@@ -107,9 +107,9 @@ Example:
 					return err
 				}
 				defer p.Close()
-				cfg.SrcMAC = dnet.MAC(p.Info().MAC)
+				cfg.SrcMAC = header.MAC(p.Info().MAC)
 				if *mac != "" {
-					if cfg.SrcMAC, err = dnet.ParseMAC(*mac); err != nil {
+					if cfg.SrcMAC, err = header.ParseMAC(*mac); err != nil {
 						return Usagef("--mac: %v", err)
 					}
 				}

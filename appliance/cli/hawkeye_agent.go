@@ -18,7 +18,7 @@ import (
 	"github.com/rdma-appliance/appliance/bench/perftest"
 	chostmesh "github.com/rdma-appliance/appliance/collector/hostmesh"
 	"github.com/rdma-appliance/appliance/dpdk"
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/translator/hawkeye"
 )
 
@@ -95,7 +95,7 @@ Examples:
 				if *threshold < 100 {
 					return Usagef("--threshold %d: at least 100 (percent of the base RTT)", *threshold)
 				}
-				gwMAC, err := dnet.ParseMAC(*gw)
+				gwMAC, err := header.ParseMAC(*gw)
 				if err != nil {
 					return Usagef("--gw-mac: %v", err)
 				}
@@ -128,7 +128,7 @@ Examples:
 					defer p.Close()
 					a.port, a.pool, a.src = p, pool, p.Info().MAC
 					if *mac != "" {
-						m, err := dnet.ParseMAC(*mac)
+						m, err := header.ParseMAC(*mac)
 						if err != nil {
 							return Usagef("--mac: %v", err)
 						}

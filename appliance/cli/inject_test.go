@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/dpdk"
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
 	"github.com/rdma-appliance/appliance/dumper"
 	"github.com/rdma-appliance/appliance/internal/service"
@@ -96,7 +96,7 @@ routes:
 	defer pool.Close()
 	b := roce.Builder{SrcGID: roce.GIDFromAddr(netip.MustParseAddr("10.0.0.1")), DstGID: roce.GIDFromAddr(netip.MustParseAddr("10.0.1.1")),
 		Opcode: roce.RCWriteOnly, DestQP: 0x22, PSN: 100, HopLimit: 64, DMALen: 1024,
-		SrcMAC: dnet.MAC{2, 0, 0, 0, 0, 1}, DstMAC: dnet.MAC(ring.Named(id+"r", ring.Config{}).B().Info().MAC)}
+		SrcMAC: header.MAC{2, 0, 0, 0, 0, 1}, DstMAC: header.MAC(ring.Named(id+"r", ring.Config{}).B().Info().MAC)}
 	p := pool.Get()
 	n, err := b.BuildInPlace(p.Buffer(), 1024)
 	if err != nil {
@@ -112,8 +112,8 @@ routes:
 			t.Fatal("the packet was not forwarded")
 		}
 	}
-	var np dnet.Parsed
-	if err := dnet.Decode(got[0].Data(), &np); err != nil || dnet.IPv4(got[0].Data()[np.L3Off:]).ECN() != dnet.ECNCE {
+	var np header.Parsed
+	if err := header.Decode(got[0].Data(), &np); err != nil || header.IPv4(got[0].Data()[np.L3Off:]).ECN() != header.ECNCE {
 		t.Fatalf("forwarded packet: %v, ECN not CE", err)
 	}
 	got[0].Free()

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/appliance/lumina"
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
 	"github.com/rdma-appliance/appliance/internal/service"
 )
@@ -43,7 +43,7 @@ func TestLuminaRunRemote(t *testing.T) {
 	for _, l := range []string{"r", "s", "m1", "m2"} {
 		ring.Named(id+l, ring.Config{})
 	}
-	mac := func(l string) string { return dnet.MAC(ring.Named(id+l, ring.Config{}).A().Info().MAC).String() }
+	mac := func(l string) string { return header.MAC(ring.Named(id+l, ring.Config{}).A().Info().MAC).String() }
 	injAddr, dumpAddr, tgAddr := freeAddr(t), freeAddr(t), freeAddr(t)
 	_, injPort, _ := net.SplitHostPort(injAddr)
 	_, dumpPort, _ := net.SplitHostPort(dumpAddr)

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/rdma-appliance/appliance/dpdk"
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/verbs"
 	"github.com/rdma-appliance/appliance/verbs/soft"
 )
@@ -119,8 +119,8 @@ func parseAddrs(s string) ([]netip.Addr, error) {
 	return out, nil
 }
 
-func parseNeighbors(s string) (map[netip.Addr]dnet.MAC, error) {
-	out := map[netip.Addr]dnet.MAC{}
+func parseNeighbors(s string) (map[netip.Addr]header.MAC, error) {
+	out := map[netip.Addr]header.MAC{}
 	for _, f := range strings.Split(s, ",") {
 		if f = strings.TrimSpace(f); f == "" {
 			continue
@@ -137,7 +137,7 @@ func parseNeighbors(s string) (map[netip.Addr]dnet.MAC, error) {
 		if err != nil || len(hw) != 6 {
 			return nil, fmt.Errorf("bad MAC %q", mac)
 		}
-		out[a] = dnet.MAC(hw)
+		out[a] = header.MAC(hw)
 	}
 	return out, nil
 }

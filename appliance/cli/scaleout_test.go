@@ -17,7 +17,7 @@ import (
 	cdta "github.com/rdma-appliance/appliance/collector/dta"
 	clumina "github.com/rdma-appliance/appliance/collector/lumina"
 	"github.com/rdma-appliance/appliance/dpdk"
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dpdk/netns"
 	"github.com/rdma-appliance/appliance/dumper"
 	"github.com/rdma-appliance/appliance/dumper/trace"
@@ -273,7 +273,7 @@ collectors:
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { port.Close() })
-	cfg := tdta.ReporterConfig{SrcMAC: dnet.MAC(port.Info().MAC), SrcIP: netip.MustParseAddr("10.9.1.50"),
+	cfg := tdta.ReporterConfig{SrcMAC: header.MAC(port.Info().MAC), SrcIP: netip.MustParseAddr("10.9.1.50"),
 		DstIP: netip.MustParseAddr("10.9.1.100"), Keys: 2000, Redundancy: 2, Lists: []uint32{1, 2}, Hops: 5,
 		Sketch: &sk, SketchID: 7, Retransmittable: true, Loss: 0.01, Count: 8000, Rate: 40000, Seed: 11}
 	cfg.Mix.KeyWrite, cfg.Mix.Append, cfg.Mix.KeyIncrement, cfg.Mix.Postcarder = 3, 2, 2, 1

@@ -14,7 +14,7 @@ import (
 	"github.com/rdma-appliance/appliance/appliance/dashboard"
 	cdta "github.com/rdma-appliance/appliance/collector/dta"
 	"github.com/rdma-appliance/appliance/dpdk"
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
 	"github.com/rdma-appliance/appliance/internal/spec"
 	"github.com/rdma-appliance/appliance/translator/dta"
@@ -171,7 +171,7 @@ append:
 	sk := coll.Regions().Sketches[dtaSketch]
 	reps := make([]*dta.Reporter, v.Reporters)
 	for i := range reps {
-		rc := dta.ReporterConfig{ID: uint16(i), SrcMAC: dnet.MAC(repPorts[i].Info().MAC),
+		rc := dta.ReporterConfig{ID: uint16(i), SrcMAC: header.MAC(repPorts[i].Info().MAC),
 			SrcIP: netip.AddrFrom4([4]byte{10, 9, 0, byte(10 + i)}), DstIP: trIP, Keys: uint32(v.Keys),
 			Redundancy: uint8(v.Redundancy), Lists: []uint32{uint32(i + 1)}, Hops: 5, Sketch: &sk, SketchID: dtaSketch,
 			Retransmittable: true, Loss: v.Loss, Count: uint64(v.Reports), Rate: v.Rate, Seed: uint64(i + 1)}

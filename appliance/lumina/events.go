@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/bench/trafficgen"
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dumper/pcap"
 	"github.com/rdma-appliance/appliance/dumper/trace"
 	"github.com/rdma-appliance/appliance/translator/inject"
@@ -171,7 +171,7 @@ func checkEvents(merged string, entries []inject.Entry, hits []uint64, icrcDrops
 	var hitPkts []pkey
 	var rec pcap.Record
 	var p roce.Packet
-	var np dnet.Parsed
+	var np header.Parsed
 	expect := map[inject.EventType]int{}
 	for i, e := range entries {
 		if i < len(hits) {

@@ -17,7 +17,7 @@ import (
 	"sync"
 
 	"github.com/rdma-appliance/appliance/dpdk"
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dpdk/netns"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
 	"github.com/rdma-appliance/appliance/dumper"
@@ -176,10 +176,10 @@ func NewTestbed(cfg TestbedConfig) (tb *Testbed, err error) {
 	reqGIDs := append([]netip.Addr{cfg.RequesterIP}, cfg.RequesterExtra...)
 	respGIDs := append([]netip.Addr{cfg.ResponderIP}, cfg.ResponderExtra...)
 	for _, a := range reqGIDs {
-		icfg.Routes = append(icfg.Routes, inject.Route{Prefix: netip.PrefixFrom(a, a.BitLen()), Port: 0, MAC: dnet.MAC(req.a.Info().MAC)})
+		icfg.Routes = append(icfg.Routes, inject.Route{Prefix: netip.PrefixFrom(a, a.BitLen()), Port: 0, MAC: header.MAC(req.a.Info().MAC)})
 	}
 	for _, a := range respGIDs {
-		icfg.Routes = append(icfg.Routes, inject.Route{Prefix: netip.PrefixFrom(a, a.BitLen()), Port: 1, MAC: dnet.MAC(resp.a.Info().MAC)})
+		icfg.Routes = append(icfg.Routes, inject.Route{Prefix: netip.PrefixFrom(a, a.BitLen()), Port: 1, MAC: header.MAC(resp.a.Info().MAC)})
 	}
 	var dumpPorts []dpdk.Port
 	for i, ds := range cfg.Dumpers {

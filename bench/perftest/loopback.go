@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 
 	"github.com/rdma-appliance/appliance/dpdk"
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
 	"github.com/rdma-appliance/appliance/verbs/soft"
 )
@@ -79,7 +79,7 @@ func loopback(ctx context.Context, opt LoopbackOptions, runClient func(context.C
 		devs[i], err = soft.NewDevice(fmt.Sprintf("perf%d%c", n, 'a'+i), port, soft.Config{
 			GIDs: gids[i : i+1], Profile: opt.Profile, PoolSize: 8192,
 			// The peer is known: no ARP round before the first message.
-			Neighbors: map[netip.Addr]dnet.MAC{gids[1-i]: dnet.MAC(ports[1-i].Info().MAC)},
+			Neighbors: map[netip.Addr]header.MAC{gids[1-i]: header.MAC(ports[1-i].Info().MAC)},
 		})
 		if err != nil {
 			return nil, err

@@ -11,7 +11,7 @@ import (
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
 
@@ -51,8 +51,8 @@ func loadFrames(tb testing.TB) [][]byte {
 		}
 		var b roce.Builder
 		b.FromPacket(fr, &p)
-		b.VLAN, b.TCI = true, dnet.MakeTCI(3, false, 100)
-		buf := make([]byte, len(fr)+dnet.VLANTagLen)
+		b.VLAN, b.TCI = true, header.MakeTCI(3, false, 100)
+		buf := make([]byte, len(fr)+header.VLANTagLen)
 		m, err := b.Build(buf, p.Payload(fr))
 		if err != nil {
 			tb.Fatal(err)

@@ -29,7 +29,7 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/dpdk"
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	tdta "github.com/rdma-appliance/appliance/translator/dta"
 	"github.com/rdma-appliance/appliance/verbs"
 )
@@ -81,7 +81,7 @@ type Collector struct {
 	log   *slog.Logger
 	pd    verbs.PD
 	ip    netip.Addr
-	mac   dnet.MAC
+	mac   header.MAC
 	mtu   verbs.MTU
 	start time.Time
 
@@ -184,7 +184,7 @@ func (c *Collector) address() error {
 		c.log.Warn("path MTU limited by the port", "mtu", c.spec.MTU, "active", pa.ActiveMTU.Bytes())
 		c.mtu = pa.ActiveMTU
 	}
-	type macer interface{ MAC() dnet.MAC }
+	type macer interface{ MAC() header.MAC }
 	if m, ok := c.dev.(macer); ok {
 		c.mac = m.MAC()
 		return nil
@@ -198,7 +198,7 @@ func (c *Collector) address() error {
 	if err != nil || len(ifi.HardwareAddr) != 6 {
 		return fmt.Errorf("%w %s: MAC of netdev %s: %v", ErrDevice, c.dev.Info().Name, nd, err)
 	}
-	c.mac = dnet.MAC(ifi.HardwareAddr)
+	c.mac = header.MAC(ifi.HardwareAddr)
 	return nil
 }
 
@@ -485,12 +485,12 @@ func (c *Collector) handle(ctx context.Context, tc net.Conn) {
 // neighborAdder is implemented by RNICs that keep their own neighbour
 // table (the soft RNIC); a hardware RNIC resolves through the kernel.
 type neighborAdder interface {
-	AddNeighbor(ip netip.Addr, mac dnet.MAC)
+	AddNeighbor(ip netip.Addr, mac header.MAC)
 }
 
 // connect creates the translator's QP and takes it to RTR.
 func (c *Collector) connect(h tdta.Hello, peer string) (*connection, error) {
-	mac, err := dnet.ParseMAC(h.MAC)
+	mac, err := header.ParseMAC(h.MAC)
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/dpdk"
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
 	tdta "github.com/rdma-appliance/appliance/translator/dta"
 	"github.com/rdma-appliance/appliance/verbs/roce"
@@ -39,7 +39,7 @@ type bed struct {
 	addr string // the exchange
 	port dpdk.Port
 	pool *dpdk.Pool
-	mac  dnet.MAC
+	mac  header.MAC
 }
 
 func newBed(t *testing.T, yml string, opt Options) *bed {
@@ -90,7 +90,7 @@ func newBed(t *testing.T, yml string, opt Options) *bed {
 		l.B().Close()
 		pool.Close()
 	})
-	return &bed{t: t, c: c, addr: ln.Addr().String(), port: l.A(), pool: pool, mac: dnet.MAC(l.A().Info().MAC)}
+	return &bed{t: t, c: c, addr: ln.Addr().String(), port: l.A(), pool: pool, mac: header.MAC(l.A().Info().MAC)}
 }
 
 // translator is the test's translator: one RC connection set up

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dumper/pcap"
 	"github.com/rdma-appliance/appliance/translator/inject"
 	"github.com/rdma-appliance/appliance/verbs/roce"
@@ -74,7 +74,7 @@ func newBenchGen(conns int, events bool) *benchGen {
 		g.m.Conns = append(g.m.Conns, mc)
 		var ts []tmplFrame
 		for k := range numTmpl {
-			b := roce.Builder{SrcMAC: dnet.MAC{2}, DstMAC: dnet.MAC{2}, SrcGID: roce.GIDFromAddr(mc.RequesterIP),
+			b := roce.Builder{SrcMAC: header.MAC{2}, DstMAC: header.MAC{2}, SrcGID: roce.GIDFromAddr(mc.RequesterIP),
 				DstGID: roce.GIDFromAddr(mc.ResponderIP), DestQP: mc.ResponderQPN, SrcPort: 0xc000 + uint16(c),
 				PKey: roce.DefaultPKey}
 			payload := 1024
@@ -170,7 +170,7 @@ func (g *benchGen) next() (ts int64, frame []byte, orig int) {
 	put48(f[0:6], uint64(g.ts)&inject.Mask48)
 	f[t.l3+8] = uint8(p.ev)
 	if p.ev == inject.EventECN {
-		f[t.l3+1] |= dnet.ECNCE
+		f[t.l3+1] |= header.ECNCE
 	}
 	if p.kind != tCNP {
 		binary.BigEndian.PutUint32(f[t.bt+8:], p.psn|uint32(f[t.bt+8])<<24&0x80000000)

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dumper/pcap"
 	"github.com/rdma-appliance/appliance/translator/inject"
 	"github.com/rdma-appliance/appliance/verbs/roce"
@@ -77,7 +77,7 @@ func (tr *ttrace) pkt(c int, toResp bool, b roce.Builder, payload int, ev inject
 		src, dst, qpn = dst, src, mc.RequesterQPN
 	}
 	b.SrcGID, b.DstGID, b.DestQP = roce.GIDFromAddr(src), roce.GIDFromAddr(dst), qpn
-	b.SrcMAC, b.DstMAC = dnet.MAC{2, 0, 0, 0, 0, 1}, dnet.MAC{2, 0, 0, 0, 0, 2}
+	b.SrcMAC, b.DstMAC = header.MAC{2, 0, 0, 0, 0, 1}, header.MAC{2, 0, 0, 0, 0, 2}
 	b.HopLimit, b.SrcPort, b.PKey = roce.DefaultHopLimit, 0xc000+uint16(c), roce.DefaultPKey
 	var n int
 	var err error
@@ -90,8 +90,8 @@ func (tr *ttrace) pkt(c int, toResp bool, b roce.Builder, payload int, ev inject
 		tr.t.Fatalf("building %v: %v", b.Opcode, err)
 	}
 	frame := append([]byte(nil), tr.buf[:n]...)
-	var p dnet.Parsed
-	if err := dnet.Decode(frame, &p); err != nil {
+	var p header.Parsed
+	if err := header.Decode(frame, &p); err != nil {
 		tr.t.Fatal(err)
 	}
 	tr.seq++
@@ -102,7 +102,7 @@ func (tr *ttrace) pkt(c int, toResp bool, b roce.Builder, payload int, ev inject
 	mm := inject.MirrorMeta{Seq: tr.seq, Timestamp: tr.now & inject.Mask48, Event: ev, OrigSrcPort: b.SrcPort}
 	inject.WriteMirror(frame, &p, mm, uint16(tr.rng), inject.DefaultRewritePort)
 	cut := frame[:min(n, testSnap)]
-	if err := dnet.DecodeTruncated(cut, &p); err != nil {
+	if err := header.DecodeTruncated(cut, &p); err != nil {
 		tr.t.Fatal(err)
 	}
 	if _, err := inject.RestoreMirror(cut, &p); err != nil {

@@ -15,7 +15,7 @@ import (
 	"github.com/rdma-appliance/appliance/bench/trafficgen"
 	"github.com/rdma-appliance/appliance/collector/lumina"
 	"github.com/rdma-appliance/appliance/dpdk"
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
 	"github.com/rdma-appliance/appliance/dumper"
 	"github.com/rdma-appliance/appliance/dumper/pcap"
@@ -79,8 +79,8 @@ func runMultiIP(t *testing.T, resp soft.Profile, groups []multiGroup, p trafficg
 	inj, err := inject.New(inject.Config{Pool: pool, Seed: 1, IterMode: inject.IterP4,
 		Traffic: []inject.TrafficPort{{Name: "requester", Port: reqL.B()}, {Name: "responder", Port: respL.B()}},
 		Routes: []inject.Route{
-			{Prefix: netip.MustParsePrefix("10.0.0.0/24"), Port: 0, MAC: dnet.MAC(reqL.A().Info().MAC)},
-			{Prefix: netip.PrefixFrom(respIP, 32), Port: 1, MAC: dnet.MAC(respL.A().Info().MAC)},
+			{Prefix: netip.MustParsePrefix("10.0.0.0/24"), Port: 0, MAC: header.MAC(reqL.A().Info().MAC)},
+			{Prefix: netip.PrefixFrom(respIP, 32), Port: 1, MAC: header.MAC(respL.A().Info().MAC)},
 		},
 		Mirrors: []inject.MirrorPort{{Name: "dumper0", Port: dumpL.A(), Weight: 1}}})
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dumper/pcap"
 	"github.com/rdma-appliance/appliance/translator/inject"
 )
@@ -35,7 +35,7 @@ func seedCopies(f *testing.F) {
 func FuzzParseCopy(f *testing.F) {
 	seedCopies(f)
 	f.Fuzz(func(t *testing.T, frame []byte) {
-		var np dnet.Parsed
+		var np header.Parsed
 		m, dir, restore, reason := parseCopy(frame, &np, inject.DefaultRewritePort)
 		if reason != "" {
 			return
@@ -46,7 +46,7 @@ func FuzzParseCopy(f *testing.F) {
 		if m.Seq != seqOf(frame) {
 			t.Fatalf("seq %d, src MAC %d", m.Seq, seqOf(frame))
 		}
-		if np.L3Proto != dnet.EtherTypeIPv4 && np.L3Proto != dnet.EtherTypeIPv6 || np.L4Proto != dnet.IPProtoUDP {
+		if np.L3Proto != header.EtherTypeIPv4 && np.L3Proto != header.EtherTypeIPv6 || np.L4Proto != header.IPProtoUDP {
 			t.Fatalf("accepted L3 %#x L4 %d", np.L3Proto, np.L4Proto)
 		}
 		if src, dst := dir.addrs(); !src.IsValid() || !dst.IsValid() {

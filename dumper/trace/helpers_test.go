@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dumper/pcap"
 	"github.com/rdma-appliance/appliance/translator/inject"
 	"github.com/rdma-appliance/appliance/verbs/roce"
@@ -92,7 +92,7 @@ func (g *gen) make(seq uint64) pkt {
 			DestQP: 0x33, SrcPort: 49154}
 		payload = 64
 	}
-	b.SrcMAC, b.DstMAC = dnet.MAC{2, 0, 0, 0, 0, 1}, dnet.MAC{2, 0, 0, 0, 0, 2}
+	b.SrcMAC, b.DstMAC = header.MAC{2, 0, 0, 0, 0, 1}, header.MAC{2, 0, 0, 0, 0, 2}
 	b.HopLimit = roce.DefaultHopLimit
 	b.PSN = g.psn[d]
 	g.psn[d]++
@@ -101,8 +101,8 @@ func (g *gen) make(seq uint64) pkt {
 		panic(err)
 	}
 	frame := append([]byte(nil), g.buf[:n]...)
-	var p dnet.Parsed
-	if err := dnet.Decode(frame, &p); err != nil {
+	var p header.Parsed
+	if err := header.Decode(frame, &p); err != nil {
 		panic(err)
 	}
 	g.rng ^= g.rng << 13
@@ -113,7 +113,7 @@ func (g *gen) make(seq uint64) pkt {
 	inject.WriteMirror(frame, &p, m, uint16(g.rng), inject.DefaultRewritePort)
 	c := frame[:min(n, snapLen)]
 	if !g.raw {
-		if err := dnet.DecodeTruncated(c, &p); err != nil {
+		if err := header.DecodeTruncated(c, &p); err != nil {
 			panic(err)
 		}
 		if _, err := inject.RestoreMirror(c, &p); err != nil {

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dumper/pcap"
 	"github.com/rdma-appliance/appliance/translator/inject"
 	"github.com/rdma-appliance/appliance/verbs/roce"
@@ -77,7 +77,7 @@ type stream struct {
 	path      string
 	r         *pcap.Reader
 	rec       pcap.Record
-	np        dnet.Parsed
+	np        header.Parsed
 	meta      inject.MirrorMeta
 	dir       dirKey
 	data      []byte // the current copy: rec.Data, or buf once restored
@@ -313,18 +313,18 @@ const (
 // rewrite port. reason is "" for a mirrored copy and says why it is not
 // otherwise; the strings are constants, so counting them allocates
 // nothing.
-func parseCopy(frame []byte, np *dnet.Parsed, rewritePort uint16) (m inject.MirrorMeta, dir dirKey, restore bool, reason string) {
-	if err := dnet.DecodeTruncated(frame, np); err != nil {
+func parseCopy(frame []byte, np *header.Parsed, rewritePort uint16) (m inject.MirrorMeta, dir dirKey, restore bool, reason string) {
+	if err := header.DecodeTruncated(frame, np); err != nil {
 		return m, dir, false, err.Error()
 	}
 	switch np.L3Proto {
-	case dnet.EtherTypeIPv4:
+	case header.EtherTypeIPv4:
 		ip := frame[np.L3Off:]
 		dir.src[10], dir.src[11] = 0xff, 0xff
 		dir.dst[10], dir.dst[11] = 0xff, 0xff
 		copy(dir.src[12:], ip[12:16])
 		copy(dir.dst[12:], ip[16:20])
-	case dnet.EtherTypeIPv6:
+	case header.EtherTypeIPv6:
 		ip := frame[np.L3Off:]
 		copy(dir.src[:], ip[8:24])
 		copy(dir.dst[:], ip[24:40])
@@ -334,14 +334,14 @@ func parseCopy(frame []byte, np *dnet.Parsed, rewritePort uint16) (m inject.Mirr
 	if np.Fragment {
 		return m, dir, false, reasonFragment
 	}
-	if np.L4Proto != dnet.IPProtoUDP {
+	if np.L4Proto != header.IPProtoUDP {
 		return m, dir, false, reasonNotUDP
 	}
 	m, err := inject.ReadMirror(frame, np)
 	if err != nil {
 		return m, dir, false, reasonNoMetaUDP
 	}
-	switch dnet.UDP(frame[np.L4Off:]).DstPort() {
+	switch header.UDP(frame[np.L4Off:]).DstPort() {
 	case roce.UDPPort:
 	case rewritePort:
 		restore = true

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dumper/pcap"
 	"github.com/rdma-appliance/appliance/translator/inject"
 )
@@ -362,7 +362,7 @@ func TestMergeCounters(t *testing.T) {
 func retime(pkts []pkt, seq uint64, ts int64) {
 	p := &pkts[seq-1]
 	p.ts = ts & inject.Mask48
-	mac := dnet.MACFromUint64(uint64(p.ts))
+	mac := header.MACFromUint64(uint64(p.ts))
 	copy(p.data[0:6], mac[:])
 }
 
@@ -529,7 +529,7 @@ func junk(t testing.TB) map[string][]byte {
 	base := newGen().make(1).data // a restored IPv4 copy
 	v6 := newGen().make(4).data   // a restored IPv6 copy
 	arp := make([]byte, 64)
-	k, err := dnet.WriteARPRequest(arp, dnet.MAC{2, 0, 0, 0, 0, 9}, addrA.As4(), addrB.As4())
+	k, err := header.WriteARPRequest(arp, header.MAC{2, 0, 0, 0, 0, 9}, addrA.As4(), addrB.As4())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -757,7 +757,7 @@ func TestScheduleAssign(t *testing.T) {
 func TestParseCopy(t *testing.T) {
 	g := newGen()
 	g.raw = true
-	var np dnet.Parsed
+	var np header.Parsed
 	for seq := uint64(1); seq <= 4; seq++ {
 		p := newGen().make(seq)
 		r := g.make(seq)

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/p4/internal/p4test"
 	tdta "github.com/rdma-appliance/appliance/translator/dta"
 	"github.com/rdma-appliance/appliance/verbs/roce"
@@ -413,10 +413,10 @@ func TestValidate(t *testing.T) {
 		{"ports:", func(p *Translator) { p.Ports = nil }},
 		{"ports[0].dev_port", func(p *Translator) { p.Ports[0].DevPort = 80 }},
 		{"ports[1].name", func(p *Translator) { p.Ports[1].Name = p.Ports[0].Name }},
-		{"ports[2].mac", func(p *Translator) { p.Ports[2].MAC = dnet.MAC{} }},
+		{"ports[2].mac", func(p *Translator) { p.Ports[2].MAC = header.MAC{} }},
 		{"routes[0].prefix", func(p *Translator) { p.Routes[0].Prefix = netip.MustParsePrefix("2001:db8::/32") }},
 		{"routes[1].port", func(p *Translator) { p.Routes[1].Port = "nowhere" }},
-		{"mac", func(p *Translator) { p.MAC = dnet.BroadcastMAC }},
+		{"mac", func(p *Translator) { p.MAC = header.BroadcastMAC }},
 		{"ip", func(p *Translator) { p.IP = netip.MustParseAddr("2001:db8::1") }},
 		{"qpn", func(p *Translator) { p.QPN = 1 << 24 }},
 		{"dscp", func(p *Translator) { p.DSCP = 64 }},
@@ -469,7 +469,7 @@ func TestValidate(t *testing.T) {
 		{"addrs:", func(r *Reporter) { r.Addrs = nil }},
 		{"addrs[1]", func(r *Reporter) { r.Addrs = append(r.Addrs, r.Addrs[0]) }},
 		{"report_port", func(r *Reporter) { r.ReportPort = "down" }},
-		{"next_hop_mac", func(r *Reporter) { r.NextHopMAC = dnet.MAC{} }},
+		{"next_hop_mac", func(r *Reporter) { r.NextHopMAC = header.MAC{} }},
 		{"hop", func(r *Reporter) { r.Hop = PostcardHops }},
 		{"snap", func(r *Reporter) { r.Snap = 1 << 20 }},
 		{"rules[0].prefix", func(r *Reporter) { r.Rules[0].Prefix = netip.MustParsePrefix("10.2.0.7/24") }},

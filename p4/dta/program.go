@@ -65,7 +65,7 @@ import (
 	"slices"
 	"strings"
 
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/p4/internal/bfrt"
 	tdta "github.com/rdma-appliance/appliance/translator/dta"
 	"github.com/rdma-appliance/appliance/verbs/roce"
@@ -120,7 +120,7 @@ type Port struct {
 	AutoNeg string `json:"autoneg,omitempty"`
 	// MAC is the switch's address on the port: the source of what is
 	// routed out of it.
-	MAC dnet.MAC `json:"mac"`
+	MAC header.MAC `json:"mac"`
 }
 
 // Route sends the packets for an IPv4 prefix out of Port to the next hop
@@ -128,7 +128,7 @@ type Port struct {
 type Route struct {
 	Prefix netip.Prefix `json:"prefix"`
 	Port   string       `json:"port"`
-	MAC    dnet.MAC     `json:"mac"`
+	MAC    header.MAC   `json:"mac"`
 }
 
 // Collector is one collector behind the translator: its RNIC's address
@@ -138,7 +138,7 @@ type Collector struct {
 	Name string `json:"name"`
 	// Port is the translator's port towards the collector.
 	Port string     `json:"port"`
-	MAC  dnet.MAC   `json:"mac"`
+	MAC  header.MAC `json:"mac"`
 	IP   netip.Addr `json:"ip"`
 	QPN  uint32     `json:"qpn"`
 	// PSN is the first PSN the collector's QP expects.
@@ -177,7 +177,7 @@ type Translator struct {
 	Ports  []Port  `json:"ports"`
 	Routes []Route `json:"routes"`
 	// MAC is the source of the ACKs and NACKs to reporters.
-	MAC dnet.MAC `json:"mac"`
+	MAC header.MAC `json:"mac"`
 	// IP and QPN are the translator's end of every collector connection:
 	// the RoCE packets' source, and what the collectors' ACKs and NAKs
 	// are addressed to.
@@ -227,8 +227,8 @@ type Reporter struct {
 	Addrs []netip.Addr `json:"addrs"`
 	// ReportPort leads to the translator; NextHopMAC is the next hop on
 	// it.
-	ReportPort string   `json:"report_port"`
-	NextHopMAC dnet.MAC `json:"next_hop_mac"`
+	ReportPort string     `json:"report_port"`
+	NextHopMAC header.MAC `json:"next_hop_mac"`
 	// Hop is the switch's hop index on the paths it reports postcards for
 	// (0..PostcardHops-1).
 	Hop uint8 `json:"hop"`
@@ -250,7 +250,7 @@ func bad(field, format string, a ...any) error { return bfrt.Bad(ErrProgram, fie
 
 func pow2(n uint64) bool { return n > 0 && n&(n-1) == 0 }
 
-func unicastMAC(m dnet.MAC) bool { return !m.IsZero() && !m.IsMulticast() }
+func unicastMAC(m header.MAC) bool { return !m.IsZero() && !m.IsMulticast() }
 
 // checkPorts validates ports and returns them by name.
 func checkPorts(ports []Port) (map[string]*Port, error) {

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/p4/internal/bfrt"
 	tdta "github.com/rdma-appliance/appliance/translator/dta"
 )
@@ -84,8 +84,8 @@ func routes(rs []Route) []bfrt.Route {
 	return out
 }
 
-func portMAC(ports map[string]*Port) func(string) dnet.MAC {
-	return func(p string) dnet.MAC { return ports[p].MAC }
+func portMAC(ports map[string]*Port) func(string) header.MAC {
+	return func(p string) header.MAC { return ports[p].MAC }
 }
 
 // Script renders the translator as a bfrt_python script for `bfshell -b`:

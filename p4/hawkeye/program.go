@@ -15,7 +15,7 @@ import (
 	"slices"
 	"strings"
 
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/p4/internal/bfrt"
 )
 
@@ -41,13 +41,13 @@ var ErrProgram = errors.New("hawkeye: bad program")
 
 // Port is a switch port.
 type Port struct {
-	Name       string   `json:"name"`
-	FrontPanel string   `json:"front_panel,omitempty"`
-	DevPort    int      `json:"dev_port,omitempty"`
-	Speed      string   `json:"speed"`
-	FEC        string   `json:"fec"`
-	AutoNeg    string   `json:"autoneg,omitempty"`
-	MAC        dnet.MAC `json:"mac"`
+	Name       string     `json:"name"`
+	FrontPanel string     `json:"front_panel,omitempty"`
+	DevPort    int        `json:"dev_port,omitempty"`
+	Speed      string     `json:"speed"`
+	FEC        string     `json:"fec"`
+	AutoNeg    string     `json:"autoneg,omitempty"`
+	MAC        header.MAC `json:"mac"`
 	// Host says the port faces a host: traces end there and it joins no
 	// PFC-trace group.
 	Host bool `json:"host,omitempty"`
@@ -57,7 +57,7 @@ type Port struct {
 type Route struct {
 	Prefix netip.Prefix `json:"prefix"`
 	Port   string       `json:"port"`
-	MAC    dnet.MAC     `json:"mac"`
+	MAC    header.MAC   `json:"mac"`
 }
 
 // Program is one switch's configuration.
@@ -157,13 +157,13 @@ func (p Program) Script() (string, error) {
 	s.Blank()
 	s.PortSetup(ports)
 
-	s.Routes(bfrtRoutes(p.Routes), func(port string) dnet.MAC {
+	s.Routes(bfrtRoutes(p.Routes), func(port string) header.MAC {
 		for _, pt := range p.Ports {
 			if pt.Name == port {
 				return pt.MAC
 			}
 		}
-		return dnet.MAC{}
+		return header.MAC{}
 	})
 	s.Comment("Victim routes: a flow trace leaves by the port the victim's destination is routed through.")
 	for _, r := range sortedRoutes(p.Routes) {

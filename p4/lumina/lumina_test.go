@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/p4/internal/bfrt"
 	"github.com/rdma-appliance/appliance/p4/internal/p4test"
 	"github.com/rdma-appliance/appliance/translator/inject"
@@ -328,7 +328,7 @@ func TestValidate(t *testing.T) {
 		{"ports[2].speed", func(p *Program) { p.Ports[2].Speed = "400G" }},
 		{"ports[2].fec", func(p *Program) { p.Ports[2].FEC = "" }},
 		{"ports[2].autoneg", func(p *Program) { p.Ports[2].AutoNeg = "maybe" }},
-		{"ports[0].mac", func(p *Program) { p.Ports[0].MAC = dnet.MAC{} }},
+		{"ports[0].mac", func(p *Program) { p.Ports[0].MAC = header.MAC{} }},
 		{"ports[0].addrs[0]", func(p *Program) { p.Ports[0].Addrs = []netip.Addr{netip.MustParseAddr("fe80::1")} }},
 		{"ports[2].addrs", func(p *Program) { p.Ports[2].Addrs = []netip.Addr{netip.MustParseAddr("10.0.0.9")} }},
 		{"ports[1].dev_port", func(p *Program) { p.Ports[1].DevPort = 4 }}, // another pipe than the requester
@@ -341,7 +341,7 @@ func TestValidate(t *testing.T) {
 		{"routes[0].prefix", func(p *Program) { p.Routes[0].Prefix = netip.Prefix{} }},
 		{"routes[0].port", func(p *Program) { p.Routes[0].Port = "dumper0" }},
 		{"routes[0].port", func(p *Program) { p.Routes[0].Port = "elsewhere" }},
-		{"routes[0].mac", func(p *Program) { p.Routes[0].MAC = dnet.BroadcastMAC }},
+		{"routes[0].mac", func(p *Program) { p.Routes[0].MAC = header.BroadcastMAC }},
 		{"rewrite_port", func(p *Program) { p.RewritePort = 4791 }},
 		{"mirror_snap", func(p *Program) { p.MirrorSnap = 40 }},
 		{"iter_mode", func(p *Program) { p.IterMode = 7 }},

@@ -19,7 +19,7 @@ import (
 	"fmt"
 	"net/netip"
 
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/p4/internal/bfrt"
 	"github.com/rdma-appliance/appliance/translator/inject"
 	"github.com/rdma-appliance/appliance/verbs/roce"
@@ -66,7 +66,7 @@ type Port struct {
 	AutoNeg string `json:"autoneg,omitempty"`
 	// MAC is the switch's address on a traffic port: the source of the
 	// packets routed out of it and the answer to ARP requests on it.
-	MAC dnet.MAC `json:"mac"`
+	MAC header.MAC `json:"mac"`
 	// Addrs are the switch's own IPv4 addresses on a traffic port (the
 	// hosts' gateway), answered by proxy ARP.
 	Addrs []netip.Addr `json:"addrs,omitempty"`
@@ -77,7 +77,7 @@ type Port struct {
 type Route struct {
 	Prefix netip.Prefix `json:"prefix"`
 	Port   string       `json:"port"`
-	MAC    dnet.MAC     `json:"mac"`
+	MAC    header.MAC   `json:"mac"`
 }
 
 // Dumper is a dumper's port with its share of the mirrored copies (its

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/p4/internal/bfrt"
 	"github.com/rdma-appliance/appliance/translator/inject"
 )
@@ -49,7 +49,7 @@ func (pl *plan) routes() []bfrt.Route {
 	return out
 }
 
-func (pl *plan) portMAC(port string) dnet.MAC { return pl.ports[port].MAC }
+func (pl *plan) portMAC(port string) header.MAC { return pl.ports[port].MAC }
 
 // sortedPorts returns the ports by name.
 func (pl *plan) sortedPorts() []*Port {

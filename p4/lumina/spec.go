@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/translator/inject"
 )
 
@@ -28,7 +28,7 @@ func FromSpec(s inject.Spec, req inject.LoadRequest) (Program, error) {
 		port := Port{Name: ps.Name, FrontPanel: ps.FrontPanel, DevPort: ps.DevPort, Speed: ps.Speed, FEC: ps.FEC,
 			AutoNeg: ps.AutoNeg}
 		if ps.MAC != "" {
-			if port.MAC, err = dnet.ParseMAC(ps.MAC); err != nil {
+			if port.MAC, err = header.ParseMAC(ps.MAC); err != nil {
 				return Program{}, fmt.Errorf("lumina: ports[%d].mac: %w", i, err)
 			}
 		}
@@ -49,7 +49,7 @@ func FromSpec(s inject.Spec, req inject.LoadRequest) (Program, error) {
 		if err != nil {
 			return Program{}, fmt.Errorf("lumina: routes[%d].prefix: %w", i, err)
 		}
-		m, err := dnet.ParseMAC(r.MAC)
+		m, err := header.ParseMAC(r.MAC)
 		if err != nil {
 			return Program{}, fmt.Errorf("lumina: routes[%d].mac: %w", i, err)
 		}

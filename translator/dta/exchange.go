@@ -11,7 +11,7 @@ import (
 	"net/netip"
 	"time"
 
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
 
@@ -63,7 +63,7 @@ func (h *Hello) Validate() error {
 	if !h.IP.IsValid() {
 		return errors.New("dta: hello without an IP")
 	}
-	if _, err := dnet.ParseMAC(h.MAC); err != nil {
+	if _, err := header.ParseMAC(h.MAC); err != nil {
 		return fmt.Errorf("dta: hello: %w", err)
 	}
 	if h.QPN == 0 || h.QPN > 0xffffff {
@@ -74,7 +74,7 @@ func (h *Hello) Validate() error {
 
 // Endpoint is the collector's end of the connection the offer describes.
 func (o *Offer) Endpoint() (Endpoint, error) {
-	mac, err := dnet.ParseMAC(o.MAC)
+	mac, err := header.ParseMAC(o.MAC)
 	if err != nil {
 		return Endpoint{}, fmt.Errorf("dta: offer from %s: %w", o.Name, err)
 	}

@@ -3,7 +3,7 @@ package dta
 import (
 	"net/netip"
 
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 )
 
 // Reliability and flow control at the translator (the DTA paper's §4.4):
@@ -177,7 +177,7 @@ const ackCongested = 0x40
 // WriteAckFrame builds the UDP datagram of an ACK/NACK (or congestion
 // notice) from the translator at src to a reporter, into frame; it
 // returns the frame's length.
-func WriteAckFrame(frame []byte, src, dst dnet.MAC, srcIP, dstIP [4]byte, dport uint16, a Ack) (int, error) {
+func WriteAckFrame(frame []byte, src, dst header.MAC, srcIP, dstIP [4]byte, dport uint16, a Ack) (int, error) {
 	var payload [AckLen]byte
 	a.Encode(payload[:])
 	return WriteUDP4(frame, src, dst, srcIP, dstIP, AckPort, dport, 0, payload[:])
@@ -185,17 +185,17 @@ func WriteAckFrame(frame []byte, src, dst dnet.MAC, srcIP, dstIP [4]byte, dport 
 
 // WriteUDP4 builds an Ethernet/IPv4/UDP frame carrying payload, with the
 // UDP checksum, and returns its length.
-func WriteUDP4(frame []byte, src, dst dnet.MAC, srcIP, dstIP [4]byte, sport, dport uint16, dscp uint8, payload []byte) (int, error) {
-	n := dnet.EthernetHeaderLen + dnet.IPv4MinHeaderLen + dnet.UDPHeaderLen + len(payload)
+func WriteUDP4(frame []byte, src, dst header.MAC, srcIP, dstIP [4]byte, sport, dport uint16, dscp uint8, payload []byte) (int, error) {
+	n := header.EthernetHeaderLen + header.IPv4MinHeaderLen + header.UDPHeaderLen + len(payload)
 	if len(frame) < n {
-		return 0, dnet.ErrShortBuffer
+		return 0, header.ErrShortBuffer
 	}
-	dnet.Ethernet(frame).Encode(dst, src, dnet.EtherTypeIPv4)
-	ip := dnet.IPv4(frame[dnet.EthernetHeaderLen:n])
+	header.Ethernet(frame).Encode(dst, src, header.EtherTypeIPv4)
+	ip := header.IPv4(frame[header.EthernetHeaderLen:n])
 	ip.Encode(dscp<<2, uint16(len(ip)), 0, 0x2, 64, 17, srcIP, dstIP)
-	u := dnet.UDP(ip[dnet.IPv4MinHeaderLen:])
+	u := header.UDP(ip[header.IPv4MinHeaderLen:])
 	u.Encode(sport, dport, uint16(len(u)), 0)
-	copy(u[dnet.UDPHeaderLen:], payload)
+	copy(u[header.UDPHeaderLen:], payload)
 	u.SetChecksum(u.CalculateChecksumIPv4(srcIP, dstIP))
 	// Ethernet's minimum frame: pad with zeros (the IP length excludes it).
 	for n < 60 && n < len(frame) {

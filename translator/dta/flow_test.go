@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 )
 
 // TestSeqTracker: in-order reports are taken with an ACK every AckEvery;
@@ -119,13 +119,13 @@ func TestReportQueue(t *testing.T) {
 func TestAckFrame(t *testing.T) {
 	var buf [128]byte
 	src, dst := [4]byte{10, 0, 0, 1}, [4]byte{10, 0, 0, 2}
-	n, err := WriteAckFrame(buf[:], dnet.MAC{2, 0, 0, 0, 0, 1}, dnet.MAC{2, 0, 0, 0, 0, 2}, src, dst, AckPort,
+	n, err := WriteAckFrame(buf[:], header.MAC{2, 0, 0, 0, 0, 1}, header.MAC{2, 0, 0, 0, 0, 2}, src, dst, AckPort,
 		Ack{Seq: 77, NACK: true, Congested: true})
 	if err != nil || n != 60 {
 		t.Fatalf("%d %v", n, err)
 	}
-	var p dnet.Parsed
-	if err := dnet.Decode(buf[:n], &p); err != nil {
+	var p header.Parsed
+	if err := header.Decode(buf[:n], &p); err != nil {
 		t.Fatal(err)
 	}
 	if !p.IPv4(buf[:n]).ChecksumValid() || !p.UDP(buf[:n]).ChecksumValidIPv4(src, dst) {

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/rdma-appliance/appliance/dpdk"
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
 )
 
@@ -43,7 +43,7 @@ func fuzzService(t testing.TB) *Service {
 // reportFrame wraps a report payload in the frame a reporter sends.
 func reportFrame(payload []byte, dscp uint8) []byte {
 	buf := make([]byte, 64+len(payload))
-	n, _ := WriteUDP4(buf, dnet.MAC{2, 0, 0, 0, 0, 2}, dnet.MAC{2, 0, 0, 0, 0, 1}, [4]byte{10, 9, 0, 10}, [4]byte{10, 9, 0, 100},
+	n, _ := WriteUDP4(buf, header.MAC{2, 0, 0, 0, 0, 2}, header.MAC{2, 0, 0, 0, 0, 1}, [4]byte{10, 9, 0, 10}, [4]byte{10, 9, 0, 100},
 		GeneratorPort, ReportPort, dscp, payload)
 	return buf[:n]
 }

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
 
@@ -62,7 +62,7 @@ type ConnStats struct {
 
 // Endpoint addresses one end of a connection.
 type Endpoint struct {
-	MAC dnet.MAC
+	MAC header.MAC
 	GID roce.GID
 	QPN uint32
 }

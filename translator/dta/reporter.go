@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/dpdk"
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 )
 
 // ReporterConfig configures the reporter emulator: a switch's stream of
@@ -22,7 +22,7 @@ type ReporterConfig struct {
 	ID uint16
 	// Src and Dst: the reporter's and the translator's MAC and IPv4
 	// addresses.
-	SrcMAC, DstMAC dnet.MAC
+	SrcMAC, DstMAC header.MAC
 	SrcIP, DstIP   netip.Addr
 	Format         Format
 
@@ -121,7 +121,7 @@ type Reporter struct {
 	frame   [2048]byte
 	tx      []*dpdk.Packet
 	rx      []*dpdk.Packet
-	parsed  dnet.Parsed
+	parsed  header.Parsed
 	slow    int64 // until when the rate is halved (congestion notice)
 	// lastAck is when the window last moved, lastResend when it was last
 	// resent on timeout.
@@ -455,7 +455,7 @@ func (r *Reporter) receive() int {
 	n := r.port.RxBurst(0, r.rx)
 	for _, p := range r.rx[:n] {
 		frame := p.Data()
-		if dnet.Decode(frame, &r.parsed) != nil || r.parsed.L4Proto != 17 ||
+		if header.Decode(frame, &r.parsed) != nil || r.parsed.L4Proto != 17 ||
 			r.parsed.UDP(frame).DstPort() != AckPort {
 			continue
 		}
@@ -509,12 +509,12 @@ func (s *ReporterStats) RateOf() float64 {
 // Resolve finds the translator's MAC with ARP when DstMAC is unset,
 // asking every 100 ms until ctx ends.
 func (r *Reporter) Resolve(ctx context.Context) error {
-	if r.cfg.DstMAC != (dnet.MAC{}) {
+	if r.cfg.DstMAC != (header.MAC{}) {
 		return nil
 	}
-	var a dnet.Parsed
+	var a header.Parsed
 	for tick := time.NewTicker(100 * time.Millisecond); ; {
-		n, err := dnet.WriteARPRequest(r.frame[:], r.cfg.SrcMAC, r.cfg.SrcIP.As4(), r.cfg.DstIP.As4())
+		n, err := header.WriteARPRequest(r.frame[:], r.cfg.SrcMAC, r.cfg.SrcIP.As4(), r.cfg.DstIP.As4())
 		if err != nil {
 			return err
 		}
@@ -528,7 +528,7 @@ func (r *Reporter) Resolve(ctx context.Context) error {
 			m := r.port.RxBurst(0, r.rx)
 			for _, p := range r.rx[:m] {
 				f := p.Data()
-				if dnet.Decode(f, &a) == nil && a.L3Proto == dnet.EtherTypeARP {
+				if header.Decode(f, &a) == nil && a.L3Proto == header.EtherTypeARP {
 					arp := a.ARP(f)
 					if arp.IsValid() && arp.Op() == 2 && arp.SenderIP() == r.cfg.DstIP.As4() {
 						r.cfg.DstMAC = arp.SenderMAC()
@@ -536,7 +536,7 @@ func (r *Reporter) Resolve(ctx context.Context) error {
 				}
 			}
 			dpdk.FreeBulk(r.rx[:m])
-			if r.cfg.DstMAC != (dnet.MAC{}) {
+			if r.cfg.DstMAC != (header.MAC{}) {
 				tick.Stop()
 				return nil
 			}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/dpdk"
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
 
@@ -33,7 +33,7 @@ type Service struct {
 	format Format
 	ip     [4]byte
 	addr   netip.Addr
-	mac    dnet.MAC
+	mac    header.MAC
 
 	colls  []*collector
 	events chan collEvent
@@ -154,9 +154,9 @@ func NewService(s Spec, port dpdk.Port, pool *dpdk.Pool, log *slog.Logger) (*Ser
 	if err != nil || !addr.Is4() {
 		return nil, fmt.Errorf("dta: translator ip %q: want IPv4", s.IP)
 	}
-	mac := dnet.MAC(port.Info().MAC)
+	mac := header.MAC(port.Info().MAC)
 	if s.MAC != "" {
-		if mac, err = dnet.ParseMAC(s.MAC); err != nil {
+		if mac, err = header.ParseMAC(s.MAC); err != nil {
 			return nil, err
 		}
 	}
@@ -271,14 +271,14 @@ func (s *Service) Poll() bool {
 // input handles one received frame.
 func (s *Service) input(frame []byte) {
 	pp := &s.rp.Net
-	if err := dnet.Decode(frame, pp); err != nil {
+	if err := header.Decode(frame, pp); err != nil {
 		s.stats.NotForUs++
 		return
 	}
 	switch {
-	case pp.L3Proto == dnet.EtherTypeARP:
+	case pp.L3Proto == header.EtherTypeARP:
 		s.arp(frame)
-	case pp.L3Proto == dnet.EtherTypeIPv4 && pp.L4Proto == 17:
+	case pp.L3Proto == header.EtherTypeIPv4 && pp.L4Proto == 17:
 		ip := pp.IPv4(frame)
 		if ip.Dst() != s.ip {
 			s.stats.NotForUs++
@@ -305,7 +305,7 @@ func (s *Service) arp(frame []byte) {
 		s.stats.NotForUs++
 		return
 	}
-	n, err := dnet.WriteARPReplyTo(s.ackBuf[:], a, s.mac, s.ip)
+	n, err := header.WriteARPReplyTo(s.ackBuf[:], a, s.mac, s.ip)
 	if err == nil && s.send(s.ackBuf[:n]) {
 		s.stats.ARPReplies++
 	}
@@ -333,7 +333,7 @@ func (s *Service) rdmaIn(frame []byte) {
 
 // reportIn runs a report through sequence tracking, the meter and the
 // collector's translator.
-func (s *Service) reportIn(frame []byte, ip dnet.IPv4) {
+func (s *Service) reportIn(frame []byte, ip header.IPv4) {
 	if s.busy {
 		s.stats.Backpressured++
 		return
@@ -345,7 +345,7 @@ func (s *Service) reportIn(frame []byte, ip dnet.IPv4) {
 		return
 	}
 	src := ip.SrcAddr()
-	srcMAC := dnet.Ethernet(frame).Src()
+	srcMAC := header.Ethernet(frame).Src()
 	tracked := r.Retransmittable && !s.spec.Reliability.Disabled && !s.format.NoSeqnum
 	var ack Ack
 	var acking bool
@@ -375,7 +375,7 @@ func (s *Service) reportIn(frame []byte, ip dnet.IPv4) {
 
 // take meters, queues or translates an accepted report; false when it
 // found no room (a meter over its rate for low priority, a full queue).
-func (s *Service) take(r *Report, payload []byte, src netip.Addr, srcMAC dnet.MAC, high bool) bool {
+func (s *Service) take(r *Report, payload []byte, src netip.Addr, srcMAC header.MAC, high bool) bool {
 	if s.queue.n > 0 || !s.meter.Take(Cost(r), s.now) {
 		s.congested(srcMAC, src)
 		if !high {
@@ -577,7 +577,7 @@ func (s *Service) drainAtomics() {
 }
 
 // congested tells a reporter, at most once a NACK interval, to slow down.
-func (s *Service) congested(mac dnet.MAC, src netip.Addr) {
+func (s *Service) congested(mac header.MAC, src netip.Addr) {
 	if last, ok := s.notice[src]; ok && s.now-last < int64(s.spec.Reliability.NackInterval) {
 		return
 	}
@@ -590,7 +590,7 @@ func (s *Service) congested(mac dnet.MAC, src netip.Addr) {
 }
 
 // sendAck sends an ACK, NACK or congestion notice to a reporter.
-func (s *Service) sendAck(mac dnet.MAC, dst netip.Addr, a Ack) {
+func (s *Service) sendAck(mac header.MAC, dst netip.Addr, a Ack) {
 	if !dst.Is4() {
 		return
 	}

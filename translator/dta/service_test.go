@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/dpdk"
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
 	"github.com/rdma-appliance/appliance/verbs"
 	"github.com/rdma-appliance/appliance/verbs/soft"
@@ -119,7 +119,7 @@ func (c *exchangeCollector) serve() {
 }
 
 func (c *exchangeCollector) accept(h *Hello) (verbs.QP, error) {
-	mac, err := dnet.ParseMAC(h.MAC)
+	mac, err := header.ParseMAC(h.MAC)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +172,7 @@ type serviceBed struct {
 	stop  func()
 	br    *ring.Bridge
 	trIP  netip.Addr
-	trMAC dnet.MAC
+	trMAC header.MAC
 }
 
 func newServiceBed(t testing.TB, reporters int, edit func(*Spec)) *serviceBed {
@@ -224,7 +224,7 @@ func buildServiceBed(t testing.TB, trPort, collPort dpdk.Port, reps, far []dpdk.
 	go func() { defer wg.Done(); br.Run(ctx) }()
 	go func() { defer wg.Done(); _ = svc.Run(ctx) }()
 	b := &serviceBed{coll: coll, svc: svc, rep: reps, pool: pool, br: br, trIP: netip.MustParseAddr("10.9.0.100"),
-		trMAC: dnet.MAC(trPort.Info().MAC)}
+		trMAC: header.MAC(trPort.Info().MAC)}
 	b.stop = func() { cancel(); wg.Wait() }
 	t.Cleanup(func() {
 		b.stop()
@@ -269,7 +269,7 @@ func (b *serviceBed) settle(t testing.TB) Status {
 func (b *serviceBed) reporter(t testing.TB, i int, cfg ReporterConfig) *Reporter {
 	t.Helper()
 	cfg.ID = uint16(i)
-	cfg.SrcMAC = dnet.MAC(b.rep[i].Info().MAC)
+	cfg.SrcMAC = header.MAC(b.rep[i].Info().MAC)
 	cfg.SrcIP = netip.AddrFrom4([4]byte{10, 9, 0, byte(10 + i)})
 	cfg.DstIP = b.trIP
 	r, err := NewReporter(cfg, b.rep[i], b.pool)
@@ -497,7 +497,7 @@ func TestServiceBadInput(t *testing.T) {
 	var frame [256]byte
 	src := [4]byte{10, 9, 0, 10}
 	send := func(payload []byte, dport uint16) {
-		n, _ := WriteUDP4(frame[:], dnet.MAC(b.rep[0].Info().MAC), b.trMAC, src, b.trIP.As4(), GeneratorPort, dport, 0, payload)
+		n, _ := WriteUDP4(frame[:], header.MAC(b.rep[0].Info().MAC), b.trMAC, src, b.trIP.As4(), GeneratorPort, dport, 0, payload)
 		p := b.pool.Get()
 		p.CopyFrom(frame[:n])
 		for b.rep[0].TxBurst(0, []*dpdk.Packet{p}) == 0 {
@@ -623,7 +623,7 @@ func TestServiceTwoCollectors(t *testing.T) {
 	go func() { defer wg.Done(); ring.NewBridge(far...).Run(ctx) }()
 	go func() { defer wg.Done(); _ = svc.Run(ctx) }()
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	b := &serviceBed{svc: svc, rep: near[3:], pool: pool, trIP: netip.MustParseAddr("10.9.0.100"), trMAC: dnet.MAC(near[0].Info().MAC)}
+	b := &serviceBed{svc: svc, rep: near[3:], pool: pool, trIP: netip.MustParseAddr("10.9.0.100"), trMAC: header.MAC(near[0].Info().MAC)}
 	waitStatus(t, svc, func(st *Status) bool { return st.Collectors[0].Up && st.Collectors[1].Up })
 	rc := ReporterConfig{Keys: 2000, Redundancy: 2, Lists: []uint32{2}, Count: 3000, Seed: 4, Rate: 200000}
 	rc.Mix.KeyWrite, rc.Mix.Append = 2, 1

@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"time"
 
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/internal/spec"
 )
 
@@ -111,7 +111,7 @@ func (s *Spec) Validate(doc *spec.Doc) {
 		doc.Errorf("ip", "%q: want the translator's IPv4 address", s.IP)
 	}
 	if s.MAC != "" {
-		if _, err := dnet.ParseMAC(s.MAC); err != nil {
+		if _, err := header.ParseMAC(s.MAC); err != nil {
 			doc.Errorf("mac", "%v", err)
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/dpdk"
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
 	"github.com/rdma-appliance/appliance/verbs"
 	"github.com/rdma-appliance/appliance/verbs/roce"
@@ -42,7 +42,7 @@ func newCollectorBed(t *testing.T, psn uint32) *collectorBed {
 	l := ring.NewLink(fmt.Sprintf("dta%p", t), ring.Config{RingSize: 4096})
 	transIP, collIP := netip.MustParseAddr("10.9.0.100"), netip.MustParseAddr("10.9.0.1")
 	dev, err := soft.NewDevice(fmt.Sprintf("dtacoll%p", t), l.B(), soft.Config{GIDs: []netip.Addr{collIP},
-		Neighbors: map[netip.Addr]dnet.MAC{transIP: dnet.MAC(l.A().Info().MAC)}})
+		Neighbors: map[netip.Addr]header.MAC{transIP: header.MAC(l.A().Info().MAC)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,8 +87,8 @@ func newCollectorBed(t *testing.T, psn uint32) *collectorBed {
 	b := &collectorBed{t: t, port: l.A(), pool: pool, mem: mem, mr: mr, qp: qp,
 		regs: Regions{KeyWrite: &KeyWriteRegion{Addr: mr.Addr(), RKey: mr.RKey(), Slots: kwSlots, DataWidth: 4},
 			KeyIncrement: &KeyIncrementRegion{Addr: mr.Addr() + uint64(kwLen), RKey: mr.RKey(), Slots: kiSlots}}}
-	b.conn = NewConn(Endpoint{MAC: dnet.MAC(l.A().Info().MAC), GID: roce.GIDFromAddr(transIP), QPN: transQPN},
-		Endpoint{MAC: dnet.MAC(l.B().Info().MAC), GID: roce.GIDFromAddr(collIP), QPN: qp.QPN()}, psn)
+	b.conn = NewConn(Endpoint{MAC: header.MAC(l.A().Info().MAC), GID: roce.GIDFromAddr(transIP), QPN: transQPN},
+		Endpoint{MAC: header.MAC(l.B().Info().MAC), GID: roce.GIDFromAddr(collIP), QPN: qp.QPN()}, psn)
 	return b
 }
 
@@ -383,8 +383,8 @@ func BenchmarkPoll(b *testing.B) {
 func TestWriteTemplate(t *testing.T) {
 	for _, ips := range [][2]string{{"10.0.0.1", "10.0.0.2"}, {"fd00::1", "fd00::2"}} {
 		mk := func() *Conn {
-			return NewConn(Endpoint{QPN: 5, MAC: dnet.MAC{2, 0, 0, 0, 0, 1}, GID: roce.GIDFromAddr(netip.MustParseAddr(ips[0]))},
-				Endpoint{QPN: 9, MAC: dnet.MAC{2, 0, 0, 0, 0, 2}, GID: roce.GIDFromAddr(netip.MustParseAddr(ips[1]))}, 0xfffffe)
+			return NewConn(Endpoint{QPN: 5, MAC: header.MAC{2, 0, 0, 0, 0, 1}, GID: roce.GIDFromAddr(netip.MustParseAddr(ips[0]))},
+				Endpoint{QPN: 9, MAC: header.MAC{2, 0, 0, 0, 0, 2}, GID: roce.GIDFromAddr(netip.MustParseAddr(ips[1]))}, 0xfffffe)
 		}
 		fast, slow := mk(), mk()
 		fast.AckEvery, slow.AckEvery = 3, 3

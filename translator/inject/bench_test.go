@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/dpdk"
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
@@ -63,8 +63,8 @@ func newInjBench(tb testing.TB, burst, mirrorSnap int) *injBench {
 	cfg := Config{
 		Traffic: []TrafficPort{{Name: "p0", Port: la.B()}, {Name: "p1", Port: lb.A()}},
 		Mirrors: []MirrorPort{{Name: "dumper1", Port: m1.A(), Weight: 1}, {Name: "dumper2", Port: m2.A(), Weight: 1}},
-		Routes: []Route{{Prefix: netip.PrefixFrom(reqIP, 32), Port: 0, MAC: dnet.MAC(la.A().Info().MAC)},
-			{Prefix: netip.PrefixFrom(respIP, 32), Port: 1, MAC: dnet.MAC(lb.B().Info().MAC)}},
+		Routes: []Route{{Prefix: netip.PrefixFrom(reqIP, 32), Port: 0, MAC: header.MAC(la.A().Info().MAC)},
+			{Prefix: netip.PrefixFrom(respIP, 32), Port: 1, MAC: header.MAC(lb.B().Info().MAC)}},
 		Pool: pool, Seed: 1, Burst: burst, MirrorSnap: mirrorSnap,
 	}
 	in, err := New(cfg)
@@ -93,7 +93,7 @@ func newInjBench(tb testing.TB, burst, mirrorSnap int) *injBench {
 		conns[qp] = Conn{RequesterIP: reqIP, RequesterQPN: uint32(0x100 + qp), RequesterIPSN: ipsn,
 			ResponderIP: respIP, ResponderQPN: uint32(0x200 + qp), ResponderIPSN: uint32(0x800000 + qp)}
 		bn.psn[qp] = ipsn
-		b := roce.Builder{SrcMAC: dnet.MAC(la.A().Info().MAC), DstMAC: dnet.MAC(la.B().Info().MAC),
+		b := roce.Builder{SrcMAC: header.MAC(la.A().Info().MAC), DstMAC: header.MAC(la.B().Info().MAC),
 			SrcGID: roce.GIDFromAddr(reqIP), DstGID: roce.GIDFromAddr(respIP), HopLimit: roce.DefaultHopLimit,
 			DontFragment: true, SrcPort: uint16(0xc000 + qp), DestQP: conns[qp].ResponderQPN,
 			VA: 0x7f0000000000, RKey: 0x1234, DMALen: benchPPM * benchPayload}
@@ -110,11 +110,11 @@ func newInjBench(tb testing.TB, burst, mirrorSnap int) *injBench {
 			bn.tmpl[qp][pos] = buf[:n]
 		}
 	}
-	var np dnet.Parsed
-	if err := dnet.Decode(bn.tmpl[0][0], &np); err != nil {
+	var np header.Parsed
+	if err := header.Decode(bn.tmpl[0][0], &np); err != nil {
 		tb.Fatal(err)
 	}
-	bn.psnOff = np.L4Off + dnet.UDPHeaderLen + 9 // BTH bytes 9..11
+	bn.psnOff = np.L4Off + header.UDPHeaderLen + 9 // BTH bytes 9..11
 
 	// The match path with hits on every kind of entry: ECN on every
 	// packet of connection 1 (psn: all), ECN on the second packet of

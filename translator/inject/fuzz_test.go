@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/rdma-appliance/appliance/dpdk"
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
@@ -20,11 +20,11 @@ func seedFrames(f *testing.F) {
 	n, _ := b.Build(buf, make([]byte, 256))
 	f.Add(append([]byte(nil), buf[:n]...))
 	arp := make([]byte, 42)
-	k, _ := dnet.WriteARPRequest(arp, dnet.MAC{2, 0, 0, 0, 0, 9}, ipA.As4(), [4]byte{10, 0, 0, 254})
+	k, _ := header.WriteARPRequest(arp, header.MAC{2, 0, 0, 0, 0, 9}, ipA.As4(), [4]byte{10, 0, 0, 254})
 	f.Add(arp[:k])
-	var p dnet.Parsed
+	var p header.Parsed
 	m := append([]byte(nil), buf[:n]...)
-	_ = dnet.Decode(m, &p)
+	_ = header.Decode(m, &p)
 	WriteMirror(m, &p, MirrorMeta{Seq: 5, Timestamp: 99, Event: EventDrop, OrigSrcPort: 4000}, 1234, DefaultRewritePort)
 	f.Add(m)
 	f.Add([]byte{})
@@ -77,8 +77,8 @@ func FuzzInput(f *testing.F) {
 func FuzzMirrorMeta(f *testing.F) {
 	seedFrames(f)
 	f.Fuzz(func(t *testing.T, frame []byte) {
-		var p dnet.Parsed
-		if dnet.DecodeTruncated(frame, &p) != nil {
+		var p header.Parsed
+		if header.DecodeTruncated(frame, &p) != nil {
 			return
 		}
 		m, err := ReadMirror(frame, &p)

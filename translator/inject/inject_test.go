@@ -5,7 +5,7 @@ import (
 	"net/netip"
 	"testing"
 
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
 
@@ -272,7 +272,7 @@ func TestAllPSNs(t *testing.T) {
 
 func TestMirrorMetadata(t *testing.T) {
 	for _, v6 := range []bool{false, true} {
-		b := roce.Builder{SrcMAC: dnet.MAC{2, 0, 0, 0, 0, 1}, DstMAC: dnet.MAC{2, 0, 0, 0, 0, 2},
+		b := roce.Builder{SrcMAC: header.MAC{2, 0, 0, 0, 0, 1}, DstMAC: header.MAC{2, 0, 0, 0, 0, 2},
 			SrcGID: roce.GIDFromAddr(ipA), DstGID: roce.GIDFromAddr(ipB), HopLimit: 64, TrafficClass: 0x6a,
 			SrcPort: 0xc001, Opcode: roce.RCSendOnly, DestQP: 0x123, PSN: 77}
 		if v6 {
@@ -285,8 +285,8 @@ func TestMirrorMetadata(t *testing.T) {
 			t.Fatal(err)
 		}
 		frame = frame[:n]
-		var p dnet.Parsed
-		if err := dnet.Decode(frame, &p); err != nil {
+		var p header.Parsed
+		if err := header.Decode(frame, &p); err != nil {
 			t.Fatal(err)
 		}
 		m := MirrorMeta{Seq: 0x0102030405060708, Timestamp: 0x7fff_1234_5678_9abc, Event: EventECN, OrigSrcPort: 0xc001}
@@ -322,17 +322,17 @@ func TestMirrorMetadata(t *testing.T) {
 		if err := roce.Parse(frame, &rp); err != nil || rp.VerifyICRC(frame) != nil {
 			t.Fatalf("restored copy: %v / icrc %v", err, rp.VerifyICRC(frame))
 		}
-		if rp.SrcPort != 0xc001 || rp.ECN != dnet.ECNCE || rp.DestQP != 0x123 || rp.PSN != 77 {
+		if rp.SrcPort != 0xc001 || rp.ECN != header.ECNCE || rp.DestQP != 0x123 || rp.PSN != 77 {
 			t.Fatalf("restored %+v", rp)
 		}
 		if !v6 && !p.IPv4(frame).ChecksumValid() {
 			t.Fatal("restored ipv4 checksum")
 		}
 	}
-	var p dnet.Parsed
+	var p header.Parsed
 	arp := make([]byte, 60)
 	arp[12], arp[13] = 0x08, 0x06
-	_ = dnet.Decode(arp, &p)
+	_ = header.Decode(arp, &p)
 	if _, err := ReadMirror(arp, &p); !errors.Is(err, ErrNotMirrored) {
 		t.Fatalf("arp: %v", err)
 	}

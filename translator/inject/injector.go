@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/rdma-appliance/appliance/dpdk"
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
 
@@ -39,7 +39,7 @@ type MirrorPort struct {
 type Route struct {
 	Prefix netip.Prefix
 	Port   int
-	MAC    dnet.MAC
+	MAC    header.MAC
 }
 
 // Balance is how mirrored copies are spread over the dumpers.
@@ -189,9 +189,9 @@ type Injector struct {
 	// mirQMask is len(mir[i])-1 when that is a power of two, else -1:
 	// the copy's queue is then picked with a mask instead of a division.
 	mirQMask []int
-	rp       roce.Packet // rp.Net is the decoded frame of every packet
-	outMAC   []dnet.MAC  // each traffic port's MAC, read once
-	rxq      []int       // each traffic port's receive queues, read once
+	rp       roce.Packet  // rp.Net is the decoded frame of every packet
+	outMAC   []header.MAC // each traffic port's MAC, read once
+	rxq      []int        // each traffic port's receive queues, read once
 	// spare holds copy buffers taken from the cache a burst at a time.
 	spare  [32]*dpdk.Packet
 	nspare int
@@ -250,7 +250,7 @@ func New(cfg Config) (*Injector, error) {
 			return nil, bad("traffic port %d has no port", i)
 		}
 		in.fwd = append(in.fwd, []txq{{port: tp.Port, cnt: &in.traffic[i]}})
-		in.outMAC = append(in.outMAC, dnet.MAC(tp.Port.Info().MAC))
+		in.outMAC = append(in.outMAC, header.MAC(tp.Port.Info().MAC))
 		in.rxq = append(in.rxq, max(tp.Port.Info().RxQueues, 1))
 	}
 	for i, mp := range cfg.Mirrors {
@@ -530,19 +530,19 @@ func (in *Injector) input(i int, pkt *dpdk.Packet) {
 	frame := pkt.Data()
 	cnt := &in.traffic[i]
 	np := &in.rp.Net
-	if err := dnet.Decode(frame, np); err != nil {
+	if err := header.Decode(frame, np); err != nil {
 		cnt.Malformed.Add(1)
 		pkt.Free()
 		return
 	}
 	var r *Route
 	switch np.L3Proto {
-	case dnet.EtherTypeARP:
+	case header.EtherTypeARP:
 		in.arp(i, pkt)
 		return
-	case dnet.EtherTypeIPv4:
+	case header.EtherTypeIPv4:
 		r = in.route4(binary.BigEndian.Uint32(frame[np.L3Off+16 : np.L3Off+20]))
-	case dnet.EtherTypeIPv6:
+	case header.EtherTypeIPv6:
 		r = in.route(np.IPv6(frame).DstAddr())
 	default:
 		cnt.NoRoute.Add(1)
@@ -555,7 +555,7 @@ func (in *Injector) input(i int, pkt *dpdk.Packet) {
 		return
 	}
 	ev := EventNone
-	if np.L4Proto == dnet.IPProtoUDP && np.UDP(frame).DstPort() == roce.UDPPort && !np.Fragment {
+	if np.L4Proto == header.IPProtoUDP && np.UDP(frame).DstPort() == roce.UDPPort && !np.Fragment {
 		if err := roce.ParseDecoded(frame, roce.UDPPort, &in.rp); err != nil {
 			cnt.Malformed.Add(1)
 		} else {
@@ -571,10 +571,10 @@ func (in *Injector) input(i int, pkt *dpdk.Packet) {
 		return
 	case EventECN:
 		cnt.ECNMarked.Add(1)
-		if np.L3Proto == dnet.EtherTypeIPv4 {
-			np.IPv4(frame).SetECNUpdateChecksum(dnet.ECNCE)
+		if np.L3Proto == header.EtherTypeIPv4 {
+			np.IPv4(frame).SetECNUpdateChecksum(header.ECNCE)
 		} else {
-			np.IPv6(frame).SetECN(dnet.ECNCE)
+			np.IPv6(frame).SetECN(header.ECNCE)
 		}
 	case EventBitError:
 		cnt.Corrupted.Add(1)
@@ -582,7 +582,7 @@ func (in *Injector) input(i int, pkt *dpdk.Packet) {
 		// travels on and the receiver's ICRC check must catch it: the
 		// IPv4 identification (with its header checksum kept valid), or,
 		// in IPv6 which has no such field, the ICRC itself.
-		if np.L3Proto == dnet.EtherTypeIPv4 {
+		if np.L3Proto == header.EtherTypeIPv4 {
 			ip := np.IPv4(frame)
 			ip.SetID(ip.ID() ^ 0x0101)
 			ip.UpdateChecksum()
@@ -591,7 +591,7 @@ func (in *Injector) input(i int, pkt *dpdk.Packet) {
 		}
 	}
 	if in.cfg.DecTTL {
-		if np.L3Proto == dnet.EtherTypeIPv4 {
+		if np.L3Proto == header.EtherTypeIPv4 {
 			if !np.IPv4(frame).DecTTL() {
 				cnt.TTLExpire.Add(1)
 				pkt.Free()
@@ -647,7 +647,7 @@ func (in *Injector) mirror(frame []byte, ev EventType, rxTS int64) {
 	in.spare[in.nspare] = nil
 	n := len(frame)
 	if s := in.cfg.MirrorSnap; s > 0 && s < n {
-		n = max(s, in.rp.Net.L4Off+dnet.UDPHeaderLen)
+		n = max(s, in.rp.Net.L4Off+header.UDPHeaderLen)
 	}
 	buf := c.Buffer()
 	if n > len(buf) {
@@ -681,7 +681,7 @@ func (in *Injector) arp(i int, pkt *dpdk.Packet) {
 	frame := pkt.Data()
 	a := in.rp.Net.ARP(frame)
 	cnt := &in.traffic[i]
-	if !a.IsValid() || a.Op() != dnet.ARPOpRequest {
+	if !a.IsValid() || a.Op() != header.ARPOpRequest {
 		pkt.Free()
 		return
 	}
@@ -701,10 +701,10 @@ func (in *Injector) arp(i int, pkt *dpdk.Packet) {
 		pkt.Free()
 		return
 	}
-	mac := dnet.MAC(in.cfg.Traffic[i].Port.Info().MAC)
+	mac := header.MAC(in.cfg.Traffic[i].Port.Info().MAC)
 	// Answer in place: the request becomes the reply.
 	sha, spa := a.SenderMAC(), a.SenderIP()
-	a.Encode(dnet.ARPOpReply, mac, a.TargetIP(), sha, spa)
+	a.Encode(header.ARPOpReply, mac, a.TargetIP(), sha, spa)
 	eth := in.rp.Net.Ethernet(frame)
 	eth.SetDst(sha)
 	eth.SetSrc(mac)

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/dpdk"
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
 	"github.com/rdma-appliance/appliance/verbs"
 	"github.com/rdma-appliance/appliance/verbs/roce"
@@ -63,8 +63,8 @@ func (c *collector) drain(p dpdk.Port) int {
 		c.mu.Lock()
 		for _, pkt := range burst[:n] {
 			f := append([]byte(nil), pkt.Data()...)
-			var np dnet.Parsed
-			if dnet.Decode(f, &np) != nil {
+			var np header.Parsed
+			if header.Decode(f, &np) != nil {
 				c.bad++
 				continue
 			}
@@ -123,8 +123,8 @@ func newLumina(t *testing.T, mcfg func(*Config)) *lumina {
 	cfg := Config{
 		Traffic: []TrafficPort{{Name: "p0", Port: la.B()}, {Name: "p1", Port: lb.A()}},
 		Mirrors: []MirrorPort{{Name: "dumper1", Port: m1.A(), Weight: 1}, {Name: "dumper2", Port: m2.A(), Weight: 1}},
-		Routes: []Route{{Prefix: netip.PrefixFrom(l.reqIP, 32), Port: 0, MAC: dnet.MAC(la.A().Info().MAC)},
-			{Prefix: netip.PrefixFrom(l.respIP, 32), Port: 1, MAC: dnet.MAC(lb.B().Info().MAC)}},
+		Routes: []Route{{Prefix: netip.PrefixFrom(l.reqIP, 32), Port: 0, MAC: header.MAC(la.A().Info().MAC)},
+			{Prefix: netip.PrefixFrom(l.respIP, 32), Port: 1, MAC: header.MAC(lb.B().Info().MAC)}},
 		Pool: pool, Seed: 1,
 	}
 	if mcfg != nil {
@@ -350,7 +350,7 @@ func endToEnd(t *testing.T, mode IterMode) {
 		}
 		if m.Event != EventNone {
 			events[m.Event] = append(events[m.Event], p.PSN)
-			if m.Event == EventECN && p.ECN != dnet.ECNCE {
+			if m.Event == EventECN && p.ECN != header.ECNCE {
 				t.Fatalf("seq %d: ECN event but ECN %d after restore", s, p.ECN)
 			}
 		}

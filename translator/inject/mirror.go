@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
 
@@ -54,7 +54,7 @@ func get48(b []byte) uint64 {
 // WriteMirror writes m into frame, a copy of a RoCE packet whose layout p
 // describes, and rewrites its UDP ports: the source to srcPort, the
 // destination to dstPort. The IPv4 header checksum is kept valid.
-func WriteMirror(frame []byte, p *dnet.Parsed, m MirrorMeta, srcPort, dstPort uint16) {
+func WriteMirror(frame []byte, p *header.Parsed, m MirrorMeta, srcPort, dstPort uint16) {
 	writeMirror(frame, frame, p, m, srcPort, dstPort)
 }
 
@@ -62,22 +62,22 @@ func WriteMirror(frame []byte, p *dnet.Parsed, m MirrorMeta, srcPort, dstPort ui
 // end of the UDP header), reading the fields it patches from src: the
 // injector's copy was only just written, and loading a word of it back
 // right after a byte store to it (the TTL) stalls the pipeline.
-func writeMirror(dst, src []byte, p *dnet.Parsed, m MirrorMeta, srcPort, dstPort uint16) {
+func writeMirror(dst, src []byte, p *header.Parsed, m MirrorMeta, srcPort, dstPort uint16) {
 	put48(dst[6:12], m.Seq&Mask48)
 	put48(dst[0:6], uint64(m.Timestamp)&Mask48)
 	switch p.L3Proto {
-	case dnet.EtherTypeIPv4:
+	case header.EtherTypeIPv4:
 		// Patch the checksum for the TTL word (RFC 1624) rather than
 		// summing the header again: this runs for every mirrored packet.
 		sip, dip := src[p.L3Off:p.L3Off+12], dst[p.L3Off:p.L3Off+12]
 		old := binary.BigEndian.Uint16(sip[8:10])
 		check := binary.BigEndian.Uint16(sip[10:12])
 		dip[8] = uint8(m.Event)
-		binary.BigEndian.PutUint16(dip[10:12], dnet.ChecksumUpdate16(check, old, uint16(m.Event)<<8|old&0xff))
-	case dnet.EtherTypeIPv6:
+		binary.BigEndian.PutUint16(dip[10:12], header.ChecksumUpdate16(check, old, uint16(m.Event)<<8|old&0xff))
+	case header.EtherTypeIPv6:
 		dst[p.L3Off+7] = uint8(m.Event)
 	}
-	su, du := src[p.L4Off:p.L4Off+dnet.UDPHeaderLen], dst[p.L4Off:p.L4Off+dnet.UDPHeaderLen]
+	su, du := src[p.L4Off:p.L4Off+header.UDPHeaderLen], dst[p.L4Off:p.L4Off+header.UDPHeaderLen]
 	orig := binary.BigEndian.Uint16(su[0:2])
 	binary.BigEndian.PutUint16(du[0:2], srcPort)
 	binary.BigEndian.PutUint16(du[2:4], dstPort)
@@ -85,21 +85,21 @@ func writeMirror(dst, src []byte, p *dnet.Parsed, m MirrorMeta, srcPort, dstPort
 }
 
 // ReadMirror reads the metadata of a mirrored copy whose layout p describes
-// (decoded with dnet.Decode or dnet.DecodeTruncated).
-func ReadMirror(frame []byte, p *dnet.Parsed) (MirrorMeta, error) {
-	if p.L4Proto != dnet.IPProtoUDP || p.L4Off+dnet.UDPHeaderLen > len(frame) {
+// (decoded with header.Decode or header.DecodeTruncated).
+func ReadMirror(frame []byte, p *header.Parsed) (MirrorMeta, error) {
+	if p.L4Proto != header.IPProtoUDP || p.L4Off+header.UDPHeaderLen > len(frame) {
 		return MirrorMeta{}, ErrNotMirrored
 	}
 	m := MirrorMeta{Seq: get48(frame[6:12]), Timestamp: int64(get48(frame[0:6]))}
 	switch p.L3Proto {
-	case dnet.EtherTypeIPv4:
+	case header.EtherTypeIPv4:
 		m.Event = EventType(frame[p.L3Off+8])
-	case dnet.EtherTypeIPv6:
+	case header.EtherTypeIPv6:
 		m.Event = EventType(frame[p.L3Off+7])
 	default:
 		return MirrorMeta{}, ErrNotMirrored
 	}
-	m.OrigSrcPort = dnet.UDP(frame[p.L4Off:]).Checksum()
+	m.OrigSrcPort = header.UDP(frame[p.L4Off:]).Checksum()
 	return m, nil
 }
 
@@ -109,25 +109,25 @@ func ReadMirror(frame []byte, p *dnet.Parsed) (MirrorMeta, error) {
 // the injector marked it; the IPv4 header checksum is recomputed. The MACs
 // and TTL keep the metadata. The ICRC, which covers the ports but not ECN,
 // TTL or the checksums, verifies again.
-func RestoreMirror(frame []byte, p *dnet.Parsed) (MirrorMeta, error) {
+func RestoreMirror(frame []byte, p *header.Parsed) (MirrorMeta, error) {
 	m, err := ReadMirror(frame, p)
 	if err != nil {
 		return m, err
 	}
-	u := dnet.UDP(frame[p.L4Off:])
+	u := header.UDP(frame[p.L4Off:])
 	u.SetSrcPort(m.OrigSrcPort)
 	u.SetDstPort(roce.UDPPort)
 	u.SetChecksum(0)
 	switch p.L3Proto {
-	case dnet.EtherTypeIPv4:
-		ip := dnet.IPv4(frame[p.L3Off:])
+	case header.EtherTypeIPv4:
+		ip := header.IPv4(frame[p.L3Off:])
 		if m.Event == EventECN {
-			ip.SetECN(dnet.ECNCE)
+			ip.SetECN(header.ECNCE)
 		}
 		ip.UpdateChecksum()
-	case dnet.EtherTypeIPv6:
+	case header.EtherTypeIPv6:
 		if m.Event == EventECN {
-			dnet.IPv6(frame[p.L3Off:]).SetECN(dnet.ECNCE)
+			header.IPv6(frame[p.L3Off:]).SetECN(header.ECNCE)
 		}
 	}
 	return m, nil

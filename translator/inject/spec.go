@@ -7,7 +7,7 @@ import (
 	"slices"
 
 	"github.com/rdma-appliance/appliance/dpdk"
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/internal/spec"
 )
 
@@ -146,7 +146,7 @@ func (s *Spec) Validate(doc *spec.Doc) {
 			}
 		}
 		if p.MAC != "" {
-			if _, err := dnet.ParseMAC(p.MAC); err != nil {
+			if _, err := header.ParseMAC(p.MAC); err != nil {
 				doc.Errorf(key+".mac", "%q is not a MAC address", p.MAC)
 			}
 		}
@@ -164,7 +164,7 @@ func (s *Spec) Validate(doc *spec.Doc) {
 		} else if role != "traffic" {
 			doc.Errorf(key+".port", "%q is a %s port; routes go out of traffic ports", r.Port, role)
 		}
-		if _, err := dnet.ParseMAC(r.MAC); err != nil {
+		if _, err := header.ParseMAC(r.MAC); err != nil {
 			doc.Errorf(key+".mac", "%q is not a MAC address", r.MAC)
 		}
 	}
@@ -250,7 +250,7 @@ func (s *Spec) routes(traffic map[string]int) ([]Route, error) {
 		if err != nil {
 			return nil, fmt.Errorf("route %s: %w", r.Prefix, err)
 		}
-		mac, err := dnet.ParseMAC(r.MAC)
+		mac, err := header.ParseMAC(r.MAC)
 		if err != nil {
 			return nil, fmt.Errorf("route %s: %w", r.Prefix, err)
 		}

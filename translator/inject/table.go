@@ -6,7 +6,7 @@ import (
 	"math/bits"
 	"sync"
 
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
 
@@ -258,7 +258,7 @@ func (t *Table) Lookup(p *roce.Packet, frame []byte) (EventType, uint16) {
 		return EventNone, 0
 	}
 	k := wireKey{qpn: p.DestQP}
-	if o := p.Net.L3Off; p.Net.L3Proto == dnet.EtherTypeIPv6 {
+	if o := p.Net.L3Off; p.Net.L3Proto == header.EtherTypeIPv6 {
 		a := frame[o+8 : o+40]
 		k.s0, k.s1 = binary.LittleEndian.Uint64(a[0:8]), binary.LittleEndian.Uint64(a[8:16])
 		k.d0, k.d1 = binary.LittleEndian.Uint64(a[16:24]), binary.LittleEndian.Uint64(a[24:32])

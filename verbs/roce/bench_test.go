@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 )
 
 // reportRate adds per-packet and, when bytes > 0, throughput metrics to a
@@ -90,7 +90,7 @@ func BenchmarkParseVerifyICRC(b *testing.B) {
 func BenchmarkICRC(b *testing.B) {
 	bl := v4Base()
 	bl.Opcode = RCWriteOnly
-	const hdr = dnet.IPv4MinHeaderLen + dnet.UDPHeaderLen + BTHLen + RETHLen
+	const hdr = header.IPv4MinHeaderLen + header.UDPHeaderLen + BTHLen + RETHLen
 	for _, size := range []int{64, 1024, 4096} {
 		frame := make([]byte, 5000)
 		payload := make([]byte, size-hdr)

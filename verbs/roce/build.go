@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 )
 
 // DefaultHopLimit is the IPv4 TTL / IPv6 hop limit rxe and mlx5 send with.
@@ -13,8 +13,8 @@ const DefaultHopLimit = 64
 // MaxFrameOverhead is the most bytes a Builder puts around the payload:
 // Ethernet with one VLAN tag, IPv6, UDP, BTH, the longest extended headers,
 // three bytes of pad and the ICRC.
-const MaxFrameOverhead = dnet.EthernetHeaderLen + dnet.VLANTagLen + dnet.IPv6HeaderLen +
-	dnet.UDPHeaderLen + BTHLen + MaxExtHeaderLen + 3 + ICRCLen
+const MaxFrameOverhead = header.EthernetHeaderLen + header.VLANTagLen + header.IPv6HeaderLen +
+	header.UDPHeaderLen + BTHLen + MaxExtHeaderLen + 3 + ICRCLen
 
 var (
 	errTooLong    = fmt.Errorf("%w: packet exceeds the IP length field", ErrBadLength)
@@ -41,9 +41,9 @@ var (
 // IPv4).
 type Builder struct {
 	// Ethernet.
-	SrcMAC, DstMAC dnet.MAC
+	SrcMAC, DstMAC header.MAC
 	// VLAN adds one 802.1Q tag with tag control information TCI (see
-	// dnet.MakeTCI); RoCE fabrics use it to carry the PFC priority.
+	// header.MakeTCI); RoCE fabrics use it to carry the PFC priority.
 	VLAN bool
 	TCI  uint16
 
@@ -121,15 +121,15 @@ func (b *Builder) layout(payloadLen int) (layout, error) {
 		return l, ErrBadGID
 	}
 	l.v6 = !v4
-	l.l3 = dnet.EthernetHeaderLen
+	l.l3 = header.EthernetHeaderLen
 	if b.VLAN {
-		l.l3 += dnet.VLANTagLen
+		l.l3 += header.VLANTagLen
 	}
-	l.udp = l.l3 + dnet.IPv4MinHeaderLen
+	l.udp = l.l3 + header.IPv4MinHeaderLen
 	if l.v6 {
-		l.udp = l.l3 + dnet.IPv6HeaderLen
+		l.udp = l.l3 + header.IPv6HeaderLen
 	}
-	l.bth = l.udp + dnet.UDPHeaderLen
+	l.bth = l.udp + header.UDPHeaderLen
 	l.payload = l.bth + BTHLen + l.info.HeaderLen
 	l.pad = -payloadLen & 3
 	l.icrc = l.payload + payloadLen + l.pad
@@ -137,21 +137,21 @@ func (b *Builder) layout(payloadLen int) (layout, error) {
 	if end-l.l3 > 0xffff {
 		return l, errTooLong
 	}
-	l.frameLen = max(end, dnet.EthernetMinFrameLen)
+	l.frameLen = max(end, header.EthernetMinFrameLen)
 	return l, nil
 }
 
 // HeaderLen returns the offset of the payload in the frames b builds: where
 // BuildInPlace expects it.
 func (b *Builder) HeaderLen() int {
-	n := dnet.EthernetHeaderLen + dnet.IPv4MinHeaderLen
+	n := header.EthernetHeaderLen + header.IPv4MinHeaderLen
 	if b.VLAN {
-		n += dnet.VLANTagLen
+		n += header.VLANTagLen
 	}
 	if !b.SrcGID.IsIPv4() {
-		n += dnet.IPv6HeaderLen - dnet.IPv4MinHeaderLen
+		n += header.IPv6HeaderLen - header.IPv4MinHeaderLen
 	}
-	return n + dnet.UDPHeaderLen + BTHLen + opTable[b.Opcode].HeaderLen
+	return n + header.UDPHeaderLen + BTHLen + opTable[b.Opcode].HeaderLen
 }
 
 // FrameLen returns the length of the frame b builds around payloadLen bytes
@@ -198,7 +198,7 @@ func (b *Builder) BuildInPlace(buf []byte, payloadLen int) (int, error) {
 func (b *Builder) BuildCNP(buf []byte) (int, error) {
 	c := *b
 	c.Opcode = OpCNP
-	c.TrafficClass |= dnet.ECNCE
+	c.TrafficClass |= header.ECNCE
 	c.SE, c.MigReq, c.AckReq, c.FECN, c.BECN = false, false, false, false, false
 	c.PSN = 0
 	return c.Build(buf, nil)
@@ -206,14 +206,14 @@ func (b *Builder) BuildCNP(buf []byte) (int, error) {
 
 func (b *Builder) write(buf []byte, l *layout, payloadLen int) {
 	// Ethernet and VLAN.
-	et := dnet.EtherTypeIPv4
+	et := header.EtherTypeIPv4
 	if l.v6 {
-		et = dnet.EtherTypeIPv6
+		et = header.EtherTypeIPv6
 	}
-	eth := dnet.Ethernet(buf[:dnet.EthernetHeaderLen])
+	eth := header.Ethernet(buf[:header.EthernetHeaderLen])
 	if b.VLAN {
-		eth.Encode(b.DstMAC, b.SrcMAC, dnet.EtherTypeVLAN)
-		v := dnet.VLAN(buf[dnet.EthernetHeaderLen:l.l3])
+		eth.Encode(b.DstMAC, b.SrcMAC, header.EtherTypeVLAN)
+		v := header.VLAN(buf[header.EthernetHeaderLen:l.l3])
 		v.SetTCI(b.TCI)
 		v.SetEtherType(et)
 	} else {
@@ -225,14 +225,14 @@ func (b *Builder) write(buf []byte, l *layout, payloadLen int) {
 	ipLen := l.icrc + ICRCLen - l.l3
 	udpLen := ipLen - (l.udp - l.l3)
 	if l.v6 {
-		dnet.IPv6(buf[l.l3:l.udp]).Encode(b.TrafficClass, b.FlowLabel, uint16(udpLen), dnet.IPProtoUDP, hop,
+		header.IPv6(buf[l.l3:l.udp]).Encode(b.TrafficClass, b.FlowLabel, uint16(udpLen), header.IPProtoUDP, hop,
 			b.SrcGID, b.DstGID)
 	} else {
 		var flags uint8
 		if b.DontFragment {
-			flags = dnet.IPv4FlagDontFragment
+			flags = header.IPv4FlagDontFragment
 		}
-		dnet.IPv4(buf[l.l3:l.udp]).Encode(b.TrafficClass, uint16(ipLen), b.IPID, flags, hop, dnet.IPProtoUDP,
+		header.IPv4(buf[l.l3:l.udp]).Encode(b.TrafficClass, uint16(ipLen), b.IPID, flags, hop, header.IPProtoUDP,
 			b.SrcGID.IPv4(), b.DstGID.IPv4())
 	}
 
@@ -244,7 +244,7 @@ func (b *Builder) write(buf []byte, l *layout, payloadLen int) {
 	if dport == 0 {
 		dport = UDPPort
 	}
-	dnet.UDP(buf[l.udp:l.bth]).Encode(sport, dport, uint16(udpLen), 0)
+	header.UDP(buf[l.udp:l.bth]).Encode(sport, dport, uint16(udpLen), 0)
 
 	// BTH, written as three words.
 	h := buf[l.bth : l.bth+BTHLen]
@@ -313,16 +313,16 @@ func (b *Builder) write(buf []byte, l *layout, payloadLen int) {
 
 	// Pad, ICRC, Ethernet padding.
 	clear(buf[l.payload+payloadLen : l.icrc])
-	hl := dnet.IPv4MinHeaderLen
+	hl := header.IPv4MinHeaderLen
 	if l.v6 {
-		hl = dnet.IPv6HeaderLen
+		hl = header.IPv6HeaderLen
 	}
 	crc := icrc(buf[l.l3:l.icrc], hl, hl, l.v6)
 	binary.LittleEndian.PutUint32(buf[l.icrc:l.icrc+ICRCLen], crc)
 	clear(buf[l.icrc+ICRCLen : l.frameLen])
 
 	if l.v6 && b.UDPChecksum {
-		u := dnet.UDP(buf[l.udp : l.udp+udpLen])
+		u := header.UDP(buf[l.udp : l.udp+udpLen])
 		u.SetChecksum(u.CalculateChecksumIPv6(b.SrcGID, b.DstGID))
 	}
 }

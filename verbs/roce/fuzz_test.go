@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 )
 
 // checkPacket verifies what a successful Parse promises.
@@ -55,8 +55,8 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 		err := Parse(frame, &p)
-		if len(frame) > dnet.EthernetHeaderLen {
-			_, _ = ICRC(frame[dnet.EthernetHeaderLen:]) // must not panic on anything
+		if len(frame) > header.EthernetHeaderLen {
+			_, _ = ICRC(frame[header.EthernetHeaderLen:]) // must not panic on anything
 		}
 		if err != nil {
 			return

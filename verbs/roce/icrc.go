@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 )
 
 // The ICRC is the IEEE CRC-32 (reflected, as hash/crc32.ChecksumIEEE) over:
@@ -69,7 +69,7 @@ const clmulMin = 64
 
 // maxMasked is the most header bytes copied for masking: an IPv4 header with
 // full options, the UDP header and the BTH.
-const maxMasked = dnet.IPv4MaxHeaderLen + dnet.UDPHeaderLen + BTHLen
+const maxMasked = header.IPv4MaxHeaderLen + header.UDPHeaderLen + BTHLen
 
 // icrc computes the ICRC of pkt, which runs from the first byte of the IP
 // header to the end of the pad. ipHdrLen is the length of the fixed IP header
@@ -95,12 +95,12 @@ func icrc(pkt []byte, ipHdrLen, udpOff int, v6 bool) uint32 {
 		crc = crc32.Update(crc, crc32.IEEETable, pkt[ipHdrLen:udpOff])
 		n = 0
 	}
-	copy(s[n:n+dnet.UDPHeaderLen+BTHLen], pkt[udpOff:])
+	copy(s[n:n+header.UDPHeaderLen+BTHLen], pkt[udpOff:])
 	s[n+6], s[n+7] = 0xff, 0xff // UDP checksum
-	s[n+dnet.UDPHeaderLen+4] = 0xff
-	n += dnet.UDPHeaderLen + BTHLen
+	s[n+header.UDPHeaderLen+4] = 0xff
+	n += header.UDPHeaderLen + BTHLen
 	crc = updateSlicing8(crc, s[:n])
-	rest := pkt[udpOff+dnet.UDPHeaderLen+BTHLen:]
+	rest := pkt[udpOff+header.UDPHeaderLen+BTHLen:]
 	if len(rest) < clmulMin {
 		// Below this hash/crc32 would use slicing-by-8 (or a byte loop)
 		// anyway; calling it directly saves the dispatch.
@@ -123,36 +123,36 @@ func ICRC(pkt []byte) (uint32, error) {
 	}
 	switch pkt[0] >> 4 {
 	case 4:
-		if len(pkt) < dnet.IPv4MinHeaderLen {
+		if len(pkt) < header.IPv4MinHeaderLen {
 			return 0, errICRCTruncated
 		}
 		hl := int(pkt[0]&0x0f) * 4
-		if hl < dnet.IPv4MinHeaderLen {
+		if hl < header.IPv4MinHeaderLen {
 			return 0, errICRCBadIP
 		}
-		if pkt[9] != dnet.IPProtoUDP {
+		if pkt[9] != header.IPProtoUDP {
 			return 0, errNotUDP
 		}
-		if len(pkt) < hl+dnet.UDPHeaderLen+BTHLen {
+		if len(pkt) < hl+header.UDPHeaderLen+BTHLen {
 			return 0, errICRCTruncated
 		}
 		return icrc(pkt, hl, hl, false), nil
 	case 6:
-		if len(pkt) < dnet.IPv6HeaderLen {
+		if len(pkt) < header.IPv6HeaderLen {
 			return 0, errICRCTruncated
 		}
-		proto, off, _, err := dnet.SkipIPv6Extensions(pkt[dnet.IPv6HeaderLen:], pkt[6])
+		proto, off, _, err := header.SkipIPv6Extensions(pkt[header.IPv6HeaderLen:], pkt[6])
 		if err != nil {
 			return 0, err
 		}
-		if proto != dnet.IPProtoUDP {
+		if proto != header.IPProtoUDP {
 			return 0, errNotUDP
 		}
-		udpOff := dnet.IPv6HeaderLen + off
-		if len(pkt) < udpOff+dnet.UDPHeaderLen+BTHLen {
+		udpOff := header.IPv6HeaderLen + off
+		if len(pkt) < udpOff+header.UDPHeaderLen+BTHLen {
 			return 0, errICRCTruncated
 		}
-		return icrc(pkt, dnet.IPv6HeaderLen, udpOff, true), nil
+		return icrc(pkt, header.IPv6HeaderLen, udpOff, true), nil
 	}
 	return 0, errICRCBadIP
 }
@@ -160,8 +160,8 @@ func ICRC(pkt []byte) (uint32, error) {
 // ComputeICRC computes the ICRC of a packet decoded by Parse.
 func (p *Packet) ComputeICRC(frame []byte) uint32 {
 	l3 := p.Net.L3Off
-	v6 := p.Net.L3Proto == dnet.EtherTypeIPv6
-	hl := dnet.IPv6HeaderLen
+	v6 := p.Net.L3Proto == header.EtherTypeIPv6
+	hl := header.IPv6HeaderLen
 	if !v6 {
 		hl = int(frame[l3]&0x0f) * 4
 	}
@@ -209,8 +209,8 @@ func NewICRCPrefix(pkt []byte) (ICRCPrefix, error) {
 	var hl, udpOff int
 	v6 := pkt[0]>>4 == 6
 	if v6 {
-		_, off, _, _ := dnet.SkipIPv6Extensions(pkt[dnet.IPv6HeaderLen:], pkt[6])
-		hl, udpOff = dnet.IPv6HeaderLen, dnet.IPv6HeaderLen+off
+		_, off, _, _ := header.SkipIPv6Extensions(pkt[header.IPv6HeaderLen:], pkt[6])
+		hl, udpOff = header.IPv6HeaderLen, header.IPv6HeaderLen+off
 	} else {
 		hl = int(pkt[0]&0x0f) * 4
 		udpOff = hl
@@ -229,9 +229,9 @@ func NewICRCPrefix(pkt []byte) (ICRCPrefix, error) {
 		crc = crc32.Update(crc, crc32.IEEETable, pkt[hl:udpOff])
 		n = 0
 	}
-	copy(s[n:n+dnet.UDPHeaderLen], pkt[udpOff:])
+	copy(s[n:n+header.UDPHeaderLen], pkt[udpOff:])
 	s[n+6], s[n+7] = 0xff, 0xff
-	n += dnet.UDPHeaderLen
+	n += header.UDPHeaderLen
 	return ICRCPrefix(updateSlicing8(crc, s[:n])), nil
 }
 

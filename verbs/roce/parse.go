@@ -6,15 +6,15 @@ import (
 	"fmt"
 	"net/netip"
 
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 )
 
 // Sentinel errors. Errors returned by this package wrap one of these (or are
 // one of them); test with errors.Is. ErrTruncated and ErrMalformed are the
 // same values as in dpdk/net, so one test covers both layers.
 var (
-	ErrTruncated = dnet.ErrTruncated
-	ErrMalformed = dnet.ErrMalformed
+	ErrTruncated = header.ErrTruncated
+	ErrMalformed = header.ErrMalformed
 	// ErrNotRoCE means the frame is not RoCEv2: not IP, not UDP, another
 	// destination port, or an IP fragment (RoCE is never fragmented).
 	ErrNotRoCE = errors.New("not a RoCEv2 packet")
@@ -34,7 +34,7 @@ var (
 	// ErrBadICRC means the ICRC does not match the packet.
 	ErrBadICRC = errors.New("ICRC mismatch")
 	// ErrShortBuffer means a builder's buffer cannot hold the packet.
-	ErrShortBuffer = dnet.ErrShortBuffer
+	ErrShortBuffer = header.ErrShortBuffer
 	// ErrBadGID means a builder's source and destination GIDs are of
 	// different families (one IPv4-mapped, the other not).
 	ErrBadGID = errors.New("source and destination GIDs of different IP versions")
@@ -60,7 +60,7 @@ var (
 // the frame (nil when the opcode does not carry the header).
 type Packet struct {
 	// Net is the Ethernet/IP/UDP layout; Net.PayloadOff is the BTH.
-	Net dnet.Parsed
+	Net header.Parsed
 
 	// Decoded BTH fields.
 	Opcode Opcode
@@ -111,7 +111,7 @@ func ParsePort(frame []byte, port uint16, p *Packet) error { return parse(frame,
 func ParseTruncated(frame []byte, port uint16, p *Packet) error { return parse(frame, port, true, p) }
 
 // ParseDecoded is Parse for a frame whose Ethernet, IP and UDP layers are
-// already decoded in p.Net (by dnet.Decode or dnet.DecodeTruncated):
+// already decoded in p.Net (by header.Decode or header.DecodeTruncated):
 // forwarding paths that decode every frame anyway parse RoCE without
 // walking the outer headers twice.
 func ParseDecoded(frame []byte, port uint16, p *Packet) error {
@@ -121,15 +121,15 @@ func ParseDecoded(frame []byte, port uint16, p *Packet) error {
 func parse(frame []byte, port uint16, snapped bool, p *Packet) error {
 	var err error
 	if snapped {
-		err = dnet.DecodeTruncated(frame, &p.Net)
+		err = header.DecodeTruncated(frame, &p.Net)
 	} else {
-		err = dnet.Decode(frame, &p.Net)
+		err = header.Decode(frame, &p.Net)
 	}
 	if err != nil {
-		if errors.Is(err, dnet.ErrUnsupported) {
+		if errors.Is(err, header.ErrUnsupported) {
 			return errNotIP
 		}
-		if errors.Is(err, dnet.ErrFragment) {
+		if errors.Is(err, header.ErrFragment) {
 			return errFragment
 		}
 		return err
@@ -140,7 +140,7 @@ func parse(frame []byte, port uint16, snapped bool, p *Packet) error {
 // parseTransport parses UDP's RoCEv2 payload of a frame decoded in p.Net.
 func parseTransport(frame []byte, port uint16, p *Packet) error {
 	n := &p.Net
-	if n.L4Proto != dnet.IPProtoUDP {
+	if n.L4Proto != header.IPProtoUDP {
 		return errNotUDP
 	}
 	if n.Fragment {
@@ -159,7 +159,7 @@ func parseTransport(frame []byte, port uint16, p *Packet) error {
 		if ul > declaredL4Len(frame, n) {
 			return errUDPBeyondIP
 		}
-		roceLen = ul - dnet.UDPHeaderLen
+		roceLen = ul - header.UDPHeaderLen
 	}
 	if roceLen < BTHLen+ICRCLen {
 		return errBTHTruncated
@@ -209,7 +209,7 @@ func parseTransport(frame []byte, port uint16, p *Packet) error {
 	psn := binary.BigEndian.Uint32(bth[8:12])
 	p.AckReq = psn&0x80000000 != 0
 	p.PSN = psn & PSNMask
-	if n.L3Proto == dnet.EtherTypeIPv4 {
+	if n.L3Proto == header.EtherTypeIPv4 {
 		p.ECN = frame[n.L3Off+1] & 3
 	} else {
 		p.ECN = frame[n.L3Off+1] >> 4 & 3
@@ -227,7 +227,7 @@ func parseTransport(frame []byte, port uint16, p *Packet) error {
 func (p *Packet) Info() OpInfo { return opTable[p.Opcode] }
 
 // IsIPv6 reports whether the packet travels over IPv6.
-func (p *Packet) IsIPv6() bool { return p.Net.L3Proto == dnet.EtherTypeIPv6 }
+func (p *Packet) IsIPv6() bool { return p.Net.L3Proto == header.EtherTypeIPv6 }
 
 // IsCNP reports whether the packet is a congestion notification.
 func (p *Packet) IsCNP() bool { return p.Opcode == OpCNP }
@@ -314,10 +314,10 @@ func (p *Packet) Pad(frame []byte) []byte {
 }
 
 // declaredL4Len returns the transport length the IP header declares.
-func declaredL4Len(frame []byte, n *dnet.Parsed) int {
+func declaredL4Len(frame []byte, n *header.Parsed) int {
 	ip := frame[n.L3Off:]
-	if n.L3Proto == dnet.EtherTypeIPv6 {
-		return dnet.IPv6HeaderLen + int(binary.BigEndian.Uint16(ip[4:6])) - (n.L4Off - n.L3Off)
+	if n.L3Proto == header.EtherTypeIPv6 {
+		return header.IPv6HeaderLen + int(binary.BigEndian.Uint16(ip[4:6])) - (n.L4Off - n.L3Off)
 	}
 	return int(binary.BigEndian.Uint16(ip[2:4])) - (n.L4Off - n.L3Off)
 }

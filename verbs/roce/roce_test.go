@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 )
 
 func TestOpcodeTable(t *testing.T) {
@@ -311,13 +311,13 @@ func resize(frame []byte, p *Packet, delta int) []byte {
 	copy(f, frame[:min(n, p.Len())])
 	l3, l4 := p.Net.L3Off, p.Net.L4Off
 	if p.IsIPv6() {
-		dnet.IPv6(f[l3:]).SetPayloadLength(uint16(n - l3 - dnet.IPv6HeaderLen))
+		header.IPv6(f[l3:]).SetPayloadLength(uint16(n - l3 - header.IPv6HeaderLen))
 	} else {
-		ip := dnet.IPv4(f[l3:])
+		ip := header.IPv4(f[l3:])
 		ip.SetTotalLength(uint16(n - l3))
 		ip.UpdateChecksum()
 	}
-	dnet.UDP(f[l4:]).SetLength(uint16(n - l4))
+	header.UDP(f[l4:]).SetLength(uint16(n - l4))
 	return f
 }
 
@@ -384,8 +384,8 @@ func TestParseErrors(t *testing.T) {
 		{"UDP length below 8", mod(send, func(g []byte) { g[38], g[39] = 0, 7 }), ErrMalformed},
 		{"UDP too short for BTH", resize(send, sp, -(sp.Len() - sp.BTHOff - 15)), ErrTruncated},
 		{"wrong UDP port", mod(send, func(g []byte) { g[37] = 0xb8 }), ErrNotRoCE},
-		{"TCP", mod(send, func(g []byte) { g[23] = dnet.IPProtoTCP }), ErrMalformed},
-		{"ICMP", mod(send, func(g []byte) { g[23] = dnet.IPProtoICMP }), ErrNotRoCE},
+		{"TCP", mod(send, func(g []byte) { g[23] = header.IPProtoTCP }), ErrMalformed},
+		{"ICMP", mod(send, func(g []byte) { g[23] = header.IPProtoICMP }), ErrNotRoCE},
 		{"IP fragment", mod(send, func(g []byte) { g[20] = 0x20 }), ErrNotRoCE},
 		{"IP later fragment", mod(send, func(g []byte) { g[21] = 0x01 }), ErrNotRoCE},
 		{"not IP", mod(send, func(g []byte) { g[12], g[13] = 0x88, 0xcc }), ErrNotRoCE},
@@ -441,7 +441,7 @@ func TestICRCFunctionErrors(t *testing.T) {
 		}
 	}
 	g := append([]byte(nil), ip...)
-	g[9] = dnet.IPProtoTCP
+	g[9] = header.IPProtoTCP
 	if _, err := ICRC(g); !errors.Is(err, ErrNotRoCE) {
 		t.Errorf("TCP: %v", err)
 	}
@@ -457,7 +457,7 @@ func TestICRCFunctionErrors(t *testing.T) {
 
 // allFields returns a builder with a distinct in-range value in every field.
 func allFields(op Opcode, v6, vlan bool) Builder {
-	b := Builder{SrcMAC: vMAC1, DstMAC: vMAC2, VLAN: vlan, TCI: dnet.MakeTCI(3, false, 100),
+	b := Builder{SrcMAC: vMAC1, DstMAC: vMAC2, VLAN: vlan, TCI: header.MakeTCI(3, false, 100),
 		SrcGID: vGID1, DstGID: vGID2, TrafficClass: 0x6a, HopLimit: 17, FlowLabel: 0xabcde, IPID: 0x4242,
 		DontFragment: true, SrcPort: 0, DstPort: 0, Opcode: op, SE: true, MigReq: true, AckReq: true,
 		PKey: 0x8001, FECN: true, BECN: true, DestQP: 0xa1b2c3, PSN: 0xfffffe,
@@ -564,7 +564,7 @@ func TestBuildParseEveryOpcode(t *testing.T) {
 						t.Fatalf("%s v6=%v vlan=%v len %d: %v", info.Name, v6, vlan, n, err)
 					}
 					if p.Opcode != Opcode(op) || p.PayloadLen != n || !bytes.Equal(p.Payload(f), payload[:n]) ||
-						int(p.PadCnt) != -n&3 || p.VerifyICRC(f) != nil || fl < dnet.EthernetMinFrameLen ||
+						int(p.PadCnt) != -n&3 || p.VerifyICRC(f) != nil || fl < header.EthernetMinFrameLen ||
 						p.PayloadOff != b.HeaderLen() {
 						t.Fatalf("%s len %d: %+v", info.Name, n, p)
 					}

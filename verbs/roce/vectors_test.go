@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 )
 
 type vector struct {
@@ -56,8 +56,8 @@ func loadVectors(tb testing.TB) []vector {
 }
 
 var (
-	vMAC1  = dnet.MAC{2, 0, 0, 0, 0, 1}
-	vMAC2  = dnet.MAC{2, 0, 0, 0, 0, 2}
+	vMAC1  = header.MAC{2, 0, 0, 0, 0, 1}
+	vMAC2  = header.MAC{2, 0, 0, 0, 0, 2}
 	vGID1  = GIDFromIPv4([4]byte{10, 0, 0, 1})
 	vGID2  = GIDFromIPv4([4]byte{10, 0, 0, 2})
 	v6GID1 = GIDFromAddr(netip.MustParseAddr("fe80::1"))
@@ -235,7 +235,7 @@ func TestVectorsFieldViews(t *testing.T) {
 		t.Error("UD SEND Only with Immediate over IPv6")
 	}
 	ip := p.Net.IPv6(f)
-	if ip.FlowLabel() != 0x12345 || ip.TrafficClass() != 0x1a || p.ECN != dnet.ECNECT0 {
+	if ip.FlowLabel() != 0x12345 || ip.TrafficClass() != 0x1a || p.ECN != header.ECNECT0 {
 		t.Error("IPv6 fields")
 	}
 	f, p = frame("UD SEND_ONLY v4")
@@ -243,7 +243,7 @@ func TestVectorsFieldViews(t *testing.T) {
 		t.Errorf("UD SEND Only: pad %d payload %d", p.PadCnt, p.PayloadLen)
 	}
 	f, p = frame("CNP v4")
-	if !p.IsCNP() || p.ECN != dnet.ECNCE || p.PayloadLen != 0 || p.Net.IPv4(f).DSCP() != 26 ||
+	if !p.IsCNP() || p.ECN != header.ECNCE || p.PayloadLen != 0 || p.Net.IPv4(f).DSCP() != 26 ||
 		p.BTH(f).PSN() != 0 || p.BTH(f).DestQP() != 0x19 {
 		t.Error("CNP")
 	}
@@ -271,18 +271,18 @@ func TestVectorsICRC(t *testing.T) {
 		f := append([]byte(nil), v.frame...)
 		l3, l4 := p.Net.L3Off, p.Net.L4Off
 		if p.IsIPv6() {
-			ip := dnet.IPv6(f[l3:])
+			ip := header.IPv6(f[l3:])
 			ip.SetTrafficClass(0xff)
 			ip.SetFlowLabel(0x54321)
 			ip.SetHopLimit(3)
 		} else {
-			ip := dnet.IPv4(f[l3:])
-			ip.SetECNUpdateChecksum(dnet.ECNCE)
+			ip := header.IPv4(f[l3:])
+			ip.SetECNUpdateChecksum(header.ECNCE)
 			ip.DecTTL()
 			ip.SetTOS(0)
 			ip.UpdateChecksum()
 		}
-		dnet.UDP(f[l4:]).SetChecksum(0xbeef)
+		header.UDP(f[l4:]).SetChecksum(0xbeef)
 		f[p.BTHOff+4] = 0xc0 // F, B and the reserved bits
 		if err := p.VerifyICRC(f); err != nil {
 			t.Errorf("%s: masked fields changed the ICRC", v.name)
@@ -356,7 +356,7 @@ func TestBuildCNPVector(t *testing.T) {
 	// A CNP for the flow of a WRITE: same addressing, notify QP 0x19.
 	b := v4Base()
 	b.Opcode, b.DestQP, b.PSN, b.AckReq, b.SE = RCWriteOnly, 0x19, 77, true, true
-	b.TrafficClass = 0x68 | dnet.ECNECT0
+	b.TrafficClass = 0x68 | header.ECNECT0
 	buf := make([]byte, 128)
 	n, err := b.BuildCNP(buf)
 	if err != nil || !bytes.Equal(buf[:n], cnp) {

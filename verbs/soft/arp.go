@@ -1,7 +1,7 @@
 package soft
 
 import (
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
 
@@ -23,7 +23,7 @@ const (
 )
 
 type neighbor struct {
-	mac   dnet.MAC
+	mac   header.MAC
 	state neighState
 	tries int
 	next  int64    // next request (incomplete)
@@ -39,29 +39,29 @@ const (
 )
 
 // resolve returns the MAC of dst, starting resolution when needed.
-func (d *Device) resolve(src, dst roce.GID) (dnet.MAC, resolveResult) {
+func (d *Device) resolve(src, dst roce.GID) (header.MAC, resolveResult) {
 	n := d.neigh[dst]
 	if n != nil {
 		switch n.state {
 		case neighStatic, neighReachable:
 			return n.mac, resolved
 		case neighIncomplete:
-			return dnet.MAC{}, resolveWait
+			return header.MAC{}, resolveWait
 		case neighFailed:
 			// Report the failure once to whoever waits, then forget it
 			// so that a later request asks again.
 			delete(d.neigh, dst)
-			return dnet.MAC{}, resolveFail
+			return header.MAC{}, resolveFail
 		}
 	}
 	if dst.IsIPv4() != src.IsIPv4() {
-		return dnet.MAC{}, resolveFail
+		return header.MAC{}, resolveFail
 	}
 	n = &neighbor{state: neighIncomplete, src: src}
 	d.neigh[dst] = n
 	d.arpPending++
 	d.sendSolicit(n, dst)
-	return dnet.MAC{}, resolveWait
+	return header.MAC{}, resolveWait
 }
 
 // sendSolicit asks for dst's MAC: an ARP request for IPv4, a neighbour
@@ -76,9 +76,9 @@ func (d *Device) sendSolicit(n *neighbor, dst roce.GID) {
 	var l int
 	var err error
 	if dst.IsIPv4() {
-		l, err = dnet.WriteARPRequest(pkt.Buffer(), d.mac, n.src.IPv4(), dst.IPv4())
+		l, err = header.WriteARPRequest(pkt.Buffer(), d.mac, n.src.IPv4(), dst.IPv4())
 	} else {
-		l, err = dnet.WriteNeighborSolicit(pkt.Buffer(), d.mac, n.src, dst)
+		l, err = header.WriteNeighborSolicit(pkt.Buffer(), d.mac, n.src, dst)
 	}
 	if err != nil {
 		pkt.Free()
@@ -95,7 +95,7 @@ func (d *Device) sendSolicit(n *neighbor, dst roce.GID) {
 
 // learn records that ip is at mac (from an ARP or ND message), unless a
 // static entry says otherwise.
-func (d *Device) learn(ip roce.GID, mac dnet.MAC) {
+func (d *Device) learn(ip roce.GID, mac header.MAC) {
 	n := d.neigh[ip]
 	if n != nil && n.state == neighStatic {
 		return
@@ -131,7 +131,7 @@ func (d *Device) arpTimers() {
 
 // arpInput answers requests for our IPv4 GIDs and learns from requests to
 // us and from replies, as Linux does.
-func (d *Device) arpInput(frame []byte, pn *dnet.Parsed) {
+func (d *Device) arpInput(frame []byte, pn *header.Parsed) {
 	a := pn.ARP(frame)
 	if a == nil || !a.IsValid() {
 		d.cnt.inc(CntRxDiscards)
@@ -142,14 +142,14 @@ func (d *Device) arpInput(frame []byte, pn *dnet.Parsed) {
 		return // not for us; a switch floods requests
 	}
 	d.learn(roce.GIDFromIPv4(a.SenderIP()), a.SenderMAC())
-	if a.Op() != dnet.ARPOpRequest {
+	if a.Op() != header.ARPOpRequest {
 		return
 	}
 	pkt := d.allocTx()
 	if pkt == nil {
 		return
 	}
-	l, err := dnet.WriteARPReplyTo(pkt.Buffer(), a, d.mac, a.TargetIP())
+	l, err := header.WriteARPReplyTo(pkt.Buffer(), a, d.mac, a.TargetIP())
 	if err != nil {
 		pkt.Free()
 		return
@@ -163,19 +163,19 @@ func (d *Device) arpInput(frame []byte, pn *dnet.Parsed) {
 // IPv6 GIDs is answered and teaches us the solicitor's MAC; an advertisement
 // completes a pending resolution. Messages that RFC 4861 says to drop (hop
 // limit not 255, bad checksum, short) are counted as discards.
-func (d *Device) ndInput(frame []byte, pn *dnet.Parsed) {
-	ip := dnet.IPv6(frame[pn.L3Off:])
-	m := dnet.ND(frame[pn.L4Off : pn.L4Off+pn.L4Len])
+func (d *Device) ndInput(frame []byte, pn *header.Parsed) {
+	ip := header.IPv6(frame[pn.L3Off:])
+	m := header.ND(frame[pn.L4Off : pn.L4Off+pn.L4Len])
 	if !m.IsValid() {
 		return // other ICMPv6: not ours to answer
 	}
-	if ip.HopLimit() != 255 || !dnet.ICMPv6(m).ChecksumValid(ip.Src(), ip.Dst()) {
+	if ip.HopLimit() != 255 || !header.ICMPv6(m).ChecksumValid(ip.Src(), ip.Dst()) {
 		d.cnt.inc(CntRxDiscards)
 		return
 	}
 	target := roce.GID(m.Target())
-	if m.Type() == dnet.ICMPv6NeighborAdvert {
-		if mac, ok := m.LinkAddr(dnet.NDOptTargetLinkAddr); ok {
+	if m.Type() == header.ICMPv6NeighborAdvert {
+		if mac, ok := m.LinkAddr(header.NDOptTargetLinkAddr); ok {
 			if n := d.neigh[target]; n != nil && n.state != neighStatic {
 				d.learn(target, mac)
 			}
@@ -186,7 +186,7 @@ func (d *Device) ndInput(frame []byte, pn *dnet.Parsed) {
 		return
 	}
 	src := roce.GID(ip.Src())
-	mac, ok := m.LinkAddr(dnet.NDOptSourceLinkAddr)
+	mac, ok := m.LinkAddr(header.NDOptSourceLinkAddr)
 	if src == (roce.GID{}) || !ok {
 		return // duplicate address detection, or nobody to answer to
 	}
@@ -195,7 +195,7 @@ func (d *Device) ndInput(frame []byte, pn *dnet.Parsed) {
 	if pkt == nil {
 		return
 	}
-	l, err := dnet.WriteNeighborAdvert(pkt.Buffer(), d.mac, target, mac, src)
+	l, err := header.WriteNeighborAdvert(pkt.Buffer(), d.mac, target, mac, src)
 	if err != nil {
 		pkt.Free()
 		return

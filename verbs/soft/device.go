@@ -45,7 +45,7 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/dpdk"
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/verbs"
 	"github.com/rdma-appliance/appliance/verbs/dcqcn"
 	"github.com/rdma-appliance/appliance/verbs/roce"
@@ -57,7 +57,7 @@ type Config struct {
 	// and IPv6 mixed as needed. At least one is required.
 	GIDs []netip.Addr
 	// MAC is the source MAC; zero means the port's MAC.
-	MAC dnet.MAC
+	MAC header.MAC
 	// Profile selects behaviours; the zero value means ProfileCX5.
 	Profile Profile
 	// Pool supplies transmit buffers. Nil makes the device create its own
@@ -70,7 +70,7 @@ type Config struct {
 	PoolSize int
 	// Neighbors are static neighbour entries: IP address to MAC. Other
 	// neighbours are resolved with ARP (IPv4) or neighbour discovery (IPv6).
-	Neighbors map[netip.Addr]dnet.MAC
+	Neighbors map[netip.Addr]header.MAC
 	// Queue is the port queue (RX and TX) the device polls.
 	Queue int
 	// MaxMTU caps the path MTU (default: 4096, or less if the port or the
@@ -90,7 +90,7 @@ type Device struct {
 	port  dpdk.Port
 	queue int
 	prof  Profile
-	mac   dnet.MAC
+	mac   header.MAC
 	gids  []roce.GID
 	info  verbs.DeviceInfo
 	pool  *dpdk.Pool
@@ -249,7 +249,7 @@ func NewDevice(name string, port dpdk.Port, cfg Config) (*Device, error) {
 }
 
 // macToGUID makes an EUI-64 from a MAC, as RoCE NICs derive their node GUID.
-func macToGUID(m dnet.MAC) uint64 {
+func macToGUID(m header.MAC) uint64 {
 	return uint64(m[0]^2)<<56 | uint64(m[1])<<48 | uint64(m[2])<<40 | 0xff<<32 | 0xfe<<24 |
 		uint64(m[3])<<16 | uint64(m[4])<<8 | uint64(m[5])
 }
@@ -258,7 +258,7 @@ func macToGUID(m dnet.MAC) uint64 {
 func (d *Device) Name() string { return d.name }
 
 // MAC is the device's source MAC.
-func (d *Device) MAC() dnet.MAC { return d.mac }
+func (d *Device) MAC() header.MAC { return d.mac }
 
 // GID returns entry i of the GID table.
 func (d *Device) GID(i int) (verbs.GID, bool) {
@@ -326,7 +326,7 @@ func (d *Device) AllocPD() (verbs.PD, error) {
 }
 
 // AddNeighbor adds or replaces a static neighbour entry.
-func (d *Device) AddNeighbor(ip netip.Addr, mac dnet.MAC) {
+func (d *Device) AddNeighbor(ip netip.Addr, mac header.MAC) {
 	d.lockLoop()
 	d.neigh[roce.GIDFromAddr(ip)] = &neighbor{mac: mac, state: neighStatic}
 	d.unlockLoop()
@@ -527,11 +527,11 @@ func (d *Device) input(pkt *dpdk.Packet) {
 	frame := pkt.Data()
 	p := &d.rp
 	if err := roce.Parse(frame, p); err != nil {
-		if p.Net.L3Proto == dnet.EtherTypeARP && p.Net.L3Off > 0 {
+		if p.Net.L3Proto == header.EtherTypeARP && p.Net.L3Off > 0 {
 			d.arpInput(frame, &p.Net)
 			return
 		}
-		if p.Net.L4Proto == dnet.IPProtoICMPv6 && p.Net.L4Off > 0 && p.Net.L3Proto == dnet.EtherTypeIPv6 {
+		if p.Net.L4Proto == header.IPProtoICMPv6 && p.Net.L4Off > 0 && p.Net.L3Proto == header.EtherTypeIPv6 {
 			d.ndInput(frame, &p.Net)
 			return
 		}
@@ -559,7 +559,7 @@ func (d *Device) input(pkt *dpdk.Packet) {
 		d.cnt.inc(CntRxWrongQP)
 		return
 	}
-	if p.ECN == dnet.ECNCE {
+	if p.ECN == header.ECNCE {
 		d.ecnInput(q, frame, p)
 	}
 	switch q.typ {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/dpdk"
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
 	"github.com/rdma-appliance/appliance/verbs"
 )
@@ -204,13 +204,13 @@ func staticNeighbors(p *pair) {
 		if !ok {
 			break
 		}
-		p.a.AddNeighbor(g.Addr(), dnet.MAC(p.b.MAC()))
+		p.a.AddNeighbor(g.Addr(), header.MAC(p.b.MAC()))
 	}
 	for i := 0; ; i++ {
 		g, ok := p.a.GID(i)
 		if !ok {
 			break
 		}
-		p.b.AddNeighbor(g.Addr(), dnet.MAC(p.a.MAC()))
+		p.b.AddNeighbor(g.Addr(), header.MAC(p.a.MAC()))
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/rdma-appliance/appliance/dpdk"
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
 
@@ -63,7 +63,7 @@ func (l *lossyPort) TxBurst(q int, pkts []*dpdk.Packet) int {
 			frame[l.rp.Net.L3Off+4] ^= 0x40
 		case markCE:
 			if ip := l.rp.Net.IPv4(frame); ip != nil {
-				ip.SetECNUpdateChecksum(dnet.ECNCE)
+				ip.SetECNUpdateChecksum(header.ECNCE)
 			}
 		case hold:
 			if l.held == nil {

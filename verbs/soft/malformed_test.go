@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/dpdk"
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
 	"github.com/rdma-appliance/appliance/verbs"
 	"github.com/rdma-appliance/appliance/verbs/roce"
@@ -27,7 +27,7 @@ func TestMalformedInput(t *testing.T) {
 	must(t, d.Start(ctx))
 	defer d.Close()
 	peerIP := netip.MustParseAddr("10.7.0.1")
-	d.AddNeighbor(peerIP, dnet.MAC{2, 0, 0, 0, 0, 1})
+	d.AddNeighbor(peerIP, header.MAC{2, 0, 0, 0, 0, 1})
 
 	rc := newEnd(t, d, verbs.QPTypeRC, 1<<16, false)
 	must(t, rc.qp.Modify(&verbs.QPAttr{State: verbs.QPSInit, Port: 1, AccessFlags: defaultRC().access},
@@ -52,7 +52,7 @@ func TestMalformedInput(t *testing.T) {
 			dpdk.FreeBulk(rx[:n])
 		}
 	}
-	b := roce.Builder{SrcMAC: dnet.MAC{2, 0, 0, 0, 0, 1}, DstMAC: d.MAC(), SrcGID: roce.GIDFromAddr(peerIP),
+	b := roce.Builder{SrcMAC: header.MAC{2, 0, 0, 0, 0, 1}, DstMAC: d.MAC(), SrcGID: roce.GIDFromAddr(peerIP),
 		DstGID: roce.GIDFromAddr(netip.MustParseAddr("10.7.0.2")), HopLimit: 64, PKey: 0xffff}
 	payload := make([]byte, 2048)
 	for i := 0; i < 20000; i++ {
@@ -113,7 +113,7 @@ func TestMalformedInput(t *testing.T) {
 			drain()
 			continue
 		}
-		n, _ := dnet.WriteARPRequest(pkt.Buffer(), dnet.MAC{2, 0, 0, 0, 0, 1}, [4]byte{10, 7, 0, 1}, [4]byte{10, 7, 0, 2})
+		n, _ := header.WriteARPRequest(pkt.Buffer(), header.MAC{2, 0, 0, 0, 0, 1}, [4]byte{10, 7, 0, 1}, [4]byte{10, 7, 0, 2})
 		_ = pkt.SetLen(n)
 		if tx.TxBurst(0, []*dpdk.Packet{pkt}) == 0 {
 			pkt.Free()
@@ -121,8 +121,8 @@ func TestMalformedInput(t *testing.T) {
 		time.Sleep(time.Millisecond)
 		for k := tx.RxBurst(0, rx[:]); k > 0; k = tx.RxBurst(0, rx[:]) {
 			for _, p := range rx[:k] {
-				var pn dnet.Parsed
-				if dnet.Decode(p.Data(), &pn) == nil && pn.L3Proto == dnet.EtherTypeARP && pn.ARP(p.Data()).Op() == dnet.ARPOpReply {
+				var pn header.Parsed
+				if header.Decode(p.Data(), &pn) == nil && pn.L3Proto == header.EtherTypeARP && pn.ARP(p.Data()).Op() == header.ARPOpReply {
 					answered = true
 				}
 			}

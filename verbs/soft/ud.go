@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/verbs"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
@@ -165,9 +165,9 @@ func (d *Device) udInput(q *qp, frame []byte, p *roce.Packet, gi int) {
 		// bytes and then the IPv4 header, as mlx5 and rxe deliver it.
 		var grh [grhLen]byte
 		if p.IsIPv6() {
-			copy(grh[:], frame[p.Net.L3Off:p.Net.L3Off+dnet.IPv6HeaderLen])
+			copy(grh[:], frame[p.Net.L3Off:p.Net.L3Off+header.IPv6HeaderLen])
 		} else {
-			copy(grh[20:], frame[p.Net.L3Off:p.Net.L3Off+dnet.IPv4MinHeaderLen])
+			copy(grh[20:], frame[p.Net.L3Off:p.Net.L3Off+header.IPv4MinHeaderLen])
 		}
 		scatter(w.seg, 0, grh[:])
 		scatter(w.seg, grhLen, payload)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/dpdk"
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/verbs"
 )
 
@@ -129,7 +129,7 @@ func TestUDIPv6MultiGID(t *testing.T) {
 	if r.Status != verbs.WCSuccess || r.ByteLen != 55 || string(y.buf[40:55]) != "hello over ipv6" {
 		t.Fatalf("wc %+v payload %q", r, y.buf[40:55])
 	}
-	ip := dnet.IPv6(y.buf[:40])
+	ip := header.IPv6(y.buf[:40])
 	if ip.Version() != 6 || ip.FlowLabel() != 0xabcde {
 		t.Fatalf("GRH %x", y.buf[:40])
 	}

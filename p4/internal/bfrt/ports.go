@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 )
 
 // DevPorts bounds Tofino dev ports: 4 pipes of 128, of which 0..71 are
@@ -23,7 +23,7 @@ type Port struct {
 	Speed      string
 	FEC        string
 	AutoNeg    string
-	MAC        dnet.MAC
+	MAC        header.MAC
 }
 
 var (

@@ -15,7 +15,7 @@ import (
 	"slices"
 	"strings"
 
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 )
 
 // Control names the programs share: the scripts address
@@ -172,13 +172,13 @@ func (s *Script) Clear(control string, names ...string) {
 type Route struct {
 	Prefix netip.Prefix
 	Port   string
-	MAC    dnet.MAC // next hop
+	MAC    header.MAC // next hop
 }
 
 // Routes fills ipv4_fwd (and ipv6_fwd, for IPv6 prefixes) of the ingress
 // control, sorted by prefix so the script does not depend on the order
 // given; portMAC is the switch's MAC on a port, the packets' new source.
-func (s *Script) Routes(routes []Route, portMAC func(port string) dnet.MAC) {
+func (s *Script) Routes(routes []Route, portMAC func(port string) header.MAC) {
 	s.Comment("Routes: longest prefix -> (egress port, next-hop MAC, port MAC).")
 	rs := slices.Clone(routes)
 	slices.SortFunc(rs, func(a, b Route) int { return ComparePrefix(a.Prefix, b.Prefix) })

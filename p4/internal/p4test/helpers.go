@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	dnet "github.com/rdma-appliance/appliance/dpdk/net"
+	"github.com/rdma-appliance/appliance/dpdk/header"
 )
 
 // ExpectBad checks that err is a validation error (wrapping sentinel, the
@@ -27,9 +27,9 @@ func ExpectBad(t *testing.T, sentinel error, field string, err error) {
 }
 
 // MAC parses a MAC address or fails the test.
-func MAC(t testing.TB, s string) dnet.MAC {
+func MAC(t testing.TB, s string) header.MAC {
 	t.Helper()
-	m, err := dnet.ParseMAC(s)
+	m, err := header.ParseMAC(s)
 	if err != nil {
 		t.Fatal(err)
 	}

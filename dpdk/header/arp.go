@@ -1,4 +1,4 @@
-package net
+package header
 
 import (
 	"encoding/binary"
@@ -19,7 +19,7 @@ const (
 
 // ErrShortBuffer is returned by the frame writers when the buffer cannot hold
 // the frame.
-var ErrShortBuffer = errors.New("net: buffer too short")
+var ErrShortBuffer = errors.New("header: buffer too short")
 
 // ARP is a view of an Ethernet/IPv4 ARP packet.
 type ARP []byte

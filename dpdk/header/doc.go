@@ -1,4 +1,4 @@
-// Package net provides zero-copy views over the headers of Ethernet frames,
+// Package header provides zero-copy views over the headers of Ethernet frames,
 // in the spirit of DPDK's librte_net and gVisor's header package: a view is a
 // named byte slice (Ethernet, VLAN, IPv4, IPv6, UDP, TCP, ICMPv4, ICMPv6, ARP)
 // whose methods read and write the header fields in place, in network byte
@@ -22,7 +22,6 @@
 // IPv6 pseudo-headers, and incremental updates (RFC 1624) for routers and
 // rewriters that change one field.
 //
-// The package name shadows the standard library's net inside files that import
-// both; import it as, for example, dnet "github.com/rdma-appliance/appliance/dpdk/net"
-// in such files.
-package net
+// The name follows gVisor's netstack, so it never shadows the standard
+// library's net in files that use both.
+package header

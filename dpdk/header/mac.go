@@ -1,4 +1,4 @@
-package net
+package header
 
 import "errors"
 
@@ -11,7 +11,7 @@ var BroadcastMAC = MAC{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 
 // ErrBadMAC is returned by ParseMAC for a string that is not six
 // colon- or dash-separated pairs of hex digits.
-var ErrBadMAC = errors.New("net: invalid MAC address")
+var ErrBadMAC = errors.New("header: invalid MAC address")
 
 const hexDigits = "0123456789abcdef"
 
