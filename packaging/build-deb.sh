@@ -51,9 +51,9 @@ install -d "$root/lib/systemd/system"
 install -m 0644 packaging/systemd/*.service "$root/lib/systemd/system/"
 
 # Example configurations: the repository's own, which its tests parse.
-install -D -m 0644 p4/lumina/testdata/listing2_injector.yml "$root/etc/appliance/injector.yml"
-install -D -m 0644 translator/dta/testdata/translator.yml "$root/etc/appliance/translator.yml"
-install -D -m 0644 collector/dta/testdata/collector.yml "$root/etc/appliance/collector.yml"
+install -D -m 0644 p4/luminatofino/testdata/listing2_injector.yml "$root/etc/appliance/injector.yml"
+install -D -m 0644 translator/dtatranslator/testdata/translator.yml "$root/etc/appliance/translator.yml"
+install -D -m 0644 collector/dtacollector/testdata/collector.yml "$root/etc/appliance/collector.yml"
 install -D -m 0644 packaging/etc/default/appliance "$root/etc/default/appliance"
 install -D -m 0644 packaging/etc/dump@.env.example "$root/etc/appliance/dump@.env.example"
 

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"net"
 
-	cdta "github.com/rdma-appliance/appliance/collector/dta"
+	"github.com/rdma-appliance/appliance/collector/dtacollector"
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/internal/service"
 )
@@ -30,7 +30,7 @@ connection. Serves until SIGTERM.
 The file (keys): name, exchange, listen, mtu, max-atomic, huge-pages, redundancy, recv-depth,
 key-write {slots, data-width}, key-increment {slots}, append {batch, lists [{id, entries,
 pollers, cores, recent}]}, sketches [{id, kind count-min|hyperloglog, columns, rows,
-reporters, group}], postcards {slots, hops, cache}. collector/dta/testdata/collector.yml is
+reporters, group}], postcards {slots, hops, cache}. collector/dtacollector/testdata/collector.yml is
 an example.
 
 HTTP on listen (query it with 'appliance dta query'):
@@ -55,7 +55,7 @@ Examples:
 				if *file == "" || len(args) > 0 {
 					return Usagef("want -f collector.yml and no arguments")
 				}
-				s, err := cdta.LoadSpec(*file)
+				s, err := dtacollector.LoadSpec(*file)
 				if err != nil {
 					return err
 				}
@@ -87,10 +87,10 @@ Examples:
 
 // runCollector runs the collector until ctx ends and returns its last
 // stats.
-func runCollector(ctx context.Context, env *Env, s cdta.Spec, rf *rnicFlags, core int) (cdta.Stats, error) {
+func runCollector(ctx context.Context, env *Env, s dtacollector.Spec, rf *rnicFlags, core int) (dtacollector.Stats, error) {
 	r, err := rf.open("dta-collect")
 	if err != nil {
-		return cdta.Stats{}, err
+		return dtacollector.Stats{}, err
 	}
 	defer r.Close()
 	rnicCtx, stopRNIC := context.WithCancel(context.Background())
@@ -117,7 +117,7 @@ func runCollector(ctx context.Context, env *Env, s cdta.Spec, rf *rnicFlags, cor
 		stopRNIC()
 		<-rnicDone
 	}()
-	opt := cdta.Options{Log: env.Log, Port: rf.ibPort, GIDIndex: rf.gidIndex}
+	opt := dtacollector.Options{Log: env.Log, Port: rf.ibPort, GIDIndex: rf.gidIndex}
 	if s.Append != nil {
 		for _, l := range s.Append.Lists {
 			if l.Cores != "" {
@@ -126,20 +126,20 @@ func runCollector(ctx context.Context, env *Env, s cdta.Spec, rf *rnicFlags, cor
 			}
 		}
 	}
-	c, err := cdta.New(s, r.Dev, opt)
+	c, err := dtacollector.New(s, r.Dev, opt)
 	if err != nil {
-		return cdta.Stats{}, err
+		return dtacollector.Stats{}, err
 	}
 	defer c.Close()
 	ln, err := net.Listen("tcp", s.Exchange)
 	if err != nil {
-		return cdta.Stats{}, fmt.Errorf("exchange: %w", err)
+		return dtacollector.Stats{}, fmt.Errorf("exchange: %w", err)
 	}
 	h := service.New("dta-collect", s.Listen, env.Log)
 	c.Register(h)
 	served := make(chan error, 1)
 	go func() { served <- c.Serve(ctx, ln) }()
-	var last cdta.Stats
+	var last dtacollector.Stats
 	h.OnStop("collector", func(context.Context) error {
 		last = c.Stats()
 		return errors.Join(c.Close(), <-served)

@@ -13,12 +13,12 @@ import (
 	"testing"
 	"time"
 
-	cdta "github.com/rdma-appliance/appliance/collector/dta"
+	"github.com/rdma-appliance/appliance/collector/dtacollector"
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
 	"github.com/rdma-appliance/appliance/internal/service"
-	tdta "github.com/rdma-appliance/appliance/translator/dta"
+	"github.com/rdma-appliance/appliance/translator/dtatranslator"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
 
@@ -74,7 +74,7 @@ append:
 	defer pool.Close()
 	mac := header.MAC(port.Info().MAC)
 	transIP := netip.MustParseAddr("10.9.0.100")
-	tcp, offer, err := tdta.Dial(ctx, exAddr, tdta.Hello{Name: "t0", IP: transIP, MAC: mac.String(), QPN: 0x42, PSN: 77})
+	tcp, offer, err := dtatranslator.Dial(ctx, exAddr, dtatranslator.Hello{Name: "t0", IP: transIP, MAC: mac.String(), QPN: 0x42, PSN: 77})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,8 +83,8 @@ append:
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn := tdta.NewConn(tdta.Endpoint{MAC: mac, GID: roce.GIDFromAddr(transIP), QPN: 0x42}, peer, 77)
-	tr, err := tdta.NewTranslator(conn, offer.Regions)
+	conn := dtatranslator.NewConn(dtatranslator.Endpoint{MAC: mac, GID: roce.GIDFromAddr(transIP), QPN: 0x42}, peer, 77)
+	tr, err := dtatranslator.NewTranslator(conn, offer.Regions)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,10 +103,10 @@ append:
 	}
 	data := func(v uint32) []byte { return binary.BigEndian.AppendUint32(nil, v) }
 	for k := uint32(1); k <= 20; k++ {
-		for _, r := range []tdta.Report{
-			{Opcode: tdta.OpKeyWrite, Redundancy: 2, Key: k, Data: data(k * 100)},
-			{Opcode: tdta.OpKeyIncrement, Redundancy: 2, Key: k % 3, Counter: uint64(k)},
-			{Opcode: tdta.OpAppend, ListID: 1, Data: data(k + 1000)},
+		for _, r := range []dtatranslator.Report{
+			{Opcode: dtatranslator.OpKeyWrite, Redundancy: 2, Key: k, Data: data(k * 100)},
+			{Opcode: dtatranslator.OpKeyIncrement, Redundancy: 2, Key: k % 3, Counter: uint64(k)},
+			{Opcode: dtatranslator.OpAppend, ListID: 1, Data: data(k + 1000)},
 		} {
 			if err := tr.Translate(&r, emit); err != nil {
 				t.Fatal(err)
@@ -119,7 +119,7 @@ append:
 	}
 	settleConn(t, port, conn)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		var ls cdta.ListStatus
+		var ls dtacollector.ListStatus
 		if err := cl.Do(ctx, "GET", "/v1/lists/1", nil, &ls); err == nil && ls.Read == 20 {
 			break
 		}
@@ -157,7 +157,7 @@ append:
 		}
 	}
 	code, out, _ := q("--json", "keywrite", "3")
-	var kw cdta.KeyWriteResult
+	var kw dtacollector.KeyWriteResult
 	if code != 0 || json.Unmarshal([]byte(out), &kw) != nil || kw.Value != 300 {
 		t.Fatalf("--json keywrite: %d %q", code, out)
 	}
@@ -171,7 +171,7 @@ append:
 
 // settleConn feeds the collector's ACKs to conn until it has
 // acknowledged everything.
-func settleConn(t *testing.T, port dpdk.Port, conn *tdta.Conn) {
+func settleConn(t *testing.T, port dpdk.Port, conn *dtatranslator.Conn) {
 	t.Helper()
 	var burst [32]*dpdk.Packet
 	var p roce.Packet
@@ -205,7 +205,7 @@ func TestDtaCollectErrors(t *testing.T) {
 		!strings.Contains(errOut, file+":2: key-write.slots: 1000: a power of two") {
 		t.Fatalf("bad file: %d %q", code, errOut)
 	}
-	good := filepath.Join("..", "..", "collector", "dta", "testdata", "collector.yml")
+	good := filepath.Join("..", "..", "collector", "dtacollector", "testdata", "collector.yml")
 	if code, _, errOut := runCLI(t, "dta", "collect", "-f", good); code != 2 || !strings.Contains(errOut, "need -d DEVICE") {
 		t.Fatalf("no device: %d %q", code, errOut)
 	}

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	cdta "github.com/rdma-appliance/appliance/collector/dta"
+	"github.com/rdma-appliance/appliance/collector/dtacollector"
 	"github.com/rdma-appliance/appliance/internal/service"
 )
 
@@ -45,7 +45,7 @@ Examples:
   appliance dta query --collector 10.1.0.5:9300 sketch 7 count 42
   appliance dta query --json list 1`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
-			addr := fs.String("collector", cdta.DefaultListen, "the collector's HTTP address")
+			addr := fs.String("collector", dtacollector.DefaultListen, "the collector's HTTP address")
 			asJSON := fs.Bool("json", false, "print the answer as JSON")
 			consensus := fs.Int("consensus", 0, "keywrite: answer only when this many of the N slots agree")
 			recent := fs.Int("recent", 0, "list: how many of the latest entries to show (0: the list's setting)")
@@ -88,7 +88,7 @@ func dtaQueryFor(args []string, consensus, recent int) (*dtaQuery, error) {
 		return nil
 	}
 	key := func(s string) (string, error) {
-		if _, err := cdta.ParseKey(s); err != nil {
+		if _, err := dtacollector.ParseKey(s); err != nil {
 			return "", Usagef("%v", err)
 		}
 		return url.PathEscape(s), nil
@@ -106,8 +106,8 @@ func dtaQueryFor(args []string, consensus, recent int) (*dtaQuery, error) {
 		if consensus > 0 {
 			p += "?consensus=" + strconv.Itoa(consensus)
 		}
-		return &dtaQuery{path: p, out: func() any { return new(cdta.KeyWriteResult) }, show: func(w io.Writer, v any) {
-			r := v.(*cdta.KeyWriteResult)
+		return &dtaQuery{path: p, out: func() any { return new(dtacollector.KeyWriteResult) }, show: func(w io.Writer, v any) {
+			r := v.(*dtacollector.KeyWriteResult)
 			fmt.Fprintf(w, "key %d: data %x (%d); %d of %d slots hold the key, %d agree\n", r.Key, []byte(r.Data), r.Value, r.Matching, r.N, r.Agreeing)
 		}}, nil
 	case "keyincrement":
@@ -118,8 +118,8 @@ func dtaQueryFor(args []string, consensus, recent int) (*dtaQuery, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &dtaQuery{path: "/v1/keyincrement/" + k, out: func() any { return new(cdta.KeyIncrementResult) }, show: func(w io.Writer, v any) {
-			r := v.(*cdta.KeyIncrementResult)
+		return &dtaQuery{path: "/v1/keyincrement/" + k, out: func() any { return new(dtacollector.KeyIncrementResult) }, show: func(w io.Writer, v any) {
+			r := v.(*dtacollector.KeyIncrementResult)
 			fmt.Fprintf(w, "key %d: count %d (the least of %d counters)\n", r.Key, r.Count, r.N)
 		}}, nil
 	case "sketch":
@@ -136,16 +136,16 @@ func dtaQueryFor(args []string, consensus, recent int) (*dtaQuery, error) {
 			if err != nil {
 				return nil, err
 			}
-			return &dtaQuery{path: "/v1/sketches/" + id + "/count/" + k, out: func() any { return new(cdta.SketchCountResult) }, show: func(w io.Writer, v any) {
-				r := v.(*cdta.SketchCountResult)
+			return &dtaQuery{path: "/v1/sketches/" + id + "/count/" + k, out: func() any { return new(dtacollector.SketchCountResult) }, show: func(w io.Writer, v any) {
+				r := v.(*dtacollector.SketchCountResult)
 				fmt.Fprintf(w, "sketch %d, key %d: count %d (count-min: at most this)\n", r.Sketch, r.Key, r.Count)
 			}}, nil
 		case "cardinality":
 			if err := want(3, "sketch ID cardinality"); err != nil {
 				return nil, err
 			}
-			return &dtaQuery{path: "/v1/sketches/" + id + "/cardinality", out: func() any { return new(cdta.CardinalityResult) }, show: func(w io.Writer, v any) {
-				r := v.(*cdta.CardinalityResult)
+			return &dtaQuery{path: "/v1/sketches/" + id + "/cardinality", out: func() any { return new(dtacollector.CardinalityResult) }, show: func(w io.Writer, v any) {
+				r := v.(*dtacollector.CardinalityResult)
 				fmt.Fprintf(w, "sketch %d: about %.0f distinct keys (%d HyperLogLog registers)\n", r.Sketch, r.Cardinality, r.Registers)
 			}}, nil
 		}
@@ -158,8 +158,8 @@ func dtaQueryFor(args []string, consensus, recent int) (*dtaQuery, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &dtaQuery{path: "/v1/postcards/" + k, out: func() any { return new(cdta.PostcardResult) }, show: func(w io.Writer, v any) {
-			r := v.(*cdta.PostcardResult)
+		return &dtaQuery{path: "/v1/postcards/" + k, out: func() any { return new(dtacollector.PostcardResult) }, show: func(w io.Writer, v any) {
+			r := v.(*dtacollector.PostcardResult)
 			hops := make([]string, len(r.Hops))
 			for i, h := range r.Hops {
 				if r.Mask&(1<<i) == 0 {
@@ -182,15 +182,15 @@ func dtaQueryFor(args []string, consensus, recent int) (*dtaQuery, error) {
 		if recent > 0 {
 			p += "?recent=" + strconv.Itoa(recent)
 		}
-		return &dtaQuery{path: p, out: func() any { return new(cdta.ListStatus) }, show: func(w io.Writer, v any) {
-			showList(w, v.(*cdta.ListStatus), true)
+		return &dtaQuery{path: p, out: func() any { return new(dtacollector.ListStatus) }, show: func(w io.Writer, v any) {
+			showList(w, v.(*dtacollector.ListStatus), true)
 		}}, nil
 	case "stats":
 		if err := want(1, "stats"); err != nil {
 			return nil, err
 		}
-		return &dtaQuery{path: "/v1/stats", out: func() any { return new(cdta.Stats) }, show: func(w io.Writer, v any) {
-			st := v.(*cdta.Stats)
+		return &dtaQuery{path: "/v1/stats", out: func() any { return new(dtacollector.Stats) }, show: func(w io.Writer, v any) {
+			st := v.(*dtacollector.Stats)
 			fmt.Fprintf(w, "collector %s, up %s: %d translators connected (%d connections so far, %d refused), %d push notifications\n",
 				st.Name, st.Uptime, st.Connections, st.Connects, st.Refused, st.Pushes)
 			for _, p := range st.RecentPush {
@@ -205,8 +205,8 @@ func dtaQueryFor(args []string, consensus, recent int) (*dtaQuery, error) {
 		if err := want(1, "regions"); err != nil {
 			return nil, err
 		}
-		return &dtaQuery{path: "/v1/regions", out: func() any { return new(cdta.RegionsInfo) }, show: func(w io.Writer, v any) {
-			r := v.(*cdta.RegionsInfo)
+		return &dtaQuery{path: "/v1/regions", out: func() any { return new(dtacollector.RegionsInfo) }, show: func(w io.Writer, v any) {
+			r := v.(*dtacollector.RegionsInfo)
 			fmt.Fprintf(w, "collector %s at %s (%s): MTU %d, %d responder resources, queries with N=%d\n",
 				r.Name, r.IP, r.MAC, r.MTU, r.MaxAtomic, r.Redundancy)
 			g := r.Regions
@@ -221,7 +221,7 @@ func dtaQueryFor(args []string, consensus, recent int) (*dtaQuery, error) {
 			}
 			for _, id := range slices.Sorted(maps.Keys(g.Sketches)) {
 				s := g.Sketches[id]
-				fmt.Fprintf(w, "  sketch %d: %s, %d columns x %d rows, %d reporters\n", id, cdta.SketchKindName(s.Kind), s.Columns, s.Rows, s.Reporters)
+				fmt.Fprintf(w, "  sketch %d: %s, %d columns x %d rows, %d reporters\n", id, dtacollector.SketchKindName(s.Kind), s.Columns, s.Rows, s.Reporters)
 			}
 			if p := g.Postcards; p != nil {
 				fmt.Fprintf(w, "  postcards: %d flows of %d hops\n", p.Slots, p.Hops)
@@ -232,8 +232,8 @@ func dtaQueryFor(args []string, consensus, recent int) (*dtaQuery, error) {
 		if err := want(1, "connections"); err != nil {
 			return nil, err
 		}
-		return &dtaQuery{path: "/v1/connections", out: func() any { return new([]cdta.ConnState) }, show: func(w io.Writer, v any) {
-			conns := *v.(*[]cdta.ConnState)
+		return &dtaQuery{path: "/v1/connections", out: func() any { return new([]dtacollector.ConnState) }, show: func(w io.Writer, v any) {
+			conns := *v.(*[]dtacollector.ConnState)
 			if len(conns) == 0 {
 				fmt.Fprintln(w, "no translator connected")
 				return
@@ -249,7 +249,7 @@ func dtaQueryFor(args []string, consensus, recent int) (*dtaQuery, error) {
 	return nil, Usagef("unknown query %q: want keywrite, keyincrement, sketch, postcard, list, stats, regions or connections", args[0])
 }
 
-func showList(w io.Writer, l *cdta.ListStatus, entries bool) {
+func showList(w io.Writer, l *dtacollector.ListStatus, entries bool) {
 	fmt.Fprintf(w, "list %d: %d entries read (ring of %d, batch %d), %.0f entries/s;", l.ID, l.Read, l.Entries, l.Batch, l.Rate)
 	for _, p := range l.Pollers {
 		core := "unpinned"
@@ -266,7 +266,7 @@ func showList(w io.Writer, l *cdta.ListStatus, entries bool) {
 	}
 }
 
-func showMemory(w io.Writer, mem []cdta.Memory) {
+func showMemory(w io.Writer, mem []dtacollector.Memory) {
 	for _, m := range mem {
 		fmt.Fprintf(w, "  memory %s: %d bytes, rkey %#x\n", m.Primitive, m.Bytes, m.RKey)
 	}

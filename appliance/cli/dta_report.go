@@ -12,7 +12,7 @@ import (
 
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dpdk/header"
-	"github.com/rdma-appliance/appliance/translator/dta"
+	"github.com/rdma-appliance/appliance/translator/dtatranslator"
 )
 
 func init() {
@@ -73,10 +73,10 @@ Example:
 				if err != nil || !dst.Is4() {
 					return Usagef("--translator %q: an IPv4 address", *trIP)
 				}
-				cfg := dta.ReporterConfig{ID: uint16(*id), SrcIP: src, DstIP: dst, Rate: *rate, Count: *count,
+				cfg := dtatranslator.ReporterConfig{ID: uint16(*id), SrcIP: src, DstIP: dst, Rate: *rate, Count: *count,
 					Keys: uint32(*keys), Zipf: *zipf, Redundancy: uint8(*red), Hops: *hops, SketchEpoch: *epoch,
 					Retransmittable: *retx, Immediate: *imm, HighShare: *high, Loss: *loss, Seed: *seed,
-					Format: dta.Format{NoSeqnum: *noSeq, DataWidth: *width}}
+					Format: dtatranslator.Format{NoSeqnum: *noSeq, DataWidth: *width}}
 				if *trMAC != "" {
 					if cfg.DstMAC, err = header.ParseMAC(*trMAC); err != nil {
 						return Usagef("--translator-mac: %v", err)
@@ -113,7 +113,7 @@ Example:
 						return Usagef("--mac: %v", err)
 					}
 				}
-				r, err := dta.NewReporter(cfg, p, pool)
+				r, err := dtatranslator.NewReporter(cfg, p, pool)
 				if err != nil {
 					return err
 				}
@@ -141,7 +141,7 @@ Example:
 }
 
 // parseMix reads keywrite=4,append=1,... into cfg.Mix.
-func parseMix(s string, cfg *dta.ReporterConfig) error {
+func parseMix(s string, cfg *dtatranslator.ReporterConfig) error {
 	for _, kv := range strings.Split(s, ",") {
 		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
 		n, err := strconv.Atoi(v)
@@ -165,7 +165,7 @@ func parseMix(s string, cfg *dta.ReporterConfig) error {
 }
 
 // parseSketchFlag reads ID:KIND:COLUMNSxROWS:REPORTERS.
-func parseSketchFlag(s string, cfg *dta.ReporterConfig) error {
+func parseSketchFlag(s string, cfg *dtatranslator.ReporterConfig) error {
 	f := strings.Split(s, ":")
 	if len(f) != 4 {
 		return fmt.Errorf("%q: want ID:KIND:COLUMNSxROWS:REPORTERS", s)
@@ -174,12 +174,12 @@ func parseSketchFlag(s string, cfg *dta.ReporterConfig) error {
 	if err != nil {
 		return fmt.Errorf("id %q", f[0])
 	}
-	var reg dta.SketchRegion
+	var reg dtatranslator.SketchRegion
 	switch f[1] {
 	case "count-min":
-		reg.Kind = dta.SketchCountMin
+		reg.Kind = dtatranslator.SketchCountMin
 	case "hyperloglog":
-		reg.Kind = dta.SketchHyperLogLog
+		reg.Kind = dtatranslator.SketchHyperLogLog
 	default:
 		return fmt.Errorf("kind %q: count-min or hyperloglog", f[1])
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/internal/service"
-	"github.com/rdma-appliance/appliance/translator/dta"
+	"github.com/rdma-appliance/appliance/translator/dtatranslator"
 )
 
 func init() {
@@ -49,7 +49,7 @@ HTTP on --listen: GET /v1/status, /metrics, /healthz (fails naming a collector t
 				if *file == "" || len(args) > 0 {
 					return Usagef("want -f translator.yml and no arguments")
 				}
-				s, err := dta.LoadSpec(*file)
+				s, err := dtatranslator.LoadSpec(*file)
 				if err != nil {
 					return err
 				}
@@ -80,20 +80,20 @@ HTTP on --listen: GET /v1/status, /metrics, /healthz (fails naming a collector t
 }
 
 // runTranslator runs the translator service until ctx ends.
-func runTranslator(ctx context.Context, env *Env, s dta.Spec) (dta.Status, error) {
+func runTranslator(ctx context.Context, env *Env, s dtatranslator.Spec) (dtatranslator.Status, error) {
 	pool, err := dpdk.NewPool("dta-translate", s.Pool, 0)
 	if err != nil {
-		return dta.Status{}, err
+		return dtatranslator.Status{}, err
 	}
 	defer pool.Close()
 	p, err := dpdk.Open(s.Port, dpdk.Config{Pool: pool, RxQueues: 1, TxQueues: 1, Promiscuous: true})
 	if err != nil {
-		return dta.Status{}, err
+		return dtatranslator.Status{}, err
 	}
 	defer p.Close()
-	sv, err := dta.NewService(s, p, pool, env.Log)
+	sv, err := dtatranslator.NewService(s, p, pool, env.Log)
 	if err != nil {
-		return dta.Status{}, err
+		return dtatranslator.Status{}, err
 	}
 	h := service.New("dta-translate", s.Listen, env.Log)
 	sv.Register(h)

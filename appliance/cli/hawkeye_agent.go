@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/bench/perftest"
-	chostmesh "github.com/rdma-appliance/appliance/collector/hostmesh"
+	"github.com/rdma-appliance/appliance/collector/hostmeshanalyzer"
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/translator/hawkeye"
@@ -230,7 +230,7 @@ func (a *pollAgent) run(ctx context.Context, in io.Reader) error {
 // one-way latency stands in for the RTT, since the threshold is relative
 // to each flow's own base.
 func (a *pollAgent) batch(line string) error {
-	var b chostmesh.Batch
+	var b hostmeshanalyzer.Batch
 	if err := json.Unmarshal([]byte(line), &b); err != nil {
 		return err
 	}

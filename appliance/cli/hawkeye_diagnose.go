@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"os"
 
-	chawk "github.com/rdma-appliance/appliance/collector/hawkeye"
+	"github.com/rdma-appliance/appliance/collector/hawkeyeanalyzer"
 )
 
 func init() {
@@ -53,12 +53,12 @@ the diagnosis; 1 when the file cannot be read or an SVG cannot be drawn as asked
 				if err != nil {
 					return err
 				}
-				tel, err := chawk.Decode(f)
+				tel, err := hawkeyeanalyzer.Decode(f)
 				f.Close()
 				if err != nil {
 					return fmt.Errorf("%s: %w", args[0], err)
 				}
-				d := chawk.Diagnose(tel, chawk.Options{})
+				d := hawkeyeanalyzer.Diagnose(tel, hawkeyeanalyzer.Options{})
 				if *asJSON {
 					err = d.WriteJSON(env.Stdout)
 				} else {
@@ -94,13 +94,13 @@ the diagnosis; 1 when the file cannot be read or an SVG cannot be drawn as asked
 // diagnosisSVG draws the provenance graph as renderer says: Graphviz's
 // layout is the better one when dot is installed, the built-in renderer
 // works everywhere (appliance hosts rarely have Graphviz).
-func diagnosisSVG(ctx context.Context, env *Env, d *chawk.Diagnosis, dot []byte, renderer string) ([]byte, error) {
+func diagnosisSVG(ctx context.Context, env *Env, d *hawkeyeanalyzer.Diagnosis, dot []byte, renderer string) ([]byte, error) {
 	if renderer == "native" {
 		return d.GraphSVG(), nil
 	}
-	svg, err := chawk.SVG(ctx, dot)
+	svg, err := hawkeyeanalyzer.SVG(ctx, dot)
 	switch {
-	case errors.Is(err, chawk.ErrNoGraphviz) && renderer == "auto":
+	case errors.Is(err, hawkeyeanalyzer.ErrNoGraphviz) && renderer == "auto":
 		env.Log.Debug("graphviz not installed: built-in SVG renderer")
 		return d.GraphSVG(), nil
 	case err != nil:

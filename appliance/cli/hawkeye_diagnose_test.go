@@ -14,7 +14,7 @@ import (
 // gives the built-in drawing, and --renderer graphviz without dot is an
 // error that says so.
 func TestHawkeyeDiagnoseSVG(t *testing.T) {
-	tel := filepath.Join("..", "..", "collector", "hawkeye", "testdata", "storm.json")
+	tel := filepath.Join("..", "..", "collector", "hawkeyeanalyzer", "testdata", "storm.json")
 	dir := t.TempDir()
 	auto, native := filepath.Join(dir, "auto.svg"), filepath.Join(dir, "native.svg")
 	code, out, errOut := runCLI(t, "hawkeye", "diagnose", "--svg", auto, "--dot", filepath.Join(dir, "g.dot"), tel)

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	bhawk "github.com/rdma-appliance/appliance/bench/hawkeye"
+	"github.com/rdma-appliance/appliance/bench/hawkeyeeval"
 )
 
 func init() {
@@ -49,19 +49,19 @@ arrays, Kubernetes indexed Jobs) and writes its scores to DIR/hawkeye-eval-shard
 						}
 					}
 				}
-				sh := bhawk.Shard{I: 0, N: 1}
+				sh := hawkeyeeval.Shard{I: 0, N: 1}
 				if *shard != "" {
 					var err error
 					if sh.I, sh.N, err = parseShard(*shard); err != nil {
 						return err
 					}
 				}
-				scores, err := bhawk.EvaluateShard(ctx, sh, *traces, bhawk.Anomalies, bhawk.Methods, bhawk.Analyzer, progress)
+				scores, err := hawkeyeeval.EvaluateShard(ctx, sh, *traces, hawkeyeeval.Anomalies, hawkeyeeval.Methods, hawkeyeeval.Analyzer, progress)
 				if err != nil {
 					return err
 				}
 				if *shard != "" {
-					path, err := writeShard(*out, "hawkeye-eval", sh.I, sh.N, bhawk.Flatten(scores))
+					path, err := writeShard(*out, "hawkeye-eval", sh.I, sh.N, hawkeyeeval.Flatten(scores))
 					if err != nil {
 						return err
 					}
@@ -70,7 +70,7 @@ arrays, Kubernetes indexed Jobs) and writes its scores to DIR/hawkeye-eval-shard
 				}
 				var b bytes.Buffer
 				fmt.Fprintf(&b, "Hawkeye evaluation: %d traces per anomaly type, k=4 fat-tree, %v\n\n", *traces, time.Since(t0).Round(time.Second))
-				bhawk.WriteTable(&b, scores, bhawk.Anomalies, bhawk.Methods)
+				hawkeyeeval.WriteTable(&b, scores, hawkeyeeval.Anomalies, hawkeyeeval.Methods)
 				return printTable(env, *out, "hawkeye-eval.txt", b.Bytes())
 			}
 		},
@@ -87,13 +87,13 @@ table, as one run of every trace would; writes it to DIR/hawkeye-eval.txt.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
 			out := fs.String("out", ".", "directory for hawkeye-eval.txt")
 			return func(ctx context.Context, env *Env, args []string) error {
-				parts, err := readShards[bhawk.Score](args)
+				parts, err := readShards[hawkeyeeval.Score](args)
 				if err != nil {
 					return err
 				}
 				var b bytes.Buffer
 				fmt.Fprintf(&b, "Hawkeye evaluation: %d shards merged\n\n", len(parts))
-				bhawk.WriteTable(&b, bhawk.Merge(parts...), bhawk.Anomalies, bhawk.Methods)
+				hawkeyeeval.WriteTable(&b, hawkeyeeval.Merge(parts...), hawkeyeeval.Anomalies, hawkeyeeval.Methods)
 				return printTable(env, *out, "hawkeye-eval.txt", b.Bytes())
 			}
 		},

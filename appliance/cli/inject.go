@@ -15,7 +15,7 @@ import (
 
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/internal/service"
-	"github.com/rdma-appliance/appliance/p4/lumina"
+	"github.com/rdma-appliance/appliance/p4/luminatofino"
 	"github.com/rdma-appliance/appliance/translator/inject"
 )
 
@@ -93,7 +93,7 @@ drive the software injector: POST /v1/load renders the test's bfrt_python script
 the file's Tofino keys and runs '$SDE/run_bfshell.sh -b' with it; GET /v1/stats runs
 the counter script and returns the per-port counters and the mirror sequence; GET
 /v1/entries lists the entries (the switch does not count hits per entry). Start
-switchd with p4/lumina/injector.p4 compiled by bf-p4c first.`,
+switchd with p4/luminatofino/injector.p4 compiled by bf-p4c first.`,
 				Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
 					file := fs.String("f", "", "injector file (YAML) with the Tofino keys")
 					sde := fs.String("sde", os.Getenv("SDE"), "the SDE's directory (default $SDE)")
@@ -114,7 +114,7 @@ switchd with p4/lumina/injector.p4 compiled by bf-p4c first.`,
 							addr = injectListen
 						}
 						svc := service.New("inject-tofino", addr, env.Log)
-						(&lumina.Controller{Spec: s, Bfshell: lumina.DefaultBfshell(*sde)}).Register(svc)
+						(&luminatofino.Controller{Spec: s, Bfshell: luminatofino.DefaultBfshell(*sde)}).Register(svc)
 						return svc.Run(ctx)
 					}
 				},
@@ -162,7 +162,7 @@ PSN the test does not have is rejected with the reason.`,
 				Summary: "render the Tofino injector's bfrt_python script (or its counter script) for bfshell -b",
 				Usage:   "-f injector.yml --load load.json [--counters] [-o FILE]",
 				Long: `Turns the injector file's Tofino keys (front-panel or dev-port, speed, fec, autoneg, mac)
-and a load request into the bfrt_python script that sets up p4/lumina/injector.p4 on a
+and a load request into the bfrt_python script that sets up p4/luminatofino/injector.p4 on a
 Tofino: ports, routes and proxy ARP, mirror sessions and the weighted round-robin,
 ITER initial state, event entries. --counters renders the script that prints the
 per-port counters instead (parse its output with the orchestrator).
@@ -184,7 +184,7 @@ Run it with: bfshell -b FILE`,
 						if err != nil {
 							return err
 						}
-						p, err := lumina.FromSpec(s, req)
+						p, err := luminatofino.FromSpec(s, req)
 						if err != nil {
 							return err
 						}

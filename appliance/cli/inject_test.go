@@ -135,7 +135,7 @@ routes:
 }
 
 func TestInjectCompileAndBfrt(t *testing.T) {
-	load := filepath.Join("..", "..", "p4", "lumina", "testdata", "listing2_load.json")
+	load := filepath.Join("..", "..", "p4", "luminatofino", "testdata", "listing2_load.json")
 	code, out, errOut := runCLI(t, "inject", "compile", "--load", load)
 	if code != 0 || strings.Count(out, "\n") != 31 || !strings.Contains(out, "qpn 0xea psn 1004 iter 1: ecn") {
 		t.Fatalf("compile: %d %q %q", code, out, errOut)
@@ -146,9 +146,9 @@ func TestInjectCompileAndBfrt(t *testing.T) {
 	if code, _, errOut := runCLI(t, "inject", "compile", "--load", bad); code != 1 || !strings.Contains(errOut, "qpn 7") {
 		t.Fatalf("bad intent: %d %q", code, errOut)
 	}
-	spec := filepath.Join("..", "..", "p4", "lumina", "testdata", "listing2_injector.yml")
+	spec := filepath.Join("..", "..", "p4", "luminatofino", "testdata", "listing2_injector.yml")
 	code, out, errOut = runCLI(t, "inject", "bfrt", "-f", spec, "--load", load)
-	want, _ := os.ReadFile(filepath.Join("..", "..", "p4", "lumina", "testdata", "listing2.py"))
+	want, _ := os.ReadFile(filepath.Join("..", "..", "p4", "luminatofino", "testdata", "listing2.py"))
 	if code != 0 || out != string(want) {
 		t.Fatalf("bfrt: %d, %d bytes, want %d; %q", code, len(out), len(want), errOut)
 	}

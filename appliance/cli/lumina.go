@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/rdma-appliance/appliance/appliance/lumina"
-	clumina "github.com/rdma-appliance/appliance/collector/lumina"
+	"github.com/rdma-appliance/appliance/collector/luminaanalyzer"
 	"github.com/rdma-appliance/appliance/translator/inject"
 )
 
@@ -138,7 +138,7 @@ figure of it is presented as a result (exit status 1).`,
 			asJSON := fs.Bool("json", false, "print analysis.json instead of the summary")
 			soft := fs.Bool("soft", false, "the run came from the software testbed (--lab): allow its middlebox's long delays")
 			return func(ctx context.Context, env *Env, args []string) error {
-				opt := clumina.Options{}
+				opt := luminaanalyzer.Options{}
 				if *soft {
 					opt = lumina.SoftOptions()
 				}
@@ -147,7 +147,7 @@ figure of it is presented as a result (exit status 1).`,
 				}
 				bad := 0
 				for _, dir := range args {
-					m, err := clumina.ReadMeta(dir)
+					m, err := luminaanalyzer.ReadMeta(dir)
 					if err != nil {
 						return err
 					}
@@ -166,7 +166,7 @@ figure of it is presented as a result (exit status 1).`,
 						if err := rep.WriteText(env.Stdout); err != nil {
 							return err
 						}
-						fmt.Fprintf(env.Stdout, "report: %s\n", filepath.Join(dir, clumina.ReportFile))
+						fmt.Fprintf(env.Stdout, "report: %s\n", filepath.Join(dir, luminaanalyzer.ReportFile))
 					}
 					if !rep.Valid {
 						bad++

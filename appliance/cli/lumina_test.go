@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	clumina "github.com/rdma-appliance/appliance/collector/lumina"
+	"github.com/rdma-appliance/appliance/collector/luminaanalyzer"
 )
 
 // TestLuminaRunAndAnalyze runs a ready-made test with --lab, then
@@ -26,12 +26,12 @@ func TestLuminaRunAndAnalyze(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "report: "+filepath.Join(dirs[0], "report.html")) {
 		t.Fatalf("analyze: %d %s %s", code, out, errOut)
 	}
-	m, err := clumina.ReadMeta(dirs[0])
+	m, err := luminaanalyzer.ReadMeta(dirs[0])
 	if err != nil {
 		t.Fatal(err)
 	}
 	m.Valid, m.IntegrityNote = false, "a dumper lost packets"
-	if err := clumina.WriteMeta(dirs[0], m); err != nil {
+	if err := luminaanalyzer.WriteMeta(dirs[0], m); err != nil {
 		t.Fatal(err)
 	}
 	code, _, errOut = runCLI(t, "lumina", "analyze", dirs[0])

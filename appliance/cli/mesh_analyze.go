@@ -9,7 +9,7 @@ import (
 	"os"
 	"time"
 
-	chm "github.com/rdma-appliance/appliance/collector/hostmesh"
+	"github.com/rdma-appliance/appliance/collector/hostmeshanalyzer"
 	"github.com/rdma-appliance/appliance/internal/service"
 )
 
@@ -35,13 +35,13 @@ With --serve the analyzer listens (POST /v1/results from agents, GET /v1/report,
 			serve := fs.String("serve", "", "listen on this address as the analyzer service")
 			asJSON := fs.Bool("json", false, "print the reports as JSON")
 			return func(ctx context.Context, env *Env, args []string) error {
-				cfg := chm.Config{Window: *window, Hold: *hold}
+				cfg := hostmeshanalyzer.Config{Window: *window, Hold: *hold}
 				if *serve != "" {
 					if len(args) > 0 {
 						return Usagef("--serve takes no file")
 					}
-					a := chm.NewAnalyzer(cfg)
-					sv := chm.NewService(a, env.Log)
+					a := hostmeshanalyzer.NewAnalyzer(cfg)
+					sv := hostmeshanalyzer.NewService(a, env.Log)
 					h := service.New("hostmesh-analyzer", *serve, env.Log)
 					sv.Register(h)
 					go sv.Run(ctx)
@@ -63,11 +63,11 @@ With --serve the analyzer listens (POST /v1/results from agents, GET /v1/report,
 					return err
 				}
 				defer f.Close()
-				bs, err := chm.ReadBatches(f)
+				bs, err := hostmeshanalyzer.ReadBatches(f)
 				if err != nil {
 					return fmt.Errorf("%s: %w", args[0], err)
 				}
-				reps := chm.AnalyzeAll(bs, cfg)
+				reps := hostmeshanalyzer.AnalyzeAll(bs, cfg)
 				if *asJSON {
 					enc := json.NewEncoder(env.Stdout)
 					enc.SetIndent("", "  ")

@@ -14,14 +14,14 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/appliance/lumina"
-	cdta "github.com/rdma-appliance/appliance/collector/dta"
-	clumina "github.com/rdma-appliance/appliance/collector/lumina"
+	"github.com/rdma-appliance/appliance/collector/dtacollector"
+	"github.com/rdma-appliance/appliance/collector/luminaanalyzer"
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dpdk/netns"
 	"github.com/rdma-appliance/appliance/dumper"
 	"github.com/rdma-appliance/appliance/dumper/trace"
-	tdta "github.com/rdma-appliance/appliance/translator/dta"
+	"github.com/rdma-appliance/appliance/translator/dtatranslator"
 )
 
 // afpOpts shapes the scale-out tests' AF_PACKET ports: small rings, and
@@ -123,7 +123,7 @@ routes:
 	// in sequence.
 	var integ trace.Report
 	readJSON(t, filepath.Join(rep.Dir, "integrity.json"), &integ)
-	meta, err := clumina.ReadMeta(rep.Dir)
+	meta, err := luminaanalyzer.ReadMeta(rep.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +252,7 @@ collectors:
 	waitHealthy(t, trProc, trAddr, 20*time.Second)
 
 	hc := &http.Client{Timeout: 5 * time.Second}
-	var regions cdta.RegionsInfo
+	var regions dtacollector.RegionsInfo
 	if code, err := getJSON(hc, colls[1].IP+":9300", "/v1/regions", &regions); code != http.StatusOK || err != nil {
 		t.Fatalf("colb regions: %d %v", code, err)
 	}
@@ -273,11 +273,11 @@ collectors:
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { port.Close() })
-	cfg := tdta.ReporterConfig{SrcMAC: header.MAC(port.Info().MAC), SrcIP: netip.MustParseAddr("10.9.1.50"),
+	cfg := dtatranslator.ReporterConfig{SrcMAC: header.MAC(port.Info().MAC), SrcIP: netip.MustParseAddr("10.9.1.50"),
 		DstIP: netip.MustParseAddr("10.9.1.100"), Keys: 2000, Redundancy: 2, Lists: []uint32{1, 2}, Hops: 5,
 		Sketch: &sk, SketchID: 7, Retransmittable: true, Loss: 0.01, Count: 8000, Rate: 40000, Seed: 11}
 	cfg.Mix.KeyWrite, cfg.Mix.Append, cfg.Mix.KeyIncrement, cfg.Mix.Postcarder = 3, 2, 2, 1
-	r, err := tdta.NewReporter(cfg, port, pool)
+	r, err := dtatranslator.NewReporter(cfg, port, pool)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,8 +292,8 @@ collectors:
 	truth := r.Truth
 
 	// The translator has nothing in flight and nothing more arrives.
-	var st tdta.Status
-	var last tdta.ServiceStats
+	var st dtatranslator.Status
+	var last dtatranslator.ServiceStats
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		if code, err := getJSON(hc, trAddr, "/v1/status", &st); code != http.StatusOK || err != nil {
 			t.Fatalf("translator status: %d %v", code, err)
@@ -311,14 +311,14 @@ collectors:
 		t.Fatalf("translator: %+v", st.Stats)
 	}
 
-	owner := func(key uint32) int { return int(tdta.KeyChecksum(key) % 2) }
+	owner := func(key uint32) int { return int(dtatranslator.KeyChecksum(key) % 2) }
 	addr := func(i int) string { return colls[i].IP + ":9300" }
 	// Lists: each on its holder, every entry in the order sent, once the
 	// holder's pollers have read them; the other collector lacks it.
 	for i := range colls {
 		id := uint32(i + 1)
 		want := truth.Append[id]
-		var ls cdta.ListStatus
+		var ls dtacollector.ListStatus
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 			path := fmt.Sprintf("/v1/lists/%d?recent=%d", id, max(len(want), 1))
 			if code, err := getJSON(hc, addr(i), path, &ls); code != http.StatusOK || err != nil {
@@ -347,7 +347,7 @@ collectors:
 	for k, v := range truth.KeyWrite {
 		o := owner(k)
 		perColl[o]++
-		var kw cdta.KeyWriteResult
+		var kw dtacollector.KeyWriteResult
 		code, err := getJSON(hc, addr(o), fmt.Sprintf("/v1/keywrite/%d", k), &kw)
 		switch {
 		case code == http.StatusOK && err == nil && kw.Value == v:
@@ -368,7 +368,7 @@ collectors:
 	exact, strayOther := 0, 0
 	for k, v := range truth.KeyIncrement {
 		o := owner(k)
-		var ki, other cdta.KeyIncrementResult
+		var ki, other dtacollector.KeyIncrementResult
 		if code, err := getJSON(hc, addr(o), fmt.Sprintf("/v1/keyincrement/%d", k), &ki); code != http.StatusOK || err != nil || ki.Count < v {
 			t.Fatalf("key-increment %d at %s: %d %v %+v, want at least %d", k, colls[o].Name, code, err, ki, v)
 		}
@@ -389,7 +389,7 @@ collectors:
 	paths := 0
 	for k, want := range truth.Postcards {
 		o := owner(k)
-		var pc cdta.PostcardResult
+		var pc dtacollector.PostcardResult
 		code, err := getJSON(hc, addr(o), fmt.Sprintf("/v1/postcards/%d", k), &pc)
 		if code == http.StatusOK && err == nil && pc.Complete && fmt.Sprint(pc.Hops) == fmt.Sprint(want) {
 			paths++
@@ -406,7 +406,7 @@ collectors:
 	// Sketch 7: merged at its holder, an upper bound of every Key-Write
 	// key's reports; the other collector serves no sketch.
 	for k, vs := range truth.KeyWriteAll {
-		var sc cdta.SketchCountResult
+		var sc dtacollector.SketchCountResult
 		if code, err := getJSON(hc, addr(1), fmt.Sprintf("/v1/sketches/7/count/%d", k), &sc); code != http.StatusOK || err != nil || sc.Count < uint32(len(vs)) {
 			t.Fatalf("sketch 7 count %d at colb: %d %v %+v, want at least %d", k, code, err, sc, len(vs))
 		}
@@ -418,7 +418,7 @@ collectors:
 	// translator connected to each collector.
 	for i := range colls {
 		code, out, errOut := runCLI(t, "dta", "query", "--collector", addr(i), "--json", "stats")
-		var cs cdta.Stats
+		var cs dtacollector.Stats
 		if code != 0 || json.Unmarshal([]byte(out), &cs) != nil || cs.Connections != 1 || cs.Name != colls[i].Name {
 			t.Fatalf("dta query stats at %s: %d %s %s", colls[i].Name, code, out, errOut)
 		}

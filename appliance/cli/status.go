@@ -24,8 +24,8 @@ import (
 var defaultServices = []struct{ name, addr string }{
 	{"inject", injectListen},
 	{"dump", dumpListen},
-	{"dta-collect", "127.0.0.1:9300"},   // collector/dta.DefaultListen
-	{"dta-translate", "127.0.0.1:9310"}, // translator/dta's default
+	{"dta-collect", "127.0.0.1:9300"},   // collector/dtacollector.DefaultListen
+	{"dta-translate", "127.0.0.1:9310"}, // translator/dtatranslator's default
 	{"mesh-analyze", "127.0.0.1:9400"},
 	{"mesh-probe", "127.0.0.1:9410"},
 }

@@ -79,7 +79,7 @@ type Diagnosis struct {
 	Path       []string   `json:"path,omitempty"`
 	Loops      [][]string `json:"loops,omitempty"`
 	Note       string     `json:"note,omitempty"`
-	// SVG is the provenance graph (collector/hawkeye's GraphSVG).
+	// SVG is the provenance graph (collector/hawkeyeanalyzer's GraphSVG).
 	SVG string `json:"svg,omitempty"`
 }
 

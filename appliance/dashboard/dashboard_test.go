@@ -15,24 +15,24 @@ import (
 	"testing"
 	"time"
 
-	chawk "github.com/rdma-appliance/appliance/collector/hawkeye"
+	"github.com/rdma-appliance/appliance/collector/hawkeyeanalyzer"
 	"github.com/rdma-appliance/appliance/internal/service"
 )
 
-// storm is a real diagnosis with its graph, from collector/hawkeye's
+// storm is a real diagnosis with its graph, from collector/hawkeyeanalyzer's
 // example incident.
 func storm(t *testing.T) Diagnosis {
 	t.Helper()
-	f, err := os.Open(filepath.Join("..", "..", "collector", "hawkeye", "testdata", "storm.json"))
+	f, err := os.Open(filepath.Join("..", "..", "collector", "hawkeyeanalyzer", "testdata", "storm.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	tel, err := chawk.Decode(f)
+	tel, err := hawkeyeanalyzer.Decode(f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := chawk.Diagnose(tel, chawk.Options{})
+	d := hawkeyeanalyzer.Diagnose(tel, hawkeyeanalyzer.Options{})
 	right := true
 	return Diagnosis{Injected: "pfc-storm", Type: string(d.Type), Describe: d.Type.Describe(), Right: &right, Victim: d.Victim,
 		Summary: d.Summary, Confidence: d.Confidence, RootCauses: []string{"host H1 at SW1:1"}, Path: d.Path, SVG: string(d.GraphSVG())}

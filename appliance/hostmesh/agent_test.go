@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	chm "github.com/rdma-appliance/appliance/collector/hostmesh"
+	"github.com/rdma-appliance/appliance/collector/hostmeshanalyzer"
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
 	"github.com/rdma-appliance/appliance/internal/service"
@@ -204,10 +204,10 @@ func (h *softHost) devices() []Device {
 }
 
 // analyzerServer is the analyzer service over HTTP for a test.
-func analyzerServer(t *testing.T, cfg chm.Config) (*chm.Analyzer, string) {
-	a := chm.NewAnalyzer(cfg)
+func analyzerServer(t *testing.T, cfg hostmeshanalyzer.Config) (*hostmeshanalyzer.Analyzer, string) {
+	a := hostmeshanalyzer.NewAnalyzer(cfg)
 	h := service.New("hostmesh-test", "127.0.0.1:0", nil)
-	chm.NewService(a, h.Log).Register(h)
+	hostmeshanalyzer.NewService(a, h.Log).Register(h)
 	srv := httptest.NewServer(h.Handler())
 	t.Cleanup(srv.Close)
 	return a, srv.URL
@@ -220,7 +220,7 @@ func analyzerServer(t *testing.T, cfg chm.Config) (*chm.Analyzer, string) {
 // keep probing throughout.
 func TestAgentSoftRNICs(t *testing.T) {
 	h := newSoftHost(t, 5)
-	an, url := analyzerServer(t, chm.Config{Window: time.Second})
+	an, url := analyzerServer(t, hostmeshanalyzer.Config{Window: time.Second})
 	up := NewUploader(url, 1000)
 	cfg := AgentConfig{Config: Config{Host: "h0", Interval: 10 * time.Millisecond, Timeout: 200 * time.Millisecond, Seed: 3},
 		BatchEvery: 100 * time.Millisecond}
@@ -275,7 +275,7 @@ func TestAgentSoftRNICs(t *testing.T) {
 	h.devs[3].Close()
 	before := ag.Core().Counters().Received
 	time.Sleep(time.Second)
-	an2, url2 := analyzerServer(t, chm.Config{})
+	an2, url2 := analyzerServer(t, hostmeshanalyzer.Config{})
 	up.SetAnalyzer("127.0.0.1:1") // nobody listens
 	time.Sleep(500 * time.Millisecond)
 	c = ag.Core().Counters()

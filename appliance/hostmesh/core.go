@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	chm "github.com/rdma-appliance/appliance/collector/hostmesh"
+	"github.com/rdma-appliance/appliance/collector/hostmeshanalyzer"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
 
@@ -122,8 +122,8 @@ type Core struct {
 	rotated int64
 	seq     uint64
 	pend    map[uint64]*pending
-	results []chm.Result
-	paths   []chm.Path
+	results []hostmeshanalyzer.Result
+	paths   []hostmeshanalyzer.Path
 	gone    []string
 	cursor  int
 	// roundA and roundB draw the order of the cursor's round (shuffle).
@@ -301,12 +301,12 @@ func (c *Core) complete(seq uint64, p *pending) {
 	c.push(r)
 }
 
-func (c *Core) result(seq uint64, p *pending) chm.Result {
-	return chm.Result{Host: c.cfg.Host, Src: c.rnics[p.src].Name, Dst: c.rnics[p.dst].Name, SrcIP: c.addrs[p.src],
+func (c *Core) result(seq uint64, p *pending) hostmeshanalyzer.Result {
+	return hostmeshanalyzer.Result{Host: c.cfg.Host, Src: c.rnics[p.src].Name, Dst: c.rnics[p.dst].Name, SrcIP: c.addrs[p.src],
 		DstIP: c.addrs[p.dst], SPort: p.sport, Seq: seq, At: p.ts.T1}
 }
 
-func (c *Core) push(r chm.Result) {
+func (c *Core) push(r hostmeshanalyzer.Result) {
 	if len(c.results) >= c.cfg.MaxBuffered {
 		c.results = c.results[1:]
 		c.cnt.Dropped++
@@ -469,15 +469,15 @@ func (c *Core) TraceDone(t Trace, hops []string, complete bool, now int64) {
 		c.paths = c.paths[1:]
 		c.cnt.Dropped++
 	}
-	c.paths = append(c.paths, chm.Path{Host: c.cfg.Host, Src: s.Name, Dst: d.Name, At: now, Hops: hops, Complete: complete,
-		Tuple: chm.Tuple{SrcIP: c.addrs[t.Src], DstIP: c.addrs[t.Dst], SPort: t.SPort}})
+	c.paths = append(c.paths, hostmeshanalyzer.Path{Host: c.cfg.Host, Src: s.Name, Dst: d.Name, At: now, Hops: hops, Complete: complete,
+		Tuple: hostmeshanalyzer.Tuple{SrcIP: c.addrs[t.Src], DstIP: c.addrs[t.Dst], SPort: t.SPort}})
 }
 
 // Batch takes what has accumulated for the analyzer.
-func (c *Core) Batch() chm.Batch {
+func (c *Core) Batch() hostmeshanalyzer.Batch {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	b := chm.Batch{Host: c.cfg.Host, Results: c.results, Paths: c.paths, Down: c.gone, Counters: c.cnt.Map()}
+	b := hostmeshanalyzer.Batch{Host: c.cfg.Host, Results: c.results, Paths: c.paths, Down: c.gone, Counters: c.cnt.Map()}
 	c.results, c.paths, c.gone = nil, nil, nil
 	return b
 }

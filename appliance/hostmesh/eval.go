@@ -12,7 +12,7 @@ import (
 	"github.com/rdma-appliance/appliance/bench/fabric"
 	"github.com/rdma-appliance/appliance/bench/fabric/topo"
 	"github.com/rdma-appliance/appliance/bench/fabric/workload"
-	chm "github.com/rdma-appliance/appliance/collector/hostmesh"
+	"github.com/rdma-appliance/appliance/collector/hostmeshanalyzer"
 )
 
 // Fault types of the evaluation.
@@ -59,8 +59,8 @@ func SimCoreConfig() Config {
 }
 
 // SimAnalyzerConfig is the analyzer configuration at simulator scale.
-func SimAnalyzerConfig() chm.Config {
-	return chm.Config{Window: 20 * time.Second / Scale, Hold: time.Minute / Scale, ProcessingMin: 5 * time.Microsecond,
+func SimAnalyzerConfig() hostmeshanalyzer.Config {
+	return hostmeshanalyzer.Config{Window: 20 * time.Second / Scale, Hold: time.Minute / Scale, ProcessingMin: 5 * time.Microsecond,
 		HighLatencyMin: 2 * time.Microsecond, HighLatencyFactor: 1.5}
 }
 
@@ -74,11 +74,11 @@ type Run struct {
 	// Named is the analyzer's top-ranked suspect of the truth's kind (the
 	// RNIC, the link, the host); Correct when it is the truth (for
 	// fault-free runs: no alert at all).
-	Named   string      `json:"named,omitempty"`
-	Correct bool        `json:"correct"`
-	Alerts  []string    `json:"alerts"`
-	Report  *chm.Report `json:"-"`
-	Stats   RunStats    `json:"stats"`
+	Named   string                   `json:"named,omitempty"`
+	Correct bool                     `json:"correct"`
+	Alerts  []string                 `json:"alerts"`
+	Report  *hostmeshanalyzer.Report `json:"-"`
+	Stats   RunStats                 `json:"stats"`
 }
 
 // RunStats are a run's figures.
@@ -149,9 +149,9 @@ func runScenario(ctx context.Context, fault string, seed uint64, sc Scenario, rn
 	if err != nil {
 		return nil, err
 	}
-	an := chm.NewAnalyzer(acfg)
+	an := hostmeshanalyzer.NewAnalyzer(acfg)
 	ag, err := NewSimAgent(s, SimConfig{Core: ccfg, PostDelay: [2]int64{1000, 3000}, PollDelay: [2]int64{1000, 4000},
-		ICMPEvery: 2000, Seed: seed}, func(b chm.Batch) { an.Add(&b) })
+		ICMPEvery: 2000, Seed: seed}, func(b hostmeshanalyzer.Batch) { an.Add(&b) })
 	if err != nil {
 		return nil, err
 	}
@@ -165,17 +165,17 @@ func runScenario(ctx context.Context, fault string, seed uint64, sc Scenario, rn
 	case FaultLinkFlap:
 		from := warm + rng.Int64N(window/4)
 		err = s.AddLinkFault(fabric.LinkFault{A: railN, B: spineN, Start: from, End: from + window/4 + rng.Int64N(window/4)})
-		run.Truth = chm.LinkName(railN, spineN)
+		run.Truth = hostmeshanalyzer.LinkName(railN, spineN)
 	case FaultSilent:
 		a, b := railN, spineN
 		if rng.IntN(2) == 0 {
 			a, b = b, a
 		}
 		err = s.AddLinkFault(fabric.LinkFault{A: a, B: b, OneWay: true, Start: warm, HashMask: 7, HashValue: uint32(rng.IntN(8))})
-		run.Truth = chm.LinkName(railN, spineN)
+		run.Truth = hostmeshanalyzer.LinkName(railN, spineN)
 	case FaultCorrupt:
 		err = s.AddLinkFault(fabric.LinkFault{A: railN, B: spineN, OneWay: rng.IntN(2) == 0, Start: warm, Prob: 0.03 + 0.07*rng.Float64()})
-		run.Truth = chm.LinkName(railN, spineN)
+		run.Truth = hostmeshanalyzer.LinkName(railN, spineN)
 	case FaultDeadRNIC:
 		err = s.KillRNIC(rnic, warm, 0)
 		run.Truth = fmt.Sprintf("m%d/n%d", m, rail)
@@ -192,7 +192,7 @@ func runScenario(ctx context.Context, fault string, seed uint64, sc Scenario, rn
 		run.Truth = fmt.Sprintf("m%d/n%d", m, rail)
 	case FaultCongested:
 		err = congest(s, g, sc, rail, spine, nflows, warm, end, rng)
-		run.Truth = chm.LinkName(railN, spineN)
+		run.Truth = hostmeshanalyzer.LinkName(railN, spineN)
 	default:
 		return nil, fmt.Errorf("hostmesh: unknown fault type %q (want one of %v)", fault, FaultTypes)
 	}

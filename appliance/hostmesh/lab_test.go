@@ -9,7 +9,7 @@ import (
 
 	"github.com/rdma-appliance/appliance/bench/fabric"
 	"github.com/rdma-appliance/appliance/bench/fabric/topo"
-	chm "github.com/rdma-appliance/appliance/collector/hostmesh"
+	"github.com/rdma-appliance/appliance/collector/hostmeshanalyzer"
 )
 
 // TestLabRun: the lab's short round localizes the flapping link, stays
@@ -60,13 +60,13 @@ func TestSimTraceCoverage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	complete := map[string]map[chm.Tuple]bool{}
+	complete := map[string]map[hostmeshanalyzer.Tuple]bool{}
 	ag, err := NewSimAgent(s, SimConfig{Core: SimCoreConfig(), PostDelay: [2]int64{1000, 3000}, PollDelay: [2]int64{1000, 4000},
-		ICMPEvery: 2000, Seed: 5}, func(b chm.Batch) {
+		ICMPEvery: 2000, Seed: 5}, func(b hostmeshanalyzer.Batch) {
 		for _, p := range b.Paths {
 			if p.Complete {
 				if complete[p.Host] == nil {
-					complete[p.Host] = map[chm.Tuple]bool{}
+					complete[p.Host] = map[hostmeshanalyzer.Tuple]bool{}
 				}
 				complete[p.Host][p.Tuple] = true
 			}

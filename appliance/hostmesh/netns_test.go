@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	chm "github.com/rdma-appliance/appliance/collector/hostmesh"
+	"github.com/rdma-appliance/appliance/collector/hostmeshanalyzer"
 	"github.com/rdma-appliance/appliance/dpdk"
 	_ "github.com/rdma-appliance/appliance/dpdk/afpacket" // the driver
 	"github.com/rdma-appliance/appliance/dpdk/netns"
@@ -35,15 +35,15 @@ func (l *lockedBuffer) Write(p []byte) (int, error) {
 }
 
 // take returns the results written since the last take.
-func (l *lockedBuffer) take(t *testing.T) []chm.Result {
+func (l *lockedBuffer) take(t *testing.T) []hostmeshanalyzer.Result {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	bs, err := chm.ReadBatches(&l.b)
+	bs, err := hostmeshanalyzer.ReadBatches(&l.b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	l.b.Reset()
-	var out []chm.Result
+	var out []hostmeshanalyzer.Result
 	for _, b := range bs {
 		out = append(out, b.Results...)
 	}
@@ -120,12 +120,12 @@ func TestNetnsTwoHosts(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); ag.Run(ctx); ag.Close() }()
 	}
-	phase := func(name string) *chm.Report {
+	phase := func(name string) *hostmeshanalyzer.Report {
 		sink.take(t)
 		time.Sleep(*netnsPhase)
 		rs := sink.take(t)
-		a := chm.NewAnalyzer(chm.Config{Window: time.Hour})
-		a.Add(&chm.Batch{Results: rs})
+		a := hostmeshanalyzer.NewAnalyzer(hostmeshanalyzer.Config{Window: time.Hour})
+		a.Add(&hostmeshanalyzer.Batch{Results: rs})
 		rep := a.Analyze(dpdk.Nanotime())
 		var buf bytes.Buffer
 		rep.WriteText(&buf)

@@ -3,7 +3,7 @@
 // reading one-way network latency and host processing delay from the
 // completion timestamps without clock synchronization, traces the paths of
 // the probes' 5-tuples, and uploads the results to the analyzer (package
-// collector/hostmesh) in batches. Because RNICs of one host sit on
+// collector/hostmeshanalyzer) in batches. Because RNICs of one host sit on
 // different rails, every probe crosses the top tier of the fabric, and
 // rotating the UDP source port through the flow label covers every link.
 //

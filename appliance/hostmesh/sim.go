@@ -8,7 +8,7 @@ import (
 	"sort"
 
 	"github.com/rdma-appliance/appliance/bench/fabric"
-	chm "github.com/rdma-appliance/appliance/collector/hostmesh"
+	"github.com/rdma-appliance/appliance/collector/hostmeshanalyzer"
 )
 
 // SimConfig drives agents inside the fabric simulator.
@@ -63,7 +63,7 @@ type SimAgent struct {
 	traces             map[uint64]*simTrace
 	nextKey            uint64
 	icmpAt             map[int]int64
-	sink               func(chm.Batch)
+	sink               func(hostmeshanalyzer.Batch)
 	// Counters of the harness: ICMP answers the switches sent and held
 	// back by their rate limit.
 	ICMPSent, ICMPLimited uint64
@@ -91,7 +91,7 @@ type simTrace struct {
 
 // NewSimAgent puts an agent on every machine of the simulation's graph
 // (hosts grouped by topo.Node.Machine) and sends its batches to sink.
-func NewSimAgent(s *fabric.Sim, cfg SimConfig, sink func(chm.Batch)) (*SimAgent, error) {
+func NewSimAgent(s *fabric.Sim, cfg SimConfig, sink func(hostmeshanalyzer.Batch)) (*SimAgent, error) {
 	g := s.Graph()
 	a := &SimAgent{sim: s, cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x51a6)), probes: map[uint64]simProbe{},
 		traces: map[uint64]*simTrace{}, icmpAt: map[int]int64{}, sink: sink,

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"sync"
 
-	chm "github.com/rdma-appliance/appliance/collector/hostmesh"
+	"github.com/rdma-appliance/appliance/collector/hostmeshanalyzer"
 	"github.com/rdma-appliance/appliance/internal/service"
 )
 
@@ -23,7 +23,7 @@ type Uploader struct {
 	MaxResults int
 
 	mu      sync.Mutex
-	pending []chm.Batch
+	pending []hostmeshanalyzer.Batch
 	held    int
 	// Counters: batches delivered, failed attempts, results dropped over
 	// the bound.
@@ -47,7 +47,7 @@ func NewUploader(addr string, maxResults int) *Uploader {
 }
 
 // Push queues a batch and delivers what is queued.
-func (u *Uploader) Push(ctx context.Context, b chm.Batch) error {
+func (u *Uploader) Push(ctx context.Context, b hostmeshanalyzer.Batch) error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.File != nil {
@@ -66,7 +66,7 @@ func (u *Uploader) Push(ctx context.Context, b chm.Batch) error {
 		u.pending = u.pending[1:]
 	}
 	for len(u.pending) > 0 {
-		if err := u.Client.Do(ctx, "POST", chm.ResultsPath, &u.pending[0], nil); err != nil {
+		if err := u.Client.Do(ctx, "POST", hostmeshanalyzer.ResultsPath, &u.pending[0], nil); err != nil {
 			u.Failures++
 			u.LastError = err.Error()
 			return err

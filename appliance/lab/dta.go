@@ -12,12 +12,12 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/appliance/dashboard"
-	cdta "github.com/rdma-appliance/appliance/collector/dta"
+	"github.com/rdma-appliance/appliance/collector/dtacollector"
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
 	"github.com/rdma-appliance/appliance/internal/spec"
-	"github.com/rdma-appliance/appliance/translator/dta"
+	"github.com/rdma-appliance/appliance/translator/dtatranslator"
 	"github.com/rdma-appliance/appliance/verbs/soft"
 )
 
@@ -119,13 +119,13 @@ append:
 	for i := range v.Reporters {
 		yml = fmt.Appendf(yml, "    - {id: %d, entries: 65536}\n", i+1)
 	}
-	cs, err := cdta.DecodeSpec("<lab dta collector>", yml)
+	cs, err := dtacollector.DecodeSpec("<lab dta collector>", yml)
 	if err != nil {
 		return err
 	}
 	// One poller per list: OnEntry sees a list's entries in order.
 	entries := &listEntries{m: map[uint32][]uint32{}}
-	coll, err := cdta.New(cs, dev, cdta.Options{Log: l.Log, OnEntry: func(list uint32, _ uint64, data uint32) {
+	coll, err := dtacollector.New(cs, dev, dtacollector.Options{Log: l.Log, OnEntry: func(list uint32, _ uint64, data uint32) {
 		entries.mu.Lock()
 		entries.m[list] = append(entries.m[list], data)
 		entries.mu.Unlock()
@@ -146,12 +146,12 @@ append:
 	go func() { defer wg.Done(); _ = coll.Serve(ctx, ln) }()
 
 	// The translator service and the switch between them all.
-	ts, err := dta.DecodeSpec("<lab dta translator>", fmt.Appendf(nil,
+	ts, err := dtatranslator.DecodeSpec("<lab dta translator>", fmt.Appendf(nil,
 		"name: lab-translator\nip: %s\ncollectors:\n  - name: lab-collector\n    exchange: %s\n", trIP, ln.Addr()))
 	if err != nil {
 		return err
 	}
-	svc, err := dta.NewService(ts, trPort, pool, l.Log)
+	svc, err := dtatranslator.NewService(ts, trPort, pool, l.Log)
 	if err != nil {
 		return err
 	}
@@ -163,20 +163,20 @@ append:
 	wg.Add(2)
 	go func() { defer wg.Done(); br.Run(ctx) }()
 	go func() { defer wg.Done(); _ = svc.Run(ctx) }()
-	if err := waitDTA(ctx, svc, 5*time.Second, func(st *dta.Status) bool { return st.Collectors[0].Up }); err != nil {
+	if err := waitDTA(ctx, svc, 5*time.Second, func(st *dtatranslator.Status) bool { return st.Collectors[0].Up }); err != nil {
 		return fmt.Errorf("translator: collector not up: %w", err)
 	}
 
 	// The reporters.
 	sk := coll.Regions().Sketches[dtaSketch]
-	reps := make([]*dta.Reporter, v.Reporters)
+	reps := make([]*dtatranslator.Reporter, v.Reporters)
 	for i := range reps {
-		rc := dta.ReporterConfig{ID: uint16(i), SrcMAC: header.MAC(repPorts[i].Info().MAC),
+		rc := dtatranslator.ReporterConfig{ID: uint16(i), SrcMAC: header.MAC(repPorts[i].Info().MAC),
 			SrcIP: netip.AddrFrom4([4]byte{10, 9, 0, byte(10 + i)}), DstIP: trIP, Keys: uint32(v.Keys),
 			Redundancy: uint8(v.Redundancy), Lists: []uint32{uint32(i + 1)}, Hops: 5, Sketch: &sk, SketchID: dtaSketch,
 			Retransmittable: true, Loss: v.Loss, Count: uint64(v.Reports), Rate: v.Rate, Seed: uint64(i + 1)}
 		rc.Mix.KeyWrite, rc.Mix.Append, rc.Mix.KeyIncrement, rc.Mix.Postcarder = 3, 2, 2, 1
-		if reps[i], err = dta.NewReporter(rc, repPorts[i], pool); err != nil {
+		if reps[i], err = dtatranslator.NewReporter(rc, repPorts[i], pool); err != nil {
 			return err
 		}
 		rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
@@ -197,8 +197,8 @@ append:
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	var last dta.ServiceStats
-	err = waitDTA(ctx, svc, 15*time.Second, func(st *dta.Status) bool {
+	var last dtatranslator.ServiceStats
+	err = waitDTA(ctx, svc, 15*time.Second, func(st *dtatranslator.Status) bool {
 		ok := st.Settled() && st.Stats == last
 		last = st.Stats
 		return ok
@@ -256,7 +256,7 @@ append:
 				chk.kiShort, chk.listShort, chk.skShort)
 		}
 	}
-	if tbl := dta.FormatLoadTable(1<<16, dta.LoadFactorTable(1<<16, []float64{0.25, 0.5, 1, 2})); tbl != "" {
+	if tbl := dtatranslator.FormatLoadTable(1<<16, dtatranslator.LoadFactorTable(1<<16, []float64{0.25, 0.5, 1, 2})); tbl != "" {
 		if werr := os.WriteFile(l.Path("dta-loadfactor.txt"), []byte(tbl), 0o644); werr != nil {
 			return werr
 		}
@@ -292,7 +292,7 @@ type dtaCheck struct {
 // never fall short; lists hold every entry in order; the sketch is the
 // reporters' merged; paths answer as reported. Over a lossy medium a
 // count, a list or a sketch count may fall short (counted), never over.
-func checkDTA(coll *cdta.Collector, reps []*dta.Reporter, entries *listEntries, lossy bool) (dtaCheck, error) {
+func checkDTA(coll *dtacollector.Collector, reps []*dtatranslator.Reporter, entries *listEntries, lossy bool) (dtaCheck, error) {
 	var c dtaCheck
 	// Key-Write: any value any reporter wrote (a value whose RDMA packets
 	// the translator lost leaves an older one: stale, not wrong).
@@ -309,7 +309,7 @@ func checkDTA(coll *cdta.Collector, reps []*dta.Reporter, entries *listEntries, 
 	for k, vs := range want {
 		c.kwKeys++
 		res, err := coll.KeyWrite(k, 0)
-		if errors.Is(err, cdta.ErrNotFound) {
+		if errors.Is(err, dtacollector.ErrNotFound) {
 			continue
 		}
 		if err != nil {
@@ -350,7 +350,7 @@ func checkDTA(coll *cdta.Collector, reps []*dta.Reporter, entries *listEntries, 
 		}
 		c.appended += len(got)
 	}
-	merged := dta.NewSketch(&dta.SketchRegion{Kind: dta.SketchCountMin, Columns: reps[0].Truth.Sketch.Columns, Rows: reps[0].Truth.Sketch.Rows})
+	merged := dtatranslator.NewSketch(&dtatranslator.SketchRegion{Kind: dtatranslator.SketchCountMin, Columns: reps[0].Truth.Sketch.Columns, Rows: reps[0].Truth.Sketch.Rows})
 	for _, r := range reps {
 		for i, v := range r.Truth.Sketch.C {
 			merged.C[i] += v
@@ -364,7 +364,7 @@ func checkDTA(coll *cdta.Collector, reps []*dta.Reporter, entries *listEntries, 
 		}
 		exp := ^uint32(0)
 		for row := 0; row < merged.Rows; row++ {
-			exp = min(exp, merged.C[int(dta.Slot(k, row, uint64(merged.Columns)))*merged.Rows+row])
+			exp = min(exp, merged.C[int(dtatranslator.Slot(k, row, uint64(merged.Columns)))*merged.Rows+row])
 		}
 		if res.Count < exp && lossy {
 			c.skShort++
@@ -379,7 +379,7 @@ func checkDTA(coll *cdta.Collector, reps []*dta.Reporter, entries *listEntries, 
 		for k, path := range r.Truth.Postcards {
 			c.paths++
 			res, err := coll.Postcard(k)
-			if errors.Is(err, cdta.ErrNotFound) {
+			if errors.Is(err, dtacollector.ErrNotFound) {
 				continue
 			}
 			if err != nil {
@@ -410,7 +410,7 @@ func subsequence(got, want []uint32) bool {
 
 // reportedPath: some reporter reported path for flow k (two may draw one
 // flow key; the last record stands).
-func reportedPath(reps []*dta.Reporter, k uint32, path []uint32) bool {
+func reportedPath(reps []*dtatranslator.Reporter, k uint32, path []uint32) bool {
 	for _, r := range reps {
 		if slices.Equal(r.Truth.Postcards[k], path) {
 			return true
@@ -420,7 +420,7 @@ func reportedPath(reps []*dta.Reporter, k uint32, path []uint32) bool {
 }
 
 // waitDTA polls the translator's status until ok or the timeout.
-func waitDTA(ctx context.Context, svc *dta.Service, timeout time.Duration, ok func(*dta.Status) bool) error {
+func waitDTA(ctx context.Context, svc *dtatranslator.Service, timeout time.Duration, ok func(*dtatranslator.Status) bool) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		st := svc.Status()

@@ -8,8 +8,8 @@ import (
 	"slices"
 	"strings"
 
-	bhawk "github.com/rdma-appliance/appliance/bench/hawkeye"
-	chawk "github.com/rdma-appliance/appliance/collector/hawkeye"
+	"github.com/rdma-appliance/appliance/bench/hawkeyeeval"
+	"github.com/rdma-appliance/appliance/collector/hawkeyeanalyzer"
 	"github.com/rdma-appliance/appliance/internal/spec"
 	thawk "github.com/rdma-appliance/appliance/translator/hawkeye"
 )
@@ -19,7 +19,7 @@ import (
 type HawkeyeSpec struct {
 	Enabled bool `yaml:"enabled"`
 	Traces  int  `yaml:"traces"`
-	// Anomalies limits the stage to these types (bench/hawkeye's names:
+	// Anomalies limits the stage to these types (bench/hawkeyeeval's names:
 	// incast-backpressure, pfc-storm, in-loop-deadlock,
 	// out-of-loop-deadlock-contention, out-of-loop-deadlock-injection,
 	// flow-contention); empty runs all six.
@@ -31,7 +31,7 @@ func (v *HawkeyeSpec) validate(d *spec.Doc) {
 		d.Errorf("hawkeye.traces", "must be 1..200, got %d", v.Traces)
 	}
 	var names []string
-	for _, a := range bhawk.Anomalies {
+	for _, a := range hawkeyeeval.Anomalies {
 		names = append(names, a.String())
 	}
 	for i, n := range v.Anomalies {
@@ -42,12 +42,12 @@ func (v *HawkeyeSpec) validate(d *spec.Doc) {
 }
 
 // anomalies are the types the stage runs, in table order.
-func (v *HawkeyeSpec) anomalies() []bhawk.Anomaly {
+func (v *HawkeyeSpec) anomalies() []hawkeyeeval.Anomaly {
 	if len(v.Anomalies) == 0 {
-		return bhawk.Anomalies
+		return hawkeyeeval.Anomalies
 	}
-	var out []bhawk.Anomaly
-	for _, a := range bhawk.Anomalies {
+	var out []hawkeyeeval.Anomaly
+	for _, a := range hawkeyeeval.Anomalies {
 		if slices.Contains(v.Anomalies, a.String()) {
 			out = append(out, a)
 		}
@@ -58,10 +58,10 @@ func (v *HawkeyeSpec) anomalies() []bhawk.Anomaly {
 // hawkeyeCase is the diagnosis the stage keeps of one anomaly type, with
 // its provenance graph, for the report and the dashboard.
 type hawkeyeCase struct {
-	injected bhawk.Anomaly
+	injected hawkeyeeval.Anomaly
 	right    bool // diagnosed as the type injected
 	own      bool // from Hawkeye's own telemetry (else it may be full polling's)
-	d        *chawk.Diagnosis
+	d        *hawkeyeanalyzer.Diagnosis
 	svg      []byte
 }
 
@@ -71,18 +71,18 @@ type hawkeyeCase struct {
 func runHawkeye(ctx context.Context, l *Lab, row *Row) error {
 	v := l.Spec.Hawkeye
 	anomalies := v.anomalies()
-	methods := []bhawk.Method{bhawk.Hawkeye, bhawk.FullPolling}
-	gal := &gallery{anomalies: anomalies, traces: v.Traces, methods: len(methods), kept: map[bhawk.Anomaly]*hawkeyeCase{}}
-	scores, err := bhawk.Evaluate(ctx, v.Traces, anomalies, methods, gal.diagnose, gal.progress)
+	methods := []hawkeyeeval.Method{hawkeyeeval.Hawkeye, hawkeyeeval.FullPolling}
+	gal := &gallery{anomalies: anomalies, traces: v.Traces, methods: len(methods), kept: map[hawkeyeeval.Anomaly]*hawkeyeCase{}}
+	scores, err := hawkeyeeval.Evaluate(ctx, v.Traces, anomalies, methods, gal.diagnose, gal.progress)
 	if err != nil {
 		return err
 	}
 	var b strings.Builder
-	bhawk.WriteTable(&b, scores, anomalies, methods)
+	hawkeyeeval.WriteTable(&b, scores, anomalies, methods)
 	if err := os.WriteFile(l.Path("hawkeye-eval.txt"), []byte(b.String()), 0o644); err != nil {
 		return err
 	}
-	if len(anomalies) == len(bhawk.Anomalies) {
+	if len(anomalies) == len(hawkeyeeval.Anomalies) {
 		row.Ran = fmt.Sprintf("%d traces of each of the 6 anomaly types (incast, PFC storm, in-loop and out-of-loop deadlocks, contention) on a k=4 fat-tree: agent, telemetry, polling, diagnosis",
 			v.Traces)
 	} else {
@@ -91,7 +91,7 @@ func runHawkeye(ctx context.Context, l *Lab, row *Row) error {
 	var weak []string
 	tp, n := 0, 0
 	for _, a := range anomalies {
-		s := scores[a][bhawk.Hawkeye]
+		s := scores[a][hawkeyeeval.Hawkeye]
 		tp, n = tp+s.TP, n+s.Manifested
 		short := strings.SplitN(a.String(), "-", 2)[0]
 		if strings.HasPrefix(a.String(), "out-of-loop") {
@@ -104,8 +104,8 @@ func runHawkeye(ctx context.Context, l *Lab, row *Row) error {
 	}
 	var hb, fb int
 	for _, a := range anomalies {
-		hb += scores[a][bhawk.Hawkeye].Bytes
-		fb += scores[a][bhawk.FullPolling].Bytes
+		hb += scores[a][hawkeyeeval.Hawkeye].Bytes
+		fb += scores[a][hawkeyeeval.FullPolling].Bytes
 	}
 	if fb > 0 {
 		row.Figure("bytes_vs_full", "%.0f%%", 100*float64(hb)/float64(fb))
@@ -126,7 +126,7 @@ func runHawkeye(ctx context.Context, l *Lab, row *Row) error {
 	// those types that leaves no diagnosis to show is a failure.
 	var missing []string
 	for _, a := range anomalies {
-		if (a == bhawk.Storm || a == bhawk.InLoopDeadlock) && gal.kept[a] == nil {
+		if (a == hawkeyeeval.Storm || a == hawkeyeeval.InLoopDeadlock) && gal.kept[a] == nil {
 			missing = append(missing, a.String())
 		}
 	}
@@ -139,25 +139,25 @@ func runHawkeye(ctx context.Context, l *Lab, row *Row) error {
 
 // gallery keeps, per anomaly type, the diagnosis of one trace: the
 // first diagnosed as the type injected from the telemetry Hawkeye
-// collected, else the best there is. It stands between bench/hawkeye's
+// collected, else the best there is. It stands between bench/hawkeyeeval's
 // evaluation and the analyzer, so the evaluation's scoring stays its own.
 type gallery struct {
-	anomalies []bhawk.Anomaly
+	anomalies []hawkeyeeval.Anomaly
 	traces    int
 	methods   int
 	calls     []galleryCall // the current trace's diagnoses, in method order
-	kept      map[bhawk.Anomaly]*hawkeyeCase
+	kept      map[hawkeyeeval.Anomaly]*hawkeyeCase
 }
 
 type galleryCall struct {
 	t *thawk.Telemetry
-	v bhawk.Verdict
+	v hawkeyeeval.Verdict
 }
 
-// diagnose is the evaluation's Diagnoser: collector/hawkeye's analyzer,
+// diagnose is the evaluation's Diagnoser: collector/hawkeyeanalyzer's analyzer,
 // with the telemetry noted.
-func (g *gallery) diagnose(t *thawk.Telemetry) (bhawk.Verdict, error) {
-	v, err := bhawk.Analyzer(t)
+func (g *gallery) diagnose(t *thawk.Telemetry) (hawkeyeeval.Verdict, error) {
+	v, err := hawkeyeeval.Analyzer(t)
 	if err == nil {
 		g.calls = append(g.calls, galleryCall{t, v})
 	}
@@ -165,7 +165,7 @@ func (g *gallery) diagnose(t *thawk.Telemetry) (bhawk.Verdict, error) {
 }
 
 // progress ends a trace. The evaluation numbers its traces over the
-// anomaly types in order, traces of each (bench/hawkeye's Shard), and
+// anomaly types in order, traces of each (bench/hawkeyeeval's Shard), and
 // diagnoses a trace's methods in order, Hawkeye first: when every method
 // was diagnosed, the first call had Hawkeye's own telemetry; when some
 // method collected nothing, the first call may be another method's.
@@ -181,7 +181,7 @@ func (g *gallery) progress(done, _ int) {
 	if k := g.kept[a]; k != nil && (k.right && !right || k.right == right && (k.own || !own)) {
 		return
 	}
-	d := chawk.Diagnose(c.t, chawk.Options{})
+	d := hawkeyeanalyzer.Diagnose(c.t, hawkeyeanalyzer.Options{})
 	g.kept[a] = &hawkeyeCase{injected: a, right: right, own: own, d: d, svg: d.GraphSVG()}
 }
 
@@ -221,7 +221,7 @@ func (g *gallery) write(dir string) ([]*hawkeyeCase, error) {
 }
 
 // rootCauses are a diagnosis's root causes in words.
-func rootCauses(d *chawk.Diagnosis) []string {
+func rootCauses(d *hawkeyeanalyzer.Diagnosis) []string {
 	var out []string
 	for i, r := range d.RootCauses {
 		if r.Kind == "host" {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/rdma-appliance/appliance/appliance/dashboard"
 	"github.com/rdma-appliance/appliance/appliance/lumina"
-	clumina "github.com/rdma-appliance/appliance/collector/lumina"
+	"github.com/rdma-appliance/appliance/collector/luminaanalyzer"
 	"github.com/rdma-appliance/appliance/internal/spec"
 )
 
@@ -50,8 +50,8 @@ func runLuminaTests(ctx context.Context, l *Lab, row *Row) error {
 		}
 		t.Spec.ResultPath = l.Path("lumina-tests/" + name)
 		t.Spec.NumRepeats = 1
-		var rep *clumina.Report
-		r := &lumina.Runner{Test: t, Lab: true, Analyze: func(ctx context.Context, dir string, m *clumina.Meta) (string, bool, error) {
+		var rep *luminaanalyzer.Report
+		r := &lumina.Runner{Test: t, Lab: true, Analyze: func(ctx context.Context, dir string, m *luminaanalyzer.Meta) (string, bool, error) {
 			var err error
 			if rep, err = lumina.Analyze(ctx, dir, m, lumina.SoftOptions()); err != nil {
 				return "", false, err
@@ -95,7 +95,7 @@ func (l *Lab) addLuminaRun(run dashboard.LuminaRun) {
 }
 
 // figureOf is a test's key figure: what the analyzers found most telling.
-func figureOf(rep *clumina.Report) string {
+func figureOf(rep *luminaanalyzer.Report) string {
 	var parts []string
 	if g := rep.Retransmission.Generation; g.Count > 0 {
 		parts = append(parts, fmt.Sprintf("nack-gen=%.0fus nack-react=%.0fus", float64(g.MedianNs)/1e3,

@@ -12,7 +12,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	clumina "github.com/rdma-appliance/appliance/collector/lumina"
+	"github.com/rdma-appliance/appliance/collector/luminaanalyzer"
 )
 
 // FuzzConfig drives `appliance lumina fuzz`: the future work of the
@@ -31,7 +31,7 @@ type FuzzConfig struct {
 	Out string
 	// Check runs the analyzers on a finished case and returns the
 	// expectations it violated (empty: the RNIC behaved).
-	Check func(ctx context.Context, dir string, m *clumina.Meta) ([]string, error)
+	Check func(ctx context.Context, dir string, m *luminaanalyzer.Meta) ([]string, error)
 	// Progress gets a line per case; nil for none.
 	Progress io.Writer
 	// Lab as in Runner.
@@ -112,7 +112,7 @@ func RunFuzz(ctx context.Context, cfg FuzzConfig) ([]FuzzCase, error) {
 			return cases, fmt.Errorf("lumina fuzz: case %d does not validate: %w", i, err)
 		}
 		var violations []string
-		r := &Runner{Test: t, Lab: cfg.Lab, Analyze: func(ctx context.Context, dir string, m *clumina.Meta) (string, bool, error) {
+		r := &Runner{Test: t, Lab: cfg.Lab, Analyze: func(ctx context.Context, dir string, m *luminaanalyzer.Meta) (string, bool, error) {
 			if cfg.Check == nil {
 				return "", true, nil
 			}
@@ -179,7 +179,7 @@ func (e EventSpec) MarshalYAML() (any, error) {
 // rules, counters that disagree with the trace, retransmission timers
 // shorter than configured, retries other than retry_cnt, CNPs nothing
 // explains, losses never recovered while the QP went on.
-func Violations(rep *clumina.Report) []string {
+func Violations(rep *luminaanalyzer.Report) []string {
 	var out []string
 	for _, v := range rep.GBN.Violations {
 		out = append(out, fmt.Sprintf("go-back-N: conn %d %s: %s at %v", v.Conn, v.Machine, v.Reason, v.Packet))
@@ -204,7 +204,7 @@ func Violations(rep *clumina.Report) []string {
 // CheckRun is a FuzzConfig.Check that runs the analyzers (with the soft
 // testbed's settings: fuzzing runs in the lab), writes the run's report,
 // and returns its Violations.
-func CheckRun(ctx context.Context, dir string, m *clumina.Meta) ([]string, error) {
+func CheckRun(ctx context.Context, dir string, m *luminaanalyzer.Meta) ([]string, error) {
 	rep, err := Analyze(ctx, dir, m, SoftOptions())
 	if err != nil {
 		return nil, err

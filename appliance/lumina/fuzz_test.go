@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	clumina "github.com/rdma-appliance/appliance/collector/lumina"
+	"github.com/rdma-appliance/appliance/collector/luminaanalyzer"
 	"github.com/rdma-appliance/appliance/translator/inject"
 )
 
@@ -54,7 +54,7 @@ func TestRunFuzz(t *testing.T) {
 	base.NumQPs = 2
 	out := t.TempDir()
 	cases, err := RunFuzz(context.Background(), FuzzConfig{Base: base, Seed: 3, Cases: 4, Budget: 3, Out: out, Lab: true,
-		Check: func(_ context.Context, _ string, m *clumina.Meta) ([]string, error) {
+		Check: func(_ context.Context, _ string, m *luminaanalyzer.Meta) ([]string, error) {
 			for _, in := range m.Intents {
 				if in.Type.String() == "drop" {
 					return []string{"a drop"}, nil

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	clumina "github.com/rdma-appliance/appliance/collector/lumina"
+	"github.com/rdma-appliance/appliance/collector/luminaanalyzer"
 	"github.com/rdma-appliance/appliance/internal/report"
 )
 
@@ -17,24 +17,24 @@ import (
 // and PNG) and report.html. It returns a one-line verdict and whether the
 // RNICs behaved by the rules (a valid trace, Go-back-N kept, counters as
 // the trace implies).
-func AnalyzeRun(ctx context.Context, dir string, m *clumina.Meta) (string, bool, error) {
-	return AnalyzeRunOptions(clumina.Options{})(ctx, dir, m)
+func AnalyzeRun(ctx context.Context, dir string, m *luminaanalyzer.Meta) (string, bool, error) {
+	return AnalyzeRunOptions(luminaanalyzer.Options{})(ctx, dir, m)
 }
 
 // SoftOptions are the analyzers' settings for runs on the software
 // testbed: its middlebox is a goroutine on a shared machine and may hold
 // a packet for far longer than a switch, so an ACK can reach the
 // requester a long time after it was mirrored.
-func SoftOptions() clumina.Options { return clumina.Options{Slack: time.Second} }
+func SoftOptions() luminaanalyzer.Options { return luminaanalyzer.Options{Slack: time.Second} }
 
 // AnalyzeRunOptions is AnalyzeRun with the analyzers' options.
-func AnalyzeRunOptions(opt clumina.Options) func(ctx context.Context, dir string, m *clumina.Meta) (string, bool, error) {
-	return func(ctx context.Context, dir string, m *clumina.Meta) (string, bool, error) {
+func AnalyzeRunOptions(opt luminaanalyzer.Options) func(ctx context.Context, dir string, m *luminaanalyzer.Meta) (string, bool, error) {
+	return func(ctx context.Context, dir string, m *luminaanalyzer.Meta) (string, bool, error) {
 		return analyzeRun(ctx, dir, m, opt)
 	}
 }
 
-func analyzeRun(ctx context.Context, dir string, m *clumina.Meta, opt clumina.Options) (string, bool, error) {
+func analyzeRun(ctx context.Context, dir string, m *luminaanalyzer.Meta, opt luminaanalyzer.Options) (string, bool, error) {
 	rep, err := Analyze(ctx, dir, m, opt)
 	if err != nil {
 		return "", false, err
@@ -46,8 +46,8 @@ func analyzeRun(ctx context.Context, dir string, m *clumina.Meta, opt clumina.Op
 // Analyze runs the analyzers on a finished run directory (meta m and its
 // trace) and writes what a user reads there: analysis.json, summary.txt,
 // the plots (SVG and PNG) and report.html. It returns the report.
-func Analyze(ctx context.Context, dir string, m *clumina.Meta, opt clumina.Options) (*clumina.Report, error) {
-	rep, err := clumina.AnalyzeOptions(ctx, filepath.Join(dir, m.Trace), m, opt)
+func Analyze(ctx context.Context, dir string, m *luminaanalyzer.Meta, opt luminaanalyzer.Options) (*luminaanalyzer.Report, error) {
+	rep, err := luminaanalyzer.AnalyzeOptions(ctx, filepath.Join(dir, m.Trace), m, opt)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +61,7 @@ func Analyze(ctx context.Context, dir string, m *clumina.Meta, opt clumina.Optio
 }
 
 // Verdict sums a report up in one line.
-func Verdict(rep *clumina.Report) (string, bool) {
+func Verdict(rep *luminaanalyzer.Report) (string, bool) {
 	if !rep.Valid {
 		return "analysis withheld: " + rep.Invalid, false
 	}
@@ -107,7 +107,7 @@ func orDash(s string) string {
 }
 
 // plots are the report's charts, also written as files.
-func plots(rep *clumina.Report) map[string]*report.Chart {
+func plots(rep *luminaanalyzer.Report) map[string]*report.Chart {
 	out := map[string]*report.Chart{}
 	if n := rep.Retransmission.NACK; len(n) > 0 {
 		var x, gen, react []float64
@@ -157,7 +157,7 @@ func plots(rep *clumina.Report) map[string]*report.Chart {
 }
 
 // WriteReport writes report.html and the plots into a run directory.
-func WriteReport(dir string, m *clumina.Meta, rep *clumina.Report) error {
+func WriteReport(dir string, m *luminaanalyzer.Meta, rep *luminaanalyzer.Report) error {
 	charts := plots(rep)
 	for name, c := range charts {
 		for ext, render := range map[string]func(*report.Chart, *os.File) error{
@@ -308,7 +308,7 @@ func WriteReport(dir string, m *clumina.Meta, rep *clumina.Report) error {
 		p.Chart(&report.Chart{Title: "Message completion time CDF", Kind: report.Step, XLabel: "microseconds", YLabel: "fraction",
 			Series: []report.Series{report.CDF("MCT", sample)}})
 	}
-	return p.WriteFile(filepath.Join(dir, clumina.ReportFile))
+	return p.WriteFile(filepath.Join(dir, luminaanalyzer.ReportFile))
 }
 
 func usOrDash(ns int64) string {
@@ -318,7 +318,7 @@ func usOrDash(ns int64) string {
 	return usStr(ns)
 }
 
-func statsLine(s clumina.Stats) string {
+func statsLine(s luminaanalyzer.Stats) string {
 	if s.Count == 0 {
 		return "-"
 	}

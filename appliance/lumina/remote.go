@@ -106,7 +106,7 @@ func lastLines(s string, n int) string {
 // traffic generator's two sides started through Exec on the requester and
 // the responder (`appliance lumina trafficgen`), which exchange their
 // metadata over TCP between the hosts' control-ips. A Tofino answers the
-// same API through `appliance inject tofino` (p4/lumina.Controller).
+// same API through `appliance inject tofino` (p4/luminatofino.Controller).
 type Remote struct {
 	Exec Executor
 	// Binary is the appliance binary on the hosts (default "appliance").

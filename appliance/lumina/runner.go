@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/bench/trafficgen"
-	clumina "github.com/rdma-appliance/appliance/collector/lumina"
+	"github.com/rdma-appliance/appliance/collector/luminaanalyzer"
 	"github.com/rdma-appliance/appliance/translator/inject"
 	"github.com/rdma-appliance/appliance/verbs/soft"
 )
@@ -33,7 +33,7 @@ type Runner struct {
 	// Analyze, when set, runs the analyzers over a finished repeat's
 	// directory and returns a one-line verdict and whether the RNICs
 	// behaved as expected.
-	Analyze func(ctx context.Context, dir string, m *clumina.Meta) (string, bool, error)
+	Analyze func(ctx context.Context, dir string, m *luminaanalyzer.Meta) (string, bool, error)
 	// Now stamps the result directory (time.Now when nil).
 	Now func() time.Time
 	// Testbed, when set, adjusts the lab's testbed before it is built
@@ -214,7 +214,7 @@ func (r *Runner) analyze(ctx context.Context, dir string, res *RepeatResult) err
 	if r.Analyze == nil {
 		return nil
 	}
-	m, err := clumina.ReadMeta(dir)
+	m, err := luminaanalyzer.ReadMeta(dir)
 	if err != nil {
 		return err
 	}
@@ -259,7 +259,7 @@ func diff(after, before map[string]uint64) map[string]uint64 {
 func (r *Runner) writeMeta(dir string, rep int, run *EventRun, reqCnt, respCnt map[string]uint64) error {
 	t := r.Test
 	s := &t.Spec
-	m := &clumina.Meta{Test: t.Doc.File, Repeat: rep, Trace: s.AggregatePcapFilename, Geometry: t.Geometry,
+	m := &luminaanalyzer.Meta{Test: t.Doc.File, Repeat: rep, Trace: s.AggregatePcapFilename, Geometry: t.Geometry,
 		TxDepth: s.Traffic.TxDepth, Timeout: uint8(s.Traffic.MinRetransmitTimeout), RetryCnt: uint8(s.Traffic.MaxRetransmitRetry),
 		Intents: t.Intents, Entries: run.Entries, Hits: run.Hits, Requester: reqCnt, Responder: respCnt,
 		RequesterNIC: nicConfig(s.Requester), ResponderNIC: nicConfig(s.Responder),
@@ -280,7 +280,7 @@ func (r *Runner) writeMeta(dir string, rep int, run *EventRun, reqCnt, respCnt m
 			m.MCT = append(m.MCT, mct)
 		}
 	}
-	return clumina.WriteMeta(dir, m)
+	return luminaanalyzer.WriteMeta(dir, m)
 }
 
 // writeRun writes the traffic generator's, the integrity check's and the
@@ -298,7 +298,7 @@ func (r *Runner) writeRun(dir string, run *EventRun) error {
 		write("trafficgen.json", run.Traffic)
 	}
 	if run.Trace != nil {
-		write(clumina.IntegrityFile, run.Trace)
+		write(luminaanalyzer.IntegrityFile, run.Trace)
 	}
 	if run.Capture != nil {
 		write("dumpers.json", run.Capture.Results)
@@ -306,8 +306,8 @@ func (r *Runner) writeRun(dir string, run *EventRun) error {
 	return errors.Join(errs...)
 }
 
-func nicConfig(h HostSpec) clumina.NICConfig {
+func nicConfig(h HostSpec) luminaanalyzer.NICConfig {
 	rp := h.RoCEParameters
-	return clumina.NICConfig{Type: h.NIC.Type, DCQCNRPEnable: rp.DCQCNRPEnable, DCQCNNPEnable: rp.DCQCNNPEnable,
+	return luminaanalyzer.NICConfig{Type: h.NIC.Type, DCQCNRPEnable: rp.DCQCNRPEnable, DCQCNNPEnable: rp.DCQCNNPEnable,
 		MinTimeBetweenCNPs: int64(rp.MinTimeBetweenCNPs) * 1000, AdaptiveRetrans: rp.AdaptiveRetrans, SlowRestart: rp.SlowRestart}
 }

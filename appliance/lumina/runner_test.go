@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	clumina "github.com/rdma-appliance/appliance/collector/lumina"
+	"github.com/rdma-appliance/appliance/collector/luminaanalyzer"
 )
 
 func loadReady(t *testing.T, name string) *Test {
@@ -27,7 +27,7 @@ func TestRunnerLab(t *testing.T) {
 	tt := loadReady(t, "fast-retrans-20k.yml")
 	tt.Spec.NumRepeats = 2
 	var analysed []string
-	r := &Runner{Test: tt, Lab: true, Analyze: func(_ context.Context, dir string, m *clumina.Meta) (string, bool, error) {
+	r := &Runner{Test: tt, Lab: true, Analyze: func(_ context.Context, dir string, m *luminaanalyzer.Meta) (string, bool, error) {
 		analysed = append(analysed, dir)
 		if len(m.Conns) != 20 || len(m.Entries) != 20 || !m.Valid || m.Injector.Mirrored == 0 {
 			t.Errorf("meta %+v", m)
@@ -51,7 +51,7 @@ func TestRunnerLab(t *testing.T) {
 				t.Errorf("repeat %d: %v", rep.Repeat, err)
 			}
 		}
-		m, err := clumina.ReadMeta(rep.Dir)
+		m, err := luminaanalyzer.ReadMeta(rep.Dir)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,7 +2,7 @@
 // gopacket, side by side on the same RoCEv2 frames. It has no API: the
 // benchmarks and the agreement test are in its test files.
 //
-// Our side is dpdk/net.Decode plus the rest of verbs/roce.Parse (BTH,
+// Our side is dpdk/header.Decode plus the rest of verbs/roce.Parse (BTH,
 // opcode table, extended header layout and pad checks) and reads fields of
 // the extended headers; gopacket's side is a DecodingLayerParser over
 // Ethernet, Dot1Q, IPv4, IPv6, UDP and Payload, since gopacket has no BTH

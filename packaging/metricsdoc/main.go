@@ -44,13 +44,13 @@ var methods = map[string]struct {
 
 // services names the command that serves a package's metrics.
 var services = map[string]string{
-	"internal/service":   "every service",
-	"dumper":             "appliance dump",
-	"translator/inject":  "appliance inject run",
-	"translator/dta":     "appliance dta translate",
-	"collector/dta":      "appliance dta collect",
-	"collector/hostmesh": "appliance mesh analyze",
-	"appliance/hostmesh": "appliance mesh probe",
+	"internal/service":           "every service",
+	"dumper":                     "appliance dump",
+	"translator/inject":          "appliance inject run",
+	"translator/dtatranslator":   "appliance dta translate",
+	"collector/dtacollector":     "appliance dta collect",
+	"collector/hostmeshanalyzer": "appliance mesh analyze",
+	"appliance/hostmesh":         "appliance mesh probe",
 }
 
 func main() {

@@ -287,7 +287,7 @@ func (st *switchState) slot(now int64, shift uint) *epochSlot {
 }
 
 // flowIndex is the CRC-32 (IEEE) of the 5-tuple in the polling header's
-// order (src, dst, proto, sport, dport, big-endian), as p4/hawkeye's
+// order (src, dst, proto, sport, dport, big-endian), as p4/hawkeyetofino's
 // Hash<bit<32>>(CRC32) over the same fields computes it; the low bits
 // index the table. Byte by byte over the table, so it allocates nothing.
 func flowIndex(src, dst uint32, proto uint8, sport, dport uint16) uint32 {

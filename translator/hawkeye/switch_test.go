@@ -205,7 +205,7 @@ func TestFlowCollisions(t *testing.T) {
 }
 
 // TestFlowIndex: the table's hash is CRC-32 (IEEE) over the 13 key bytes
-// in header order, the hash p4/hawkeye computes.
+// in header order, the hash p4/hawkeyetofino computes.
 func TestFlowIndex(t *testing.T) {
 	k := golden[0].p.Victim
 	b := make([]byte, HeaderLen)

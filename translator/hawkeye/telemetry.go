@@ -5,11 +5,11 @@
 // path and follow PFC causality upstream, the CPU poller that packs the
 // registers into reports, and the host agent that sends a polling packet
 // when a flow's RTT passes a threshold. It runs inside the fabric
-// simulator's switches through their hooks; p4/hawkeye is the same logic
+// simulator's switches through their hooks; p4/hawkeyetofino is the same logic
 // for Tofino.
 //
 // This file is the telemetry's data model: what the CPU pollers report
-// and what collector/hawkeye's analyzer reads (as JSON).
+// and what collector/hawkeyeanalyzer's analyzer reads (as JSON).
 package hawkeye
 
 // FlowKey is a flow's 5-tuple as the switch hashes it (for RoCEv2 the UDP

@@ -7,7 +7,7 @@
 // index, relative PSN, iteration, event type) and the runtime metadata the
 // traffic generator pushes (per connection: requester and responder IP, QPN
 // and initial PSN) into exact-match entries {src IP, dst IP, dst QPN, PSN,
-// ITER} -> event, the same entries the Tofino program (p4/lumina) takes. A
+// ITER} -> event, the same entries the Tofino program (p4/luminatofino) takes. A
 // Table holds them together with the per-connection ITER trackers and
 // matches packets. mirror.go is the metadata layout of mirrored copies,
 // shared with the dumpers and the trace reconstruction.

@@ -10,7 +10,7 @@
 // per-packet hot paths, so:
 //
 //   - headers are views (named byte slices over the frame) read and written in
-//     place, like the views of package dpdk/net;
+//     place, like the views of package dpdk/header;
 //   - opcode properties come from a 256-entry table (OpcodeInfo), never a map;
 //   - Parse, Builder.Build, the ICRC functions and BuildCNP never allocate, and
 //     return preallocated sentinel errors (ErrTruncated, ErrNotRoCE,

@@ -11,7 +11,7 @@ import (
 
 // Sentinel errors. Errors returned by this package wrap one of these (or are
 // one of them); test with errors.Is. ErrTruncated and ErrMalformed are the
-// same values as in dpdk/net, so one test covers both layers.
+// same values as in dpdk/header, so one test covers both layers.
 var (
 	ErrTruncated = header.ErrTruncated
 	ErrMalformed = header.ErrMalformed

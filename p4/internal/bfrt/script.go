@@ -1,5 +1,5 @@
-// Package bfrt holds what the Tofino control planes under p4/ (p4/lumina,
-// p4/dta) share at run time: writing bfrt_python scripts for
+// Package bfrt holds what the Tofino control planes under p4/ (p4/luminatofino,
+// p4/dtatofino) share at run time: writing bfrt_python scripts for
 // `bfshell -b` (the helpers they define, port variables and setup, table
 // clearing, routes, mirror sessions), validating the switch ports a
 // program names, and reading back the JSON records a counter script
@@ -66,8 +66,8 @@ func (s *Script) Comment(format string, a ...any) {
 // tell where it came from and that hand edits will be overwritten.
 type Origin struct {
 	Program string // "Lumina event injector"
-	Source  string // the P4 file, "p4/lumina/injector.p4"
-	Package string // the control plane, "p4/lumina"
+	Source  string // the P4 file, "p4/luminatofino/injector.p4"
+	Package string // the control plane, "p4/luminatofino"
 }
 
 // SetupHeader opens a script that loads the program; method is the Go

@@ -1,5 +1,5 @@
 // Package p4test holds the test helpers of the Tofino control planes under
-// p4/ (p4/lumina, p4/dta): a reader of their P4 sources and a check that
+// p4/ (p4/luminatofino, p4/dtatofino): a reader of their P4 sources and a check that
 // every table, action, key, parameter, register and counter a generated
 // bfrt_python script names is declared there; a mock bfrt_python to run
 // the scripts against; p4c's front end on the sources; golden-file

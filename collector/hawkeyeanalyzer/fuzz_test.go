@@ -1,0 +1,63 @@
+package hawkeyeanalyzer
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/rdma-appliance/appliance/translator/hawkeye"
+)
+
+// FuzzDiagnose feeds arbitrary JSON through Decode and the whole analysis:
+// nothing may panic, every diagnosis renders as JSON (no NaN), text and
+// DOT, its confidence stays in [0,1], its root causes are ranked, and an
+// unknown diagnosis names no root cause but says what is missing.
+func FuzzDiagnose(f *testing.F) {
+	c := newIncast()
+	r, _ := newInLoop()
+	oc, _ := newOutOfLoopContention()
+	s, _ := newContention()
+	for _, tel := range []*hawkeye.Telemetry{c.s.telemetry(), newStorm().s.telemetry(), r.s.telemetry(),
+		newOutOfLoopInjection().s.telemetry(), oc.s.telemetry(), s.telemetry(), without(c.s.telemetry(), "SW4")} {
+		b, err := json.Marshal(tel)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(`{}`))
+	f.Add([]byte(`{"victim":{"src":1},"reports":[{"switch":"a","truncated":true,"epochs":[{}]}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tel, err := Decode(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		d := Diagnose(tel, Options{})
+		var buf bytes.Buffer
+		if err := d.WriteJSON(&buf); err != nil {
+			t.Fatalf("json: %v", err)
+		}
+		if err := d.WriteText(&buf); err != nil {
+			t.Fatalf("text: %v", err)
+		}
+		if dot := d.DOT(); !bytes.HasPrefix(dot, []byte("digraph")) {
+			t.Fatalf("dot: %q", dot)
+		}
+		if math.IsNaN(d.Confidence) || d.Confidence < 0 || d.Confidence > 1 {
+			t.Fatalf("confidence %v", d.Confidence)
+		}
+		if d.Type != None && d.Type != Unknown && !slices.Contains(Anomalies, d.Type) {
+			t.Fatalf("type %q", d.Type)
+		}
+		if d.Type == Unknown && (len(d.RootCauses) > 0 || len(d.Problems) == 0) {
+			t.Fatalf("unknown with root causes %+v, problems %v", d.RootCauses, d.Problems)
+		}
+		for i := 1; i < len(d.RootCauses); i++ {
+			if d.RootCauses[i].Contribution > d.RootCauses[i-1].Contribution {
+				t.Fatalf("root causes not ranked: %+v", d.RootCauses)
+			}
+		}
+	})
+}

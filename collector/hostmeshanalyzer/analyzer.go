@@ -1,0 +1,741 @@
+package hostmeshanalyzer
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Config are the analyzer's thresholds. The zero value of a field means
+// the paper's constant (or this package's default where the paper gives
+// none).
+type Config struct {
+	// Window is the analysis period (20 s).
+	Window time.Duration
+	// Hold is how long an anomalous RNIC's probes keep counting as RNIC
+	// problems (1 minute).
+	Hold time.Duration
+	// TimeoutFraction: an RNIC is anomalous when more than this share of
+	// its probes time out (0.1).
+	TimeoutFraction float64
+	// MinProbes an RNIC needs in a window to be judged (10).
+	MinProbes int
+	// HighLatencyFactor: a probe's network latency is high above this
+	// many times the window's median (3), and at least HighLatencyMin
+	// above it.
+	HighLatencyFactor float64
+	HighLatencyMin    time.Duration
+	// MinVotes: links and switches are only alerted on once this many
+	// abnormal probes vote (5), and when at least MinDropShare (0.01) of
+	// the probes over the top link timed out, or more than
+	// MinLatencyShare (0.5) of those over one direction of it had a high
+	// latency. Congestion is a standing queue, as behind the hash
+	// collisions on rail uplinks that the paper locates by latency: it
+	// delays the median probe over the link. Bursts of ordinary traffic
+	// delay a minority: in the simulator, under web-search traffic at 5%
+	// load, up to a quarter of a busy link's probes exceed the threshold
+	// in fault-free windows, while a collision on an uplink delays all of
+	// them, by a hundred times the median.
+	MinVotes        int
+	MinDropShare    float64
+	MinLatencyShare float64
+	// ProcessingFactor: a host whose median processing delay exceeds
+	// this many times the other hosts' median (4) and ProcessingMin
+	// (100 us) is alerted on as overloaded.
+	ProcessingFactor float64
+	ProcessingMin    time.Duration
+	// MaxResults bounds the results kept (1,000,000): a flood from a
+	// broken agent cannot exhaust memory.
+	MaxResults int
+}
+
+func (c Config) withDefaults() Config {
+	def := func(v *float64, d float64) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	if c.Window == 0 {
+		c.Window = 20 * time.Second
+	}
+	if c.Hold == 0 {
+		c.Hold = time.Minute
+	}
+	def(&c.TimeoutFraction, 0.1)
+	def(&c.HighLatencyFactor, 3)
+	def(&c.MinDropShare, 0.01)
+	def(&c.MinLatencyShare, 0.5)
+	def(&c.ProcessingFactor, 4)
+	if c.MinProbes == 0 {
+		c.MinProbes = 10
+	}
+	if c.MinVotes == 0 {
+		c.MinVotes = 5
+	}
+	if c.ProcessingMin == 0 {
+		c.ProcessingMin = 100 * time.Microsecond
+	}
+	if c.MaxResults == 0 {
+		c.MaxResults = 1_000_000
+	}
+	return c
+}
+
+// Analyzer keeps the uploaded results and paths and analyzes them window
+// by window. It is safe for concurrent use.
+type Analyzer struct {
+	mu      sync.Mutex
+	cfg     Config
+	results []Result
+	paths   map[Tuple]*Path
+	held    map[string]int64 // RNIC -> anomalous until (ns)
+	down    map[string]bool
+	// Counters: results and batches taken, results dropped (over the
+	// bound, or too old for any window).
+	Batches, Taken, Dropped uint64
+}
+
+// NewAnalyzer makes an analyzer.
+func NewAnalyzer(cfg Config) *Analyzer {
+	return &Analyzer{cfg: cfg.withDefaults(), paths: map[Tuple]*Path{}, held: map[string]int64{}, down: map[string]bool{}}
+}
+
+// Config is the analyzer's configuration with defaults filled in.
+func (a *Analyzer) Config() Config { return a.cfg }
+
+// Add takes an agent's batch.
+func (a *Analyzer) Add(b *Batch) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.Batches++
+	for _, r := range b.Results {
+		if len(a.results) >= a.cfg.MaxResults {
+			a.Dropped++
+			continue
+		}
+		a.results = append(a.results, r)
+		a.Taken++
+	}
+	for i := range b.Paths {
+		p := b.Paths[i]
+		// A partial trace (a hop that did not answer) keeps the last
+		// complete path: the probes of a tuple follow it until routes
+		// change, and a failing link is exactly what stops a trace.
+		if cur, ok := a.paths[p.Tuple]; ok && !p.Complete && cur.Complete {
+			continue
+		}
+		if cur, ok := a.paths[p.Tuple]; ok && cur.At > p.At {
+			continue
+		}
+		a.paths[p.Tuple] = &p
+	}
+	for _, d := range b.Down {
+		a.down[b.Host+"/"+d] = true
+	}
+}
+
+// Percentiles are the SLA percentiles of a distribution, ns.
+type Percentiles struct {
+	N    int   `json:"n"`
+	P50  int64 `json:"p50_ns"`
+	P90  int64 `json:"p90_ns"`
+	P99  int64 `json:"p99_ns"`
+	P999 int64 `json:"p999_ns"`
+	Max  int64 `json:"max_ns"`
+}
+
+func percentiles(v []int64) Percentiles {
+	if len(v) == 0 {
+		return Percentiles{}
+	}
+	slices.Sort(v)
+	at := func(q float64) int64 { return v[min(len(v)-1, int(q*float64(len(v))))] }
+	return Percentiles{N: len(v), P50: at(0.5), P90: at(0.9), P99: at(0.99), P999: at(0.999), Max: v[len(v)-1]}
+}
+
+// RNICStatus is one RNIC's window.
+type RNICStatus struct {
+	RNIC     string `json:"rnic"`
+	Probes   int    `json:"probes"` // sent by it or to it
+	Timeouts int    `json:"timeouts"`
+	// In and InTimeouts are the probes to it.
+	In         int `json:"probes_to"`
+	InTimeouts int `json:"timeouts_to"`
+	// Rate is the timeout rate of the worse direction.
+	Rate float64 `json:"timeout_rate"`
+	// Anomalous this window; Held from an earlier window; Down reported
+	// gone by its agent; Explained says its timeouts were confined to one
+	// switch link, which takes them instead.
+	Anomalous bool   `json:"anomalous,omitempty"`
+	Held      bool   `json:"held,omitempty"`
+	Down      bool   `json:"down,omitempty"`
+	Explained string `json:"explained_by,omitempty"`
+}
+
+func (st *RNICStatus) count(to, timeout bool) {
+	st.Probes++
+	if to {
+		st.In++
+	}
+	if timeout {
+		st.Timeouts++
+		if to {
+			st.InTimeouts++
+		}
+	}
+}
+
+// rate is the worse direction's timeout rate: probes to the RNIC (the
+// paper's rule), or from it (an RNIC that cannot send fails the probes
+// to its peers, one in seven each, and all of its own).
+func (st *RNICStatus) rate(minProbes int) {
+	st.Rate = 0
+	if st.In >= minProbes {
+		st.Rate = float64(st.InTimeouts) / float64(st.In)
+	}
+	if out := st.Probes - st.In; out >= minProbes {
+		st.Rate = max(st.Rate, float64(st.Timeouts-st.InTimeouts)/float64(out))
+	}
+}
+
+// Vote is a link's or switch's share of the abnormal probes.
+type Vote struct {
+	Name      string `json:"name"`
+	Votes     int    `json:"votes"`
+	Timeouts  int    `json:"timeouts"`
+	HighLat   int    `json:"high_latency"`
+	Traversed int    `json:"traversed"` // probes of the window over it
+	// Dir is the direction ranked ("a>b"), for latency, and MedianNs the
+	// median network latency of the probes over it.
+	Dir      string  `json:"direction,omitempty"`
+	MedianNs int64   `json:"median_ns,omitempty"`
+	Share    float64 `json:"share"` // votes / traversed
+}
+
+// count takes one probe over the voted element: every probe traverses
+// it, an abnormal one votes, as a timeout or a slow answer.
+func (v *Vote) count(abnormal, timeout bool) {
+	v.Traversed++
+	if !abnormal {
+		return
+	}
+	v.Votes++
+	if timeout {
+		v.Timeouts++
+	} else {
+		v.HighLat++
+	}
+}
+
+// HostStatus is one host's processing delay.
+type HostStatus struct {
+	Host       string      `json:"host"`
+	Processing Percentiles `json:"processing"`
+	Overloaded bool        `json:"overloaded,omitempty"`
+}
+
+// Report is one window's analysis.
+type Report struct {
+	Start    int64 `json:"start_ns"`
+	End      int64 `json:"end_ns"`
+	Probes   int   `json:"probes"`
+	Timeouts int   `json:"timeouts"`
+	// Timeouts split into RNIC problems and switch-network problems;
+	// probes over the high-latency threshold (not to or from anomalous
+	// RNICs).
+	RNICProblems   int   `json:"rnic_problems"`
+	SwitchProblems int   `json:"switch_problems"`
+	HighLatency    int   `json:"high_latency"`
+	HighLatencyNs  int64 `json:"high_latency_threshold_ns"`
+	// Unlocalized abnormal probes had no traced path.
+	Unlocalized    int         `json:"unlocalized"`
+	RNICDropRate   float64     `json:"rnic_drop_rate"`
+	SwitchDropRate float64     `json:"switch_drop_rate"`
+	Network        Percentiles `json:"network_latency"`
+	Processing     Percentiles `json:"processing_delay"`
+	// RNICs: anomalous first (highest timeout rate first), then the rest
+	// with timeouts. Links and Switches ranked by votes (Algorithm 1).
+	RNICs []RNICStatus `json:"rnics"`
+	Links []Vote       `json:"links"`
+	// Basis is what Links and Switches are ranked by: "drops" or
+	// "latency".
+	Basis string `json:"basis"`
+	// Hot are the link directions with the highest median latency.
+	Hot      []Vote       `json:"hot"`
+	Switches []Vote       `json:"switches"`
+	Hosts    []HostStatus `json:"hosts"`
+	Alerts   []string     `json:"alerts"`
+}
+
+// SuspectRNIC, SuspectLink, SuspectSwitch and SuspectHost are the
+// top-ranked suspects that an alert names, or "".
+func (r *Report) SuspectRNIC() string {
+	if len(r.RNICs) > 0 && (r.RNICs[0].Anomalous || r.RNICs[0].Down) {
+		return r.RNICs[0].RNIC
+	}
+	return ""
+}
+
+// SuspectLink is the top-ranked link if it was alerted on.
+func (r *Report) SuspectLink() string {
+	if len(r.Links) > 0 && r.linkAlert() {
+		return r.Links[0].Name
+	}
+	return ""
+}
+
+// SuspectSwitches are the switches tied at the top if alerted on.
+func (r *Report) SuspectSwitches() []string {
+	if len(r.Switches) == 0 || !r.linkAlert() {
+		return nil
+	}
+	var out []string
+	for _, v := range r.Switches {
+		if v.Votes == r.Switches[0].Votes {
+			out = append(out, v.Name)
+		}
+	}
+	return out
+}
+
+// SuspectHost is the most overloaded host, or "".
+func (r *Report) SuspectHost() string {
+	if len(r.Hosts) > 0 && r.Hosts[0].Overloaded {
+		return r.Hosts[0].Host
+	}
+	return ""
+}
+
+func (r *Report) linkAlert() bool {
+	for _, a := range r.Alerts {
+		if len(a) > 11 && a[:11] == "ALERT link " {
+			return true
+		}
+	}
+	return false
+}
+
+// Span is the time the kept results cover.
+func (a *Analyzer) Span() (first, last int64, ok bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.results) == 0 {
+		return 0, 0, false
+	}
+	first, last = a.results[0].At, a.results[0].At
+	for _, r := range a.results {
+		first, last = min(first, r.At), max(last, r.At)
+	}
+	return first, last, true
+}
+
+// Analyze analyzes the window that ends at end (ns, the agents' clock)
+// and forgets the results before it.
+func (a *Analyzer) Analyze(end int64) *Report {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	start := end - int64(a.cfg.Window)
+	var win []Result
+	kept := a.results[:0]
+	for _, r := range a.results {
+		switch {
+		case r.At >= end:
+			kept = append(kept, r)
+		case r.At >= start:
+			win = append(win, r)
+		}
+	}
+	a.results = kept
+	return a.analyze(start, end, win)
+}
+
+// pathOf is the traced path of a result, nil if none is known.
+func (a *Analyzer) pathOf(r *Result) []string {
+	p, ok := a.paths[r.Tuple()]
+	if !ok || !p.Complete {
+		return nil
+	}
+	return p.Nodes()
+}
+
+func (a *Analyzer) analyze(start, end int64, win []Result) *Report {
+	c := &a.cfg
+	rep := &Report{Start: start, End: end, Probes: len(win)}
+	paths := make([][]string, len(win))
+	for i := range win {
+		paths[i] = a.pathOf(&win[i])
+		if win[i].Timeout {
+			rep.Timeouts++
+		}
+	}
+
+	// 1. Anomalous RNICs (section 3.4.1). Probes to or from an RNIC count
+	// for it. An RNIC that fails one probe in seven because a neighbour of
+	// its host is dead, or because a switch link on a quarter of its paths
+	// is down, is not itself anomalous: candidates are taken worst first,
+	// each one's probes leave the others' counts (a dead RNIC explains its
+	// peers' timeouts), and a candidate whose timeouts all cross one
+	// switch link, with its other probes healthy, is left to the voting.
+	flagged := map[string]bool{}
+	for k, until := range a.held {
+		if until > start {
+			flagged[k] = true
+		} else {
+			delete(a.held, k)
+		}
+	}
+	for k := range a.down {
+		flagged[k] = true
+	}
+	flaggedNow := map[string]*RNICStatus{}
+	held := map[string]bool{}
+	for k := range flagged {
+		held[k] = true
+	}
+	status := map[string]*RNICStatus{}
+	explained := map[string]string{}
+	for {
+		count := map[string]*RNICStatus{}
+		status = map[string]*RNICStatus{}
+		for k, st := range flaggedNow {
+			status[k] = st
+		}
+		for i := range win {
+			r := &win[i]
+			s, d := r.SrcKey(), r.DstKey()
+			if flagged[s] || flagged[d] {
+				continue
+			}
+			for j, k := range [2]string{s, d} {
+				st := count[k]
+				if st == nil {
+					st = &RNICStatus{RNIC: k}
+					count[k] = st
+				}
+				st.count(j == 1, r.Timeout)
+			}
+		}
+		var best *RNICStatus
+		for _, k := range sortedKeys(count) {
+			st := count[k]
+			st.rate(c.MinProbes)
+			status[k] = st
+			if st.Probes < c.MinProbes || st.Rate <= c.TimeoutFraction || explained[k] != "" {
+				continue
+			}
+			if l := a.confined(win, paths, k, flagged); l != "" {
+				explained[k] = l
+				continue
+			}
+			if best == nil || st.Rate > best.Rate {
+				best = st
+			}
+		}
+		if best == nil {
+			break
+		}
+		best.Anomalous = true
+		flaggedNow[best.RNIC] = best
+		flagged[best.RNIC] = true
+		a.held[best.RNIC] = end + int64(c.Hold)
+	}
+	// Held and down RNICs get their own counts (all their probes).
+	for k := range held {
+		st := &RNICStatus{RNIC: k, Held: !a.down[k], Down: a.down[k], Anomalous: true}
+		for i := range win {
+			if win[i].SrcKey() == k || win[i].DstKey() == k {
+				st.count(win[i].DstKey() == k, win[i].Timeout)
+			}
+		}
+		st.rate(c.MinProbes)
+		status[k] = st
+	}
+	for k, l := range explained {
+		if st := status[k]; st != nil && !st.Anomalous && st.Rate > c.TimeoutFraction {
+			st.Explained = l
+		}
+	}
+	for _, st := range status {
+		if st.Anomalous || st.Timeouts > 0 {
+			rep.RNICs = append(rep.RNICs, *st)
+		}
+	}
+	slices.SortFunc(rep.RNICs, func(x, y RNICStatus) int {
+		if x.Anomalous != y.Anomalous {
+			if x.Anomalous {
+				return -1
+			}
+			return 1
+		}
+		if x.Rate != y.Rate {
+			return cmp.Compare(y.Rate, x.Rate)
+		}
+		return cmp.Compare(x.RNIC, y.RNIC)
+	})
+
+	// 2. SLA percentiles, per host processing delay.
+	var netv, procv []int64
+	hostProc := map[string][]int64{}
+	for i := range win {
+		r := &win[i]
+		if r.Timeout {
+			continue
+		}
+		netv = append(netv, r.NetworkNs)
+		procv = append(procv, r.ProcessingNs)
+		hostProc[r.Host] = append(hostProc[r.Host], r.ProcessingNs)
+	}
+	rep.Network = percentiles(slices.Clone(netv))
+	rep.Processing = percentiles(procv)
+	thr := max(int64(c.HighLatencyFactor*float64(rep.Network.P50)), rep.Network.P50+int64(c.HighLatencyMin))
+	rep.HighLatencyNs = thr
+
+	// 3. Voting (Algorithm 1) by the abnormal probes of the switch
+	// network, on links and on switches; traversals give each its share.
+	links := map[string]*Vote{}
+	dlinks := map[string]*Vote{} // by direction, for latency
+	dlat := map[string][]int64{}
+	sws := map[string]*Vote{}
+	vote := func(m map[string]*Vote, k string) *Vote {
+		v := m[k]
+		if v == nil {
+			v = &Vote{Name: k}
+			m[k] = v
+		}
+		return v
+	}
+	for i := range win {
+		r := &win[i]
+		rnicProblem := flagged[r.SrcKey()] || flagged[r.DstKey()]
+		if r.Timeout {
+			if rnicProblem {
+				rep.RNICProblems++
+			} else {
+				rep.SwitchProblems++
+			}
+		}
+		p := paths[i]
+		high := !r.Timeout && r.NetworkNs > thr && !rnicProblem
+		if high {
+			rep.HighLatency++
+		}
+		abnormal := (r.Timeout && !rnicProblem) || high
+		if p == nil {
+			if abnormal {
+				rep.Unlocalized++
+			}
+			continue
+		}
+		for j := 1; j < len(p); j++ {
+			if !r.Timeout {
+				dlat[p[j-1]+">"+p[j]] = append(dlat[p[j-1]+">"+p[j]], r.NetworkNs)
+			}
+			vote(links, LinkName(p[j-1], p[j])).count(abnormal, r.Timeout)
+			vote(dlinks, p[j-1]+">"+p[j]).count(abnormal, r.Timeout)
+		}
+		for _, sw := range p[1 : len(p)-1] {
+			vote(sws, sw).count(abnormal, r.Timeout)
+		}
+	}
+	// Drops first: in a lossless fabric a switch-network timeout is rare
+	// and telling, while some probes always meet a queue; latency ranks
+	// (and alerts) only when the drops do not.
+	rep.Links, rep.Switches = ranked(links, false), ranked(sws, false)
+	for k, v := range dlinks {
+		v.MedianNs = percentiles(dlat[k]).P50
+		if v.Traversed >= c.MinProbes {
+			rep.Hot = append(rep.Hot, *v)
+			rep.Hot[len(rep.Hot)-1].Dir = k
+		}
+	}
+	slices.SortFunc(rep.Hot, func(x, y Vote) int { return cmp.Or(cmp.Compare(y.MedianNs, x.MedianNs), cmp.Compare(x.Dir, y.Dir)) })
+	rep.Hot = rep.Hot[:min(len(rep.Hot), 5)]
+	rep.Basis = "drops"
+	if !c.alerting(rep.Links, false) {
+		// A queue builds in one direction: rank that, name the link.
+		if l := ranked(dlinks, true); c.alerting(l, true) {
+			for i := range l {
+				a, b, _ := strings.Cut(l[i].Name, ">")
+				l[i].Dir, l[i].Name = l[i].Name, LinkName(a, b)
+			}
+			rep.Links, rep.Switches, rep.Basis = l, ranked(sws, true), "latency"
+		}
+	}
+	if rep.Probes > 0 {
+		rep.RNICDropRate = float64(rep.RNICProblems) / float64(rep.Probes)
+		rep.SwitchDropRate = float64(rep.SwitchProblems) / float64(rep.Probes)
+	}
+
+	// 4. Hosts by median processing delay against the others' median.
+	var meds []int64
+	for _, h := range sortedKeys(hostProc) {
+		hs := HostStatus{Host: h, Processing: percentiles(hostProc[h])}
+		rep.Hosts = append(rep.Hosts, hs)
+		meds = append(meds, hs.Processing.P50)
+	}
+	for i := range rep.Hosts {
+		others := make([]int64, 0, len(meds))
+		for j, m := range meds {
+			if j != i {
+				others = append(others, m)
+			}
+		}
+		p50 := rep.Hosts[i].Processing.P50
+		base := percentiles(others).P50
+		if p50 > int64(c.ProcessingMin) && (len(others) == 0 || float64(p50) > c.ProcessingFactor*float64(base)) {
+			rep.Hosts[i].Overloaded = true
+		}
+	}
+	slices.SortFunc(rep.Hosts, func(x, y HostStatus) int {
+		return cmp.Or(cmp.Compare(y.Processing.P50, x.Processing.P50), cmp.Compare(x.Host, y.Host))
+	})
+
+	// 5. Alerts.
+	for _, st := range rep.RNICs {
+		switch {
+		case st.Down:
+			rep.Alerts = append(rep.Alerts, fmt.Sprintf("ALERT rnic %s: reported gone by its agent", st.RNIC))
+		case st.Anomalous && st.Held:
+			rep.Alerts = append(rep.Alerts, fmt.Sprintf("ALERT rnic %s: anomalous (held from an earlier window), %d of %d probes timed out",
+				st.RNIC, st.Timeouts, st.Probes))
+		case st.Anomalous:
+			rep.Alerts = append(rep.Alerts, fmt.Sprintf("ALERT rnic %s: %.1f%% of %d probes timed out (RNIC problem)",
+				st.RNIC, 100*st.Rate, st.Probes))
+		}
+	}
+	if c.alerting(rep.Links, rep.Basis == "latency") {
+		top := rep.Links[0]
+		abn := rep.SwitchProblems + rep.HighLatency - rep.Unlocalized
+		rep.Alerts = append(rep.Alerts, fmt.Sprintf("ALERT link %s: %d of %d abnormal probes (%d timeouts, %d high latency), %.1f%% of the %d probes over it",
+			top.Name, top.Votes, abn, top.Timeouts, top.HighLat, 100*top.Share, top.Traversed))
+		var names []string
+		for _, v := range rep.Switches {
+			if v.Votes == rep.Switches[0].Votes {
+				names = append(names, v.Name)
+			}
+		}
+		rep.Alerts = append(rep.Alerts, fmt.Sprintf("ALERT switch %v: on %d abnormal paths", names, rep.Switches[0].Votes))
+	}
+	for _, h := range rep.Hosts {
+		if h.Overloaded {
+			rep.Alerts = append(rep.Alerts, fmt.Sprintf("ALERT host %s: processing delay P50 %s P99 %s (CPU overload?)",
+				h.Host, time.Duration(h.Processing.P50), time.Duration(h.Processing.P99)))
+		}
+	}
+	return rep
+}
+
+// confined returns the switch link that all of an RNIC's timeouts cross,
+// when its probes that do not cross it are healthy (at most the timeout
+// fraction fail), else "".
+func (a *Analyzer) confined(win []Result, paths [][]string, k string, flagged map[string]bool) string {
+	count := map[string]int{}
+	for i := range win {
+		r := &win[i]
+		if !r.Timeout || (r.SrcKey() != k && r.DstKey() != k) || flagged[r.SrcKey()] || flagged[r.DstKey()] {
+			continue
+		}
+		p := paths[i]
+		for j := 2; j < len(p)-1; j++ { // switch-to-switch links only
+			count[LinkName(p[j-1], p[j])]++
+		}
+	}
+	best, n := "", 0
+	for _, l := range sortedKeys(count) {
+		if count[l] > n {
+			best, n = l, count[l]
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	var rest RNICStatus
+	for i := range win {
+		r := &win[i]
+		if (r.SrcKey() != k && r.DstKey() != k) || flagged[r.SrcKey()] || flagged[r.DstKey()] {
+			continue
+		}
+		// Probes of untraced 5-tuples can neither confirm nor refute.
+		if p := paths[i]; p == nil || crosses(p, best) {
+			continue
+		}
+		rest.count(r.DstKey() == k, r.Timeout)
+	}
+	// Confined only on evidence: enough healthy-path probes in each
+	// direction that failed (the traces of a dead or paused RNIC's
+	// tuples fail too, so few of its paths may be known).
+	var all RNICStatus
+	for i := range win {
+		r := &win[i]
+		if (r.SrcKey() == k || r.DstKey() == k) && !flagged[r.SrcKey()] && !flagged[r.DstKey()] {
+			all.count(r.DstKey() == k, r.Timeout)
+		}
+	}
+	frac := a.cfg.TimeoutFraction
+	if all.In > 0 && float64(all.InTimeouts)/float64(all.In) > frac && rest.In < a.cfg.MinProbes {
+		return ""
+	}
+	if out := all.Probes - all.In; out > 0 && float64(all.Timeouts-all.InTimeouts)/float64(out) > frac && rest.Probes-rest.In < a.cfg.MinProbes {
+		return ""
+	}
+	if rest.rate(a.cfg.MinProbes); rest.Rate > frac {
+		return ""
+	}
+	return best
+}
+
+func crosses(p []string, link string) bool {
+	for j := 1; j < len(p); j++ {
+		if LinkName(p[j-1], p[j]) == link {
+			return true
+		}
+	}
+	return false
+}
+
+// ranked orders the voted links or switches by their timeouts (then
+// high-latency probes), or by their high-latency probes.
+func ranked(m map[string]*Vote, latency bool) []Vote {
+	out := make([]Vote, 0, len(m))
+	for _, v := range m {
+		if v.Votes == 0 {
+			continue
+		}
+		v.Share = float64(v.Votes) / float64(max(v.Traversed, 1))
+		out = append(out, *v)
+	}
+	slices.SortFunc(out, func(x, y Vote) int {
+		if latency {
+			return cmp.Or(cmp.Compare(y.HighLat, x.HighLat), cmp.Compare(y.Votes, x.Votes), cmp.Compare(x.Name, y.Name))
+		}
+		return cmp.Or(cmp.Compare(y.Timeouts, x.Timeouts), cmp.Compare(y.HighLat, x.HighLat), cmp.Compare(y.Share, x.Share), cmp.Compare(x.Name, y.Name))
+	})
+	return out
+}
+
+// alerting says whether the top of a ranking is worth an alert: enough
+// votes of its kind, and a large enough share of the probes over it.
+func (c *Config) alerting(l []Vote, latency bool) bool {
+	if len(l) == 0 {
+		return false
+	}
+	if latency {
+		n := l[0].HighLat
+		return n >= c.MinVotes && float64(n) > c.MinLatencyShare*float64(l[0].Traversed)
+	}
+	n := l[0].Timeouts
+	return n >= c.MinVotes && float64(n) >= c.MinDropShare*float64(l[0].Traversed)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,104 @@
+// Package hostmeshanalyzer is Hostmesh's analyzer: it takes the probe results and
+// probe paths that the agents (package appliance/hostmesh) upload from every
+// host of a rail-optimized RoCE cluster and, window by window (20 s in the
+// paper), finds anomalous RNICs (more than 10% of their probes time out;
+// their probes then count as RNIC problems for a minute), lets the remaining
+// timeouts and high-latency probes vote on links and on switches (the
+// paper's Algorithm 1, over the traced paths), tracks SLA percentiles of
+// host processing delay and one-way network latency, and reports the RNIC
+// and switch-network drop rates with alert lines naming what is suspicious.
+// It runs on a file of results (`appliance mesh analyze FILE`), as an HTTP
+// service the agents post to (`--serve`), and inside the simulator's
+// evaluation.
+package hostmeshanalyzer
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Result is one probe's outcome, as an agent reports it.
+type Result struct {
+	// Host is the agent's host; Src and Dst are RNIC names on it.
+	Host string `json:"host"`
+	Src  string `json:"src"`
+	Dst  string `json:"dst"`
+	// The probe's 5-tuple: source and destination addresses, UDP source
+	// port (destination 4791).
+	SrcIP string `json:"src_ip"`
+	DstIP string `json:"dst_ip"`
+	SPort uint16 `json:"sport"`
+	Seq   uint64 `json:"seq"`
+	// At is when it was posted (T1), ns of the host's clock.
+	At      int64 `json:"at_ns"`
+	Timeout bool  `json:"timeout,omitempty"`
+	// NetworkNs is the one-way network latency T3-T2, ProcessingNs the
+	// host's processing delay (T4-T1)-(T3-T2) (unset on a timeout).
+	NetworkNs    int64 `json:"network_ns,omitempty"`
+	ProcessingNs int64 `json:"processing_ns,omitempty"`
+}
+
+// SrcKey and DstKey name the RNICs cluster-wide: host/rnic.
+func (r *Result) SrcKey() string { return r.Host + "/" + r.Src }
+
+// DstKey is the destination RNIC's cluster-wide name.
+func (r *Result) DstKey() string { return r.Host + "/" + r.Dst }
+
+// Tuple is a probe 5-tuple (UDP to 4791 implied).
+type Tuple struct {
+	SrcIP string `json:"src_ip"`
+	DstIP string `json:"dst_ip"`
+	SPort uint16 `json:"sport"`
+}
+
+func (t Tuple) String() string { return fmt.Sprintf("%s:%d->%s:4791", t.SrcIP, t.SPort, t.DstIP) }
+
+// Tuple is the result's 5-tuple.
+func (r *Result) Tuple() Tuple { return Tuple{r.SrcIP, r.DstIP, r.SPort} }
+
+// Path is a traced path of a probe 5-tuple: the switches that answered
+// TTL-limited probes, in order.
+type Path struct {
+	Host  string `json:"host"`
+	Src   string `json:"src"`
+	Dst   string `json:"dst"`
+	Tuple Tuple  `json:"tuple"`
+	At    int64  `json:"at_ns"`
+	Hops  []string
+	// Complete says the trace reached the destination RNIC.
+	Complete bool `json:"complete"`
+}
+
+// Nodes are the path's nodes from the source RNIC to the destination
+// RNIC, RNICs by their cluster-wide names.
+func (p *Path) Nodes() []string {
+	out := make([]string, 0, len(p.Hops)+2)
+	out = append(out, p.Host+"/"+p.Src)
+	out = append(out, p.Hops...)
+	return append(out, p.Host+"/"+p.Dst)
+}
+
+// LinkName is a link's name regardless of direction: its ends sorted,
+// joined by "~".
+func LinkName(a, b string) string {
+	if b < a {
+		a, b = b, a
+	}
+	return a + "~" + b
+}
+
+// LinkEnds splits a link name.
+func LinkEnds(l string) (string, string) {
+	a, b, _ := strings.Cut(l, "~")
+	return a, b
+}
+
+// Batch is what an agent uploads: results and paths since its last batch,
+// the RNICs it lost, and its counters.
+type Batch struct {
+	Host     string            `json:"host"`
+	Results  []Result          `json:"results"`
+	Paths    []Path            `json:"paths,omitempty"`
+	Down     []string          `json:"down,omitempty"` // RNICs that disappeared
+	Counters map[string]uint64 `json:"counters,omitempty"`
+}

@@ -1,0 +1,27 @@
+package dtatofino
+
+import (
+	"testing"
+
+	"github.com/rdma-appliance/appliance/p4/internal/p4test"
+)
+
+// TestP4FrontEnd runs p4c's front end on both programs in every build the
+// package describes: the default, with the data-plane ICRC, and with the
+// 2-byte base header. Warnings fail the test too. p4/check.sh checks the
+// default builds for make test.
+func TestP4FrontEnd(t *testing.T) {
+	for _, tc := range []struct {
+		prog  string
+		flags []string
+	}{
+		{translatorP4, nil},
+		{translatorP4, []string{"-DDTA_ICRC"}},
+		{translatorP4, []string{"-DDTA_NO_SEQNUM"}},
+		{translatorP4, []string{"-DDTA_NO_SEQNUM", "-DDTA_ICRC"}},
+		{reporterP4, nil},
+		{reporterP4, []string{"-DDTA_NO_SEQNUM"}},
+	} {
+		p4test.FrontEnd(t, tc.prog, tc.flags...)
+	}
+}

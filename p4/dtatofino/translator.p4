@@ -1,0 +1,1377 @@
+/* p4/dtatofino/translator.p4: the DTA translator for Tofino 1 (TNA, P4_16).
+ *
+ * The collector's top-of-rack switch: it forwards ordinary IPv4 traffic and
+ * turns DTA reports (UDP 40040) addressed to one of its collectors into
+ * RoCEv2 RC packets on the translator's queue pair with that collector, the
+ * same packets the Go translator (translator/dtatranslator) sends, to the same
+ * collector memory layout. The Go control plane in this directory
+ * (Translator.Script) fills the tables and registers.
+ *
+ *   Key-Write      N RDMA WRITE Only of {CRC32(key), data} (8 B) to slot
+ *                  n = CRC32_n(key ++ n) & (slots - 1), n = 0..N-1
+ *   Key-Increment  N RDMA FETCH_ADD of the counter at the same slots (8 B)
+ *   Append         one RDMA WRITE Only of {data, sequence} at the list's
+ *                  base + (head mod entries) * 8 per report (batch B = 1)
+ *   Postcarder     the hops of a flow gathered in registers; one WRITE of
+ *                  {CRC32(key), hop bitmap, hop 0..HOPS-1 data} at the
+ *                  key's slot 0 once every hop has reported
+ *   Sketch-Merge   (opcode 5, our own format) is not translated here: the
+ *                  software translator does it. Such reports are dropped
+ *                  and counted.
+ *
+ * Why it is built this way:
+ *   - N copies of one report: the public translator replicates through the
+ *     packet replication engine, and so does this one. The control plane
+ *     makes one multicast group per (collector, N) with N nodes on the
+ *     collector's port whose replication ids are 0..N-1; egress reads n
+ *     from egress_rid.
+ *   - The slot of copy n uses its own CRC polynomial (IEEE, Castagnoli,
+ *     Koopman, CRC-32Q, as translator/dtatranslator/layout.go does for n = 0..3):
+ *     one CRC over key ++ n is linear in n, so keys colliding in one row
+ *     would collide in every row. Each polynomial is a CRCPolynomial extern
+ *     with the reflected in/out, all-ones init and final xor of Go's
+ *     hash/crc32, over the key's four bytes then n, so the Tofino and the
+ *     software translators address the same slots (a Go test runs the
+ *     declared polynomials against dta.Slot). N is at most MAX_REDUNDANCY
+ *     (4, the paper's default query width) here, 8 in software.
+ *   - Everything a collector's packets share lives in egress, in the pipe
+ *     of the collector's port: the PSN register, the Append heads and the
+ *     postcard cache. Ingress registers are per ingress pipe, and reports
+ *     for one collector may come in on every pipe.
+ *   - VAs are two 32-bit halves: a region may not cross a 4 GiB boundary
+ *     (the control plane checks), so an offset is one 32-bit add.
+ *   - A RegisterAction touches its register once per pass, so the postcard
+ *     cache is a key register, a hop-bitmap register and one data register
+ *     per hop. The bitmap register returns the full bitmap and clears
+ *     itself when the last hop arrives, so the next postcard of the flow
+ *     starts a new record. A flow pushed out of the cache by another before
+ *     it completed is counted, not written (the software translator writes
+ *     the partial record, and also flushes old flows on a timer, which a
+ *     data plane without a CPU cannot).
+ *   - The report frame is reused: its parsed headers are rewritten or
+ *     invalidated and the new ones emitted. Bytes the parser did not read
+ *     (Ethernet padding of a short report) stay behind the ICRC; the IPv4
+ *     and UDP lengths end the RoCE packet before them, and receivers treat
+ *     them as link padding.
+ *   - The ICRC: the RoCE invariant CRC covers the masked IP and UDP
+ *     headers, the transport headers and the payload. The public translator
+ *     left it invalid and the collector's RNIC had to be told not to check
+ *     it; the software translator computes it. Here the ICRC field is zero
+ *     unless the program is compiled with -DDTA_ICRC, which computes it with
+ *     one Hash (CRC-32 IEEE) per packet shape over the masked fields, the
+ *     way the ICRC is defined: eight 0xff bytes, the IPv4 header with
+ *     DSCP/ECN, TTL and checksum all ones, the UDP header with checksum all
+ *     ones, the BTH with its reserved byte all ones, then the rest. That is
+ *     70-86 bytes of hash input per shape; whether bf-p4c's back end fits
+ *     it (hash input crossbar, stages) only bf-p4c can tell, and the
+ *     p4c front end used here cannot. Without it, the collector must
+ *     disable ICRC checking.
+ *   - Immediate reports are written as plain WRITEs (no ImmDt, no
+ *     notification); the software translator writes them with immediate.
+ *   - Atomics are not windowed: the software translator keeps FETCH_ADDs
+ *     within the collector's responder resources (max_dest_rd_atomic); a
+ *     Tofino has no cheap way to count answers per collector, so the
+ *     collector's QP must allow as many outstanding atomics as the report
+ *     rate needs.
+ *   - PSN: one register cell per collector, read and incremented by every
+ *     RDMA packet in egress (its low 24 bits are the PSN). Every 64th PSN
+ *     asks for an ACK, like the software translator. A NAK (PSN sequence
+ *     error) from the collector is sent to the collector's egress pipe and
+ *     writes the PSN it names into the register; the control plane can
+ *     write it too (Translator.Script's psn initial value).
+ *   - Reporter flow control: for retransmittable reports, a register per
+ *     reporter holds the next expected sequence number. A report with it is
+ *     translated (and, when the reporter asks for ACKs, every 16th is
+ *     mirrored back as a cumulative ACK); an older one is a duplicate and
+ *     is answered with a cumulative ACK of the last number taken instead
+ *     of being written again; a newer one means reports were lost and is
+ *     answered with a NACK of the expected number, which the reporter
+ *     resends from (translator/dtatranslator's SeqTracker, with two differences: the
+ *     control plane sets the first expected number instead of the first
+ *     report, and every report after a gap draws a NACK, with no interval
+ *     between repeated NACKs). Compiled with -DDTA_NO_SEQNUM, the base
+ *     header is the 2-byte form and there is no tracking.
+ */
+#include <core.p4>
+#include <tna.p4>
+
+typedef bit<48> mac_addr_t;
+typedef bit<32> ipv4_addr_t;
+typedef bit<8>  coll_idx_t;
+typedef bit<16> list_idx_t;
+typedef bit<8>  reporter_idx_t;
+typedef bit<12> cache_idx_t;
+
+const bit<16> ETHERTYPE_IPV4 = 0x0800;
+const bit<8>  IP_PROTO_UDP   = 17;
+const bit<16> ROCE_UDP_PORT  = 4791;
+const bit<16> DTA_PORT       = 40040;
+const bit<16> DTA_ACK_PORT   = 40044;
+
+/* DTA primitives (translator/dtatranslator Opcode). */
+const bit<8> OP_KEY_WRITE     = 0x01;
+const bit<8> OP_APPEND        = 0x02;
+const bit<8> OP_KEY_INCREMENT = 0x03;
+const bit<8> OP_POSTCARDER    = 0x04;
+
+/* RoCEv2 RC opcodes and the AETH syndrome of a PSN sequence error NAK. */
+const bit<8> RC_WRITE_ONLY = 0x0a;
+const bit<8> RC_ACK        = 0x11;
+const bit<8> RC_ATOMIC_ACK = 0x12;
+const bit<8> RC_FETCH_ADD  = 0x14;
+const bit<8> AETH_NAK_PSN_SEQ = 0x60;
+
+/* What ingress hands to egress: a forwarded packet, a report to
+ * translate, a NAK to resynchronise a PSN with, or (mirrored) an ACK. */
+const bit<8> PKT_FORWARD = 0;
+const bit<8> PKT_REPORT  = 1;
+const bit<8> PKT_RESYNC  = 2;
+const bit<8> PKT_ACK     = 3;
+const MirrorType_t MIRROR_ACK = 1;
+
+/* Sizes; p4/dtatofino's Go control plane checks a program against the same
+ * numbers. */
+const bit<32> COLLECTOR_SLOTS = 64;
+const bit<32> MAX_REDUNDANCY  = 4;
+const bit<32> GROUP_SLOTS     = 256;  /* COLLECTOR_SLOTS x MAX_REDUNDANCY */
+const bit<32> LIST_SLOTS      = 1024;
+#ifndef DTA_NO_SEQNUM
+const bit<32> REPORTER_SLOTS  = 256;
+#endif
+const bit<32> POSTCARD_HOPS   = 5;
+const bit<32> POSTCARD_CACHE  = 4096;
+const bit<32> FWD_SIZE        = 1024;
+const bit<32> OPCODE_SLOTS    = 256;
+const bit<32> DROP_SLOTS      = 8;
+const bit<32> POSTCARD_EVENTS = 4;
+
+/* POSTCARD_HOPS bits. */
+const bit<32> POSTCARD_FULL = 0x1f;
+
+/* Reasons a report is not translated (drop_reports index). */
+const bit<3> DROP_NO_TARGET = 0; /* no group, list or region for it */
+#ifndef DTA_NO_SEQNUM
+const bit<3> DROP_NACK      = 1; /* answered with a NACK */
+const bit<3> DROP_DUPLICATE = 2; /* answered with an ACK, not rewritten */
+#endif
+const bit<3> DROP_UNKNOWN   = 3; /* opcode not translated here */
+
+/* postcard_events index. */
+const bit<2> PC_HELD     = 0;
+const bit<2> PC_COMPLETE = 1;
+const bit<2> PC_EVICTED  = 2;
+const bit<2> PC_BAD_HOP  = 3;
+
+/* Lengths of what the translator sends (IPv4 total, UDP): headers
+ * 20 + 8 + BTH 12 + RETH 16 or AtomicETH 28 + payload + ICRC 4. */
+const bit<16> IP_LEN_WRITE8   = 68;
+const bit<16> UDP_LEN_WRITE8  = 48;
+const bit<16> IP_LEN_ATOMIC   = 72;
+const bit<16> UDP_LEN_ATOMIC  = 52;
+const bit<16> IP_LEN_RECORD   = 88;
+const bit<16> UDP_LEN_RECORD  = 68;
+const bit<32> RECORD_LEN      = 28; /* 8 + 4 x POSTCARD_HOPS */
+const bit<16> IP_LEN_ACK      = 30;
+const bit<16> UDP_LEN_ACK     = 10;
+
+/*************************************************************************
+ * Headers
+ *************************************************************************/
+
+header ethernet_h {
+    mac_addr_t dst_addr;
+    mac_addr_t src_addr;
+    bit<16>    ether_type;
+}
+
+header ipv4_h {
+    bit<4>      version;
+    bit<4>      ihl;
+    bit<6>      dscp;
+    bit<2>      ecn;
+    bit<16>     total_len;
+    bit<16>     identification;
+    bit<3>      flags;
+    bit<13>     frag_offset;
+    bit<8>      ttl;
+    bit<8>      protocol;
+    bit<16>     hdr_checksum;
+    ipv4_addr_t src_addr;
+    ipv4_addr_t dst_addr;
+}
+
+header udp_h {
+    bit<16> src_port;
+    bit<16> dst_port;
+    bit<16> length;
+    bit<16> checksum;
+}
+
+/* DTA base header: 3 bytes, or 2 without the sequence number. */
+header dta_base_h {
+    bit<8> opcode;
+#ifndef DTA_NO_SEQNUM
+    bit<8> seqnum;
+#endif
+    bit<1> immediate;
+    bit<1> retransmittable;
+    bit<6> reserved;
+}
+
+header dta_key_write_h {
+    bit<8>  redundancy;
+    bit<32> key;
+    bit<32> data;
+}
+
+header dta_append_h {
+    bit<32> list_id;
+    bit<32> data;
+}
+
+header dta_key_increment_h {
+    bit<8>  redundancy;
+    bit<32> key;
+    bit<64> counter;
+}
+
+header dta_postcard_h {
+    bit<32> key;
+    bit<8>  hop;
+    bit<32> data;
+}
+
+/* DTA ACK/NACK to a reporter (UDP 40044). */
+header dta_ack_h {
+    bit<8> seqnum;
+    bit<1> nack;
+    bit<7> reserved;
+}
+
+header bth_h {
+    bit<8>  opcode;
+    bit<1>  solicited;
+    bit<1>  mig_req;
+    bit<2>  pad_count;
+    bit<4>  tver;
+    bit<16> pkey;
+    bit<8>  resv8;
+    bit<24> dst_qp;
+    bit<1>  ack_req;
+    bit<7>  resv7;
+    bit<24> psn;
+}
+
+header aeth_h {
+    bit<8>  syndrome;
+    bit<24> msn;
+}
+
+header reth_h {
+    bit<32> va_hi;
+    bit<32> va_lo;
+    bit<32> rkey;
+    bit<32> dma_len;
+}
+
+header atomic_eth_h {
+    bit<32> va_hi;
+    bit<32> va_lo;
+    bit<32> rkey;
+    bit<64> swap_add;
+    bit<64> compare;
+}
+
+/* An 8-byte WRITE payload: Key-Write {CRC32(key), data}, Append {data,
+ * sequence}. */
+header entry_h {
+    bit<32> word0;
+    bit<32> word1;
+}
+
+/* A postcard record: {CRC32(key), hop bitmap, data of hop 0..4}. */
+header record_h {
+    bit<32> checksum;
+    bit<32> mask;
+    bit<32> hop0;
+    bit<32> hop1;
+    bit<32> hop2;
+    bit<32> hop3;
+    bit<32> hop4;
+}
+
+header icrc_h {
+    bit<32> crc;
+}
+
+/* Ingress -> egress with every packet. */
+header bridge_h {
+    bit<8>     pkt_type;
+    coll_idx_t collector;
+    list_idx_t list;
+}
+
+/* Prepended to the mirrored copy that becomes an ACK. */
+header ack_mirror_h {
+    bit<8> pkt_type; /* PKT_ACK */
+    bit<8> seqnum;
+}
+
+struct headers_t {
+    bridge_h            bridge;
+    ethernet_h          ethernet;
+    ipv4_h              ipv4;
+    udp_h               udp;
+    dta_base_h          dta;
+    dta_key_write_h     key_write;
+    dta_append_h        append;
+    dta_key_increment_h key_increment;
+    dta_postcard_h      postcard;
+    dta_ack_h           ack;
+    bth_h               bth;
+    aeth_h              aeth;
+    reth_h              reth;
+    atomic_eth_h        atomic_eth;
+    entry_h             entry;
+    record_h            record;
+    icrc_h              icrc;
+}
+
+struct ig_metadata_t {
+    coll_idx_t     collector;
+    PortId_t       port;
+    bit<8>         redundancy;
+    reporter_idx_t reporter;
+    MirrorId_t     ack_session;
+    bit<8>         expected;
+    bit<8>         seq_diff;
+    bit<1>         bounced;
+    ack_mirror_h   ack_mirror;
+}
+
+struct eg_headers_t {
+    ack_mirror_h        ack_mirror;
+    bridge_h            bridge;
+    ethernet_h          ethernet;
+    ipv4_h              ipv4;
+    udp_h               udp;
+    dta_base_h          dta;
+    dta_key_write_h     key_write;
+    dta_append_h        append;
+    dta_key_increment_h key_increment;
+    dta_postcard_h      postcard;
+    dta_ack_h           ack;
+    bth_h               bth;
+    aeth_h              aeth;
+    reth_h              reth;
+    atomic_eth_h        atomic_eth;
+    entry_h             entry;
+    record_h            record;
+    icrc_h              icrc;
+}
+
+struct eg_metadata_t {
+    bit<32>     key;
+    bit<32>     checksum;
+    bit<32>     slot;
+    bit<32>     slot_mask;
+    bit<32>     base_lo;
+    bit<32>     offset;
+    bit<32>     psn;
+    bit<32>     head;
+    bit<32>     seq;
+    cache_idx_t cache;
+    bit<32>     old_key;
+    bit<32>     mask;
+    bit<32>     old_mask;
+    bit<32>     hop_bit;
+    bit<32>     hop_rest;
+    bit<1>      hop_ok;
+    bit<1>      emit;
+    bit<32>     h0;
+    bit<32>     h1;
+    bit<32>     h2;
+    bit<32>     h3;
+    bit<32>     h4;
+}
+
+/*************************************************************************
+ * Ingress
+ *************************************************************************/
+
+parser IngressParser(packet_in pkt,
+                     out headers_t hdr,
+                     out ig_metadata_t md,
+                     out ingress_intrinsic_metadata_t ig_intr_md) {
+    state start {
+        pkt.extract(ig_intr_md);
+        pkt.advance(PORT_METADATA_SIZE);
+        md.collector = 0;
+        md.port = 0;
+        md.redundancy = 0;
+        md.reporter = 0;
+        md.ack_session = 0;
+        md.expected = 0;
+        md.seq_diff = 0;
+        md.bounced = 0;
+        transition parse_ethernet;
+    }
+
+    state parse_ethernet {
+        pkt.extract(hdr.ethernet);
+        transition select(hdr.ethernet.ether_type) {
+            ETHERTYPE_IPV4: parse_ipv4;
+            default: accept;
+        }
+    }
+
+    state parse_ipv4 {
+        pkt.extract(hdr.ipv4);
+        transition select(hdr.ipv4.ihl, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
+            (4w5, 3w0 &&& 3w1, 13w0, IP_PROTO_UDP): parse_udp;
+            default: accept;
+        }
+    }
+
+    state parse_udp {
+        pkt.extract(hdr.udp);
+        transition select(hdr.udp.dst_port) {
+            DTA_PORT: parse_dta;
+            ROCE_UDP_PORT: parse_bth;
+            default: accept;
+        }
+    }
+
+    state parse_dta {
+        pkt.extract(hdr.dta);
+        transition select(hdr.dta.opcode) {
+            OP_KEY_WRITE: parse_key_write;
+            OP_APPEND: parse_append;
+            OP_KEY_INCREMENT: parse_key_increment;
+            OP_POSTCARDER: parse_postcard;
+            default: accept;
+        }
+    }
+
+    state parse_key_write {
+        pkt.extract(hdr.key_write);
+        transition accept;
+    }
+
+    state parse_append {
+        pkt.extract(hdr.append);
+        transition accept;
+    }
+
+    state parse_key_increment {
+        pkt.extract(hdr.key_increment);
+        transition accept;
+    }
+
+    state parse_postcard {
+        pkt.extract(hdr.postcard);
+        transition accept;
+    }
+
+    /* The collector's answers: ACK and ATOMIC ACK carry an AETH. */
+    state parse_bth {
+        pkt.extract(hdr.bth);
+        transition select(hdr.bth.opcode) {
+            RC_ACK: parse_aeth;
+            RC_ATOMIC_ACK: parse_aeth;
+            default: accept;
+        }
+    }
+
+    state parse_aeth {
+        pkt.extract(hdr.aeth);
+        transition accept;
+    }
+}
+
+control Ingress(inout headers_t hdr,
+                inout ig_metadata_t md,
+                in ingress_intrinsic_metadata_t ig_intr_md,
+                in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
+                inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
+                inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+
+    /* Reports received, by opcode; reports not translated, by reason. */
+    Counter<bit<32>, bit<8>>(OPCODE_SLOTS, CounterType_t.PACKETS) report_pkts;
+    Counter<bit<32>, bit<3>>(DROP_SLOTS, CounterType_t.PACKETS) drop_reports;
+
+    action discard() {
+        ig_dprsr_md.drop_ctl = 1;
+    }
+
+    /* ---- ordinary forwarding ------------------------------------------- */
+
+    action forward(PortId_t port, mac_addr_t dmac, mac_addr_t smac) {
+        ig_tm_md.ucast_egress_port = port;
+        hdr.ethernet.dst_addr = dmac;
+        hdr.ethernet.src_addr = smac;
+    }
+
+    table ipv4_fwd {
+        key = { hdr.ipv4.dst_addr : lpm @name("dst_addr"); }
+        actions = { forward; discard; }
+        default_action = discard();
+        size = FWD_SIZE;
+    }
+
+    /* ---- collectors ----------------------------------------------------- */
+
+    /* The port is set as the unicast port only by the paths that unicast:
+     * Key-Write and Key-Increment leave through their multicast group
+     * alone. */
+    action set_collector(coll_idx_t idx, PortId_t port) {
+        md.collector = idx;
+        md.port = port;
+    }
+
+    /* Reports go to a collector's address; the translator in front of it
+     * takes them. */
+    table collector {
+        key = { hdr.ipv4.dst_addr : exact @name("dst_addr"); }
+        actions = { set_collector; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = COLLECTOR_SLOTS;
+    }
+
+    /* The collector's RNIC answering the translator's queue pair. */
+    table collector_qp {
+        key = {
+            hdr.ipv4.src_addr : exact @name("src_addr");
+            hdr.bth.dst_qp    : exact @name("dst_qpn");
+        }
+        actions = { set_collector; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = COLLECTOR_SLOTS;
+    }
+
+    /* Key-Write and Key-Increment: (collector, N) -> the group that makes
+     * N copies with replication ids 0..N-1 on the collector's port. */
+    action set_group(MulticastGroupId_t mgid) {
+        ig_tm_md.mcast_grp_a = mgid;
+    }
+
+    table redundancy_group {
+        key = {
+            md.collector : exact @name("collector");
+            md.redundancy : exact @name("redundancy");
+        }
+        actions = { set_group; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = GROUP_SLOTS;
+    }
+
+    /* Append: (collector, list id) -> the list's registers and region. */
+    action set_list(list_idx_t idx) {
+        hdr.bridge.list = idx;
+    }
+
+    table append_list {
+        key = {
+            md.collector           : exact @name("collector");
+            hdr.append.list_id     : exact @name("list_id");
+        }
+        actions = { set_list; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = LIST_SLOTS;
+    }
+
+    /* ---- reporters and their sequence numbers ---------------------------- */
+
+    /* The translator's MAC, the source of ACKs and NACKs. */
+    mac_addr_t own_mac = 0;
+
+    action set_translator(mac_addr_t mac) {
+        own_mac = mac;
+    }
+
+    table translator_cfg {
+        actions = { set_translator; }
+        default_action = set_translator(0);
+        size = 1;
+    }
+
+#ifndef DTA_NO_SEQNUM
+    /* ack_session 0: no ACKs for in-order reports (NACKs still go back). */
+    action set_reporter(reporter_idx_t idx, MirrorId_t ack_session) {
+        md.reporter = idx;
+        md.ack_session = ack_session;
+    }
+
+    table reporter {
+        key = { hdr.ipv4.src_addr : exact @name("src_addr"); }
+        actions = { set_reporter; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = REPORTER_SLOTS;
+    }
+
+    /* Per reporter, the next sequence number expected. It moves on only
+     * with the expected report; the old value comes back. */
+    Register<bit<8>, reporter_idx_t>(REPORTER_SLOTS, 0) expected_seq;
+    RegisterAction<bit<8>, reporter_idx_t, bit<8>>(expected_seq) seq_check = {
+        void apply(inout bit<8> value, out bit<8> rv) {
+            rv = value;
+            if (value == hdr.dta.seqnum) {
+                value = value + 1;
+            }
+        }
+    };
+
+    /* The report turns into the answer, back out of its ingress port, from
+     * the address it was sent to. */
+    action bounce(bit<8> seqnum, bit<1> nack) {
+        hdr.ack.setValid();
+        hdr.ack.seqnum = seqnum;
+        hdr.ack.nack = nack;
+        hdr.ack.reserved = 0;
+        hdr.dta.setInvalid();
+        hdr.key_write.setInvalid();
+        hdr.append.setInvalid();
+        hdr.key_increment.setInvalid();
+        hdr.postcard.setInvalid();
+        hdr.ethernet.dst_addr = hdr.ethernet.src_addr;
+        hdr.ethernet.src_addr = own_mac;
+        ipv4_addr_t to = hdr.ipv4.src_addr;
+        hdr.ipv4.src_addr = hdr.ipv4.dst_addr;
+        hdr.ipv4.dst_addr = to;
+        hdr.ipv4.total_len = IP_LEN_ACK;
+        hdr.ipv4.ttl = 64;
+        hdr.udp.src_port = DTA_PORT;
+        hdr.udp.dst_port = DTA_ACK_PORT;
+        hdr.udp.length = UDP_LEN_ACK;
+        hdr.udp.checksum = 0;
+        ig_tm_md.ucast_egress_port = ig_intr_md.ingress_port;
+        md.bounced = 1;
+    }
+#endif
+
+    apply {
+        hdr.bridge.setValid();
+        hdr.bridge.pkt_type = PKT_FORWARD;
+        hdr.bridge.collector = 0;
+        hdr.bridge.list = 0;
+        translator_cfg.apply();
+
+        if (!hdr.ipv4.isValid()) {
+            discard();
+        } else if (hdr.dta.isValid() && collector.apply().hit) {
+            report_pkts.count(hdr.dta.opcode);
+            hdr.bridge.pkt_type = PKT_REPORT;
+            hdr.bridge.collector = md.collector;
+#ifndef DTA_NO_SEQNUM
+            if (hdr.dta.retransmittable == 1 && reporter.apply().hit) {
+                md.expected = seq_check.execute(md.reporter);
+                md.seq_diff = hdr.dta.seqnum - md.expected;
+                if (md.seq_diff == 0) {
+                    /* A cumulative ACK every 16th report, as the software
+                     * translator's AckEvery default. */
+                    if (md.ack_session != 0 && hdr.dta.seqnum[3:0] == 15) {
+                        ig_dprsr_md.mirror_type = MIRROR_ACK;
+                        md.ack_mirror.setValid();
+                        md.ack_mirror.pkt_type = PKT_ACK;
+                        md.ack_mirror.seqnum = hdr.dta.seqnum;
+                    }
+                } else if (md.seq_diff[7:7] == 1) {
+                    /* Older than expected: it arrived before. The ACK
+                     * names the last report taken (cumulative). */
+                    drop_reports.count(DROP_DUPLICATE);
+                    bounce(md.expected - 1, 0);
+                } else {
+                    drop_reports.count(DROP_NACK);
+                    bounce(md.expected, 1);
+                }
+            }
+#endif
+            if (md.bounced == 1) {
+                hdr.bridge.pkt_type = PKT_FORWARD;
+            } else if (hdr.key_write.isValid() || hdr.key_increment.isValid()) {
+                if (hdr.key_write.isValid()) {
+                    md.redundancy = hdr.key_write.redundancy;
+                } else {
+                    md.redundancy = hdr.key_increment.redundancy;
+                }
+                /* Groups exist for N = 1..MAX_REDUNDANCY only. */
+                if (md.redundancy == 0 || (bit<32>)md.redundancy > MAX_REDUNDANCY ||
+                    !redundancy_group.apply().hit) {
+                    drop_reports.count(DROP_NO_TARGET);
+                    discard();
+                }
+            } else if (hdr.append.isValid()) {
+                ig_tm_md.ucast_egress_port = md.port;
+                if (!append_list.apply().hit) {
+                    drop_reports.count(DROP_NO_TARGET);
+                    discard();
+                }
+            } else if (hdr.postcard.isValid()) {
+                ig_tm_md.ucast_egress_port = md.port;
+            } else {
+                drop_reports.count(DROP_UNKNOWN);
+                discard();
+            }
+        } else if (hdr.aeth.isValid() && collector_qp.apply().hit) {
+            /* A NAK for a PSN sequence error resynchronises the PSN in
+             * the collector's egress pipe; other answers end here. */
+            if (hdr.bth.opcode == RC_ACK && hdr.aeth.syndrome == AETH_NAK_PSN_SEQ) {
+                hdr.bridge.pkt_type = PKT_RESYNC;
+                hdr.bridge.collector = md.collector;
+                ig_tm_md.ucast_egress_port = md.port;
+            } else {
+                discard();
+            }
+        } else {
+            ipv4_fwd.apply();
+        }
+    }
+}
+
+control IngressDeparser(packet_out pkt,
+                        inout headers_t hdr,
+                        in ig_metadata_t md,
+                        in ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
+    Mirror(MIRROR_ACK) mirror;
+    Checksum() ipv4_csum;
+
+    apply {
+        if (ig_dprsr_md.mirror_type == MIRROR_ACK) {
+            mirror.emit<ack_mirror_h>(md.ack_session, md.ack_mirror);
+        }
+        /* Bounced ACKs and NACKs leave from here with new lengths. */
+        hdr.ipv4.hdr_checksum = ipv4_csum.update({
+            hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn,
+            hdr.ipv4.total_len, hdr.ipv4.identification,
+            hdr.ipv4.flags, hdr.ipv4.frag_offset,
+            hdr.ipv4.ttl, hdr.ipv4.protocol,
+            hdr.ipv4.src_addr, hdr.ipv4.dst_addr});
+        pkt.emit(hdr);
+    }
+}
+
+/*************************************************************************
+ * Egress
+ *************************************************************************/
+
+parser EgressParser(packet_in pkt,
+                    out eg_headers_t hdr,
+                    out eg_metadata_t md,
+                    out egress_intrinsic_metadata_t eg_intr_md) {
+    state start {
+        pkt.extract(eg_intr_md);
+        md.key = 0;
+        md.checksum = 0;
+        md.slot = 0;
+        md.slot_mask = 0;
+        md.base_lo = 0;
+        md.offset = 0;
+        md.psn = 0;
+        md.head = 0;
+        md.seq = 0;
+        md.cache = 0;
+        md.old_key = 0;
+        md.mask = 0;
+        md.old_mask = 0;
+        md.hop_bit = 0;
+        md.hop_rest = 0;
+        md.hop_ok = 0;
+        md.emit = 0;
+        md.h0 = 0;
+        md.h1 = 0;
+        md.h2 = 0;
+        md.h3 = 0;
+        md.h4 = 0;
+        transition select(pkt.lookahead<bit<8>>()) {
+            PKT_ACK: parse_ack_mirror;
+            default: parse_bridge;
+        }
+    }
+
+    state parse_ack_mirror {
+        pkt.extract(hdr.ack_mirror);
+        transition parse_ethernet;
+    }
+
+    state parse_bridge {
+        pkt.extract(hdr.bridge);
+        transition parse_ethernet;
+    }
+
+    state parse_ethernet {
+        pkt.extract(hdr.ethernet);
+        transition select(hdr.ethernet.ether_type) {
+            ETHERTYPE_IPV4: parse_ipv4;
+            default: accept;
+        }
+    }
+
+    state parse_ipv4 {
+        pkt.extract(hdr.ipv4);
+        transition select(hdr.ipv4.ihl, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
+            (4w5, 3w0 &&& 3w1, 13w0, IP_PROTO_UDP): parse_udp;
+            default: accept;
+        }
+    }
+
+    state parse_udp {
+        pkt.extract(hdr.udp);
+        transition select(hdr.udp.dst_port) {
+            DTA_PORT: parse_dta;
+            ROCE_UDP_PORT: parse_bth;
+            default: accept;
+        }
+    }
+
+    state parse_dta {
+        pkt.extract(hdr.dta);
+        transition select(hdr.dta.opcode) {
+            OP_KEY_WRITE: parse_key_write;
+            OP_APPEND: parse_append;
+            OP_KEY_INCREMENT: parse_key_increment;
+            OP_POSTCARDER: parse_postcard;
+            default: accept;
+        }
+    }
+
+    state parse_key_write {
+        pkt.extract(hdr.key_write);
+        transition accept;
+    }
+
+    state parse_append {
+        pkt.extract(hdr.append);
+        transition accept;
+    }
+
+    state parse_key_increment {
+        pkt.extract(hdr.key_increment);
+        transition accept;
+    }
+
+    state parse_postcard {
+        pkt.extract(hdr.postcard);
+        transition accept;
+    }
+
+    state parse_bth {
+        pkt.extract(hdr.bth);
+        transition select(hdr.bth.opcode) {
+            RC_ACK: parse_aeth;
+            RC_ATOMIC_ACK: parse_aeth;
+            default: accept;
+        }
+    }
+
+    state parse_aeth {
+        pkt.extract(hdr.aeth);
+        transition accept;
+    }
+}
+
+control Egress(inout eg_headers_t hdr,
+               inout eg_metadata_t md,
+               in egress_intrinsic_metadata_t eg_intr_md,
+               in egress_intrinsic_metadata_from_parser_t eg_prsr_md,
+               inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md,
+               inout egress_intrinsic_metadata_for_output_port_t eg_oport_md) {
+
+    /* RDMA packets sent and PSN resynchronisations, by collector; postcard
+     * outcomes, by PC_* index. */
+    Counter<bit<32>, coll_idx_t>(COLLECTOR_SLOTS, CounterType_t.PACKETS_AND_BYTES) rdma_pkts;
+    Counter<bit<32>, coll_idx_t>(COLLECTOR_SLOTS, CounterType_t.PACKETS) psn_resyncs;
+    Counter<bit<32>, bit<2>>(POSTCARD_EVENTS, CounterType_t.PACKETS) postcard_events;
+
+    /* ---- hashes ------------------------------------------------------------ */
+
+    /* Slot n of a key: the polynomials of translator/dtatranslator/layout.go for
+     * n = 0..3, in normal (MSB-first) form; reflected, init and xor all
+     * ones, as Go's hash/crc32. */
+    CRCPolynomial<bit<32>>(32w0x04c11db7, true, false, false, 32w0xffffffff, 32w0xffffffff) poly_slot0;
+    CRCPolynomial<bit<32>>(32w0x1edc6f41, true, false, false, 32w0xffffffff, 32w0xffffffff) poly_slot1;
+    CRCPolynomial<bit<32>>(32w0x741b8cd7, true, false, false, 32w0xffffffff, 32w0xffffffff) poly_slot2;
+    CRCPolynomial<bit<32>>(32w0x814141ab, true, false, false, 32w0xffffffff, 32w0xffffffff) poly_slot3;
+    /* CRC32(key), the checksum stored beside the data. */
+    CRCPolynomial<bit<32>>(32w0x04c11db7, true, false, false, 32w0xffffffff, 32w0xffffffff) poly_checksum;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, poly_slot0) slot0;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, poly_slot1) slot1;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, poly_slot2) slot2;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, poly_slot3) slot3;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, poly_checksum) key_checksum;
+
+#ifdef DTA_ICRC
+    /* The ICRC, one hash per packet shape (see the top). */
+    CRCPolynomial<bit<32>>(32w0x04c11db7, true, false, false, 32w0xffffffff, 32w0xffffffff) poly_icrc;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, poly_icrc) icrc_write8;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, poly_icrc) icrc_atomic;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, poly_icrc) icrc_record;
+#endif
+
+    /* ---- the connection to each collector ----------------------------- */
+
+    /* Per collector: the PSN of its next packet (low 24 bits). */
+    Register<bit<32>, coll_idx_t>(COLLECTOR_SLOTS, 0) psn;
+    RegisterAction<bit<32>, coll_idx_t, bit<32>>(psn) psn_next = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            rv = value;
+            value = value + 1;
+        }
+    };
+    RegisterAction<bit<32>, coll_idx_t, bit<32>>(psn) psn_resync = {
+        void apply(inout bit<32> value) {
+            value = (bit<32>)hdr.bth.psn;
+        }
+    };
+
+    /* Ethernet, IPv4, UDP and BTH of the translator's RC connection to a
+     * collector. */
+    action set_conn(mac_addr_t dmac, mac_addr_t smac, ipv4_addr_t src_addr, ipv4_addr_t dst_addr,
+                    bit<6> dscp, bit<16> udp_src_port, bit<24> dst_qpn) {
+        hdr.ethernet.dst_addr = dmac;
+        hdr.ethernet.src_addr = smac;
+        hdr.ipv4.version = 4;
+        hdr.ipv4.ihl = 5;
+        hdr.ipv4.dscp = dscp;
+        hdr.ipv4.ecn = 0;
+        hdr.ipv4.identification = 0;
+        hdr.ipv4.flags = 2;
+        hdr.ipv4.frag_offset = 0;
+        hdr.ipv4.ttl = 64;
+        hdr.ipv4.protocol = IP_PROTO_UDP;
+        hdr.ipv4.src_addr = src_addr;
+        hdr.ipv4.dst_addr = dst_addr;
+        hdr.udp.src_port = udp_src_port;
+        hdr.udp.dst_port = ROCE_UDP_PORT;
+        hdr.udp.checksum = 0;
+        hdr.bth.setValid();
+        hdr.bth.solicited = 0;
+        hdr.bth.mig_req = 1;
+        hdr.bth.pad_count = 0;
+        hdr.bth.tver = 0;
+        hdr.bth.pkey = 0xffff;
+        hdr.bth.resv8 = 0;
+        hdr.bth.dst_qp = dst_qpn;
+        hdr.bth.resv7 = 0;
+    }
+
+    table rdma_conn {
+        key = { hdr.bridge.collector : exact @name("collector"); }
+        actions = { set_conn; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = COLLECTOR_SLOTS;
+    }
+
+    /* ---- collector memory ---------------------------------------------- */
+
+    bit<32> va_hi = 0;
+    bit<32> rkey_of = 0;
+
+    /* A region: VA high half, low half, rkey, slots - 1 (entries - 1). */
+    action set_region(bit<32> base_hi, bit<32> base_lo, bit<32> rkey, bit<32> slot_mask) {
+        va_hi = base_hi;
+        md.base_lo = base_lo;
+        rkey_of = rkey;
+        md.slot_mask = slot_mask;
+    }
+
+    table key_write_region {
+        key = { hdr.bridge.collector : exact @name("collector"); }
+        actions = { set_region; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = COLLECTOR_SLOTS;
+    }
+
+    table key_increment_region {
+        key = { hdr.bridge.collector : exact @name("collector"); }
+        actions = { set_region; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = COLLECTOR_SLOTS;
+    }
+
+    table postcard_region {
+        key = { hdr.bridge.collector : exact @name("collector"); }
+        actions = { set_region; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = COLLECTOR_SLOTS;
+    }
+
+    table list_region {
+        key = { hdr.bridge.list : exact @name("list"); }
+        actions = { set_region; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = LIST_SLOTS;
+    }
+
+    /* ---- Append ------------------------------------------------------- */
+
+    /* Per list: entries written so far (the ring position of the next),
+     * and the sequence of the last entry (from 1, skipping 0 on wrap, as
+     * translator/dtatranslator numbers them). */
+    Register<bit<32>, list_idx_t>(LIST_SLOTS, 0) list_head;
+    RegisterAction<bit<32>, list_idx_t, bit<32>>(list_head) head_next = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            rv = value;
+            value = value + 1;
+        }
+    };
+    Register<bit<32>, list_idx_t>(LIST_SLOTS, 0) list_seq;
+    RegisterAction<bit<32>, list_idx_t, bit<32>>(list_seq) seq_next = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            if (value == 0xffffffff) {
+                value = 1;
+            } else {
+                value = value + 1;
+            }
+            rv = value;
+        }
+    };
+
+    /* ---- Postcarder ----------------------------------------------------- */
+
+    action hop(bit<32> bit_of, bit<32> rest) {
+        md.hop_bit = bit_of;
+        md.hop_rest = rest;
+        md.hop_ok = 1;
+    }
+
+    action no_hop() {
+        md.hop_ok = 0;
+    }
+
+    /* hop -> its bitmap bit and the bitmap of every other hop. */
+    table hop_bits {
+        key = { hdr.postcard.hop : exact @name("hop"); }
+        actions = { hop; no_hop; }
+        const default_action = no_hop();
+        size = POSTCARD_HOPS;
+        const entries = {
+            0 : hop(0x01, 0x1e);
+            1 : hop(0x02, 0x1d);
+            2 : hop(0x04, 0x1b);
+            3 : hop(0x08, 0x17);
+            4 : hop(0x10, 0x0f);
+        }
+    }
+
+    /* The flow cached at an index; the previous one comes back. */
+    Register<bit<32>, cache_idx_t>(POSTCARD_CACHE, 0) pc_key;
+    RegisterAction<bit<32>, cache_idx_t, bit<32>>(pc_key) pc_key_swap = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            rv = value;
+            value = md.key;
+        }
+    };
+
+    /* The hops reported so far. A new flow starts from its hop (the old
+     * bitmap comes back, for the eviction count); the last missing hop
+     * returns the full bitmap and clears it. */
+    Register<bit<32>, cache_idx_t>(POSTCARD_CACHE, 0) pc_mask;
+    RegisterAction<bit<32>, cache_idx_t, bit<32>>(pc_mask) pc_mask_new = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            rv = value;
+            value = md.hop_bit;
+        }
+    };
+    RegisterAction<bit<32>, cache_idx_t, bit<32>>(pc_mask) pc_mask_add = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            if (value == md.hop_rest) {
+                value = 0;
+                rv = POSTCARD_FULL;
+            } else {
+                value = value | md.hop_bit;
+                rv = value;
+            }
+        }
+    };
+
+    Register<bit<32>, cache_idx_t>(POSTCARD_CACHE, 0) pc_hop0;
+    RegisterAction<bit<32>, cache_idx_t, bit<32>>(pc_hop0) pc_hop0_update = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            if (hdr.postcard.hop == 0) {
+                value = hdr.postcard.data;
+            }
+            rv = value;
+        }
+    };
+    Register<bit<32>, cache_idx_t>(POSTCARD_CACHE, 0) pc_hop1;
+    RegisterAction<bit<32>, cache_idx_t, bit<32>>(pc_hop1) pc_hop1_update = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            if (hdr.postcard.hop == 1) {
+                value = hdr.postcard.data;
+            }
+            rv = value;
+        }
+    };
+    Register<bit<32>, cache_idx_t>(POSTCARD_CACHE, 0) pc_hop2;
+    RegisterAction<bit<32>, cache_idx_t, bit<32>>(pc_hop2) pc_hop2_update = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            if (hdr.postcard.hop == 2) {
+                value = hdr.postcard.data;
+            }
+            rv = value;
+        }
+    };
+    Register<bit<32>, cache_idx_t>(POSTCARD_CACHE, 0) pc_hop3;
+    RegisterAction<bit<32>, cache_idx_t, bit<32>>(pc_hop3) pc_hop3_update = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            if (hdr.postcard.hop == 3) {
+                value = hdr.postcard.data;
+            }
+            rv = value;
+        }
+    };
+    Register<bit<32>, cache_idx_t>(POSTCARD_CACHE, 0) pc_hop4;
+    RegisterAction<bit<32>, cache_idx_t, bit<32>>(pc_hop4) pc_hop4_update = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            if (hdr.postcard.hop == 4) {
+                value = hdr.postcard.data;
+            }
+            rv = value;
+        }
+    };
+
+    /* ---- packet shapes ----------------------------------------------------- */
+
+    action drop_dta() {
+        hdr.dta.setInvalid();
+        hdr.key_write.setInvalid();
+        hdr.append.setInvalid();
+        hdr.key_increment.setInvalid();
+        hdr.postcard.setInvalid();
+    }
+
+    action write8(bit<32> word0, bit<32> word1) {
+        hdr.bth.opcode = RC_WRITE_ONLY;
+        hdr.reth.setValid();
+        hdr.reth.va_hi = va_hi;
+        hdr.reth.va_lo = md.base_lo + md.offset;
+        hdr.reth.rkey = rkey_of;
+        hdr.reth.dma_len = 8;
+        hdr.entry.setValid();
+        hdr.entry.word0 = word0;
+        hdr.entry.word1 = word1;
+        hdr.ipv4.total_len = IP_LEN_WRITE8;
+        hdr.udp.length = UDP_LEN_WRITE8;
+    }
+
+    apply {
+        if (hdr.ack_mirror.isValid()) {
+            /* A mirrored in-order report becomes its ACK. */
+            hdr.ack.setValid();
+            hdr.ack.seqnum = hdr.ack_mirror.seqnum;
+            hdr.ack.nack = 0;
+            hdr.ack.reserved = 0;
+            drop_dta();
+            mac_addr_t to = hdr.ethernet.src_addr;
+            hdr.ethernet.src_addr = hdr.ethernet.dst_addr;
+            hdr.ethernet.dst_addr = to;
+            ipv4_addr_t back = hdr.ipv4.src_addr;
+            hdr.ipv4.src_addr = hdr.ipv4.dst_addr;
+            hdr.ipv4.dst_addr = back;
+            hdr.ipv4.total_len = IP_LEN_ACK;
+            hdr.ipv4.ttl = 64;
+            hdr.udp.src_port = DTA_PORT;
+            hdr.udp.dst_port = DTA_ACK_PORT;
+            hdr.udp.length = UDP_LEN_ACK;
+            hdr.udp.checksum = 0;
+        } else if (hdr.bridge.pkt_type == PKT_RESYNC) {
+            psn_resync.execute(hdr.bridge.collector);
+            psn_resyncs.count(hdr.bridge.collector);
+            eg_dprsr_md.drop_ctl = 1;
+        } else if (hdr.bridge.pkt_type == PKT_REPORT) {
+            bit<8> n = eg_intr_md.egress_rid[7:0];
+            if (hdr.key_write.isValid()) {
+                md.key = hdr.key_write.key;
+                md.emit = 1;
+                key_write_region.apply();
+            } else if (hdr.key_increment.isValid()) {
+                md.key = hdr.key_increment.key;
+                md.emit = 1;
+                key_increment_region.apply();
+            } else if (hdr.append.isValid()) {
+                md.emit = 1;
+                list_region.apply();
+                md.head = head_next.execute(hdr.bridge.list);
+                md.seq = seq_next.execute(hdr.bridge.list);
+                md.offset = (md.head & md.slot_mask) << 3;
+            } else if (hdr.postcard.isValid()) {
+                md.key = hdr.postcard.key;
+                n = 0;
+                postcard_region.apply();
+                hop_bits.apply();
+            }
+
+            if (n == 0) {
+                md.slot = slot0.get({md.key, 8w0});
+            } else if (n == 1) {
+                md.slot = slot1.get({md.key, 8w1});
+            } else if (n == 2) {
+                md.slot = slot2.get({md.key, 8w2});
+            } else {
+                md.slot = slot3.get({md.key, 8w3});
+            }
+            md.checksum = key_checksum.get({md.key});
+            md.slot = md.slot & md.slot_mask;
+
+            if (hdr.postcard.isValid()) {
+                if (md.hop_ok == 0) {
+                    postcard_events.count(PC_BAD_HOP);
+                } else {
+                    md.cache = md.checksum[11:0];
+                    md.old_key = pc_key_swap.execute(md.cache);
+                    if (md.old_key != md.key) {
+                        md.old_mask = pc_mask_new.execute(md.cache);
+                        md.mask = md.hop_bit;
+                        if (md.old_mask != 0) {
+                            postcard_events.count(PC_EVICTED);
+                        }
+                    } else {
+                        md.mask = pc_mask_add.execute(md.cache);
+                    }
+                    md.h0 = pc_hop0_update.execute(md.cache);
+                    md.h1 = pc_hop1_update.execute(md.cache);
+                    md.h2 = pc_hop2_update.execute(md.cache);
+                    md.h3 = pc_hop3_update.execute(md.cache);
+                    md.h4 = pc_hop4_update.execute(md.cache);
+                    if (md.mask == POSTCARD_FULL) {
+                        postcard_events.count(PC_COMPLETE);
+                        md.emit = 1;
+                    } else {
+                        postcard_events.count(PC_HELD);
+                    }
+                }
+            }
+
+            if (md.emit == 0 || !rdma_conn.apply().hit) {
+                eg_dprsr_md.drop_ctl = 1;
+            } else {
+                md.psn = psn_next.execute(hdr.bridge.collector);
+                hdr.bth.psn = md.psn[23:0];
+                /* An ACK every 64 packets, as the software translator asks. */
+                if (md.psn[5:0] == 0) {
+                    hdr.bth.ack_req = 1;
+                } else {
+                    hdr.bth.ack_req = 0;
+                }
+                if (hdr.key_write.isValid()) {
+                    md.offset = md.slot << 3;
+                    write8(md.checksum, hdr.key_write.data);
+                } else if (hdr.append.isValid()) {
+                    write8(hdr.append.data, md.seq);
+                } else if (hdr.key_increment.isValid()) {
+                    hdr.bth.opcode = RC_FETCH_ADD;
+                    hdr.atomic_eth.setValid();
+                    hdr.atomic_eth.va_hi = va_hi;
+                    hdr.atomic_eth.va_lo = md.base_lo + (md.slot << 3);
+                    hdr.atomic_eth.rkey = rkey_of;
+                    hdr.atomic_eth.swap_add = hdr.key_increment.counter;
+                    hdr.atomic_eth.compare = 0;
+                    hdr.ipv4.total_len = IP_LEN_ATOMIC;
+                    hdr.udp.length = UDP_LEN_ATOMIC;
+                } else {
+                    /* slot x RECORD_LEN (28) in shifts and adds. */
+                    md.offset = (md.slot << 4) + (md.slot << 3) + (md.slot << 2);
+                    hdr.bth.opcode = RC_WRITE_ONLY;
+                    hdr.reth.setValid();
+                    hdr.reth.va_hi = va_hi;
+                    hdr.reth.va_lo = md.base_lo + md.offset;
+                    hdr.reth.rkey = rkey_of;
+                    hdr.reth.dma_len = RECORD_LEN;
+                    hdr.record.setValid();
+                    hdr.record.checksum = md.checksum;
+                    hdr.record.mask = md.mask;
+                    hdr.record.hop0 = md.h0;
+                    hdr.record.hop1 = md.h1;
+                    hdr.record.hop2 = md.h2;
+                    hdr.record.hop3 = md.h3;
+                    hdr.record.hop4 = md.h4;
+                    hdr.ipv4.total_len = IP_LEN_RECORD;
+                    hdr.udp.length = UDP_LEN_RECORD;
+                }
+                drop_dta();
+                hdr.icrc.setValid();
+                hdr.icrc.crc = 0;
+#ifdef DTA_ICRC
+                bit<32> c = 0;
+                if (hdr.entry.isValid()) {
+                    c = icrc_write8.get({64w0xffffffffffffffff,
+                        hdr.ipv4.version, hdr.ipv4.ihl, 8w0xff, hdr.ipv4.total_len,
+                        hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset,
+                        8w0xff, hdr.ipv4.protocol, 16w0xffff, hdr.ipv4.src_addr, hdr.ipv4.dst_addr,
+                        hdr.udp.src_port, hdr.udp.dst_port, hdr.udp.length, 16w0xffff,
+                        hdr.bth.opcode, hdr.bth.solicited, hdr.bth.mig_req, hdr.bth.pad_count, hdr.bth.tver,
+                        hdr.bth.pkey, 8w0xff, hdr.bth.dst_qp, hdr.bth.ack_req, hdr.bth.resv7, hdr.bth.psn,
+                        hdr.reth.va_hi, hdr.reth.va_lo, hdr.reth.rkey, hdr.reth.dma_len,
+                        hdr.entry.word0, hdr.entry.word1});
+                } else if (hdr.atomic_eth.isValid()) {
+                    c = icrc_atomic.get({64w0xffffffffffffffff,
+                        hdr.ipv4.version, hdr.ipv4.ihl, 8w0xff, hdr.ipv4.total_len,
+                        hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset,
+                        8w0xff, hdr.ipv4.protocol, 16w0xffff, hdr.ipv4.src_addr, hdr.ipv4.dst_addr,
+                        hdr.udp.src_port, hdr.udp.dst_port, hdr.udp.length, 16w0xffff,
+                        hdr.bth.opcode, hdr.bth.solicited, hdr.bth.mig_req, hdr.bth.pad_count, hdr.bth.tver,
+                        hdr.bth.pkey, 8w0xff, hdr.bth.dst_qp, hdr.bth.ack_req, hdr.bth.resv7, hdr.bth.psn,
+                        hdr.atomic_eth.va_hi, hdr.atomic_eth.va_lo, hdr.atomic_eth.rkey,
+                        hdr.atomic_eth.swap_add, hdr.atomic_eth.compare});
+                } else {
+                    c = icrc_record.get({64w0xffffffffffffffff,
+                        hdr.ipv4.version, hdr.ipv4.ihl, 8w0xff, hdr.ipv4.total_len,
+                        hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset,
+                        8w0xff, hdr.ipv4.protocol, 16w0xffff, hdr.ipv4.src_addr, hdr.ipv4.dst_addr,
+                        hdr.udp.src_port, hdr.udp.dst_port, hdr.udp.length, 16w0xffff,
+                        hdr.bth.opcode, hdr.bth.solicited, hdr.bth.mig_req, hdr.bth.pad_count, hdr.bth.tver,
+                        hdr.bth.pkey, 8w0xff, hdr.bth.dst_qp, hdr.bth.ack_req, hdr.bth.resv7, hdr.bth.psn,
+                        hdr.reth.va_hi, hdr.reth.va_lo, hdr.reth.rkey, hdr.reth.dma_len,
+                        hdr.record.checksum, hdr.record.mask, hdr.record.hop0, hdr.record.hop1,
+                        hdr.record.hop2, hdr.record.hop3, hdr.record.hop4});
+                }
+                /* The ICRC goes on the wire least significant byte first. */
+                hdr.icrc.crc = c[7:0] ++ c[15:8] ++ c[23:16] ++ c[31:24];
+#endif
+                rdma_pkts.count(hdr.bridge.collector);
+            }
+        }
+    }
+}
+
+control EgressDeparser(packet_out pkt,
+                       inout eg_headers_t hdr,
+                       in eg_metadata_t md,
+                       in egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
+    Checksum() ipv4_csum;
+
+    apply {
+        hdr.ipv4.hdr_checksum = ipv4_csum.update({
+            hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn,
+            hdr.ipv4.total_len, hdr.ipv4.identification,
+            hdr.ipv4.flags, hdr.ipv4.frag_offset,
+            hdr.ipv4.ttl, hdr.ipv4.protocol,
+            hdr.ipv4.src_addr, hdr.ipv4.dst_addr});
+        /* The bridged and mirror headers stay behind. */
+        pkt.emit(hdr.ethernet);
+        pkt.emit(hdr.ipv4);
+        pkt.emit(hdr.udp);
+        pkt.emit(hdr.dta);
+        pkt.emit(hdr.key_write);
+        pkt.emit(hdr.append);
+        pkt.emit(hdr.key_increment);
+        pkt.emit(hdr.postcard);
+        pkt.emit(hdr.ack);
+        pkt.emit(hdr.bth);
+        pkt.emit(hdr.aeth);
+        pkt.emit(hdr.reth);
+        pkt.emit(hdr.atomic_eth);
+        pkt.emit(hdr.entry);
+        pkt.emit(hdr.record);
+        pkt.emit(hdr.icrc);
+    }
+}
+
+Pipeline(IngressParser(),
+         Ingress(),
+         IngressDeparser(),
+         EgressParser(),
+         Egress(),
+         EgressDeparser()) pipe;
+
+Switch(pipe) main;

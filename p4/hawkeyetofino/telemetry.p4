@@ -1,0 +1,845 @@
+/* p4/hawkeyetofino/telemetry.p4: Hawkeye's switch side for Tofino 1 (TNA, P4_16).
+ *
+ * The same logic as translator/hawkeye (which runs it inside the fabric
+ * simulator): epoch telemetry per flow, per egress port and per port
+ * pair, PFC status from received pause frames, polling packets
+ * (EtherType 0x6888) that follow the victim flow's path and PFC
+ * causality, and a copy of each new polling event to the CPU, whose
+ * poller reads the registers (the Go control plane in this directory
+ * writes the setup script).
+ *
+ * Epochs: a packet's epoch is picked by bits of the 48-bit egress global
+ * timestamp: index ts[EPOCH_SHIFT+1:EPOCH_SHIFT] (ts[21:20] by default,
+ * about 1 ms) selects one of 4 register banks, the 8 bits above it are the
+ * epoch id. Registers cannot be cleared in the data plane, so every flow
+ * slot and every port keeps the id of the epoch it last counted in, and
+ * the first packet of a newer epoch resets the counters it touches (the
+ * paper's wrap-around reset, done per entry and lazily). Register banks
+ * are one register indexed by {epoch index, slot}.
+ *
+ * Flow table: CRC-32 over {src, dst, protocol, UDP sport, dport} (the
+ * order and hash of translator/hawkeye.flowIndex; the public P4 hashed TCP
+ * ports, so RoCE flows all collided), 4096 slots an epoch, the key kept
+ * in three registers. A packet of another flow in an occupied slot takes
+ * it over and the old key and counters go to the CPU as an evicted flow
+ * (an egress-to-egress mirror of the packet with the old entry in the
+ * mirror header). Only RoCEv2 (UDP 4791) is counted, so the protocol is
+ * not stored.
+ *
+ * Ports are folded to a 6-bit local index by port_info (also: whether the
+ * port faces a host, and the pause quantum as a shift), so per-port and
+ * port-pair registers stay small: 64 ports, 4096 port pairs.
+ *
+ * PFC: with the MAC's filterpf bit cleared, PFC frames (0x8808, opcode
+ * 0x0101) reach the ingress parser; ingress sends each to the egress of
+ * the port it arrived on (the port it pauses), where it sets that port's
+ * pause timer to now + quanta x the port's quantum and is dropped. The
+ * quantum is 2^shift ns (512 bit times rounded up to a power of two: 8 ns
+ * at 100G for 5.12): Tofino has no multiplier for a variable; a table
+ * over the quanta's high bits would be closer.
+ *
+ * Polling (Figure 6): ingress handles each event id once per type (a
+ * register per type holding a coarse time stamp); a new flow trace is
+ * unicast towards the victim's destination (victim_route); a new PFC
+ * trace is multicast to the group of its ingress port (every other port
+ * facing a switch, rid 1); the CPU gets one copy of a new event. Egress
+ * sets the PFC bit on the unicast copy when its port is paused (timer
+ * running, or an XOFF or paused packets in this or the last epoch), and drops a
+ * multicast copy unless the port is paused and had traffic from the
+ * polling packet's ingress in this or the last epoch (the causality
+ * register, one epoch id per port pair); copies never go to hosts.
+ *
+ * What only bf-p4c checks (the front end does not): that each register is
+ * accessed once per packet (the if/else arms here keep it so) and fits its
+ * stage, that the register actions' conditions are what a SALU computes,
+ * the 16 K-entry registers' SRAM, the PHV for the bridged header. ECMP of
+ * the victim route (an ActionSelector on the same hash as data) is left
+ * to the routing tables this program shares with the switch's forwarding;
+ * here victim_route is the LPM of ipv4_fwd.
+ */
+#include <core.p4>
+#include <tna.p4>
+
+typedef bit<48> mac_addr_t;
+typedef bit<32> ipv4_addr_t;
+
+const bit<16> ETHERTYPE_IPV4   = 0x0800;
+const bit<16> ETHERTYPE_POLL   = 0x6888;
+const bit<16> ETHERTYPE_MACCTL = 0x8808;
+const bit<16> OPCODE_PFC       = 0x0101;
+const bit<8>  IP_PROTO_UDP     = 17;
+const bit<16> ROCE_PORT        = 4791;
+
+const bit<16> POLL_FLOW = 1;
+const bit<16> POLL_PFC  = 2;
+
+const bit<8> PKT_NORMAL = 0;
+const bit<8> PKT_DATA   = 1;
+const bit<8> PKT_POLL   = 2;
+const bit<8> PKT_PFC    = 3;
+const bit<8> PKT_EVICT  = 4;
+
+const MirrorType_t MIRROR_EVICT = 1;
+
+const bit<32> FWD_SIZE    = 1024;
+const bit<32> PORT_SLOTS  = 64;
+const bit<32> PAIR_SLOTS  = 4096;
+const bit<32> FLOW_REGS   = 16384;
+const bit<32> PORT_REGS   = 256;
+const bit<32> METER_REGS  = 16384;
+const bit<32> EVENT_SLOTS = 256;
+const bit<32> PORT_INFO_SIZE = 512;
+
+/*************************************************************************
+ * Headers
+ *************************************************************************/
+
+header ethernet_h {
+    mac_addr_t dst_addr;
+    mac_addr_t src_addr;
+    bit<16>    ether_type;
+}
+
+/* translator/hawkeye/wire.go: 19 bytes. */
+header poll_h {
+    bit<16>     poll_type;
+    bit<6>      pad;
+    bit<9>      ingress_port;
+    bit<9>      egress_port;
+    bit<8>      event_id;
+    ipv4_addr_t src_addr;
+    ipv4_addr_t dst_addr;
+    bit<8>      protocol;
+    bit<16>     src_port;
+    bit<16>     dst_port;
+}
+
+/* 802.1Qbb: opcode, class-enable vector, eight pause times. */
+header pfc_h {
+    bit<16> opcode;
+    bit<8>  reserved;
+    bit<8>  class_enable;
+    bit<16> c0;
+    bit<16> c1;
+    bit<16> c2;
+    bit<16> c3;
+    bit<16> c4;
+    bit<16> c5;
+    bit<16> c6;
+    bit<16> c7;
+}
+
+header ipv4_h {
+    bit<4>      version;
+    bit<4>      ihl;
+    bit<6>      dscp;
+    bit<2>      ecn;
+    bit<16>     total_len;
+    bit<16>     identification;
+    bit<3>      flags;
+    bit<13>     frag_offset;
+    bit<8>      ttl;
+    bit<8>      protocol;
+    bit<16>     hdr_checksum;
+    ipv4_addr_t src_addr;
+    ipv4_addr_t dst_addr;
+}
+
+header udp_h {
+    bit<16> src_port;
+    bit<16> dst_port;
+    bit<16> length;
+    bit<16> checksum;
+}
+
+/* Ingress -> egress. */
+header bridge_h {
+    bit<8>  pkt_type;
+    bit<7>  pad;
+    bit<9>  ingress_port;
+    bit<32> flow_hash;
+}
+
+/* Egress -> the CPU: a flow that lost its slot. */
+header evict_h {
+    bit<8>      pkt_type; /* PKT_EVICT */
+    bit<8>      epoch_id;
+    ipv4_addr_t src_addr;
+    ipv4_addr_t dst_addr;
+    bit<32>     ports;
+    bit<32>     packets;
+    bit<32>     qdepth_sum;
+    bit<32>     paused;
+}
+
+struct ig_headers_t {
+    bridge_h   bridge;
+    ethernet_h ethernet;
+    poll_h     poll;
+    pfc_h      pfc;
+    ipv4_h     ipv4;
+    udp_h      udp;
+}
+
+struct ig_metadata_t {
+    bit<1> new_flow_trace;
+    bit<1> new_pfc_trace;
+}
+
+struct eg_headers_t {
+    evict_h    evict;
+    bridge_h   bridge;
+    ethernet_h ethernet;
+    poll_h     poll;
+    pfc_h      pfc;
+    ipv4_h     ipv4;
+    udp_h      udp;
+}
+
+struct eg_metadata_t {
+    MirrorId_t session;
+    evict_h    evict;
+    bit<6>     port_idx;
+    bit<1>     to_host;
+    bit<5>     quantum_shift;
+    bit<2>     epoch_idx;
+    bit<8>     epoch_id;
+    bit<32>    now;
+    bit<32>    pause_ns;
+    bit<14>    flow_idx;
+    bit<8>    port_reg;
+    bit<14>    pair_idx;
+    bit<14>    meter_idx;
+    bit<1>     new_epoch;
+    bit<1>     collided;
+    bit<1>     paused;
+    bit<1>     recent_pause;
+    bit<1>     recent_traffic;
+    bit<32>    qdepth;
+    bit<32>    old_src;
+    bit<32>    old_dst;
+    bit<32>    old_ports;
+}
+
+/*************************************************************************
+ * Ingress
+ *************************************************************************/
+
+parser IngressParser(packet_in pkt,
+                     out ig_headers_t hdr,
+                     out ig_metadata_t md,
+                     out ingress_intrinsic_metadata_t ig_intr_md) {
+    state start {
+        pkt.extract(ig_intr_md);
+        pkt.advance(PORT_METADATA_SIZE);
+        md.new_flow_trace = 0;
+        md.new_pfc_trace = 0;
+        transition parse_ethernet;
+    }
+
+    state parse_ethernet {
+        pkt.extract(hdr.ethernet);
+        transition select(hdr.ethernet.ether_type) {
+            ETHERTYPE_IPV4: parse_ipv4;
+            ETHERTYPE_POLL: parse_poll;
+            ETHERTYPE_MACCTL: parse_macctl;
+            default: accept;
+        }
+    }
+
+    state parse_poll {
+        pkt.extract(hdr.poll);
+        transition accept;
+    }
+
+    state parse_macctl {
+        transition select(pkt.lookahead<bit<16>>()) {
+            OPCODE_PFC: parse_pfc;
+            default: accept;
+        }
+    }
+
+    state parse_pfc {
+        pkt.extract(hdr.pfc);
+        transition accept;
+    }
+
+    state parse_ipv4 {
+        pkt.extract(hdr.ipv4);
+        transition select(hdr.ipv4.ihl, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
+            (4w5, 13w0, IP_PROTO_UDP): parse_udp;
+            default: accept;
+        }
+    }
+
+    state parse_udp {
+        pkt.extract(hdr.udp);
+        transition accept;
+    }
+}
+
+control Ingress(inout ig_headers_t hdr,
+                inout ig_metadata_t md,
+                in ingress_intrinsic_metadata_t ig_intr_md,
+                in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
+                inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
+                inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+
+    Hash<bit<32>>(HashAlgorithm_t.CRC32) flow_hash;
+
+    /* Per event id, the coarse time (ts[33:26], about 67 ms) it was last
+     * handled at, per polling type: a switch handles an event once per
+     * type while the stamp holds. */
+    Register<bit<8>, bit<8>>(EVENT_SLOTS, 0) seen_flow;
+    RegisterAction<bit<8>, bit<8>, bit<1>>(seen_flow) mark_flow = {
+        void apply(inout bit<8> value, out bit<1> rv) {
+            rv = 0;
+            if (value != ig_prsr_md.global_tstamp[33:26]) {
+                value = ig_prsr_md.global_tstamp[33:26];
+                rv = 1;
+            }
+        }
+    };
+    Register<bit<8>, bit<8>>(EVENT_SLOTS, 0) seen_pfc;
+    RegisterAction<bit<8>, bit<8>, bit<1>>(seen_pfc) mark_pfc = {
+        void apply(inout bit<8> value, out bit<1> rv) {
+            rv = 0;
+            if (value != ig_prsr_md.global_tstamp[33:26]) {
+                value = ig_prsr_md.global_tstamp[33:26];
+                rv = 1;
+            }
+        }
+    };
+
+    /* Polling packets reaching switches, by type. */
+    Counter<bit<32>, bit<2>>(4, CounterType_t.PACKETS) polls;
+
+    action discard() {
+        ig_dprsr_md.drop_ctl = 1;
+    }
+
+    action forward(PortId_t port, mac_addr_t dmac, mac_addr_t smac) {
+        ig_tm_md.ucast_egress_port = port;
+        hdr.ethernet.dst_addr = dmac;
+        hdr.ethernet.src_addr = smac;
+    }
+
+    table ipv4_fwd {
+        key = { hdr.ipv4.dst_addr : lpm @name("dst_addr"); }
+        actions = { forward; discard; }
+        default_action = discard();
+        size = FWD_SIZE;
+    }
+
+    action victim_port(PortId_t port) {
+        ig_tm_md.ucast_egress_port = port;
+    }
+
+    action no_victim_route() {
+        md.new_flow_trace = 0;
+    }
+
+    /* The victim flow's egress: the route its destination takes. */
+    table victim_route {
+        key = { hdr.poll.dst_addr : lpm @name("dst_addr"); }
+        actions = { victim_port; no_victim_route; }
+        default_action = no_victim_route();
+        size = FWD_SIZE;
+    }
+
+    action pfc_group(MulticastGroupId_t mgid) {
+        ig_tm_md.mcast_grp_a = mgid;
+        ig_tm_md.rid = 0;
+    }
+
+    action no_pfc_group() {
+        md.new_pfc_trace = 0;
+    }
+
+    /* Per ingress port, the multicast group of every other port facing a
+     * switch: the candidates of a PFC trace, which egress filters. */
+    table pfc_mcast {
+        key = { ig_intr_md.ingress_port : exact @name("ingress_port"); }
+        actions = { pfc_group; no_pfc_group; }
+        default_action = no_pfc_group();
+        size = PORT_INFO_SIZE;
+    }
+
+    apply {
+        hdr.bridge.setValid();
+        hdr.bridge.pkt_type = PKT_NORMAL;
+        hdr.bridge.pad = 0;
+        hdr.bridge.ingress_port = ig_intr_md.ingress_port;
+        hdr.bridge.flow_hash = 0;
+        if (hdr.poll.isValid()) {
+            polls.count(hdr.poll.poll_type[1:0]);
+            hdr.bridge.pkt_type = PKT_POLL;
+            if (hdr.poll.poll_type[0:0] == 1) {
+                md.new_flow_trace = mark_flow.execute(hdr.poll.event_id);
+            }
+            if (hdr.poll.poll_type[1:1] == 1) {
+                md.new_pfc_trace = mark_pfc.execute(hdr.poll.event_id);
+            }
+            if (md.new_flow_trace == 1 || md.new_pfc_trace == 1) {
+                /* The CPU poller collects on this copy. */
+                ig_tm_md.copy_to_cpu = 1;
+            }
+            /* ucast_egress_port is set (made valid) only by victim_port:
+             * a PFC trace alone leaves as multicast copies. */
+            if (md.new_flow_trace == 1) {
+                victim_route.apply();
+            }
+            if (md.new_pfc_trace == 1) {
+                pfc_mcast.apply();
+            }
+            if (md.new_flow_trace == 0 && md.new_pfc_trace == 0) {
+                /* Nothing to forward; drop_ctl bit 0 spares the CPU copy. */
+                ig_dprsr_md.drop_ctl = 1;
+            }
+            /* Polling packets ride the control class, never paused. */
+            ig_tm_md.qid = 7;
+        } else if (hdr.pfc.isValid()) {
+            /* To the egress of the port it pauses. */
+            hdr.bridge.pkt_type = PKT_PFC;
+            ig_tm_md.ucast_egress_port = ig_intr_md.ingress_port;
+        } else if (hdr.ipv4.isValid()) {
+            ipv4_fwd.apply();
+            if (hdr.udp.isValid() && hdr.udp.dst_port == ROCE_PORT) {
+                hdr.bridge.pkt_type = PKT_DATA;
+                hdr.bridge.flow_hash = flow_hash.get({hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol,
+                                                      hdr.udp.src_port, hdr.udp.dst_port});
+            }
+        } else {
+            discard();
+        }
+    }
+}
+
+control IngressDeparser(packet_out pkt,
+                        inout ig_headers_t hdr,
+                        in ig_metadata_t md,
+                        in ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
+    apply {
+        pkt.emit(hdr);
+    }
+}
+
+/*************************************************************************
+ * Egress
+ *************************************************************************/
+
+parser EgressParser(packet_in pkt,
+                    out eg_headers_t hdr,
+                    out eg_metadata_t md,
+                    out egress_intrinsic_metadata_t eg_intr_md) {
+    state start {
+        pkt.extract(eg_intr_md);
+        md.session = 0;
+        md.evict.setInvalid();
+        md.port_idx = 0;
+        md.to_host = 0;
+        md.quantum_shift = 0;
+        md.epoch_idx = 0;
+        md.epoch_id = 0;
+        md.now = 0;
+        md.pause_ns = 0;
+        md.flow_idx = 0;
+        md.port_reg = 0;
+        md.pair_idx = 0;
+        md.meter_idx = 0;
+        md.new_epoch = 0;
+        md.collided = 0;
+        md.paused = 0;
+        md.recent_pause = 0;
+        md.recent_traffic = 0;
+        md.qdepth = 0;
+        md.old_src = 0;
+        md.old_dst = 0;
+        md.old_ports = 0;
+        transition select(pkt.lookahead<bit<8>>()) {
+            PKT_EVICT: parse_evict;
+            default: parse_bridge;
+        }
+    }
+
+    state parse_evict {
+        pkt.extract(hdr.evict);
+        transition accept;
+    }
+
+    state parse_bridge {
+        pkt.extract(hdr.bridge);
+        pkt.extract(hdr.ethernet);
+        transition select(hdr.ethernet.ether_type) {
+            ETHERTYPE_IPV4: parse_ipv4;
+            ETHERTYPE_POLL: parse_poll;
+            ETHERTYPE_MACCTL: parse_pfc;
+            default: accept;
+        }
+    }
+
+    state parse_poll {
+        pkt.extract(hdr.poll);
+        transition accept;
+    }
+
+    state parse_pfc {
+        pkt.extract(hdr.pfc);
+        transition accept;
+    }
+
+    state parse_ipv4 {
+        pkt.extract(hdr.ipv4);
+        transition select(hdr.ipv4.ihl, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
+            (4w5, 13w0, IP_PROTO_UDP): parse_udp;
+            default: accept;
+        }
+    }
+
+    state parse_udp {
+        pkt.extract(hdr.udp);
+        transition accept;
+    }
+}
+
+control Egress(inout eg_headers_t hdr,
+               inout eg_metadata_t md,
+               in egress_intrinsic_metadata_t eg_intr_md,
+               in egress_intrinsic_metadata_from_parser_t eg_prsr_md,
+               inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md,
+               inout egress_intrinsic_metadata_for_output_port_t eg_oport_md) {
+
+    /* ---- PFC status: the pause timer, the low 32 bits of the time the
+     * pause ends (ns). ---- */
+    Register<bit<32>, bit<6>>(PORT_SLOTS, 0) pause_until;
+    RegisterAction<bit<32>, bit<6>, bit<1>>(pause_until) pause_set = {
+        void apply(inout bit<32> value) {
+            value = md.now + md.pause_ns;
+        }
+    };
+    RegisterAction<bit<32>, bit<6>, bit<1>>(pause_until) pause_check = {
+        void apply(inout bit<32> value, out bit<1> rv) {
+            rv = 0;
+            if (value > md.now) {
+                rv = 1;
+            }
+        }
+    };
+
+    /* ---- Flow table: {epoch index, hash slot}. ---- */
+    Register<bit<8>, bit<14>>(FLOW_REGS, 0) flow_epoch;
+    RegisterAction<bit<8>, bit<14>, bit<1>>(flow_epoch) flow_epoch_roll = {
+        void apply(inout bit<8> value, out bit<1> rv) {
+            rv = 0;
+            if (value != md.epoch_id) {
+                value = md.epoch_id;
+                rv = 1;
+            }
+        }
+    };
+    Register<bit<32>, bit<14>>(FLOW_REGS, 0) flow_src;
+    RegisterAction<bit<32>, bit<14>, bit<32>>(flow_src) flow_src_swap = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            rv = value;
+            value = hdr.ipv4.src_addr;
+        }
+    };
+    Register<bit<32>, bit<14>>(FLOW_REGS, 0) flow_dst;
+    RegisterAction<bit<32>, bit<14>, bit<32>>(flow_dst) flow_dst_swap = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            rv = value;
+            value = hdr.ipv4.dst_addr;
+        }
+    };
+    Register<bit<32>, bit<14>>(FLOW_REGS, 0) flow_ports;
+    RegisterAction<bit<32>, bit<14>, bit<32>>(flow_ports) flow_ports_swap = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            rv = value;
+            value = hdr.udp.src_port ++ hdr.udp.dst_port;
+        }
+    };
+    /* Counters: add, or (new epoch, new flow) return the old value and
+     * start over. */
+    Register<bit<32>, bit<14>>(FLOW_REGS, 0) flow_pkts;
+    RegisterAction<bit<32>, bit<14>, bit<32>>(flow_pkts) flow_pkts_add = {
+        void apply(inout bit<32> value) { value = value + 1; }
+    };
+    RegisterAction<bit<32>, bit<14>, bit<32>>(flow_pkts) flow_pkts_restart = {
+        void apply(inout bit<32> value, out bit<32> rv) { rv = value; value = 1; }
+    };
+    Register<bit<32>, bit<14>>(FLOW_REGS, 0) flow_qdepth;
+    RegisterAction<bit<32>, bit<14>, bit<32>>(flow_qdepth) flow_qdepth_add = {
+        void apply(inout bit<32> value) { value = value + md.qdepth; }
+    };
+    RegisterAction<bit<32>, bit<14>, bit<32>>(flow_qdepth) flow_qdepth_restart = {
+        void apply(inout bit<32> value, out bit<32> rv) { rv = value; value = md.qdepth; }
+    };
+    Register<bit<32>, bit<14>>(FLOW_REGS, 0) flow_paused;
+    RegisterAction<bit<32>, bit<14>, bit<32>>(flow_paused) flow_paused_add = {
+        void apply(inout bit<32> value) { value = value + (bit<32>)md.paused; }
+    };
+    RegisterAction<bit<32>, bit<14>, bit<32>>(flow_paused) flow_paused_restart = {
+        void apply(inout bit<32> value, out bit<32> rv) { rv = value; value = (bit<32>)md.paused; }
+    };
+
+    /* ---- Port table: {epoch index, port index}. ---- */
+    Register<bit<8>, bit<8>>(PORT_REGS, 0) port_epoch;
+    RegisterAction<bit<8>, bit<8>, bit<1>>(port_epoch) port_epoch_roll = {
+        void apply(inout bit<8> value, out bit<1> rv) {
+            rv = 0;
+            if (value != md.epoch_id) {
+                value = md.epoch_id;
+                rv = 1;
+            }
+        }
+    };
+    Register<bit<32>, bit<8>>(PORT_REGS, 0) port_pkts;
+    RegisterAction<bit<32>, bit<8>, bit<32>>(port_pkts) port_pkts_add = {
+        void apply(inout bit<32> value) { value = value + 1; }
+    };
+    RegisterAction<bit<32>, bit<8>, bit<32>>(port_pkts) port_pkts_restart = {
+        void apply(inout bit<32> value) { value = 1; }
+    };
+    Register<bit<32>, bit<8>>(PORT_REGS, 0) port_qdepth;
+    RegisterAction<bit<32>, bit<8>, bit<32>>(port_qdepth) port_qdepth_add = {
+        void apply(inout bit<32> value) { value = value + md.qdepth; }
+    };
+    RegisterAction<bit<32>, bit<8>, bit<32>>(port_qdepth) port_qdepth_restart = {
+        void apply(inout bit<32> value) { value = md.qdepth; }
+    };
+    Register<bit<32>, bit<8>>(PORT_REGS, 0) port_paused;
+    RegisterAction<bit<32>, bit<8>, bit<32>>(port_paused) port_paused_add = {
+        void apply(inout bit<32> value) { value = value + (bit<32>)md.paused; }
+    };
+    RegisterAction<bit<32>, bit<8>, bit<32>>(port_paused) port_paused_restart = {
+        void apply(inout bit<32> value) { value = (bit<32>)md.paused; }
+    };
+    /* PFC frames received, per epoch (reset by the data path's roll; a
+     * port that only receives pauses keeps counting into the old epoch,
+     * which the CPU tells by port_epoch). */
+    Register<bit<32>, bit<8>>(PORT_REGS, 0) port_pfc_frames;
+    RegisterAction<bit<32>, bit<8>, bit<32>>(port_pfc_frames) pfc_frames_add = {
+        void apply(inout bit<32> value) { value = value + 1; }
+    };
+
+    /* ---- Port pairs: bytes {epoch index, in, out}, and the epoch id
+     * traffic last went in -> out (causality for tracing). ---- */
+    Register<bit<32>, bit<14>>(METER_REGS, 0) pair_bytes;
+    RegisterAction<bit<32>, bit<14>, bit<32>>(pair_bytes) pair_bytes_add = {
+        void apply(inout bit<32> value) { value = value + (bit<32>)eg_intr_md.pkt_length; }
+    };
+    RegisterAction<bit<32>, bit<14>, bit<32>>(pair_bytes) pair_bytes_restart = {
+        void apply(inout bit<32> value) { value = (bit<32>)eg_intr_md.pkt_length; }
+    };
+    Register<bit<8>, bit<12>>(PAIR_SLOTS, 0) pair_seen;
+    RegisterAction<bit<8>, bit<12>, bit<1>>(pair_seen) pair_seen_set = {
+        void apply(inout bit<8> value) { value = md.epoch_id; }
+    };
+    RegisterAction<bit<8>, bit<12>, bit<1>>(pair_seen) pair_seen_recent = {
+        void apply(inout bit<8> value, out bit<1> rv) {
+            rv = 0;
+            if (md.epoch_id - value <= 1) {
+                rv = 1;
+            }
+        }
+    };
+    /* The epoch id of the last paused packet per port. */
+    Register<bit<8>, bit<6>>(PORT_SLOTS, 0) port_last_pause;
+    RegisterAction<bit<8>, bit<6>, bit<1>>(port_last_pause) last_pause_set = {
+        void apply(inout bit<8> value) { value = md.epoch_id; }
+    };
+    RegisterAction<bit<8>, bit<6>, bit<1>>(port_last_pause) last_pause_recent = {
+        void apply(inout bit<8> value, out bit<1> rv) {
+            rv = 0;
+            if (md.epoch_id - value <= 1) {
+                rv = 1;
+            }
+        }
+    };
+
+    /* Polling copies sent on, by the type they carry. */
+    Counter<bit<32>, bit<2>>(4, CounterType_t.PACKETS) polls_sent;
+    Counter<bit<32>, bit<1>>(1, CounterType_t.PACKETS) evictions;
+
+    action set_port(bit<6> idx, bit<1> to_host, bit<5> quantum_shift) {
+        md.port_idx = idx;
+        md.to_host = to_host;
+        md.quantum_shift = quantum_shift;
+    }
+
+    action unknown_port() {
+        md.port_idx = 0;
+        md.to_host = 1;
+        md.quantum_shift = 3;
+    }
+
+    /* Dev port -> local index, whether it faces a host, the pause
+     * quantum (2^shift ns). */
+    table port_info {
+        key = { eg_intr_md.egress_port : exact @name("egress_port"); }
+        actions = { set_port; unknown_port; }
+        default_action = unknown_port();
+        size = PORT_INFO_SIZE;
+    }
+
+    action in_index(bit<6> idx) {
+        md.pair_idx = 0;
+        md.pair_idx[11:6] = idx;
+    }
+
+    /* The bridged ingress port's local index. */
+    table in_port_info {
+        key = { hdr.bridge.ingress_port : exact @name("ingress_port"); }
+        actions = { in_index; NoAction; }
+        default_action = NoAction();
+        size = PORT_INFO_SIZE;
+    }
+
+    action drop_copy() {
+        eg_dprsr_md.drop_ctl = 1;
+    }
+
+    apply {
+        if (hdr.evict.isValid()) {
+            /* A mirrored eviction on its way to the CPU port. */
+            evictions.count(0);
+            return;
+        }
+        md.now = eg_prsr_md.global_tstamp[31:0];
+        md.epoch_idx = eg_prsr_md.global_tstamp[21:20];
+        md.epoch_id = eg_prsr_md.global_tstamp[29:22];
+        md.qdepth = (bit<32>)eg_intr_md.enq_qdepth;
+        md.paused = 0;
+        md.collided = 0;
+        md.pair_idx = 0;
+        port_info.apply();
+        in_port_info.apply();
+        md.pair_idx[5:0] = md.port_idx;
+        md.port_reg = md.epoch_idx ++ md.port_idx;
+        md.meter_idx = md.epoch_idx ++ md.pair_idx[11:0];
+
+        if (hdr.bridge.pkt_type == PKT_PFC) {
+            /* The lossless data class's pause time (priority 3, RoCEv2's),
+             * in ns by the port's quantum. */
+            if (md.quantum_shift == 3) {
+                md.pause_ns = (bit<32>)hdr.pfc.c3 << 3;
+            } else if (md.quantum_shift == 4) {
+                md.pause_ns = (bit<32>)hdr.pfc.c3 << 4;
+            } else if (md.quantum_shift == 5) {
+                md.pause_ns = (bit<32>)hdr.pfc.c3 << 5;
+            } else if (md.quantum_shift == 6) {
+                md.pause_ns = (bit<32>)hdr.pfc.c3 << 6;
+            } else {
+                md.pause_ns = (bit<32>)hdr.pfc.c3 << 9;
+            }
+            pause_set.execute(md.port_idx);
+            pfc_frames_add.execute(md.port_reg);
+            /* An XOFF marks the port paused in this epoch even when it
+             * held no packet (its traffic was queued before). */
+            if (hdr.pfc.c3 != 0) {
+                last_pause_set.execute(md.port_idx);
+            }
+            drop_copy();
+        } else if (hdr.bridge.pkt_type == PKT_DATA) {
+            md.paused = pause_check.execute(md.port_idx);
+            md.flow_idx = md.epoch_idx ++ hdr.bridge.flow_hash[11:0];
+            md.new_epoch = flow_epoch_roll.execute(md.flow_idx);
+            md.old_src = flow_src_swap.execute(md.flow_idx);
+            md.old_dst = flow_dst_swap.execute(md.flow_idx);
+            md.old_ports = flow_ports_swap.execute(md.flow_idx);
+            if (md.new_epoch == 0 && (md.old_src != hdr.ipv4.src_addr || md.old_dst != hdr.ipv4.dst_addr ||
+                    md.old_ports != hdr.udp.src_port ++ hdr.udp.dst_port)) {
+                md.collided = 1;
+            }
+            if (md.new_epoch == 1 || md.collided == 1) {
+                md.evict.packets = flow_pkts_restart.execute(md.flow_idx);
+                md.evict.qdepth_sum = flow_qdepth_restart.execute(md.flow_idx);
+                md.evict.paused = flow_paused_restart.execute(md.flow_idx);
+            } else {
+                flow_pkts_add.execute(md.flow_idx);
+                flow_qdepth_add.execute(md.flow_idx);
+                flow_paused_add.execute(md.flow_idx);
+            }
+            if (port_epoch_roll.execute(md.port_reg) == 1) {
+                port_pkts_restart.execute(md.port_reg);
+                port_qdepth_restart.execute(md.port_reg);
+                port_paused_restart.execute(md.port_reg);
+                pair_bytes_restart.execute(md.meter_idx);
+            } else {
+                port_pkts_add.execute(md.port_reg);
+                port_qdepth_add.execute(md.port_reg);
+                port_paused_add.execute(md.port_reg);
+                pair_bytes_add.execute(md.meter_idx);
+            }
+            pair_seen_set.execute(md.pair_idx[11:0]);
+            if (md.paused == 1) {
+                last_pause_set.execute(md.port_idx);
+            }
+            if (md.collided == 1) {
+                /* The old entry goes to the CPU. */
+                evictions.count(0);
+                md.evict.setValid();
+                md.evict.pkt_type = PKT_EVICT;
+                md.evict.epoch_id = md.epoch_id;
+                md.evict.src_addr = md.old_src;
+                md.evict.dst_addr = md.old_dst;
+                md.evict.ports = md.old_ports;
+                md.session = 1;
+                eg_dprsr_md.mirror_type = MIRROR_EVICT;
+            }
+        } else if (hdr.bridge.pkt_type == PKT_POLL) {
+            if (md.to_host == 1) {
+                /* Traces stop at hosts. */
+                drop_copy();
+            } else {
+                md.paused = pause_check.execute(md.port_idx);
+                md.recent_pause = last_pause_recent.execute(md.port_idx);
+                md.recent_traffic = pair_seen_recent.execute(md.pair_idx[11:0]);
+                if (eg_intr_md.egress_rid == 0) {
+                    /* The victim-path copy: ask the next switch about PFC
+                     * when this egress is paused. */
+                    hdr.poll.poll_type = POLL_FLOW;
+                    if (md.paused == 1 || md.recent_pause == 1) {
+                        hdr.poll.poll_type = POLL_FLOW | POLL_PFC;
+                    }
+                } else if ((md.paused == 1 || md.recent_pause == 1) && md.recent_traffic == 1) {
+                    hdr.poll.poll_type = POLL_PFC;
+                } else {
+                    drop_copy();
+                }
+                hdr.poll.ingress_port = hdr.bridge.ingress_port;
+                hdr.poll.egress_port = eg_intr_md.egress_port;
+                polls_sent.count(hdr.poll.poll_type[1:0]);
+            }
+        }
+    }
+}
+
+control EgressDeparser(packet_out pkt,
+                       inout eg_headers_t hdr,
+                       in eg_metadata_t md,
+                       in egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
+    Mirror() mirror;
+
+    apply {
+        if (eg_dprsr_md.mirror_type == MIRROR_EVICT) {
+            mirror.emit<evict_h>(md.session, md.evict);
+        }
+        /* The bridged header stays behind. */
+        pkt.emit(hdr.evict);
+        pkt.emit(hdr.ethernet);
+        pkt.emit(hdr.poll);
+        pkt.emit(hdr.pfc);
+        pkt.emit(hdr.ipv4);
+        pkt.emit(hdr.udp);
+    }
+}
+
+Pipeline(IngressParser(),
+         Ingress(),
+         IngressDeparser(),
+         EgressParser(),
+         Egress(),
+         EgressDeparser()) pipe;
+
+Switch(pipe) main;

@@ -1,5 +1,0 @@
-//go:build !race
-
-package dta
-
-const raceEnabled = false

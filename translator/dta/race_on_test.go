@@ -1,6 +1,0 @@
-//go:build race
-
-package dta
-
-// raceEnabled: see TestServiceBackpressure.
-const raceEnabled = true

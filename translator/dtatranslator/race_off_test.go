@@ -1,0 +1,5 @@
+//go:build !race
+
+package dtatranslator
+
+const raceEnabled = false

@@ -1,0 +1,6 @@
+//go:build race
+
+package dtatranslator
+
+// raceEnabled: see TestServiceBackpressure.
+const raceEnabled = true

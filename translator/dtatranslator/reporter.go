@@ -1,0 +1,552 @@
+package dtatranslator
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net/netip"
+	"time"
+
+	"github.com/rdma-appliance/appliance/dpdk"
+	"github.com/rdma-appliance/appliance/dpdk/header"
+)
+
+// ReporterConfig configures the reporter emulator: a switch's stream of
+// DTA reports at a rate, over a key distribution, in a mix of
+// primitives, with priorities and deliberate loss.
+type ReporterConfig struct {
+	// ID numbers the reporter (its Sketch-Merge reporter id).
+	ID uint16
+	// Src and Dst: the reporter's and the translator's MAC and IPv4
+	// addresses.
+	SrcMAC, DstMAC header.MAC
+	SrcIP, DstIP   netip.Addr
+	Format         Format
+
+	// Mix weighs the primitives: how many of each in every sum(Mix)
+	// reports. Sketch-Merge reports carry the reporter's sketch a
+	// column at a time, SketchEvery reports of other kinds apart.
+	Mix struct {
+		KeyWrite, Append, KeyIncrement, Postcarder int
+	}
+	// Keys is the key space; Zipf > 1 draws keys with that skew
+	// (uniform otherwise).
+	Keys uint32
+	Zipf float64
+	// Redundancy is N of Key-Write and Key-Increment.
+	Redundancy uint8
+	// Lists are the Append list ids, drawn uniformly.
+	Lists []uint32
+	// Hops is the Postcarder path length: a flow's postcards come as
+	// Hops reports in a row.
+	Hops int
+	// Sketch, when set, is a sketch region's geometry this reporter
+	// keeps over the keys it reports (Key-Write keys counted for
+	// Count-Min, Key-Increment keys for HyperLogLog) and sends as
+	// SketchID at the end of every epoch of SketchEpoch reports, a column
+	// a report, and at the end of the run.
+	Sketch      *SketchRegion
+	SketchID    uint16
+	SketchEpoch int
+
+	// Retransmittable numbers reports and keeps the last Window for
+	// NACKs; Immediate sets the immediate flag on Key-Writes.
+	Retransmittable bool
+	Immediate       bool
+	// HighShare of reports are sent with DSCP 46 (high priority).
+	HighShare float64
+	// Loss drops this share of reports before they leave (the first
+	// transmission only), to exercise the translator's NACKs.
+	Loss float64
+
+	// Rate is reports a second (0: as fast as the port takes them);
+	// Count stops after that many reports (0: until the context ends).
+	Rate  float64
+	Count uint64
+	Seed  uint64
+	Burst int
+}
+
+// Window is how many reports a reporter keeps for resending: half the
+// 8-bit sequence space, so a NACK's number is never ambiguous.
+const Window = 128
+
+// ReporterStats are the emulator's counters.
+type ReporterStats struct {
+	Sent         uint64    `json:"sent"`
+	ByOpcode     [6]uint64 `json:"by_opcode"`
+	Lost         uint64    `json:"lost"` // dropped on purpose (Loss)
+	Resent       uint64    `json:"resent"`
+	ACKs         uint64    `json:"acks"`
+	NACKs        uint64    `json:"nacks"`
+	Congestion   uint64    `json:"congestion_notices"`
+	Unresendable uint64    `json:"unresendable"` // NACKs for reports no longer kept
+	TxDropped    uint64    `json:"tx_dropped"`
+	ElapsedNs    int64     `json:"elapsed_ns"`
+}
+
+// Truth is what the reports said: what a collector should answer.
+type Truth struct {
+	KeyWrite map[uint32]uint32 // last data per key
+	// KeyWriteAll is every value each key was reported with, in order:
+	// where the translator lost the newest one's RDMA packets (it keeps
+	// none to resend), a query finds an older value, which is stale,
+	// not wrong.
+	KeyWriteAll  map[uint32][]uint32
+	KeyIncrement map[uint32]uint64   // sum per key
+	Append       map[uint32][]uint32 // entries per list, in order
+	Postcards    map[uint32][]uint32 // paths per flow key
+	Sketch       *Sketch             // the reporter's sketch of the last epoch sent
+}
+
+// Reporter is the emulator. One goroutine runs it.
+type Reporter struct {
+	cfg   ReporterConfig
+	port  dpdk.Port
+	pool  *dpdk.Pool
+	rng   *rand.Rand
+	zipf  *rand.Zipf
+	total int
+	Stats ReporterStats
+	// Truth is what was reported; read it after Run.
+	Truth Truth
+
+	seq     uint8
+	kept    [256][maxQueued]byte // by sequence
+	keptLen [256]uint16
+	oldest  uint8 // oldest sequence not yet ACKed
+	frame   [2048]byte
+	tx      []*dpdk.Packet
+	rx      []*dpdk.Packet
+	parsed  header.Parsed
+	slow    int64 // until when the rate is halved (congestion notice)
+	// lastAck is when the window last moved, lastResend when it was last
+	// resent on timeout.
+	lastAck, lastResend time.Time
+
+	flow     uint32 // Postcarder: the flow being reported and its next hop
+	hop      int
+	sketch   *Sketch // the epoch's sketch
+	inEpoch  int     // reports in the epoch so far
+	counters [4 * MaxSketchCounters]byte
+}
+
+// NewReporter makes the emulator on an open port.
+func NewReporter(cfg ReporterConfig, port dpdk.Port, pool *dpdk.Pool) (*Reporter, error) {
+	if err := cfg.Format.Validate(); err != nil {
+		return nil, err
+	}
+	if !cfg.SrcIP.Is4() || !cfg.DstIP.Is4() {
+		return nil, errors.New("dta: reporter: IPv4 addresses for the reporter and the translator")
+	}
+	m := cfg.Mix
+	if m.KeyWrite < 0 || m.Append < 0 || m.KeyIncrement < 0 || m.Postcarder < 0 {
+		return nil, errors.New("dta: reporter: negative mix weight")
+	}
+	if cfg.Keys == 0 {
+		cfg.Keys = 1 << 16
+	}
+	if cfg.Redundancy == 0 {
+		cfg.Redundancy = 2
+	}
+	if cfg.Redundancy > MaxRedundancy {
+		return nil, fmt.Errorf("dta: reporter: redundancy %d: 1..%d", cfg.Redundancy, MaxRedundancy)
+	}
+	if m.Append > 0 && len(cfg.Lists) == 0 {
+		return nil, errors.New("dta: reporter: Append in the mix but no lists")
+	}
+	if cfg.Hops == 0 {
+		cfg.Hops = 5
+	}
+	if m.Postcarder > 0 && (cfg.Hops < 1 || cfg.Hops > MaxHops) {
+		return nil, fmt.Errorf("dta: reporter: hops %d: 1..%d", cfg.Hops, MaxHops)
+	}
+	if cfg.Sketch != nil {
+		if err := cfg.Sketch.Validate(); err != nil {
+			return nil, fmt.Errorf("dta: reporter: sketch: %w", err)
+		}
+		if cfg.SketchEpoch < 0 {
+			return nil, errors.New("dta: reporter: negative sketch epoch")
+		}
+	}
+	if cfg.Loss < 0 || cfg.Loss >= 1 || cfg.HighShare < 0 || cfg.HighShare > 1 {
+		return nil, errors.New("dta: reporter: loss in [0,1) and high share in [0,1]")
+	}
+	if cfg.Burst <= 0 {
+		cfg.Burst = 32
+	}
+	r := &Reporter{cfg: cfg, port: port, pool: pool, rng: rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.ID))),
+		total: m.KeyWrite + m.Append + m.KeyIncrement + m.Postcarder,
+		tx:    make([]*dpdk.Packet, 0, cfg.Burst), rx: make([]*dpdk.Packet, cfg.Burst),
+		Truth: Truth{KeyWrite: map[uint32]uint32{}, KeyWriteAll: map[uint32][]uint32{}, KeyIncrement: map[uint32]uint64{}, Append: map[uint32][]uint32{},
+			Postcards: map[uint32][]uint32{}}}
+	if r.total == 0 {
+		return nil, errors.New("dta: reporter: an empty mix")
+	}
+	if cfg.Zipf > 1 {
+		r.zipf = rand.NewZipf(r.rng, cfg.Zipf, 1, uint64(cfg.Keys-1))
+	}
+	if cfg.Sketch != nil {
+		r.sketch = NewSketch(cfg.Sketch)
+	}
+	r.oldest = r.seq
+	r.lastAck = time.Now()
+	return r, nil
+}
+
+// Run sends reports until Count is reached or ctx ends, handling the
+// translator's ACKs, NACKs and congestion notices as it goes, and waits
+// up to linger after the last report for NACKs to answer.
+func (r *Reporter) Run(ctx context.Context, linger time.Duration) error {
+	start := time.Now()
+	defer func() { r.Stats.ElapsedNs = time.Since(start).Nanoseconds() }()
+	var next float64 // when the next report is due, ns since start
+	// A flow's postcards go out together: the last flow is finished.
+	for ctx.Err() == nil && (r.cfg.Count == 0 || r.Stats.Sent < r.cfg.Count || r.hop > 0) {
+		r.receive()
+		now := float64(time.Since(start).Nanoseconds())
+		if r.cfg.Rate > 0 {
+			if now < next {
+				r.flush()
+				if d := time.Duration(next - now); d > 50*time.Microsecond {
+					time.Sleep(d)
+				}
+				continue
+			}
+			gap := 1e9 / r.cfg.Rate
+			if int64(now) < r.slow {
+				gap *= 2
+			}
+			next = max(next+gap, now-1e6) // no catch-up burst after a stall
+		}
+		if err := r.one(); err != nil {
+			return err
+		}
+	}
+	if r.sketch != nil && (r.inEpoch > 0 || r.Truth.Sketch == nil) && ctx.Err() == nil {
+		if err := r.sendSketch(); err != nil {
+			return err
+		}
+	}
+	r.flush()
+	// Linger for NACKs, and resend a tail no ACK has covered: lost last
+	// reports leave the translator no gap to see.
+	for deadline := time.Now().Add(linger); time.Now().Before(deadline) && ctx.Err() == nil; {
+		if r.receive() == 0 {
+			time.Sleep(100 * time.Microsecond)
+		}
+		if r.cfg.Retransmittable && r.seq != r.oldest && time.Since(r.lastAck) > RetransmitTimeout &&
+			time.Since(r.lastResend) > RetransmitTimeout {
+			r.resend(r.oldest)
+		}
+		r.flush()
+	}
+	return nil
+}
+
+// key draws a key.
+func (r *Reporter) key() uint32 {
+	if r.zipf != nil {
+		return uint32(r.zipf.Uint64()) + 1
+	}
+	return 1 + r.rng.Uint32N(r.cfg.Keys)
+}
+
+// one builds and sends the next report.
+func (r *Reporter) one() error {
+	if r.hop > 0 {
+		rep := r.postcard()
+		return r.send(&rep)
+	}
+	var rep Report
+	var data [4]byte
+	k := r.sketch
+	m := r.cfg.Mix
+	switch w := r.rng.IntN(r.total); {
+	case w < m.KeyWrite:
+		key := r.key()
+		v := r.rng.Uint32()
+		binary.BigEndian.PutUint32(data[:], v)
+		rep = Report{Opcode: OpKeyWrite, Redundancy: r.cfg.Redundancy, Key: key, Data: data[:], Immediate: r.cfg.Immediate}
+		r.Truth.KeyWrite[key] = v
+		r.Truth.KeyWriteAll[key] = append(r.Truth.KeyWriteAll[key], v)
+		if k != nil && k.Kind == SketchCountMin {
+			k.Add(key, 1)
+		}
+	case w < m.KeyWrite+m.Append:
+		list := r.cfg.Lists[r.rng.IntN(len(r.cfg.Lists))]
+		v := r.rng.Uint32()
+		binary.BigEndian.PutUint32(data[:], v)
+		rep = Report{Opcode: OpAppend, ListID: list, Data: data[:]}
+		r.Truth.Append[list] = append(r.Truth.Append[list], v)
+	case w < m.KeyWrite+m.Append+m.KeyIncrement:
+		key := r.key()
+		n := uint64(1 + r.rng.IntN(1500))
+		rep = Report{Opcode: OpKeyIncrement, Redundancy: r.cfg.Redundancy, Key: key, Counter: n}
+		r.Truth.KeyIncrement[key] += n
+		if k != nil && k.Kind == SketchHyperLogLog {
+			k.Add(key, 0)
+		}
+	default:
+		r.flow = r.key()
+		rep = r.postcard()
+	}
+	if err := r.send(&rep); err != nil {
+		return err
+	}
+	if k != nil {
+		r.inEpoch++
+		if r.cfg.SketchEpoch > 0 && r.inEpoch >= r.cfg.SketchEpoch && r.hop == 0 {
+			return r.sendSketch()
+		}
+	}
+	return nil
+}
+
+// sendSketch ends an epoch: the sketch goes out a column a report and
+// starts again empty.
+func (r *Reporter) sendSketch() error {
+	k := r.sketch
+	for c := uint32(0); c < k.Columns; c++ {
+		var rep Report
+		k.Report(&rep, r.cfg.SketchID, r.cfg.ID, c, r.counters[:])
+		if err := r.send(&rep); err != nil {
+			return err
+		}
+	}
+	sent := &Sketch{Kind: k.Kind, Columns: k.Columns, Rows: k.Rows, C: append([]uint32(nil), k.C...)}
+	r.Truth.Sketch = sent
+	k.Reset()
+	r.inEpoch = 0
+	return nil
+}
+
+// postcard is the current flow's next hop.
+func (r *Reporter) postcard() Report {
+	var d [4]byte
+	v := r.flow*1000 + uint32(r.hop)
+	binary.BigEndian.PutUint32(d[:], v)
+	path := r.Truth.Postcards[r.flow]
+	if r.hop == 0 || len(path) != r.cfg.Hops {
+		path = make([]uint32, r.cfg.Hops)
+	}
+	path[r.hop] = v
+	r.Truth.Postcards[r.flow] = path
+	rep := Report{Opcode: OpPostcarder, Key: r.flow, Hop: uint8(r.hop), Data: d[:]}
+	r.hop = (r.hop + 1) % r.cfg.Hops
+	return rep
+}
+
+// send encodes a report, keeps it when retransmittable, and transmits it
+// unless Loss drops it.
+func (r *Reporter) send(rep *Report) error {
+	rep.Retransmittable = r.cfg.Retransmittable
+	if r.cfg.Retransmittable {
+		rep.Seq = r.seq
+		r.waitWindow()
+	}
+	n, err := r.cfg.Format.Encode(r.kept[r.seq][:], rep)
+	if err != nil {
+		return err
+	}
+	r.keptLen[r.seq] = uint16(n)
+	payload := r.kept[r.seq][:n]
+	if r.cfg.Retransmittable {
+		r.seq++
+	}
+	r.Stats.Sent++
+	r.Stats.ByOpcode[rep.Opcode]++
+	if r.cfg.Loss > 0 && r.rng.Float64() < r.cfg.Loss {
+		r.Stats.Lost++
+		return nil
+	}
+	var dscp uint8
+	if r.cfg.HighShare > 0 && r.rng.Float64() < r.cfg.HighShare {
+		dscp = 46
+	}
+	r.transmit(payload, dscp)
+	return nil
+}
+
+// RetransmitTimeout is how long a reporter waits for an ACK before it
+// resends its unacknowledged reports.
+const RetransmitTimeout = 5 * time.Millisecond
+
+// waitWindow holds the next report while Window reports await their ACK,
+// resending them after RetransmitTimeout without one; after a second
+// without any, the oldest is given up (counted when a NACK asks for it).
+func (r *Reporter) waitWindow() {
+	if uint8(r.seq-r.oldest) < Window {
+		return
+	}
+	r.flush()
+	start := time.Now()
+	for uint8(r.seq-r.oldest) >= Window {
+		if r.receive() == 0 {
+			time.Sleep(20 * time.Microsecond)
+		}
+		switch waited := time.Since(start); {
+		case waited > time.Second:
+			r.oldest = r.seq - Window + 1
+		case time.Since(r.lastAck) > RetransmitTimeout && time.Since(r.lastResend) > RetransmitTimeout:
+			r.resend(r.oldest)
+		}
+	}
+}
+
+// resend transmits every kept report from seq on (go-back-N).
+func (r *Reporter) resend(seq uint8) {
+	for s := seq; s != r.seq; s++ {
+		r.transmit(r.kept[s][:r.keptLen[s]], 0)
+		r.Stats.Resent++
+	}
+	r.flush()
+	r.lastResend = time.Now()
+}
+
+// transmit queues one report datagram.
+func (r *Reporter) transmit(payload []byte, dscp uint8) {
+	n, err := WriteUDP4(r.frame[:], r.cfg.SrcMAC, r.cfg.DstMAC, r.cfg.SrcIP.As4(), r.cfg.DstIP.As4(),
+		GeneratorPort, ReportPort, dscp, payload)
+	if err != nil {
+		r.Stats.TxDropped++
+		return
+	}
+	p := r.pool.Get()
+	for tries := 0; p == nil && tries < 1000; tries++ {
+		r.flush()
+		time.Sleep(10 * time.Microsecond)
+		p = r.pool.Get()
+	}
+	if p == nil {
+		r.Stats.TxDropped++
+		return
+	}
+	p.CopyFrom(r.frame[:n])
+	r.tx = append(r.tx, p)
+	if len(r.tx) == cap(r.tx) {
+		r.flush()
+	}
+}
+
+// flush transmits queued datagrams, waiting a little for a full port.
+func (r *Reporter) flush() {
+	for tries := 0; len(r.tx) > 0; tries++ {
+		n := r.port.TxBurst(0, r.tx)
+		r.tx = r.tx[:copy(r.tx, r.tx[n:])]
+		if n == 0 {
+			if tries > 10000 {
+				r.Stats.TxDropped += uint64(len(r.tx))
+				dpdk.FreeBulk(r.tx)
+				r.tx = r.tx[:0]
+				return
+			}
+			time.Sleep(5 * time.Microsecond)
+		}
+	}
+}
+
+// receive handles the translator's answers; it returns how many frames
+// it read.
+func (r *Reporter) receive() int {
+	n := r.port.RxBurst(0, r.rx)
+	for _, p := range r.rx[:n] {
+		frame := p.Data()
+		if header.Decode(frame, &r.parsed) != nil || r.parsed.L4Proto != 17 ||
+			r.parsed.UDP(frame).DstPort() != AckPort {
+			continue
+		}
+		a, err := ParseAck(r.parsed.Payload(frame))
+		if err != nil {
+			continue
+		}
+		r.answer(a)
+	}
+	dpdk.FreeBulk(r.rx[:n])
+	return n
+}
+
+// answer applies an ACK, a NACK (resend from its number, go-back-N) or a
+// congestion notice (halve the rate for 10 ms).
+func (r *Reporter) answer(a Ack) {
+	switch {
+	case a.Congested:
+		r.Stats.Congestion++
+		r.slow = time.Now().UnixNano() + int64(10*time.Millisecond)
+	case a.NACK:
+		r.Stats.NACKs++
+		if !r.cfg.Retransmittable {
+			return
+		}
+		// Only numbers within the kept window can be resent.
+		if uint8(a.Seq-r.oldest) >= uint8(r.seq-r.oldest) {
+			r.Stats.Unresendable++
+			return
+		}
+		r.oldest = a.Seq
+		r.lastAck = time.Now()
+		r.resend(a.Seq)
+	default:
+		r.Stats.ACKs++
+		if r.cfg.Retransmittable && uint8(a.Seq-r.oldest) < uint8(r.seq-r.oldest) {
+			r.oldest = a.Seq + 1
+			r.lastAck = time.Now()
+		}
+	}
+}
+
+// RateOf is reports a second over the run.
+func (s *ReporterStats) RateOf() float64 {
+	if s.ElapsedNs == 0 {
+		return math.NaN()
+	}
+	return float64(s.Sent) / (float64(s.ElapsedNs) / 1e9)
+}
+
+// Resolve finds the translator's MAC with ARP when DstMAC is unset,
+// asking every 100 ms until ctx ends.
+func (r *Reporter) Resolve(ctx context.Context) error {
+	if r.cfg.DstMAC != (header.MAC{}) {
+		return nil
+	}
+	var a header.Parsed
+	for tick := time.NewTicker(100 * time.Millisecond); ; {
+		n, err := header.WriteARPRequest(r.frame[:], r.cfg.SrcMAC, r.cfg.SrcIP.As4(), r.cfg.DstIP.As4())
+		if err != nil {
+			return err
+		}
+		if p := r.pool.Get(); p != nil {
+			p.CopyFrom(r.frame[:n])
+			r.tx = append(r.tx, p)
+			r.flush()
+		}
+		deadline := time.Now().Add(100 * time.Millisecond)
+		for time.Now().Before(deadline) {
+			m := r.port.RxBurst(0, r.rx)
+			for _, p := range r.rx[:m] {
+				f := p.Data()
+				if header.Decode(f, &a) == nil && a.L3Proto == header.EtherTypeARP {
+					arp := a.ARP(f)
+					if arp.IsValid() && arp.Op() == 2 && arp.SenderIP() == r.cfg.DstIP.As4() {
+						r.cfg.DstMAC = arp.SenderMAC()
+					}
+				}
+			}
+			dpdk.FreeBulk(r.rx[:m])
+			if r.cfg.DstMAC != (header.MAC{}) {
+				tick.Stop()
+				return nil
+			}
+			time.Sleep(time.Millisecond)
+		}
+		select {
+		case <-ctx.Done():
+			tick.Stop()
+			return fmt.Errorf("dta: reporter: no ARP answer for the translator %v: %w", r.cfg.DstIP, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}

@@ -1,0 +1,196 @@
+package dtatranslator
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/rdma-appliance/appliance/dpdk/header"
+	"github.com/rdma-appliance/appliance/internal/spec"
+)
+
+// Spec is a software translator's configuration file (`appliance dta
+// translate -f`): the packet port it polls, its address, the collectors
+// it writes into, and its reliability and flow-control settings.
+type Spec struct {
+	// Name names the translator to collectors, in logs and metrics.
+	Name string `yaml:"name"`
+	// Listen is the HTTP address of /metrics, /healthz and /v1/status.
+	Listen string `yaml:"listen"`
+	// Port is the packet port (driver:device) reports arrive on and RDMA
+	// leaves from.
+	Port string `yaml:"port"`
+	// IP is the translator's IPv4 address: reporters send to it, RDMA
+	// packets come from it, it answers ARP for it. MAC defaults to the
+	// port's.
+	IP  string `yaml:"ip"`
+	MAC string `yaml:"mac"`
+	// Core pins the loop; absent leaves it unpinned.
+	Core  *int `yaml:"core"`
+	Burst int  `yaml:"burst"`
+	Pool  int  `yaml:"pool"`
+
+	// NoSeqnum reads the 2-byte base header; DataWidth is Key-Write's
+	// data size (4 by default).
+	NoSeqnum  bool `yaml:"no-seqnum"`
+	DataWidth int  `yaml:"data-width"`
+	// FlushTimeout bounds how long an Append batch or a Postcarder flow
+	// waits (default 1ms).
+	FlushTimeout time.Duration `yaml:"flush-timeout"`
+	// RDMAAckEvery asks the collector for an ACK every this many RDMA
+	// packets (default 64).
+	RDMAAckEvery int `yaml:"rdma-ack-every"`
+
+	Collectors  []CollectorSpec `yaml:"collectors"`
+	Reliability ReliabilitySpec `yaml:"reliability"`
+	FlowControl FlowSpec        `yaml:"flow-control"`
+	// ReconnectMin and ReconnectMax bound the backoff between attempts
+	// to reach a collector (default 100ms and 5s).
+	ReconnectMin time.Duration `yaml:"reconnect-min"`
+	ReconnectMax time.Duration `yaml:"reconnect-max"`
+}
+
+// CollectorSpec names a collector and where its exchange listens.
+type CollectorSpec struct {
+	Name     string `yaml:"name"`
+	Exchange string `yaml:"exchange"`
+}
+
+// ReliabilitySpec configures sequence tracking of retransmittable
+// reports.
+type ReliabilitySpec struct {
+	// Disabled turns tracking off: every report is taken as it comes.
+	Disabled     bool          `yaml:"disabled"`
+	AckEvery     int           `yaml:"ack-every"`
+	NackInterval time.Duration `yaml:"nack-interval"`
+}
+
+// FlowSpec configures the RDMA rate meter.
+type FlowSpec struct {
+	// Rate is RDMA packets a second (0: unmetered); Burst the bucket.
+	Rate  float64 `yaml:"rate"`
+	Burst int     `yaml:"burst"`
+	// HighDSCP: reports whose IP DSCP is at least this are high priority
+	// (queued under congestion), the rest low (dropped). Default 46 (EF).
+	HighDSCP int `yaml:"high-dscp"`
+	// Queue is how many high-priority reports may wait (default 4096).
+	Queue int `yaml:"queue"`
+}
+
+// LoadSpec reads and validates a translator file; every problem is
+// reported with its file, line and key.
+func LoadSpec(path string) (Spec, error) {
+	var s Spec
+	if err := spec.LoadValid(path, &s); err != nil {
+		return Spec{}, err
+	}
+	return s, nil
+}
+
+// DecodeSpec is LoadSpec for YAML held in memory; name is used in errors.
+func DecodeSpec(name string, data []byte) (Spec, error) {
+	var s Spec
+	if err := spec.DecodeValid(name, data, &s); err != nil {
+		return Spec{}, err
+	}
+	return s, nil
+}
+
+// Validate records every problem of s in doc and fills the defaults.
+func (s *Spec) Validate(doc *spec.Doc) {
+	if s.Name == "" {
+		s.Name = "translator"
+	}
+	if s.Listen == "" {
+		s.Listen = "127.0.0.1:9310"
+	} else if _, _, err := net.SplitHostPort(s.Listen); err != nil {
+		doc.Errorf("listen", "%q: want host:port", s.Listen)
+	}
+	if a, err := netip.ParseAddr(s.IP); err != nil || !a.Is4() {
+		doc.Errorf("ip", "%q: want the translator's IPv4 address", s.IP)
+	}
+	if s.MAC != "" {
+		if _, err := header.ParseMAC(s.MAC); err != nil {
+			doc.Errorf("mac", "%v", err)
+		}
+	}
+	if s.Burst == 0 {
+		s.Burst = 32
+	} else if s.Burst < 1 || s.Burst > 1024 {
+		doc.Errorf("burst", "%d: want 1..1024", s.Burst)
+	}
+	if s.Pool == 0 {
+		s.Pool = 8192
+	} else if s.Pool < 256 {
+		doc.Errorf("pool", "%d: at least 256 buffers", s.Pool)
+	}
+	if err := (Format{DataWidth: s.DataWidth}).Validate(); err != nil {
+		doc.Errorf("data-width", "%v", err)
+	}
+	if s.FlushTimeout == 0 {
+		s.FlushTimeout = time.Millisecond
+	} else if s.FlushTimeout < 0 {
+		doc.Errorf("flush-timeout", "negative")
+	}
+	if s.RDMAAckEvery == 0 {
+		s.RDMAAckEvery = 64
+	} else if s.RDMAAckEvery < 1 {
+		doc.Errorf("rdma-ack-every", "%d: at least 1", s.RDMAAckEvery)
+	}
+	if len(s.Collectors) == 0 {
+		doc.Errorf("collectors", "at least one collector")
+	}
+	names := map[string]bool{}
+	for i, c := range s.Collectors {
+		key := fmt.Sprintf("collectors[%d]", i)
+		if c.Name == "" {
+			s.Collectors[i].Name = fmt.Sprintf("collector%d", i)
+		} else if names[c.Name] {
+			doc.Errorf(key+".name", "%q named twice", c.Name)
+		}
+		names[s.Collectors[i].Name] = true
+		if _, _, err := net.SplitHostPort(c.Exchange); err != nil {
+			doc.Errorf(key+".exchange", "%q: want host:port of the collector's exchange (port %d by default)", c.Exchange, ExchangePort)
+		}
+	}
+	r := &s.Reliability
+	if r.AckEvery == 0 {
+		r.AckEvery = 16
+	} else if r.AckEvery < 1 || r.AckEvery > 127 {
+		doc.Errorf("reliability.ack-every", "%d: want 1..127 (half the 8-bit sequence space)", r.AckEvery)
+	}
+	if r.NackInterval == 0 {
+		r.NackInterval = time.Millisecond
+	} else if r.NackInterval < 0 {
+		doc.Errorf("reliability.nack-interval", "negative")
+	}
+	f := &s.FlowControl
+	if f.Rate < 0 {
+		doc.Errorf("flow-control.rate", "negative")
+	}
+	if f.Burst == 0 {
+		f.Burst = 256
+	} else if f.Burst < MaxRedundancy {
+		doc.Errorf("flow-control.burst", "%d: at least %d (one report's packets)", f.Burst, MaxRedundancy)
+	}
+	if f.HighDSCP == 0 {
+		f.HighDSCP = 46
+	} else if f.HighDSCP < 0 || f.HighDSCP > 63 {
+		doc.Errorf("flow-control.high-dscp", "%d: a DSCP is 0..63", f.HighDSCP)
+	}
+	if f.Queue == 0 {
+		f.Queue = 4096
+	} else if f.Queue < 1 {
+		doc.Errorf("flow-control.queue", "%d: at least 1", f.Queue)
+	}
+	if s.ReconnectMin == 0 {
+		s.ReconnectMin = 100 * time.Millisecond
+	}
+	if s.ReconnectMax == 0 {
+		s.ReconnectMax = 5 * time.Second
+	}
+	if s.ReconnectMin < 0 || s.ReconnectMax < s.ReconnectMin {
+		doc.Errorf("reconnect-max", "want 0 < reconnect-min <= reconnect-max")
+	}
+}
