@@ -461,9 +461,7 @@ func WriteBenchTable(w io.Writer, rows []BenchRow, o BenchOptions) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	names := BaselineNames()
 	head := []string{"scenario", "grid best", fmt.Sprintf("anneal@%d", o.Evals), "% of grid", "random", "hillclimb", "early stop"}
-	for _, n := range names {
-		head = append(head, n)
-	}
+	head = append(head, names...)
 	head = append(head, "grid s", "verdict")
 	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
 	for _, r := range rows {

@@ -33,7 +33,7 @@ func ParseSweepParam(s string) (SweepParam, error) {
 	k, vs, ok := strings.Cut(s, "=")
 	k = strings.TrimSpace(k)
 	if !ok || k == "" || strings.TrimSpace(vs) == "" {
-		return SweepParam{}, fmt.Errorf("sweep %q: want KEY=V1,V2,...", s)
+		return SweepParam{}, fmt.Errorf("sweep %q: want KEY=V1,V2 (a scenario key, then its values separated by commas)", s)
 	}
 	p := SweepParam{Key: k}
 	for _, v := range strings.Split(vs, ",") {

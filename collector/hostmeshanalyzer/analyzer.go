@@ -396,7 +396,9 @@ func (a *Analyzer) analyze(start, end int64, win []Result) *Report {
 	for k := range flagged {
 		held[k] = true
 	}
-	status := map[string]*RNICStatus{}
+	// status is rebuilt by every round below: the RNICs flagged in
+	// earlier rounds, then the counts of the rest.
+	var status map[string]*RNICStatus
 	explained := map[string]string{}
 	for {
 		count := map[string]*RNICStatus{}

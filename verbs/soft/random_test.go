@@ -30,7 +30,6 @@ type check struct {
 	desc string
 	want []byte
 	got  []byte
-	word bool // atomic: compare 8 bytes
 }
 
 // runRandom posts batches of random WRs of every type between x and y and

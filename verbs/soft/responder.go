@@ -25,7 +25,6 @@ type respState struct {
 	inWrite bool // a multi-packet WRITE is in progress
 	wrBuf   []byte
 	wrOff   uint32
-	wrImm   bool
 
 	nakSent    bool // a NAK sequence error went out for the current gap
 	ackPending bool
