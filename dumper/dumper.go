@@ -16,7 +16,7 @@
 // Stop (HTTP, or SIGTERM in the CLI) ends the capture and does the rest
 // of Lumina's dumper: each worker's copies are sorted by mirror sequence,
 // restored (original UDP source port, destination port 4791, ECN CE where
-// the injector marked it, IPv4 checksum; inject.RestoreMirror) and written
+// the injector marked it, IPv4 checksum; mirror.Restore) and written
 // to one pcap per queue, optionally zstd-compressed, each record stamped
 // with its 48-bit mirror timestamp extended to Unix nanoseconds. Frames
 // that are not mirrored copies (not IP/UDP, another UDP port, cut short)
@@ -37,7 +37,7 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/dpdk"
-	"github.com/rdma-appliance/appliance/translator/inject"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 )
 
 // Lumina's pkt-dump-conf defaults.
@@ -197,7 +197,7 @@ func New(cfg Config) (*Dumper, error) {
 		cfg.NumPkts = DefaultNumPkts
 	}
 	if cfg.RewritePort == 0 {
-		cfg.RewritePort = inject.DefaultRewritePort
+		cfg.RewritePort = mirror.DefaultRewritePort
 	}
 	if cfg.Burst <= 0 {
 		cfg.Burst = 32

@@ -14,7 +14,7 @@ import (
 	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dumper/pcap"
 	"github.com/rdma-appliance/appliance/dumper/trace"
-	"github.com/rdma-appliance/appliance/translator/inject"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
 
@@ -141,11 +141,11 @@ func checkFile(t *testing.T, fl File, snap int, base int64, frames map[uint64][]
 			t.Fatal(err)
 		}
 		count++
-		m, err := func() (inject.MirrorMeta, error) {
+		m, err := func() (mirror.Meta, error) {
 			if err := header.DecodeTruncated(rec.Data, &np); err != nil {
-				return inject.MirrorMeta{}, err
+				return mirror.Meta{}, err
 			}
-			return inject.ReadMirror(rec.Data, &np)
+			return mirror.Read(rec.Data, &np)
 		}()
 		if err != nil {
 			t.Fatal(err)
@@ -171,7 +171,7 @@ func checkFile(t *testing.T, fl File, snap int, base int64, frames map[uint64][]
 		} else {
 			ecn = header.IPv6(rec.Data[np.L3Off:]).ECN()
 		}
-		if (m.Event == inject.EventECN) != (ecn == header.ECNCE) || m.Event != eventOf(m.Seq) {
+		if (m.Event == mirror.EventECN) != (ecn == header.ECNCE) || m.Event != eventOf(m.Seq) {
 			t.Fatalf("seq %d: event %v, ECN %d", m.Seq, m.Event, ecn)
 		}
 		if np.L3Proto == header.EtherTypeIPv4 && !header.IPv4(rec.Data[np.L3Off:]).ChecksumValid() {

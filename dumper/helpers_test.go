@@ -8,7 +8,7 @@ import (
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
-	"github.com/rdma-appliance/appliance/translator/inject"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
 
@@ -24,20 +24,20 @@ var (
 const origSport = 49200
 
 // eventOf is the event the test marks copy seq with.
-func eventOf(seq uint64) inject.EventType {
+func eventOf(seq uint64) mirror.EventType {
 	switch seq % 17 {
 	case 3:
-		return inject.EventDrop
+		return mirror.EventDrop
 	case 7:
-		return inject.EventECN
+		return mirror.EventECN
 	case 11:
-		return inject.EventBitError
+		return mirror.EventBitError
 	}
-	return inject.EventNone
+	return mirror.EventNone
 }
 
 // tsOf is copy seq's 48-bit mirror timestamp: 1 us apart, from base.
-func tsOf(base int64, seq uint64) int64 { return (base + int64(seq)*1000) & inject.Mask48 }
+func tsOf(base int64, seq uint64) int64 { return (base + int64(seq)*1000) & mirror.Mask48 }
 
 // mirrored builds copy seq into buf as the injector sends it (a WRITE
 // Middle of 256 bytes, IPv4 for odd seq and IPv6 for even) and returns its
@@ -58,8 +58,8 @@ func mirrored(buf []byte, seq uint64, base int64) int {
 	if err := header.Decode(buf[:n], &p); err != nil {
 		panic(err)
 	}
-	inject.WriteMirror(buf[:n], &p, inject.MirrorMeta{Seq: seq, Timestamp: tsOf(base, seq), Event: eventOf(seq),
-		OrigSrcPort: origSport}, uint16(seq*7919), inject.DefaultRewritePort)
+	mirror.Write(buf[:n], &p, mirror.Meta{Seq: seq, Timestamp: tsOf(base, seq), Event: eventOf(seq),
+		OrigSrcPort: origSport}, uint16(seq*7919), mirror.DefaultRewritePort)
 	return n
 }
 

@@ -14,7 +14,7 @@ import (
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dumper/pcap"
-	"github.com/rdma-appliance/appliance/translator/inject"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 )
 
 // worker captures one receive queue into its arena.
@@ -286,7 +286,7 @@ func (w *worker) write(ctx context.Context, path string, mal *malformed) (File, 
 			mal[malForeign]++
 			continue
 		}
-		m, err := inject.RestoreMirror(rec, &p)
+		m, err := mirror.Restore(rec, &p)
 		if err != nil {
 			mal[malShort]++
 			continue

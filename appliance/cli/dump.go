@@ -9,8 +9,8 @@ import (
 
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dumper"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 	"github.com/rdma-appliance/appliance/internal/service"
-	"github.com/rdma-appliance/appliance/translator/inject"
 )
 
 const dumpListen = "127.0.0.1:9200"
@@ -41,7 +41,7 @@ Example (capture for 10 s on an AF_PACKET port with 2 queues on cores 2 and 3):
 			dir := fs.String("dir", ".", "directory for the pcaps")
 			file := fs.String("file", "dump.pcap", "pcap name; queue N writes NAME-qN.pcap (Lumina's dump-filename)")
 			zstd := fs.Bool("zstd", false, "compress the pcaps with zstd")
-			rewrite := fs.Int("rewrite-port", inject.DefaultRewritePort, "UDP destination port of the copies (rewrite-udp-dst-port)")
+			rewrite := fs.Int("rewrite-port", mirror.DefaultRewritePort, "UDP destination port of the copies (rewrite-udp-dst-port)")
 			listen := fs.String("listen", dumpListen, "HTTP control address")
 			start := fs.Bool("start", false, "start capturing at once instead of waiting for POST /v1/start")
 			duration := fs.Duration("duration", 0, "with --start: stop, write and exit after this long")

@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/rdma-appliance/appliance/dpdk"
+	"github.com/rdma-appliance/appliance/internal/intent"
 	"github.com/rdma-appliance/appliance/internal/service"
 	"github.com/rdma-appliance/appliance/p4/luminatofino"
 	"github.com/rdma-appliance/appliance/translator/inject"
@@ -138,8 +139,8 @@ PSN the test does not have is rejected with the reason.`,
 						if err != nil {
 							return err
 						}
-						es, err := inject.Compile(req.Intents, req.Conns, req.Geometry,
-							inject.Options{SendConns: req.SendConns, OneBased: req.OneBased})
+						es, err := intent.Compile(req.Intents, req.Conns, req.Geometry,
+							intent.Options{SendConns: req.SendConns, OneBased: req.OneBased})
 						if err != nil {
 							return err
 						}

@@ -16,6 +16,8 @@ import (
 	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
 	"github.com/rdma-appliance/appliance/dumper"
+	"github.com/rdma-appliance/appliance/internal/intent"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 	"github.com/rdma-appliance/appliance/internal/service"
 	"github.com/rdma-appliance/appliance/translator/inject"
 	"github.com/rdma-appliance/appliance/verbs/roce"
@@ -80,10 +82,10 @@ routes:
 			t.Fatal("services did not come up")
 		}
 	}
-	req := inject.LoadRequest{Intents: []inject.Intent{{QP: 0, PSN: 0, Iter: 1, Type: inject.EventECN}},
-		Conns: []inject.Conn{{RequesterIP: netip.MustParseAddr("10.0.0.1"), RequesterQPN: 0x11, RequesterIPSN: 100,
+	req := inject.LoadRequest{Intents: []intent.Intent{{QP: 0, PSN: 0, Iter: 1, Type: mirror.EventECN}},
+		Conns: []intent.Conn{{RequesterIP: netip.MustParseAddr("10.0.0.1"), RequesterQPN: 0x11, RequesterIPSN: 100,
 			ResponderIP: netip.MustParseAddr("10.0.1.1"), ResponderQPN: 0x22, ResponderIPSN: 200}},
-		Geometry: inject.Geometry{Verb: inject.VerbWrite, MessageSize: 1024, MTU: 1024, NumMessages: 1}, Reset: true}
+		Geometry: intent.Geometry{Verb: intent.VerbWrite, MessageSize: 1024, MTU: 1024, NumMessages: 1}, Reset: true}
 	if err := inj.Do(ctx, "POST", "/v1/load", req, nil); err != nil {
 		t.Fatal(err)
 	}

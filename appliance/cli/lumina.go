@@ -10,7 +10,7 @@ import (
 
 	"github.com/rdma-appliance/appliance/appliance/lumina"
 	"github.com/rdma-appliance/appliance/collector/luminaanalyzer"
-	"github.com/rdma-appliance/appliance/translator/inject"
+	"github.com/rdma-appliance/appliance/internal/intent"
 )
 
 // luminaCmd is `appliance lumina`; each subcommand's file adds itself to
@@ -62,7 +62,7 @@ Ready-made tests are in appliance/lumina/testdata/tests.`,
 				if len(args) > 0 || (*file == "") == (*ready == "") {
 					return Usagef("want -f test.yml or --ready NAME, and no arguments")
 				}
-				mode, err := inject.ParseIterMode(*iter)
+				mode, err := intent.ParseIterMode(*iter)
 				if err != nil {
 					return Usagef("%v", err)
 				}

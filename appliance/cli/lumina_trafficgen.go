@@ -13,6 +13,7 @@ import (
 
 	"github.com/rdma-appliance/appliance/bench/trafficgen"
 	"github.com/rdma-appliance/appliance/dpdk"
+	"github.com/rdma-appliance/appliance/internal/intent"
 	"github.com/rdma-appliance/appliance/internal/service"
 	"github.com/rdma-appliance/appliance/translator/inject"
 )
@@ -72,9 +73,9 @@ Example, between two network namespaces:
 				default:
 					return Usagef("--role responder or requester")
 				}
-				p.Verb, p.Seed = inject.Verb(*verb), *seed
+				p.Verb, p.Seed = intent.Verb(*verb), *seed
 				p.Timeout, p.RetryCnt, p.NoRetry = uint8(*timeout), uint8(*retry), *retry == 0
-				if p.Verb == inject.VerbSendRead {
+				if p.Verb == intent.VerbSendRead {
 					var a, b int
 					if _, err := fmt.Sscanf(*qps, "%d,%d", &a, &b); err != nil {
 						return Usagef("--num-qps %q: \"SEND,READ\" for send_read", *qps)
@@ -154,7 +155,7 @@ Example, between two network namespaces:
 				if _, _, err := net.SplitHostPort(addr); err != nil {
 					addr = net.JoinHostPort(addr, strconv.Itoa(*port))
 				}
-				var push func([]inject.Conn) error
+				var push func([]intent.Conn) error
 				if *injector != "" {
 					push, err = injectorPush(*injector, *intents, *intentsJSON, p)
 					if err != nil {
@@ -186,7 +187,7 @@ Example, between two network namespaces:
 
 // injectorPush returns the hook that loads the test into the injector at
 // addr once the connections are known.
-func injectorPush(addr, intentsFile, intentsJSON string, p trafficgen.Params) (func([]inject.Conn) error, error) {
+func injectorPush(addr, intentsFile, intentsJSON string, p trafficgen.Params) (func([]intent.Conn) error, error) {
 	var req inject.LoadRequest
 	if intentsJSON != "" {
 		dec := json.NewDecoder(strings.NewReader(intentsJSON))
@@ -202,10 +203,10 @@ func injectorPush(addr, intentsFile, intentsJSON string, p trafficgen.Params) (f
 		req = r
 	}
 	p = p.Defaults()
-	req.Geometry = inject.Geometry{Verb: p.Verb, MessageSize: p.MessageSize, MTU: p.MTU, NumMessages: p.MsgsPerQP}
+	req.Geometry = intent.Geometry{Verb: p.Verb, MessageSize: p.MessageSize, MTU: p.MTU, NumMessages: p.MsgsPerQP}
 	req.SendConns, req.Reset = p.SendQPs, true
 	c := service.NewClient(addr)
-	return func(conns []inject.Conn) error {
+	return func(conns []intent.Conn) error {
 		req.Conns = conns
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

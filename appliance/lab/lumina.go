@@ -10,8 +10,8 @@ import (
 
 	"github.com/rdma-appliance/appliance/appliance/lumina"
 	"github.com/rdma-appliance/appliance/bench/trafficgen"
+	"github.com/rdma-appliance/appliance/internal/intent"
 	"github.com/rdma-appliance/appliance/internal/spec"
-	"github.com/rdma-appliance/appliance/translator/inject"
 )
 
 // LuminaSpec configures the Lumina stage: a test through the capture
@@ -46,11 +46,11 @@ func (v *LuminaSpec) validate(d *spec.Doc) {
 	if !v.Enabled {
 		return
 	}
-	p := trafficgen.Params{Verb: inject.VerbWrite, NumQPs: v.NumQPs, MsgsPerQP: v.MsgsPerQP, MessageSize: v.MessageSize, MTU: v.MTU}
+	p := trafficgen.Params{Verb: intent.VerbWrite, NumQPs: v.NumQPs, MsgsPerQP: v.MsgsPerQP, MessageSize: v.MessageSize, MTU: v.MTU}
 	if err := p.Defaults().Validate(); err != nil {
 		d.Errorf("lumina", "%v", err)
 	}
-	if _, err := inject.ParseIterMode(v.IterMode); err != nil {
+	if _, err := intent.ParseIterMode(v.IterMode); err != nil {
 		d.Errorf("lumina.iter-mode", "%q: paper or p4", v.IterMode)
 	}
 	if v.Dumpers < 1 || v.Dumpers > 16 {
@@ -67,25 +67,25 @@ func (v *LuminaSpec) validate(d *spec.Doc) {
 	}
 	if len(intents) > 0 && v.MTU > 0 && v.NumQPs > 0 {
 		// What Lumina's controller checks: QPs and PSNs that exist.
-		conns := make([]inject.Conn, v.NumQPs)
+		conns := make([]intent.Conn, v.NumQPs)
 		for i := range conns {
 			conns[i].RequesterIP, conns[i].ResponderIP = netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.1.1")
 		}
-		g := inject.Geometry{Verb: inject.VerbWrite, MessageSize: v.MessageSize, MTU: v.MTU, NumMessages: v.MsgsPerQP}
-		if _, err := inject.Compile(intents, conns, g, inject.Options{}); err != nil {
+		g := intent.Geometry{Verb: intent.VerbWrite, MessageSize: v.MessageSize, MTU: v.MTU, NumMessages: v.MsgsPerQP}
+		if _, err := intent.Compile(intents, conns, g, intent.Options{}); err != nil {
 			d.Errorf("lumina.data-pkt-events", "%v", err)
 		}
 	}
 }
 
 // intents converts data-pkt-events; errs[i] is event i's problem.
-func (v *LuminaSpec) intents() ([]inject.Intent, []error) {
-	out := make([]inject.Intent, 0, len(v.Events))
+func (v *LuminaSpec) intents() ([]intent.Intent, []error) {
+	out := make([]intent.Intent, 0, len(v.Events))
 	errs := make([]error, len(v.Events))
 	for i, e := range v.Events {
-		in := inject.Intent{QP: e.QPN, Iter: e.Iter}
+		in := intent.Intent{QP: e.QPN, Iter: e.Iter}
 		if e.PSN == "all" {
-			in.PSN = inject.AllPSNs
+			in.PSN = intent.AllPSNs
 		} else if n, err := strconv.Atoi(e.PSN); err != nil || n < 0 {
 			errs[i] = fmt.Errorf("psn %q: a packet number from 0 or \"all\"", e.PSN)
 			continue
@@ -107,7 +107,7 @@ func (v *LuminaSpec) intents() ([]inject.Intent, []error) {
 // experiment.
 func runLumina(ctx context.Context, l *Lab, row *Row) error {
 	ls := l.Spec.Lumina
-	mode, _ := inject.ParseIterMode(ls.IterMode)
+	mode, _ := intent.ParseIterMode(ls.IterMode)
 	intents, _ := ls.intents()
 	row.Ran = fmt.Sprintf("%d QPs x %d WRITEs of %d B through the software injector (%d events, ITER %s), "+
 		"mirrored to %d dumpers; trace merged to lumina.pcap and checked", ls.NumQPs, ls.MsgsPerQP, ls.MessageSize,
@@ -125,7 +125,7 @@ func runLumina(ctx context.Context, l *Lab, row *Row) error {
 		return err
 	}
 	defer tb.Close()
-	p := trafficgen.Params{Verb: inject.VerbWrite, NumQPs: ls.NumQPs, MsgsPerQP: ls.MsgsPerQP, MessageSize: ls.MessageSize,
+	p := trafficgen.Params{Verb: intent.VerbWrite, NumQPs: ls.NumQPs, MsgsPerQP: ls.MsgsPerQP, MessageSize: ls.MessageSize,
 		MTU: ls.MTU, TxDepth: 1, Timeout: 14, Seed: 1}
 	run, err := tb.RunEvents(ctx, p, intents, l.Path("lumina.pcap"))
 	if err != nil {

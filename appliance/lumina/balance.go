@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/bench/trafficgen"
+	"github.com/rdma-appliance/appliance/internal/intent"
 	"github.com/rdma-appliance/appliance/translator/inject"
 )
 
@@ -141,7 +142,7 @@ func RunBalance(ctx context.Context, cfg BalanceConfig) (*BalanceResult, error) 
 		row := BalanceRow{Balance: balanceName(bal), Rounds: cfg.Rounds}
 		var pkts uint64
 		for r := 0; r < cfg.Rounds; r++ {
-			p := trafficgen.Params{Verb: inject.VerbWrite, NumQPs: cfg.NumQPs, MsgsPerQP: msgs, MessageSize: msgSize,
+			p := trafficgen.Params{Verb: intent.VerbWrite, NumQPs: cfg.NumQPs, MsgsPerQP: msgs, MessageSize: msgSize,
 				MTU: 1024, TxDepth: 4, Timeout: 14, Rate: cfg.QPRate, Seed: uint64(r + 1)}
 			run, err := tb.RunEvents(ctx, p, nil, tb.Path(name+".pcap"))
 			if err != nil && run == nil {

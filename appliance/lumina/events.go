@@ -12,7 +12,8 @@ import (
 	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dumper/pcap"
 	"github.com/rdma-appliance/appliance/dumper/trace"
-	"github.com/rdma-appliance/appliance/translator/inject"
+	"github.com/rdma-appliance/appliance/internal/intent"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 	"github.com/rdma-appliance/appliance/verbs/soft"
 )
@@ -21,7 +22,7 @@ import (
 // captured, merged and checked.
 type EventRun struct {
 	Traffic   *trafficgen.Result `json:"traffic"`
-	Entries   []inject.Entry     `json:"entries"`
+	Entries   []intent.Entry     `json:"entries"`
 	Hits      []uint64           `json:"hits"`
 	Capture   *Capture           `json:"capture"`
 	Trace     *trace.Report      `json:"trace"`
@@ -54,14 +55,14 @@ type EventCheck struct {
 // capture, merges the dumps into merged (a path) and checks the events.
 // A failed integrity check is returned in EventRun.IntegrityErr, not as
 // the error, which is for runs that could not be carried out.
-func (tb *Testbed) RunEvents(ctx context.Context, p trafficgen.Params, intents []inject.Intent, merged string) (*EventRun, error) {
+func (tb *Testbed) RunEvents(ctx context.Context, p trafficgen.Params, intents []intent.Intent, merged string) (*EventRun, error) {
 	return tb.Run(ctx, RunOptions{Params: p, Intents: intents, Merged: merged})
 }
 
 // RunOptions is one test for Testbed.Run.
 type RunOptions struct {
 	Params  trafficgen.Params
-	Intents []inject.Intent
+	Intents []intent.Intent
 	// Merged is the path of the merged trace.
 	Merged string
 	// MultiGID puts each QP on its own GID of the RNICs' lists.
@@ -75,7 +76,7 @@ type RunOptions struct {
 func (tb *Testbed) Run(ctx context.Context, o RunOptions) (*EventRun, error) {
 	p := o.Params.Defaults()
 	intents, merged := o.Intents, o.Merged
-	g := inject.Geometry{Verb: p.Verb, MessageSize: p.MessageSize, MTU: p.MTU, NumMessages: p.MsgsPerQP}
+	g := intent.Geometry{Verb: p.Verb, MessageSize: p.MessageSize, MTU: p.MTU, NumMessages: p.MsgsPerQP}
 	icrcBefore := tb.Req.Counter(soft.CntRxICRCEncapsulated) + tb.Resp.Counter(soft.CntRxICRCEncapsulated)
 	if err := tb.StartCapture(); err != nil {
 		return nil, err
@@ -88,8 +89,8 @@ func (tb *Testbed) Run(ctx context.Context, o RunOptions) (*EventRun, error) {
 		req.MultiGID = append([]netip.Addr{tb.Cfg.RequesterIP}, tb.Cfg.RequesterExtra...)
 		resp.MultiGID = append([]netip.Addr{tb.Cfg.ResponderIP}, tb.Cfg.ResponderExtra...)
 	}
-	run.Traffic, err = trafficgen.Run(ctx, req, resp, p, func(conns []inject.Conn) error {
-		es, err := tb.Injector.Load(intents, conns, g, inject.Options{SendConns: p.SendQPs})
+	run.Traffic, err = trafficgen.Run(ctx, req, resp, p, func(conns []intent.Conn) error {
+		es, err := tb.Injector.Load(intents, conns, g, intent.Options{SendConns: p.SendQPs})
 		run.Entries = es
 		return err
 	})
@@ -150,7 +151,7 @@ func (tb *Testbed) settle(ctx context.Context) {
 // every packet an entry hit carries the entry's event and no other packet
 // carries one; dropped and corrupted packets are sent again; ECN marks
 // draw CNPs; every corruption failed the receiver's ICRC check.
-func checkEvents(merged string, entries []inject.Entry, hits []uint64, icrcDrops uint64) (EventCheck, error) {
+func checkEvents(merged string, entries []intent.Entry, hits []uint64, icrcDrops uint64) (EventCheck, error) {
 	ec := EventCheck{Marked: map[string]int{}, ICRCDrops: icrcDrops}
 	r, err := pcap.Open(merged)
 	if err != nil {
@@ -159,9 +160,9 @@ func checkEvents(merged string, entries []inject.Entry, hits []uint64, icrcDrops
 	defer r.Close()
 	type pkey struct {
 		qpn, psn uint32
-		ev       inject.EventType
+		ev       mirror.EventType
 	}
-	want := map[inject.Key]inject.EventType{}
+	want := map[intent.Key]mirror.EventType{}
 	for i, e := range entries {
 		if i < len(hits) && hits[i] > 0 {
 			want[e.Key] = e.Event
@@ -172,7 +173,7 @@ func checkEvents(merged string, entries []inject.Entry, hits []uint64, icrcDrops
 	var rec pcap.Record
 	var p roce.Packet
 	var np header.Parsed
-	expect := map[inject.EventType]int{}
+	expect := map[mirror.EventType]int{}
 	for i, e := range entries {
 		if i < len(hits) {
 			expect[e.Event] += int(hits[i])
@@ -190,7 +191,7 @@ func checkEvents(merged string, entries []inject.Entry, hits []uint64, icrcDrops
 			continue
 		}
 		np = p.Net
-		m, err := inject.ReadMirror(rec.Data, &np)
+		m, err := mirror.Read(rec.Data, &np)
 		if err != nil {
 			continue
 		}
@@ -201,15 +202,15 @@ func checkEvents(merged string, entries []inject.Entry, hits []uint64, icrcDrops
 		if p.Info().Payload {
 			seen[[2]uint32{p.DestQP, p.PSN}]++
 		}
-		if m.Event == inject.EventNone {
+		if m.Event == mirror.EventNone {
 			continue
 		}
 		ec.Marked[m.Event.String()]++
 		hitPkts = append(hitPkts, pkey{p.DestQP, p.PSN, m.Event})
-		k := inject.Key{Src: p.SrcGID(rec.Data), Dst: p.DstGID(rec.Data), DstQPN: p.DestQP, PSN: p.PSN}
+		k := intent.Key{Src: p.SrcGID(rec.Data), Dst: p.DstGID(rec.Data), DstQPN: p.DestQP, PSN: p.PSN}
 		ok := false
 		for key, ev := range want {
-			if key.Src == k.Src && key.Dst == k.Dst && key.DstQPN == k.DstQPN && (key.PSN == k.PSN || key.PSN == inject.AnyPSN) && ev == m.Event {
+			if key.Src == k.Src && key.Dst == k.Dst && key.DstQPN == k.DstQPN && (key.PSN == k.PSN || key.PSN == intent.AnyPSN) && ev == m.Event {
 				ok = true
 				break
 			}
@@ -224,7 +225,7 @@ func checkEvents(merged string, entries []inject.Entry, hits []uint64, icrcDrops
 		}
 	}
 	for _, h := range hitPkts {
-		if h.ev == inject.EventECN {
+		if h.ev == mirror.EventECN {
 			continue
 		}
 		if seen[[2]uint32{h.qpn, h.psn}] >= 2 {
@@ -233,10 +234,10 @@ func checkEvents(merged string, entries []inject.Entry, hits []uint64, icrcDrops
 			ec.Problems = append(ec.Problems, fmt.Sprintf("qpn %#x psn %d (%v) was not sent again", h.qpn, h.psn, h.ev))
 		}
 	}
-	if ec.Marked[inject.EventECN.String()] > 0 && ec.CNPs == 0 {
+	if ec.Marked[mirror.EventECN.String()] > 0 && ec.CNPs == 0 {
 		ec.Problems = append(ec.Problems, "ECN-marked packets drew no CNP")
 	}
-	if n := uint64(ec.Marked[inject.EventBitError.String()]); n != icrcDrops {
+	if n := uint64(ec.Marked[mirror.EventBitError.String()]); n != icrcDrops {
 		ec.Problems = append(ec.Problems, fmt.Sprintf("%d corrupted packets, the receiver dropped %d for a bad ICRC", n, icrcDrops))
 	}
 	return ec, nil

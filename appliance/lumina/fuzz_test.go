@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/rdma-appliance/appliance/collector/luminaanalyzer"
-	"github.com/rdma-appliance/appliance/translator/inject"
+	"github.com/rdma-appliance/appliance/internal/intent"
 )
 
 func TestFuzzEventsDeterministic(t *testing.T) {
@@ -41,7 +41,7 @@ func TestMarshalRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(back.Spec, tt.Spec) || back.Intents[3].PSN != inject.AllPSNs {
+	if !reflect.DeepEqual(back.Spec, tt.Spec) || back.Intents[3].PSN != intent.AllPSNs {
 		t.Fatalf("round trip differs:\n%+v\n%+v", back.Spec, tt.Spec)
 	}
 }

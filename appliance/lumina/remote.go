@@ -21,6 +21,7 @@ import (
 	"github.com/rdma-appliance/appliance/dumper"
 	"github.com/rdma-appliance/appliance/dumper/pcap"
 	"github.com/rdma-appliance/appliance/dumper/trace"
+	"github.com/rdma-appliance/appliance/internal/intent"
 	"github.com/rdma-appliance/appliance/internal/service"
 	"github.com/rdma-appliance/appliance/translator/inject"
 )
@@ -254,7 +255,7 @@ func (r *Runner) runRemote(ctx context.Context, rep int, dir string) (RepeatResu
 		return res, step("switch", "reading the entries' hits", err)
 	}
 	var err error
-	if run.Entries, err = inject.Compile(t.Intents, tg.Conns(), t.Geometry, inject.Options{SendConns: t.SendQPs}); err != nil {
+	if run.Entries, err = intent.Compile(t.Intents, tg.Conns(), t.Geometry, intent.Options{SendConns: t.SendQPs}); err != nil {
 		return res, err
 	}
 	for _, h := range hits {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/rdma-appliance/appliance/bench/trafficgen"
 	"github.com/rdma-appliance/appliance/collector/luminaanalyzer"
-	"github.com/rdma-appliance/appliance/translator/inject"
+	"github.com/rdma-appliance/appliance/internal/intent"
 	"github.com/rdma-appliance/appliance/verbs/soft"
 )
 
@@ -27,7 +27,7 @@ type Runner struct {
 	Lab    bool
 	Remote *Remote
 	// IterMode is the injector's ITER rule (the file has no key for it).
-	IterMode inject.IterMode
+	IterMode intent.IterMode
 	// Progress receives a line per step; nil for none.
 	Progress io.Writer
 	// Analyze, when set, runs the analyzers over a finished repeat's

@@ -7,8 +7,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rdma-appliance/appliance/internal/intent"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 	"github.com/rdma-appliance/appliance/internal/spec"
-	"github.com/rdma-appliance/appliance/translator/inject"
 	"github.com/rdma-appliance/appliance/verbs"
 )
 
@@ -128,11 +129,11 @@ type Test struct {
 	Spec TestSpec
 	Doc  *spec.Doc
 	// Verb and the QP counts (SendQPs of NumQPs carry SEND in send_read).
-	Verb     inject.Verb
+	Verb     intent.Verb
 	NumQPs   int
 	SendQPs  int
-	Intents  []inject.Intent
-	Geometry inject.Geometry
+	Intents  []intent.Intent
+	Geometry intent.Geometry
 }
 
 // LoadTest reads and validates a Lumina test file; every problem is
@@ -220,14 +221,14 @@ func validate(s TestSpec, d *spec.Doc) (*Test, error) {
 func (t *Test) validateTraffic(tr *Traffic, d *spec.Doc) {
 	switch tr.RDMAVerb {
 	case "write", "read", "send":
-		t.Verb = inject.Verb(tr.RDMAVerb)
+		t.Verb = intent.Verb(tr.RDMAVerb)
 		n, err := strconv.Atoi(tr.NumQPs)
 		if err != nil || n < 1 || n > 1024 {
 			d.Errorf("traffic.num-qps", "%q: a count of 1..1024", tr.NumQPs)
 		}
 		t.NumQPs = n
 	case "send_read":
-		t.Verb = inject.VerbSendRead
+		t.Verb = intent.VerbSendRead
 		a, b, ok := strings.Cut(tr.NumQPs, ",")
 		na, err1 := strconv.Atoi(strings.TrimSpace(a))
 		nb, err2 := strconv.Atoi(strings.TrimSpace(b))
@@ -264,18 +265,18 @@ func (t *Test) validateTraffic(tr *Traffic, d *spec.Doc) {
 			d.Errorf(fmt.Sprintf("traffic.dscp-list[%d]", i), "%d: DSCP is 0..63", v)
 		}
 	}
-	t.Geometry = inject.Geometry{Verb: t.Verb, MessageSize: tr.MessageSize, MTU: tr.MTU, NumMessages: tr.NumMsgsPerQP}
+	t.Geometry = intent.Geometry{Verb: t.Verb, MessageSize: tr.MessageSize, MTU: tr.MTU, NumMessages: tr.NumMsgsPerQP}
 	ppm := t.Geometry.PacketsPerMessage()
 	for i, e := range tr.DataPktEvents {
 		key := fmt.Sprintf("traffic.data-pkt-events[%d]", i)
-		in := inject.Intent{QP: e.QPN, Iter: e.Iter}
+		in := intent.Intent{QP: e.QPN, Iter: e.Iter}
 		if err := in.Type.UnmarshalText([]byte(e.Type)); err != nil {
 			d.Errorf(key+".type", "%q: drop, ecn or bit-error", e.Type)
 			continue
 		}
 		// What Lumina refuses: events that change delivery need one
 		// message in flight, or ITER cannot tell rounds apart.
-		if in.Type != inject.EventECN && tr.TxDepth > 1 {
+		if in.Type != mirror.EventECN && tr.TxDepth > 1 {
 			d.Errorf(key+".type", "%s events need traffic.tx-depth 1 (it is %d): only ECN marks may be injected with several messages in flight", e.Type, tr.TxDepth)
 		}
 		if e.QPN < 0 || (t.NumQPs > 0 && e.QPN >= t.NumQPs) {
@@ -283,7 +284,7 @@ func (t *Test) validateTraffic(tr *Traffic, d *spec.Doc) {
 		}
 		switch e.PSN {
 		case "all":
-			in.PSN = inject.AllPSNs
+			in.PSN = intent.AllPSNs
 		default:
 			n, err := strconv.Atoi(e.PSN)
 			if err != nil || n < 0 {

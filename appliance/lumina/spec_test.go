@@ -6,7 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rdma-appliance/appliance/translator/inject"
+	"github.com/rdma-appliance/appliance/internal/intent"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 )
 
 // TestReadyMadeTests: every ready-made test is a valid Lumina file.
@@ -29,7 +30,7 @@ func TestReadyMadeTests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tt.NumQPs != 20 || len(tt.Intents) != 20 || tt.Intents[19] != (inject.Intent{QP: 19, PSN: 19, Iter: 1, Type: inject.EventDrop}) ||
+	if tt.NumQPs != 20 || len(tt.Intents) != 20 || tt.Intents[19] != (intent.Intent{QP: 19, PSN: 19, Iter: 1, Type: mirror.EventDrop}) ||
 		tt.Geometry.PacketsPerMessage() != 20 || tt.Spec.RequesterMirror.PktDumpConf.NumPkts != 65535 ||
 		tt.Spec.Switch.SDEPath == "" || tt.Spec.Requester.NIC.IBDevice != "mlx5_0" || tt.Spec.Requester.Username != "lumina" {
 		t.Fatalf("parsed %+v", tt)

@@ -23,6 +23,8 @@ import (
 	"github.com/rdma-appliance/appliance/dumper"
 	"github.com/rdma-appliance/appliance/dumper/pcap"
 	"github.com/rdma-appliance/appliance/dumper/trace"
+	"github.com/rdma-appliance/appliance/internal/intent"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 	"github.com/rdma-appliance/appliance/translator/inject"
 	"github.com/rdma-appliance/appliance/verbs/soft"
 
@@ -58,7 +60,7 @@ type TestbedConfig struct {
 	// roce-parameters); zero means soft.ProfileCX5.
 	Requester, Responder soft.Profile
 	Dumpers              []DumperSpec
-	IterMode             inject.IterMode
+	IterMode             intent.IterMode
 	Balance              inject.Balance
 	RewritePort          uint16
 	MirrorSnap           int
@@ -251,7 +253,7 @@ func (tb *Testbed) StartCapture() error {
 // Capture is what a stopped capture produced.
 type Capture struct {
 	Results  []*dumper.Result
-	Injector inject.Stats
+	Injector mirror.InjectorStats
 	Sources  []trace.Source
 }
 

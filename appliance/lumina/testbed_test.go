@@ -11,19 +11,20 @@ import (
 	"github.com/rdma-appliance/appliance/bench/trafficgen"
 	"github.com/rdma-appliance/appliance/dpdk/netns"
 	"github.com/rdma-appliance/appliance/dumper/trace"
-	"github.com/rdma-appliance/appliance/translator/inject"
+	"github.com/rdma-appliance/appliance/internal/intent"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 )
 
 // writeIntents drop, mark and corrupt one packet of three different QPs.
-var writeIntents = []inject.Intent{
-	{QP: 0, PSN: 2, Iter: 1, Type: inject.EventDrop},
-	{QP: 1, PSN: 1, Iter: 1, Type: inject.EventECN},
-	{QP: 2, PSN: 3, Iter: 1, Type: inject.EventBitError},
+var writeIntents = []intent.Intent{
+	{QP: 0, PSN: 2, Iter: 1, Type: mirror.EventDrop},
+	{QP: 1, PSN: 1, Iter: 1, Type: mirror.EventECN},
+	{QP: 2, PSN: 3, Iter: 1, Type: mirror.EventBitError},
 }
 
 // writeParams: three QPs of two 4 KiB WRITEs at MTU 1024, one at a time
 // (Lumina's tx-depth 1 for non-ECN events), 67 ms ACK timeout.
-var writeParams = trafficgen.Params{Verb: inject.VerbWrite, NumQPs: 3, MsgsPerQP: 2, MessageSize: 4096, MTU: 1024,
+var writeParams = trafficgen.Params{Verb: intent.VerbWrite, NumQPs: 3, MsgsPerQP: 2, MessageSize: 4096, MTU: 1024,
 	TxDepth: 1, Timeout: 14, RetryCnt: 7, Seed: 7}
 
 // endToEnd is the acceptance run of the Lumina data path: two soft RNICs

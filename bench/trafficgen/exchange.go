@@ -9,7 +9,7 @@ import (
 	"net"
 	"time"
 
-	"github.com/rdma-appliance/appliance/translator/inject"
+	"github.com/rdma-appliance/appliance/internal/intent"
 	"github.com/rdma-appliance/appliance/verbs"
 )
 
@@ -131,7 +131,7 @@ func Serve(ctx context.Context, ln net.Listener, ep Endpoint) (*Params, []bool, 
 	post := s.postRecv(p)
 	next := make([]int, p.NumQPs)
 	for i := range next {
-		if p.verbOf(i) != inject.VerbSend {
+		if p.verbOf(i) != intent.VerbSend {
 			continue
 		}
 		for next[i] < min(p.TxDepth, p.MsgsPerQP) {
@@ -198,7 +198,7 @@ func Serve(ctx context.Context, ln net.Listener, ep Endpoint) (*Params, []bool, 
 // and connects the QPs on ep, hands the connections' metadata to ready
 // (the injector; nil skips it), runs the traffic and gathers both sides'
 // memory checks.
-func Dial(ctx context.Context, addr string, ep Endpoint, p Params, ready func([]inject.Conn) error) (*Result, error) {
+func Dial(ctx context.Context, addr string, ep Endpoint, p Params, ready func([]intent.Conn) error) (*Result, error) {
 	p = p.Defaults()
 	if err := p.Validate(); err != nil {
 		return nil, err

@@ -20,13 +20,13 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/rdma-appliance/appliance/translator/inject"
+	"github.com/rdma-appliance/appliance/internal/intent"
 	"github.com/rdma-appliance/appliance/verbs"
 )
 
 // Params are the traffic keys of a Lumina test.
 type Params struct {
-	Verb inject.Verb // write, read, send, send_read
+	Verb intent.Verb // write, read, send, send_read
 	// SendQPs is, for send_read, how many of the first QPs carry SEND;
 	// the others carry READ.
 	SendQPs     int
@@ -57,7 +57,7 @@ type Params struct {
 // Defaults fills what is zero.
 func (p Params) Defaults() Params {
 	if p.Verb == "" {
-		p.Verb = inject.VerbWrite
+		p.Verb = intent.VerbWrite
 	}
 	if p.NumQPs == 0 {
 		p.NumQPs = 1
@@ -85,21 +85,21 @@ func (p Params) Defaults() Params {
 
 // verbOf is QP i's operation: send_read runs SEND on the first SendQPs
 // QPs and READ on the rest.
-func (p Params) verbOf(i int) inject.Verb {
-	if p.Verb != inject.VerbSendRead {
+func (p Params) verbOf(i int) intent.Verb {
+	if p.Verb != intent.VerbSendRead {
 		return p.Verb
 	}
 	if i < p.SendQPs {
-		return inject.VerbSend
+		return intent.VerbSend
 	}
-	return inject.VerbRead
+	return intent.VerbRead
 }
 
 // Validate checks the parameters as Lumina does.
 func (p Params) Validate() error {
 	switch p.Verb {
-	case inject.VerbWrite, inject.VerbRead, inject.VerbSend:
-	case inject.VerbSendRead:
+	case intent.VerbWrite, intent.VerbRead, intent.VerbSend:
+	case intent.VerbSendRead:
 		if p.SendQPs < 0 || p.SendQPs > p.NumQPs {
 			return fmt.Errorf("trafficgen: send_read with %d SEND QPs of %d", p.SendQPs, p.NumQPs)
 		}
@@ -149,7 +149,7 @@ func (e *Endpoint) gid(i int) (netip.Addr, int) {
 
 // QPResult is one connection's outcome.
 type QPResult struct {
-	Conn inject.Conn `json:"conn"`
+	Conn intent.Conn `json:"conn"`
 	// MCT is each message's completion time: from posting to its
 	// completion (for tx-depth 1, the message's whole life).
 	MCT    []time.Duration `json:"mct_ns"`
@@ -179,8 +179,8 @@ func (r *Result) OK() bool {
 }
 
 // Conns is the metadata of every connection, in QP order.
-func (r *Result) Conns() []inject.Conn {
-	out := make([]inject.Conn, len(r.QPs))
+func (r *Result) Conns() []intent.Conn {
+	out := make([]intent.Conn, len(r.QPs))
 	for i, q := range r.QPs {
 		out[i] = q.Conn
 	}
@@ -288,10 +288,10 @@ func (s *side) connect(remote []QPInfo, p Params) error {
 }
 
 // conns pairs the requester's and the responder's QPs as metadata.
-func conns(req, resp []QPInfo) []inject.Conn {
-	out := make([]inject.Conn, len(req))
+func conns(req, resp []QPInfo) []intent.Conn {
+	out := make([]intent.Conn, len(req))
 	for i := range req {
-		out[i] = inject.Conn{RequesterIP: req[i].GID, RequesterQPN: req[i].QPN, RequesterIPSN: req[i].PSN,
+		out[i] = intent.Conn{RequesterIP: req[i].GID, RequesterQPN: req[i].QPN, RequesterIPSN: req[i].PSN,
 			ResponderIP: resp[i].GID, ResponderQPN: resp[i].QPN, ResponderIPSN: resp[i].PSN}
 	}
 	return out
@@ -302,7 +302,7 @@ func conns(req, resp []QPInfo) []inject.Conn {
 // opposite. Either may be nil.
 func (s *side) regions(p Params, i int, requester bool) (src, dst []byte) {
 	r := s.buf[i*p.regionSize() : (i+1)*p.regionSize()]
-	if (p.verbOf(i) == inject.VerbRead) != requester {
+	if (p.verbOf(i) == intent.VerbRead) != requester {
 		return r, nil
 	}
 	return nil, r
@@ -372,7 +372,7 @@ func (s *side) close() {
 // messages and checks the memory. A message that completes in error ends
 // its QP (the rest of its messages are not sent) and Run returns the
 // Result with ErrFailed.
-func Run(ctx context.Context, req, resp Endpoint, p Params, ready func([]inject.Conn) error) (*Result, error) {
+func Run(ctx context.Context, req, resp Endpoint, p Params, ready func([]intent.Conn) error) (*Result, error) {
 	p = p.Defaults()
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -475,11 +475,11 @@ func run(ctx context.Context, a *side, remote []QPInfo, p Params, res *Result, p
 		wr := verbs.SendWR{ID: uint64(i)<<32 | uint64(m), Flags: verbs.SendSignaled,
 			SGL: []verbs.SGE{{Addr: laddr, Length: n, LKey: a.mr.LKey()}}, RemoteAddr: remote[i].Addr + off, RKey: remote[i].RKey}
 		switch p.verbOf(i) {
-		case inject.VerbWrite:
+		case intent.VerbWrite:
 			wr.Opcode = verbs.WRRDMAWrite
-		case inject.VerbRead:
+		case intent.VerbRead:
 			wr.Opcode = verbs.WRRDMARead
-		case inject.VerbSend:
+		case intent.VerbSend:
 			wr.Opcode = verbs.WRSend
 			if postRecv != nil {
 				if err := postRecv(i, m); err != nil {

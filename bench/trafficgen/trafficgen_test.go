@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/dpdk/ring"
-	"github.com/rdma-appliance/appliance/translator/inject"
+	"github.com/rdma-appliance/appliance/internal/intent"
 	"github.com/rdma-appliance/appliance/verbs/soft"
 )
 
@@ -40,16 +40,16 @@ func pair(t *testing.T) (Endpoint, Endpoint, *soft.Device) {
 
 func TestVerbs(t *testing.T) {
 	for _, p := range []Params{
-		{Verb: inject.VerbWrite, NumQPs: 4, MsgsPerQP: 5, MessageSize: 10000, MTU: 1024, TxDepth: 2},
-		{Verb: inject.VerbRead, NumQPs: 2, MsgsPerQP: 3, MessageSize: 5000, MTU: 4096},
-		{Verb: inject.VerbSend, NumQPs: 3, MsgsPerQP: 4, MessageSize: 1, MTU: 256, TxDepth: 4},
-		{Verb: inject.VerbSendRead, NumQPs: 4, SendQPs: 2, MsgsPerQP: 3, MessageSize: 3000, MTU: 1024},
-		{Verb: inject.VerbWrite, NumQPs: 3, MsgsPerQP: 4, MessageSize: 2000, MTU: 1024, BarrierSync: true},
+		{Verb: intent.VerbWrite, NumQPs: 4, MsgsPerQP: 5, MessageSize: 10000, MTU: 1024, TxDepth: 2},
+		{Verb: intent.VerbRead, NumQPs: 2, MsgsPerQP: 3, MessageSize: 5000, MTU: 4096},
+		{Verb: intent.VerbSend, NumQPs: 3, MsgsPerQP: 4, MessageSize: 1, MTU: 256, TxDepth: 4},
+		{Verb: intent.VerbSendRead, NumQPs: 4, SendQPs: 2, MsgsPerQP: 3, MessageSize: 3000, MTU: 1024},
+		{Verb: intent.VerbWrite, NumQPs: 3, MsgsPerQP: 4, MessageSize: 2000, MTU: 1024, BarrierSync: true},
 	} {
 		t.Run(string(p.Verb), func(t *testing.T) {
 			req, resp, _ := pair(t)
-			var meta []inject.Conn
-			res, err := Run(context.Background(), req, resp, p, func(c []inject.Conn) error { meta = c; return nil })
+			var meta []intent.Conn
+			res, err := Run(context.Background(), req, resp, p, func(c []intent.Conn) error { meta = c; return nil })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -72,7 +72,7 @@ func TestVerbs(t *testing.T) {
 // before any traffic.
 func TestMetadataHookAborts(t *testing.T) {
 	req, resp, b := pair(t)
-	_, err := Run(context.Background(), req, resp, Params{NumQPs: 2}, func([]inject.Conn) error { return errors.New("injector down") })
+	_, err := Run(context.Background(), req, resp, Params{NumQPs: 2}, func([]intent.Conn) error { return errors.New("injector down") })
 	if err == nil || b.Counter(soft.CntRxPackets) != 0 {
 		t.Fatalf("err %v, responder received %d", err, b.Counter(soft.CntRxPackets))
 	}
@@ -84,7 +84,7 @@ func TestPeerVanishes(t *testing.T) {
 	req, resp, b := pair(t)
 	p := Params{NumQPs: 2, MsgsPerQP: 1000, MessageSize: 4096, Timeout: 8, RetryCnt: 2}
 	start := time.Now()
-	res, err := Run(context.Background(), req, resp, p, func([]inject.Conn) error {
+	res, err := Run(context.Background(), req, resp, p, func([]intent.Conn) error {
 		go func() { time.Sleep(5 * time.Millisecond); b.Close() }()
 		return nil
 	})
@@ -148,10 +148,10 @@ func TestMultiGID(t *testing.T) {
 // listener, the requester dials it, each on its own RNIC.
 func TestTwoHosts(t *testing.T) {
 	for _, p := range []Params{
-		{Verb: inject.VerbWrite, NumQPs: 3, MsgsPerQP: 4, MessageSize: 5000, MTU: 1024, TxDepth: 2},
-		{Verb: inject.VerbRead, NumQPs: 2, MsgsPerQP: 3, MessageSize: 3000},
-		{Verb: inject.VerbSend, NumQPs: 2, MsgsPerQP: 20, MessageSize: 100, TxDepth: 4},
-		{Verb: inject.VerbSendRead, NumQPs: 4, SendQPs: 2, MsgsPerQP: 5, MessageSize: 2000},
+		{Verb: intent.VerbWrite, NumQPs: 3, MsgsPerQP: 4, MessageSize: 5000, MTU: 1024, TxDepth: 2},
+		{Verb: intent.VerbRead, NumQPs: 2, MsgsPerQP: 3, MessageSize: 3000},
+		{Verb: intent.VerbSend, NumQPs: 2, MsgsPerQP: 20, MessageSize: 100, TxDepth: 4},
+		{Verb: intent.VerbSendRead, NumQPs: 4, SendQPs: 2, MsgsPerQP: 5, MessageSize: 2000},
 	} {
 		t.Run(string(p.Verb), func(t *testing.T) {
 			req, resp, _ := pair(t)
@@ -169,8 +169,8 @@ func TestTwoHosts(t *testing.T) {
 				_, ok, err := Serve(context.Background(), ln, resp)
 				ch <- served{ok, err}
 			}()
-			var meta []inject.Conn
-			res, err := Dial(context.Background(), ln.Addr().String(), req, p, func(c []inject.Conn) error { meta = c; return nil })
+			var meta []intent.Conn
+			res, err := Dial(context.Background(), ln.Addr().String(), req, p, func(c []intent.Conn) error { meta = c; return nil })
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/dumper/pcap"
-	"github.com/rdma-appliance/appliance/translator/inject"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
 
@@ -224,7 +224,7 @@ type pref struct {
 	ts  int64
 	psn uint32
 	op  roce.Opcode
-	ev  inject.EventType
+	ev  mirror.EventType
 }
 
 func (p pref) ref() PacketRef {
@@ -233,7 +233,7 @@ func (p pref) ref() PacketRef {
 
 // lost says whether the packet never reached its receiver's transport: it
 // was dropped, or corrupted and so discarded for its ICRC.
-func (p pref) lost() bool { return p.ev == inject.EventDrop || p.ev == inject.EventBitError }
+func (p pref) lost() bool { return p.ev == mirror.EventDrop || p.ev == mirror.EventBitError }
 
 // connKey finds a connection from a packet: destination address and QP.
 type connKey struct {
@@ -350,7 +350,7 @@ func (a *Analyzer) Packet(ts int64, frame []byte) {
 		a.sum.malformed[malformedReason(err)]++
 		return
 	}
-	mm, err := inject.ReadMirror(frame, &p.Net)
+	mm, err := mirror.Read(frame, &p.Net)
 	if err != nil {
 		a.sum.malformed[malNotMirrored]++
 		return
@@ -384,7 +384,7 @@ func (a *Analyzer) Packet(ts int64, frame []byte) {
 	if a.mtu <= 0 {
 		a.learnMTU(p)
 	}
-	if r.ev == inject.EventBitError {
+	if r.ev == mirror.EventBitError {
 		a.node[dir].icrc++
 	}
 	if cls == clsCNP {

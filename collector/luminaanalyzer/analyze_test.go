@@ -13,24 +13,25 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-appliance/appliance/translator/inject"
+	"github.com/rdma-appliance/appliance/internal/intent"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
 
 const (
-	drop   = inject.EventDrop
-	ecn    = inject.EventECN
-	biterr = inject.EventBitError
+	drop   = mirror.EventDrop
+	ecn    = mirror.EventECN
+	biterr = mirror.EventBitError
 )
 
 // writeDropNAK is the fast retransmission of Lumina §6.2: the second
 // packet of a 4-packet WRITE is dropped, the third arrives out of order,
 // the responder NAKs 6 us later and the requester goes back 3 us after
 // the NAK.
-func writeDropNAK(t testing.TB, ev inject.EventType) (*ttrace, map[string]uint64) {
-	tr := newTrace(t, inject.VerbWrite, 1)
+func writeDropNAK(t testing.TB, ev mirror.EventType) (*ttrace, map[string]uint64) {
+	tr := newTrace(t, intent.VerbWrite, 1)
 	p := tr.ipsn(0)
-	s := tr.msg(0, p, map[int]inject.EventType{1: ev})
+	s := tr.msg(0, p, map[int]mirror.EventType{1: ev})
 	seqs := map[string]uint64{"lost": s[1], "ooo": s[2]}
 	tr.after(5 * time.Microsecond)
 	seqs["nak"] = tr.nak(0, p+1)
@@ -41,7 +42,7 @@ func writeDropNAK(t testing.TB, ev inject.EventType) (*ttrace, map[string]uint64
 }
 
 func TestNACKLatency(t *testing.T) {
-	for _, ev := range []inject.EventType{drop, biterr} {
+	for _, ev := range []mirror.EventType{drop, biterr} {
 		t.Run(ev.String(), func(t *testing.T) {
 			tr, seqs := writeDropNAK(t, ev)
 			rep := tr.analyze()
@@ -86,9 +87,9 @@ func TestNACKLatency(t *testing.T) {
 // caught, the offending packet named.
 func TestGBNSenderViolations(t *testing.T) {
 	t.Run("restart after the NAKed PSN", func(t *testing.T) {
-		tr := newTrace(t, inject.VerbWrite, 1)
+		tr := newTrace(t, intent.VerbWrite, 1)
 		p := tr.ipsn(0)
-		tr.msg(0, p, map[int]inject.EventType{1: drop})
+		tr.msg(0, p, map[int]mirror.EventType{1: drop})
 		nak := tr.nak(0, p+1)
 		bad := tr.resend(0, p, p+2, p+3, nil)[0]
 		rep := tr.analyze()
@@ -98,9 +99,9 @@ func TestGBNSenderViolations(t *testing.T) {
 		}
 	})
 	t.Run("restart before the NAKed PSN", func(t *testing.T) {
-		tr := newTrace(t, inject.VerbWrite, 1)
+		tr := newTrace(t, intent.VerbWrite, 1)
 		p := tr.ipsn(0)
-		tr.msg(0, p, map[int]inject.EventType{2: drop})
+		tr.msg(0, p, map[int]mirror.EventType{2: drop})
 		nak := tr.nak(0, p+2)
 		re := tr.resend(0, p, p+1, p+3, nil)
 		rep := tr.analyze()
@@ -113,16 +114,16 @@ func TestGBNSenderViolations(t *testing.T) {
 		}
 	})
 	t.Run("skips a retransmission", func(t *testing.T) {
-		tr := newTrace(t, inject.VerbWrite, 1)
+		tr := newTrace(t, intent.VerbWrite, 1)
 		p := tr.ipsn(0)
-		tr.msg(0, p, map[int]inject.EventType{1: drop})
+		tr.msg(0, p, map[int]mirror.EventType{1: drop})
 		tr.nak(0, p+1)
 		tr.resend(0, p, p+1, p+1, nil)
 		bad := tr.resend(0, p, p+3, p+3, nil)[0]
 		wantViolation(t, tr.analyze(), "request sender", bad, "skips PSN "+itoa(uint64(p+2)))
 	})
 	t.Run("never sends a PSN", func(t *testing.T) {
-		tr := newTrace(t, inject.VerbWrite, 1)
+		tr := newTrace(t, intent.VerbWrite, 1)
 		p := tr.ipsn(0)
 		tr.data(0, p, p, 0)
 		tr.data(0, p, p+1, 0)
@@ -130,36 +131,36 @@ func TestGBNSenderViolations(t *testing.T) {
 		wantViolation(t, tr.analyze(), "request sender", bad, "PSN jumps from "+itoa(uint64(p+2)))
 	})
 	t.Run("abandons its retransmission", func(t *testing.T) {
-		tr := newTrace(t, inject.VerbWrite, 1)
+		tr := newTrace(t, intent.VerbWrite, 1)
 		p := tr.ipsn(0)
-		tr.msg(0, p, map[int]inject.EventType{1: drop})
+		tr.msg(0, p, map[int]mirror.EventType{1: drop})
 		tr.nak(0, p+1)
 		tr.resend(0, p, p+1, p+2, nil)
 		bad := tr.data(0, p+4, p+4, 0) // the next message, before PSN p+3 went again
 		wantViolation(t, tr.analyze(), "request sender", bad, "had only reached PSN "+itoa(uint64(p+3)))
 	})
 	t.Run("timeout skips the oldest unacknowledged", func(t *testing.T) {
-		tr := newTrace(t, inject.VerbWrite, 1)
+		tr := newTrace(t, intent.VerbWrite, 1)
 		p := tr.ipsn(0)
-		tr.msg(0, p, map[int]inject.EventType{2: drop, 3: drop})
+		tr.msg(0, p, map[int]mirror.EventType{2: drop, 3: drop})
 		tr.ack(0, p+1)
 		tr.after(70 * time.Millisecond)
 		bad := tr.resend(0, p, p+3, p+3, nil)[0]
 		wantViolation(t, tr.analyze(), "request sender", bad, "skipping PSN "+itoa(uint64(p+2)))
 	})
 	t.Run("timeout resends what was acknowledged long before", func(t *testing.T) {
-		tr := newTrace(t, inject.VerbWrite, 1)
+		tr := newTrace(t, intent.VerbWrite, 1)
 		p := tr.ipsn(0)
-		tr.msg(0, p, map[int]inject.EventType{3: drop})
+		tr.msg(0, p, map[int]mirror.EventType{3: drop})
 		tr.ack(0, p+2)
 		tr.after(70 * time.Millisecond)
 		bad := tr.resend(0, p, p+1, p+3, nil)[0]
 		wantViolation(t, tr.analyze(), "request sender", bad, "the oldest unacknowledged PSN was "+itoa(uint64(p+3)))
 	})
 	t.Run("timeout racing an ACK in flight is fine", func(t *testing.T) {
-		tr := newTrace(t, inject.VerbWrite, 1)
+		tr := newTrace(t, intent.VerbWrite, 1)
 		p := tr.ipsn(0)
-		tr.msg(0, p, map[int]inject.EventType{3: drop})
+		tr.msg(0, p, map[int]mirror.EventType{3: drop})
 		tr.after(70 * time.Millisecond)
 		tr.ack(0, p+2) // mirrored just before the timer fired at the requester
 		tr.resend(0, p, p+2, p+3, nil)
@@ -171,9 +172,9 @@ func TestGBNSenderViolations(t *testing.T) {
 // TestGBNReceiverViolations: receivers that NAK wrongly or not at all.
 func TestGBNReceiverViolations(t *testing.T) {
 	t.Run("second NAK for one gap", func(t *testing.T) {
-		tr := newTrace(t, inject.VerbWrite, 1)
+		tr := newTrace(t, intent.VerbWrite, 1)
 		p := tr.ipsn(0)
-		tr.msg(0, p, map[int]inject.EventType{1: drop})
+		tr.msg(0, p, map[int]mirror.EventType{1: drop})
 		tr.nak(0, p+1)
 		bad := tr.nak(0, p+1)
 		tr.resend(0, p, p+1, p+3, nil)
@@ -181,9 +182,9 @@ func TestGBNReceiverViolations(t *testing.T) {
 		wantViolation(t, tr.analyze(), "request receiver", bad, "second NAK")
 	})
 	t.Run("NAK for the wrong PSN", func(t *testing.T) {
-		tr := newTrace(t, inject.VerbWrite, 1)
+		tr := newTrace(t, intent.VerbWrite, 1)
 		p := tr.ipsn(0)
-		tr.msg(0, p, map[int]inject.EventType{1: drop})
+		tr.msg(0, p, map[int]mirror.EventType{1: drop})
 		bad := tr.nak(0, p+2)
 		tr.resend(0, p, p+2, p+3, nil)
 		rep := tr.analyze()
@@ -193,16 +194,16 @@ func TestGBNReceiverViolations(t *testing.T) {
 		}
 	})
 	t.Run("ACK beyond the hole", func(t *testing.T) {
-		tr := newTrace(t, inject.VerbWrite, 1)
+		tr := newTrace(t, intent.VerbWrite, 1)
 		p := tr.ipsn(0)
-		tr.msg(0, p, map[int]inject.EventType{1: drop})
+		tr.msg(0, p, map[int]mirror.EventType{1: drop})
 		bad := tr.ack(0, p+3)
 		wantViolation(t, tr.analyze(), "request receiver", bad, "had not been received in order")
 	})
 	t.Run("gap without a NAK", func(t *testing.T) {
-		tr := newTrace(t, inject.VerbWrite, 1)
+		tr := newTrace(t, intent.VerbWrite, 1)
 		p := tr.ipsn(0)
-		s := tr.msg(0, p, map[int]inject.EventType{1: drop})
+		s := tr.msg(0, p, map[int]mirror.EventType{1: drop})
 		tr.ack(0, p)
 		tr.after(70 * time.Millisecond)
 		tr.resend(0, p, p+1, p+3, nil)
@@ -217,9 +218,9 @@ func TestGBNReceiverViolations(t *testing.T) {
 		}
 	})
 	t.Run("NAK sent before the gap closed is fine", func(t *testing.T) {
-		tr := newTrace(t, inject.VerbWrite, 1)
+		tr := newTrace(t, intent.VerbWrite, 1)
 		p := tr.ipsn(0)
-		tr.msg(0, p, map[int]inject.EventType{1: drop})
+		tr.msg(0, p, map[int]mirror.EventType{1: drop})
 		tr.ack(0, p)
 		tr.after(70 * time.Millisecond)
 		tr.resend(0, p, p+1, p+1, nil) // a timeout, just as the NAK leaves
@@ -245,14 +246,14 @@ func TestTimeoutRetries(t *testing.T) {
 		{"more, adaptive-like", 9, 10 * time.Millisecond, "more"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tr := newTrace(t, inject.VerbWrite, 1)
+			tr := newTrace(t, intent.VerbWrite, 1)
 			p := tr.ipsn(0)
 			tr.resend(0, p, p, p+2, nil)
 			tr.ack(0, p+2)
 			tr.data(0, p, p+3, drop)
 			for range tc.retries {
 				tr.after(tc.every)
-				tr.resend(0, p, p+3, p+3, map[uint32]inject.EventType{p + 3: drop})
+				tr.resend(0, p, p+3, p+3, map[uint32]mirror.EventType{p + 3: drop})
 			}
 			rep := tr.analyze()
 			wantCompliant(t, rep)
@@ -282,13 +283,13 @@ func TestTimeoutRetries(t *testing.T) {
 		})
 	}
 	t.Run("recovered", func(t *testing.T) {
-		tr := newTrace(t, inject.VerbWrite, 1)
+		tr := newTrace(t, intent.VerbWrite, 1)
 		p := tr.ipsn(0)
 		tr.resend(0, p, p, p+2, nil)
 		tr.ack(0, p+2)
 		tr.data(0, p, p+3, drop)
 		tr.after(70 * time.Millisecond)
-		tr.resend(0, p, p+3, p+3, map[uint32]inject.EventType{p + 3: drop})
+		tr.resend(0, p, p+3, p+3, map[uint32]mirror.EventType{p + 3: drop})
 		tr.after(80 * time.Millisecond)
 		tr.resend(0, p, p+3, p+3, nil)
 		tr.ack(0, p+3)
@@ -314,7 +315,7 @@ func TestTimeoutRetries(t *testing.T) {
 
 // readTrace starts a READ of one message (4 responses) on connection 0.
 func readTrace(t *testing.T) (*ttrace, uint32) {
-	tr := newTrace(t, inject.VerbRead, 1)
+	tr := newTrace(t, intent.VerbRead, 1)
 	p := tr.ipsn(0)
 	tr.readReq(0, p, 4096)
 	return tr, p
@@ -412,7 +413,7 @@ func TestREAD(t *testing.T) {
 // packet is CE-marked, 2 us apart, and again 1 ms later; answered lists,
 // per round, the connections whose mark draws a CNP (10 us later).
 func cnpTrace(t *testing.T, ips []string, answered [2][]int, interval time.Duration) *Report {
-	tr := newTrace(t, inject.VerbWrite, len(ips), ips...)
+	tr := newTrace(t, intent.VerbWrite, len(ips), ips...)
 	tr.m.ResponderNIC.MinTimeBetweenCNPs = int64(interval)
 	for round := range 2 {
 		for c := range ips {
@@ -508,9 +509,9 @@ func TestCNPScope(t *testing.T) {
 
 func TestNAKTriggersCNP(t *testing.T) {
 	for _, with := range []bool{true, false} {
-		tr := newTrace(t, inject.VerbWrite, 1)
+		tr := newTrace(t, intent.VerbWrite, 1)
 		p := tr.ipsn(0)
-		tr.msg(0, p, map[int]inject.EventType{1: drop})
+		tr.msg(0, p, map[int]mirror.EventType{1: drop})
 		if with {
 			tr.cnp(0, true)
 		}
@@ -555,7 +556,7 @@ func TestCounters(t *testing.T) {
 }
 
 func TestMCT(t *testing.T) {
-	tr := newTrace(t, inject.VerbWrite, 1)
+	tr := newTrace(t, intent.VerbWrite, 1)
 	var q0 []int64
 	for i := int64(100); i >= 1; i-- {
 		q0 = append(q0, i*1000)
@@ -610,7 +611,7 @@ func TestInvalid(t *testing.T) {
 // TestOddRecords: records that are not RoCE, not mirrored, or of other
 // connections are counted and skipped.
 func TestOddRecords(t *testing.T) {
-	tr := newTrace(t, inject.VerbWrite, 1)
+	tr := newTrace(t, intent.VerbWrite, 1)
 	p := tr.ipsn(0)
 	tr.data(0, p, p, 0)
 	tr.raw([]byte{1, 2, 3})
@@ -618,7 +619,7 @@ func TestOddRecords(t *testing.T) {
 	frame := append([]byte(nil), tr.frames[0].data...)
 	frame[len(frame)-1] ^= 0xff // payload: still parses
 	tr.raw(frame)
-	other := newTrace(t, inject.VerbWrite, 1, "10.9.9.9")
+	other := newTrace(t, intent.VerbWrite, 1, "10.9.9.9")
 	other.data(0, 1000, 1000, 0)
 	tr.raw(other.frames[0].data)
 	tr.data(0, p, p+1, 0)

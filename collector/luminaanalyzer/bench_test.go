@@ -13,7 +13,8 @@ import (
 
 	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dumper/pcap"
-	"github.com/rdma-appliance/appliance/translator/inject"
+	"github.com/rdma-appliance/appliance/internal/intent"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
 
@@ -59,17 +60,17 @@ const (
 type benchPkt struct {
 	kind int
 	psn  uint32
-	ev   inject.EventType
+	ev   mirror.EventType
 }
 
 const benchPPM = 16
 
 func newBenchGen(conns int, events bool) *benchGen {
 	g := &benchGen{events: events, buf: make([]byte, testSnap), ts: 1_000_000_000, msg: make([]int, conns),
-		m: &Meta{Test: "bench", Geometry: inject.Geometry{Verb: inject.VerbWrite, MessageSize: benchPPM * 1024, MTU: 1024,
+		m: &Meta{Test: "bench", Geometry: intent.Geometry{Verb: intent.VerbWrite, MessageSize: benchPPM * 1024, MTU: 1024,
 			NumMessages: 1 << 20}, TxDepth: 1, Timeout: 14, RetryCnt: 7, Valid: true}}
 	for c := range conns {
-		mc := inject.Conn{RequesterIP: netip.AddrFrom4([4]byte{10, 0, byte(c >> 8), byte(c + 1)}), RequesterQPN: 0x100 + uint32(c),
+		mc := intent.Conn{RequesterIP: netip.AddrFrom4([4]byte{10, 0, byte(c >> 8), byte(c + 1)}), RequesterQPN: 0x100 + uint32(c),
 			RequesterIPSN: uint32(c) * 100_000, ResponderIP: netip.MustParseAddr("10.0.1.1"), ResponderQPN: 0x4000 + uint32(c)}
 		g.m.Conns = append(g.m.Conns, mc)
 		var ts []tmplFrame
@@ -135,10 +136,10 @@ func (g *benchGen) queue() {
 	for i := range benchPPM {
 		p := benchPkt{kind: kind(i), psn: roce.AddPSN(first, i)}
 		if lossy && i == 5 {
-			p.ev = inject.EventDrop
+			p.ev = mirror.EventDrop
 		}
 		if marked && i == 3 {
-			p.ev = inject.EventECN
+			p.ev = mirror.EventECN
 		}
 		g.pend = append(g.pend, p)
 		if marked && i == 3 {
@@ -167,9 +168,9 @@ func (g *benchGen) next() (ts int64, frame []byte, orig int) {
 	g.seq++
 	g.ts += 300 + int64(g.seq%7)*40
 	put48(f[6:12], g.seq)
-	put48(f[0:6], uint64(g.ts)&inject.Mask48)
+	put48(f[0:6], uint64(g.ts)&mirror.Mask48)
 	f[t.l3+8] = uint8(p.ev)
-	if p.ev == inject.EventECN {
+	if p.ev == mirror.EventECN {
 		f[t.l3+1] |= header.ECNCE
 	}
 	if p.kind != tCNP {

@@ -6,7 +6,8 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/rdma-appliance/appliance/translator/inject"
+	"github.com/rdma-appliance/appliance/internal/intent"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
 
@@ -18,7 +19,7 @@ import (
 // from 10.0.0.2 (the synthetic traces' addresses and QPNs), with a short
 // timeout and known CNP intervals, so that every analyzer has work.
 func fuzzMeta(tb testing.TB) *Meta {
-	tr := newTrace(tb, inject.VerbWrite, 2, "10.0.0.1", "10.0.0.2")
+	tr := newTrace(tb, intent.VerbWrite, 2, "10.0.0.1", "10.0.0.2")
 	m := tr.m
 	m.Timeout, m.RetryCnt = 10, 3
 	m.ResponderNIC.MinTimeBetweenCNPs = 50_000
@@ -97,7 +98,7 @@ func fuzzSeeds(t testing.TB) [][]byte {
 		seeds = append(seeds, encodeRecords(tr.frames))
 	}
 	{
-		tr := newTrace(t, inject.VerbRead, 2, "10.0.0.1", "10.0.0.2")
+		tr := newTrace(t, intent.VerbRead, 2, "10.0.0.1", "10.0.0.2")
 		p := tr.ipsn(0)
 		tr.readReq(0, p, 4096)
 		tr.resp(0, p, p+3, p, 0)
@@ -110,7 +111,7 @@ func fuzzSeeds(t testing.TB) [][]byte {
 		seeds = append(seeds, encodeRecords(tr.frames))
 	}
 	{
-		tr := newTrace(t, inject.VerbWrite, 2, "10.0.0.1", "10.0.0.2")
+		tr := newTrace(t, intent.VerbWrite, 2, "10.0.0.1", "10.0.0.2")
 		p := tr.ipsn(1)
 		tr.data(1, p, p, ecn)
 		tr.cnp(1, true)
@@ -158,14 +159,14 @@ func FuzzEvents(f *testing.F) {
 		if len(data) > 4*512 {
 			data = data[:4*512]
 		}
-		tr := newTrace(t, inject.VerbWrite, 2, "10.0.0.1", "10.0.0.2")
+		tr := newTrace(t, intent.VerbWrite, 2, "10.0.0.1", "10.0.0.2")
 		tr.m.Timeout, tr.m.RetryCnt = 10, 3
 		tr.m.ResponderNIC.MinTimeBetweenCNPs = 20_000
 		for len(data) >= 4 {
 			c := int(data[0] & 1)
 			kind := data[0] >> 1 % 10
 			p := tr.ipsn(c) + uint32(data[1]%16)
-			ev := inject.EventType(data[2] % 4)
+			ev := mirror.EventType(data[2] % 4)
 			tr.now += int64(data[3]) * 10_000
 			data = data[4:]
 			switch kind {

@@ -3,7 +3,8 @@ package luminaanalyzer
 import (
 	"fmt"
 
-	"github.com/rdma-appliance/appliance/translator/inject"
+	"github.com/rdma-appliance/appliance/internal/intent"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
 
@@ -55,7 +56,7 @@ type txSlot struct {
 	seq uint64
 	psn uint32
 	set bool
-	ev  inject.EventType
+	ev  mirror.EventType
 }
 
 // gapState is a receiver's gap: the expected PSN when an out-of-order
@@ -128,7 +129,7 @@ type stream struct {
 
 type conn struct {
 	idx int
-	c   inject.Conn
+	c   intent.Conn
 	// gid and qpn by direction: the destination of packets to the
 	// requester (0) and to the responder (1).
 	gid        [2]roce.GID
@@ -145,7 +146,7 @@ type conn struct {
 	rep        ConnReport
 }
 
-func (c *conn) init(i int, mc inject.Conn) {
+func (c *conn) init(i int, mc intent.Conn) {
 	c.idx, c.c = i, mc
 	c.gid[toRequester], c.qpn[toRequester] = roce.GIDFromAddr(mc.RequesterIP), mc.RequesterQPN&roce.QPNMask
 	c.gid[toResponder], c.qpn[toResponder] = roce.GIDFromAddr(mc.ResponderIP), mc.ResponderQPN&roce.QPNMask
@@ -743,7 +744,7 @@ func (a *Analyzer) addNACK(c *conn, s *stream, g *gapState, nak pref) {
 		return
 	}
 	msg, rel := a.msgOf(c, g.psn)
-	ev := inject.EventNone
+	ev := mirror.EventNone
 	if sl, ok := s.lastTxOf(g.psn); ok {
 		ev = sl.ev
 	}

@@ -10,13 +10,14 @@ import (
 
 	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dumper/pcap"
-	"github.com/rdma-appliance/appliance/translator/inject"
+	"github.com/rdma-appliance/appliance/internal/intent"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
 
 // The synthetic traces: packets built with roce.Builder, mirrored the way
-// the injector does (inject.WriteMirror), cut to the dumpers' snap length
-// and restored the way a dumper does (inject.RestoreMirror), then written
+// the injector does (mirror.Write), cut to the dumpers' snap length
+// and restored the way a dumper does (mirror.Restore), then written
 // to a nanosecond pcap stamped with the mirror timestamp, as the merge
 // writes the trace.
 
@@ -42,16 +43,16 @@ type tframe struct {
 	orig int
 }
 
-func newTrace(t testing.TB, verb inject.Verb, conns int, reqIP ...string) *ttrace {
+func newTrace(t testing.TB, verb intent.Verb, conns int, reqIP ...string) *ttrace {
 	tr := &ttrace{t: t, now: 1_000_000_000, step: 1000, buf: make([]byte, 8192), rng: 0x9e3779b97f4a7c15,
-		m: &Meta{Test: t.Name(), Trace: TraceFile, Geometry: inject.Geometry{Verb: verb, MessageSize: 4096, MTU: 1024,
+		m: &Meta{Test: t.Name(), Trace: TraceFile, Geometry: intent.Geometry{Verb: verb, MessageSize: 4096, MTU: 1024,
 			NumMessages: 4}, TxDepth: 1, Timeout: 14, RetryCnt: 7, Valid: true}}
 	for i := range conns {
 		ip := "10.0.0.1"
 		if i < len(reqIP) {
 			ip = reqIP[i]
 		}
-		tr.m.Conns = append(tr.m.Conns, inject.Conn{RequesterIP: netip.MustParseAddr(ip), RequesterQPN: 0x100 + uint32(i),
+		tr.m.Conns = append(tr.m.Conns, intent.Conn{RequesterIP: netip.MustParseAddr(ip), RequesterQPN: 0x100 + uint32(i),
 			RequesterIPSN: 1000 * uint32(i+1), ResponderIP: netip.MustParseAddr("10.0.1.1"),
 			ResponderQPN: 0x200 + uint32(i), ResponderIPSN: 77})
 	}
@@ -69,7 +70,7 @@ func (tr *ttrace) after(d time.Duration) *ttrace {
 }
 
 // pkt appends one packet of connection c: toResp says its direction.
-func (tr *ttrace) pkt(c int, toResp bool, b roce.Builder, payload int, ev inject.EventType) uint64 {
+func (tr *ttrace) pkt(c int, toResp bool, b roce.Builder, payload int, ev mirror.EventType) uint64 {
 	tr.t.Helper()
 	mc := tr.m.Conns[c]
 	src, dst, qpn := mc.RequesterIP, mc.ResponderIP, mc.ResponderQPN
@@ -99,13 +100,13 @@ func (tr *ttrace) pkt(c int, toResp bool, b roce.Builder, payload int, ev inject
 	tr.rng ^= tr.rng << 13
 	tr.rng ^= tr.rng >> 7
 	tr.rng ^= tr.rng << 17
-	mm := inject.MirrorMeta{Seq: tr.seq, Timestamp: tr.now & inject.Mask48, Event: ev, OrigSrcPort: b.SrcPort}
-	inject.WriteMirror(frame, &p, mm, uint16(tr.rng), inject.DefaultRewritePort)
+	mm := mirror.Meta{Seq: tr.seq, Timestamp: tr.now & mirror.Mask48, Event: ev, OrigSrcPort: b.SrcPort}
+	mirror.Write(frame, &p, mm, uint16(tr.rng), mirror.DefaultRewritePort)
 	cut := frame[:min(n, testSnap)]
 	if err := header.DecodeTruncated(cut, &p); err != nil {
 		tr.t.Fatal(err)
 	}
-	if _, err := inject.RestoreMirror(cut, &p); err != nil {
+	if _, err := mirror.Restore(cut, &p); err != nil {
 		tr.t.Fatal(err)
 	}
 	tr.frames = append(tr.frames, tframe{ts: tr.now, data: cut, orig: n})
@@ -114,10 +115,10 @@ func (tr *ttrace) pkt(c int, toResp bool, b roce.Builder, payload int, ev inject
 
 // data sends request packet psn of a WRITE (or SEND) message of the
 // geometry's size starting at first.
-func (tr *ttrace) data(c int, first, psn uint32, ev inject.EventType) uint64 {
+func (tr *ttrace) data(c int, first, psn uint32, ev mirror.EventType) uint64 {
 	ppm := uint32(tr.m.Geometry.PacketsPerMessage())
 	rel := psn - first
-	send := tr.m.Geometry.Verb == inject.VerbSend
+	send := tr.m.Geometry.Verb == intent.VerbSend
 	var op roce.Opcode
 	switch {
 	case ppm == 1:
@@ -143,7 +144,7 @@ func pickOp(send bool, s, w roce.Opcode) roce.Opcode {
 
 // msg sends a whole message of connection c starting at first, with the
 // events evs by relative PSN, and returns the sequence numbers.
-func (tr *ttrace) msg(c int, first uint32, evs map[int]inject.EventType) []uint64 {
+func (tr *ttrace) msg(c int, first uint32, evs map[int]mirror.EventType) []uint64 {
 	var seqs []uint64
 	for i := range tr.m.Geometry.PacketsPerMessage() {
 		seqs = append(seqs, tr.data(c, first, first+uint32(i), evs[i]))
@@ -152,7 +153,7 @@ func (tr *ttrace) msg(c int, first uint32, evs map[int]inject.EventType) []uint6
 }
 
 // resend sends PSNs from..to (inclusive) of the message starting at first.
-func (tr *ttrace) resend(c int, first, from, to uint32, evs map[uint32]inject.EventType) []uint64 {
+func (tr *ttrace) resend(c int, first, from, to uint32, evs map[uint32]mirror.EventType) []uint64 {
 	var seqs []uint64
 	for p := from; p <= to; p++ {
 		seqs = append(seqs, tr.data(c, first, p, evs[p]))
@@ -176,7 +177,7 @@ func (tr *ttrace) readReq(c int, psn uint32, n int) uint64 {
 // resp sends READ response psn; first is the PSN the response run starts
 // at and last the READ's last PSN (so the opcode is First, Middle, Last or
 // Only as the responder would pick it).
-func (tr *ttrace) resp(c int, first, last, psn uint32, ev inject.EventType) uint64 {
+func (tr *ttrace) resp(c int, first, last, psn uint32, ev mirror.EventType) uint64 {
 	var op roce.Opcode
 	switch {
 	case first == last:

@@ -10,7 +10,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/rdma-appliance/appliance/translator/inject"
+	"github.com/rdma-appliance/appliance/internal/intent"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 )
 
 // Files of one run's result directory (result-path/<timestamp>/<repeat>/).
@@ -32,8 +33,8 @@ type Meta struct {
 	Trace string `json:"trace"`
 	// Geometry and Conns are the traffic and its connections (requester
 	// and responder IP, QPN, initial PSN), in QP order.
-	Geometry inject.Geometry `json:"geometry"`
-	Conns    []inject.Conn   `json:"connections"`
+	Geometry intent.Geometry `json:"geometry"`
+	Conns    []intent.Conn   `json:"connections"`
 	TxDepth  int             `json:"tx_depth"`
 	// Timeout and RetryCnt are the QPs' min-retransmit-timeout (IB
 	// exponent) and max-retransmit-retry.
@@ -41,11 +42,11 @@ type Meta struct {
 	RetryCnt uint8 `json:"retry_cnt"`
 	// Intents and Entries are the events asked for and the injector's
 	// entries compiled from them; Hits counts each entry's matches.
-	Intents []inject.Intent `json:"intents"`
-	Entries []inject.Entry  `json:"entries"`
+	Intents []intent.Intent `json:"intents"`
+	Entries []intent.Entry  `json:"entries"`
 	Hits    []uint64        `json:"hits"`
 	// Injector holds the injector's counters at the end of the run.
-	Injector inject.Stats `json:"injector"`
+	Injector mirror.InjectorStats `json:"injector"`
 	// Requester and Responder are the RNICs' counters (mlx5 names): the
 	// difference over the run.
 	Requester map[string]uint64 `json:"requester_counters"`

@@ -7,7 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/rdma-appliance/appliance/translator/inject"
+	"github.com/rdma-appliance/appliance/internal/intent"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 )
 
 // Report is what the analyzers found in one run. It is meant to be
@@ -80,12 +81,12 @@ type PacketRef struct {
 	TimestampNs int64            `json:"timestamp_ns"`
 	PSN         uint32           `json:"psn"`
 	Opcode      string           `json:"opcode"`
-	Event       inject.EventType `json:"event"`
+	Event       mirror.EventType `json:"event"`
 }
 
 func (p PacketRef) String() string {
 	s := fmt.Sprintf("seq %d t=%.3fms psn %d %s", p.Seq, float64(p.TimestampNs)/1e6, p.PSN, p.Opcode)
-	if p.Event != inject.EventNone {
+	if p.Event != mirror.EventNone {
 		s += " [" + p.Event.String() + "]"
 	}
 	return s
@@ -94,7 +95,7 @@ func (p PacketRef) String() string {
 // ConnReport is one connection's traffic as the trace shows it.
 type ConnReport struct {
 	Index int         `json:"index"`
-	Conn  inject.Conn `json:"conn"`
+	Conn  intent.Conn `json:"conn"`
 	// Verbs lists the request kinds seen: write, send, read, atomic.
 	Verbs []string `json:"verbs"`
 	// ToResponder and ToRequester count the packets in each direction
@@ -199,7 +200,7 @@ type NACKLatency struct {
 	// message (-1 when the geometry is unknown).
 	Message int              `json:"message"`
 	RelPSN  int              `json:"rel_psn"`
-	Event   inject.EventType `json:"event"` // what happened to the missing PSN
+	Event   mirror.EventType `json:"event"` // what happened to the missing PSN
 	// FirstOOO is the first packet after the hole, NAK the NAK, Retx the
 	// first retransmission of PSN (Retx.Seq 0 if there was none).
 	FirstOOO     PacketRef `json:"first_ooo"`

@@ -3,11 +3,11 @@ package trace
 import (
 	"fmt"
 
-	"github.com/rdma-appliance/appliance/translator/inject"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 )
 
 // ScheduleAssign returns an Options.Assign for copies spread over dumpers
-// by the injector's per-packet weighted round-robin (inject.WRR, which the
+// by the injector's per-packet weighted round-robin (mirror.WRR, which the
 // software injector and the Tofino program's slot table both follow): over
 // each cycle of sum(weights) sequence numbers, dumper i gets weights[i],
 // and firstSeq (1 for inject.Injector) took the first slot. Numbers below
@@ -19,7 +19,7 @@ func ScheduleAssign(names []string, weights []int, firstSeq uint64) (func(seq ui
 	if len(names) != len(weights) {
 		return nil, fmt.Errorf("trace: %d dumper names for %d weights", len(names), len(weights))
 	}
-	w, err := inject.NewWRR(weights)
+	w, err := mirror.NewWRR(weights)
 	if err != nil {
 		return nil, err
 	}

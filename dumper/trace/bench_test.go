@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/rdma-appliance/appliance/dumper/pcap"
-	"github.com/rdma-appliance/appliance/translator/inject"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 )
 
 // writeSplit streams copies 1..n straight into one file per dumper (equal
@@ -22,7 +22,7 @@ func writeSplit(t testing.TB, dir string, dumpers, n int) []Source {
 	for i := range weights {
 		weights[i] = 1
 	}
-	w, err := inject.NewWRR(weights)
+	w, err := mirror.NewWRR(weights)
 	if err != nil {
 		t.Fatal(err)
 	}

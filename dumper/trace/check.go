@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/rdma-appliance/appliance/translator/inject"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 )
 
 const (
@@ -97,7 +97,7 @@ func newChecker(opts Options) *checker {
 
 // packet checks one packet, in merged order, and returns its extended
 // timestamp.
-func (c *checker) packet(m *inject.MirrorMeta, dir dirKey) int64 {
+func (c *checker) packet(m *mirror.Meta, dir dirKey) int64 {
 	seq := m.Seq
 	c.packets++
 	c.events[m.Event]++
@@ -137,11 +137,11 @@ func (c *checker) packet(m *inject.MirrorMeta, dir dirKey) int64 {
 	// step from the previous packet is the 48-bit difference read as a
 	// signed number, so a wrap is a small step forward and a step back is
 	// negative.
-	ts48 := uint64(m.Timestamp) & inject.Mask48
+	ts48 := uint64(m.Timestamp) & mirror.Mask48
 	if c.packets == 1 {
 		c.ext, c.firstTS = int64(ts48), int64(ts48)
 	} else {
-		d := int64((ts48 - c.prev48) & inject.Mask48)
+		d := int64((ts48 - c.prev48) & mirror.Mask48)
 		if d >= half48 {
 			d -= wrap48
 			if ts48 > c.prev48 {
@@ -290,7 +290,7 @@ func (c *checker) finish(r *Report) {
 	r.Events = make(map[string]uint64)
 	for ev, n := range c.events {
 		if n > 0 {
-			r.Events[inject.EventType(ev).String()] = n
+			r.Events[mirror.EventType(ev).String()] = n
 		}
 	}
 	r.Directions = c.dirs

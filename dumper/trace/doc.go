@@ -5,8 +5,8 @@
 // dumpers (weighted round-robin, per packet), writing into each copy a
 // 48-bit mirror sequence number (source MAC), a 48-bit nanosecond ingress
 // timestamp (destination MAC) and the injected event (IPv4 TTL / IPv6 hop
-// limit); see translator/inject/mirror.go. Each dumper writes its share,
-// restored (inject.RestoreMirror) and sorted by sequence, to one or more
+// limit); see internal/mirror/mirror.go. Each dumper writes its share,
+// restored (mirror.Restore) and sorted by sequence, to one or more
 // pcap files, one per worker. Merge reads all of them at once, one record
 // per file at a time, and merges them by mirror sequence with a heap (a
 // streaming k-way merge: memory depends on the number of files, not on

@@ -11,7 +11,7 @@ import (
 
 	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dumper/pcap"
-	"github.com/rdma-appliance/appliance/translator/inject"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 )
 
 // seedCopies adds restored and raw IPv4 and IPv6 copies, the junk frames of
@@ -36,7 +36,7 @@ func FuzzParseCopy(f *testing.F) {
 	seedCopies(f)
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		var np header.Parsed
-		m, dir, restore, reason := parseCopy(frame, &np, inject.DefaultRewritePort)
+		m, dir, restore, reason := parseCopy(frame, &np, mirror.DefaultRewritePort)
 		if reason != "" {
 			return
 		}
@@ -54,7 +54,7 @@ func FuzzParseCopy(f *testing.F) {
 		}
 		if restore {
 			c := append([]byte(nil), frame...)
-			if _, err := inject.RestoreMirror(c, &np); err != nil {
+			if _, err := mirror.Restore(c, &np); err != nil {
 				t.Fatalf("restore of an accepted copy: %v", err)
 			}
 			if len(c) != len(frame) || !bytes.Equal(c[:12], frame[:12]) {

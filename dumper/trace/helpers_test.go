@@ -8,7 +8,7 @@ import (
 
 	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dumper/pcap"
-	"github.com/rdma-appliance/appliance/translator/inject"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
 
@@ -28,22 +28,22 @@ const snapLen = 128 // the dumpers' default snap length
 type pkt struct {
 	seq  uint64
 	ts   int64 // the 48-bit mirror timestamp
-	ev   inject.EventType
+	ev   mirror.EventType
 	data []byte // restored and cut to snapLen
 	orig int    // length on the wire
 }
 
 // eventOf is the event the test traffic injects into sequence number seq.
-func eventOf(seq uint64) inject.EventType {
+func eventOf(seq uint64) mirror.EventType {
 	switch {
 	case seq%50 == 0:
-		return inject.EventDrop
+		return mirror.EventDrop
 	case seq%70 == 0:
-		return inject.EventECN
+		return mirror.EventECN
 	case seq%90 == 0:
-		return inject.EventBitError
+		return mirror.EventBitError
 	}
-	return inject.EventNone
+	return mirror.EventNone
 }
 
 // dirOf is the direction index of seq: 0 A->B, 1 B->A, 2 C->D.
@@ -58,9 +58,9 @@ func dirOf(seq uint64) int {
 }
 
 // gen builds mirrored copies the way the injector and a dumper do: the
-// frame is built by roce.Builder, mirrored with inject.WriteMirror (random
+// frame is built by roce.Builder, mirrored with mirror.Write (random
 // source port, rewrite port), cut to the snap length and restored with
-// inject.RestoreMirror; raw leaves the copy unrestored. Sequence numbers
+// mirror.Restore; raw leaves the copy unrestored. Sequence numbers
 // start at 1, timestamps at ts0 and advance by step ns (masked to 48
 // bits).
 type gen struct {
@@ -108,15 +108,15 @@ func (g *gen) make(seq uint64) pkt {
 	g.rng ^= g.rng << 13
 	g.rng ^= g.rng >> 7
 	g.rng ^= g.rng << 17
-	ts := (g.ts0 + int64(seq-1)*g.step) & inject.Mask48
-	m := inject.MirrorMeta{Seq: seq, Timestamp: ts, Event: eventOf(seq), OrigSrcPort: b.SrcPort}
-	inject.WriteMirror(frame, &p, m, uint16(g.rng), inject.DefaultRewritePort)
+	ts := (g.ts0 + int64(seq-1)*g.step) & mirror.Mask48
+	m := mirror.Meta{Seq: seq, Timestamp: ts, Event: eventOf(seq), OrigSrcPort: b.SrcPort}
+	mirror.Write(frame, &p, m, uint16(g.rng), mirror.DefaultRewritePort)
 	c := frame[:min(n, snapLen)]
 	if !g.raw {
 		if err := header.DecodeTruncated(c, &p); err != nil {
 			panic(err)
 		}
-		if _, err := inject.RestoreMirror(c, &p); err != nil {
+		if _, err := mirror.Restore(c, &p); err != nil {
 			panic(err)
 		}
 	}
@@ -137,7 +137,7 @@ func newGen() *gen { return &gen{ts0: 1_000_000_000, step: 1000} }
 // split spreads the copies over len(weights) dumpers as the injector's
 // round-robin does.
 func split(t testing.TB, pkts []pkt, weights []int) [][]pkt {
-	w, err := inject.NewWRR(weights)
+	w, err := mirror.NewWRR(weights)
 	if err != nil {
 		t.Fatal(err)
 	}

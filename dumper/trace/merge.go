@@ -9,7 +9,7 @@ import (
 
 	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dumper/pcap"
-	"github.com/rdma-appliance/appliance/translator/inject"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
 
@@ -36,9 +36,9 @@ const Unknown int64 = -1
 // Options configure Merge. Note that the counters' zero value is a known
 // count of zero: set them to Unknown when they are not known.
 type Options struct {
-	// Mirrored is the injector's mirrored-copy counter (inject.Stats.
+	// Mirrored is the injector's mirrored-copy counter (mirror.InjectorStats.
 	// Mirrored, the last mirror sequence number), RxRoCE the RoCE packets
-	// it received (inject.Stats.RxRoCE). Conditions 3 and 4 compare the
+	// it received (mirror.InjectorStats.RxRoCE). Conditions 3 and 4 compare the
 	// trace's packet count with them; a negative value means unknown and
 	// leaves the condition not checked.
 	Mirrored int64
@@ -58,8 +58,8 @@ type Options struct {
 	// stamp the same nanosecond.
 	StrictTimestamps bool
 	// RewritePort is the UDP destination port of copies the dumper did not
-	// restore; Merge restores them (inject.RestoreMirror) before writing.
-	// 0 means inject.DefaultRewritePort.
+	// restore; Merge restores them (mirror.Restore) before writing.
+	// 0 means mirror.DefaultRewritePort.
 	RewritePort uint16
 	// MaxListed bounds the offenders listed per violation (gaps,
 	// duplicates, ...); 0 means 10.
@@ -78,7 +78,7 @@ type stream struct {
 	r         *pcap.Reader
 	rec       pcap.Record
 	np        header.Parsed
-	meta      inject.MirrorMeta
+	meta      mirror.Meta
 	dir       dirKey
 	data      []byte // the current copy: rec.Data, or buf once restored
 	buf       []byte
@@ -138,7 +138,7 @@ func Merge(ctx context.Context, sources []Source, out *pcap.Writer, opts Options
 		return nil, errors.New("trace: no sources")
 	}
 	if opts.RewritePort == 0 {
-		opts.RewritePort = inject.DefaultRewritePort
+		opts.RewritePort = mirror.DefaultRewritePort
 	}
 	if opts.MaxListed <= 0 {
 		opts.MaxListed = 10
@@ -271,7 +271,7 @@ func (m *merger) advance(s *stream) (bool, error) {
 		if restore {
 			s.buf = append(s.buf[:0], s.data...)
 			s.data = s.buf
-			_, _ = inject.RestoreMirror(s.data, &s.np) // parseCopy checked what it needs
+			_, _ = mirror.Restore(s.data, &s.np) // parseCopy checked what it needs
 			m.rep.Restored++
 		}
 		seq := s.meta.Seq
@@ -313,7 +313,7 @@ const (
 // rewrite port. reason is "" for a mirrored copy and says why it is not
 // otherwise; the strings are constants, so counting them allocates
 // nothing.
-func parseCopy(frame []byte, np *header.Parsed, rewritePort uint16) (m inject.MirrorMeta, dir dirKey, restore bool, reason string) {
+func parseCopy(frame []byte, np *header.Parsed, rewritePort uint16) (m mirror.Meta, dir dirKey, restore bool, reason string) {
 	if err := header.DecodeTruncated(frame, np); err != nil {
 		return m, dir, false, err.Error()
 	}
@@ -337,7 +337,7 @@ func parseCopy(frame []byte, np *header.Parsed, rewritePort uint16) (m inject.Mi
 	if np.L4Proto != header.IPProtoUDP {
 		return m, dir, false, reasonNotUDP
 	}
-	m, err := inject.ReadMirror(frame, np)
+	m, err := mirror.Read(frame, np)
 	if err != nil {
 		return m, dir, false, reasonNoMetaUDP
 	}

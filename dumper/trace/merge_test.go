@@ -15,7 +15,7 @@ import (
 
 	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dumper/pcap"
-	"github.com/rdma-appliance/appliance/translator/inject"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 )
 
 func assign(t testing.TB, n int, weights []int) func(uint64) string {
@@ -361,7 +361,7 @@ func TestMergeCounters(t *testing.T) {
 // retime sets the mirror timestamp of copy seq (in pkts[seq-1]).
 func retime(pkts []pkt, seq uint64, ts int64) {
 	p := &pkts[seq-1]
-	p.ts = ts & inject.Mask48
+	p.ts = ts & mirror.Mask48
 	mac := header.MACFromUint64(uint64(p.ts))
 	copy(p.data[0:6], mac[:])
 }
@@ -728,14 +728,14 @@ func TestMergeReadError(t *testing.T) {
 	}
 }
 
-// TestScheduleAssign: the schedule replays inject.WRR from firstSeq on.
+// TestScheduleAssign: the schedule replays mirror.WRR from firstSeq on.
 func TestScheduleAssign(t *testing.T) {
 	weights := []int{3, 1, 2}
 	a, err := ScheduleAssign([]string{"a", "b", "c"}, weights, 5)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, _ := inject.NewWRR(weights)
+	w, _ := mirror.NewWRR(weights)
 	for seq := uint64(5); seq < 5+60; seq++ {
 		if got, want := a(seq), []string{"a", "b", "c"}[w.Next()]; got != want {
 			t.Fatalf("seq %d: %q, want %q", seq, got, want)
@@ -765,7 +765,7 @@ func TestParseCopy(t *testing.T) {
 			data    []byte
 			restore bool
 		}{{p.data, false}, {r.data, true}} {
-			m, dir, restore, reason := parseCopy(c.data, &np, inject.DefaultRewritePort)
+			m, dir, restore, reason := parseCopy(c.data, &np, mirror.DefaultRewritePort)
 			if reason != "" || restore != c.restore || m.Seq != seq || m.Timestamp != p.ts || m.Event != eventOf(seq) {
 				t.Fatalf("seq %d: %+v %v %q", seq, m, restore, reason)
 			}

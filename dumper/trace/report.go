@@ -220,7 +220,7 @@ type Report struct {
 	Malformed        uint64            `json:"malformed"`
 	MalformedReasons map[string]uint64 `json:"malformed_reasons,omitempty"`
 	// Restored counts copies that still carried the rewrite port and were
-	// restored by Merge (inject.RestoreMirror) before being written.
+	// restored by Merge (mirror.Restore) before being written.
 	Restored uint64 `json:"restored"`
 
 	// Events counts the packets by injected event (the TTL of the copy):

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/rdma-appliance/appliance/internal/mirror"
 	"github.com/rdma-appliance/appliance/internal/service"
 	"github.com/rdma-appliance/appliance/translator/inject"
 )
@@ -93,24 +94,24 @@ func (c *Controller) Load(ctx context.Context, req inject.LoadRequest) (*Program
 }
 
 // Stats reads the switch's counters.
-func (c *Controller) Stats(ctx context.Context) (inject.Stats, error) {
+func (c *Controller) Stats(ctx context.Context) (mirror.InjectorStats, error) {
 	c.mu.Lock()
 	p := c.prog
 	c.mu.Unlock()
 	if p == nil {
-		return inject.Stats{}, ErrNotLoaded
+		return mirror.InjectorStats{}, ErrNotLoaded
 	}
 	script, err := p.CounterScript()
 	if err != nil {
-		return inject.Stats{}, err
+		return mirror.InjectorStats{}, err
 	}
 	out, err := c.Bfshell(ctx, script)
 	if err != nil {
-		return inject.Stats{}, fmt.Errorf("%w: counter script: %w", ErrBfshell, err)
+		return mirror.InjectorStats{}, fmt.Errorf("%w: counter script: %w", ErrBfshell, err)
 	}
 	cnt, err := ParseCounters(bytes.NewReader(out))
 	if err != nil {
-		return inject.Stats{}, err
+		return mirror.InjectorStats{}, err
 	}
 	return cnt.Stats(), nil
 }
@@ -140,7 +141,7 @@ func (c *Controller) Register(s *service.Service) {
 		if errors.Is(err, ErrNotLoaded) {
 			// Nothing loaded yet: empty counters, so reachability checks
 			// succeed before the first test.
-			service.WriteJSON(w, http.StatusOK, inject.Stats{})
+			service.WriteJSON(w, http.StatusOK, mirror.InjectorStats{})
 			return
 		}
 		if err != nil {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rdma-appliance/appliance/internal/intent"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 	"github.com/rdma-appliance/appliance/internal/service"
 	"github.com/rdma-appliance/appliance/p4/internal/p4test"
 	"github.com/rdma-appliance/appliance/translator/inject"
@@ -37,7 +39,7 @@ func TestController(t *testing.T) {
 	defer srv.Close()
 	cl := service.NewClient(srv.URL)
 	ctx := context.Background()
-	var st inject.Stats
+	var st mirror.InjectorStats
 	if err := cl.Do(ctx, "GET", "/v1/stats", nil, &st); err != nil || st.RxRoCE != 0 {
 		t.Fatalf("stats before a load: %v %+v", err, st)
 	}
@@ -60,7 +62,7 @@ func TestController(t *testing.T) {
 	// A test the program cannot hold is refused with the reason; a
 	// failing bfshell is named as such.
 	bad := req
-	bad.Intents = append(bad.Intents, inject.Intent{QP: 9, PSN: 1, Iter: 1, Type: inject.EventDrop})
+	bad.Intents = append(bad.Intents, intent.Intent{QP: 9, PSN: 1, Iter: 1, Type: mirror.EventDrop})
 	if err := cl.Do(ctx, "POST", "/v1/load", bad, nil); err == nil || !strings.Contains(err.Error(), "422") {
 		t.Fatalf("bad test: %v", err)
 	}

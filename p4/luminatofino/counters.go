@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/rdma-appliance/appliance/internal/mirror"
 	"github.com/rdma-appliance/appliance/p4/internal/bfrt"
-	"github.com/rdma-appliance/appliance/translator/inject"
 )
 
 // CounterPrefix starts every line CounterScript prints; the JSON record
@@ -29,15 +29,15 @@ type counterRecord struct {
 // event index or 0 for a counter indexed by the port itself).
 var portCounters = []struct {
 	name, control, counter string
-	event                  inject.EventType
+	event                  mirror.EventType
 }{
 	{"rx", bfrt.Ingress, "rx_pkts", 0},
 	{"rx_roce", bfrt.Ingress, "rx_roce_pkts", 0},
 	{"tx", bfrt.Egress, "tx_pkts", 0},
 	{"mirrored", bfrt.Egress, "mirrored_pkts", 0},
-	{"drop", bfrt.Ingress, "event_pkts", inject.EventDrop},
-	{"ecn", bfrt.Ingress, "event_pkts", inject.EventECN},
-	{"bit-error", bfrt.Ingress, "event_pkts", inject.EventBitError},
+	{"drop", bfrt.Ingress, "event_pkts", mirror.EventDrop},
+	{"ecn", bfrt.Ingress, "event_pkts", mirror.EventECN},
+	{"bit-error", bfrt.Ingress, "event_pkts", mirror.EventBitError},
 }
 
 const pyCounterHelpers = `
@@ -206,13 +206,13 @@ func ParseCounters(r io.Reader) (Counters, error) {
 // Stats converts the counters to the software injector's form, which the
 // trace integrity check compares the trace with: RxRoCE sums the RoCE
 // packets received on the traffic ports, Mirrored is the mirror sequence.
-func (c Counters) Stats() inject.Stats {
-	s := inject.Stats{Mirrored: c.MirrorSeq}
+func (c Counters) Stats() mirror.InjectorStats {
+	s := mirror.InjectorStats{Mirrored: c.MirrorSeq}
 	for _, pc := range c.Ports {
 		if pc.Role == "traffic" {
 			s.RxRoCE += pc.RxRoCE
 		}
-		s.Ports = append(s.Ports, inject.PortStats{Name: pc.Name, Role: pc.Role, RxPackets: pc.RxPackets,
+		s.Ports = append(s.Ports, mirror.PortStats{Name: pc.Name, Role: pc.Role, RxPackets: pc.RxPackets,
 			RxRoCE: pc.RxRoCE, TxPackets: pc.TxPackets, Mirrored: pc.Mirrored, Dropped: pc.Dropped,
 			ECNMarked: pc.ECNMarked, Corrupted: pc.Corrupted})
 	}

@@ -28,7 +28,7 @@
  *     copy and keeps the mirrored one.
  * Egress:
  *   - mirrored copies get Lumina's metadata written over header fields the
- *     analysis does not need (translator/inject/mirror.go has the layout):
+ *     analysis does not need (internal/mirror/mirror.go has the layout):
  *     source MAC = sequence, destination MAC = timestamp, IPv4 TTL / IPv6 hop
  *     limit = event, UDP checksum = original UDP source port, UDP source port
  *     = 16 random bits, UDP destination port = the rewrite port (9741 unless
@@ -825,7 +825,7 @@ control Egress(inout eg_headers_t hdr,
     Counter<bit<32>, PortId_t>(PORT_SLOTS, CounterType_t.PACKETS_AND_BYTES) mirrored_pkts;
     Random<bit<16>>() rng;
 
-    /* The metadata of a mirrored copy (translator/inject/mirror.go). The
+    /* The metadata of a mirrored copy (internal/mirror/mirror.go). The
      * UDP checksum takes the original source port before the source port
      * is overwritten (P4 actions are sequential; Tofino reads every source
      * operand before any write, which is the same here). */

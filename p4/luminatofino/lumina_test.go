@@ -7,17 +7,18 @@ import (
 	"testing"
 
 	"github.com/rdma-appliance/appliance/dpdk/header"
+	"github.com/rdma-appliance/appliance/internal/intent"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 	"github.com/rdma-appliance/appliance/p4/internal/bfrt"
 	"github.com/rdma-appliance/appliance/p4/internal/p4test"
-	"github.com/rdma-appliance/appliance/translator/inject"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
 
 const p4Path = "injector.p4"
 
-func compile(t testing.TB, p *Program, intents []inject.Intent) {
+func compile(t testing.TB, p *Program, intents []intent.Intent) {
 	t.Helper()
-	es, err := inject.Compile(intents, p.Conns, p.Geometry, p.Options)
+	es, err := intent.Compile(intents, p.Conns, p.Geometry, p.Options)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,20 +44,20 @@ func listing2(t testing.TB) Program {
 		},
 		Dumpers:    []Dumper{{Port: "dumper0", Weight: 1}},
 		MirrorSnap: 128,
-		IterMode:   inject.IterPaper,
-		Geometry:   inject.Geometry{Verb: inject.VerbWrite, MessageSize: 10240, MTU: 1024, NumMessages: 10},
-		Options:    inject.Options{OneBased: true},
-		Conns: []inject.Conn{
+		IterMode:   intent.IterPaper,
+		Geometry:   intent.Geometry{Verb: intent.VerbWrite, MessageSize: 10240, MTU: 1024, NumMessages: 10},
+		Options:    intent.Options{OneBased: true},
+		Conns: []intent.Conn{
 			{RequesterIP: netip.MustParseAddr("10.0.0.1"), RequesterQPN: 0xfe, RequesterIPSN: 1001,
 				ResponderIP: netip.MustParseAddr("10.0.0.2"), ResponderQPN: 0xea, ResponderIPSN: 3002},
 			{RequesterIP: netip.MustParseAddr("10.0.0.1"), RequesterQPN: 0xff, RequesterIPSN: 16777200,
 				ResponderIP: netip.MustParseAddr("10.0.0.2"), ResponderQPN: 0xeb, ResponderIPSN: 7},
 		},
 	}
-	compile(t, &p, []inject.Intent{
-		{QP: 1, PSN: 4, Iter: 1, Type: inject.EventECN},
-		{QP: 2, PSN: 5, Iter: 1, Type: inject.EventDrop},
-		{QP: 2, PSN: 5, Iter: 2, Type: inject.EventDrop},
+	compile(t, &p, []intent.Intent{
+		{QP: 1, PSN: 4, Iter: 1, Type: mirror.EventECN},
+		{QP: 2, PSN: 5, Iter: 1, Type: mirror.EventDrop},
+		{QP: 2, PSN: 5, Iter: 2, Type: mirror.EventDrop},
 	})
 	return p
 }
@@ -77,19 +78,19 @@ func psnAll(t testing.TB) Program {
 		},
 		Dumpers:     []Dumper{{Port: "dump-1", Weight: 1}, {Port: "dump-2", Weight: 1}, {Port: "dump-3", Weight: 2}},
 		RewritePort: 9999,
-		IterMode:    inject.IterP4,
-		Geometry:    inject.Geometry{Verb: inject.VerbRead, MessageSize: 4096, MTU: 1024, NumMessages: 3},
-		Conns: []inject.Conn{
+		IterMode:    intent.IterP4,
+		Geometry:    intent.Geometry{Verb: intent.VerbRead, MessageSize: 4096, MTU: 1024, NumMessages: 3},
+		Conns: []intent.Conn{
 			{RequesterIP: netip.MustParseAddr("2001:db8::1"), RequesterQPN: 0x11, RequesterIPSN: 0,
 				ResponderIP: netip.MustParseAddr("2001:db8::2"), ResponderQPN: 0x21, ResponderIPSN: 500},
 			{RequesterIP: netip.MustParseAddr("2001:db8::1"), RequesterQPN: 0x12, RequesterIPSN: 0xfffffe,
 				ResponderIP: netip.MustParseAddr("2001:db8::2"), ResponderQPN: 0x22, ResponderIPSN: 600},
 		},
 	}
-	compile(t, &p, []inject.Intent{
-		{QP: 0, PSN: inject.AllPSNs, Iter: 2, Type: inject.EventDrop},
-		{QP: 1, PSN: inject.AllPSNs, Iter: 1, Type: inject.EventECN},
-		{QP: 1, PSN: 2, Iter: 3, Type: inject.EventBitError},
+	compile(t, &p, []intent.Intent{
+		{QP: 0, PSN: intent.AllPSNs, Iter: 2, Type: mirror.EventDrop},
+		{QP: 1, PSN: intent.AllPSNs, Iter: 1, Type: mirror.EventECN},
+		{QP: 1, PSN: 2, Iter: 3, Type: mirror.EventBitError},
 	})
 	return p
 }
@@ -186,17 +187,17 @@ func TestWRRSlots(t *testing.T) {
 }
 
 // TestDataKeyMatchesCompile: dataKey, which the connection table and the
-// register indices use, is the direction inject.Compile keys entries with.
+// register indices use, is the direction intent.Compile keys entries with.
 func TestDataKeyMatchesCompile(t *testing.T) {
-	for _, verb := range []inject.Verb{inject.VerbWrite, inject.VerbRead, inject.VerbSend, inject.VerbSendRead} {
+	for _, verb := range []intent.Verb{intent.VerbWrite, intent.VerbRead, intent.VerbSend, intent.VerbSendRead} {
 		p := listing2(t)
 		p.Geometry.Verb = verb
-		p.Options = inject.Options{SendConns: 1}
-		var intents []inject.Intent
+		p.Options = intent.Options{SendConns: 1}
+		var intents []intent.Intent
 		for i := range p.Conns {
-			intents = append(intents, inject.Intent{QP: i, PSN: 0, Iter: 1, Type: inject.EventDrop})
+			intents = append(intents, intent.Intent{QP: i, PSN: 0, Iter: 1, Type: mirror.EventDrop})
 		}
-		es, err := inject.Compile(intents, p.Conns, p.Geometry, p.Options)
+		es, err := intent.Compile(intents, p.Conns, p.Geometry, p.Options)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -241,7 +242,7 @@ func TestSizesMatchP4(t *testing.T) {
 	}
 	for name, want := range map[string]uint64{"CONN_SLOTS": ConnSlots, "PORT_SLOTS": PortSlots,
 		"EVENT_PSN_SIZE": EventPSNSize, "EVENT_ANY_SIZE": EventAnySize, "FWD_SIZE": FwdSize, "ARP_SIZE": ARPSize,
-		"WRR_SLOTS": WRRSlots, "EVENT_SLOTS": PortSlots * 4, "DEFAULT_REWRITE_PORT": inject.DefaultRewritePort,
+		"WRR_SLOTS": WRRSlots, "EVENT_SLOTS": PortSlots * 4, "DEFAULT_REWRITE_PORT": mirror.DefaultRewritePort,
 		"ROCE_UDP_PORT": roce.UDPPort} {
 		if got, ok := ps.Consts[name]; !ok || got != want {
 			t.Errorf("injector.p4 %s = %d (declared %v), Go says %d", name, got, ok, want)
@@ -266,8 +267,8 @@ func TestSizesMatchP4(t *testing.T) {
 		}
 	}
 	// The event codes are Lumina's.
-	for name, ev := range map[string]inject.EventType{"EVENT_NONE": inject.EventNone, "EVENT_DROP": inject.EventDrop,
-		"EVENT_ECN": inject.EventECN, "EVENT_BIT_ERROR": inject.EventBitError} {
+	for name, ev := range map[string]mirror.EventType{"EVENT_NONE": mirror.EventNone, "EVENT_DROP": mirror.EventDrop,
+		"EVENT_ECN": mirror.EventECN, "EVENT_BIT_ERROR": mirror.EventBitError} {
 		if got, ok := ps.Consts[name]; !ok || got != uint64(ev) {
 			t.Errorf("injector.p4 %s = %d, want %d", name, got, ev)
 		}
@@ -352,7 +353,7 @@ func TestValidate(t *testing.T) {
 		{"conns[0].responder_qpn", func(p *Program) { p.Conns[0].ResponderQPN = 1 << 24 }},
 		{"conns[0].requester_ipsn", func(p *Program) { p.Conns[0].RequesterIPSN = 1 << 24 }},
 		{"conns[1]:", func(p *Program) { p.Conns[1].ResponderQPN = p.Conns[0].ResponderQPN }},
-		{"entries[0].event", func(p *Program) { p.Entries[0].Event = inject.EventNone }},
+		{"entries[0].event", func(p *Program) { p.Entries[0].Event = mirror.EventNone }},
 		{"entries[0].key.iter", func(p *Program) { p.Entries[0].Key.Iter = 0 }},
 		{"entries[0].key.psn", func(p *Program) { p.Entries[0].Key.PSN = 1 << 25 }},
 		{"entries[0].key:", func(p *Program) { p.Entries[0].Key.DstQPN = 0x123 }},
@@ -378,9 +379,9 @@ func TestValidate(t *testing.T) {
 	p := listing2(t)
 	p.Entries = nil
 	for i := range EventPSNSize + 1 {
-		p.Entries = append(p.Entries, inject.Entry{Key: inject.Key{Src: p.Conns[0].RequesterIP.As16(),
+		p.Entries = append(p.Entries, intent.Entry{Key: intent.Key{Src: p.Conns[0].RequesterIP.As16(),
 			Dst: p.Conns[0].ResponderIP.As16(), DstQPN: p.Conns[0].ResponderQPN, PSN: uint32(i % (1 << 24)), Iter: 1},
-			Event: inject.EventDrop})
+			Event: mirror.EventDrop})
 	}
 	if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "event_psn holds") {
 		t.Errorf("too many entries: %v", err)

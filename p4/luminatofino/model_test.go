@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/rdma-appliance/appliance/internal/intent"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 	"github.com/rdma-appliance/appliance/p4/internal/p4test"
 	"github.com/rdma-appliance/appliance/translator/inject"
 	"github.com/rdma-appliance/appliance/verbs/roce"
@@ -17,12 +19,12 @@ import (
 // ITER 1). TestModelMatchesSoftware runs it side by side with the
 // software injector's Table.
 type p4Model struct {
-	mode   inject.IterMode
+	mode   intent.IterMode
 	opcode map[uint64]string
 	conn   map[connKey]int
 	psn    []uint32
 	iter   []uint16
-	events map[inject.Key]inject.EventType
+	events map[intent.Key]mirror.EventType
 }
 
 func newModel(t *testing.T, ps *p4test.Source, p Program) *p4Model {
@@ -30,7 +32,7 @@ func newModel(t *testing.T, ps *p4test.Source, p Program) *p4Model {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &p4Model{mode: p.IterMode, opcode: map[uint64]string{}, conn: pl.conns, events: map[inject.Key]inject.EventType{}}
+	m := &p4Model{mode: p.IterMode, opcode: map[uint64]string{}, conn: pl.conns, events: map[intent.Key]mirror.EventType{}}
 	for _, e := range ps.Entries["Ingress.roce_opcode"] {
 		m.opcode[e.Key] = e.Action
 	}
@@ -44,18 +46,18 @@ func newModel(t *testing.T, ps *p4test.Source, p Program) *p4Model {
 	return m
 }
 
-func (m *p4Model) packet(k connKey, op roce.Opcode, psn uint32) (inject.EventType, uint16) {
+func (m *p4Model) packet(k connKey, op roce.Opcode, psn uint32) (mirror.EventType, uint16) {
 	act := m.opcode[uint64(op)]
 	if act != "data_first" && act != "data_rest" {
-		return inject.EventNone, 0
+		return mirror.EventNone, 0
 	}
 	i, ok := m.conn[k]
 	if !ok {
-		return inject.EventNone, 0
+		return mirror.EventNone, 0
 	}
 	psn8 := psn << 8
 	var newRound bool
-	if m.mode == inject.IterPaper {
+	if m.mode == intent.IterPaper {
 		newRound = int32(psn8-m.psn[i]) <= 0
 		m.psn[i] = psn8
 	} else {
@@ -65,14 +67,14 @@ func (m *p4Model) packet(k connKey, op roce.Opcode, psn uint32) (inject.EventTyp
 	switch {
 	case newRound:
 		m.iter[i]++
-	case m.mode == inject.IterP4 && act == "data_first":
+	case m.mode == intent.IterP4 && act == "data_first":
 		m.iter[i] = 1
 	}
-	key := inject.Key{Src: k.Src, Dst: k.Dst, DstQPN: k.DstQPN, PSN: psn, Iter: m.iter[i]}
+	key := intent.Key{Src: k.Src, Dst: k.Dst, DstQPN: k.DstQPN, PSN: psn, Iter: m.iter[i]}
 	if ev, ok := m.events[key]; ok {
 		return ev, m.iter[i]
 	}
-	key.PSN = inject.AnyPSN
+	key.PSN = intent.AnyPSN
 	return m.events[key], m.iter[i]
 }
 
@@ -85,7 +87,7 @@ func TestModelMatchesSoftware(t *testing.T) {
 	ps := p4test.Parse(t, p4Path)
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, ex := range examples {
-		for _, mode := range []inject.IterMode{inject.IterPaper, inject.IterP4} {
+		for _, mode := range []intent.IterMode{intent.IterPaper, intent.IterP4} {
 			p := ex.prog(t)
 			p.IterMode = mode
 			model := newModel(t, ps, p)
@@ -98,7 +100,7 @@ func TestModelMatchesSoftware(t *testing.T) {
 			hits := 0
 			for ci, c := range p.Conns {
 				k := dataKey(ci, c, p.Geometry, p.Options)
-				read := p.Geometry.Verb == inject.VerbRead
+				read := p.Geometry.Verb == intent.VerbRead
 				b := roce.Builder{SrcGID: roce.GID(k.Src), DstGID: roce.GID(k.Dst), DestQP: k.DstQPN, HopLimit: 64}
 				buf := make([]byte, 2048)
 				var pkt roce.Packet
@@ -125,7 +127,7 @@ func TestModelMatchesSoftware(t *testing.T) {
 						t.Fatalf("%s %v conn %d opcode %#x psn %d: P4 model (%v, iter %d), software (%v, iter %d)",
 							ex.name, mode, ci, uint8(op), b.PSN, gotEv, gotIter, wantEv, wantIter)
 					}
-					if wantEv != inject.EventNone {
+					if wantEv != mirror.EventNone {
 						hits++
 					}
 					switch r := rng.IntN(10); {

@@ -6,7 +6,7 @@
 // A Program is pure data: the switch ports (speed, FEC, auto-negotiation,
 // MAC and own addresses), the static routes, the dumpers' mirror ports with
 // their weights, the rewrite port, the ITER mode and the compiled event
-// entries with the connection metadata they came from (inject.Compile).
+// entries with the connection metadata they came from (intent.Compile).
 // Script renders it as a bfrt_python script for `bfshell -b` that clears the
 // program's state, sets the ports up, creates one ingress mirror session per
 // dumper and fills every table and register; CounterScript renders the
@@ -20,8 +20,9 @@ import (
 	"net/netip"
 
 	"github.com/rdma-appliance/appliance/dpdk/header"
+	"github.com/rdma-appliance/appliance/internal/intent"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 	"github.com/rdma-appliance/appliance/p4/internal/bfrt"
-	"github.com/rdma-appliance/appliance/translator/inject"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
 
@@ -95,21 +96,21 @@ type Program struct {
 	Routes  []Route  `json:"routes"`
 	Dumpers []Dumper `json:"dumpers"`
 	// RewritePort is the mirrored copies' UDP destination port
-	// (inject.DefaultRewritePort when 0).
+	// (mirror.DefaultRewritePort when 0).
 	RewritePort uint16 `json:"rewrite_port,omitempty"`
 	// MirrorSnap truncates mirrored copies to this many bytes (the mirror
 	// sessions' max_pkt_len); 0 mirrors whole packets.
 	MirrorSnap int             `json:"mirror_snap,omitempty"`
-	IterMode   inject.IterMode `json:"iter_mode"`
+	IterMode   intent.IterMode `json:"iter_mode"`
 	// Geometry and Options are those the entries were compiled with; they
 	// give each connection's data direction.
-	Geometry inject.Geometry `json:"geometry"`
-	Options  inject.Options  `json:"options"`
+	Geometry intent.Geometry `json:"geometry"`
+	Options  intent.Options  `json:"options"`
 	// Conns is the runtime metadata of the test's connections, in the
-	// order the intents count them; Entries what inject.Compile made of
+	// order the intents count them; Entries what intent.Compile made of
 	// the intents for them.
-	Conns   []inject.Conn  `json:"conns"`
-	Entries []inject.Entry `json:"entries"`
+	Conns   []intent.Conn  `json:"conns"`
+	Entries []intent.Entry `json:"entries"`
 }
 
 // ErrProgram is wrapped by every validation error; the message names the
@@ -128,8 +129,8 @@ type connKey struct {
 // dataKey is a connection's data direction: requester to responder, except
 // READ (and the READ connections of send_read), whose data packets are the
 // responses. It is inject's rule; a test checks it against Compile.
-func dataKey(i int, c inject.Conn, g inject.Geometry, opt inject.Options) connKey {
-	if g.Verb == inject.VerbRead || g.Verb == inject.VerbSendRead && i >= opt.SendConns {
+func dataKey(i int, c intent.Conn, g intent.Geometry, opt intent.Options) connKey {
+	if g.Verb == intent.VerbRead || g.Verb == intent.VerbSendRead && i >= opt.SendConns {
 		return connKey{Src: c.ResponderIP.As16(), Dst: c.RequesterIP.As16(), DstQPN: c.RequesterQPN}
 	}
 	return connKey{Src: c.RequesterIP.As16(), Dst: c.ResponderIP.As16(), DstQPN: c.ResponderQPN}
@@ -140,7 +141,7 @@ func (p *Program) name() string { return bfrt.ProgName(p.Name, DefaultName) }
 
 func (p *Program) rewritePort() uint16 {
 	if p.RewritePort == 0 {
-		return inject.DefaultRewritePort
+		return mirror.DefaultRewritePort
 	}
 	return p.RewritePort
 }
@@ -274,7 +275,7 @@ func (p *Program) plan() (*plan, error) {
 	if p.MirrorSnap != 0 && (p.MirrorSnap < MinMirrorLen || p.MirrorSnap > MaxMirrorLen) {
 		return nil, bad("mirror_snap", "%d: 0 (whole packets) or %d to %d bytes", p.MirrorSnap, MinMirrorLen, MaxMirrorLen)
 	}
-	if p.IterMode != inject.IterPaper && p.IterMode != inject.IterP4 {
+	if p.IterMode != intent.IterPaper && p.IterMode != intent.IterP4 {
 		return nil, bad("iter_mode", "%d: paper or p4", p.IterMode)
 	}
 
@@ -317,18 +318,18 @@ func (p *Program) plan() (*plan, error) {
 	}
 
 	withPSN, anyPSN := 0, 0
-	keys := map[inject.Key]int{}
+	keys := map[intent.Key]int{}
 	for i, e := range p.Entries {
 		f := fmt.Sprintf("entries[%d]", i)
 		switch e.Event {
-		case inject.EventDrop, inject.EventECN, inject.EventBitError:
+		case mirror.EventDrop, mirror.EventECN, mirror.EventBitError:
 		default:
 			return nil, bad(f+".event", "%v: drop, ecn or bit-error", e.Event)
 		}
 		if e.Key.Iter < 1 {
 			return nil, bad(f+".key.iter", "%d: rounds count from 1", e.Key.Iter)
 		}
-		if e.Key.PSN == inject.AnyPSN {
+		if e.Key.PSN == intent.AnyPSN {
 			anyPSN++
 		} else if e.Key.PSN > roce.PSNMask {
 			return nil, bad(f+".key.psn", "%#x is not a 24-bit PSN", e.Key.PSN)
@@ -358,15 +359,15 @@ func addr(b [16]byte) netip.Addr { return netip.AddrFrom16(b).Unmap() }
 // initPSN is the conn_psn register's initial value for a connection whose
 // PSNs start at ipsn: the paper's last PSN = IPSN - 1, or the public P4's
 // expected PSN = IPSN, shifted left by 8 as injector.p4 keeps them.
-func initPSN(mode inject.IterMode, ipsn uint32) uint32 {
-	if mode == inject.IterP4 {
+func initPSN(mode intent.IterMode, ipsn uint32) uint32 {
+	if mode == intent.IterP4 {
 		return (ipsn & roce.PSNMask) << 8
 	}
 	return ((ipsn - 1) & roce.PSNMask) << 8
 }
 
 // wrrSlots is the round-robin cycle: slot -> dumper index, the sequence
-// inject.WRR produces over one cycle of the total weight.
+// mirror.WRR produces over one cycle of the total weight.
 func (p *Program) wrrSlots() []int {
 	if len(p.Dumpers) == 0 {
 		return nil
@@ -377,7 +378,7 @@ func (p *Program) wrrSlots() []int {
 		w[i] = d.weight()
 		total += w[i]
 	}
-	rr, err := inject.NewWRR(w)
+	rr, err := mirror.NewWRR(w)
 	if err != nil {
 		panic(err) // weights are positive after validation
 	}

@@ -9,15 +9,16 @@ import (
 	"strings"
 
 	"github.com/rdma-appliance/appliance/dpdk/header"
+	"github.com/rdma-appliance/appliance/internal/intent"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 	"github.com/rdma-appliance/appliance/p4/internal/bfrt"
-	"github.com/rdma-appliance/appliance/translator/inject"
 )
 
 // eventAction is the event tables' action for an event type.
-var eventAction = map[inject.EventType]string{
-	inject.EventDrop:     "drop",
-	inject.EventECN:      "mark_ecn",
-	inject.EventBitError: "corrupt",
+var eventAction = map[mirror.EventType]string{
+	mirror.EventDrop:     "drop",
+	mirror.EventECN:      "mark_ecn",
+	mirror.EventBitError: "corrupt",
 }
 
 // origin opens both scripts.
@@ -113,7 +114,7 @@ func (pl *plan) arpEntries() []arpEntry {
 	return out
 }
 
-func compareKey(a, b inject.Key) int {
+func compareKey(a, b intent.Key) int {
 	if c := bytes.Compare(a.Src[:], b.Src[:]); c != 0 {
 		return c
 	}
@@ -143,16 +144,16 @@ func (p Program) Script() (string, error) {
 	name := p.name()
 	s := bfrt.New(name)
 	ig, eg := s.Ig, s.Eg
-	var withPSN, anyPSN []inject.Entry
+	var withPSN, anyPSN []intent.Entry
 	for _, e := range p.Entries {
-		if e.Key.PSN == inject.AnyPSN {
+		if e.Key.PSN == intent.AnyPSN {
 			anyPSN = append(anyPSN, e)
 		} else {
 			withPSN = append(withPSN, e)
 		}
 	}
-	slices.SortFunc(withPSN, func(a, b inject.Entry) int { return compareKey(a.Key, b.Key) })
-	slices.SortFunc(anyPSN, func(a, b inject.Entry) int { return compareKey(a.Key, b.Key) })
+	slices.SortFunc(withPSN, func(a, b intent.Entry) int { return compareKey(a.Key, b.Key) })
+	slices.SortFunc(anyPSN, func(a, b intent.Entry) int { return compareKey(a.Key, b.Key) })
 	traffic := pl.trafficPorts()
 
 	s.SetupHeader(origin, "Program.Script")
@@ -211,7 +212,7 @@ func (p Program) Script() (string, error) {
 	}
 	s.Blank()
 
-	if p.IterMode == inject.IterP4 {
+	if p.IterMode == intent.IterP4 {
 		s.Comment("Connections: data direction -> index; ITER = 1, expected PSN = IPSN (kept << 8).")
 	} else {
 		s.Comment("Connections: data direction -> index; ITER = 1, last PSN = IPSN - 1 (kept << 8).")

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 
 	"github.com/rdma-appliance/appliance/dpdk/header"
+	"github.com/rdma-appliance/appliance/internal/intent"
 	"github.com/rdma-appliance/appliance/translator/inject"
 )
 
@@ -15,10 +16,10 @@ import (
 // injector's POST /v1/load does. The spec must have been validated.
 func FromSpec(s inject.Spec, req inject.LoadRequest) (Program, error) {
 	p := Program{Name: s.Name, RewritePort: uint16(s.RewriteUDPDstPort), MirrorSnap: s.MirrorSnap,
-		Geometry: req.Geometry, Options: inject.Options{SendConns: req.SendConns, OneBased: req.OneBased},
+		Geometry: req.Geometry, Options: intent.Options{SendConns: req.SendConns, OneBased: req.OneBased},
 		Conns: req.Conns}
 	var err error
-	if p.IterMode, err = inject.ParseIterMode(s.IterMode); err != nil {
+	if p.IterMode, err = intent.ParseIterMode(s.IterMode); err != nil {
 		return Program{}, err
 	}
 	if b, _ := inject.ParseBalance(s.Balance); b != inject.BalanceWRR {
@@ -55,7 +56,7 @@ func FromSpec(s inject.Spec, req inject.LoadRequest) (Program, error) {
 		}
 		p.Routes = append(p.Routes, Route{Prefix: pfx, Port: r.Port, MAC: m})
 	}
-	if p.Entries, err = inject.Compile(req.Intents, req.Conns, req.Geometry, p.Options); err != nil {
+	if p.Entries, err = intent.Compile(req.Intents, req.Conns, req.Geometry, p.Options); err != nil {
 		return Program{}, err
 	}
 	return p, p.Validate()

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rdma-appliance/appliance/internal/intent"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 	"github.com/rdma-appliance/appliance/p4/internal/p4test"
 	"github.com/rdma-appliance/appliance/translator/inject"
 )
@@ -41,7 +43,7 @@ func TestFromSpec(t *testing.T) {
 		t.Fatalf("flow-hash on a Tofino: %v", err)
 	}
 	s.Balance = ""
-	req.Intents = append(req.Intents, inject.Intent{QP: 9, PSN: 1, Iter: 1, Type: inject.EventDrop})
+	req.Intents = append(req.Intents, intent.Intent{QP: 9, PSN: 1, Iter: 1, Type: mirror.EventDrop})
 	if _, err := FromSpec(s, req); err == nil {
 		t.Fatal("an intent on a connection that does not exist compiled")
 	}

@@ -9,6 +9,8 @@ import (
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
+	"github.com/rdma-appliance/appliance/internal/intent"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
 
@@ -85,12 +87,12 @@ func newInjBench(tb testing.TB, burst, mirrorSnap int) *injBench {
 		}
 	})
 
-	conns := make([]Conn, benchQPs)
+	conns := make([]intent.Conn, benchQPs)
 	for qp := range conns {
 		// IPSNs near the top of the PSN space, so the connections wrap
 		// at 2^24 during a long run, as real ones do.
 		ipsn := uint32(0xfff000 + qp*0x100)
-		conns[qp] = Conn{RequesterIP: reqIP, RequesterQPN: uint32(0x100 + qp), RequesterIPSN: ipsn,
+		conns[qp] = intent.Conn{RequesterIP: reqIP, RequesterQPN: uint32(0x100 + qp), RequesterIPSN: ipsn,
 			ResponderIP: respIP, ResponderQPN: uint32(0x200 + qp), ResponderIPSN: uint32(0x800000 + qp)}
 		bn.psn[qp] = ipsn
 		b := roce.Builder{SrcMAC: header.MAC(la.A().Info().MAC), DstMAC: header.MAC(la.B().Info().MAC),
@@ -121,10 +123,10 @@ func newInjBench(tb testing.TB, burst, mirrorSnap int) *injBench {
 	// every message of connection 0 and a bit error on the last one of
 	// connection 2 for the first benchMsgs messages. Past those the
 	// exact-PSN lookups miss, which costs the same two map probes.
-	g := Geometry{Verb: VerbWrite, MessageSize: benchPPM * benchPayload, MTU: benchMTU, NumMessages: benchMsgs}
-	intents := []Intent{{QP: 0, PSN: 1, Iter: 1, Type: EventECN}, {QP: 1, PSN: AllPSNs, Iter: 1, Type: EventECN},
-		{QP: 2, PSN: 3, Iter: 1, Type: EventBitError}}
-	if _, err := in.Load(intents, conns, g, Options{}); err != nil {
+	g := intent.Geometry{Verb: intent.VerbWrite, MessageSize: benchPPM * benchPayload, MTU: benchMTU, NumMessages: benchMsgs}
+	intents := []intent.Intent{{QP: 0, PSN: 1, Iter: 1, Type: mirror.EventECN}, {QP: 1, PSN: intent.AllPSNs, Iter: 1, Type: mirror.EventECN},
+		{QP: 2, PSN: 3, Iter: 1, Type: mirror.EventBitError}}
+	if _, err := in.Load(intents, conns, g, intent.Options{}); err != nil {
 		tb.Fatal(err)
 	}
 	return bn

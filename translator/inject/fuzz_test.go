@@ -8,6 +8,8 @@ import (
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
+	"github.com/rdma-appliance/appliance/internal/intent"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
 
@@ -25,7 +27,7 @@ func seedFrames(f *testing.F) {
 	var p header.Parsed
 	m := append([]byte(nil), buf[:n]...)
 	_ = header.Decode(m, &p)
-	WriteMirror(m, &p, MirrorMeta{Seq: 5, Timestamp: 99, Event: EventDrop, OrigSrcPort: 4000}, 1234, DefaultRewritePort)
+	mirror.Write(m, &p, mirror.Meta{Seq: 5, Timestamp: 99, Event: mirror.EventDrop, OrigSrcPort: 4000}, 1234, mirror.DefaultRewritePort)
 	f.Add(m)
 	f.Add([]byte{})
 }
@@ -49,7 +51,7 @@ func FuzzInput(f *testing.F) {
 		f.Fatal(err)
 	}
 	intents, conns, g := listing2()
-	if _, err := in.Load(intents, conns, g, Options{OneBased: true}); err != nil {
+	if _, err := in.Load(intents, conns, g, intent.Options{OneBased: true}); err != nil {
 		f.Fatal(err)
 	}
 	var drain [64]*dpdk.Packet
@@ -69,25 +71,6 @@ func FuzzInput(f *testing.F) {
 		for _, p := range []dpdk.Port{la.B(), lb.B(), lm.B()} {
 			n := p.RxBurst(0, drain[:])
 			dpdk.FreeBulk(drain[:n])
-		}
-	})
-}
-
-// FuzzMirrorMeta reads and restores arbitrary frames as mirrored copies.
-func FuzzMirrorMeta(f *testing.F) {
-	seedFrames(f)
-	f.Fuzz(func(t *testing.T, frame []byte) {
-		var p header.Parsed
-		if header.DecodeTruncated(frame, &p) != nil {
-			return
-		}
-		m, err := ReadMirror(frame, &p)
-		if err != nil {
-			return
-		}
-		r, err := RestoreMirror(frame, &p)
-		if err != nil || r != m {
-			t.Fatalf("restore read %v, %v; read alone %v", r, err, m)
 		}
 	})
 }

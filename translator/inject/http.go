@@ -4,16 +4,18 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/rdma-appliance/appliance/internal/intent"
 	"github.com/rdma-appliance/appliance/internal/metrics"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 	"github.com/rdma-appliance/appliance/internal/service"
 )
 
 // LoadRequest is the body of POST /v1/load: the test's intents, the
 // traffic generator's runtime metadata and the message geometry.
 type LoadRequest struct {
-	Intents  []Intent `json:"intents"`
-	Conns    []Conn   `json:"connections"`
-	Geometry Geometry `json:"geometry"`
+	Intents  []intent.Intent `json:"intents"`
+	Conns    []intent.Conn   `json:"connections"`
+	Geometry intent.Geometry `json:"geometry"`
 	// SendConns is, for send_read, how many of the first connections carry
 	// SEND.
 	SendConns int `json:"send_connections,omitempty"`
@@ -44,7 +46,7 @@ func (in *Injector) Register(s *service.Service) {
 			service.WriteError(w, http.StatusBadRequest, err)
 			return
 		}
-		es, err := in.Load(req.Intents, req.Conns, req.Geometry, Options{SendConns: req.SendConns, OneBased: req.OneBased})
+		es, err := in.Load(req.Intents, req.Conns, req.Geometry, intent.Options{SendConns: req.SendConns, OneBased: req.OneBased})
 		if err != nil {
 			service.WriteError(w, http.StatusUnprocessableEntity, err)
 			return
@@ -86,19 +88,19 @@ func (in *Injector) Register(s *service.Service) {
 		func() float64 { return float64(in.seq.Load()) })
 	type field struct {
 		name, help string
-		get        func(PortStats) uint64
+		get        func(mirror.PortStats) uint64
 	}
 	for _, f := range []field{
-		{"rx_packets_total", "Frames received per port.", func(p PortStats) uint64 { return p.RxPackets }},
-		{"rx_roce_packets_total", "RoCE packets received per port.", func(p PortStats) uint64 { return p.RxRoCE }},
-		{"tx_packets_total", "Frames transmitted per port.", func(p PortStats) uint64 { return p.TxPackets }},
-		{"tx_dropped_total", "Frames dropped because a transmit queue stayed full.", func(p PortStats) uint64 { return p.TxDropped }},
-		{"mirrored_packets_total", "Mirrored copies sent per mirror port.", func(p PortStats) uint64 { return p.Mirrored }},
-		{"event_drop_total", "Packets dropped by a drop event.", func(p PortStats) uint64 { return p.Dropped }},
-		{"event_ecn_total", "Packets ECN-marked by an event.", func(p PortStats) uint64 { return p.ECNMarked }},
-		{"event_corrupt_total", "Packets corrupted by a bit-error event.", func(p PortStats) uint64 { return p.Corrupted }},
-		{"malformed_total", "Frames that did not decode.", func(p PortStats) uint64 { return p.Malformed }},
-		{"no_route_total", "Frames without a route.", func(p PortStats) uint64 { return p.NoRoute }},
+		{"rx_packets_total", "Frames received per port.", func(p mirror.PortStats) uint64 { return p.RxPackets }},
+		{"rx_roce_packets_total", "RoCE packets received per port.", func(p mirror.PortStats) uint64 { return p.RxRoCE }},
+		{"tx_packets_total", "Frames transmitted per port.", func(p mirror.PortStats) uint64 { return p.TxPackets }},
+		{"tx_dropped_total", "Frames dropped because a transmit queue stayed full.", func(p mirror.PortStats) uint64 { return p.TxDropped }},
+		{"mirrored_packets_total", "Mirrored copies sent per mirror port.", func(p mirror.PortStats) uint64 { return p.Mirrored }},
+		{"event_drop_total", "Packets dropped by a drop event.", func(p mirror.PortStats) uint64 { return p.Dropped }},
+		{"event_ecn_total", "Packets ECN-marked by an event.", func(p mirror.PortStats) uint64 { return p.ECNMarked }},
+		{"event_corrupt_total", "Packets corrupted by a bit-error event.", func(p mirror.PortStats) uint64 { return p.Corrupted }},
+		{"malformed_total", "Frames that did not decode.", func(p mirror.PortStats) uint64 { return p.Malformed }},
+		{"no_route_total", "Frames without a route.", func(p mirror.PortStats) uint64 { return p.NoRoute }},
 	} {
 		s.Metrics.Collect("appliance_inject_port_"+f.name, f.help, metrics.CounterType, []string{"port", "role"},
 			func(emit func(metrics.Sample)) {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
+	"github.com/rdma-appliance/appliance/internal/intent"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 	"github.com/rdma-appliance/appliance/internal/service"
 )
 
@@ -51,7 +53,7 @@ func TestHTTPControl(t *testing.T) {
 	}
 	// An intent naming a connection that does not exist: rejected with
 	// the reason, and the loaded table stays.
-	bad, _ := json.Marshal(LoadRequest{Intents: []Intent{{QP: 5, PSN: 1, Iter: 1, Type: EventDrop}}, Conns: conns, Geometry: g, OneBased: true})
+	bad, _ := json.Marshal(LoadRequest{Intents: []intent.Intent{{QP: 5, PSN: 1, Iter: 1, Type: mirror.EventDrop}}, Conns: conns, Geometry: g, OneBased: true})
 	if code, out := do("POST", "/v1/load", string(bad)); code != 422 || !strings.Contains(out, "qpn 5: the test has 2 connections") {
 		t.Fatalf("bad load: %d %s", code, out)
 	}
@@ -63,7 +65,7 @@ func TestHTTPControl(t *testing.T) {
 	if code != 200 || json.Unmarshal([]byte(out), &ents) != nil || len(ents) != 30 || ents[0].Event != "ecn" {
 		t.Fatalf("entries: %d %s", code, out)
 	}
-	var st Stats
+	var st mirror.InjectorStats
 	if code, out := do("GET", "/v1/stats", ""); code != 200 || json.Unmarshal([]byte(out), &st) != nil ||
 		len(st.Ports) != 1 || st.Ports[0].Name != "p0" {
 		t.Fatalf("stats: %d %s", code, out)

@@ -1,11 +1,11 @@
 package inject
 
 import (
-	"errors"
 	"net/netip"
 	"testing"
 
-	"github.com/rdma-appliance/appliance/dpdk/header"
+	"github.com/rdma-appliance/appliance/internal/intent"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
 
@@ -14,89 +14,17 @@ var (
 	ipB = netip.MustParseAddr("10.0.0.2")
 )
 
-// TestCompileFigure2 is the paper's Figure 2: requester 10.0.0.1 QPN 0xfe
-// IPSN 1001, responder 10.0.0.2 QPN 0xea IPSN 3002; "the fourth packet of
-// the first QP" is src 10.0.0.1, dst 10.0.0.2, dst QPN 0xea, PSN 1004.
-func TestCompileFigure2(t *testing.T) {
-	conns := []Conn{{RequesterIP: ipA, RequesterQPN: 0xfe, RequesterIPSN: 1001, ResponderIP: ipB, ResponderQPN: 0xea, ResponderIPSN: 3002}}
-	g := Geometry{Verb: VerbWrite, MessageSize: 8192, MTU: 1024, NumMessages: 1}
-	es, err := Compile([]Intent{{QP: 1, PSN: 4, Iter: 1, Type: EventECN}}, conns, g, Options{OneBased: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := Key{Src: ipA.As16(), Dst: ipB.As16(), DstQPN: 0xea, PSN: 1004, Iter: 1}
-	if len(es) != 1 || es[0].Key != want || es[0].Event != EventECN {
-		t.Fatalf("entries %v", es)
-	}
-	// READ data packets are the responses: responder to requester, on the
-	// requester's QPN, in the requester's PSN space.
-	g.Verb = VerbRead
-	es, err = Compile([]Intent{{QP: 0, PSN: 2, Iter: 1, Type: EventDrop}}, conns, g, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want = Key{Src: ipB.As16(), Dst: ipA.As16(), DstQPN: 0xfe, PSN: 1003, Iter: 1}
-	if len(es) != 1 || es[0].Key != want {
-		t.Fatalf("read entries %v", es)
-	}
-}
-
 // listing2 is the paper's Listing 2: 2 connections, 10 messages of 10240
 // bytes at MTU 1024; ECN on the 4th packet of QP 1, drop the 5th packet of
 // QP 2 and its retransmission.
-func listing2() ([]Intent, []Conn, Geometry) {
-	intents := []Intent{{QP: 1, PSN: 4, Iter: 1, Type: EventECN}, {QP: 2, PSN: 5, Iter: 1, Type: EventDrop},
-		{QP: 2, PSN: 5, Iter: 2, Type: EventDrop}}
-	conns := []Conn{
+func listing2() ([]intent.Intent, []intent.Conn, intent.Geometry) {
+	intents := []intent.Intent{{QP: 1, PSN: 4, Iter: 1, Type: mirror.EventECN}, {QP: 2, PSN: 5, Iter: 1, Type: mirror.EventDrop},
+		{QP: 2, PSN: 5, Iter: 2, Type: mirror.EventDrop}}
+	conns := []intent.Conn{
 		{RequesterIP: ipA, RequesterQPN: 0x11, RequesterIPSN: 100, ResponderIP: ipB, ResponderQPN: 0x21, ResponderIPSN: 900},
 		{RequesterIP: ipA, RequesterQPN: 0x12, RequesterIPSN: 0xfffff0, ResponderIP: ipB, ResponderQPN: 0x22, ResponderIPSN: 5},
 	}
-	return intents, conns, Geometry{Verb: VerbWrite, MessageSize: 10240, MTU: 1024, NumMessages: 10}
-}
-
-func TestCompileListing2(t *testing.T) {
-	intents, conns, g := listing2()
-	es, err := Compile(intents, conns, g, Options{OneBased: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(es) != 30 {
-		t.Fatalf("%d entries, want 3 intents x 10 messages", len(es))
-	}
-	// Message i of QP 2 has its 5th packet at IPSN + 10i + 4, wrapping at 2^24.
-	for m := 0; m < 10; m++ {
-		e := es[10+m]
-		if want := (0xfffff0 + uint32(10*m+4)) & 0xffffff; e.Key.PSN != want || e.Key.DstQPN != 0x22 || e.Event != EventDrop || e.Key.Iter != 1 {
-			t.Fatalf("entry %d: %v, want psn %#x", 10+m, e, want)
-		}
-	}
-}
-
-func TestCompileRejects(t *testing.T) {
-	intents, conns, g := listing2()
-	for _, tc := range []struct {
-		in   Intent
-		geom Geometry
-	}{
-		{Intent{QP: 3, PSN: 1, Iter: 1, Type: EventDrop}, g},    // no third connection
-		{Intent{QP: 1, PSN: 11, Iter: 1, Type: EventDrop}, g},   // a message has 10 packets
-		{Intent{QP: 1, PSN: 0, Iter: 1, Type: EventDrop}, g},    // one-based
-		{Intent{QP: 1, PSN: 1, Iter: 0, Type: EventDrop}, g},    // rounds count from 1
-		{Intent{QP: 1, PSN: 1, Iter: 1, Type: EventType(7)}, g}, // no such event
-		{intents[0], Geometry{Verb: "atomic", MessageSize: 8, MTU: 1024, NumMessages: 1}},
-		{intents[0], Geometry{Verb: VerbWrite, MessageSize: 8, MTU: 1500, NumMessages: 1}},
-	} {
-		_, err := Compile([]Intent{tc.in}, conns, tc.geom, Options{OneBased: true})
-		if err == nil {
-			t.Errorf("%v %+v accepted", tc.in, tc.geom)
-		}
-	}
-	// Two intents selecting the same packet.
-	_, err := Compile([]Intent{intents[1], intents[1]}, conns, g, Options{OneBased: true})
-	var ie *IntentError
-	if !errors.As(err, &ie) || ie.Index != 1 || !errors.Is(err, ErrIntent) {
-		t.Fatalf("duplicate: %v", err)
-	}
+	return intents, conns, intent.Geometry{Verb: intent.VerbWrite, MessageSize: 10240, MTU: 1024, NumMessages: 10}
 }
 
 // sender emits frames of one connection's data packets.
@@ -108,7 +36,7 @@ type sender struct {
 	p     roce.Packet
 }
 
-func newSender(t *testing.T, tab *Table, c Conn, ppm int) *sender {
+func newSender(t *testing.T, tab *Table, c intent.Conn, ppm int) *sender {
 	return &sender{table: tab, ppm: ppm, buf: make([]byte, 2048), b: roce.Builder{
 		SrcGID: roce.GIDFromAddr(c.RequesterIP), DstGID: roce.GIDFromAddr(c.ResponderIP), DestQP: c.ResponderQPN,
 		HopLimit: 64}}
@@ -116,7 +44,7 @@ func newSender(t *testing.T, tab *Table, c Conn, ppm int) *sender {
 
 // send pushes the packet with relative index rel (from 0, counting every
 // packet of every message) through the table.
-func (s *sender) send(t *testing.T, ipsn uint32, rel int) (EventType, uint16) {
+func (s *sender) send(t *testing.T, ipsn uint32, rel int) (mirror.EventType, uint16) {
 	t.Helper()
 	pos := rel % s.ppm
 	switch {
@@ -158,7 +86,7 @@ func goBackN(t *testing.T, s *sender, ipsn uint32, total int) (drops [][2]int, r
 			if i == next {
 				rounds = append(rounds, int(iter))
 			}
-			if ev == EventDrop {
+			if ev == mirror.EventDrop {
 				drops = append(drops, [2]int{i, int(iter)})
 				if lost < 0 {
 					lost = i
@@ -178,16 +106,16 @@ func goBackN(t *testing.T, s *sender, ipsn uint32, total int) (drops [][2]int, r
 // exactly there, and the retransmission of PSN 3 starts round 3. Both ITER
 // modes agree on one message.
 func TestFigure3(t *testing.T) {
-	c := Conn{RequesterIP: ipA, RequesterQPN: 1, RequesterIPSN: 1, ResponderIP: ipB, ResponderQPN: 2, ResponderIPSN: 50}
-	g := Geometry{Verb: VerbWrite, MessageSize: 4 * 256, MTU: 256, NumMessages: 1}
-	intents := []Intent{{QP: 1, PSN: 2, Iter: 1, Type: EventDrop}, {QP: 1, PSN: 3, Iter: 2, Type: EventDrop}}
-	for _, mode := range []IterMode{IterPaper, IterP4} {
-		es, err := Compile(intents, []Conn{c}, g, Options{OneBased: true})
+	c := intent.Conn{RequesterIP: ipA, RequesterQPN: 1, RequesterIPSN: 1, ResponderIP: ipB, ResponderQPN: 2, ResponderIPSN: 50}
+	g := intent.Geometry{Verb: intent.VerbWrite, MessageSize: 4 * 256, MTU: 256, NumMessages: 1}
+	intents := []intent.Intent{{QP: 1, PSN: 2, Iter: 1, Type: mirror.EventDrop}, {QP: 1, PSN: 3, Iter: 2, Type: mirror.EventDrop}}
+	for _, mode := range []intent.IterMode{intent.IterPaper, intent.IterP4} {
+		es, err := intent.Compile(intents, []intent.Conn{c}, g, intent.Options{OneBased: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		tab := NewTable(mode)
-		if err := tab.Load(es, []Conn{c}, g, Options{}); err != nil {
+		if err := tab.Load(es, []intent.Conn{c}, g, intent.Options{}); err != nil {
 			t.Fatal(err)
 		}
 		s := newSender(t, tab, c, 4)
@@ -213,14 +141,14 @@ func TestFigure3(t *testing.T) {
 // intent on every message therefore hits every message in P4 mode but only
 // the messages before the first retransmission in paper mode.
 func TestIterModesDiffer(t *testing.T) {
-	c := Conn{RequesterIP: ipA, RequesterQPN: 1, RequesterIPSN: 0xfffffe, ResponderIP: ipB, ResponderQPN: 2}
-	g := Geometry{Verb: VerbWrite, MessageSize: 512, MTU: 256, NumMessages: 3}
-	intents := []Intent{{QP: 0, PSN: 0, Iter: 1, Type: EventDrop}}
-	want := map[IterMode]int{IterPaper: 1, IterP4: 3}
+	c := intent.Conn{RequesterIP: ipA, RequesterQPN: 1, RequesterIPSN: 0xfffffe, ResponderIP: ipB, ResponderQPN: 2}
+	g := intent.Geometry{Verb: intent.VerbWrite, MessageSize: 512, MTU: 256, NumMessages: 3}
+	intents := []intent.Intent{{QP: 0, PSN: 0, Iter: 1, Type: mirror.EventDrop}}
+	want := map[intent.IterMode]int{intent.IterPaper: 1, intent.IterP4: 3}
 	for mode, n := range want {
-		es, _ := Compile(intents, []Conn{c}, g, Options{})
+		es, _ := intent.Compile(intents, []intent.Conn{c}, g, intent.Options{})
 		tab := NewTable(mode)
-		if err := tab.Load(es, []Conn{c}, g, Options{}); err != nil {
+		if err := tab.Load(es, []intent.Conn{c}, g, intent.Options{}); err != nil {
 			t.Fatal(err)
 		}
 		// Messages go one at a time (tx-depth 1), each retried until done.
@@ -230,7 +158,7 @@ func TestIterModesDiffer(t *testing.T) {
 			for try := 0; ; try++ {
 				lost := false
 				for i := 0; i < 2; i++ {
-					if ev, _ := s.send(t, 0xfffffe, 2*m+i); ev == EventDrop {
+					if ev, _ := s.send(t, 0xfffffe, 2*m+i); ev == mirror.EventDrop {
 						dropped++
 						lost = true
 					}
@@ -247,93 +175,25 @@ func TestIterModesDiffer(t *testing.T) {
 }
 
 func TestAllPSNs(t *testing.T) {
-	c := Conn{RequesterIP: ipA, RequesterQPN: 1, RequesterIPSN: 10, ResponderIP: ipB, ResponderQPN: 2}
-	g := Geometry{Verb: VerbWrite, MessageSize: 1024, MTU: 256, NumMessages: 2}
-	es, err := Compile([]Intent{{QP: 0, PSN: AllPSNs, Iter: 1, Type: EventECN}}, []Conn{c}, g, Options{})
-	if err != nil || len(es) != 1 || es[0].Key.PSN != AnyPSN {
+	c := intent.Conn{RequesterIP: ipA, RequesterQPN: 1, RequesterIPSN: 10, ResponderIP: ipB, ResponderQPN: 2}
+	g := intent.Geometry{Verb: intent.VerbWrite, MessageSize: 1024, MTU: 256, NumMessages: 2}
+	es, err := intent.Compile([]intent.Intent{{QP: 0, PSN: intent.AllPSNs, Iter: 1, Type: mirror.EventECN}}, []intent.Conn{c}, g, intent.Options{})
+	if err != nil || len(es) != 1 || es[0].Key.PSN != intent.AnyPSN {
 		t.Fatalf("%v %v", es, err)
 	}
-	tab := NewTable(IterPaper)
-	if err := tab.Load(es, []Conn{c}, g, Options{}); err != nil {
+	tab := NewTable(intent.IterPaper)
+	if err := tab.Load(es, []intent.Conn{c}, g, intent.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	s := newSender(t, tab, c, 4)
 	for i := 0; i < 8; i++ {
-		if ev, _ := s.send(t, 10, i); ev != EventECN {
+		if ev, _ := s.send(t, 10, i); ev != mirror.EventECN {
 			t.Fatalf("packet %d: %v", i, ev)
 		}
 	}
 	// Other connections are untouched.
-	other := newSender(t, tab, Conn{RequesterIP: ipA, ResponderIP: ipB, ResponderQPN: 3}, 4)
-	if ev, iter := other.send(t, 10, 0); ev != EventNone || iter != 0 {
+	other := newSender(t, tab, intent.Conn{RequesterIP: ipA, ResponderIP: ipB, ResponderQPN: 3}, 4)
+	if ev, iter := other.send(t, 10, 0); ev != mirror.EventNone || iter != 0 {
 		t.Fatalf("unknown connection: %v %d", ev, iter)
-	}
-}
-
-func TestMirrorMetadata(t *testing.T) {
-	for _, v6 := range []bool{false, true} {
-		b := roce.Builder{SrcMAC: header.MAC{2, 0, 0, 0, 0, 1}, DstMAC: header.MAC{2, 0, 0, 0, 0, 2},
-			SrcGID: roce.GIDFromAddr(ipA), DstGID: roce.GIDFromAddr(ipB), HopLimit: 64, TrafficClass: 0x6a,
-			SrcPort: 0xc001, Opcode: roce.RCSendOnly, DestQP: 0x123, PSN: 77}
-		if v6 {
-			b.SrcGID = roce.GIDFromAddr(netip.MustParseAddr("fd00::1"))
-			b.DstGID = roce.GIDFromAddr(netip.MustParseAddr("fd00::2"))
-		}
-		frame := make([]byte, 512)
-		n, err := b.Build(frame, []byte("payload!"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		frame = frame[:n]
-		var p header.Parsed
-		if err := header.Decode(frame, &p); err != nil {
-			t.Fatal(err)
-		}
-		m := MirrorMeta{Seq: 0x0102030405060708, Timestamp: 0x7fff_1234_5678_9abc, Event: EventECN, OrigSrcPort: 0xc001}
-		WriteMirror(frame, &p, m, 0x5555, DefaultRewritePort)
-		// Golden bytes: the 48 low bits of the sequence in the source MAC,
-		// of the timestamp in the destination MAC.
-		if got := frame[6:12]; string(got) != "\x03\x04\x05\x06\x07\x08" {
-			t.Fatalf("src MAC % x", got)
-		}
-		if got := frame[0:6]; string(got) != "\x12\x34\x56\x78\x9a\xbc" {
-			t.Fatalf("dst MAC % x", got)
-		}
-		u := p.UDP(frame)
-		if u.SrcPort() != 0x5555 || u.DstPort() != DefaultRewritePort || u.Checksum() != 0xc001 {
-			t.Fatalf("udp %d %d %#x", u.SrcPort(), u.DstPort(), u.Checksum())
-		}
-		if !v6 && (!p.IPv4(frame).ChecksumValid() || p.IPv4(frame).TTL() != uint8(EventECN)) {
-			t.Fatal("ipv4 header after WriteMirror")
-		}
-		got, err := ReadMirror(frame, &p)
-		want := MirrorMeta{Seq: m.Seq & Mask48, Timestamp: m.Timestamp & Mask48, Event: EventECN, OrigSrcPort: 0xc001}
-		if err != nil || got != want {
-			t.Fatalf("read %v %v, want %v", got, err, want)
-		}
-		// A mirrored copy is not RoCE to anyone until restored.
-		var rp roce.Packet
-		if roce.Parse(frame, &rp) == nil {
-			t.Fatal("mirrored copy parses as RoCEv2")
-		}
-		if _, err := RestoreMirror(frame, &p); err != nil {
-			t.Fatal(err)
-		}
-		if err := roce.Parse(frame, &rp); err != nil || rp.VerifyICRC(frame) != nil {
-			t.Fatalf("restored copy: %v / icrc %v", err, rp.VerifyICRC(frame))
-		}
-		if rp.SrcPort != 0xc001 || rp.ECN != header.ECNCE || rp.DestQP != 0x123 || rp.PSN != 77 {
-			t.Fatalf("restored %+v", rp)
-		}
-		if !v6 && !p.IPv4(frame).ChecksumValid() {
-			t.Fatal("restored ipv4 checksum")
-		}
-	}
-	var p header.Parsed
-	arp := make([]byte, 60)
-	arp[12], arp[13] = 0x08, 0x06
-	_ = header.Decode(arp, &p)
-	if _, err := ReadMirror(arp, &p); !errors.Is(err, ErrNotMirrored) {
-		t.Fatalf("arp: %v", err)
 	}
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dpdk/header"
+	"github.com/rdma-appliance/appliance/internal/intent"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
 
@@ -61,7 +63,7 @@ type Config struct {
 	// RewritePort is the mirrored copies' UDP destination port (default
 	// DefaultRewritePort).
 	RewritePort uint16
-	IterMode    IterMode
+	IterMode    intent.IterMode
 	Balance     Balance
 	// Pool supplies the mirrored copies and ARP replies.
 	Pool *dpdk.Pool
@@ -94,26 +96,8 @@ type PortCounters struct {
 	TTLExpire atomic.Uint64
 }
 
-// PortStats is a snapshot of PortCounters.
-type PortStats struct {
-	Name      string `json:"name"`
-	Role      string `json:"role"` // "traffic" or "mirror"
-	RxPackets uint64 `json:"rx_packets"`
-	RxRoCE    uint64 `json:"rx_roce"`
-	TxPackets uint64 `json:"tx_packets"`
-	TxDropped uint64 `json:"tx_dropped"`
-	Mirrored  uint64 `json:"mirrored"`
-	Dropped   uint64 `json:"event_drop"`
-	ECNMarked uint64 `json:"event_ecn"`
-	Corrupted uint64 `json:"event_corrupt"`
-	ARPReply  uint64 `json:"arp_replies"`
-	NoRoute   uint64 `json:"no_route"`
-	Malformed uint64 `json:"malformed"`
-	TTLExpire uint64 `json:"ttl_expired"`
-}
-
-func (c *PortCounters) snapshot(name, role string) PortStats {
-	return PortStats{Name: name, Role: role, RxPackets: c.RxPackets.Load(), RxRoCE: c.RxRoCE.Load(),
+func (c *PortCounters) snapshot(name, role string) mirror.PortStats {
+	return mirror.PortStats{Name: name, Role: role, RxPackets: c.RxPackets.Load(), RxRoCE: c.RxRoCE.Load(),
 		TxPackets: c.TxPackets.Load(), TxDropped: c.TxDropped.Load(), Mirrored: c.Mirrored.Load(),
 		Dropped: c.Dropped.Load(), ECNMarked: c.ECNMarked.Load(), Corrupted: c.Corrupted.Load(),
 		ARPReply: c.ARPReply.Load(), NoRoute: c.NoRoute.Load(), Malformed: c.Malformed.Load(), TTLExpire: c.TTLExpire.Load()}
@@ -124,17 +108,6 @@ func (c *PortCounters) reset() {
 		&c.ECNMarked, &c.Corrupted, &c.ARPReply, &c.NoRoute, &c.Malformed, &c.TTLExpire} {
 		a.Store(0)
 	}
-}
-
-// Stats are the injector's counters: what the integrity check compares the
-// trace with.
-type Stats struct {
-	// RxRoCE is every RoCE packet received on the traffic ports; Mirrored
-	// the mirrored copies made (the last mirror sequence number). They are
-	// equal unless a RoCE packet failed to parse past the UDP header.
-	RxRoCE   uint64      `json:"rx_roce"`
-	Mirrored uint64      `json:"mirrored"`
-	Ports    []PortStats `json:"ports"`
 }
 
 // txq is a transmit batch for one port queue.
@@ -179,7 +152,7 @@ type Injector struct {
 	// routes4 are the IPv4 routes as masks, in the order of routes, so
 	// IPv4 forwarding neither builds a netip.Addr nor calls Contains.
 	routes4 []route4
-	wrr     *WRR
+	wrr     *mirror.WRR
 	rnd     uint64
 	lastTS  int64
 	cache   *dpdk.Cache
@@ -219,7 +192,7 @@ func New(cfg Config) (*Injector, error) {
 		return nil, bad("no packet pool for mirrored copies")
 	}
 	if cfg.RewritePort == 0 {
-		cfg.RewritePort = DefaultRewritePort
+		cfg.RewritePort = mirror.DefaultRewritePort
 	}
 	if cfg.Burst <= 0 {
 		cfg.Burst = 32
@@ -295,12 +268,12 @@ func (in *Injector) setRoutes(routes []Route) {
 }
 
 // newWRR is NewWRR with a weight of 0 counting as 1.
-func newWRR(weights []int) (*WRR, error) {
+func newWRR(weights []int) (*mirror.WRR, error) {
 	w := make([]int, len(weights))
 	for i, x := range weights {
 		w[i] = max(x, 1)
 	}
-	return NewWRR(w)
+	return mirror.NewWRR(w)
 }
 
 // Apply changes a running injector between two bursts (a configuration
@@ -316,7 +289,7 @@ func (in *Injector) Apply(u Update) error {
 	if len(u.Weights) != len(in.cfg.Mirrors) {
 		return fmt.Errorf("%w: %d mirror weights for %d mirror ports", ErrInjectorConfig, len(u.Weights), len(in.cfg.Mirrors))
 	}
-	var wrr *WRR
+	var wrr *mirror.WRR
 	if len(u.Weights) > 0 {
 		var err error
 		if wrr, err = newWRR(u.Weights); err != nil {
@@ -324,7 +297,7 @@ func (in *Injector) Apply(u Update) error {
 		}
 	}
 	if u.RewritePort == 0 {
-		u.RewritePort = DefaultRewritePort
+		u.RewritePort = mirror.DefaultRewritePort
 	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -342,8 +315,8 @@ func (in *Injector) Table() *Table { return in.table }
 
 // Load compiles intents against the connections' metadata and loads the
 // entries; the next burst matches them. It returns the entries.
-func (in *Injector) Load(intents []Intent, conns []Conn, g Geometry, opt Options) ([]Entry, error) {
-	es, err := Compile(intents, conns, g, opt)
+func (in *Injector) Load(intents []intent.Intent, conns []intent.Conn, g intent.Geometry, opt intent.Options) ([]intent.Entry, error) {
+	es, err := intent.Compile(intents, conns, g, opt)
 	if err != nil {
 		return nil, err
 	}
@@ -371,8 +344,8 @@ func (in *Injector) Reset() {
 }
 
 // Stats returns the counters.
-func (in *Injector) Stats() Stats {
-	s := Stats{RxRoCE: in.rxRoCE.Load(), Mirrored: in.seq.Load()}
+func (in *Injector) Stats() mirror.InjectorStats {
+	s := mirror.InjectorStats{RxRoCE: in.rxRoCE.Load(), Mirrored: in.seq.Load()}
 	for i := range in.traffic {
 		s.Ports = append(s.Ports, in.traffic[i].snapshot(in.cfg.Traffic[i].Name, "traffic"))
 	}
@@ -554,7 +527,7 @@ func (in *Injector) input(i int, pkt *dpdk.Packet) {
 		pkt.Free()
 		return
 	}
-	ev := EventNone
+	ev := mirror.EventNone
 	if np.L4Proto == header.IPProtoUDP && np.UDP(frame).DstPort() == roce.UDPPort && !np.Fragment {
 		if err := roce.ParseDecoded(frame, roce.UDPPort, &in.rp); err != nil {
 			cnt.Malformed.Add(1)
@@ -565,18 +538,18 @@ func (in *Injector) input(i int, pkt *dpdk.Packet) {
 		}
 	}
 	switch ev {
-	case EventDrop:
+	case mirror.EventDrop:
 		cnt.Dropped.Add(1)
 		pkt.Free()
 		return
-	case EventECN:
+	case mirror.EventECN:
 		cnt.ECNMarked.Add(1)
 		if np.L3Proto == header.EtherTypeIPv4 {
 			np.IPv4(frame).SetECNUpdateChecksum(header.ECNCE)
 		} else {
 			np.IPv6(frame).SetECN(header.ECNCE)
 		}
-	case EventBitError:
+	case mirror.EventBitError:
 		cnt.Corrupted.Add(1)
 		// Flip bits the ICRC covers but IP does not check, so the packet
 		// travels on and the receiver's ICRC check must catch it: the
@@ -618,7 +591,7 @@ func (in *Injector) input(i int, pkt *dpdk.Packet) {
 // packet (AF_PACKET: the kernel's, per packet; DPDK: one clock read per
 // burst), which is also the more faithful ingress time; only unstamped
 // packets (in-process rings) cost a clock read here.
-func (in *Injector) mirror(frame []byte, ev EventType, rxTS int64) {
+func (in *Injector) mirror(frame []byte, ev mirror.EventType, rxTS int64) {
 	in.nseq++
 	seq := in.nseq
 	ts := rxTS
@@ -656,7 +629,7 @@ func (in *Injector) mirror(frame []byte, ev EventType, rxTS int64) {
 	copy(buf, frame[:n])
 	_ = c.SetLen(n)
 	sport := in.rand16()
-	writeMirror(buf[:n], frame, &in.rp.Net, MirrorMeta{Seq: seq, Timestamp: ts, Event: ev, OrigSrcPort: in.rp.SrcPort},
+	mirror.WriteCopy(buf[:n], frame, &in.rp.Net, mirror.Meta{Seq: seq, Timestamp: ts, Event: ev, OrigSrcPort: in.rp.SrcPort},
 		sport, in.cfg.RewritePort)
 	var m int
 	if in.cfg.Balance == BalanceFlowHash {

@@ -13,13 +13,15 @@ import (
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
+	"github.com/rdma-appliance/appliance/internal/intent"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 	"github.com/rdma-appliance/appliance/verbs"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 	"github.com/rdma-appliance/appliance/verbs/soft"
 )
 
 func TestWRR(t *testing.T) {
-	w, err := NewWRR([]int{1, 1, 2})
+	w, err := mirror.NewWRR([]int{1, 1, 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +41,7 @@ func TestWRR(t *testing.T) {
 	if fmt.Sprint(got) != "[2 0 1 2 2 0 1 2]" {
 		t.Fatalf("sequence %v", got)
 	}
-	if _, err := NewWRR([]int{1, 0}); err == nil {
+	if _, err := mirror.NewWRR([]int{1, 0}); err == nil {
 		t.Fatal("zero weight accepted")
 	}
 }
@@ -49,7 +51,7 @@ func TestWRR(t *testing.T) {
 type collector struct {
 	mu     sync.Mutex
 	copies map[uint64][]byte
-	meta   map[uint64]MirrorMeta
+	meta   map[uint64]mirror.Meta
 	bad    int
 	dup    int
 }
@@ -68,11 +70,11 @@ func (c *collector) drain(p dpdk.Port) int {
 				c.bad++
 				continue
 			}
-			if np.UDP(f).DstPort() != DefaultRewritePort {
+			if np.UDP(f).DstPort() != mirror.DefaultRewritePort {
 				c.bad++
 				continue
 			}
-			m, err := RestoreMirror(f, &np)
+			m, err := mirror.Restore(f, &np)
 			if err != nil {
 				c.bad++
 				continue
@@ -111,7 +113,7 @@ func newLumina(t *testing.T, mcfg func(*Config)) *lumina {
 	m1 := ring.NewLink(fmt.Sprintf("m1%d", id), ring.Config{RingSize: 4096, Queues: 2})
 	m2 := ring.NewLink(fmt.Sprintf("m2%d", id), ring.Config{RingSize: 4096, Queues: 2})
 	l := &lumina{reqIP: netip.MustParseAddr("10.0.0.1"), respIP: netip.MustParseAddr("10.0.1.1"),
-		col: &collector{copies: map[uint64][]byte{}, meta: map[uint64]MirrorMeta{}}, mirrors: []dpdk.Port{m1.B(), m2.B()}}
+		col: &collector{copies: map[uint64][]byte{}, meta: map[uint64]mirror.Meta{}}, mirrors: []dpdk.Port{m1.B(), m2.B()}}
 	// No static neighbours: the hosts resolve each other with ARP, which
 	// the injector answers as a proxy.
 	if l.req, err = soft.NewDevice(fmt.Sprintf("req%d", id), la.A(), soft.Config{GIDs: []netip.Addr{l.reqIP}, PoolSize: 4096}); err != nil {
@@ -230,29 +232,29 @@ func connectRC(t *testing.T, e *qpEnd, peer *qpEnd, dgid netip.Addr) {
 // the corruption (round-1 intents) hit only the first message; in the
 // public P4 mode rounds restart with every message and they hit both.
 func TestEndToEnd(t *testing.T) {
-	for _, mode := range []IterMode{IterPaper, IterP4} {
+	for _, mode := range []intent.IterMode{intent.IterPaper, intent.IterP4} {
 		t.Run(mode.String(), func(t *testing.T) { endToEnd(t, mode) })
 	}
 }
 
-func endToEnd(t *testing.T, mode IterMode) {
+func endToEnd(t *testing.T, mode intent.IterMode) {
 	l := newLumina(t, func(c *Config) { c.IterMode = mode })
 	const nqp, msgs, size = 3, 2, 4096 // 4 packets per message at MTU 1024
 	var reqs, resps []*qpEnd
-	var conns []Conn
+	var conns []intent.Conn
 	for i := 0; i < nqp; i++ {
 		r := rcEnd(t, l.req, msgs*size, uint32(0x100*(i+1)))
 		s := rcEnd(t, l.resp, msgs*size, uint32(0xfffffe-i))
 		connectRC(t, r, s, l.respIP)
 		connectRC(t, s, r, l.reqIP)
 		reqs, resps = append(reqs, r), append(resps, s)
-		conns = append(conns, Conn{RequesterIP: l.reqIP, RequesterQPN: r.qp.QPN(), RequesterIPSN: r.psn,
+		conns = append(conns, intent.Conn{RequesterIP: l.reqIP, RequesterQPN: r.qp.QPN(), RequesterIPSN: r.psn,
 			ResponderIP: l.respIP, ResponderQPN: s.qp.QPN(), ResponderIPSN: s.psn})
 	}
-	g := Geometry{Verb: VerbWrite, MessageSize: size, MTU: 1024, NumMessages: msgs}
-	intents := []Intent{{QP: 0, PSN: 2, Iter: 1, Type: EventDrop}, {QP: 1, PSN: 1, Iter: 1, Type: EventECN},
-		{QP: 2, PSN: 3, Iter: 1, Type: EventBitError}}
-	es, err := l.inj.Load(intents, conns, g, Options{})
+	g := intent.Geometry{Verb: intent.VerbWrite, MessageSize: size, MTU: 1024, NumMessages: msgs}
+	intents := []intent.Intent{{QP: 0, PSN: 2, Iter: 1, Type: mirror.EventDrop}, {QP: 1, PSN: 1, Iter: 1, Type: mirror.EventECN},
+		{QP: 2, PSN: 3, Iter: 1, Type: mirror.EventBitError}}
+	es, err := l.inj.Load(intents, conns, g, intent.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +301,7 @@ func endToEnd(t *testing.T, mode IterMode) {
 	}
 	// Let the last ACKs and copies drain, then compare the trace with the
 	// injector's counters.
-	var st Stats
+	var st mirror.InjectorStats
 	for deadline := time.Now().Add(5 * time.Second); ; {
 		time.Sleep(20 * time.Millisecond)
 		st = l.inj.Stats()
@@ -325,7 +327,7 @@ func endToEnd(t *testing.T, mode IterMode) {
 	}
 	sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
 	var lastTS int64
-	events := map[EventType][]uint32{}
+	events := map[mirror.EventType][]uint32{}
 	var p roce.Packet
 	psnSeen := map[[2]uint32]int{}
 	cnps := 0
@@ -348,17 +350,17 @@ func endToEnd(t *testing.T, mode IterMode) {
 		if p.Info().Payload {
 			psnSeen[[2]uint32{p.DestQP, p.PSN}]++
 		}
-		if m.Event != EventNone {
+		if m.Event != mirror.EventNone {
 			events[m.Event] = append(events[m.Event], p.PSN)
-			if m.Event == EventECN && p.ECN != header.ECNCE {
+			if m.Event == mirror.EventECN && p.ECN != header.ECNCE {
 				t.Fatalf("seq %d: ECN event but ECN %d after restore", s, p.ECN)
 			}
 		}
 	}
 	// Exactly the targeted packets carry events.
-	hitsWanted := map[EventType]int{EventECN: msgs, EventDrop: 1, EventBitError: 1}
-	if mode == IterP4 {
-		hitsWanted[EventDrop], hitsWanted[EventBitError] = msgs, msgs
+	hitsWanted := map[mirror.EventType]int{mirror.EventECN: msgs, mirror.EventDrop: 1, mirror.EventBitError: 1}
+	if mode == intent.IterP4 {
+		hitsWanted[mirror.EventDrop], hitsWanted[mirror.EventBitError] = msgs, msgs
 	}
 	_, hits := l.inj.Table().Entries()
 	for k, e := range es {
@@ -390,7 +392,7 @@ func endToEnd(t *testing.T, mode IterMode) {
 	}
 	// The dropped and the corrupted packets were sent again.
 	for k, e := range es {
-		if e.Event == EventECN || hits[k] == 0 {
+		if e.Event == mirror.EventECN || hits[k] == 0 {
 			continue
 		}
 		if n := psnSeen[[2]uint32{e.Key.DstQPN, e.Key.PSN}]; n < 2 {
@@ -401,16 +403,16 @@ func endToEnd(t *testing.T, mode IterMode) {
 	if got := l.resp.Counter(soft.CntNpCnpSent); got == 0 || cnps == 0 {
 		t.Errorf("np_cnp_sent %d, CNPs in the trace %d", got, cnps)
 	}
-	if got := l.resp.Counter(soft.CntRxICRCEncapsulated); got != uint64(hitsWanted[EventBitError]) {
-		t.Errorf("receiver ICRC drops %d, want %d", got, hitsWanted[EventBitError])
+	if got := l.resp.Counter(soft.CntRxICRCEncapsulated); got != uint64(hitsWanted[mirror.EventBitError]) {
+		t.Errorf("receiver ICRC drops %d, want %d", got, hitsWanted[mirror.EventBitError])
 	}
-	var tp PortStats
+	var tp mirror.PortStats
 	for _, ps := range st.Ports {
 		if ps.Name == "p0" {
 			tp = ps
 		}
 	}
-	if tp.Dropped != uint64(hitsWanted[EventDrop]) || tp.Corrupted != uint64(hitsWanted[EventBitError]) ||
+	if tp.Dropped != uint64(hitsWanted[mirror.EventDrop]) || tp.Corrupted != uint64(hitsWanted[mirror.EventBitError]) ||
 		tp.ECNMarked != msgs || tp.ARPReply == 0 {
 		t.Errorf("port p0 counters %+v", tp)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 )
 
 // TestReload: a changed spec's Update names what needs a restart; Apply
@@ -41,7 +42,7 @@ func TestReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if u.Balance != BalanceFlowHash || len(u.Routes) != 2 || fmt.Sprint(u.Weights) != "[1 5]" || u.RewritePort != DefaultRewritePort {
+	if u.Balance != BalanceFlowHash || len(u.Routes) != 2 || fmt.Sprint(u.Weights) != "[1 5]" || u.RewritePort != mirror.DefaultRewritePort {
 		t.Fatalf("update %+v", u)
 	}
 

@@ -8,6 +8,8 @@ import (
 
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dpdk/header"
+	"github.com/rdma-appliance/appliance/internal/intent"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 	"github.com/rdma-appliance/appliance/internal/spec"
 )
 
@@ -93,7 +95,7 @@ func DecodeSpec(name string, data []byte) (Spec, error) {
 
 // Validate records every problem of s in doc.
 func (s *Spec) Validate(doc *spec.Doc) {
-	if _, err := ParseIterMode(s.IterMode); err != nil {
+	if _, err := intent.ParseIterMode(s.IterMode); err != nil {
 		doc.Errorf("iter-mode", "%q: want paper or p4", s.IterMode)
 	}
 	if _, err := ParseBalance(s.Balance); err != nil {
@@ -201,7 +203,7 @@ func (s *Spec) Config(pool *dpdk.Pool, open func(PortSpec) (dpdk.Port, error)) (
 	cfg := Config{Pool: pool, MirrorSnap: s.MirrorSnap, DecTTL: s.DecTTL, Burst: s.Burst,
 		RewritePort: uint16(s.RewriteUDPDstPort)}
 	var err error
-	if cfg.IterMode, err = ParseIterMode(s.IterMode); err != nil {
+	if cfg.IterMode, err = intent.ParseIterMode(s.IterMode); err != nil {
 		return Config{}, nil, err
 	}
 	if cfg.Balance, err = ParseBalance(s.Balance); err != nil {
@@ -301,7 +303,7 @@ func (s *Spec) Update(old *Spec) (Update, error) {
 	traffic := map[string]int{}
 	u := Update{MirrorSnap: s.MirrorSnap, RewritePort: uint16(s.RewriteUDPDstPort), DecTTL: s.DecTTL}
 	if u.RewritePort == 0 {
-		u.RewritePort = DefaultRewritePort
+		u.RewritePort = mirror.DefaultRewritePort
 	}
 	for i, p := range s.Ports {
 		o := old.Ports[i]

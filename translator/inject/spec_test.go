@@ -7,6 +7,7 @@ import (
 
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
+	"github.com/rdma-appliance/appliance/internal/intent"
 )
 
 const goodSpec = `listen: 127.0.0.1:0
@@ -35,7 +36,7 @@ func TestSpecConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(ports) != 3 || len(cfg.Traffic) != 2 || len(cfg.Mirrors) != 1 || cfg.Mirrors[0].Weight != 3 ||
-		cfg.IterMode != IterP4 || cfg.Balance != BalanceFlowHash || len(cfg.Routes) != 2 ||
+		cfg.IterMode != intent.IterP4 || cfg.Balance != BalanceFlowHash || len(cfg.Routes) != 2 ||
 		cfg.Routes[0].Prefix.String() != "10.0.0.1/32" || cfg.Routes[1].Port != 1 || len(cfg.Traffic[0].Addrs) != 2 {
 		t.Fatalf("config %+v", cfg)
 	}

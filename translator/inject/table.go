@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/rdma-appliance/appliance/dpdk/header"
+	"github.com/rdma-appliance/appliance/internal/intent"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
 
@@ -112,9 +114,9 @@ func (m *entryMap) get(key uint64) (int32, bool) {
 // lands between bursts, never in the middle of one.
 type Table struct {
 	mu      sync.Mutex
-	mode    IterMode
+	mode    intent.IterMode
 	conns   map[connKey]*connState
-	entries []Entry
+	entries []intent.Entry
 	hits    []uint64 // per entry
 	// index finds a connection's state from its key without Go's map
 	// hashing of 36 bytes: an open-addressed table hashed on the QPN and
@@ -186,31 +188,28 @@ func (t *Table) find(k *wireKey) *connState {
 }
 
 // NewTable returns an empty table counting rounds with mode.
-func NewTable(mode IterMode) *Table {
+func NewTable(mode intent.IterMode) *Table {
 	return &Table{mode: mode, conns: map[connKey]*connState{}, index: make([]connSlot, 16)}
 }
 
 // Mode returns the ITER mode.
-func (t *Table) Mode() IterMode { return t.mode }
+func (t *Table) Mode() intent.IterMode { return t.mode }
 
-// dataDirection is the direction of a connection's data packets: requester
-// to responder, except READ, whose data (the responses) flows back.
-func dataDirection(i int, c Conn, g Geometry, opt Options) connKey {
-	if g.Verb == VerbRead || g.Verb == VerbSendRead && i >= opt.SendConns {
-		return connKey{Src: c.ResponderIP.As16(), Dst: c.RequesterIP.As16(), DstQPN: c.RequesterQPN}
-	}
-	return connKey{Src: c.RequesterIP.As16(), Dst: c.ResponderIP.As16(), DstQPN: c.ResponderQPN}
+// dataDirection is the match key of connection i's data packets.
+func dataDirection(i int, c intent.Conn, g intent.Geometry, opt intent.Options) connKey {
+	src, dst, qpn := intent.DataDirection(i, c, g, opt)
+	return connKey{Src: src, Dst: dst, DstQPN: qpn}
 }
 
 // Load replaces the entries and the connection registers: each connection's
 // data direction starts in round 1 with its initial PSN (the paper's "last
 // PSN = IPSN - 1"; the P4 program's "expected = IPSN"). Entries must come
 // from Compile with the same connections.
-func (t *Table) Load(entries []Entry, conns []Conn, g Geometry, opt Options) error {
+func (t *Table) Load(entries []intent.Entry, conns []intent.Conn, g intent.Geometry, opt intent.Options) error {
 	cs := make(map[connKey]*connState, len(conns))
 	for i, c := range conns {
 		st := &connState{iter: 1, last: (c.RequesterIPSN - 1) & roce.PSNMask}
-		if t.mode == IterP4 {
+		if t.mode == intent.IterP4 {
 			st.last = c.RequesterIPSN & roce.PSNMask
 		}
 		cs[dataDirection(i, c, g, opt)] = st
@@ -220,7 +219,7 @@ func (t *Table) Load(entries []Entry, conns []Conn, g Geometry, opt Options) err
 		if st == nil {
 			return fmt.Errorf("inject: entry %v names no connection of the metadata", e)
 		}
-		if e.Key.PSN == AnyPSN {
+		if e.Key.PSN == intent.AnyPSN {
 			st.anyPSN.set(uint64(e.Key.Iter), int32(i))
 			continue
 		}
@@ -236,10 +235,10 @@ func (t *Table) Load(entries []Entry, conns []Conn, g Geometry, opt Options) err
 }
 
 // Entries returns the loaded entries with their hit counts.
-func (t *Table) Entries() ([]Entry, []uint64) {
+func (t *Table) Entries() ([]intent.Entry, []uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return append([]Entry(nil), t.entries...), append([]uint64(nil), t.hits...)
+	return append([]intent.Entry(nil), t.entries...), append([]uint64(nil), t.hits...)
 }
 
 // Lock and Unlock bracket a burst of Lookups.
@@ -252,10 +251,10 @@ func (t *Table) Unlock() { t.mu.Unlock() }
 // metadata take part; everything else gets EventNone and round 0. As in
 // the paper, the ITER registers are updated before the match, so a
 // retransmitted packet already counts in its new round.
-func (t *Table) Lookup(p *roce.Packet, frame []byte) (EventType, uint16) {
+func (t *Table) Lookup(p *roce.Packet, frame []byte) (mirror.EventType, uint16) {
 	cls := opClasses[p.Opcode]
 	if cls&opMatched == 0 {
-		return EventNone, 0
+		return mirror.EventNone, 0
 	}
 	k := wireKey{qpn: p.DestQP}
 	if o := p.Net.L3Off; p.Net.L3Proto == header.EtherTypeIPv6 {
@@ -269,16 +268,16 @@ func (t *Table) Lookup(p *roce.Packet, frame []byte) (EventType, uint16) {
 	}
 	st := t.find(&k)
 	if st == nil {
-		return EventNone, 0
+		return mirror.EventNone, 0
 	}
 	psn := p.PSN
 	switch t.mode {
-	case IterPaper:
+	case intent.IterPaper:
 		if roce.ComparePSN(psn, st.last) <= 0 {
 			st.iter++
 		}
 		st.last = psn
-	case IterP4:
+	case intent.IterP4:
 		if psn != st.last {
 			st.iter++
 		} else if cls&opStart != 0 {
@@ -291,7 +290,7 @@ func (t *Table) Lookup(p *roce.Packet, frame []byte) (EventType, uint16) {
 		idx, ok = st.anyPSN.get(uint64(st.iter))
 	}
 	if !ok {
-		return EventNone, st.iter
+		return mirror.EventNone, st.iter
 	}
 	t.hits[idx]++
 	return t.entries[idx].Event, st.iter

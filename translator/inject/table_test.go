@@ -4,6 +4,9 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"testing"
+
+	"github.com/rdma-appliance/appliance/internal/intent"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 )
 
 // TestEntryMap checks the open-addressed entry map against a Go map,
@@ -54,28 +57,28 @@ func TestTableLookupAddresses(t *testing.T) {
 		{"10.0.0.1", "10.1.0.2"},
 		{"::a00:1", "::a00:2"}, // IPv4-compatible, not IPv4-mapped: a different key
 	}
-	conns := make([]Conn, len(addrs))
+	conns := make([]intent.Conn, len(addrs))
 	for i, a := range addrs {
-		conns[i] = Conn{RequesterIP: netip.MustParseAddr(a[0]), RequesterQPN: 0x10, RequesterIPSN: 100,
+		conns[i] = intent.Conn{RequesterIP: netip.MustParseAddr(a[0]), RequesterQPN: 0x10, RequesterIPSN: 100,
 			ResponderIP: netip.MustParseAddr(a[1]), ResponderQPN: 0x20, ResponderIPSN: 200}
 	}
-	g := Geometry{Verb: VerbWrite, MessageSize: 4096, MTU: 1024, NumMessages: 4}
+	g := intent.Geometry{Verb: intent.VerbWrite, MessageSize: 4096, MTU: 1024, NumMessages: 4}
 	for i := range conns {
-		es, err := Compile([]Intent{{QP: i, PSN: 3, Iter: 1, Type: EventECN}}, conns, g, Options{})
+		es, err := intent.Compile([]intent.Intent{{QP: i, PSN: 3, Iter: 1, Type: mirror.EventECN}}, conns, g, intent.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		tab := NewTable(IterPaper)
-		if err := tab.Load(es, conns, g, Options{}); err != nil {
+		tab := NewTable(intent.IterPaper)
+		if err := tab.Load(es, conns, g, intent.Options{}); err != nil {
 			t.Fatal(err)
 		}
 		for j, c := range conns {
 			s := newSender(t, tab, c, 4)
 			for rel := range 8 {
 				ev, iter := s.send(t, 100, rel)
-				wantEv := EventNone
+				wantEv := mirror.EventNone
 				if j == i && rel%4 == 3 { // the intent's PSN is per message
-					wantEv = EventECN
+					wantEv = mirror.EventECN
 				}
 				if ev != wantEv || iter != 1 {
 					t.Fatalf("entry on %v, packet %d of %v: %v round %d, want %v round 1", addrs[i], rel, addrs[j], ev, iter, wantEv)

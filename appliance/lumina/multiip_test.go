@@ -1,4 +1,4 @@
-package luminaanalyzer_test
+package lumina_test
 
 import (
 	"context"
@@ -20,6 +20,8 @@ import (
 	"github.com/rdma-appliance/appliance/dumper"
 	"github.com/rdma-appliance/appliance/dumper/pcap"
 	"github.com/rdma-appliance/appliance/dumper/trace"
+	"github.com/rdma-appliance/appliance/internal/intent"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 	"github.com/rdma-appliance/appliance/translator/inject"
 	"github.com/rdma-appliance/appliance/verbs/soft"
 )
@@ -38,7 +40,7 @@ type multiGroup struct {
 	numQPs int
 }
 
-func runMultiIP(t *testing.T, resp soft.Profile, groups []multiGroup, p trafficgen.Params, in []inject.Intent) *luminaanalyzer.Report {
+func runMultiIP(t *testing.T, resp soft.Profile, groups []multiGroup, p trafficgen.Params, in []intent.Intent) *luminaanalyzer.Report {
 	t.Helper()
 	name := fmt.Sprintf("mip%d-%d", os.Getpid(), tbSeq.Add(1))
 	dir := t.TempDir()
@@ -76,7 +78,7 @@ func runMultiIP(t *testing.T, resp soft.Profile, groups []multiGroup, p trafficg
 	// ITER counted per message (the P4 program's rule): a spurious
 	// retransmission on a stalled machine must not stop later messages
 	// from being marked.
-	inj, err := inject.New(inject.Config{Pool: pool, Seed: 1, IterMode: inject.IterP4,
+	inj, err := inject.New(inject.Config{Pool: pool, Seed: 1, IterMode: intent.IterP4,
 		Traffic: []inject.TrafficPort{{Name: "requester", Port: reqL.B()}, {Name: "responder", Port: respL.B()}},
 		Routes: []inject.Route{
 			{Prefix: netip.MustParsePrefix("10.0.0.0/24"), Port: 0, MAC: header.MAC(reqL.A().Info().MAC)},
@@ -115,9 +117,9 @@ func runMultiIP(t *testing.T, resp soft.Profile, groups []multiGroup, p trafficg
 	// The generators meet in their metadata hooks: the injector is
 	// loaded once, with every connection, before any traffic.
 	p = p.Defaults()
-	geom := inject.Geometry{Verb: p.Verb, MessageSize: p.MessageSize, MTU: p.MTU, NumMessages: p.MsgsPerQP}
+	geom := intent.Geometry{Verb: p.Verb, MessageSize: p.MessageSize, MTU: p.MTU, NumMessages: p.MsgsPerQP}
 	var mu sync.Mutex
-	conns := make([][]inject.Conn, len(groups))
+	conns := make([][]intent.Conn, len(groups))
 	arrived := 0
 	loaded := make(chan struct{})
 	var loadErr error
@@ -131,14 +133,14 @@ func runMultiIP(t *testing.T, resp soft.Profile, groups []multiGroup, p trafficg
 		go func() {
 			defer gens.Done()
 			results[i], errs[i] = trafficgen.Run(ctx, trafficgen.Endpoint{Dev: req, GID: g.ip, GIDIndex: slices.Index(ips, g.ip)},
-				trafficgen.Endpoint{Dev: rsp, GID: respIP}, gp, func(cs []inject.Conn) error {
+				trafficgen.Endpoint{Dev: rsp, GID: respIP}, gp, func(cs []intent.Conn) error {
 					mu.Lock()
 					conns[i] = cs
 					arrived++
 					last := arrived == len(groups)
 					mu.Unlock()
 					if last {
-						_, loadErr = inj.Load(in, slices.Concat(conns...), geom, inject.Options{})
+						_, loadErr = inj.Load(in, slices.Concat(conns...), geom, intent.Options{})
 						close(loaded)
 					}
 					select {
@@ -229,11 +231,11 @@ func TestClosedLoopCNPScopeMultiIP(t *testing.T) {
 	const interval = 5 * time.Millisecond
 	a, b := netip.MustParseAddr("10.0.0.11"), netip.MustParseAddr("10.0.0.12")
 	groups := []multiGroup{{a, 1}, {a, 1}, {b, 1}}
-	var in []inject.Intent
+	var in []intent.Intent
 	for q := range 3 {
-		in = append(in, inject.Intent{QP: q, PSN: 2, Iter: 1, Type: inject.EventECN})
+		in = append(in, intent.Intent{QP: q, PSN: 2, Iter: 1, Type: mirror.EventECN})
 	}
-	p := trafficgen.Params{Verb: inject.VerbWrite, MsgsPerQP: 600, MessageSize: 4 << 10, MTU: 1024, TxDepth: 1,
+	p := trafficgen.Params{Verb: intent.VerbWrite, MsgsPerQP: 600, MessageSize: 4 << 10, MTU: 1024, TxDepth: 1,
 		Timeout: 14, RetryCnt: 7, Seed: 11}
 	for _, tc := range []struct {
 		name       string

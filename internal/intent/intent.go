@@ -1,65 +1,21 @@
-// Package inject is Lumina's event injector: the middlebox between the two
-// RDMA hosts of a test that drops, ECN-marks or corrupts chosen data packets
-// deterministically, mirrors every RoCE packet (before the event takes
-// effect) with metadata to a pool of dumpers, and forwards the rest.
-//
-// The package has three layers. Compile turns a test's intents (relative QP
-// index, relative PSN, iteration, event type) and the runtime metadata the
-// traffic generator pushes (per connection: requester and responder IP, QPN
-// and initial PSN) into exact-match entries {src IP, dst IP, dst QPN, PSN,
-// ITER} -> event, the same entries the Tofino program (p4/luminatofino) takes. A
-// Table holds them together with the per-connection ITER trackers and
-// matches packets. mirror.go is the metadata layout of mirrored copies,
-// shared with the dumpers and the trace reconstruction.
-package inject
+// Package intent is the contract of a Lumina test between the orchestrator,
+// the event injector (in Go, translator/inject, and on Tofino,
+// p4/luminatofino) and the analyzers: a test's intents (relative QP index,
+// relative PSN, iteration, event type), the runtime metadata the traffic
+// generator pushes per connection (requester and responder IP, QPN and
+// initial PSN), the traffic's geometry, and Compile, which turns them into
+// the exact-match entries {src IP, dst IP, dst QPN, PSN, ITER} -> event that
+// both injectors take. The analyzers read the same types back from a run's
+// metadata, so no side owns them.
+package intent
 
 import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"strings"
+
+	"github.com/rdma-appliance/appliance/internal/mirror"
 )
-
-// EventType is the event injected into a packet, numbered as Lumina numbers
-// them (and as the mirrored copy carries it in its TTL).
-type EventType uint8
-
-// Event types.
-const (
-	EventNone     EventType = 0
-	EventDrop     EventType = 1
-	EventECN      EventType = 2
-	EventBitError EventType = 3
-)
-
-var eventNames = [...]string{"none", "drop", "ecn", "bit-error"}
-
-func (e EventType) String() string {
-	if int(e) < len(eventNames) {
-		return eventNames[e]
-	}
-	return fmt.Sprintf("event(%d)", uint8(e))
-}
-
-// ParseEventType parses Lumina's names: drop, ecn, bit-error (and none).
-func ParseEventType(s string) (EventType, error) {
-	for i, n := range eventNames {
-		if strings.EqualFold(s, n) {
-			return EventType(i), nil
-		}
-	}
-	return 0, fmt.Errorf("inject: unknown event type %q (drop, ecn, bit-error)", s)
-}
-
-// MarshalText implements encoding.TextMarshaler.
-func (e EventType) MarshalText() ([]byte, error) { return []byte(e.String()), nil }
-
-// UnmarshalText implements encoding.TextUnmarshaler.
-func (e *EventType) UnmarshalText(b []byte) error {
-	t, err := ParseEventType(string(b))
-	*e = t
-	return err
-}
 
 // AllPSNs in Intent.PSN selects every data packet of the connection
 // (Lumina's `psn: all`).
@@ -70,10 +26,10 @@ const AllPSNs = -1
 // of the connection with relative index QP (from 0), in transmission round
 // Iter (from 1).
 type Intent struct {
-	QP   int       `json:"qpn"`
-	PSN  int       `json:"psn"` // AllPSNs for every packet
-	Iter int       `json:"iter"`
-	Type EventType `json:"type"`
+	QP   int              `json:"qpn"`
+	PSN  int              `json:"psn"` // AllPSNs for every packet
+	Iter int              `json:"iter"`
+	Type mirror.EventType `json:"type"`
 }
 
 func (in Intent) String() string {
@@ -127,15 +83,15 @@ func (g Geometry) Validate() error {
 	switch g.Verb {
 	case VerbWrite, VerbRead, VerbSend, VerbSendRead:
 	default:
-		return fmt.Errorf("inject: verb %q (write, read, send, send_read)", g.Verb)
+		return fmt.Errorf("intent: verb %q (write, read, send, send_read)", g.Verb)
 	}
 	switch g.MTU {
 	case 256, 512, 1024, 2048, 4096:
 	default:
-		return fmt.Errorf("inject: mtu %d (256, 512, 1024, 2048 or 4096)", g.MTU)
+		return fmt.Errorf("intent: mtu %d (256, 512, 1024, 2048 or 4096)", g.MTU)
 	}
 	if g.MessageSize < 0 || g.NumMessages < 1 {
-		return fmt.Errorf("inject: message size %d and messages per QP %d", g.MessageSize, g.NumMessages)
+		return fmt.Errorf("intent: message size %d and messages per QP %d", g.MessageSize, g.NumMessages)
 	}
 	return nil
 }
@@ -172,7 +128,7 @@ func ParseIterMode(s string) (IterMode, error) {
 	case "p4":
 		return IterP4, nil
 	}
-	return 0, fmt.Errorf("inject: iter mode %q (paper or p4)", s)
+	return 0, fmt.Errorf("intent: iter mode %q (paper or p4)", s)
 }
 
 // Key is the match key of an event entry. For IPv4 the addresses are
@@ -190,7 +146,7 @@ const AnyPSN = 1 << 24
 // Entry is one match-action entry.
 type Entry struct {
 	Key   Key
-	Event EventType
+	Event mirror.EventType
 	// Intent is the index of the intent the entry came from.
 	Intent int
 }
@@ -207,7 +163,7 @@ func (e Entry) String() string {
 func addr(b [16]byte) netip.Addr { return netip.AddrFrom16(b).Unmap() }
 
 // ErrIntent is wrapped by every error Compile returns about an intent.
-var ErrIntent = errors.New("inject: bad intent")
+var ErrIntent = errors.New("intent: bad intent")
 
 // IntentError names the intent at fault.
 type IntentError struct {
@@ -217,7 +173,7 @@ type IntentError struct {
 }
 
 func (e *IntentError) Error() string {
-	return fmt.Sprintf("inject: intent %d %v: %s", e.Index, e.Intent, e.Reason)
+	return fmt.Sprintf("intent: intent %d %v: %s", e.Index, e.Intent, e.Reason)
 }
 
 func (e *IntentError) Unwrap() error { return ErrIntent }
@@ -262,7 +218,7 @@ func Compile(intents []Intent, conns []Conn, g Geometry, opt Options) ([]Entry, 
 			in.PSN -= base
 		}
 		switch in.Type {
-		case EventDrop, EventECN, EventBitError:
+		case mirror.EventDrop, mirror.EventECN, mirror.EventBitError:
 		default:
 			return nil, bad("event type %v", in.Type)
 		}
@@ -280,8 +236,8 @@ func Compile(intents []Intent, conns []Conn, g Geometry, opt Options) ([]Entry, 
 		if !c.RequesterIP.IsValid() || !c.ResponderIP.IsValid() {
 			return nil, bad("connection %d has no addresses in the metadata", in.QP)
 		}
-		ck := dataDirection(in.QP, c, g, opt)
-		k := Key{Src: ck.Src, Dst: ck.Dst, DstQPN: ck.DstQPN, Iter: uint16(in.Iter)}
+		src, dst, qpn := DataDirection(in.QP, c, g, opt)
+		k := Key{Src: src, Dst: dst, DstQPN: qpn, Iter: uint16(in.Iter)}
 		add := func(k Key) error {
 			if j, dup := seen[k]; dup {
 				return bad("selects the same packet as intent %d", out[j].Intent)
@@ -305,4 +261,14 @@ func Compile(intents []Intent, conns []Conn, g Geometry, opt Options) ([]Entry, 
 		}
 	}
 	return out, nil
+}
+
+// DataDirection is the direction of connection i's data packets, as the
+// match key names it: requester to responder, except READ, whose data (the
+// responses) flows back.
+func DataDirection(i int, c Conn, g Geometry, opt Options) (src, dst [16]byte, dstQPN uint32) {
+	if g.Verb == VerbRead || g.Verb == VerbSendRead && i >= opt.SendConns {
+		return c.ResponderIP.As16(), c.RequesterIP.As16(), c.RequesterQPN
+	}
+	return c.RequesterIP.As16(), c.ResponderIP.As16(), c.ResponderQPN
 }

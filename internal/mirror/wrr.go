@@ -1,4 +1,4 @@
-package inject
+package mirror
 
 import "fmt"
 
@@ -26,12 +26,12 @@ const maxSched = 1 << 12
 // be positive.
 func NewWRR(weights []int) (*WRR, error) {
 	if len(weights) == 0 {
-		return nil, fmt.Errorf("inject: weighted round-robin over no targets")
+		return nil, fmt.Errorf("mirror: weighted round-robin over no targets")
 	}
 	w := &WRR{weights: append([]int(nil), weights...), current: make([]int, len(weights))}
 	for i, x := range weights {
 		if x <= 0 {
-			return nil, fmt.Errorf("inject: weight %d of target %d: weights are positive", x, i)
+			return nil, fmt.Errorf("mirror: weight %d of target %d: weights are positive", x, i)
 		}
 		w.total += x
 	}

@@ -1,13 +1,10 @@
-package luminaanalyzer_test
+package lumina_test
 
 // Closed-loop tests: a whole Lumina run in process (appliance/lumina's
 // testbed: two soft RNICs, the event injector, the dumpers, the merge),
-// then the analyzers over the merged trace. The soft RNICs' profiles are
-// the configuration under test; the analyzers must recover it from the
-// trace alone.
-//
-// This is an external test package: appliance/lumina imports
-// collector/luminaanalyzer, so the package's own tests cannot import it back.
+// then the analyzers (collector/luminaanalyzer) over the merged trace. The
+// soft RNICs' profiles are the configuration under test; the analyzers must
+// recover it from the trace alone.
 
 import (
 	"context"
@@ -19,10 +16,11 @@ import (
 	"testing"
 	"time"
 
-	testbed "github.com/rdma-appliance/appliance/appliance/lumina"
+	"github.com/rdma-appliance/appliance/appliance/lumina"
 	"github.com/rdma-appliance/appliance/bench/trafficgen"
 	"github.com/rdma-appliance/appliance/collector/luminaanalyzer"
-	"github.com/rdma-appliance/appliance/translator/inject"
+	"github.com/rdma-appliance/appliance/internal/intent"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 	"github.com/rdma-appliance/appliance/verbs/soft"
 )
 
@@ -47,7 +45,7 @@ func nicConfig(p soft.Profile) luminaanalyzer.NICConfig {
 // runLumina runs traffic p with intents through a fresh testbed, writes
 // the run directory as the orchestrator does (meta.json next to the
 // merged trace) and analyses it.
-func runLumina(t *testing.T, cfg testbed.TestbedConfig, p trafficgen.Params, in []inject.Intent) (*luminaanalyzer.Report, *testbed.EventRun) {
+func runLumina(t *testing.T, cfg lumina.TestbedConfig, p trafficgen.Params, in []intent.Intent) (*luminaanalyzer.Report, *lumina.EventRun) {
 	t.Helper()
 	cfg.Name = fmt.Sprintf("cl%d-%d", os.Getpid(), tbSeq.Add(1))
 	cfg.Dir = t.TempDir()
@@ -57,7 +55,7 @@ func runLumina(t *testing.T, cfg testbed.TestbedConfig, p trafficgen.Params, in 
 	if cfg.Responder.Name == "" {
 		cfg.Responder = soft.ProfileCX5
 	}
-	tb, err := testbed.NewTestbed(cfg)
+	tb, err := lumina.NewTestbed(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +76,7 @@ func runLumina(t *testing.T, cfg testbed.TestbedConfig, p trafficgen.Params, in 
 	}
 	p = p.Defaults()
 	m := &luminaanalyzer.Meta{Test: t.Name(), Trace: merged, Conns: run.Traffic.Conns(), TxDepth: p.TxDepth,
-		Geometry: inject.Geometry{Verb: p.Verb, MessageSize: p.MessageSize, MTU: p.MTU, NumMessages: p.MsgsPerQP},
+		Geometry: intent.Geometry{Verb: p.Verb, MessageSize: p.MessageSize, MTU: p.MTU, NumMessages: p.MsgsPerQP},
 		Timeout:  p.Timeout, RetryCnt: p.RetryCnt, Intents: in, Entries: run.Entries, Hits: run.Hits,
 		Injector: run.Capture.Injector, Requester: run.Requester, Responder: run.Responder,
 		RequesterNIC: nicConfig(cfg.Requester), ResponderNIC: nicConfig(cfg.Responder), Valid: true}
@@ -144,13 +142,13 @@ func wantCompliant(t *testing.T, rep *luminaanalyzer.Report) {
 // trace says, for WRITE, SEND and READ (whose receiver is the requester,
 // NAKing by re-issuing the READ).
 func TestClosedLoopFastRetransmission(t *testing.T) {
-	for _, verb := range []inject.Verb{inject.VerbWrite, inject.VerbSend, inject.VerbRead} {
+	for _, verb := range []intent.Verb{intent.VerbWrite, intent.VerbSend, intent.VerbRead} {
 		t.Run(string(verb), func(t *testing.T) {
 			p := trafficgen.Params{Verb: verb, NumQPs: 1, MsgsPerQP: 2, MessageSize: 8192, MTU: 1024, TxDepth: 1,
 				Timeout: 14, RetryCnt: 7, Seed: 3}
-			in := []inject.Intent{{QP: 0, PSN: 2, Iter: 1, Type: inject.EventDrop},
-				{QP: 0, PSN: 5, Iter: 1, Type: inject.EventBitError}}
-			rep, run := runLumina(t, testbed.TestbedConfig{}, p, in)
+			in := []intent.Intent{{QP: 0, PSN: 2, Iter: 1, Type: mirror.EventDrop},
+				{QP: 0, PSN: 5, Iter: 1, Type: mirror.EventBitError}}
+			rep, run := runLumina(t, lumina.TestbedConfig{}, p, in)
 			wantCompliant(t, rep)
 			ipsn := run.Traffic.QPs[0].Conn.RequesterIPSN
 			rt := rep.Retransmission
@@ -159,10 +157,10 @@ func TestClosedLoopFastRetransmission(t *testing.T) {
 			}
 			n := rt.NACK[0]
 			stream, cause := "request", "nak"
-			if verb == inject.VerbRead {
+			if verb == intent.VerbRead {
 				stream, cause = "response", "read-gap"
 			}
-			if n.PSN != ipsn+2 || n.Message != 0 || n.RelPSN != 2 || n.Event != inject.EventDrop || n.Stream != stream ||
+			if n.PSN != ipsn+2 || n.Message != 0 || n.RelPSN != 2 || n.Event != mirror.EventDrop || n.Stream != stream ||
 				n.GenerationNs <= 0 || n.ReactionNs <= 0 || n.TotalNs != n.GenerationNs+n.ReactionNs || n.RetxLost {
 				t.Fatalf("NACK %+v", n)
 			}
@@ -182,7 +180,7 @@ func TestClosedLoopFastRetransmission(t *testing.T) {
 				t.Fatalf("connection %+v", c)
 			}
 			icrcNode := "responder"
-			if verb == inject.VerbRead {
+			if verb == intent.VerbRead {
 				icrcNode = "requester"
 				wantCounters(t, rep, "requester implied_nak_seq_err", "requester rx_icrc_encapsulated",
 					"responder duplicate_request")
@@ -211,13 +209,13 @@ func TestClosedLoopFastRetransmission(t *testing.T) {
 func TestClosedLoopTimeouts(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
-		verb     inject.Verb
+		verb     intent.Verb
 		adaptive bool
 		timeout  uint8
 	}{
-		{"write", inject.VerbWrite, false, 14},
-		{"read", inject.VerbRead, false, 14},
-		{"write adaptive", inject.VerbWrite, true, 12},
+		{"write", intent.VerbWrite, false, 14},
+		{"read", intent.VerbRead, false, 14},
+		{"write adaptive", intent.VerbWrite, true, 12},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const retryCnt = 7
@@ -227,13 +225,13 @@ func TestClosedLoopTimeouts(t *testing.T) {
 			if tc.adaptive {
 				retries += 6
 			}
-			var in []inject.Intent
+			var in []intent.Intent
 			// Drop every transmission, with rounds to spare should a
 			// go-back-N run count one more.
 			for i := 1; i <= retries+4; i++ {
-				in = append(in, inject.Intent{QP: 0, PSN: 3, Iter: i, Type: inject.EventDrop})
+				in = append(in, intent.Intent{QP: 0, PSN: 3, Iter: i, Type: mirror.EventDrop})
 			}
-			cfg := testbed.TestbedConfig{IterMode: inject.IterP4, Requester: soft.ProfileCX5}
+			cfg := lumina.TestbedConfig{IterMode: intent.IterP4, Requester: soft.ProfileCX5}
 			cfg.Requester.AdaptiveRetrans = tc.adaptive
 			rep, run := runLumina(t, cfg, p, in)
 			if run.Traffic.OK() {
@@ -301,11 +299,11 @@ func TestClosedLoopTimeouts(t *testing.T) {
 // 10 ms interval make every scope but the configured one fail somewhere.
 func TestClosedLoopCNPScope(t *testing.T) {
 	const interval = 10 * time.Millisecond
-	in := []inject.Intent{}
+	in := []intent.Intent{}
 	for q := range 3 {
-		in = append(in, inject.Intent{QP: q, PSN: 10, Iter: 1, Type: inject.EventECN})
+		in = append(in, intent.Intent{QP: q, PSN: 10, Iter: 1, Type: mirror.EventECN})
 	}
-	p := trafficgen.Params{Verb: inject.VerbWrite, NumQPs: 3, MsgsPerQP: 60, MessageSize: 64 << 10, MTU: 1024, TxDepth: 1,
+	p := trafficgen.Params{Verb: intent.VerbWrite, NumQPs: 3, MsgsPerQP: 60, MessageSize: 64 << 10, MTU: 1024, TxDepth: 1,
 		Timeout: 14, RetryCnt: 7, Seed: 9}
 	shared := []string{luminaanalyzer.ScopePort, luminaanalyzer.ScopeDestIP, luminaanalyzer.ScopeIPPair}
 	for _, tc := range []struct {
@@ -334,8 +332,8 @@ func TestClosedLoopCNPScope(t *testing.T) {
 			iv := interval
 			for try := 1; ; try++ {
 				resp.MinTimeBetweenCNPs = iv
-				rep, _ = runLumina(t, testbed.TestbedConfig{Requester: soft.ProfileCX5, Responder: resp, RingSize: 16384,
-					IterMode: inject.IterP4}, p, in)
+				rep, _ = runLumina(t, lumina.TestbedConfig{Requester: soft.ProfileCX5, Responder: resp, RingSize: 16384,
+					IterMode: intent.IterP4}, p, in)
 				if rep.CNP.CNPs >= 2 || try == 3 {
 					break
 				}

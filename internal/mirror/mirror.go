@@ -1,4 +1,11 @@
-package inject
+// Package mirror is Lumina's mirrored-copy contract, shared by the injector
+// that writes it (translator/inject, p4/luminatofino), the dumpers that
+// restore the copies, the trace merger and the analyzers: the metadata a
+// copy carries in place of header fields, the event types, the weighted
+// round-robin that spreads copies over the dumpers (the merger replays it to
+// tell which dumper lost a copy), and the injector's counters that the
+// integrity check compares the trace with.
+package mirror
 
 import (
 	"encoding/binary"
@@ -31,7 +38,7 @@ const DefaultRewritePort = 9741
 const Mask48 = 1<<48 - 1
 
 // MirrorMeta is the metadata of one mirrored copy.
-type MirrorMeta struct {
+type Meta struct {
 	Seq         uint64    `json:"seq"`          // 48 bits
 	Timestamp   int64     `json:"timestamp_ns"` // 48 bits
 	Event       EventType `json:"event"`
@@ -40,7 +47,7 @@ type MirrorMeta struct {
 
 // ErrNotMirrored is returned for frames that are not IP/UDP, so cannot carry
 // the metadata.
-var ErrNotMirrored = errors.New("inject: not a mirrored RoCE copy")
+var ErrNotMirrored = errors.New("mirror: not a mirrored RoCE copy")
 
 func put48(b []byte, v uint64) {
 	b[0], b[1] = byte(v>>40), byte(v>>32)
@@ -54,15 +61,15 @@ func get48(b []byte) uint64 {
 // WriteMirror writes m into frame, a copy of a RoCE packet whose layout p
 // describes, and rewrites its UDP ports: the source to srcPort, the
 // destination to dstPort. The IPv4 header checksum is kept valid.
-func WriteMirror(frame []byte, p *header.Parsed, m MirrorMeta, srcPort, dstPort uint16) {
-	writeMirror(frame, frame, p, m, srcPort, dstPort)
+func Write(frame []byte, p *header.Parsed, m Meta, srcPort, dstPort uint16) {
+	WriteCopy(frame, frame, p, m, srcPort, dstPort)
 }
 
 // writeMirror is WriteMirror into dst, a copy of src (at least up to the
 // end of the UDP header), reading the fields it patches from src: the
 // injector's copy was only just written, and loading a word of it back
 // right after a byte store to it (the TTL) stalls the pipeline.
-func writeMirror(dst, src []byte, p *header.Parsed, m MirrorMeta, srcPort, dstPort uint16) {
+func WriteCopy(dst, src []byte, p *header.Parsed, m Meta, srcPort, dstPort uint16) {
 	put48(dst[6:12], m.Seq&Mask48)
 	put48(dst[0:6], uint64(m.Timestamp)&Mask48)
 	switch p.L3Proto {
@@ -86,18 +93,18 @@ func writeMirror(dst, src []byte, p *header.Parsed, m MirrorMeta, srcPort, dstPo
 
 // ReadMirror reads the metadata of a mirrored copy whose layout p describes
 // (decoded with header.Decode or header.DecodeTruncated).
-func ReadMirror(frame []byte, p *header.Parsed) (MirrorMeta, error) {
+func Read(frame []byte, p *header.Parsed) (Meta, error) {
 	if p.L4Proto != header.IPProtoUDP || p.L4Off+header.UDPHeaderLen > len(frame) {
-		return MirrorMeta{}, ErrNotMirrored
+		return Meta{}, ErrNotMirrored
 	}
-	m := MirrorMeta{Seq: get48(frame[6:12]), Timestamp: int64(get48(frame[0:6]))}
+	m := Meta{Seq: get48(frame[6:12]), Timestamp: int64(get48(frame[0:6]))}
 	switch p.L3Proto {
 	case header.EtherTypeIPv4:
 		m.Event = EventType(frame[p.L3Off+8])
 	case header.EtherTypeIPv6:
 		m.Event = EventType(frame[p.L3Off+7])
 	default:
-		return MirrorMeta{}, ErrNotMirrored
+		return Meta{}, ErrNotMirrored
 	}
 	m.OrigSrcPort = header.UDP(frame[p.L4Off:]).Checksum()
 	return m, nil
@@ -109,8 +116,8 @@ func ReadMirror(frame []byte, p *header.Parsed) (MirrorMeta, error) {
 // the injector marked it; the IPv4 header checksum is recomputed. The MACs
 // and TTL keep the metadata. The ICRC, which covers the ports but not ECN,
 // TTL or the checksums, verifies again.
-func RestoreMirror(frame []byte, p *header.Parsed) (MirrorMeta, error) {
-	m, err := ReadMirror(frame, p)
+func Restore(frame []byte, p *header.Parsed) (Meta, error) {
+	m, err := Read(frame, p)
 	if err != nil {
 		return m, err
 	}
@@ -133,6 +140,6 @@ func RestoreMirror(frame []byte, p *header.Parsed) (MirrorMeta, error) {
 	return m, nil
 }
 
-func (m MirrorMeta) String() string {
+func (m Meta) String() string {
 	return fmt.Sprintf("seq %d ts %d event %v sport %d", m.Seq, m.Timestamp, m.Event, m.OrigSrcPort)
 }

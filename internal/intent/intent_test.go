@@ -1,0 +1,100 @@
+package intent_test
+
+import (
+	"errors"
+	"net/netip"
+	"testing"
+
+	"github.com/rdma-appliance/appliance/internal/intent"
+	"github.com/rdma-appliance/appliance/internal/mirror"
+)
+
+var (
+	ipA = netip.MustParseAddr("10.0.0.1")
+	ipB = netip.MustParseAddr("10.0.0.2")
+)
+
+// TestCompileFigure2 is the paper's Figure 2: requester 10.0.0.1 QPN 0xfe
+// IPSN 1001, responder 10.0.0.2 QPN 0xea IPSN 3002; "the fourth packet of
+// the first QP" is src 10.0.0.1, dst 10.0.0.2, dst QPN 0xea, PSN 1004.
+func TestCompileFigure2(t *testing.T) {
+	conns := []intent.Conn{{RequesterIP: ipA, RequesterQPN: 0xfe, RequesterIPSN: 1001, ResponderIP: ipB, ResponderQPN: 0xea, ResponderIPSN: 3002}}
+	g := intent.Geometry{Verb: intent.VerbWrite, MessageSize: 8192, MTU: 1024, NumMessages: 1}
+	es, err := intent.Compile([]intent.Intent{{QP: 1, PSN: 4, Iter: 1, Type: mirror.EventECN}}, conns, g, intent.Options{OneBased: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := intent.Key{Src: ipA.As16(), Dst: ipB.As16(), DstQPN: 0xea, PSN: 1004, Iter: 1}
+	if len(es) != 1 || es[0].Key != want || es[0].Event != mirror.EventECN {
+		t.Fatalf("entries %v", es)
+	}
+	// READ data packets are the responses: responder to requester, on the
+	// requester's QPN, in the requester's PSN space.
+	g.Verb = intent.VerbRead
+	es, err = intent.Compile([]intent.Intent{{QP: 0, PSN: 2, Iter: 1, Type: mirror.EventDrop}}, conns, g, intent.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = intent.Key{Src: ipB.As16(), Dst: ipA.As16(), DstQPN: 0xfe, PSN: 1003, Iter: 1}
+	if len(es) != 1 || es[0].Key != want {
+		t.Fatalf("read entries %v", es)
+	}
+}
+
+// listing2 is the paper's Listing 2: 2 connections, 10 messages of 10240
+// bytes at MTU 1024; ECN on the 4th packet of QP 1, drop the 5th packet of
+// QP 2 and its retransmission.
+func listing2() ([]intent.Intent, []intent.Conn, intent.Geometry) {
+	intents := []intent.Intent{{QP: 1, PSN: 4, Iter: 1, Type: mirror.EventECN}, {QP: 2, PSN: 5, Iter: 1, Type: mirror.EventDrop},
+		{QP: 2, PSN: 5, Iter: 2, Type: mirror.EventDrop}}
+	conns := []intent.Conn{
+		{RequesterIP: ipA, RequesterQPN: 0x11, RequesterIPSN: 100, ResponderIP: ipB, ResponderQPN: 0x21, ResponderIPSN: 900},
+		{RequesterIP: ipA, RequesterQPN: 0x12, RequesterIPSN: 0xfffff0, ResponderIP: ipB, ResponderQPN: 0x22, ResponderIPSN: 5},
+	}
+	return intents, conns, intent.Geometry{Verb: intent.VerbWrite, MessageSize: 10240, MTU: 1024, NumMessages: 10}
+}
+
+func TestCompileListing2(t *testing.T) {
+	intents, conns, g := listing2()
+	es, err := intent.Compile(intents, conns, g, intent.Options{OneBased: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(es) != 30 {
+		t.Fatalf("%d entries, want 3 intents x 10 messages", len(es))
+	}
+	// Message i of QP 2 has its 5th packet at IPSN + 10i + 4, wrapping at 2^24.
+	for m := 0; m < 10; m++ {
+		e := es[10+m]
+		if want := (0xfffff0 + uint32(10*m+4)) & 0xffffff; e.Key.PSN != want || e.Key.DstQPN != 0x22 || e.Event != mirror.EventDrop || e.Key.Iter != 1 {
+			t.Fatalf("entry %d: %v, want psn %#x", 10+m, e, want)
+		}
+	}
+}
+
+func TestCompileRejects(t *testing.T) {
+	intents, conns, g := listing2()
+	for _, tc := range []struct {
+		in   intent.Intent
+		geom intent.Geometry
+	}{
+		{intent.Intent{QP: 3, PSN: 1, Iter: 1, Type: mirror.EventDrop}, g},    // no third connection
+		{intent.Intent{QP: 1, PSN: 11, Iter: 1, Type: mirror.EventDrop}, g},   // a message has 10 packets
+		{intent.Intent{QP: 1, PSN: 0, Iter: 1, Type: mirror.EventDrop}, g},    // one-based
+		{intent.Intent{QP: 1, PSN: 1, Iter: 0, Type: mirror.EventDrop}, g},    // rounds count from 1
+		{intent.Intent{QP: 1, PSN: 1, Iter: 1, Type: mirror.EventType(7)}, g}, // no such event
+		{intents[0], intent.Geometry{Verb: "atomic", MessageSize: 8, MTU: 1024, NumMessages: 1}},
+		{intents[0], intent.Geometry{Verb: intent.VerbWrite, MessageSize: 8, MTU: 1500, NumMessages: 1}},
+	} {
+		_, err := intent.Compile([]intent.Intent{tc.in}, conns, tc.geom, intent.Options{OneBased: true})
+		if err == nil {
+			t.Errorf("%v %+v accepted", tc.in, tc.geom)
+		}
+	}
+	// Two intents selecting the same packet.
+	_, err := intent.Compile([]intent.Intent{intents[1], intents[1]}, conns, g, intent.Options{OneBased: true})
+	var ie *intent.IntentError
+	if !errors.As(err, &ie) || ie.Index != 1 || !errors.Is(err, intent.ErrIntent) {
+		t.Fatalf("duplicate: %v", err)
+	}
+}
