@@ -17,6 +17,8 @@ import (
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
+	"github.com/rdma-appliance/appliance/internal/dtamem"
+	"github.com/rdma-appliance/appliance/internal/dtawire"
 	"github.com/rdma-appliance/appliance/internal/service"
 	"github.com/rdma-appliance/appliance/translator/dtatranslator"
 	"github.com/rdma-appliance/appliance/verbs/roce"
@@ -74,7 +76,7 @@ append:
 	defer pool.Close()
 	mac := header.MAC(port.Info().MAC)
 	transIP := netip.MustParseAddr("10.9.0.100")
-	tcp, offer, err := dtatranslator.Dial(ctx, exAddr, dtatranslator.Hello{Name: "t0", IP: transIP, MAC: mac.String(), QPN: 0x42, PSN: 77})
+	tcp, offer, err := dtamem.Dial(ctx, exAddr, dtamem.Hello{Name: "t0", IP: transIP, MAC: mac.String(), QPN: 0x42, PSN: 77})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +85,7 @@ append:
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn := dtatranslator.NewConn(dtatranslator.Endpoint{MAC: mac, GID: roce.GIDFromAddr(transIP), QPN: 0x42}, peer, 77)
+	conn := dtatranslator.NewConn(dtamem.Endpoint{MAC: mac, GID: roce.GIDFromAddr(transIP), QPN: 0x42}, peer, 77)
 	tr, err := dtatranslator.NewTranslator(conn, offer.Regions)
 	if err != nil {
 		t.Fatal(err)
@@ -103,10 +105,10 @@ append:
 	}
 	data := func(v uint32) []byte { return binary.BigEndian.AppendUint32(nil, v) }
 	for k := uint32(1); k <= 20; k++ {
-		for _, r := range []dtatranslator.Report{
-			{Opcode: dtatranslator.OpKeyWrite, Redundancy: 2, Key: k, Data: data(k * 100)},
-			{Opcode: dtatranslator.OpKeyIncrement, Redundancy: 2, Key: k % 3, Counter: uint64(k)},
-			{Opcode: dtatranslator.OpAppend, ListID: 1, Data: data(k + 1000)},
+		for _, r := range []dtawire.Report{
+			{Opcode: dtawire.OpKeyWrite, Redundancy: 2, Key: k, Data: data(k * 100)},
+			{Opcode: dtawire.OpKeyIncrement, Redundancy: 2, Key: k % 3, Counter: uint64(k)},
+			{Opcode: dtawire.OpAppend, ListID: 1, Data: data(k + 1000)},
 		} {
 			if err := tr.Translate(&r, emit); err != nil {
 				t.Fatal(err)

@@ -12,6 +12,8 @@ import (
 
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dpdk/header"
+	"github.com/rdma-appliance/appliance/internal/dtamem"
+	"github.com/rdma-appliance/appliance/internal/dtawire"
 	"github.com/rdma-appliance/appliance/translator/dtatranslator"
 )
 
@@ -76,7 +78,7 @@ Example:
 				cfg := dtatranslator.ReporterConfig{ID: uint16(*id), SrcIP: src, DstIP: dst, Rate: *rate, Count: *count,
 					Keys: uint32(*keys), Zipf: *zipf, Redundancy: uint8(*red), Hops: *hops, SketchEpoch: *epoch,
 					Retransmittable: *retx, Immediate: *imm, HighShare: *high, Loss: *loss, Seed: *seed,
-					Format: dtatranslator.Format{NoSeqnum: *noSeq, DataWidth: *width}}
+					Format: dtawire.Format{NoSeqnum: *noSeq, DataWidth: *width}}
 				if *trMAC != "" {
 					if cfg.DstMAC, err = header.ParseMAC(*trMAC); err != nil {
 						return Usagef("--translator-mac: %v", err)
@@ -174,12 +176,12 @@ func parseSketchFlag(s string, cfg *dtatranslator.ReporterConfig) error {
 	if err != nil {
 		return fmt.Errorf("id %q", f[0])
 	}
-	var reg dtatranslator.SketchRegion
+	var reg dtamem.SketchRegion
 	switch f[1] {
 	case "count-min":
-		reg.Kind = dtatranslator.SketchCountMin
+		reg.Kind = dtawire.SketchCountMin
 	case "hyperloglog":
-		reg.Kind = dtatranslator.SketchHyperLogLog
+		reg.Kind = dtawire.SketchHyperLogLog
 	default:
 		return fmt.Errorf("kind %q: count-min or hyperloglog", f[1])
 	}

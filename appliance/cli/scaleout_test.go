@@ -21,6 +21,7 @@ import (
 	"github.com/rdma-appliance/appliance/dpdk/netns"
 	"github.com/rdma-appliance/appliance/dumper"
 	"github.com/rdma-appliance/appliance/dumper/trace"
+	"github.com/rdma-appliance/appliance/internal/dtamem"
 	"github.com/rdma-appliance/appliance/translator/dtatranslator"
 )
 
@@ -311,7 +312,7 @@ collectors:
 		t.Fatalf("translator: %+v", st.Stats)
 	}
 
-	owner := func(key uint32) int { return int(dtatranslator.KeyChecksum(key) % 2) }
+	owner := func(key uint32) int { return int(dtamem.KeyChecksum(key) % 2) }
 	addr := func(i int) string { return colls[i].IP + ":9300" }
 	// Lists: each on its holder, every entry in the order sent, once the
 	// holder's pollers have read them; the other collector lacks it.

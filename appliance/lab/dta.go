@@ -16,6 +16,8 @@ import (
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
+	"github.com/rdma-appliance/appliance/internal/dtamem"
+	"github.com/rdma-appliance/appliance/internal/dtawire"
 	"github.com/rdma-appliance/appliance/internal/spec"
 	"github.com/rdma-appliance/appliance/translator/dtatranslator"
 	"github.com/rdma-appliance/appliance/verbs/soft"
@@ -256,7 +258,7 @@ append:
 				chk.kiShort, chk.listShort, chk.skShort)
 		}
 	}
-	if tbl := dtatranslator.FormatLoadTable(1<<16, dtatranslator.LoadFactorTable(1<<16, []float64{0.25, 0.5, 1, 2})); tbl != "" {
+	if tbl := dtamem.FormatLoadTable(1<<16, dtamem.LoadFactorTable(1<<16, []float64{0.25, 0.5, 1, 2})); tbl != "" {
 		if werr := os.WriteFile(l.Path("dta-loadfactor.txt"), []byte(tbl), 0o644); werr != nil {
 			return werr
 		}
@@ -350,7 +352,7 @@ func checkDTA(coll *dtacollector.Collector, reps []*dtatranslator.Reporter, entr
 		}
 		c.appended += len(got)
 	}
-	merged := dtatranslator.NewSketch(&dtatranslator.SketchRegion{Kind: dtatranslator.SketchCountMin, Columns: reps[0].Truth.Sketch.Columns, Rows: reps[0].Truth.Sketch.Rows})
+	merged := dtamem.NewSketch(&dtamem.SketchRegion{Kind: dtawire.SketchCountMin, Columns: reps[0].Truth.Sketch.Columns, Rows: reps[0].Truth.Sketch.Rows})
 	for _, r := range reps {
 		for i, v := range r.Truth.Sketch.C {
 			merged.C[i] += v
@@ -364,7 +366,7 @@ func checkDTA(coll *dtacollector.Collector, reps []*dtatranslator.Reporter, entr
 		}
 		exp := ^uint32(0)
 		for row := 0; row < merged.Rows; row++ {
-			exp = min(exp, merged.C[int(dtatranslator.Slot(k, row, uint64(merged.Columns)))*merged.Rows+row])
+			exp = min(exp, merged.C[int(dtamem.Slot(k, row, uint64(merged.Columns)))*merged.Rows+row])
 		}
 		if res.Count < exp && lossy {
 			c.skShort++

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/rdma-appliance/appliance/dpdk/ring"
-	"github.com/rdma-appliance/appliance/translator/dtatranslator"
+	"github.com/rdma-appliance/appliance/internal/dtamem"
 	"github.com/rdma-appliance/appliance/verbs/soft"
 )
 
@@ -34,8 +34,8 @@ func benchCollector(b *testing.B, keys uint32) *Collector {
 	kw := c.regions.KeyWrite
 	for k := range keys {
 		for n := range 2 {
-			off := dtatranslator.Slot(k, n, kw.Slots) * 8
-			binary.BigEndian.PutUint32(c.kwMem[off:], dtatranslator.KeyChecksum(k))
+			off := dtamem.Slot(k, n, kw.Slots) * 8
+			binary.BigEndian.PutUint32(c.kwMem[off:], dtamem.KeyChecksum(k))
 			binary.BigEndian.PutUint32(c.kwMem[off+4:], k)
 		}
 	}
@@ -73,10 +73,10 @@ func BenchmarkKeyWriteQuery(b *testing.B) {
 // new entries.
 func BenchmarkPoller(b *testing.B) {
 	const entries = 1 << 16
-	mem := make([]byte, entries*dtatranslator.AppendEntryLen)
+	mem := make([]byte, entries*dtamem.AppendEntryLen)
 	for i := uint64(0); i < entries; i++ {
-		binary.BigEndian.PutUint32(mem[i*dtatranslator.AppendEntryLen:], uint32(i))
-		binary.BigEndian.PutUint32(mem[i*dtatranslator.AppendEntryLen+4:], uint32(i)+1)
+		binary.BigEndian.PutUint32(mem[i*dtamem.AppendEntryLen:], uint32(i))
+		binary.BigEndian.PutUint32(mem[i*dtamem.AppendEntryLen+4:], uint32(i)+1)
 	}
 	for _, withCallback := range []bool{false, true} {
 		b.Run(fmt.Sprintf("callback=%v", withCallback), func(b *testing.B) {

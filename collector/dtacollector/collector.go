@@ -30,7 +30,7 @@ import (
 
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dpdk/header"
-	"github.com/rdma-appliance/appliance/translator/dtatranslator"
+	"github.com/rdma-appliance/appliance/internal/dtamem"
 	"github.com/rdma-appliance/appliance/verbs"
 )
 
@@ -86,7 +86,7 @@ type Collector struct {
 	start time.Time
 
 	prims   []*primitive
-	regions dtatranslator.Regions
+	regions dtamem.Regions
 	// Views into the primitives' buffers.
 	kwMem, kiMem, pcMem []byte
 	sketchMem           map[uint16][]byte
@@ -212,7 +212,7 @@ func (c *Collector) allocate() error {
 	c.regions = c.spec.Geometry()
 	r := &c.regions
 	if kw := r.KeyWrite; kw != nil {
-		p, err := c.register("key-write", kw.Slots*uint64(dtatranslator.KeyWriteEntryLen(kw.DataWidth)))
+		p, err := c.register("key-write", kw.Slots*uint64(dtamem.KeyWriteEntryLen(kw.DataWidth)))
 		if err != nil {
 			return err
 		}
@@ -229,7 +229,7 @@ func (c *Collector) allocate() error {
 		ids := slices.Sorted(maps.Keys(r.Lists))
 		var total uint64
 		for _, id := range ids {
-			total += align64(r.Lists[id].Entries * dtatranslator.AppendEntryLen)
+			total += align64(r.Lists[id].Entries * dtamem.AppendEntryLen)
 		}
 		p, err := c.register("append", total)
 		if err != nil {
@@ -238,7 +238,7 @@ func (c *Collector) allocate() error {
 		off := uint64(0)
 		for _, id := range ids {
 			l := r.Lists[id]
-			n := l.Entries * dtatranslator.AppendEntryLen
+			n := l.Entries * dtamem.AppendEntryLen
 			l.Addr, l.RKey = p.mr.Addr()+off, p.mr.RKey()
 			r.Lists[id] = l
 			c.lists[id] = newList(id, c.listSpec(id), p.buf[off:off+n])
@@ -325,15 +325,15 @@ func (c *Collector) free() {
 }
 
 // Regions are what the collector offers translators.
-func (c *Collector) Regions() dtatranslator.Regions { return c.regions }
+func (c *Collector) Regions() dtamem.Regions { return c.regions }
 
 // Spec is the collector's validated spec.
 func (c *Collector) Spec() Spec { return c.spec }
 
 // Offer is the offer a translator's Hello is answered with, without the
 // connection's QPN.
-func (c *Collector) offer() dtatranslator.Offer {
-	return dtatranslator.Offer{Name: c.spec.Name, IP: c.ip, MAC: c.mac.String(), MTU: c.mtu.Bytes(), MaxAtomic: c.spec.MaxAtomic,
+func (c *Collector) offer() dtamem.Offer {
+	return dtamem.Offer{Name: c.spec.Name, IP: c.ip, MAC: c.mac.String(), MTU: c.mtu.Bytes(), MaxAtomic: c.spec.MaxAtomic,
 		Regions: c.regions, Redundancy: c.spec.Redundancy}
 }
 
@@ -422,7 +422,7 @@ type ConnState struct {
 
 // connection is one translator's RC connection.
 type connection struct {
-	hello      dtatranslator.Hello
+	hello      dtamem.Hello
 	peer       string
 	qp         verbs.QP
 	cq         verbs.CQ
@@ -440,9 +440,9 @@ func (c *Collector) handle(ctx context.Context, tc net.Conn) {
 	stop := context.AfterFunc(ctx, func() { tc.Close() })
 	defer stop()
 	_ = tc.SetDeadline(time.Now().Add(10 * time.Second))
-	r := dtatranslator.NewMsgReader(tc)
-	var h dtatranslator.Hello
-	if err := dtatranslator.ReadMsg(r, &h); err != nil {
+	r := dtamem.NewMsgReader(tc)
+	var h dtamem.Hello
+	if err := dtamem.ReadMsg(r, &h); err != nil {
 		c.refused.Add(1)
 		c.log.Warn("exchange: no hello", "peer", tc.RemoteAddr().String(), "err", err)
 		return
@@ -450,8 +450,8 @@ func (c *Collector) handle(ctx context.Context, tc net.Conn) {
 	refuse := func(err error) {
 		c.refused.Add(1)
 		c.log.Warn("translator refused", "translator", h.Name, "peer", tc.RemoteAddr().String(), "err", err)
-		o := dtatranslator.Offer{Name: c.spec.Name, Error: err.Error()}
-		_ = dtatranslator.WriteMsg(tc, &o)
+		o := dtamem.Offer{Name: c.spec.Name, Error: err.Error()}
+		_ = dtamem.WriteMsg(tc, &o)
 	}
 	if err := h.Validate(); err != nil {
 		refuse(err)
@@ -469,7 +469,7 @@ func (c *Collector) handle(ctx context.Context, tc net.Conn) {
 	defer c.disconnect(conn)
 	o := c.offer()
 	o.QPN = conn.qp.QPN()
-	if err := dtatranslator.WriteMsg(tc, &o); err != nil {
+	if err := dtamem.WriteMsg(tc, &o); err != nil {
 		c.log.Warn("exchange: sending the offer", "translator", h.Name, "err", err)
 		return
 	}
@@ -489,7 +489,7 @@ type neighborAdder interface {
 }
 
 // connect creates the translator's QP and takes it to RTR.
-func (c *Collector) connect(h dtatranslator.Hello, peer string) (*connection, error) {
+func (c *Collector) connect(h dtamem.Hello, peer string) (*connection, error) {
 	mac, err := header.ParseMAC(h.MAC)
 	if err != nil {
 		return nil, err

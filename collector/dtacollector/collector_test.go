@@ -16,6 +16,8 @@ import (
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
+	"github.com/rdma-appliance/appliance/internal/dtamem"
+	"github.com/rdma-appliance/appliance/internal/dtawire"
 	"github.com/rdma-appliance/appliance/translator/dtatranslator"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 	"github.com/rdma-appliance/appliance/verbs/soft"
@@ -98,7 +100,7 @@ func newBed(t *testing.T, yml string, opt Options) *bed {
 type translator struct {
 	b     *bed
 	tcp   net.Conn
-	offer *dtatranslator.Offer
+	offer *dtamem.Offer
 	conn  *dtatranslator.Conn
 	tr    *dtatranslator.Translator
 }
@@ -107,7 +109,7 @@ func (b *bed) dial(qpn, psn uint32) *translator {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	tcp, offer, err := dtatranslator.Dial(ctx, b.addr, dtatranslator.Hello{Name: "trans0", IP: transIP, MAC: b.mac.String(), QPN: qpn, PSN: psn})
+	tcp, offer, err := dtamem.Dial(ctx, b.addr, dtamem.Hello{Name: "trans0", IP: transIP, MAC: b.mac.String(), QPN: qpn, PSN: psn})
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -115,7 +117,7 @@ func (b *bed) dial(qpn, psn uint32) *translator {
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	conn := dtatranslator.NewConn(dtatranslator.Endpoint{MAC: b.mac, GID: roce.GIDFromAddr(transIP), QPN: qpn}, peer, psn)
+	conn := dtatranslator.NewConn(dtamem.Endpoint{MAC: b.mac, GID: roce.GIDFromAddr(transIP), QPN: qpn}, peer, psn)
 	conn.MaxAtomic = offer.MaxAtomic
 	tr, err := dtatranslator.NewTranslator(conn, offer.Regions)
 	if err != nil {
@@ -160,7 +162,7 @@ func (x *translator) answers() {
 }
 
 // send translates a report, waiting for the atomic window when full.
-func (x *translator) send(r *dtatranslator.Report) {
+func (x *translator) send(r *dtawire.Report) {
 	x.b.t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); ; {
 		err := x.tr.Translate(r, x.emit)
@@ -233,7 +235,7 @@ type loaded struct {
 	x       *translator
 	kw      map[uint32]uint32
 	ki      map[uint32]uint64
-	cm      [2]*dtatranslator.Sketch
+	cm      [2]*dtamem.Sketch
 	hllKeys int
 	paths   map[uint32][]uint32
 	lists   map[uint32][]uint32
@@ -259,14 +261,14 @@ func load(t *testing.T) *loaded {
 	ld.x = x
 	for k := uint32(1); k <= 300; k++ {
 		ld.kw[k] = k*7 + 1
-		x.send(&dtatranslator.Report{Opcode: dtatranslator.OpKeyWrite, Redundancy: 2, Key: k, Data: u32(k*7 + 1), Immediate: k <= 5})
+		x.send(&dtawire.Report{Opcode: dtawire.OpKeyWrite, Redundancy: 2, Key: k, Data: u32(k*7 + 1), Immediate: k <= 5})
 		ld.ki[k%20] += uint64(k)
-		x.send(&dtatranslator.Report{Opcode: dtatranslator.OpKeyIncrement, Redundancy: 2, Key: k % 20, Counter: uint64(k)})
+		x.send(&dtawire.Report{Opcode: dtawire.OpKeyIncrement, Redundancy: 2, Key: k % 20, Counter: uint64(k)})
 	}
 	// List 1 laps its 256-entry ring once while its pollers keep up.
 	for i := uint32(0); i < 400; i++ {
 		ld.lists[1] = append(ld.lists[1], 5000+i)
-		x.send(&dtatranslator.Report{Opcode: dtatranslator.OpAppend, ListID: 1, Data: u32(5000 + i)})
+		x.send(&dtawire.Report{Opcode: dtawire.OpAppend, ListID: 1, Data: u32(5000 + i)})
 		if i%100 == 99 {
 			x.settle()
 			want := uint64(len(ld.lists[1]))
@@ -275,39 +277,39 @@ func load(t *testing.T) *loaded {
 	}
 	for i := uint32(0); i < 10; i++ {
 		ld.lists[2] = append(ld.lists[2], i) // zero data too
-		x.send(&dtatranslator.Report{Opcode: dtatranslator.OpAppend, ListID: 2, Data: u32(i)})
+		x.send(&dtawire.Report{Opcode: dtawire.OpAppend, ListID: 2, Data: u32(i)})
 	}
 	// Sketches: two reporters' Count-Min merged, one HyperLogLog.
 	cmReg := x.offer.Regions.Sketches[7]
 	hllReg := x.offer.Regions.Sketches[8]
-	var scratch [dtatranslator.MaxSketchCounters * 4]byte
+	var scratch [dtawire.MaxSketchCounters * 4]byte
 	for rep := range 2 {
-		ld.cm[rep] = dtatranslator.NewSketch(&cmReg)
+		ld.cm[rep] = dtamem.NewSketch(&cmReg)
 		for k := uint32(0); k < 40; k++ {
 			ld.cm[rep].Add(k, k+uint32(rep)+1)
 		}
 	}
 	for col := uint32(0); col < cmReg.Columns; col++ {
 		for rep := range 2 {
-			var r dtatranslator.Report
+			var r dtawire.Report
 			ld.cm[rep].Report(&r, 7, uint16(rep), col, scratch[:])
 			x.send(&r)
 		}
 	}
-	hll := dtatranslator.NewSketch(&hllReg)
+	hll := dtamem.NewSketch(&hllReg)
 	ld.hllKeys = 2000
 	for k := range ld.hllKeys {
 		hll.Add(uint32(k), 0)
 	}
 	for col := uint32(0); col < hllReg.Columns; col++ {
-		var r dtatranslator.Report
+		var r dtawire.Report
 		hll.Report(&r, 8, 0, col, scratch[:])
 		x.send(&r)
 	}
 	for f := uint32(100); f < 110; f++ {
 		for h := uint8(0); h < 4; h++ {
 			ld.paths[f] = append(ld.paths[f], f*10+uint32(h))
-			x.send(&dtatranslator.Report{Opcode: dtatranslator.OpPostcarder, Key: f, Hop: h, Data: u32(f*10 + uint32(h))})
+			x.send(&dtawire.Report{Opcode: dtawire.OpPostcarder, Key: f, Hop: h, Data: u32(f*10 + uint32(h))})
 		}
 	}
 	x.settle()
@@ -434,8 +436,8 @@ func TestPollersShareList(t *testing.T) {
 func TestConsensus(t *testing.T) {
 	b := newBed(t, allSpec, Options{})
 	x := b.dial(0x55, 7)
-	x.send(&dtatranslator.Report{Opcode: dtatranslator.OpKeyWrite, Redundancy: 2, Key: 42, Data: u32(1)})
-	x.send(&dtatranslator.Report{Opcode: dtatranslator.OpKeyWrite, Redundancy: 1, Key: 42, Data: u32(2)})
+	x.send(&dtawire.Report{Opcode: dtawire.OpKeyWrite, Redundancy: 2, Key: 42, Data: u32(1)})
+	x.send(&dtawire.Report{Opcode: dtawire.OpKeyWrite, Redundancy: 1, Key: 42, Data: u32(2)})
 	x.settle()
 	got, err := b.c.KeyWrite(42, 0)
 	if err != nil || got.Value != 2 || got.Matching != 2 || got.Agreeing != 1 {
@@ -450,7 +452,7 @@ func TestConsensus(t *testing.T) {
 	if _, err := b.c.KeyWrite(42, 3); !errors.Is(err, ErrBadQuery) {
 		t.Fatalf("consensus 3 of 2 slots: %v", err)
 	}
-	x.send(&dtatranslator.Report{Opcode: dtatranslator.OpKeyWrite, Redundancy: 2, Key: 42, Data: u32(3)})
+	x.send(&dtawire.Report{Opcode: dtawire.OpKeyWrite, Redundancy: 2, Key: 42, Data: u32(3)})
 	x.settle()
 	if got, err := b.c.KeyWrite(42, 2); err != nil || got.Value != 3 || got.Agreeing != 2 {
 		t.Fatalf("consensus 2 after N=2: %+v %v", got, err)
@@ -503,7 +505,7 @@ func contains(s, sub string) bool {
 func TestReconnect(t *testing.T) {
 	b := newBed(t, allSpec, Options{})
 	x := b.dial(0x10, 500)
-	x.send(&dtatranslator.Report{Opcode: dtatranslator.OpKeyWrite, Redundancy: 2, Key: 1, Data: u32(11)})
+	x.send(&dtawire.Report{Opcode: dtawire.OpKeyWrite, Redundancy: 2, Key: 1, Data: u32(11)})
 	x.settle()
 	first := x.offer.QPN
 	if conns := b.c.Connections(); len(conns) != 1 || conns[0].QPN != first {
@@ -516,7 +518,7 @@ func TestReconnect(t *testing.T) {
 	if y.offer.QPN == first {
 		t.Fatalf("the new connection got the old QP %#x", first)
 	}
-	y.send(&dtatranslator.Report{Opcode: dtatranslator.OpKeyWrite, Redundancy: 2, Key: 2, Data: u32(22)})
+	y.send(&dtawire.Report{Opcode: dtawire.OpKeyWrite, Redundancy: 2, Key: 2, Data: u32(22)})
 	y.settle()
 	if got, err := b.c.KeyWrite(2, 2); err != nil || got.Value != 22 {
 		t.Fatalf("after reconnecting: %+v %v", got, err)
@@ -543,11 +545,11 @@ func TestRefusedHello(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tc.Close()
-	if err := dtatranslator.WriteMsg(tc, &dtatranslator.Hello{Name: "bad", MAC: "02:00:00:00:00:01", QPN: 5}); err != nil {
+	if err := dtamem.WriteMsg(tc, &dtamem.Hello{Name: "bad", MAC: "02:00:00:00:00:01", QPN: 5}); err != nil {
 		t.Fatal(err)
 	}
-	var o dtatranslator.Offer
-	if err := dtatranslator.ReadMsg(dtatranslator.NewMsgReader(tc), &o); err != nil {
+	var o dtamem.Offer
+	if err := dtamem.ReadMsg(dtamem.NewMsgReader(tc), &o); err != nil {
 		t.Fatal(err)
 	}
 	if o.Error == "" || o.QPN != 0 || !contains(o.Error, "without an IP") {
@@ -556,7 +558,7 @@ func TestRefusedHello(t *testing.T) {
 	// An IPv6 translator cannot reach an IPv4 GID.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, _, err = dtatranslator.Dial(ctx, b.addr, dtatranslator.Hello{Name: "v6", IP: netip.MustParseAddr("fd00::1"), MAC: "02:00:00:00:00:01", QPN: 5})
+	_, _, err = dtamem.Dial(ctx, b.addr, dtamem.Hello{Name: "v6", IP: netip.MustParseAddr("fd00::1"), MAC: "02:00:00:00:00:01", QPN: 5})
 	if err == nil || !contains(err.Error(), "different IP versions") {
 		t.Fatalf("IPv6 translator: %v", err)
 	}

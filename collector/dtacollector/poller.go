@@ -1,7 +1,6 @@
 package dtacollector
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"runtime"
@@ -10,7 +9,7 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/dpdk"
-	"github.com/rdma-appliance/appliance/translator/dtatranslator"
+	"github.com/rdma-appliance/appliance/internal/dtamem"
 )
 
 // pollBurst bounds the entries one poll reads, so a busy list still lets
@@ -39,7 +38,7 @@ type poller struct {
 	core  int // -1: unpinned
 	start uint64
 	step  uint64
-	p     *dtatranslator.Poller
+	p     *dtamem.Poller
 	fn    func(uint32)
 	// seen is the poller goroutine's own count; read publishes it.
 	seen uint64
@@ -49,11 +48,11 @@ type poller struct {
 }
 
 func newList(id uint32, s ListSpec, mem []byte) *list {
-	l := &list{id: id, spec: s, mem: mem, entries: uint64(len(mem) / dtatranslator.AppendEntryLen)}
+	l := &list{id: id, spec: s, mem: mem, entries: uint64(len(mem) / dtamem.AppendEntryLen)}
 	cores, _ := dpdk.ParseCoreList(s.Cores) // validated with the spec
 	for i := range s.Pollers {
 		p := &poller{list: l, index: i, core: -1, start: uint64(i), step: uint64(s.Pollers),
-			p: dtatranslator.NewPoller(mem, l.entries, uint64(i), uint64(s.Pollers))}
+			p: dtamem.NewPoller(mem, l.entries, uint64(i), uint64(s.Pollers))}
 		if i < len(cores) && s.Cores != "" {
 			p.core = cores[i]
 		}
@@ -214,19 +213,12 @@ func (l *list) recent(n int) []Entry {
 	pos = pos[len(pos)-min(len(pos), n):]
 	out := make([]Entry, 0, len(pos))
 	for _, q := range pos {
-		off := (q % l.entries) * dtatranslator.AppendEntryLen
-		e := l.mem[off : off+dtatranslator.AppendEntryLen]
-		want := uint32(q%(1<<32-1)) + 1
-		if binary.BigEndian.Uint32(e[4:]) != want {
-			continue
-		}
-		d := binary.BigEndian.Uint32(e)
+		d, ok := dtamem.EntryAt(l.mem, l.entries, q)
 		// Read the sequence again: the next lap may have written the
 		// data between the two reads.
-		if binary.BigEndian.Uint32(e[4:]) != want {
-			continue
+		if _, still := dtamem.EntryAt(l.mem, l.entries, q); ok && still {
+			out = append(out, Entry{Pos: q, Data: d})
 		}
-		out = append(out, Entry{Pos: q, Data: d})
 	}
 	return out
 }

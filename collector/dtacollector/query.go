@@ -11,7 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rdma-appliance/appliance/translator/dtatranslator"
+	"github.com/rdma-appliance/appliance/internal/dtamem"
+	"github.com/rdma-appliance/appliance/internal/dtawire"
 )
 
 // Errors of queries, matched with errors.Is; the HTTP API maps them to
@@ -82,8 +83,8 @@ func (c *Collector) rlock() error {
 // slots. With consensus k > 1 it answers only when at least k of the
 // slots whose checksum matches hold the same data (a slot another key
 // overwrote fails the checksum; a slot holding an older value of the key
-// disagrees); otherwise it answers the first matching slot, as
-// translator/dtatranslator's QueryKeyWrite does.
+// disagrees); otherwise it answers the first matching slot
+// (dtamem.QueryKeyWriteConsensus).
 func (c *Collector) KeyWrite(key uint32, consensus int) (KeyWriteResult, error) {
 	kw := c.regions.KeyWrite
 	if kw == nil {
@@ -98,48 +99,18 @@ func (c *Collector) KeyWrite(key uint32, consensus int) (KeyWriteResult, error) 
 	}
 	defer c.memMu.RUnlock()
 	res := KeyWriteResult{Key: key, N: n}
-	el := uint64(dtatranslator.KeyWriteEntryLen(kw.DataWidth))
-	sum := dtatranslator.KeyChecksum(key)
-	var slots [dtatranslator.MaxRedundancy][]byte
-	m := 0
-	for i := range n {
-		off := dtatranslator.Slot(key, i, kw.Slots) * el
-		e := c.kwMem[off : off+el]
-		if binary.BigEndian.Uint32(e) == sum {
-			slots[m] = e[4:]
-			m++
-		}
-	}
+	data, m, agreeing := dtamem.QueryKeyWriteConsensus(c.kwMem, key, n, kw.Slots, kw.DataWidth, consensus)
 	res.Matching = m
 	if m == 0 {
 		return res, fmt.Errorf("key-write key %d: %w in its %d slots", key, ErrNotFound, n)
 	}
-	agreeing := func(i int) int {
-		a := 0
-		for j := range m {
-			if string(slots[i]) == string(slots[j]) {
-				a++
-			}
-		}
-		return a
+	if data == nil {
+		return res, fmt.Errorf("key-write key %d: %w: %d of %d slots match its checksum, at most %d agree, %d wanted",
+			key, ErrNoConsensus, m, n, agreeing, consensus)
 	}
-	// Without consensus, the first matching slot; with it, the data most
-	// slots agree on (ties to the earlier slot).
-	best, bestN := 0, agreeing(0)
-	if consensus > 1 {
-		for i := 1; i < m; i++ {
-			if a := agreeing(i); a > bestN {
-				best, bestN = i, a
-			}
-		}
-		if bestN < consensus {
-			return res, fmt.Errorf("key-write key %d: %w: %d of %d slots match its checksum, at most %d agree, %d wanted",
-				key, ErrNoConsensus, m, n, bestN, consensus)
-		}
-	}
-	res.Data = append(Hex(nil), slots[best]...)
+	res.Data = append(Hex(nil), data...)
 	res.Value = binary.BigEndian.Uint32(res.Data)
-	res.Agreeing = bestN
+	res.Agreeing = agreeing
 	return res, nil
 }
 
@@ -162,11 +133,11 @@ func (c *Collector) KeyIncrement(key uint32) (KeyIncrementResult, error) {
 	}
 	defer c.memMu.RUnlock()
 	n := c.spec.Redundancy
-	return KeyIncrementResult{Key: key, N: n, Count: dtatranslator.QueryKeyIncrement(c.kiMem, key, n, ki.Slots)}, nil
+	return KeyIncrementResult{Key: key, N: n, Count: dtamem.QueryKeyIncrement(c.kiMem, key, n, ki.Slots)}, nil
 }
 
 // sketch finds a sketch.
-func (c *Collector) sketch(id uint16) (*dtatranslator.SketchRegion, []byte, error) {
+func (c *Collector) sketch(id uint16) (*dtamem.SketchRegion, []byte, error) {
 	if len(c.regions.Sketches) == 0 {
 		return nil, nil, fmt.Errorf("sketch-merge: %w", ErrNotServed)
 	}
@@ -191,14 +162,14 @@ func (c *Collector) SketchCount(id uint16, key uint32) (SketchCountResult, error
 	if err != nil {
 		return SketchCountResult{}, err
 	}
-	if s.Kind != dtatranslator.SketchCountMin {
+	if s.Kind != dtawire.SketchCountMin {
 		return SketchCountResult{}, fmt.Errorf("sketch %d is a %s sketch: a point count needs count-min: %w", id, SketchKindName(s.Kind), ErrBadQuery)
 	}
 	if err := c.rlock(); err != nil {
 		return SketchCountResult{}, err
 	}
 	defer c.memMu.RUnlock()
-	return SketchCountResult{Sketch: id, Key: key, Count: dtatranslator.SketchCount(mem, s, key)}, nil
+	return SketchCountResult{Sketch: id, Key: key, Count: dtamem.SketchCount(mem, s, key)}, nil
 }
 
 // CardinalityResult is a HyperLogLog estimate.
@@ -215,20 +186,20 @@ func (c *Collector) SketchCardinality(id uint16) (CardinalityResult, error) {
 	if err != nil {
 		return CardinalityResult{}, err
 	}
-	if s.Kind != dtatranslator.SketchHyperLogLog {
+	if s.Kind != dtawire.SketchHyperLogLog {
 		return CardinalityResult{}, fmt.Errorf("sketch %d is a %s sketch: cardinality needs hyperloglog: %w", id, SketchKindName(s.Kind), ErrBadQuery)
 	}
 	if err := c.rlock(); err != nil {
 		return CardinalityResult{}, err
 	}
 	defer c.memMu.RUnlock()
-	return CardinalityResult{Sketch: id, Cardinality: dtatranslator.SketchCardinality(mem, s), Registers: int(s.Columns) * s.Rows}, nil
+	return CardinalityResult{Sketch: id, Cardinality: dtamem.SketchCardinality(mem, s), Registers: int(s.Columns) * s.Rows}, nil
 }
 
 // PostcardResult is a flow's path.
 type PostcardResult struct {
 	Key uint32 `json:"key"`
-	dtatranslator.Path
+	dtamem.Path
 	// Complete says every hop reported (the record was not evicted
 	// early).
 	Complete bool `json:"complete"`
@@ -244,7 +215,7 @@ func (c *Collector) Postcard(key uint32) (PostcardResult, error) {
 		return PostcardResult{}, err
 	}
 	defer c.memMu.RUnlock()
-	path, ok := dtatranslator.QueryPostcard(c.pcMem, p, key)
+	path, ok := dtamem.QueryPostcard(c.pcMem, p, key)
 	if !ok {
 		return PostcardResult{}, fmt.Errorf("postcard key %d: %w (no record, or another flow's in its slot)", key, ErrNotFound)
 	}
@@ -286,15 +257,15 @@ type Memory struct {
 // RegionsInfo is what the collector offers translators and how its
 // memory is laid out.
 type RegionsInfo struct {
-	Name       string                `json:"name"`
-	IP         string                `json:"ip"`
-	MAC        string                `json:"mac"`
-	MTU        int                   `json:"mtu"`
-	MaxAtomic  int                   `json:"max_atomic"`
-	Redundancy int                   `json:"redundancy"`
-	HugePages  bool                  `json:"huge_pages"` // asked for; the kernel may have had none
-	Regions    dtatranslator.Regions `json:"regions"`
-	Memory     []Memory              `json:"memory"`
+	Name       string         `json:"name"`
+	IP         string         `json:"ip"`
+	MAC        string         `json:"mac"`
+	MTU        int            `json:"mtu"`
+	MaxAtomic  int            `json:"max_atomic"`
+	Redundancy int            `json:"redundancy"`
+	HugePages  bool           `json:"huge_pages"` // asked for; the kernel may have had none
+	Regions    dtamem.Regions `json:"regions"`
+	Memory     []Memory       `json:"memory"`
 }
 
 // Info is the collector's offer and memory.

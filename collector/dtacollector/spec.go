@@ -5,8 +5,9 @@ import (
 	"net"
 
 	"github.com/rdma-appliance/appliance/dpdk"
+	"github.com/rdma-appliance/appliance/internal/dtamem"
+	"github.com/rdma-appliance/appliance/internal/dtawire"
 	"github.com/rdma-appliance/appliance/internal/spec"
-	"github.com/rdma-appliance/appliance/translator/dtatranslator"
 	"github.com/rdma-appliance/appliance/verbs"
 )
 
@@ -167,9 +168,9 @@ func (s *Spec) Validate(doc *spec.Doc) {
 		s.Name = "collector"
 	}
 	if s.Exchange == "" {
-		s.Exchange = fmt.Sprintf(":%d", dtatranslator.ExchangePort)
+		s.Exchange = fmt.Sprintf(":%d", dtamem.ExchangePort)
 	} else if _, _, err := net.SplitHostPort(s.Exchange); err != nil {
-		doc.Errorf("exchange", "%q: want [host]:port (port %d by default)", s.Exchange, dtatranslator.ExchangePort)
+		doc.Errorf("exchange", "%q: want [host]:port (port %d by default)", s.Exchange, dtamem.ExchangePort)
 	}
 	if s.Listen == "" {
 		s.Listen = DefaultListen
@@ -188,8 +189,8 @@ func (s *Spec) Validate(doc *spec.Doc) {
 	}
 	if s.Redundancy == 0 {
 		s.Redundancy = DefaultRedundancy
-	} else if s.Redundancy < 1 || s.Redundancy > dtatranslator.MaxRedundancy {
-		doc.Errorf("redundancy", "%d: want 1..%d", s.Redundancy, dtatranslator.MaxRedundancy)
+	} else if s.Redundancy < 1 || s.Redundancy > dtawire.MaxRedundancy {
+		doc.Errorf("redundancy", "%d: want 1..%d", s.Redundancy, dtawire.MaxRedundancy)
 	}
 	if s.RecvDepth == 0 {
 		s.RecvDepth = DefaultRecvDepth
@@ -204,8 +205,8 @@ func (s *Spec) Validate(doc *spec.Doc) {
 		}
 		if kw.DataWidth == 0 {
 			kw.DataWidth = 4
-		} else if err := (dtatranslator.Format{DataWidth: kw.DataWidth}).Validate(); err != nil {
-			doc.Errorf("key-write.data-width", "%d: a multiple of 4 from 4 to %d", kw.DataWidth, dtatranslator.MaxDataWidth)
+		} else if err := (dtawire.Format{DataWidth: kw.DataWidth}).Validate(); err != nil {
+			doc.Errorf("key-write.data-width", "%d: a multiple of 4 from 4 to %d", kw.DataWidth, dtawire.MaxDataWidth)
 		}
 	}
 	if ki := s.KeyIncrement; ki != nil {
@@ -232,17 +233,17 @@ func (s *Spec) Validate(doc *spec.Doc) {
 			doc.Errorf(key+".kind", "%q: want count-min or hyperloglog", k.Kind)
 			continue
 		}
-		r := dtatranslator.SketchRegion{Kind: kind, Columns: k.Columns, Rows: k.Rows, Reporters: k.Reporters, Group: k.Group}
+		r := dtamem.SketchRegion{Kind: kind, Columns: k.Columns, Rows: k.Rows, Reporters: k.Reporters, Group: k.Group}
 		if err := r.Validate(); err != nil {
 			// The region's own rules, pinned to the key they are about.
 			var field string
 			switch {
 			case !pow2(uint64(k.Columns)):
 				field = "columns"
-			case k.Rows < 1 || k.Rows > dtatranslator.MaxSketchCounters || (kind == dtatranslator.SketchCountMin && k.Rows > dtatranslator.MaxRedundancy),
-				kind == dtatranslator.SketchHyperLogLog && (!pow2(uint64(k.Rows)) || int(k.Columns)*k.Rows < 16):
+			case k.Rows < 1 || k.Rows > dtawire.MaxSketchCounters || (kind == dtawire.SketchCountMin && k.Rows > dtawire.MaxRedundancy),
+				kind == dtawire.SketchHyperLogLog && (!pow2(uint64(k.Rows)) || int(k.Columns)*k.Rows < 16):
 				field = "rows"
-			case k.Reporters < 1 || k.Reporters > dtatranslator.MaxReporters:
+			case k.Reporters < 1 || k.Reporters > dtamem.MaxReporters:
 				field = "reporters"
 			default:
 				field = "group"
@@ -262,8 +263,8 @@ func (s *Spec) Validate(doc *spec.Doc) {
 		if !pow2(p.Slots) || p.Slots > maxSlots {
 			doc.Errorf("postcards.slots", "%d: a power of two up to 2^36", p.Slots)
 		}
-		if p.Hops < 1 || p.Hops > dtatranslator.MaxHops {
-			doc.Errorf("postcards.hops", "%d: want 1..%d", p.Hops, dtatranslator.MaxHops)
+		if p.Hops < 1 || p.Hops > dtamem.MaxHops {
+			doc.Errorf("postcards.hops", "%d: want 1..%d", p.Hops, dtamem.MaxHops)
 		}
 		if p.Cache < 0 || (p.Cache > 0 && !pow2(uint64(p.Cache))) {
 			doc.Errorf("postcards.cache", "%d: a power of two (0: the translator's default)", p.Cache)
@@ -277,10 +278,10 @@ func (s *Spec) Validate(doc *spec.Doc) {
 func (s *Spec) validateAppend(doc *spec.Doc, a *AppendSpec) {
 	if a.Batch == 0 {
 		a.Batch = defaultBatch
-	} else if a.Batch < 1 || a.Batch > dtatranslator.MaxBatch {
-		doc.Errorf("append.batch", "%d: want 1..%d", a.Batch, dtatranslator.MaxBatch)
-	} else if s.MTU > 0 && a.Batch*dtatranslator.AppendEntryLen > s.MTU {
-		doc.Errorf("append.batch", "%d entries are %d bytes, over the mtu %d: one batch is one WRITE packet", a.Batch, a.Batch*dtatranslator.AppendEntryLen, s.MTU)
+	} else if a.Batch < 1 || a.Batch > dtamem.MaxBatch {
+		doc.Errorf("append.batch", "%d: want 1..%d", a.Batch, dtamem.MaxBatch)
+	} else if s.MTU > 0 && a.Batch*dtamem.AppendEntryLen > s.MTU {
+		doc.Errorf("append.batch", "%d entries are %d bytes, over the mtu %d: one batch is one WRITE packet", a.Batch, a.Batch*dtamem.AppendEntryLen, s.MTU)
 	}
 	if len(a.Lists) == 0 {
 		doc.Errorf("append.lists", "at least one list")
@@ -329,7 +330,7 @@ func (s *Spec) validateAppend(doc *spec.Doc, a *AppendSpec) {
 
 // writeLen is the size of a sketch's merged-column WRITE: Group columns,
 // or by default as many as fit in 1024 bytes (the translator's rule).
-func writeLen(r *dtatranslator.SketchRegion) int {
+func writeLen(r *dtamem.SketchRegion) int {
 	g := r.Group
 	if g == 0 {
 		g = min(max(1, 1024/r.ColumnLen()), int(r.Columns))
@@ -341,16 +342,16 @@ func writeLen(r *dtatranslator.SketchRegion) int {
 func ParseSketchKind(s string) (uint8, error) {
 	switch s {
 	case "count-min":
-		return dtatranslator.SketchCountMin, nil
+		return dtawire.SketchCountMin, nil
 	case "hyperloglog":
-		return dtatranslator.SketchHyperLogLog, nil
+		return dtawire.SketchHyperLogLog, nil
 	}
 	return 0, fmt.Errorf("dta collector: sketch kind %q (count-min or hyperloglog)", s)
 }
 
 // SketchKindName is the spec's name of a sketch kind.
 func SketchKindName(k uint8) string {
-	if k == dtatranslator.SketchHyperLogLog {
+	if k == dtawire.SketchHyperLogLog {
 		return "hyperloglog"
 	}
 	return "count-min"
@@ -359,30 +360,30 @@ func SketchKindName(k uint8) string {
 // Geometry is the regions of a validated spec without addresses: what
 // the collector allocates, registers and then advertises with its
 // addresses and keys filled in.
-func (s *Spec) Geometry() dtatranslator.Regions {
-	var r dtatranslator.Regions
+func (s *Spec) Geometry() dtamem.Regions {
+	var r dtamem.Regions
 	if kw := s.KeyWrite; kw != nil {
-		r.KeyWrite = &dtatranslator.KeyWriteRegion{Slots: kw.Slots, DataWidth: kw.DataWidth}
+		r.KeyWrite = &dtamem.KeyWriteRegion{Slots: kw.Slots, DataWidth: kw.DataWidth}
 	}
 	if ki := s.KeyIncrement; ki != nil {
-		r.KeyIncrement = &dtatranslator.KeyIncrementRegion{Slots: ki.Slots}
+		r.KeyIncrement = &dtamem.KeyIncrementRegion{Slots: ki.Slots}
 	}
 	if a := s.Append; a != nil {
 		r.Batch = a.Batch
-		r.Lists = map[uint32]dtatranslator.ListRegion{}
+		r.Lists = map[uint32]dtamem.ListRegion{}
 		for _, l := range a.Lists {
-			r.Lists[l.ID] = dtatranslator.ListRegion{Entries: l.Entries}
+			r.Lists[l.ID] = dtamem.ListRegion{Entries: l.Entries}
 		}
 	}
 	if len(s.Sketches) > 0 {
-		r.Sketches = map[uint16]dtatranslator.SketchRegion{}
+		r.Sketches = map[uint16]dtamem.SketchRegion{}
 		for _, k := range s.Sketches {
 			kind, _ := ParseSketchKind(k.Kind)
-			r.Sketches[k.ID] = dtatranslator.SketchRegion{Kind: kind, Columns: k.Columns, Rows: k.Rows, Reporters: k.Reporters, Group: k.Group}
+			r.Sketches[k.ID] = dtamem.SketchRegion{Kind: kind, Columns: k.Columns, Rows: k.Rows, Reporters: k.Reporters, Group: k.Group}
 		}
 	}
 	if p := s.Postcards; p != nil {
-		r.Postcards = &dtatranslator.PostcardRegion{Slots: p.Slots, Hops: p.Hops, Cache: p.Cache}
+		r.Postcards = &dtamem.PostcardRegion{Slots: p.Slots, Hops: p.Hops, Cache: p.Cache}
 	}
 	return r
 }

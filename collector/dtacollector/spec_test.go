@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rdma-appliance/appliance/internal/dtawire"
 	"github.com/rdma-appliance/appliance/internal/spec"
-	"github.com/rdma-appliance/appliance/translator/dtatranslator"
 )
 
 // TestLoadExample: the example file loads, defaults filled, and its
@@ -24,7 +24,7 @@ func TestLoadExample(t *testing.T) {
 	if err := g.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if g.Sketches[8].Kind != dtatranslator.SketchHyperLogLog || g.Lists[1].Entries != 65536 || g.Postcards.Hops != 5 {
+	if g.Sketches[8].Kind != dtawire.SketchHyperLogLog || g.Lists[1].Entries != 65536 || g.Postcards.Hops != 5 {
 		t.Fatalf("geometry %+v", g)
 	}
 	// Defaults for a minimal file.

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/rdma-appliance/appliance/internal/dtawire"
 	"github.com/rdma-appliance/appliance/p4/internal/bfrt"
-	"github.com/rdma-appliance/appliance/translator/dtatranslator"
 )
 
 // CounterPrefix starts every line CounterScript prints; the JSON record
@@ -55,7 +55,7 @@ func (t Translator) CounterScript() (string, error) {
 	s.Helpers(bfrt.PyEmit(CounterPrefix), pyCounterHelpers)
 	n := 0
 	s.Comment("Reports received, by opcode.")
-	for op := dtatranslator.OpKeyWrite; op <= dtatranslator.OpSketchMerge; op++ {
+	for op := dtawire.OpKeyWrite; op <= dtawire.OpSketchMerge; op++ {
 		s.Line("counter('report_pkts', %d, '', %s.report_pkts)", op, s.Ig)
 		n++
 	}
@@ -99,7 +99,7 @@ type CollectorCounters struct {
 // Counters is what CounterScript's output says.
 type Counters struct {
 	// Reports counts received reports by opcode.
-	Reports map[dtatranslator.Opcode]uint64 `json:"reports"`
+	Reports map[dtawire.Opcode]uint64 `json:"reports"`
 	// Dropped counts reports not translated by reason (no_target, nack,
 	// duplicate, unknown_opcode).
 	Dropped map[string]uint64 `json:"dropped"`
@@ -117,7 +117,7 @@ var ErrCounters = errors.New("dta: bad counter output")
 // fails unless the script's closing record is there with the right count,
 // so output cut short is never taken for zeros.
 func (t Translator) ParseCounters(r io.Reader) (Counters, error) {
-	out := Counters{Reports: map[dtatranslator.Opcode]uint64{}, Dropped: map[string]uint64{}, Postcards: map[string]uint64{}}
+	out := Counters{Reports: map[dtawire.Opcode]uint64{}, Dropped: map[string]uint64{}, Postcards: map[string]uint64{}}
 	coll := map[string]int{}
 	for i, c := range t.Collectors {
 		coll[c.Name] = i
@@ -139,7 +139,7 @@ func (t Translator) ParseCounters(r io.Reader) (Counters, error) {
 		}
 		switch {
 		case rec.Kind == "counter" && rec.Name == "report_pkts":
-			out.Reports[dtatranslator.Opcode(rec.Index)] = rec.Packets
+			out.Reports[dtawire.Opcode(rec.Index)] = rec.Packets
 		case rec.Kind == "counter" && rec.Name == "drop_reports":
 			k, err := inRange(dropReasons)
 			if err != nil {

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/rdma-appliance/appliance/dpdk/header"
+	"github.com/rdma-appliance/appliance/internal/dtamem"
+	"github.com/rdma-appliance/appliance/internal/dtawire"
 	"github.com/rdma-appliance/appliance/p4/internal/p4test"
 	"github.com/rdma-appliance/appliance/translator/dtatranslator"
 	"github.com/rdma-appliance/appliance/verbs/roce"
@@ -46,16 +48,16 @@ func twoCollectors(t testing.TB) Translator {
 		Collectors: []Collector{
 			{Name: "kv", Port: "collector-a", MAC: p4test.MAC(t, "0c:42:a1:00:09:01"), IP: netip.MustParseAddr("10.9.0.1"),
 				QPN: 0x2c1, PSN: 1000, Redundancy: 2,
-				KeyWrite:     &dtatranslator.KeyWriteRegion{Addr: 0x7f00_0000_0000, RKey: 0x1234, Slots: 1 << 20},
-				KeyIncrement: &dtatranslator.KeyIncrementRegion{Addr: 0x7f00_1000_0000, RKey: 0x1235, Slots: 1 << 16},
-				Lists: map[uint32]dtatranslator.ListRegion{
+				KeyWrite:     &dtamem.KeyWriteRegion{Addr: 0x7f00_0000_0000, RKey: 0x1234, Slots: 1 << 20},
+				KeyIncrement: &dtamem.KeyIncrementRegion{Addr: 0x7f00_1000_0000, RKey: 0x1235, Slots: 1 << 16},
+				Lists: map[uint32]dtamem.ListRegion{
 					7: {Addr: 0x7f00_2000_0000, RKey: 0x1236, Entries: 4096},
 					3: {Addr: 0x7f00_2001_0000, RKey: 0x1236, Entries: 1024},
 				}},
 			{Name: "paths", Port: "collector-b", MAC: p4test.MAC(t, "0c:42:a1:00:09:02"), IP: netip.MustParseAddr("10.9.0.2"),
 				QPN: 0x2c2, PSN: 0xfffff0, UDPSrcPort: 50000,
-				Postcards: &dtatranslator.PostcardRegion{Addr: 0x1_0000_0000, RKey: 0x99, Slots: 1 << 16, Hops: PostcardHops},
-				Lists:     map[uint32]dtatranslator.ListRegion{1: {Addr: 0x2_0000_0000, RKey: 0x9a, Entries: 256}}},
+				Postcards: &dtamem.PostcardRegion{Addr: 0x1_0000_0000, RKey: 0x99, Slots: 1 << 16, Hops: PostcardHops},
+				Lists:     map[uint32]dtamem.ListRegion{1: {Addr: 0x2_0000_0000, RKey: 0x9a, Entries: 256}}},
 		},
 		Peers: []Peer{
 			{Name: "leaf1", IP: netip.MustParseAddr("10.1.0.1"), AckPort: "fabric", FirstSeq: 0},
@@ -73,7 +75,7 @@ func noSeqnum(t testing.TB) Translator {
 		IP:    netip.MustParseAddr("192.168.7.1"),
 		QPN:   0x100,
 		Collectors: []Collector{{Name: "c0", Port: "coll", MAC: p4test.MAC(t, "0c:42:a1:00:0b:01"), IP: netip.MustParseAddr("192.168.7.2"),
-			QPN: 0x101, Redundancy: 1, KeyWrite: &dtatranslator.KeyWriteRegion{Addr: 0x1000, RKey: 1, Slots: 1024, DataWidth: 4}}},
+			QPN: 0x101, Redundancy: 1, KeyWrite: &dtamem.KeyWriteRegion{Addr: 0x1000, RKey: 1, Slots: 1024, DataWidth: 4}}},
 		NoSeqnum: true,
 	}
 }
@@ -96,11 +98,11 @@ func leaf(t testing.TB) Reporter {
 		Hop:        2,
 		FirstSeq:   0,
 		Rules: []Rule{
-			{Prefix: netip.MustParsePrefix("10.2.0.7/32"), Protocol: 6, Primitive: dtatranslator.OpAppend, ListID: 7, Collector: coll},
-			{Prefix: netip.MustParsePrefix("10.2.0.0/24"), Protocol: 6, Primitive: dtatranslator.OpKeyWrite, Redundancy: 2,
+			{Prefix: netip.MustParsePrefix("10.2.0.7/32"), Protocol: 6, Primitive: dtawire.OpAppend, ListID: 7, Collector: coll},
+			{Prefix: netip.MustParsePrefix("10.2.0.0/24"), Protocol: 6, Primitive: dtawire.OpKeyWrite, Redundancy: 2,
 				Retransmittable: true, Collector: coll},
-			{Prefix: netip.MustParsePrefix("10.2.0.0/24"), Protocol: 17, Primitive: dtatranslator.OpKeyIncrement, Redundancy: 1, Collector: coll},
-			{Prefix: netip.MustParsePrefix("0.0.0.0/0"), Primitive: dtatranslator.OpPostcarder, Immediate: true,
+			{Prefix: netip.MustParsePrefix("10.2.0.0/24"), Protocol: 17, Primitive: dtawire.OpKeyIncrement, Redundancy: 1, Collector: coll},
+			{Prefix: netip.MustParsePrefix("0.0.0.0/0"), Primitive: dtawire.OpPostcarder, Immediate: true,
 				Collector: netip.MustParseAddr("10.9.0.2")},
 		},
 	}
@@ -243,9 +245,9 @@ func TestSizesMatchP4(t *testing.T) {
 		"LIST_SLOTS": ListSlots, "REPORTER_SLOTS": ReporterSlots, "POSTCARD_HOPS": PostcardHops,
 		"POSTCARD_CACHE": PostcardCache, "FWD_SIZE": FwdSize, "RECORD_LEN": RecordLen,
 		"POSTCARD_FULL": 1<<PostcardHops - 1,
-		"ROCE_UDP_PORT": roce.UDPPort, "DTA_PORT": dtatranslator.ReportPort, "DTA_ACK_PORT": dtatranslator.AckPort,
-		"OP_KEY_WRITE": uint64(dtatranslator.OpKeyWrite), "OP_APPEND": uint64(dtatranslator.OpAppend),
-		"OP_KEY_INCREMENT": uint64(dtatranslator.OpKeyIncrement), "OP_POSTCARDER": uint64(dtatranslator.OpPostcarder),
+		"ROCE_UDP_PORT": roce.UDPPort, "DTA_PORT": dtawire.ReportPort, "DTA_ACK_PORT": dtawire.AckPort,
+		"OP_KEY_WRITE": uint64(dtawire.OpKeyWrite), "OP_APPEND": uint64(dtawire.OpAppend),
+		"OP_KEY_INCREMENT": uint64(dtawire.OpKeyIncrement), "OP_POSTCARDER": uint64(dtawire.OpPostcarder),
 		"RC_WRITE_ONLY": uint64(roce.RCWriteOnly), "RC_FETCH_ADD": uint64(roce.RCFetchAdd),
 		"RC_ACK": uint64(roce.RCAck), "RC_ATOMIC_ACK": uint64(roce.RCAtomicAck),
 		"AETH_NAK_PSN_SEQ": uint64(roce.AckTypeNAK)<<5 | uint64(roce.NAKPSNSequenceError),
@@ -253,15 +255,15 @@ func TestSizesMatchP4(t *testing.T) {
 	})
 	check(rp, reporterP4, map[string]uint64{
 		"FWD_SIZE": FwdSize, "RULE_SIZE": RuleSize, "ADDR_SIZE": AddrSize,
-		"DTA_PORT": dtatranslator.ReportPort, "DTA_SRC_PORT": dtatranslator.GeneratorPort, "DTA_ACK_PORT": dtatranslator.AckPort,
-		"OP_KEY_WRITE": uint64(dtatranslator.OpKeyWrite), "OP_APPEND": uint64(dtatranslator.OpAppend),
-		"OP_KEY_INCREMENT": uint64(dtatranslator.OpKeyIncrement), "OP_POSTCARDER": uint64(dtatranslator.OpPostcarder),
+		"DTA_PORT": dtawire.ReportPort, "DTA_SRC_PORT": dtawire.GeneratorPort, "DTA_ACK_PORT": dtawire.AckPort,
+		"OP_KEY_WRITE": uint64(dtawire.OpKeyWrite), "OP_APPEND": uint64(dtawire.OpAppend),
+		"OP_KEY_INCREMENT": uint64(dtawire.OpKeyIncrement), "OP_POSTCARDER": uint64(dtawire.OpPostcarder),
 	})
 	// The primitives' lengths after the base header, as translator/dtatranslator
 	// encodes them with 4-byte data.
-	var f dtatranslator.Format
-	for name, op := range map[string]dtatranslator.Opcode{"KEY_WRITE_LEN": dtatranslator.OpKeyWrite, "APPEND_LEN": dtatranslator.OpAppend,
-		"KEY_INCREMENT_LEN": dtatranslator.OpKeyIncrement, "POSTCARD_LEN": dtatranslator.OpPostcarder} {
+	var f dtawire.Format
+	for name, op := range map[string]dtawire.Opcode{"KEY_WRITE_LEN": dtawire.OpKeyWrite, "APPEND_LEN": dtawire.OpAppend,
+		"KEY_INCREMENT_LEN": dtawire.OpKeyIncrement, "POSTCARD_LEN": dtawire.OpPostcarder} {
 		n, err := f.Len(op)
 		if err != nil {
 			t.Fatal(err)
@@ -306,7 +308,7 @@ func TestSizesMatchP4(t *testing.T) {
 
 // TestSlotPolynomials: the CRCPolynomials translator.p4 declares, over
 // the hash inputs it gives them ({key, n}, {key}), address the slots and
-// make the checksums that translator/dtatranslator's Slot and KeyChecksum do.
+// make the checksums that internal/dtamem's Slot and KeyChecksum do.
 func TestSlotPolynomials(t *testing.T) {
 	ps := p4test.Parse(t, translatorP4)
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -326,7 +328,7 @@ func TestSlotPolynomials(t *testing.T) {
 			}
 			in := []byte{byte(key >> 24), byte(key >> 16), byte(key >> 8), byte(key), byte(n)}
 			const slots = 1 << 24
-			if got, want := uint64(p.Sum(in))&(slots-1), dtatranslator.Slot(key, n, slots); got != want {
+			if got, want := uint64(p.Sum(in))&(slots-1), dtamem.Slot(key, n, slots); got != want {
 				t.Fatalf("%s: key %#x: slot %#x, translator/dtatranslator says %#x", name, key, got, want)
 			}
 		}
@@ -338,7 +340,7 @@ func TestSlotPolynomials(t *testing.T) {
 	for range 2000 {
 		key := rng.Uint32()
 		in := []byte{byte(key >> 24), byte(key >> 16), byte(key >> 8), byte(key)}
-		if got, want := p.Sum(in), dtatranslator.KeyChecksum(key); got != want {
+		if got, want := p.Sum(in), dtamem.KeyChecksum(key); got != want {
 			t.Fatalf("checksum of %#x: %#x, translator/dtatranslator says %#x", key, got, want)
 		}
 	}
@@ -360,8 +362,8 @@ func TestSlotPolynomials(t *testing.T) {
 // operations (the public translator got the atomics' wrong).
 func TestFrameLengths(t *testing.T) {
 	ps := p4test.Parse(t, translatorP4)
-	local := dtatranslator.Endpoint{MAC: p4test.MAC(t, "02:00:00:00:00:01"), GID: roce.GIDFromIPv4([4]byte{10, 0, 0, 1}), QPN: 0x11}
-	coll := dtatranslator.Endpoint{MAC: p4test.MAC(t, "02:00:00:00:00:02"), GID: roce.GIDFromIPv4([4]byte{10, 0, 0, 2}), QPN: 0x22}
+	local := dtamem.Endpoint{MAC: p4test.MAC(t, "02:00:00:00:00:01"), GID: roce.GIDFromIPv4([4]byte{10, 0, 0, 1}), QPN: 0x11}
+	coll := dtamem.Endpoint{MAC: p4test.MAC(t, "02:00:00:00:00:02"), GID: roce.GIDFromIPv4([4]byte{10, 0, 0, 2}), QPN: 0x22}
 	c := dtatranslator.NewConn(local, coll, 0)
 	buf := make([]byte, 512)
 	lengths := func(n int) (ip, udp uint64) {
@@ -390,7 +392,7 @@ func TestFrameLengths(t *testing.T) {
 			t.Errorf("UDP_LEN_%s = %d, the software translator sends %d", tc.shape, got, udp)
 		}
 	}
-	if ps.Consts["IP_LEN_ACK"] != 20+8+dtatranslator.AckLen || ps.Consts["UDP_LEN_ACK"] != 8+dtatranslator.AckLen {
+	if ps.Consts["IP_LEN_ACK"] != 20+8+dtawire.AckLen || ps.Consts["UDP_LEN_ACK"] != 8+dtawire.AckLen {
 		t.Error("the ACK lengths are not those of a 2-byte DTA ACK")
 	}
 }
@@ -435,7 +437,7 @@ func TestValidate(t *testing.T) {
 		{"collectors[1].postcards.cache", func(p *Translator) { p.Collectors[1].Postcards.Cache = 1024 }},
 		{"collectors[1].postcards:", func(p *Translator) { p.Collectors[1].Postcards.Slots = 3 }},
 		{"collectors[0].lists[7].entries", func(p *Translator) {
-			p.Collectors[0].Lists[7] = dtatranslator.ListRegion{Addr: 0x10, Entries: 100}
+			p.Collectors[0].Lists[7] = dtamem.ListRegion{Addr: 0x10, Entries: 100}
 		}},
 		{"collectors[1]:", func(p *Translator) { p.Collectors[1].Postcards, p.Collectors[1].Lists = nil, nil }},
 		{"peers:", func(p *Translator) { p.NoSeqnum = true }},
@@ -457,7 +459,7 @@ func TestValidate(t *testing.T) {
 	p := twoCollectors(t)
 	for i := range CollectorSlots {
 		p.Collectors = append(p.Collectors, Collector{Name: fmt.Sprintf("c%d", i), Port: "fabric", MAC: p.Collectors[0].MAC,
-			IP: netip.AddrFrom4([4]byte{10, 10, byte(i), 1}), QPN: 2, KeyWrite: &dtatranslator.KeyWriteRegion{Slots: 1}})
+			IP: netip.AddrFrom4([4]byte{10, 10, byte(i), 1}), QPN: 2, KeyWrite: &dtamem.KeyWriteRegion{Slots: 1}})
 	}
 	p4test.ExpectBad(t, ErrProgram, "collectors:", p.Validate())
 
@@ -477,7 +479,7 @@ func TestValidate(t *testing.T) {
 		{"rules[1].redundancy", func(r *Reporter) { r.Rules[1].Redundancy = 0 }},
 		{"rules[2].redundancy", func(r *Reporter) { r.Rules[2].Redundancy = MaxRedundancy + 1 }},
 		{"rules[3].redundancy", func(r *Reporter) { r.Rules[3].Redundancy = 1 }},
-		{"rules[3].primitive", func(r *Reporter) { r.Rules[3].Primitive = dtatranslator.OpSketchMerge }},
+		{"rules[3].primitive", func(r *Reporter) { r.Rules[3].Primitive = dtawire.OpSketchMerge }},
 		{"rules[1].list_id", func(r *Reporter) { r.Rules[1].ListID = 4 }},
 		{"rules[0].collector", func(r *Reporter) { r.Rules[0].Collector = netip.Addr{} }},
 		{"rules[1].retransmittable", func(r *Reporter) { r.NoSeqnum = true }},

@@ -66,8 +66,9 @@ import (
 	"strings"
 
 	"github.com/rdma-appliance/appliance/dpdk/header"
+	"github.com/rdma-appliance/appliance/internal/dtamem"
+	"github.com/rdma-appliance/appliance/internal/dtawire"
 	"github.com/rdma-appliance/appliance/p4/internal/bfrt"
-	"github.com/rdma-appliance/appliance/translator/dtatranslator"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
 
@@ -148,11 +149,11 @@ type Collector struct {
 	UDPSrcPort uint16 `json:"udp_src_port,omitempty"`
 	// Redundancy is the largest N reporters ask for: groups for N = 1 to
 	// it are made (0: MaxRedundancy).
-	Redundancy   int                                 `json:"redundancy,omitempty"`
-	KeyWrite     *dtatranslator.KeyWriteRegion       `json:"key_write,omitempty"`
-	KeyIncrement *dtatranslator.KeyIncrementRegion   `json:"key_increment,omitempty"`
-	Postcards    *dtatranslator.PostcardRegion       `json:"postcards,omitempty"`
-	Lists        map[uint32]dtatranslator.ListRegion `json:"lists,omitempty"`
+	Redundancy   int                          `json:"redundancy,omitempty"`
+	KeyWrite     *dtamem.KeyWriteRegion       `json:"key_write,omitempty"`
+	KeyIncrement *dtamem.KeyIncrementRegion   `json:"key_increment,omitempty"`
+	Postcards    *dtamem.PostcardRegion       `json:"postcards,omitempty"`
+	Lists        map[uint32]dtamem.ListRegion `json:"lists,omitempty"`
 }
 
 // Peer is a reporter the translator tracks the sequence numbers of
@@ -203,7 +204,7 @@ type Rule struct {
 	// Protocol matches the IP protocol; 0 matches any.
 	Protocol uint8 `json:"protocol,omitempty"`
 	// Primitive is Key-Write, Key-Increment, Postcarder or Append.
-	Primitive dtatranslator.Opcode `json:"primitive"`
+	Primitive dtawire.Opcode `json:"primitive"`
 	// Redundancy is N of Key-Write and Key-Increment (1..MaxRedundancy).
 	Redundancy uint8 `json:"redundancy,omitempty"`
 	// ListID is Append's list.
@@ -331,7 +332,7 @@ func (r region) check(f string) error {
 type listRef struct {
 	coll int
 	id   uint32
-	reg  dtatranslator.ListRegion
+	reg  dtamem.ListRegion
 }
 
 // tplan is a validated translator.
@@ -483,7 +484,7 @@ func (t *Translator) plan() (*tplan, error) {
 		for _, id := range ids {
 			served = true
 			l := c.Lists[id]
-			if err := (region{l.Addr, l.RKey, l.Entries, dtatranslator.AppendEntryLen}).check(fmt.Sprintf("%s.lists[%d].entries", f, id)); err != nil {
+			if err := (region{l.Addr, l.RKey, l.Entries, dtamem.AppendEntryLen}).check(fmt.Sprintf("%s.lists[%d].entries", f, id)); err != nil {
 				return nil, err
 			}
 			pl.lists = append(pl.lists, listRef{coll: i, id: id, reg: l})
@@ -615,18 +616,18 @@ func (r *Reporter) plan() (*rplan, error) {
 		}
 		matches[m] = i
 		switch ru.Primitive {
-		case dtatranslator.OpKeyWrite, dtatranslator.OpKeyIncrement:
+		case dtawire.OpKeyWrite, dtawire.OpKeyIncrement:
 			if ru.Redundancy < 1 || ru.Redundancy > MaxRedundancy {
 				return nil, bad(f+".redundancy", "%d: 1..%d", ru.Redundancy, MaxRedundancy)
 			}
-		case dtatranslator.OpPostcarder, dtatranslator.OpAppend:
+		case dtawire.OpPostcarder, dtawire.OpAppend:
 			if ru.Redundancy != 0 {
 				return nil, bad(f+".redundancy", "%d: only Key-Write and Key-Increment have one", ru.Redundancy)
 			}
 		default:
 			return nil, bad(f+".primitive", "%v: reporter.p4 makes Key-Write, Key-Increment, Postcarder and Append reports", ru.Primitive)
 		}
-		if ru.ListID != 0 && ru.Primitive != dtatranslator.OpAppend {
+		if ru.ListID != 0 && ru.Primitive != dtawire.OpAppend {
 			return nil, bad(f+".list_id", "%d: only Append has a list", ru.ListID)
 		}
 		if !ru.Collector.Is4() {

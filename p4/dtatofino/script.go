@@ -6,8 +6,9 @@ import (
 	"strings"
 
 	"github.com/rdma-appliance/appliance/dpdk/header"
+	"github.com/rdma-appliance/appliance/internal/dtamem"
+	"github.com/rdma-appliance/appliance/internal/dtawire"
 	"github.com/rdma-appliance/appliance/p4/internal/bfrt"
-	"github.com/rdma-appliance/appliance/translator/dtatranslator"
 )
 
 // The tables, registers and counters each script clears, so that a load
@@ -176,7 +177,7 @@ func (t Translator) Script() (string, error) {
 	s.Comment("Append lists: (collector, list id) -> list index; head and sequence start at 0.")
 	for idx, l := range pl.lists {
 		s.Line("%s.append_list.add_with_set_list(collector=%d, list_id=%d, idx=%d)  # %s", ig, l.coll, l.id, idx, t.Collectors[l.coll].Name)
-		s.regionEntry("list_region", "list", idx, region{l.reg.Addr, l.reg.RKey, l.reg.Entries, dtatranslator.AppendEntryLen})
+		s.regionEntry("list_region", "list", idx, region{l.reg.Addr, l.reg.RKey, l.reg.Entries, dtamem.AppendEntryLen})
 		s.Line("%s.list_head.mod(REGISTER_INDEX=%d, f1=0)", eg, idx)
 		s.Line("%s.list_seq.mod(REGISTER_INDEX=%d, f1=0)", eg, idx)
 	}
@@ -203,11 +204,11 @@ func (s *script) regionEntry(table, key string, idx int, r region) {
 }
 
 // ruleAction is report_rule's action for a primitive.
-var ruleAction = map[dtatranslator.Opcode]string{
-	dtatranslator.OpKeyWrite:     "report_key_write",
-	dtatranslator.OpKeyIncrement: "report_key_increment",
-	dtatranslator.OpPostcarder:   "report_postcard",
-	dtatranslator.OpAppend:       "report_append",
+var ruleAction = map[dtawire.Opcode]string{
+	dtawire.OpKeyWrite:     "report_key_write",
+	dtawire.OpKeyIncrement: "report_key_increment",
+	dtawire.OpPostcarder:   "report_postcard",
+	dtawire.OpAppend:       "report_append",
 }
 
 // ReporterScript renders the reporter as a bfrt_python script for
@@ -267,9 +268,9 @@ func (r Reporter) ReporterScript() (string, error) {
 		flags := fmt.Sprintf("immediate=%d, retransmittable=%d, collector=%s", pyBool(ru.Immediate), pyBool(ru.Retransmittable), bfrt.PyIP(ru.Collector))
 		var params string
 		switch ru.Primitive {
-		case dtatranslator.OpKeyWrite, dtatranslator.OpKeyIncrement:
+		case dtawire.OpKeyWrite, dtawire.OpKeyIncrement:
 			params = fmt.Sprintf("redundancy=%d, ", ru.Redundancy)
-		case dtatranslator.OpAppend:
+		case dtawire.OpAppend:
 			params = fmt.Sprintf("list_id=%d, ", ru.ListID)
 		}
 		s.Line("%s.report_rule.add_with_%s(%s, %s%s)  # %v", ig, ruleAction[ru.Primitive], match, params, flags, ru.Primitive)

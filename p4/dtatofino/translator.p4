@@ -26,7 +26,7 @@
  *     collector's port whose replication ids are 0..N-1; egress reads n
  *     from egress_rid.
  *   - The slot of copy n uses its own CRC polynomial (IEEE, Castagnoli,
- *     Koopman, CRC-32Q, as translator/dtatranslator/layout.go does for n = 0..3):
+ *     Koopman, CRC-32Q, as internal/dtamem/layout.go does for n = 0..3):
  *     one CRC over key ++ n is linear in n, so keys colliding in one row
  *     would collide in every row. Each polynomial is a CRCPolynomial extern
  *     with the reflected in/out, all-ones init and final xor of Go's
@@ -884,7 +884,7 @@ control Egress(inout eg_headers_t hdr,
 
     /* ---- hashes ------------------------------------------------------------ */
 
-    /* Slot n of a key: the polynomials of translator/dtatranslator/layout.go for
+    /* Slot n of a key: the polynomials of internal/dtamem/layout.go for
      * n = 0..3, in normal (MSB-first) form; reflected, init and xor all
      * ones, as Go's hash/crc32. */
     CRCPolynomial<bit<32>>(32w0x04c11db7, true, false, false, 32w0xffffffff, 32w0xffffffff) poly_slot0;

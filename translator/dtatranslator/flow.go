@@ -4,6 +4,7 @@ import (
 	"net/netip"
 
 	"github.com/rdma-appliance/appliance/dpdk/header"
+	"github.com/rdma-appliance/appliance/internal/dtawire"
 )
 
 // Reliability and flow control at the translator (the DTA paper's §4.4):
@@ -162,25 +163,21 @@ func (m *Meter) Take(n int, now int64) bool {
 
 // Cost is how many RDMA packets a report may produce at most: what the
 // meter is asked for before translating it.
-func Cost(r *Report) int {
+func Cost(r *dtawire.Report) int {
 	switch r.Opcode {
-	case OpKeyWrite, OpKeyIncrement:
+	case dtawire.OpKeyWrite, dtawire.OpKeyIncrement:
 		return int(r.Redundancy)
 	}
 	return 1
 }
 
-// Ack flags beyond the public format: bit 6 of the second byte (the
-// first reserved bit) tells the reporter the translator is congested.
-const ackCongested = 0x40
-
 // WriteAckFrame builds the UDP datagram of an ACK/NACK (or congestion
 // notice) from the translator at src to a reporter, into frame; it
 // returns the frame's length.
-func WriteAckFrame(frame []byte, src, dst header.MAC, srcIP, dstIP [4]byte, dport uint16, a Ack) (int, error) {
-	var payload [AckLen]byte
+func WriteAckFrame(frame []byte, src, dst header.MAC, srcIP, dstIP [4]byte, dport uint16, a dtawire.Ack) (int, error) {
+	var payload [dtawire.AckLen]byte
 	a.Encode(payload[:])
-	return WriteUDP4(frame, src, dst, srcIP, dstIP, AckPort, dport, 0, payload[:])
+	return WriteUDP4(frame, src, dst, srcIP, dstIP, dtawire.AckPort, dport, 0, payload[:])
 }
 
 // WriteUDP4 builds an Ethernet/IPv4/UDP frame carrying payload, with the

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/rdma-appliance/appliance/dpdk/header"
+	"github.com/rdma-appliance/appliance/internal/dtawire"
 )
 
 // TestSeqTracker: in-order reports are taken with an ACK every AckEvery;
@@ -119,8 +120,8 @@ func TestReportQueue(t *testing.T) {
 func TestAckFrame(t *testing.T) {
 	var buf [128]byte
 	src, dst := [4]byte{10, 0, 0, 1}, [4]byte{10, 0, 0, 2}
-	n, err := WriteAckFrame(buf[:], header.MAC{2, 0, 0, 0, 0, 1}, header.MAC{2, 0, 0, 0, 0, 2}, src, dst, AckPort,
-		Ack{Seq: 77, NACK: true, Congested: true})
+	n, err := WriteAckFrame(buf[:], header.MAC{2, 0, 0, 0, 0, 1}, header.MAC{2, 0, 0, 0, 0, 2}, src, dst, dtawire.AckPort,
+		dtawire.Ack{Seq: 77, NACK: true, Congested: true})
 	if err != nil || n != 60 {
 		t.Fatalf("%d %v", n, err)
 	}
@@ -131,8 +132,8 @@ func TestAckFrame(t *testing.T) {
 	if !p.IPv4(buf[:n]).ChecksumValid() || !p.UDP(buf[:n]).ChecksumValidIPv4(src, dst) {
 		t.Fatal("bad checksum")
 	}
-	a, err := ParseAck(p.Payload(buf[:n]))
-	if err != nil || a != (Ack{Seq: 77, NACK: true, Congested: true}) {
+	a, err := dtawire.ParseAck(p.Payload(buf[:n]))
+	if err != nil || a != (dtawire.Ack{Seq: 77, NACK: true, Congested: true}) {
 		t.Fatalf("%+v %v", a, err)
 	}
 }

@@ -3,57 +3,10 @@ package dtatranslator
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/rdma-appliance/appliance/internal/dtamem"
+	"github.com/rdma-appliance/appliance/internal/dtawire"
 )
-
-// Postcarder: every switch on a flow's path sends a postcard {key, hop,
-// data}; the translator gathers a flow's postcards in a cache and writes
-// the flow's record once every hop has reported, or when the flow is
-// evicted (another flow takes its cache slot, or it waited past the
-// flush timeout), so the collector gets one WRITE per flow instead of one
-// per hop. A record sits in the key's first Key-Write slot:
-//
-//	checksum 32 (CRC32(key)) | hop bitmap 32 (bit h: hop h reported) | Hops x data 32
-//
-// all big-endian. A query checks the checksum, so a slot another flow
-// overwrote reads as empty, never as the wrong path.
-
-// MaxHops bounds a Postcarder region's hops (the bitmap's width).
-const MaxHops = 32
-
-// PostcardRegion is a collector's postcard table.
-type PostcardRegion struct {
-	Addr  uint64 `json:"addr"`
-	RKey  uint32 `json:"rkey"`
-	Slots uint64 `json:"slots"` // a power of two
-	Hops  int    `json:"hops"`  // a path's length, 1..MaxHops
-	// Cache is the translator's flow cache in flows (a power of two,
-	// default 4096).
-	Cache int `json:"cache,omitempty"`
-}
-
-// RecordLen is one flow record's size.
-func (p *PostcardRegion) RecordLen() int { return 8 + 4*p.Hops }
-
-func (p *PostcardRegion) cache() int {
-	if p.Cache == 0 {
-		return 4096
-	}
-	return p.Cache
-}
-
-// Validate checks the table's geometry.
-func (p *PostcardRegion) Validate() error {
-	pow2 := func(n uint64) bool { return n > 0 && n&(n-1) == 0 }
-	switch {
-	case !pow2(p.Slots):
-		return fmt.Errorf("slots %d: a power of two", p.Slots)
-	case p.Hops < 1 || p.Hops > MaxHops:
-		return fmt.Errorf("hops %d: 1..%d", p.Hops, MaxHops)
-	case p.Cache < 0 || !pow2(uint64(p.cache())):
-		return fmt.Errorf("cache %d: a power of two", p.Cache)
-	}
-	return nil
-}
 
 // flowCard is one cached flow.
 type flowCard struct {
@@ -61,23 +14,23 @@ type flowCard struct {
 	valid bool
 	mask  uint32
 	since int64
-	hops  [MaxHops]uint32
+	hops  [dtamem.MaxHops]uint32
 }
 
 // postcards is the translator's flow cache.
 type postcards struct {
-	region PostcardRegion
+	region dtamem.PostcardRegion
 	full   uint32
 	flows  []flowCard
-	rec    [8 + 4*MaxHops]byte
+	rec    [8 + 4*dtamem.MaxHops]byte
 }
 
-func newPostcards(r PostcardRegion) *postcards {
-	return &postcards{region: r, full: ^uint32(0) >> (32 - r.Hops), flows: make([]flowCard, r.cache())}
+func newPostcards(r dtamem.PostcardRegion) *postcards {
+	return &postcards{region: r, full: ^uint32(0) >> (32 - r.Hops), flows: make([]flowCard, r.CacheFlows())}
 }
 
 // postcard caches one hop's postcard and writes the flow when complete.
-func (t *Translator) postcard(r *Report, emit Emit) error {
+func (t *Translator) postcard(r *dtawire.Report, emit Emit) error {
 	pc := t.postcards
 	if pc == nil {
 		t.Stats.Unsupported++
@@ -86,7 +39,7 @@ func (t *Translator) postcard(r *Report, emit Emit) error {
 	if int(r.Hop) >= pc.region.Hops {
 		return fmt.Errorf("%w: hop %d of a %d-hop postcard table", ErrSketchGeometry, r.Hop, pc.region.Hops)
 	}
-	f := &pc.flows[KeyChecksum(r.Key)&uint32(len(pc.flows)-1)]
+	f := &pc.flows[dtamem.KeyChecksum(r.Key)&uint32(len(pc.flows)-1)]
 	if f.valid && f.key != r.Key {
 		if err := t.writeFlow(f, emit); err != nil {
 			return err
@@ -110,13 +63,13 @@ func (t *Translator) writeFlow(f *flowCard, emit Emit) error {
 	pc := t.postcards
 	rl := pc.region.RecordLen()
 	rec := pc.rec[:rl]
-	binary.BigEndian.PutUint32(rec[0:], KeyChecksum(f.key))
+	binary.BigEndian.PutUint32(rec[0:], dtamem.KeyChecksum(f.key))
 	binary.BigEndian.PutUint32(rec[4:], f.mask)
 	for h := 0; h < pc.region.Hops; h++ {
 		binary.BigEndian.PutUint32(rec[8+4*h:], f.hops[h])
 	}
 	f.valid = false
-	va := pc.region.Addr + Slot(f.key, 0, pc.region.Slots)*uint64(rl)
+	va := pc.region.Addr + dtamem.Slot(f.key, 0, pc.region.Slots)*uint64(rl)
 	n, err := t.Conn.Write(t.buf[:], va, pc.region.RKey, rec, nil)
 	return t.send(emit, n, err)
 }
@@ -137,28 +90,4 @@ func (t *Translator) flushPostcards(now, timeout int64, emit Emit) error {
 		}
 	}
 	return nil
-}
-
-// Path is a flow's record read back: the hops that reported and their
-// data.
-type Path struct {
-	Mask uint32   `json:"mask"`
-	Hops []uint32 `json:"hops"` // by hop index; zero where Mask lacks the hop
-}
-
-// QueryPostcard reads a flow's record from a postcard table in collector
-// memory, or false when the slot holds another flow or none.
-func QueryPostcard(mem []byte, p *PostcardRegion, key uint32) (Path, bool) {
-	rl := p.RecordLen()
-	off := Slot(key, 0, p.Slots) * uint64(rl)
-	rec := mem[off : off+uint64(rl)]
-	mask := binary.BigEndian.Uint32(rec[4:])
-	if binary.BigEndian.Uint32(rec) != KeyChecksum(key) || mask == 0 {
-		return Path{}, false
-	}
-	path := Path{Mask: mask, Hops: make([]uint32, p.Hops)}
-	for h := range path.Hops {
-		path.Hops[h] = binary.BigEndian.Uint32(rec[8+4*h:])
-	}
-	return path, true
 }

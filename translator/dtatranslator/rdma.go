@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/rdma-appliance/appliance/dpdk/header"
+	"github.com/rdma-appliance/appliance/internal/dtamem"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
 
@@ -60,16 +60,9 @@ type ConnStats struct {
 	RNRNAKs   uint64 `json:"rnr_naks"`
 }
 
-// Endpoint addresses one end of a connection.
-type Endpoint struct {
-	MAC header.MAC
-	GID roce.GID
-	QPN uint32
-}
-
 // NewConn makes the translator's side of a connection from local to the
 // collector's QP, starting at psn.
-func NewConn(local, collector Endpoint, psn uint32) *Conn {
+func NewConn(local, collector dtamem.Endpoint, psn uint32) *Conn {
 	c := &Conn{next: psn & roce.PSNMask, acked: (psn - 1) & roce.PSNMask, AckEvery: 64, MaxAtomic: 16}
 	c.b = roce.Builder{SrcMAC: local.MAC, DstMAC: collector.MAC, SrcGID: local.GID, DstGID: collector.GID,
 		HopLimit: roce.DefaultHopLimit, DestQP: collector.QPN, FlowLabel: roce.FlowLabelFromQPNs(local.QPN, collector.QPN)}

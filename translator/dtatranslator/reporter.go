@@ -12,6 +12,8 @@ import (
 
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dpdk/header"
+	"github.com/rdma-appliance/appliance/internal/dtamem"
+	"github.com/rdma-appliance/appliance/internal/dtawire"
 )
 
 // ReporterConfig configures the reporter emulator: a switch's stream of
@@ -24,7 +26,7 @@ type ReporterConfig struct {
 	// addresses.
 	SrcMAC, DstMAC header.MAC
 	SrcIP, DstIP   netip.Addr
-	Format         Format
+	Format         dtawire.Format
 
 	// Mix weighs the primitives: how many of each in every sum(Mix)
 	// reports. Sketch-Merge reports carry the reporter's sketch a
@@ -48,7 +50,7 @@ type ReporterConfig struct {
 	// Count-Min, Key-Increment keys for HyperLogLog) and sends as
 	// SketchID at the end of every epoch of SketchEpoch reports, a column
 	// a report, and at the end of the run.
-	Sketch      *SketchRegion
+	Sketch      *dtamem.SketchRegion
 	SketchID    uint16
 	SketchEpoch int
 
@@ -99,7 +101,7 @@ type Truth struct {
 	KeyIncrement map[uint32]uint64   // sum per key
 	Append       map[uint32][]uint32 // entries per list, in order
 	Postcards    map[uint32][]uint32 // paths per flow key
-	Sketch       *Sketch             // the reporter's sketch of the last epoch sent
+	Sketch       *dtamem.Sketch      // the reporter's sketch of the last epoch sent
 }
 
 // Reporter is the emulator. One goroutine runs it.
@@ -129,9 +131,9 @@ type Reporter struct {
 
 	flow     uint32 // Postcarder: the flow being reported and its next hop
 	hop      int
-	sketch   *Sketch // the epoch's sketch
-	inEpoch  int     // reports in the epoch so far
-	counters [4 * MaxSketchCounters]byte
+	sketch   *dtamem.Sketch // the epoch's sketch
+	inEpoch  int            // reports in the epoch so far
+	counters [4 * dtawire.MaxSketchCounters]byte
 }
 
 // NewReporter makes the emulator on an open port.
@@ -152,8 +154,8 @@ func NewReporter(cfg ReporterConfig, port dpdk.Port, pool *dpdk.Pool) (*Reporter
 	if cfg.Redundancy == 0 {
 		cfg.Redundancy = 2
 	}
-	if cfg.Redundancy > MaxRedundancy {
-		return nil, fmt.Errorf("dta: reporter: redundancy %d: 1..%d", cfg.Redundancy, MaxRedundancy)
+	if cfg.Redundancy > dtawire.MaxRedundancy {
+		return nil, fmt.Errorf("dta: reporter: redundancy %d: 1..%d", cfg.Redundancy, dtawire.MaxRedundancy)
 	}
 	if m.Append > 0 && len(cfg.Lists) == 0 {
 		return nil, errors.New("dta: reporter: Append in the mix but no lists")
@@ -161,8 +163,8 @@ func NewReporter(cfg ReporterConfig, port dpdk.Port, pool *dpdk.Pool) (*Reporter
 	if cfg.Hops == 0 {
 		cfg.Hops = 5
 	}
-	if m.Postcarder > 0 && (cfg.Hops < 1 || cfg.Hops > MaxHops) {
-		return nil, fmt.Errorf("dta: reporter: hops %d: 1..%d", cfg.Hops, MaxHops)
+	if m.Postcarder > 0 && (cfg.Hops < 1 || cfg.Hops > dtamem.MaxHops) {
+		return nil, fmt.Errorf("dta: reporter: hops %d: 1..%d", cfg.Hops, dtamem.MaxHops)
 	}
 	if cfg.Sketch != nil {
 		if err := cfg.Sketch.Validate(); err != nil {
@@ -190,7 +192,7 @@ func NewReporter(cfg ReporterConfig, port dpdk.Port, pool *dpdk.Pool) (*Reporter
 		r.zipf = rand.NewZipf(r.rng, cfg.Zipf, 1, uint64(cfg.Keys-1))
 	}
 	if cfg.Sketch != nil {
-		r.sketch = NewSketch(cfg.Sketch)
+		r.sketch = dtamem.NewSketch(cfg.Sketch)
 	}
 	r.oldest = r.seq
 	r.lastAck = time.Now()
@@ -261,7 +263,7 @@ func (r *Reporter) one() error {
 		rep := r.postcard()
 		return r.send(&rep)
 	}
-	var rep Report
+	var rep dtawire.Report
 	var data [4]byte
 	k := r.sketch
 	m := r.cfg.Mix
@@ -270,24 +272,24 @@ func (r *Reporter) one() error {
 		key := r.key()
 		v := r.rng.Uint32()
 		binary.BigEndian.PutUint32(data[:], v)
-		rep = Report{Opcode: OpKeyWrite, Redundancy: r.cfg.Redundancy, Key: key, Data: data[:], Immediate: r.cfg.Immediate}
+		rep = dtawire.Report{Opcode: dtawire.OpKeyWrite, Redundancy: r.cfg.Redundancy, Key: key, Data: data[:], Immediate: r.cfg.Immediate}
 		r.Truth.KeyWrite[key] = v
 		r.Truth.KeyWriteAll[key] = append(r.Truth.KeyWriteAll[key], v)
-		if k != nil && k.Kind == SketchCountMin {
+		if k != nil && k.Kind == dtawire.SketchCountMin {
 			k.Add(key, 1)
 		}
 	case w < m.KeyWrite+m.Append:
 		list := r.cfg.Lists[r.rng.IntN(len(r.cfg.Lists))]
 		v := r.rng.Uint32()
 		binary.BigEndian.PutUint32(data[:], v)
-		rep = Report{Opcode: OpAppend, ListID: list, Data: data[:]}
+		rep = dtawire.Report{Opcode: dtawire.OpAppend, ListID: list, Data: data[:]}
 		r.Truth.Append[list] = append(r.Truth.Append[list], v)
 	case w < m.KeyWrite+m.Append+m.KeyIncrement:
 		key := r.key()
 		n := uint64(1 + r.rng.IntN(1500))
-		rep = Report{Opcode: OpKeyIncrement, Redundancy: r.cfg.Redundancy, Key: key, Counter: n}
+		rep = dtawire.Report{Opcode: dtawire.OpKeyIncrement, Redundancy: r.cfg.Redundancy, Key: key, Counter: n}
 		r.Truth.KeyIncrement[key] += n
-		if k != nil && k.Kind == SketchHyperLogLog {
+		if k != nil && k.Kind == dtawire.SketchHyperLogLog {
 			k.Add(key, 0)
 		}
 	default:
@@ -311,13 +313,13 @@ func (r *Reporter) one() error {
 func (r *Reporter) sendSketch() error {
 	k := r.sketch
 	for c := uint32(0); c < k.Columns; c++ {
-		var rep Report
+		var rep dtawire.Report
 		k.Report(&rep, r.cfg.SketchID, r.cfg.ID, c, r.counters[:])
 		if err := r.send(&rep); err != nil {
 			return err
 		}
 	}
-	sent := &Sketch{Kind: k.Kind, Columns: k.Columns, Rows: k.Rows, C: append([]uint32(nil), k.C...)}
+	sent := &dtamem.Sketch{Kind: k.Kind, Columns: k.Columns, Rows: k.Rows, C: append([]uint32(nil), k.C...)}
 	r.Truth.Sketch = sent
 	k.Reset()
 	r.inEpoch = 0
@@ -325,7 +327,7 @@ func (r *Reporter) sendSketch() error {
 }
 
 // postcard is the current flow's next hop.
-func (r *Reporter) postcard() Report {
+func (r *Reporter) postcard() dtawire.Report {
 	var d [4]byte
 	v := r.flow*1000 + uint32(r.hop)
 	binary.BigEndian.PutUint32(d[:], v)
@@ -335,14 +337,14 @@ func (r *Reporter) postcard() Report {
 	}
 	path[r.hop] = v
 	r.Truth.Postcards[r.flow] = path
-	rep := Report{Opcode: OpPostcarder, Key: r.flow, Hop: uint8(r.hop), Data: d[:]}
+	rep := dtawire.Report{Opcode: dtawire.OpPostcarder, Key: r.flow, Hop: uint8(r.hop), Data: d[:]}
 	r.hop = (r.hop + 1) % r.cfg.Hops
 	return rep
 }
 
 // send encodes a report, keeps it when retransmittable, and transmits it
 // unless Loss drops it.
-func (r *Reporter) send(rep *Report) error {
+func (r *Reporter) send(rep *dtawire.Report) error {
 	rep.Retransmittable = r.cfg.Retransmittable
 	if r.cfg.Retransmittable {
 		rep.Seq = r.seq
@@ -410,7 +412,7 @@ func (r *Reporter) resend(seq uint8) {
 // transmit queues one report datagram.
 func (r *Reporter) transmit(payload []byte, dscp uint8) {
 	n, err := WriteUDP4(r.frame[:], r.cfg.SrcMAC, r.cfg.DstMAC, r.cfg.SrcIP.As4(), r.cfg.DstIP.As4(),
-		GeneratorPort, ReportPort, dscp, payload)
+		dtawire.GeneratorPort, dtawire.ReportPort, dscp, payload)
 	if err != nil {
 		r.Stats.TxDropped++
 		return
@@ -456,10 +458,10 @@ func (r *Reporter) receive() int {
 	for _, p := range r.rx[:n] {
 		frame := p.Data()
 		if header.Decode(frame, &r.parsed) != nil || r.parsed.L4Proto != 17 ||
-			r.parsed.UDP(frame).DstPort() != AckPort {
+			r.parsed.UDP(frame).DstPort() != dtawire.AckPort {
 			continue
 		}
-		a, err := ParseAck(r.parsed.Payload(frame))
+		a, err := dtawire.ParseAck(r.parsed.Payload(frame))
 		if err != nil {
 			continue
 		}
@@ -471,7 +473,7 @@ func (r *Reporter) receive() int {
 
 // answer applies an ACK, a NACK (resend from its number, go-back-N) or a
 // congestion notice (halve the rate for 10 ms).
-func (r *Reporter) answer(a Ack) {
+func (r *Reporter) answer(a dtawire.Ack) {
 	switch {
 	case a.Congested:
 		r.Stats.Congestion++

@@ -14,6 +14,8 @@ import (
 
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dpdk/header"
+	"github.com/rdma-appliance/appliance/internal/dtamem"
+	"github.com/rdma-appliance/appliance/internal/dtawire"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
 
@@ -30,7 +32,7 @@ type Service struct {
 	port   dpdk.Port
 	pool   *dpdk.Pool
 	log    *slog.Logger
-	format Format
+	format dtawire.Format
 	ip     [4]byte
 	addr   netip.Addr
 	mac    header.MAC
@@ -51,7 +53,7 @@ type Service struct {
 	stalled, busy bool
 	emitFn        Emit
 	rp            roce.Packet // its Net holds every received frame's layers
-	report        Report
+	report        dtawire.Report
 	now           int64
 	ackBuf        [128]byte
 	running       atomic.Bool
@@ -107,8 +109,8 @@ type CollectorStatus struct {
 	// LostPSNs adds up the windows lost over every connection so far:
 	// resynchronisations and collectors that went away with packets
 	// unacknowledged.
-	LostPSNs uint64  `json:"lost_psns"`
-	Regions  Regions `json:"regions"`
+	LostPSNs uint64         `json:"lost_psns"`
+	Regions  dtamem.Regions `json:"regions"`
 }
 
 // Status is the translator's state in /v1/status.
@@ -129,7 +131,7 @@ type collector struct {
 	localQPN uint32
 	conn     *Conn
 	tr       *Translator
-	offer    *Offer
+	offer    *dtamem.Offer
 	connects int
 	lost     uint64 // windows lost on earlier connections
 	// seenPackets and quietSince tell when the connection went idle.
@@ -143,7 +145,7 @@ type collector struct {
 // collEvent is a connection coming up (offer set) or going down.
 type collEvent struct {
 	i     int
-	offer *Offer
+	offer *dtamem.Offer
 	psn   uint32
 }
 
@@ -163,7 +165,7 @@ func NewService(s Spec, port dpdk.Port, pool *dpdk.Pool, log *slog.Logger) (*Ser
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	sv := &Service{spec: s, port: port, pool: pool, log: log, format: Format{NoSeqnum: s.NoSeqnum, DataWidth: s.DataWidth},
+	sv := &Service{spec: s, port: port, pool: pool, log: log, format: dtawire.Format{NoSeqnum: s.NoSeqnum, DataWidth: s.DataWidth},
 		ip: addr.As4(), addr: addr, mac: mac, events: make(chan collEvent, 2*len(s.Collectors)+4),
 		seq: NewSeqTracker(), notice: map[netip.Addr]int64{},
 		rx: make([]*dpdk.Packet, s.Burst), tx: make([]*dpdk.Packet, 0, 4*s.Burst)}
@@ -285,7 +287,7 @@ func (s *Service) input(frame []byte) {
 			return
 		}
 		switch pp.UDP(frame).DstPort() {
-		case ReportPort:
+		case dtawire.ReportPort:
 			s.stats.Reports++
 			s.reportIn(frame, ip)
 		case roce.UDPPort:
@@ -347,11 +349,11 @@ func (s *Service) reportIn(frame []byte, ip header.IPv4) {
 	src := ip.SrcAddr()
 	srcMAC := header.Ethernet(frame).Src()
 	tracked := r.Retransmittable && !s.spec.Reliability.Disabled && !s.format.NoSeqnum
-	var ack Ack
+	var ack dtawire.Ack
 	var acking bool
 	if tracked {
 		v, a, nack, seq := s.seq.Check(src, r.Seq, s.now)
-		ack, acking = Ack{Seq: seq, NACK: nack}, a
+		ack, acking = dtawire.Ack{Seq: seq, NACK: nack}, a
 		if v != SeqAccept {
 			if acking {
 				s.sendAck(srcMAC, src, ack)
@@ -375,7 +377,7 @@ func (s *Service) reportIn(frame []byte, ip header.IPv4) {
 
 // take meters, queues or translates an accepted report; false when it
 // found no room (a meter over its rate for low priority, a full queue).
-func (s *Service) take(r *Report, payload []byte, src netip.Addr, srcMAC header.MAC, high bool) bool {
+func (s *Service) take(r *dtawire.Report, payload []byte, src netip.Addr, srcMAC header.MAC, high bool) bool {
 	if s.queue.n > 0 || !s.meter.Take(Cost(r), s.now) {
 		s.congested(srcMAC, src)
 		if !high {
@@ -398,7 +400,7 @@ func (s *Service) take(r *Report, payload []byte, src netip.Addr, srcMAC header.
 // Key-Increment that finds the atomic window full waits in the queue.
 // done is false for a queued report (payload nil) that must wait longer;
 // taken is false when a new report found the queue full.
-func (s *Service) translate(r *Report, payload []byte, src netip.Addr) (done, taken bool) {
+func (s *Service) translate(r *dtawire.Report, payload []byte, src netip.Addr) (done, taken bool) {
 	c := s.route(r)
 	if c == nil {
 		return true, true
@@ -431,15 +433,15 @@ func (s *Service) translate(r *Report, payload []byte, src netip.Addr) (done, ta
 
 // route picks the collector of a report: by key hash for keyed
 // primitives, the collector holding the list or sketch otherwise.
-func (s *Service) route(r *Report) *collector {
+func (s *Service) route(r *dtawire.Report) *collector {
 	var c *collector
 	switch r.Opcode {
-	case OpKeyWrite, OpKeyIncrement, OpPostcarder:
-		c = s.colls[KeyChecksum(r.Key)%uint32(len(s.colls))]
-	case OpAppend:
-		c = s.holder(func(rg *Regions) bool { _, ok := rg.Lists[r.ListID]; return ok })
-	case OpSketchMerge:
-		c = s.holder(func(rg *Regions) bool { _, ok := rg.Sketches[r.SketchID]; return ok })
+	case dtawire.OpKeyWrite, dtawire.OpKeyIncrement, dtawire.OpPostcarder:
+		c = s.colls[dtamem.KeyChecksum(r.Key)%uint32(len(s.colls))]
+	case dtawire.OpAppend:
+		c = s.holder(func(rg *dtamem.Regions) bool { _, ok := rg.Lists[r.ListID]; return ok })
+	case dtawire.OpSketchMerge:
+		c = s.holder(func(rg *dtamem.Regions) bool { _, ok := rg.Sketches[r.SketchID]; return ok })
 	}
 	if c == nil {
 		s.stats.NoCollector++
@@ -454,7 +456,7 @@ func (s *Service) route(r *Report) *collector {
 
 // holder is the first connected collector whose regions satisfy has;
 // a collector that is down counts when it is the only one that would.
-func (s *Service) holder(has func(*Regions) bool) *collector {
+func (s *Service) holder(has func(*dtamem.Regions) bool) *collector {
 	var down *collector
 	for _, c := range s.colls {
 		if c.offer != nil && has(&c.offer.Regions) {
@@ -586,15 +588,15 @@ func (s *Service) congested(mac header.MAC, src netip.Addr) {
 	}
 	s.notice[src] = s.now
 	s.stats.Notices++
-	s.sendAck(mac, src, Ack{Congested: true})
+	s.sendAck(mac, src, dtawire.Ack{Congested: true})
 }
 
 // sendAck sends an ACK, NACK or congestion notice to a reporter.
-func (s *Service) sendAck(mac header.MAC, dst netip.Addr, a Ack) {
+func (s *Service) sendAck(mac header.MAC, dst netip.Addr, a dtawire.Ack) {
 	if !dst.Is4() {
 		return
 	}
-	n, err := WriteAckFrame(s.ackBuf[:], s.mac, mac, s.ip, dst.As4(), AckPort, a)
+	n, err := WriteAckFrame(s.ackBuf[:], s.mac, mac, s.ip, dst.As4(), dtawire.AckPort, a)
 	if err == nil && s.send(s.ackBuf[:n]) {
 		s.stats.AcksSent++
 	}
@@ -666,7 +668,7 @@ func (s *Service) handleEvents() bool {
 				continue
 			}
 			peer, _ := ev.offer.Endpoint()
-			conn := NewConn(Endpoint{MAC: s.mac, GID: roce.GIDFromAddr(s.addr), QPN: c.localQPN}, peer, ev.psn)
+			conn := NewConn(dtamem.Endpoint{MAC: s.mac, GID: roce.GIDFromAddr(s.addr), QPN: c.localQPN}, peer, ev.psn)
 			conn.AckEvery = s.spec.RDMAAckEvery
 			if ev.offer.MaxAtomic > 0 {
 				conn.MaxAtomic = ev.offer.MaxAtomic
@@ -693,9 +695,9 @@ func (s *Service) connector(ctx context.Context, i int) {
 	wait := s.spec.ReconnectMin
 	for ctx.Err() == nil {
 		psn := rand.Uint32() & roce.PSNMask
-		h := Hello{Name: s.spec.Name, IP: s.addr, MAC: s.mac.String(), QPN: c.localQPN, PSN: psn}
+		h := dtamem.Hello{Name: s.spec.Name, IP: s.addr, MAC: s.mac.String(), QPN: c.localQPN, PSN: psn}
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		tcp, offer, err := Dial(dctx, c.spec.Exchange, h)
+		tcp, offer, err := dtamem.Dial(dctx, c.spec.Exchange, h)
 		cancel()
 		if err != nil {
 			c.lastErr.Store(err.Error())
@@ -788,7 +790,7 @@ type reportQueue struct {
 
 // maxQueued is the longest report a queue slot holds: a Sketch-Merge
 // report of MaxSketchCounters counters.
-const maxQueued = 3 + 10 + 4*MaxSketchCounters
+const maxQueued = 3 + 10 + 4*dtawire.MaxSketchCounters
 
 func (q *reportQueue) init(n int) {
 	q.slots, q.lens, q.srcs = make([][maxQueued]byte, n), make([]uint16, n), make([]netip.Addr, n)

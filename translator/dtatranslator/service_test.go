@@ -16,6 +16,8 @@ import (
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
+	"github.com/rdma-appliance/appliance/internal/dtamem"
+	"github.com/rdma-appliance/appliance/internal/dtawire"
 	"github.com/rdma-appliance/appliance/verbs"
 	"github.com/rdma-appliance/appliance/verbs/soft"
 )
@@ -31,7 +33,7 @@ type exchangeCollector struct {
 	pd   verbs.PD
 	mem  []byte
 	mr   verbs.MR
-	regs Regions
+	regs dtamem.Regions
 	ip   netip.Addr
 	ln   net.Listener
 	mu   sync.Mutex
@@ -57,9 +59,9 @@ func newExchangeCollector(t testing.TB, port dpdk.Port, ip netip.Addr) *exchange
 		t.Fatal(err)
 	}
 	pd, _ := dev.AllocPD()
-	sk := SketchRegion{Kind: SketchCountMin, Columns: 256, Rows: 4, Reporters: 2}
-	pc := PostcardRegion{Slots: 1 << 12, Hops: 5}
-	kwLen, kiLen, lLen := ecKW*KeyWriteEntryLen(4), ecKI*8, ecList*AppendEntryLen
+	sk := dtamem.SketchRegion{Kind: dtawire.SketchCountMin, Columns: 256, Rows: 4, Reporters: 2}
+	pc := dtamem.PostcardRegion{Slots: 1 << 12, Hops: 5}
+	kwLen, kiLen, lLen := ecKW*dtamem.KeyWriteEntryLen(4), ecKI*8, ecList*dtamem.AppendEntryLen
 	total := kwLen + kiLen + 2*lLen + sk.Len() + int(pc.Slots)*pc.RecordLen()
 	mem := make([]byte, total)
 	mr, err := pd.RegMR(mem, verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteAtomic)
@@ -69,12 +71,12 @@ func newExchangeCollector(t testing.TB, port dpdk.Port, ip netip.Addr) *exchange
 	a, k := mr.Addr(), mr.RKey()
 	off := uint64(0)
 	at := func(n int) uint64 { o := off; off += uint64(n); return a + o }
-	regs := Regions{KeyWrite: &KeyWriteRegion{Addr: at(kwLen), RKey: k, Slots: ecKW, DataWidth: 4},
-		KeyIncrement: &KeyIncrementRegion{Addr: at(kiLen), RKey: k, Slots: ecKI},
-		Lists:        map[uint32]ListRegion{1: {Addr: at(lLen), RKey: k, Entries: ecList}, 2: {Addr: at(lLen), RKey: k, Entries: ecList}},
+	regs := dtamem.Regions{KeyWrite: &dtamem.KeyWriteRegion{Addr: at(kwLen), RKey: k, Slots: ecKW, DataWidth: 4},
+		KeyIncrement: &dtamem.KeyIncrementRegion{Addr: at(kiLen), RKey: k, Slots: ecKI},
+		Lists:        map[uint32]dtamem.ListRegion{1: {Addr: at(lLen), RKey: k, Entries: ecList}, 2: {Addr: at(lLen), RKey: k, Entries: ecList}},
 		Batch:        4}
 	sk.Addr, sk.RKey = at(sk.Len()), k
-	regs.Sketches = map[uint16]SketchRegion{ecSketch: sk}
+	regs.Sketches = map[uint16]dtamem.SketchRegion{ecSketch: sk}
 	pc.Addr, pc.RKey = at(int(pc.Slots)*pc.RecordLen()), k
 	regs.Postcards = &pc
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -99,26 +101,26 @@ func (c *exchangeCollector) serve() {
 		if err != nil {
 			return
 		}
-		var h Hello
-		if err := ReadMsg(NewMsgReader(tcp), &h); err != nil {
+		var h dtamem.Hello
+		if err := dtamem.ReadMsg(dtamem.NewMsgReader(tcp), &h); err != nil {
 			tcp.Close()
 			continue
 		}
 		qp, err := c.accept(&h)
-		o := Offer{Name: "ec", IP: c.ip, MAC: c.dev.MAC().String(), MTU: 1024, MaxAtomic: 16, Regions: c.regs, Redundancy: 2}
+		o := dtamem.Offer{Name: "ec", IP: c.ip, MAC: c.dev.MAC().String(), MTU: 1024, MaxAtomic: 16, Regions: c.regs, Redundancy: 2}
 		if err != nil {
 			o.Error = err.Error()
 		} else {
 			o.QPN = qp.QPN()
 		}
-		_ = WriteMsg(tcp, &o)
+		_ = dtamem.WriteMsg(tcp, &o)
 		c.mu.Lock()
 		c.tcps = append(c.tcps, tcp)
 		c.mu.Unlock()
 	}
 }
 
-func (c *exchangeCollector) accept(h *Hello) (verbs.QP, error) {
+func (c *exchangeCollector) accept(h *dtamem.Hello) (verbs.QP, error) {
 	mac, err := header.ParseMAC(h.MAC)
 	if err != nil {
 		return nil, err
@@ -292,14 +294,14 @@ func (b *serviceBed) reporter(t testing.TB, i int, cfg ReporterConfig) *Reporter
 func (b *serviceBed) checkTruth(t *testing.T, reps ...*Reporter) {
 	t.Helper()
 	c, g := b.coll, b.coll.regs
-	kw := c.region(g.KeyWrite.Addr, ecKW*KeyWriteEntryLen(4))
+	kw := c.region(g.KeyWrite.Addr, ecKW*dtamem.KeyWriteEntryLen(4))
 	ki := c.region(g.KeyIncrement.Addr, ecKI*8)
 	found, keys := 0, 0
 	counts := map[uint32]uint64{}
 	for _, r := range reps {
 		for k, v := range r.Truth.KeyWrite {
 			keys++
-			d, ok := QueryKeyWrite(kw, k, 2, ecKW, 4)
+			d, ok := dtamem.QueryKeyWrite(kw, k, 2, ecKW, 4)
 			if ok {
 				found++
 				// Two reporters may write one key: either value is right.
@@ -317,7 +319,7 @@ func (b *serviceBed) checkTruth(t *testing.T, reps ...*Reporter) {
 	}
 	for k, v := range counts {
 		// Count-min never undercounts; with these loads it is exact.
-		if got := QueryKeyIncrement(ki, k, 2, ecKI); got < v {
+		if got := dtamem.QueryKeyIncrement(ki, k, 2, ecKI); got < v {
 			t.Fatalf("key-increment %d: %d < %d", k, got, v)
 		}
 	}
@@ -328,7 +330,7 @@ func (b *serviceBed) checkTruth(t *testing.T, reps ...*Reporter) {
 			want = append(want, r.Truth.Append[id]...)
 		}
 		var got []uint32
-		NewPoller(c.region(lr.Addr, int(lr.Entries)*AppendEntryLen), lr.Entries, 0, 1).Poll(1<<30, func(v uint32) { got = append(got, v) })
+		dtamem.NewPoller(c.region(lr.Addr, int(lr.Entries)*dtamem.AppendEntryLen), lr.Entries, 0, 1).Poll(1<<30, func(v uint32) { got = append(got, v) })
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("list %d: %d entries, want %d in the order sent", id, len(got), len(want))
 		}
@@ -339,7 +341,7 @@ func (b *serviceBed) checkTruth(t *testing.T, reps ...*Reporter) {
 	for _, r := range reps {
 		for k, want := range r.Truth.Postcards {
 			paths++
-			p, ok := QueryPostcard(pmem, pc, k)
+			p, ok := dtamem.QueryPostcard(pmem, pc, k)
 			if !ok {
 				continue
 			}
@@ -483,7 +485,7 @@ func TestServiceMeter(t *testing.T) {
 	if s.MeteredDrops == 0 || s.Queued == 0 || s.Notices == 0 || r.Stats.Congestion == 0 {
 		t.Fatalf("meter not exercised: %+v, reporter %+v", s, r.Stats)
 	}
-	written := st.Collectors[0].Translate.Reports[OpKeyWrite]
+	written := st.Collectors[0].Translate.Reports[dtawire.OpKeyWrite]
 	if written+s.MeteredDrops+s.QueueDrops != s.Reports {
 		t.Fatalf("%d written + %d dropped + %d queue drops != %d reports", written, s.MeteredDrops, s.QueueDrops, s.Reports)
 	}
@@ -497,18 +499,18 @@ func TestServiceBadInput(t *testing.T) {
 	var frame [256]byte
 	src := [4]byte{10, 9, 0, 10}
 	send := func(payload []byte, dport uint16) {
-		n, _ := WriteUDP4(frame[:], header.MAC(b.rep[0].Info().MAC), b.trMAC, src, b.trIP.As4(), GeneratorPort, dport, 0, payload)
+		n, _ := WriteUDP4(frame[:], header.MAC(b.rep[0].Info().MAC), b.trMAC, src, b.trIP.As4(), dtawire.GeneratorPort, dport, 0, payload)
 		p := b.pool.Get()
 		p.CopyFrom(frame[:n])
 		for b.rep[0].TxBurst(0, []*dpdk.Packet{p}) == 0 {
 			time.Sleep(time.Millisecond)
 		}
 	}
-	send([]byte{0x09, 0, 0, 1, 2, 3}, ReportPort)          // unknown opcode
-	send([]byte{0x01, 0, 0, 9, 0, 0, 0, 1}, ReportPort)    // redundancy 9, cut short
-	send([]byte{0x05, 0, 0, 0, 1, 0, 0, 0}, ReportPort)    // sketch header cut short
-	send([]byte{0x02, 0, 0, 0, 0, 0, 9, 0, 0, 0, 1}, 9999) // another port
-	send([]byte{0x02, 0, 0, 0, 0, 0, 9, 0, 0, 0, 1}, ReportPort)
+	send([]byte{0x09, 0, 0, 1, 2, 3}, dtawire.ReportPort)       // unknown opcode
+	send([]byte{0x01, 0, 0, 9, 0, 0, 0, 1}, dtawire.ReportPort) // redundancy 9, cut short
+	send([]byte{0x05, 0, 0, 0, 1, 0, 0, 0}, dtawire.ReportPort) // sketch header cut short
+	send([]byte{0x02, 0, 0, 0, 0, 0, 9, 0, 0, 0, 1}, 9999)      // another port
+	send([]byte{0x02, 0, 0, 0, 0, 0, 9, 0, 0, 0, 1}, dtawire.ReportPort)
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		st := b.svc.Status()
 		if st.Stats.Malformed == 3 && st.Stats.NotForUs >= 1 && st.Stats.NoCollector == 1 {
@@ -537,7 +539,7 @@ func BenchmarkServiceEndToEnd(b *testing.B) {
 	}
 	st := bed.settle(b)
 	b.StopTimer()
-	got := st.Collectors[0].Translate.Reports[OpKeyWrite] + st.Collectors[0].Translate.Reports[OpAppend]
+	got := st.Collectors[0].Translate.Reports[dtawire.OpKeyWrite] + st.Collectors[0].Translate.Reports[dtawire.OpAppend]
 	b.ReportMetric(float64(got)/b.Elapsed().Seconds(), "reports/s")
 	b.ReportMetric(float64(st.Stats.RDMAOut)/b.Elapsed().Seconds(), "rdma-pkts/s")
 	if lost := st.Stats.TxDropped; lost > 0 {
@@ -631,14 +633,16 @@ func TestServiceTwoCollectors(t *testing.T) {
 	runReporters(t, []*Reporter{r})
 	var last ServiceStats
 	waitStatus(t, svc, func(st *Status) bool { ok := st.Settled() && st.Stats == last; last = st.Stats; return ok })
-	kw := func(c *exchangeCollector) []byte { return c.region(c.regs.KeyWrite.Addr, ecKW*KeyWriteEntryLen(4)) }
+	kw := func(c *exchangeCollector) []byte {
+		return c.region(c.regs.KeyWrite.Addr, ecKW*dtamem.KeyWriteEntryLen(4))
+	}
 	// A key sits at its home collector only; a few may be overwritten
 	// there by keys sharing both their slots (N = 2).
 	found := 0
 	for k := range r.Truth.KeyWrite {
-		home := KeyChecksum(k) % 2
-		_, at := QueryKeyWrite(kw(colls[home]), k, 2, ecKW, 4)
-		_, other := QueryKeyWrite(kw(colls[1-home]), k, 2, ecKW, 4)
+		home := dtamem.KeyChecksum(k) % 2
+		_, at := dtamem.QueryKeyWrite(kw(colls[home]), k, 2, ecKW, 4)
+		_, other := dtamem.QueryKeyWrite(kw(colls[1-home]), k, 2, ecKW, 4)
 		if other {
 			t.Fatalf("key %d (home %d) found at the other collector", k, home)
 		}
@@ -651,12 +655,12 @@ func TestServiceTwoCollectors(t *testing.T) {
 	}
 	l2 := colls[0].regs.Lists[2]
 	var got []uint32
-	NewPoller(colls[0].region(l2.Addr, int(l2.Entries)*AppendEntryLen), l2.Entries, 0, 1).Poll(1<<20, func(v uint32) { got = append(got, v) })
+	dtamem.NewPoller(colls[0].region(l2.Addr, int(l2.Entries)*dtamem.AppendEntryLen), l2.Entries, 0, 1).Poll(1<<20, func(v uint32) { got = append(got, v) })
 	if !slices.Equal(got, r.Truth.Append[2]) {
 		t.Fatalf("list 2 at collector 0: %d entries, want %d", len(got), len(r.Truth.Append[2]))
 	}
 	st := svc.Status()
-	if n0, n1 := st.Collectors[0].Translate.Reports[OpKeyWrite], st.Collectors[1].Translate.Reports[OpKeyWrite]; n0 == 0 || n1 == 0 {
+	if n0, n1 := st.Collectors[0].Translate.Reports[dtawire.OpKeyWrite], st.Collectors[1].Translate.Reports[dtawire.OpKeyWrite]; n0 == 0 || n1 == 0 {
 		t.Fatalf("key-writes per collector: %d, %d", n0, n1)
 	}
 }

@@ -7,15 +7,18 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/rdma-appliance/appliance/internal/dtamem"
+	"github.com/rdma-appliance/appliance/internal/dtawire"
 )
 
 // sketchBed is a translator with one sketch and a postcard table in the
 // collector bed's memory (the bed registers one region).
-func sketchBed(t *testing.T, s SketchRegion, p *PostcardRegion) (*collectorBed, *Translator, []byte) {
+func sketchBed(t *testing.T, s dtamem.SketchRegion, p *dtamem.PostcardRegion) (*collectorBed, *Translator, []byte) {
 	t.Helper()
 	b := newCollectorBed(t, 1000)
 	s.Addr, s.RKey = b.mr.Addr(), b.mr.RKey()
-	regs := Regions{Sketches: map[uint16]SketchRegion{7: s}}
+	regs := dtamem.Regions{Sketches: map[uint16]dtamem.SketchRegion{7: s}}
 	if p != nil {
 		p.Addr, p.RKey = b.mr.Addr()+uint64(s.Len()), b.mr.RKey()
 		regs.Postcards = p
@@ -31,13 +34,13 @@ func sketchBed(t *testing.T, s SketchRegion, p *PostcardRegion) (*collectorBed, 
 // columns sent interleaved and unevenly, land as their exact sum; a column
 // is written only once all three sent it; point queries never undercount.
 func TestSketchMergeCountMin(t *testing.T) {
-	reg := SketchRegion{Kind: SketchCountMin, Columns: 1024, Rows: 4, Reporters: 3, Group: 16}
+	reg := dtamem.SketchRegion{Kind: dtawire.SketchCountMin, Columns: 1024, Rows: 4, Reporters: 3, Group: 16}
 	b, tr, mem := sketchBed(t, reg, nil)
 	rng := rand.New(rand.NewPCG(1, 2))
 	truth := map[uint32]uint32{}
-	var sketches []*Sketch
+	var sketches []*dtamem.Sketch
 	for range reg.Reporters {
-		k := NewSketch(&reg)
+		k := dtamem.NewSketch(&reg)
 		for range 300 {
 			key, n := uint32(rng.IntN(500)), uint32(1+rng.IntN(100))
 			k.Add(key, n)
@@ -45,9 +48,9 @@ func TestSketchMergeCountMin(t *testing.T) {
 		}
 		sketches = append(sketches, k)
 	}
-	var scratch [MaxSketchCounters * 4]byte
+	var scratch [dtawire.MaxSketchCounters * 4]byte
 	send := func(rep int, c uint32) error {
-		var r Report
+		var r dtawire.Report
 		sketches[rep].Report(&r, 7, uint16(rep), c, scratch[:])
 		return tr.Translate(&r, b.emit)
 	}
@@ -83,7 +86,7 @@ func TestSketchMergeCountMin(t *testing.T) {
 	}
 	exact := 0
 	for key, n := range truth {
-		got := SketchCount(mem, &reg, key)
+		got := dtamem.SketchCount(mem, &reg, key)
 		if got < n {
 			t.Fatalf("key %d: count %d below the true %d", key, got, n)
 		}
@@ -111,7 +114,7 @@ func TestSketchMergeCountMin(t *testing.T) {
 	if tr.Stats.Refused != 2 {
 		t.Fatalf("refused %d", tr.Stats.Refused)
 	}
-	var r Report
+	var r dtawire.Report
 	sketches[0].Report(&r, 8, 0, 0, scratch[:])
 	if err := tr.Translate(&r, b.emit); !errors.Is(err, ErrNoRegion) {
 		t.Fatalf("unknown sketch: %v", err)
@@ -121,19 +124,19 @@ func TestSketchMergeCountMin(t *testing.T) {
 // TestSketchMergeHyperLogLog: two reporters see overlapping key sets; the
 // merged registers are the maxima and estimate the union's size.
 func TestSketchMergeHyperLogLog(t *testing.T) {
-	reg := SketchRegion{Kind: SketchHyperLogLog, Columns: 256, Rows: 4, Reporters: 2}
+	reg := dtamem.SketchRegion{Kind: dtawire.SketchHyperLogLog, Columns: 256, Rows: 4, Reporters: 2}
 	b, tr, mem := sketchBed(t, reg, nil)
-	a, c := NewSketch(&reg), NewSketch(&reg)
+	a, c := dtamem.NewSketch(&reg), dtamem.NewSketch(&reg)
 	for k := uint32(0); k < 30000; k++ {
 		a.Add(k, 0)
 	}
 	for k := uint32(20000); k < 50000; k++ {
 		c.Add(k, 0)
 	}
-	var scratch [MaxSketchCounters * 4]byte
+	var scratch [dtawire.MaxSketchCounters * 4]byte
 	for col := uint32(0); col < reg.Columns; col++ {
-		for rep, k := range []*Sketch{a, c} {
-			var r Report
+		for rep, k := range []*dtamem.Sketch{a, c} {
+			var r dtawire.Report
 			k.Report(&r, 7, uint16(rep), col, scratch[:])
 			if err := tr.Translate(&r, b.emit); err != nil {
 				t.Fatal(err)
@@ -146,7 +149,7 @@ func TestSketchMergeHyperLogLog(t *testing.T) {
 			t.Fatalf("register %d: %d", i, got)
 		}
 	}
-	est := SketchCardinality(mem, &reg)
+	est := dtamem.SketchCardinality(mem, &reg)
 	// 1024 registers: a standard error of 3.3%; five of them is a bound
 	// a correct sketch fails once in millions.
 	if math.Abs(est-50000)/50000 > 0.16 {
@@ -159,8 +162,8 @@ func TestSketchMergeHyperLogLog(t *testing.T) {
 // missing a hop is written by the flush timeout; a flow that loses its
 // cache slot to another is written early with the hops it had.
 func TestPostcarder(t *testing.T) {
-	reg := SketchRegion{Kind: SketchCountMin, Columns: 16, Rows: 1, Reporters: 1}
-	pr := &PostcardRegion{Slots: 1024, Hops: 5, Cache: 16}
+	reg := dtamem.SketchRegion{Kind: dtawire.SketchCountMin, Columns: 16, Rows: 1, Reporters: 1}
+	pr := &dtamem.PostcardRegion{Slots: 1024, Hops: 5, Cache: 16}
 	b, tr, _ := sketchBed(t, reg, pr)
 	now := int64(0)
 	tr.Now = func() int64 { return now }
@@ -168,7 +171,7 @@ func TestPostcarder(t *testing.T) {
 	card := func(key uint32, hop uint8) {
 		var d [4]byte
 		binary.BigEndian.PutUint32(d[:], key*100+uint32(hop))
-		r := Report{Opcode: OpPostcarder, Key: key, Hop: hop, Data: d[:]}
+		r := dtawire.Report{Opcode: dtawire.OpPostcarder, Key: key, Hop: hop, Data: d[:]}
 		if err := tr.Translate(&r, b.emit); err != nil {
 			t.Fatal(err)
 		}
@@ -187,7 +190,7 @@ func TestPostcarder(t *testing.T) {
 		card(100, h)
 	}
 	b.settle()
-	if _, ok := QueryPostcard(mem, pr, 100); ok {
+	if _, ok := dtamem.QueryPostcard(mem, pr, 100); ok {
 		t.Fatal("an incomplete flow was written before its timeout")
 	}
 	now += int64(time.Second)
@@ -197,14 +200,14 @@ func TestPostcarder(t *testing.T) {
 	// Two flows sharing a cache slot: the first is evicted by the second.
 	x := uint32(200)
 	y := x + 1
-	for KeyChecksum(y)&15 != KeyChecksum(x)&15 {
+	for dtamem.KeyChecksum(y)&15 != dtamem.KeyChecksum(x)&15 {
 		y++
 	}
 	card(x, 0)
 	card(y, 4)
 	b.settle()
 	for key := uint32(1); key <= 8; key++ {
-		p, ok := QueryPostcard(mem, pr, key)
+		p, ok := dtamem.QueryPostcard(mem, pr, key)
 		if !ok || p.Mask != 0x1f {
 			t.Fatalf("flow %d: %+v %v", key, p, ok)
 		}
@@ -214,22 +217,22 @@ func TestPostcarder(t *testing.T) {
 			}
 		}
 	}
-	if p, ok := QueryPostcard(mem, pr, 100); !ok || p.Mask != 0x1b || p.Hops[2] != 0 || p.Hops[3] != 10003 {
+	if p, ok := dtamem.QueryPostcard(mem, pr, 100); !ok || p.Mask != 0x1b || p.Hops[2] != 0 || p.Hops[3] != 10003 {
 		t.Fatalf("flow 100 after the timeout: %+v %v", p, ok)
 	}
-	if p, ok := QueryPostcard(mem, pr, x); !ok || p.Mask != 1 {
+	if p, ok := dtamem.QueryPostcard(mem, pr, x); !ok || p.Mask != 1 {
 		t.Fatalf("evicted flow: %+v %v", p, ok)
 	}
-	if _, ok := QueryPostcard(mem, pr, y); ok {
+	if _, ok := dtamem.QueryPostcard(mem, pr, y); ok {
 		t.Fatal("the evicting flow was written before completing")
 	}
-	if _, ok := QueryPostcard(mem, pr, 9999); ok {
+	if _, ok := dtamem.QueryPostcard(mem, pr, 9999); ok {
 		t.Fatal("an unknown flow was found")
 	}
 	if tr.Stats.PostcardsEvicted != 2 {
 		t.Fatalf("stats %+v", tr.Stats)
 	}
-	r := Report{Opcode: OpPostcarder, Key: 1, Hop: 5, Data: []byte{0, 0, 0, 1}}
+	r := dtawire.Report{Opcode: dtawire.OpPostcarder, Key: 1, Hop: 5, Data: []byte{0, 0, 0, 1}}
 	if err := tr.Translate(&r, b.emit); !errors.Is(err, ErrSketchGeometry) {
 		t.Fatalf("hop past the table: %v", err)
 	}
@@ -238,20 +241,20 @@ func TestPostcarder(t *testing.T) {
 // BenchmarkTranslateSketchMerge is the translator's rate for Sketch-Merge
 // reports of 4-counter columns from 4 reporters.
 func BenchmarkTranslateSketchMerge(b *testing.B) {
-	reg := SketchRegion{Kind: SketchCountMin, Columns: 1024, Rows: 4, Reporters: 4, Addr: 1 << 20, RKey: 3}
-	tr, err := NewTranslator(benchConn(), Regions{Sketches: map[uint16]SketchRegion{1: reg}})
+	reg := dtamem.SketchRegion{Kind: dtawire.SketchCountMin, Columns: 1024, Rows: 4, Reporters: 4, Addr: 1 << 20, RKey: 3}
+	tr, err := NewTranslator(benchConn(), dtamem.Regions{Sketches: map[uint16]dtamem.SketchRegion{1: reg}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	k := NewSketch(&reg)
+	k := dtamem.NewSketch(&reg)
 	for i := range k.C {
 		k.C[i] = uint32(i)
 	}
 	var scratch [16]byte
-	reports := make([]Report, 0, int(reg.Columns)*reg.Reporters)
+	reports := make([]dtawire.Report, 0, int(reg.Columns)*reg.Reporters)
 	for c := uint32(0); c < reg.Columns; c++ {
 		for rep := range reg.Reporters {
-			var r Report
+			var r dtawire.Report
 			k.Report(&r, 1, uint16(rep), c, scratch[:])
 			r.Counters = append([]byte(nil), r.Counters...)
 			reports = append(reports, r)
@@ -270,11 +273,11 @@ func BenchmarkTranslateSketchMerge(b *testing.B) {
 // BenchmarkTranslatePostcarder is the translator's rate for Postcarder
 // with 5-hop paths: five postcards a flow, one WRITE.
 func BenchmarkTranslatePostcarder(b *testing.B) {
-	tr, err := NewTranslator(benchConn(), Regions{Postcards: &PostcardRegion{Addr: 1 << 20, RKey: 3, Slots: 1 << 16, Hops: 5}})
+	tr, err := NewTranslator(benchConn(), dtamem.Regions{Postcards: &dtamem.PostcardRegion{Addr: 1 << 20, RKey: 3, Slots: 1 << 16, Hops: 5}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	r := Report{Opcode: OpPostcarder, Data: []byte{1, 2, 3, 4}}
+	r := dtawire.Report{Opcode: dtawire.OpPostcarder, Data: []byte{1, 2, 3, 4}}
 	emit := func([]byte) error { return nil }
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
@@ -292,11 +295,11 @@ func BenchmarkTranslatePostcarder(b *testing.B) {
 func BenchmarkTranslateKeyIncrement(b *testing.B) {
 	c := benchConn()
 	c.MaxAtomic = 256
-	tr, err := NewTranslator(c, Regions{KeyIncrement: &KeyIncrementRegion{Addr: 1 << 20, RKey: 3, Slots: 1 << 16}})
+	tr, err := NewTranslator(c, dtamem.Regions{KeyIncrement: &dtamem.KeyIncrementRegion{Addr: 1 << 20, RKey: 3, Slots: 1 << 16}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	r := Report{Opcode: OpKeyIncrement, Redundancy: 2, Counter: 1500}
+	r := dtawire.Report{Opcode: dtawire.OpKeyIncrement, Redundancy: 2, Counter: 1500}
 	emit := func([]byte) error { return nil }
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
@@ -314,12 +317,12 @@ func BenchmarkTranslateKeyIncrement(b *testing.B) {
 // BenchmarkTranslateAppend is the translator's rate for Append with
 // batches of 4: one WRITE per four reports.
 func BenchmarkTranslateAppend(b *testing.B) {
-	tr, err := NewTranslator(benchConn(), Regions{Batch: 4,
-		Lists: map[uint32]ListRegion{1: {Addr: 1 << 20, RKey: 3, Entries: 1 << 16}, 2: {Addr: 1 << 24, RKey: 3, Entries: 1 << 16}}})
+	tr, err := NewTranslator(benchConn(), dtamem.Regions{Batch: 4,
+		Lists: map[uint32]dtamem.ListRegion{1: {Addr: 1 << 20, RKey: 3, Entries: 1 << 16}, 2: {Addr: 1 << 24, RKey: 3, Entries: 1 << 16}}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	r := Report{Opcode: OpAppend, Data: []byte{1, 2, 3, 4}}
+	r := dtawire.Report{Opcode: dtawire.OpAppend, Data: []byte{1, 2, 3, 4}}
 	emit := func([]byte) error { return nil }
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/dpdk/header"
+	"github.com/rdma-appliance/appliance/internal/dtamem"
+	"github.com/rdma-appliance/appliance/internal/dtawire"
 	"github.com/rdma-appliance/appliance/internal/spec"
 )
 
@@ -125,7 +127,7 @@ func (s *Spec) Validate(doc *spec.Doc) {
 	} else if s.Pool < 256 {
 		doc.Errorf("pool", "%d: at least 256 buffers", s.Pool)
 	}
-	if err := (Format{DataWidth: s.DataWidth}).Validate(); err != nil {
+	if err := (dtawire.Format{DataWidth: s.DataWidth}).Validate(); err != nil {
 		doc.Errorf("data-width", "%v", err)
 	}
 	if s.FlushTimeout == 0 {
@@ -151,7 +153,7 @@ func (s *Spec) Validate(doc *spec.Doc) {
 		}
 		names[s.Collectors[i].Name] = true
 		if _, _, err := net.SplitHostPort(c.Exchange); err != nil {
-			doc.Errorf(key+".exchange", "%q: want host:port of the collector's exchange (port %d by default)", c.Exchange, ExchangePort)
+			doc.Errorf(key+".exchange", "%q: want host:port of the collector's exchange (port %d by default)", c.Exchange, dtamem.ExchangePort)
 		}
 	}
 	r := &s.Reliability
@@ -171,8 +173,8 @@ func (s *Spec) Validate(doc *spec.Doc) {
 	}
 	if f.Burst == 0 {
 		f.Burst = 256
-	} else if f.Burst < MaxRedundancy {
-		doc.Errorf("flow-control.burst", "%d: at least %d (one report's packets)", f.Burst, MaxRedundancy)
+	} else if f.Burst < dtawire.MaxRedundancy {
+		doc.Errorf("flow-control.burst", "%d: at least %d (one report's packets)", f.Burst, dtawire.MaxRedundancy)
 	}
 	if f.HighDSCP == 0 {
 		f.HighDSCP = 46

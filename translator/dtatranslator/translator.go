@@ -5,127 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/rdma-appliance/appliance/internal/dtamem"
+	"github.com/rdma-appliance/appliance/internal/dtawire"
 )
-
-// KeyWriteRegion is a collector's Key-Write table: Slots entries of
-// KeyWriteEntryLen(DataWidth) bytes at Addr, registered under RKey.
-type KeyWriteRegion struct {
-	Addr      uint64 `json:"addr"`
-	RKey      uint32 `json:"rkey"`
-	Slots     uint64 `json:"slots"` // a power of two
-	DataWidth int    `json:"data_width"`
-}
-
-// KeyIncrementRegion is a collector's Key-Increment count-min array:
-// Slots 8-byte counters at Addr.
-type KeyIncrementRegion struct {
-	Addr  uint64 `json:"addr"`
-	RKey  uint32 `json:"rkey"`
-	Slots uint64 `json:"slots"`
-}
-
-// ListRegion is one Append list: a ring of Entries entries of
-// AppendEntryLen bytes at Addr.
-type ListRegion struct {
-	Addr    uint64 `json:"addr"`
-	RKey    uint32 `json:"rkey"`
-	Entries uint64 `json:"entries"` // a power of two, a multiple of the batch
-}
-
-// Regions are what a collector advertises.
-type Regions struct {
-	KeyWrite     *KeyWriteRegion     `json:"key_write,omitempty"`
-	KeyIncrement *KeyIncrementRegion `json:"key_increment,omitempty"`
-	// Lists are the Append lists by list id; Batch is how many entries
-	// the translator gathers per WRITE (default 4).
-	Lists map[uint32]ListRegion `json:"lists,omitempty"`
-	Batch int                   `json:"batch,omitempty"`
-	// Sketches are the Sketch-Merge sketches by sketch id.
-	Sketches map[uint16]SketchRegion `json:"sketches,omitempty"`
-	// Postcards is the Postcarder flow table.
-	Postcards *PostcardRegion `json:"postcards,omitempty"`
-}
-
-// Validate checks the regions' geometry.
-func (r *Regions) Validate() error {
-	pow2 := func(n uint64) bool { return n > 0 && n&(n-1) == 0 }
-	if kw := r.KeyWrite; kw != nil {
-		if !pow2(kw.Slots) {
-			return fmt.Errorf("dta: key-write slots %d: a power of two", kw.Slots)
-		}
-		if err := (Format{DataWidth: kw.DataWidth}).Validate(); err != nil {
-			return err
-		}
-	}
-	if ki := r.KeyIncrement; ki != nil && !pow2(ki.Slots) {
-		return fmt.Errorf("dta: key-increment slots %d: a power of two", ki.Slots)
-	}
-	if r.Batch < 0 || r.Batch > MaxBatch {
-		return fmt.Errorf("dta: append batch %d: want 1..%d", r.Batch, MaxBatch)
-	}
-	for id, l := range r.Lists {
-		if !pow2(l.Entries) || l.Entries%uint64(r.batch()) != 0 {
-			return fmt.Errorf("dta: list %d: %d entries: a power of two and a multiple of the batch %d", id, l.Entries, r.batch())
-		}
-	}
-	for id, s := range r.Sketches {
-		if err := s.Validate(); err != nil {
-			return fmt.Errorf("dta: sketch %d: %w", id, err)
-		}
-	}
-	if p := r.Postcards; p != nil {
-		if err := p.Validate(); err != nil {
-			return fmt.Errorf("dta: postcards: %w", err)
-		}
-	}
-	return nil
-}
-
-// MaxWrite is the largest WRITE the regions make the translator send:
-// each is one packet, so it must fit the collector's path MTU.
-func (r *Regions) MaxWrite() int {
-	n := 0
-	if kw := r.KeyWrite; kw != nil {
-		n = KeyWriteEntryLen(max(kw.DataWidth, 4))
-	}
-	if len(r.Lists) > 0 {
-		n = max(n, r.batch()*AppendEntryLen)
-	}
-	for _, s := range r.Sketches {
-		n = max(n, s.group()*s.ColumnLen())
-	}
-	if p := r.Postcards; p != nil {
-		n = max(n, p.RecordLen())
-	}
-	return n
-}
-
-func (r *Regions) batch() int {
-	if r.Batch == 0 {
-		return 4
-	}
-	return r.Batch
-}
-
-// Append entries are 8 bytes: {data, sequence}, big-endian. The sequence
-// counts the list's entries from 1 (wrapping past 2^32 to 1, never 0), so
-// a poller knows an entry is new when its sequence is the one it expects
-// next, whatever the data (a zero report included) and whatever stale
-// entry the slot held from the previous lap of the ring. The sequence
-// comes last because an RNIC places a WRITE's bytes in ascending order:
-// once a poller sees the sequence, the data before it is there.
-const AppendEntryLen = 8
-
-// MaxBatch bounds the entries of one Append WRITE.
-const MaxBatch = 128
 
 // appendList is a list's batch being gathered.
 type appendList struct {
-	region  ListRegion
+	region  dtamem.ListRegion
 	head    uint64 // entries written so far
 	n       int    // entries gathered
 	since   int64  // when the oldest gathered entry arrived
-	entries [MaxBatch * AppendEntryLen]byte
+	entries [dtamem.MaxBatch * dtamem.AppendEntryLen]byte
 }
 
 // Emit receives each RDMA frame the translation produces; the frame is
@@ -151,10 +42,10 @@ type TranslateStats struct {
 // connection. It is the data path only: one goroutine calls Translate.
 type Translator struct {
 	Conn    *Conn
-	Regions Regions
+	Regions dtamem.Regions
 	Stats   TranslateStats
 	buf     [9216]byte
-	entry   [4 + MaxDataWidth]byte
+	entry   [4 + dtawire.MaxDataWidth]byte
 	lists   map[uint32]*appendList
 	// sketches and postcards are Sketch-Merge's and Postcarder's state.
 	sketches  map[uint16]*sketchMerge
@@ -166,7 +57,7 @@ type Translator struct {
 }
 
 // NewTranslator checks the regions and returns a translator.
-func NewTranslator(c *Conn, r Regions) (*Translator, error) {
+func NewTranslator(c *Conn, r dtamem.Regions) (*Translator, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
@@ -185,13 +76,13 @@ func NewTranslator(c *Conn, r Regions) (*Translator, error) {
 }
 
 // appendEntry gathers one Append report and writes the batch when full.
-func (t *Translator) appendEntry(r *Report, emit Emit) error {
+func (t *Translator) appendEntry(r *dtawire.Report, emit Emit) error {
 	l := t.lists[r.ListID]
 	if l == nil {
 		t.Stats.Unsupported++
 		return fmt.Errorf("%w: list %d", ErrNoRegion, r.ListID)
 	}
-	if l.n == t.Regions.batch() {
+	if l.n == t.Regions.BatchEntries() {
 		// The last flush of this full batch could not be sent: send it
 		// now, or refuse the entry (the caller has it resent).
 		if err := t.flushList(l, emit); err != nil {
@@ -201,12 +92,9 @@ func (t *Translator) appendEntry(r *Report, emit Emit) error {
 	if l.n == 0 {
 		l.since = t.Now()
 	}
-	e := l.entries[l.n*AppendEntryLen:]
-	seq := uint32((l.head+uint64(l.n))%(1<<32-1)) + 1
-	copy(e[0:4], r.Data)
-	binary.BigEndian.PutUint32(e[4:8], seq)
+	dtamem.PutEntry(l.entries[l.n*dtamem.AppendEntryLen:], l.head+uint64(l.n), r.Data)
 	l.n++
-	if l.n == t.Regions.batch() {
+	if l.n == t.Regions.BatchEntries() {
 		// The entry is gathered whatever the flush does: a batch that
 		// could not go out is sent by the next entry or by Flush.
 		_ = t.flushList(l, emit)
@@ -219,8 +107,8 @@ func (t *Translator) flushList(l *appendList, emit Emit) error {
 	if l.n == 0 {
 		return nil
 	}
-	va := l.region.Addr + (l.head%l.region.Entries)*AppendEntryLen
-	n, err := t.Conn.Write(t.buf[:], va, l.region.RKey, l.entries[:l.n*AppendEntryLen], nil)
+	va := l.region.Addr + (l.head%l.region.Entries)*dtamem.AppendEntryLen
+	n, err := t.Conn.Write(t.buf[:], va, l.region.RKey, l.entries[:l.n*dtamem.AppendEntryLen], nil)
 	if err := t.send(emit, n, err); err != nil {
 		return err
 	}
@@ -268,7 +156,7 @@ var ErrNoRegion = errors.New("dta: the collector has no region for this primitiv
 // collector's atomic window is full, a Key-Increment report is refused
 // with ErrAtomicWindow and nothing is sent: the caller feeds the
 // collector's ACKs to the connection and tries again.
-func (t *Translator) Translate(r *Report, emit Emit) error {
+func (t *Translator) Translate(r *dtawire.Report, emit Emit) error {
 	err := t.translate(r, emit)
 	if err == nil && int(r.Opcode) < len(t.Stats.Reports) {
 		t.Stats.Reports[r.Opcode]++
@@ -276,9 +164,9 @@ func (t *Translator) Translate(r *Report, emit Emit) error {
 	return err
 }
 
-func (t *Translator) translate(r *Report, emit Emit) error {
+func (t *Translator) translate(r *dtawire.Report, emit Emit) error {
 	switch r.Opcode {
-	case OpKeyWrite:
+	case dtawire.OpKeyWrite:
 		kw := t.Regions.KeyWrite
 		if kw == nil {
 			t.Stats.Unsupported++
@@ -289,7 +177,7 @@ func (t *Translator) translate(r *Report, emit Emit) error {
 			w = 4
 		}
 		e := t.entry[:4+w]
-		binary.BigEndian.PutUint32(e, KeyChecksum(r.Key))
+		binary.BigEndian.PutUint32(e, dtamem.KeyChecksum(r.Key))
 		clear(e[4:])
 		copy(e[4:], r.Data)
 		var imm *uint32
@@ -298,13 +186,13 @@ func (t *Translator) translate(r *Report, emit Emit) error {
 			imm = &k
 		}
 		for n := 0; n < int(r.Redundancy); n++ {
-			va := kw.Addr + Slot(r.Key, n, kw.Slots)*uint64(len(e))
+			va := kw.Addr + dtamem.Slot(r.Key, n, kw.Slots)*uint64(len(e))
 			n, err := t.Conn.Write(t.buf[:], va, kw.RKey, e, imm)
 			if err := t.send(emit, n, err); err != nil {
 				return err
 			}
 		}
-	case OpKeyIncrement:
+	case dtawire.OpKeyIncrement:
 		ki := t.Regions.KeyIncrement
 		if ki == nil {
 			t.Stats.Unsupported++
@@ -316,22 +204,22 @@ func (t *Translator) translate(r *Report, emit Emit) error {
 			return ErrAtomicWindow
 		}
 		for n := 0; n < int(r.Redundancy); n++ {
-			va := ki.Addr + KeyIncrementSlot(r.Key, n, ki.Slots)*8
+			va := ki.Addr + dtamem.KeyIncrementSlot(r.Key, n, ki.Slots)*8
 			n, err := t.Conn.FetchAdd(t.buf[:], va, ki.RKey, r.Counter)
 			if err := t.send(emit, n, err); err != nil {
 				return err
 			}
 		}
-	case OpAppend:
+	case dtawire.OpAppend:
 		return t.appendEntry(r, emit)
-	case OpSketchMerge:
+	case dtawire.OpSketchMerge:
 		if err := t.sketchColumn(r, emit); err != nil {
 			if !errors.Is(err, ErrNoRegion) {
 				t.Stats.Refused++
 			}
 			return err
 		}
-	case OpPostcarder:
+	case dtawire.OpPostcarder:
 		if err := t.postcard(r, emit); err != nil {
 			if !errors.Is(err, ErrNoRegion) {
 				t.Stats.Refused++
@@ -345,41 +233,6 @@ func (t *Translator) translate(r *Report, emit Emit) error {
 	return nil
 }
 
-// Poller reads one Append list in collector memory from its tail; several
-// pollers may share a list by taking disjoint positions (Start, Step).
-type Poller struct {
-	Mem     []byte // the list's ring
-	Entries uint64
-	next    uint64 // the position to read next
-	Step    uint64 // 1, or the number of pollers sharing the list
-}
-
-// NewPoller reads positions start, start+step, ... of a list.
-func NewPoller(mem []byte, entries, start, step uint64) *Poller {
-	if step == 0 {
-		step = 1
-	}
-	return &Poller{Mem: mem, Entries: entries, next: start, Step: step}
-}
-
-// Poll calls fn for each new entry (up to max) and returns how many it
-// read. An entry is new when its sequence is the one expected at the
-// poller's position.
-func (p *Poller) Poll(max int, fn func(data uint32)) int {
-	n := 0
-	for n < max {
-		off := (p.next % p.Entries) * AppendEntryLen
-		e := p.Mem[off : off+AppendEntryLen]
-		if binary.BigEndian.Uint32(e[4:]) != uint32(p.next%(1<<32-1))+1 {
-			break
-		}
-		fn(binary.BigEndian.Uint32(e))
-		p.next += p.Step
-		n++
-	}
-	return n
-}
-
 // send hands a built frame to emit, counting a failure of either.
 func (t *Translator) send(emit Emit, n int, err error) error {
 	if err == nil {
@@ -389,40 +242,4 @@ func (t *Translator) send(emit Emit, n int, err error) error {
 		t.Stats.Errors++
 	}
 	return err
-}
-
-// QueryKeyWrite reads a key from a Key-Write table in collector memory:
-// the data of the first of its N slots whose checksum matches, or false.
-func QueryKeyWrite(mem []byte, key uint32, n int, slots uint64, dataWidth int) ([]byte, bool) {
-	el := uint64(KeyWriteEntryLen(dataWidth))
-	sum := KeyChecksum(key)
-	// Load every slot's checksum before comparing any: the N reads are
-	// independent cache misses, and issued together they overlap.
-	var off [MaxRedundancy]uint64
-	var got [MaxRedundancy]uint32
-	n = min(n, MaxRedundancy)
-	for i := 0; i < n; i++ {
-		off[i] = Slot(key, i, slots) * el
-		got[i] = binary.BigEndian.Uint32(mem[off[i] : off[i]+4])
-	}
-	for i := 0; i < n; i++ {
-		if got[i] == sum {
-			return mem[off[i]+4 : off[i]+el], true
-		}
-	}
-	return nil, false
-}
-
-// QueryKeyIncrement reads a key's count: the minimum of its N counters
-// (count-min). The RNIC applies atomics in the collector's own byte order.
-func QueryKeyIncrement(mem []byte, key uint32, n int, slots uint64) uint64 {
-	var m uint64
-	for i := 0; i < n; i++ {
-		off := KeyIncrementSlot(key, i, slots) * 8
-		v := binary.NativeEndian.Uint64(mem[off : off+8])
-		if i == 0 || v < m {
-			m = v
-		}
-	}
-	return m
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
+	"github.com/rdma-appliance/appliance/internal/dtamem"
+	"github.com/rdma-appliance/appliance/internal/dtawire"
 	"github.com/rdma-appliance/appliance/verbs"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 	"github.com/rdma-appliance/appliance/verbs/soft"
@@ -26,7 +28,7 @@ type collectorBed struct {
 	mem  []byte
 	mr   verbs.MR
 	qp   verbs.QP
-	regs Regions
+	regs dtamem.Regions
 	conn *Conn
 	drop func(i int) bool
 	sent int
@@ -57,7 +59,7 @@ func newCollectorBed(t *testing.T, psn uint32) *collectorBed {
 	t.Cleanup(func() { dev.Close(); cancel(); l.A().Close(); l.B().Close(); pool.Close() })
 	pd, _ := dev.AllocPD()
 	cq, _ := dev.CreateCQ(verbs.CQAttr{CQE: 64})
-	kwLen := kwSlots * KeyWriteEntryLen(4)
+	kwLen := kwSlots * dtamem.KeyWriteEntryLen(4)
 	mem := make([]byte, kwLen+kiSlots*8)
 	mr, err := pd.RegMR(mem, verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteAtomic)
 	if err != nil {
@@ -85,10 +87,10 @@ func newCollectorBed(t *testing.T, psn uint32) *collectorBed {
 		}
 	}
 	b := &collectorBed{t: t, port: l.A(), pool: pool, mem: mem, mr: mr, qp: qp,
-		regs: Regions{KeyWrite: &KeyWriteRegion{Addr: mr.Addr(), RKey: mr.RKey(), Slots: kwSlots, DataWidth: 4},
-			KeyIncrement: &KeyIncrementRegion{Addr: mr.Addr() + uint64(kwLen), RKey: mr.RKey(), Slots: kiSlots}}}
-	b.conn = NewConn(Endpoint{MAC: header.MAC(l.A().Info().MAC), GID: roce.GIDFromAddr(transIP), QPN: transQPN},
-		Endpoint{MAC: header.MAC(l.B().Info().MAC), GID: roce.GIDFromAddr(collIP), QPN: qp.QPN()}, psn)
+		regs: dtamem.Regions{KeyWrite: &dtamem.KeyWriteRegion{Addr: mr.Addr(), RKey: mr.RKey(), Slots: kwSlots, DataWidth: 4},
+			KeyIncrement: &dtamem.KeyIncrementRegion{Addr: mr.Addr() + uint64(kwLen), RKey: mr.RKey(), Slots: kiSlots}}}
+	b.conn = NewConn(dtamem.Endpoint{MAC: header.MAC(l.A().Info().MAC), GID: roce.GIDFromAddr(transIP), QPN: transQPN},
+		dtamem.Endpoint{MAC: header.MAC(l.B().Info().MAC), GID: roce.GIDFromAddr(collIP), QPN: qp.QPN()}, psn)
 	return b
 }
 
@@ -163,11 +165,11 @@ func TestKeyWriteAndIncrement(t *testing.T) {
 		return d[:]
 	}
 	for k := uint32(1); k <= keys; k++ {
-		r := Report{Opcode: OpKeyWrite, Redundancy: 2, Key: k, Data: data(k)}
+		r := dtawire.Report{Opcode: dtawire.OpKeyWrite, Redundancy: 2, Key: k, Data: data(k)}
 		if err := tr.Translate(&r, b.emit); err != nil {
 			t.Fatal(err)
 		}
-		r = Report{Opcode: OpKeyIncrement, Redundancy: 2, Key: k % 50, Counter: uint64(k)}
+		r = dtawire.Report{Opcode: dtawire.OpKeyIncrement, Redundancy: 2, Key: k % 50, Counter: uint64(k)}
 		for deadline := time.Now().Add(5 * time.Second); ; {
 			err := tr.Translate(&r, b.emit)
 			if err == nil {
@@ -184,20 +186,20 @@ func TestKeyWriteAndIncrement(t *testing.T) {
 	for k := uint32(1); k <= keys; k++ {
 		want[k%50] += uint64(k)
 	}
-	kwMem := b.mem[:kwSlots*KeyWriteEntryLen(4)]
-	kiMem := b.mem[kwSlots*KeyWriteEntryLen(4):]
+	kwMem := b.mem[:kwSlots*dtamem.KeyWriteEntryLen(4)]
+	kiMem := b.mem[kwSlots*dtamem.KeyWriteEntryLen(4):]
 	b.settle()
 	for k := uint32(1); k <= keys; k++ {
-		d, found := QueryKeyWrite(kwMem, k, 2, kwSlots, 4)
+		d, found := dtamem.QueryKeyWrite(kwMem, k, 2, kwSlots, 4)
 		if !found || string(d) != string(data(k)) {
 			t.Fatalf("key %d: %x %v", k, d, found)
 		}
 	}
-	if _, found := QueryKeyWrite(kwMem, keys+1000, 2, kwSlots, 4); found {
+	if _, found := dtamem.QueryKeyWrite(kwMem, keys+1000, 2, kwSlots, 4); found {
 		t.Fatal("an unknown key was found")
 	}
 	for k, v := range want {
-		if got := QueryKeyIncrement(kiMem, k, 2, kiSlots); got != v {
+		if got := dtamem.QueryKeyIncrement(kiMem, k, 2, kiSlots); got != v {
 			t.Fatalf("key %d: count %d, want %d", k, got, v)
 		}
 	}
@@ -216,9 +218,9 @@ func TestResync(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.drop = func(i int) bool { return i == 3 } // one WRITE of key 2 (N=2)
-	kwMem := b.mem[:kwSlots*KeyWriteEntryLen(4)]
+	kwMem := b.mem[:kwSlots*dtamem.KeyWriteEntryLen(4)]
 	send := func(k uint32) {
-		r := Report{Opcode: OpKeyWrite, Redundancy: 2, Key: k, Data: []byte{0, 0, 0, byte(k)}}
+		r := dtawire.Report{Opcode: dtawire.OpKeyWrite, Redundancy: 2, Key: k, Data: []byte{0, 0, 0, byte(k)}}
 		if err := tr.Translate(&r, b.emit); err != nil {
 			t.Fatal(err)
 		}
@@ -240,10 +242,10 @@ func TestResync(t *testing.T) {
 		send(k)
 	}
 	b.settle()
-	if d, ok := QueryKeyWrite(kwMem, 12, 2, kwSlots, 4); !ok || d[3] != 12 {
+	if d, ok := dtamem.QueryKeyWrite(kwMem, 12, 2, kwSlots, 4); !ok || d[3] != 12 {
 		t.Fatalf("reports after the resync did not land; conn %+v", b.conn.Stats)
 	}
-	if d, ok := QueryKeyWrite(kwMem, 1, 2, kwSlots, 4); !ok || d[3] != 1 {
+	if d, ok := dtamem.QueryKeyWrite(kwMem, 1, 2, kwSlots, 4); !ok || d[3] != 1 {
 		t.Fatal("key 1, before the loss, is missing")
 	}
 	t.Logf("conn %+v", b.conn.Stats)
@@ -251,18 +253,18 @@ func TestResync(t *testing.T) {
 
 // benchConn is a connection whose frames go nowhere.
 func benchConn() *Conn {
-	return NewConn(Endpoint{QPN: 1, GID: roce.GIDFromAddr(netip.MustParseAddr("10.0.0.1"))},
-		Endpoint{QPN: 2, GID: roce.GIDFromAddr(netip.MustParseAddr("10.0.0.2"))}, 0)
+	return NewConn(dtamem.Endpoint{QPN: 1, GID: roce.GIDFromAddr(netip.MustParseAddr("10.0.0.1"))},
+		dtamem.Endpoint{QPN: 2, GID: roce.GIDFromAddr(netip.MustParseAddr("10.0.0.2"))}, 0)
 }
 
 // BenchmarkTranslateKeyWrite is the translator's rate for Key-Write with
 // N = 2: two WRITE frames built with their ICRC per report.
 func BenchmarkTranslateKeyWrite(b *testing.B) {
-	tr, err := NewTranslator(benchConn(), Regions{KeyWrite: &KeyWriteRegion{Addr: 1 << 20, RKey: 5, Slots: 1 << 20}})
+	tr, err := NewTranslator(benchConn(), dtamem.Regions{KeyWrite: &dtamem.KeyWriteRegion{Addr: 1 << 20, RKey: 5, Slots: 1 << 20}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	r := Report{Opcode: OpKeyWrite, Redundancy: 2, Data: []byte{1, 2, 3, 4}}
+	r := dtawire.Report{Opcode: dtawire.OpKeyWrite, Redundancy: 2, Data: []byte{1, 2, 3, 4}}
 	frames := 0
 	emit := func([]byte) error { frames++; return nil }
 	b.ReportAllocs()
@@ -284,9 +286,9 @@ func TestAppend(t *testing.T) {
 	// The lists use the key-write table's memory (the bed registers one
 	// region).
 	regs := b.regs
-	regs.Lists = map[uint32]ListRegion{
+	regs.Lists = map[uint32]dtamem.ListRegion{
 		1: {Addr: b.mr.Addr(), RKey: b.mr.RKey(), Entries: entries},
-		2: {Addr: b.mr.Addr() + entries*AppendEntryLen, RKey: b.mr.RKey(), Entries: entries},
+		2: {Addr: b.mr.Addr() + entries*dtamem.AppendEntryLen, RKey: b.mr.RKey(), Entries: entries},
 	}
 	regs.Batch = 4
 	tr, err := NewTranslator(b.conn, regs)
@@ -298,14 +300,14 @@ func TestAppend(t *testing.T) {
 	send := func(list, v uint32) {
 		var d [4]byte
 		binary.BigEndian.PutUint32(d[:], v)
-		r := Report{Opcode: OpAppend, ListID: list, Data: d[:]}
+		r := dtawire.Report{Opcode: dtawire.OpAppend, ListID: list, Data: d[:]}
 		if err := tr.Translate(&r, b.emit); err != nil {
 			t.Fatal(err)
 		}
 	}
-	p1 := NewPoller(b.mem[:entries*AppendEntryLen], entries, 0, 1)
-	p2a := NewPoller(b.mem[entries*AppendEntryLen:2*entries*AppendEntryLen], entries, 0, 2)
-	p2b := NewPoller(b.mem[entries*AppendEntryLen:2*entries*AppendEntryLen], entries, 1, 2)
+	p1 := dtamem.NewPoller(b.mem[:entries*dtamem.AppendEntryLen], entries, 0, 1)
+	p2a := dtamem.NewPoller(b.mem[entries*dtamem.AppendEntryLen:2*entries*dtamem.AppendEntryLen], entries, 0, 2)
+	p2b := dtamem.NewPoller(b.mem[entries*dtamem.AppendEntryLen:2*entries*dtamem.AppendEntryLen], entries, 1, 2)
 	var got1, got2 []uint32
 	collect := func() {
 		b.settle()
@@ -356,26 +358,9 @@ func TestAppend(t *testing.T) {
 	if len(seen) != 10 {
 		t.Fatalf("list 2: %v", got2)
 	}
-	if err := tr.Translate(&Report{Opcode: OpAppend, ListID: 9, Data: []byte{0, 0, 0, 1}}, b.emit); !errors.Is(err, ErrNoRegion) {
+	if err := tr.Translate(&dtawire.Report{Opcode: dtawire.OpAppend, ListID: 9, Data: []byte{0, 0, 0, 1}}, b.emit); !errors.Is(err, ErrNoRegion) {
 		t.Fatalf("unknown list: %v", err)
 	}
-}
-
-// BenchmarkPoll is a poller reading a full ring of new entries.
-func BenchmarkPoll(b *testing.B) {
-	const entries = 1 << 16
-	mem := make([]byte, entries*AppendEntryLen)
-	for i := uint64(0); i < entries; i++ {
-		binary.BigEndian.PutUint32(mem[i*AppendEntryLen+4:], uint32(i)+1)
-	}
-	var sum uint32
-	b.ReportAllocs()
-	read := 0
-	for read < b.N {
-		p := NewPoller(mem, entries, 0, 1)
-		read += p.Poll(min(entries, b.N-read), func(v uint32) { sum += v })
-	}
-	b.ReportMetric(float64(read)/b.Elapsed().Seconds()/1e6, "Mentries/s")
 }
 
 // TestWriteTemplate: the template path builds the same frames as the
@@ -383,8 +368,8 @@ func BenchmarkPoll(b *testing.B) {
 func TestWriteTemplate(t *testing.T) {
 	for _, ips := range [][2]string{{"10.0.0.1", "10.0.0.2"}, {"fd00::1", "fd00::2"}} {
 		mk := func() *Conn {
-			return NewConn(Endpoint{QPN: 5, MAC: header.MAC{2, 0, 0, 0, 0, 1}, GID: roce.GIDFromAddr(netip.MustParseAddr(ips[0]))},
-				Endpoint{QPN: 9, MAC: header.MAC{2, 0, 0, 0, 0, 2}, GID: roce.GIDFromAddr(netip.MustParseAddr(ips[1]))}, 0xfffffe)
+			return NewConn(dtamem.Endpoint{QPN: 5, MAC: header.MAC{2, 0, 0, 0, 0, 1}, GID: roce.GIDFromAddr(netip.MustParseAddr(ips[0]))},
+				dtamem.Endpoint{QPN: 9, MAC: header.MAC{2, 0, 0, 0, 0, 2}, GID: roce.GIDFromAddr(netip.MustParseAddr(ips[1]))}, 0xfffffe)
 		}
 		fast, slow := mk(), mk()
 		fast.AckEvery, slow.AckEvery = 3, 3
@@ -427,9 +412,9 @@ func TestStranded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kwMem := b.mem[:kwSlots*KeyWriteEntryLen(4)]
+	kwMem := b.mem[:kwSlots*dtamem.KeyWriteEntryLen(4)]
 	send := func(k uint32) {
-		r := Report{Opcode: OpKeyWrite, Redundancy: 2, Key: k, Data: []byte{0, 0, 0, byte(k)}}
+		r := dtawire.Report{Opcode: dtawire.OpKeyWrite, Redundancy: 2, Key: k, Data: []byte{0, 0, 0, byte(k)}}
 		if err := tr.Translate(&r, b.emit); err != nil {
 			t.Fatal(err)
 		}
@@ -475,7 +460,7 @@ func TestStranded(t *testing.T) {
 	}
 	send(20)
 	b.settle()
-	if d, ok := QueryKeyWrite(kwMem, 20, 2, kwSlots, 4); !ok || d[3] != 20 {
+	if d, ok := dtamem.QueryKeyWrite(kwMem, 20, 2, kwSlots, 4); !ok || d[3] != 20 {
 		t.Fatal("a report after the probe did not land")
 	}
 }
@@ -487,7 +472,7 @@ func TestStranded(t *testing.T) {
 func TestAppendEmitFails(t *testing.T) {
 	b := newCollectorBed(t, 7)
 	regs := b.regs
-	regs.Lists = map[uint32]ListRegion{1: {Addr: b.mr.Addr(), RKey: b.mr.RKey(), Entries: 64}}
+	regs.Lists = map[uint32]dtamem.ListRegion{1: {Addr: b.mr.Addr(), RKey: b.mr.RKey(), Entries: 64}}
 	regs.Batch = 4
 	tr, err := NewTranslator(b.conn, regs)
 	if err != nil {
@@ -502,7 +487,7 @@ func TestAppendEmitFails(t *testing.T) {
 		sent++
 		return b.emit(f)
 	}
-	r := Report{Opcode: OpAppend, ListID: 1, Data: []byte{0, 0, 0, 1}}
+	r := dtawire.Report{Opcode: dtawire.OpAppend, ListID: 1, Data: []byte{0, 0, 0, 1}}
 	for i := range 4 {
 		if err := tr.Translate(&r, emit); err != nil {
 			t.Fatalf("entry %d: %v", i, err)

@@ -1,10 +1,9 @@
-package dtatranslator
+package dtawire
 
 import (
 	"bytes"
 	"encoding/hex"
 	"errors"
-	"hash/crc32"
 	"testing"
 )
 
@@ -106,59 +105,6 @@ func TestAck(t *testing.T) {
 	}
 }
 
-// TestSlots: slots spread over the table, differ per n, and the checksum
-// is the key's own CRC.
-func TestSlots(t *testing.T) {
-	const slots = 1 << 10
-	for _, k := range []uint32{0, 1, 0xdeadbeef} {
-		b := []byte{byte(k >> 24), byte(k >> 16), byte(k >> 8), byte(k), 3}
-		if KeyChecksum(k) != crc32.ChecksumIEEE(b[:4]) || Slot(k, 3, 1<<31) != uint64(crc32.Checksum(b, slotTables[3]))&(1<<31-1) {
-			t.Fatalf("key %#x: the table walk differs from hash/crc32", k)
-		}
-	}
-	if KeyChecksum(0) != 0x2144df1c { // CRC32-IEEE of four zero bytes
-		t.Fatalf("checksum of key 0: %#x", KeyChecksum(0))
-	}
-	hits := make([]int, slots)
-	same := 0
-	for k := uint32(0); k < 4*slots; k++ {
-		s0, s1 := Slot(k, 0, slots), Slot(k, 1, slots)
-		if s0 >= slots || s1 >= slots {
-			t.Fatal("slot out of range")
-		}
-		if s0 == s1 {
-			same++
-		}
-		hits[s0]++
-	}
-	for i, h := range hits {
-		if h == 0 || h > 20 {
-			t.Fatalf("slot %d holds %d of %d keys", i, h, 4*slots)
-		}
-	}
-	if same > 20 {
-		t.Fatalf("%d keys have the same slot for n=0 and n=1", same)
-	}
-	// Rows are independent: keys that collide in row 0 do not collide in
-	// row 1 (with one CRC polynomial they would, every time).
-	first := map[uint64]uint32{}
-	pairs, both := 0, 0
-	for k := uint32(0); k < 4*slots; k++ {
-		s0 := Slot(k, 0, slots)
-		if o, ok := first[s0]; ok {
-			pairs++
-			if Slot(o, 1, slots) == Slot(k, 1, slots) {
-				both++
-			}
-		} else {
-			first[s0] = k
-		}
-	}
-	if pairs < 100 || both > pairs/50 {
-		t.Fatalf("%d row-0 collisions, %d of them collide in row 1 too", pairs, both)
-	}
-}
-
 // FuzzParse: no input panics, and what parses re-encodes to itself.
 func FuzzParse(f *testing.F) {
 	for _, g := range golden {
@@ -196,4 +142,22 @@ func BenchmarkParse(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds()/1e6, "Mreports/s")
+}
+
+// FuzzAck: ACK/NACK parsing round-trips its meaningful bits.
+func FuzzAck(f *testing.F) {
+	f.Add([]byte{7, 0x80})
+	f.Add([]byte{255, 0x40})
+	f.Add([]byte{1})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		a, err := ParseAck(b)
+		if err != nil {
+			return
+		}
+		var out [AckLen]byte
+		a.Encode(out[:])
+		if out[0] != b[0] || out[1] != b[1]&0xc0 {
+			t.Fatalf("%x -> %+v -> %x", b[:2], a, out)
+		}
+	})
 }

@@ -1,4 +1,4 @@
-package dtatranslator
+package dtamem
 
 import (
 	"bufio"
@@ -25,6 +25,13 @@ import (
 // object on a line. The TCP connection stays open for the connection's
 // life: when it drops, the collector destroys the QP and the translator
 // sets up again (a collector restart).
+
+// Endpoint addresses one end of a connection.
+type Endpoint struct {
+	MAC header.MAC
+	GID roce.GID
+	QPN uint32
+}
 
 // ExchangePort is the collector's default TCP port for the exchange.
 const ExchangePort = 40050

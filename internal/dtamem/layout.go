@@ -1,6 +1,10 @@
-package dtatranslator
+package dtamem
 
-import "hash/crc32"
+import (
+	"hash/crc32"
+
+	"github.com/rdma-appliance/appliance/internal/dtawire"
+)
 
 // Key-Write stores each key in N of the collector's slots, the slots a
 // power of two; each slot holds {CRC32(key), data}. A query reads the N
@@ -15,7 +19,7 @@ import "hash/crc32"
 // row (or in rows swapped), which leaves N > 1 no better than N = 1. The
 // public collector also reused one CRC state across n, so its N > 1
 // queries looked in other slots than its translator wrote.
-var slotTables = [MaxRedundancy]*crc32.Table{
+var slotTables = [dtawire.MaxRedundancy]*crc32.Table{
 	crc32.IEEETable,
 	crc32.MakeTable(crc32.Castagnoli),
 	crc32.MakeTable(crc32.Koopman),
@@ -50,7 +54,7 @@ func makeSlicing4(t *crc32.Table) (s slicing4) {
 
 var (
 	ieeeSlicing = makeSlicing4(crc32.IEEETable)
-	slotSlicing = func() (out [MaxRedundancy]slicing4) {
+	slotSlicing = func() (out [dtawire.MaxRedundancy]slicing4) {
 		for i, t := range slotTables {
 			out[i] = makeSlicing4(t)
 		}
@@ -74,7 +78,7 @@ func crcKey(s *slicing4, key uint32, withN bool, n byte) uint32 {
 // Slot is the n-th slot of key in a table of slots entries (a power of
 // two).
 func Slot(key uint32, n int, slots uint64) uint64 {
-	return uint64(crcKey(&slotSlicing[n%MaxRedundancy], key, true, byte(n))) & (slots - 1)
+	return uint64(crcKey(&slotSlicing[n%dtawire.MaxRedundancy], key, true, byte(n))) & (slots - 1)
 }
 
 // KeyWriteEntryLen is the size of one Key-Write slot for a data width.

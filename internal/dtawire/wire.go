@@ -1,8 +1,8 @@
-// Package dtatranslator is Direct Telemetry Access on the wire and at the
-// translator: the reports that switches (reporters) send to UDP port
-// 40040, the ACK/NACK the translator returns on 40044, and the layouts
-// that tie a report to collector memory (Key-Write slots, Key-Increment
-// counters, Append batches, Sketch-Merge columns).
+// Package dtawire is Direct Telemetry Access on the wire between reporters
+// (switches, or the emulator) and the translator: the reports that switches (reporters) send to UDP port
+// 40040 and the ACK/NACK the translator returns on 40044. Neither side owns
+// it: the Go translator parses it, the Tofino programs (p4/dtatofino) and
+// the reporter emulator write it.
 //
 // The report formats are the public DTA generators', byte for byte: a
 // 3-byte base header {opcode, seqnum, immediate|retransmitable|reserved}
@@ -19,7 +19,7 @@
 // reporter's sketch (kind 0 Count-Min, summed; kind 1 HyperLogLog
 // registers, maxed) so the translator can merge columns from every
 // reporter before writing them.
-package dtatranslator
+package dtawire
 
 import (
 	"encoding/binary"
@@ -89,7 +89,8 @@ type Format struct {
 	DataWidth int
 }
 
-func (f Format) dataWidth() int {
+// Width is Key-Write's data size in bytes, the default applied.
+func (f Format) Width() int {
 	if f.DataWidth == 0 {
 		return 4
 	}
@@ -106,7 +107,7 @@ func (f Format) BaseLen() int {
 
 // Validate checks the configuration.
 func (f Format) Validate() error {
-	if w := f.dataWidth(); w < 4 || w > MaxDataWidth || w%4 != 0 {
+	if w := f.Width(); w < 4 || w > MaxDataWidth || w%4 != 0 {
 		return fmt.Errorf("dta: Key-Write data width %d: a multiple of 4 up to %d", w, MaxDataWidth)
 	}
 	return nil
@@ -161,7 +162,7 @@ var (
 func (f Format) Len(op Opcode) (int, error) {
 	switch op {
 	case OpKeyWrite:
-		return 5 + f.dataWidth(), nil
+		return 5 + f.Width(), nil
 	case OpAppend:
 		return 8, nil
 	case OpKeyIncrement:
@@ -313,6 +314,10 @@ type Ack struct {
 	NACK      bool // the translator missed reports before Seq: resend from Seq
 	Congested bool // slow down
 }
+
+// Ack flags beyond the public format: bit 6 of the second byte (the
+// first reserved bit) tells the reporter the translator is congested.
+const ackCongested = 0x40
 
 // AckLen is an Ack's length on the wire.
 const AckLen = 2

@@ -1,4 +1,4 @@
-package dtatranslator
+package dtamem
 
 import (
 	"encoding/binary"

@@ -1,0 +1,62 @@
+package dtamem
+
+import "encoding/binary"
+
+// EntrySeq is the sequence the entry at list position pos carries:
+// positions count from 0, sequences from 1, wrapping past 2^32-1 to 1 and
+// never 0, so a zeroed ring holds no entry.
+func EntrySeq(pos uint64) uint32 { return uint32(pos%(1<<32-1)) + 1 }
+
+// PutEntry writes the entry of list position pos into e, as the
+// translator's Append WRITE carries it.
+func PutEntry(e []byte, pos uint64, data []byte) {
+	copy(e[0:4], data)
+	binary.BigEndian.PutUint32(e[4:8], EntrySeq(pos))
+}
+
+// EntryAt reads position pos of a ring of entries entries: the entry's
+// data, and whether the slot holds that position's entry (and not a
+// stale one of an earlier lap, or none yet). A reader racing the writer
+// of the next lap reads the sequence again after the data (EntryAt twice).
+func EntryAt(mem []byte, entries, pos uint64) (uint32, bool) {
+	off := (pos % entries) * AppendEntryLen
+	e := mem[off : off+AppendEntryLen]
+	if binary.BigEndian.Uint32(e[4:]) != EntrySeq(pos) {
+		return 0, false
+	}
+	return binary.BigEndian.Uint32(e), true
+}
+
+// Poller reads one Append list in collector memory from its tail; several
+// pollers may share a list by taking disjoint positions (Start, Step).
+type Poller struct {
+	Mem     []byte // the list's ring
+	Entries uint64
+	next    uint64 // the position to read next
+	Step    uint64 // 1, or the number of pollers sharing the list
+}
+
+// NewPoller reads positions start, start+step, ... of a list.
+func NewPoller(mem []byte, entries, start, step uint64) *Poller {
+	if step == 0 {
+		step = 1
+	}
+	return &Poller{Mem: mem, Entries: entries, next: start, Step: step}
+}
+
+// Poll calls fn for each new entry (up to max) and returns how many it
+// read. An entry is new when its sequence is the one expected at the
+// poller's position.
+func (p *Poller) Poll(max int, fn func(data uint32)) int {
+	n := 0
+	for n < max {
+		d, ok := EntryAt(p.Mem, p.Entries, p.next)
+		if !ok {
+			break
+		}
+		fn(d)
+		p.next += p.Step
+		n++
+	}
+	return n
+}
