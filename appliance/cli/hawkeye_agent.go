@@ -15,11 +15,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rdma-appliance/appliance/appliance/hawkeyeagent"
+	"github.com/rdma-appliance/appliance/bench/hawkeyesim"
 	"github.com/rdma-appliance/appliance/bench/perftest"
 	"github.com/rdma-appliance/appliance/collector/hostmeshanalyzer"
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dpdk/header"
-	"github.com/rdma-appliance/appliance/translator/hawkeye"
+	"github.com/rdma-appliance/appliance/internal/hawkeyewire"
 )
 
 func init() {
@@ -52,7 +54,7 @@ Each flow's base RTT is the smallest it has shown (or --base-rtt
 for all); a sample above --threshold percent of it sends a polling packet for the flow,
 at most one per flow every --interval: an Ethernet frame with EtherType 0x6888 and the
 19-byte polling header (type 1, victim path; the victim's 5-tuple; see
-translator/hawkeye/wire.go) out of --port to --gw-mac (the first-hop switch, which
+internal/hawkeyewire/wire.go) out of --port to --gw-mac (the first-hop switch, which
 routes it along the victim's path and traces PFC from there). Every poll is printed
 (--json: one JSON object a line). Without --port the polls are only printed.
 
@@ -113,7 +115,7 @@ Examples:
 					}
 					first = *evBase
 				}
-				a := &pollAgent{det: hawkeye.NewDetector(*threshold, int64(*interval), uint8(first)), base: int64(*base),
+				a := &pollAgent{det: hawkeyeagent.NewDetector(*threshold, int64(*interval), uint8(first)), base: int64(*base),
 					dst: gwMAC, out: env.Stdout, json: *asJSON, log: env.Log}
 				if *port != "" {
 					pool, err := dpdk.NewPool("hawkeye-agent", 256, 0)
@@ -163,7 +165,7 @@ Examples:
 
 // pollAgent turns RTT lines into polling frames.
 type pollAgent struct {
-	det   *hawkeye.Detector
+	det   *hawkeyeagent.Detector
 	base  int64
 	port  dpdk.Port
 	pool  *dpdk.Pool
@@ -182,12 +184,12 @@ type pollAgent struct {
 
 // agentPoll is what the agent prints per poll.
 type agentPoll struct {
-	TimeNs int64           `json:"time_ns"`
-	Event  uint8           `json:"event"`
-	Victim hawkeye.FlowKey `json:"victim"`
-	RTT    int64           `json:"rtt_ns"`
-	Base   int64           `json:"base_ns"`
-	Sent   bool            `json:"sent"`
+	TimeNs int64               `json:"time_ns"`
+	Event  uint8               `json:"event"`
+	Victim hawkeyewire.FlowKey `json:"victim"`
+	RTT    int64               `json:"rtt_ns"`
+	Base   int64               `json:"base_ns"`
+	Sent   bool                `json:"sent"`
 }
 
 func (a *pollAgent) run(ctx context.Context, in io.Reader) error {
@@ -244,7 +246,7 @@ func (a *pollAgent) batch(line string) error {
 		if err1 != nil || err2 != nil || !src.Unmap().Is4() || !dst.Unmap().Is4() {
 			return fmt.Errorf("result %d: %q -> %q: not IPv4 addresses", i, r.SrcIP, r.DstIP)
 		}
-		k := hawkeye.FlowKey{Src: addrU32(src), Dst: addrU32(dst), Proto: hawkeye.ProtoUDP, Sport: r.SPort, Dport: 4791}
+		k := hawkeyewire.FlowKey{Src: addrU32(src), Dst: addrU32(dst), Proto: hawkeyesim.ProtoUDP, Sport: r.SPort, Dport: 4791}
 		if a.observe(k, r.NetworkNs) != nil {
 			break // a failed print: a.err holds it and run stops on it
 		}
@@ -261,7 +263,7 @@ func (a *pollAgent) ping(ctx context.Context, env *Env, server string, pp perfte
 			a.bad++
 			return
 		}
-		k := hawkeye.FlowKey{Src: addrU32(src), Dst: addrU32(dst), Proto: hawkeye.ProtoUDP, Sport: s.SrcPort, Dport: 4791}
+		k := hawkeyewire.FlowKey{Src: addrU32(src), Dst: addrU32(dst), Proto: hawkeyesim.ProtoUDP, Sport: s.SrcPort, Dport: 4791}
 		a.observe(k, s.RTT)
 	}
 	if server == "loopback" {
@@ -293,7 +295,7 @@ func (a *pollAgent) ping(ctx context.Context, env *Env, server string, pp perfte
 
 // observe runs one sample through the detector and sends and prints the
 // poll it raises.
-func (a *pollAgent) observe(k hawkeye.FlowKey, rtt int64) error {
+func (a *pollAgent) observe(k hawkeyewire.FlowKey, rtt int64) error {
 	if a.err != nil {
 		return a.err
 	}
@@ -319,7 +321,7 @@ func addrU32(a netip.Addr) uint32 {
 
 // send transmits a polling frame, padded to the 60-byte minimum (the
 // NIC adds the FCS).
-func (a *pollAgent) send(p hawkeye.Poll) bool {
+func (a *pollAgent) send(p hawkeyewire.Poll) bool {
 	if a.port == nil {
 		return false
 	}
@@ -355,9 +357,9 @@ func ip4(a uint32) netip.Addr {
 
 // parseRTTLine reads "SRC DST PROTO SPORT DPORT RTT" or
 // "SRC:SPORT DST:DPORT RTT".
-func parseRTTLine(line string) (hawkeye.FlowKey, int64, error) {
+func parseRTTLine(line string) (hawkeyewire.FlowKey, int64, error) {
 	f := strings.Fields(line)
-	var k hawkeye.FlowKey
+	var k hawkeyewire.FlowKey
 	addr := func(s string) (uint32, error) {
 		a, err := netip.ParseAddr(s)
 		if err != nil || !a.Is4() {
@@ -409,7 +411,7 @@ func parseRTTLine(line string) (hawkeye.FlowKey, int64, error) {
 				k.Dport = ap.Port()
 			}
 		}
-		k.Proto = hawkeye.ProtoUDP
+		k.Proto = hawkeyesim.ProtoUDP
 		rttS = f[2]
 	default:
 		return k, 0, errors.New("want SRC DST PROTO SPORT DPORT RTT_NS or SRC:SPORT DST:DPORT RTT_NS")

@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"testing"
 
-	"github.com/rdma-appliance/appliance/translator/hawkeye"
+	"github.com/rdma-appliance/appliance/appliance/hawkeyeagent"
 )
 
 // FuzzAgentInput: any line of the agent's input (text RTT samples or a
@@ -20,7 +20,7 @@ func FuzzAgentInput(f *testing.F) {
 	} {
 		f.Add(s)
 	}
-	a := &pollAgent{det: hawkeye.NewDetector(300, 1e9, 0), out: io.Discard, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	a := &pollAgent{det: hawkeyeagent.NewDetector(300, 1e9, 0), out: io.Discard, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	f.Fuzz(func(t *testing.T, line string) {
 		if len(line) > 0 && line[0] == '{' {
 			_ = a.batch(line)

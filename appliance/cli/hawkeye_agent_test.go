@@ -9,7 +9,7 @@ import (
 
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
-	"github.com/rdma-appliance/appliance/translator/hawkeye"
+	"github.com/rdma-appliance/appliance/internal/hawkeyewire"
 )
 
 // TestHawkeyeAgent: RTT lines over the threshold become polling frames on
@@ -48,8 +48,8 @@ garbage line
 		t.Fatalf("%d frames on the port", n)
 	}
 	for i, p := range pkts[:n] {
-		h, ok := hawkeye.ParseFrame(p.Data())
-		if !ok || p.Len() != 60 || h.Type() != hawkeye.TypeFlow || h.Event() != uint8(1+i) || h.Victim().Dport != 4791 {
+		h, ok := hawkeyewire.ParseFrame(p.Data())
+		if !ok || p.Len() != 60 || h.Type() != hawkeyewire.TypeFlow || h.Event() != uint8(1+i) || h.Victim().Dport != 4791 {
 			t.Fatalf("frame %d: %x", i, p.Data())
 		}
 		if d := p.Data(); d[0] != 0x0c || d[5] != 0x01 {

@@ -15,7 +15,7 @@ func init() {
 		Name:    "diagnose",
 		Summary: "diagnose one incident's telemetry: anomaly type, ranked root causes, PFC spreading path, loops",
 		Usage:   "[--json] [--dot FILE] [--svg FILE [--renderer auto|graphviz|native]] telemetry.json",
-		Long: `Reads one incident's telemetry (the JSON of translator/hawkeye's Telemetry: the
+		Long: `Reads one incident's telemetry (the JSON of internal/hawkeyewire's Telemetry: the
 victim, the topology as links, the switches' reports), builds the provenance graph of
 Hawkeye's Algorithm 1 (port -> port edges from paused ports to the downstream queues
 their traffic waits in, flow -> port edges by paused packets, port -> flow edges by

@@ -10,8 +10,8 @@ import (
 
 	"github.com/rdma-appliance/appliance/bench/hawkeyeeval"
 	"github.com/rdma-appliance/appliance/collector/hawkeyeanalyzer"
+	"github.com/rdma-appliance/appliance/internal/hawkeyewire"
 	"github.com/rdma-appliance/appliance/internal/spec"
-	thawk "github.com/rdma-appliance/appliance/translator/hawkeye"
 )
 
 // HawkeyeSpec configures the Hawkeye stage: a few traces of every
@@ -150,13 +150,13 @@ type gallery struct {
 }
 
 type galleryCall struct {
-	t *thawk.Telemetry
+	t *hawkeyewire.Telemetry
 	v hawkeyeeval.Verdict
 }
 
 // diagnose is the evaluation's Diagnoser: collector/hawkeyeanalyzer's analyzer,
 // with the telemetry noted.
-func (g *gallery) diagnose(t *thawk.Telemetry) (hawkeyeeval.Verdict, error) {
+func (g *gallery) diagnose(t *hawkeyewire.Telemetry) (hawkeyeeval.Verdict, error) {
 	v, err := hawkeyeeval.Analyzer(t)
 	if err == nil {
 		g.calls = append(g.calls, galleryCall{t, v})

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	thawk "github.com/rdma-appliance/appliance/translator/hawkeye"
+	"github.com/rdma-appliance/appliance/internal/hawkeyewire"
 )
 
 // TestAnomaliesManifest: the generated anomalies show in the fabric as
@@ -107,7 +107,7 @@ func loopDeadlocks(t *testing.T, tr *Trace) bool {
 
 // TestShardsMerge: three shards of an evaluation add up to the whole.
 func TestShardsMerge(t *testing.T) {
-	diag := func(*thawk.Telemetry) (Verdict, error) { return Verdict{Anomaly: Incast}, nil }
+	diag := func(*hawkeyewire.Telemetry) (Verdict, error) { return Verdict{Anomaly: Incast}, nil }
 	as, ms := []Anomaly{Incast, Contention}, []Method{Hawkeye}
 	whole, err := Evaluate(context.Background(), 2, as, ms, diag, nil)
 	if err != nil {

@@ -6,7 +6,8 @@ import (
 	"slices"
 
 	"github.com/rdma-appliance/appliance/bench/fabric"
-	thawk "github.com/rdma-appliance/appliance/translator/hawkeye"
+	"github.com/rdma-appliance/appliance/bench/hawkeyesim"
+	"github.com/rdma-appliance/appliance/internal/hawkeyewire"
 )
 
 // Method is how telemetry is collected for a diagnosis: Hawkeye, or one of
@@ -50,13 +51,13 @@ func (m Method) String() string {
 type Verdict struct {
 	Anomaly Anomaly // -1: none recognised
 	// Flows are the root-cause flows, best first; Host a root-cause host.
-	Flows []thawk.FlowKey
+	Flows []hawkeyewire.FlowKey
 	Host  string
 }
 
 // Diagnoser turns an incident's telemetry into a verdict (the analyzer of
 // collector/hawkeyeanalyzer, adapted).
-type Diagnoser func(t *thawk.Telemetry) (Verdict, error)
+type Diagnoser func(t *hawkeyewire.Telemetry) (Verdict, error)
 
 // Outcome is one method's result on one trace.
 type Outcome struct {
@@ -86,8 +87,8 @@ func Run(ctx context.Context, tr *Trace, methods []Method, diag Diagnoser) ([]Ou
 	if err != nil {
 		return nil, err
 	}
-	visits := map[uint8][]thawk.Visit{}
-	cfg := thawk.DefaultConfig()
+	visits := map[uint8][]hawkeyesim.Visit{}
+	cfg := hawkeyesim.DefaultConfig()
 	// The switch CPUs read their registers a while after the polling
 	// packet passed (the paper's pollers take tens of milliseconds): by
 	// then the epochs hold the anomaly as it developed, not only its
@@ -96,18 +97,18 @@ func Run(ctx context.Context, tr *Trace, methods []Method, diag Diagnoser) ([]Ou
 	// Polls of background flows before the anomaly must not leave its
 	// switches rate-limited when it comes.
 	cfg.CollectInterval = 100_000
-	sys, err := thawk.Attach(sim, cfg, thawk.DefaultAgentConfig())
+	sys, err := hawkeyesim.Attach(sim, cfg, hawkeyesim.DefaultAgentConfig())
 	if err != nil {
 		return nil, err
 	}
-	sys.Program.OnVisit = func(v thawk.Visit) { visits[v.Event] = append(visits[v.Event], v) }
+	sys.Program.OnVisit = func(v hawkeyesim.Visit) { visits[v.Event] = append(visits[v.Event], v) }
 	// Full polling: at the first poll after the anomaly began, every
 	// switch is collected a moment later (when Hawkeye's CPU pollers
 	// read theirs).
-	var full *thawk.Telemetry
-	var first *thawk.PollEvent
+	var full *hawkeyewire.Telemetry
+	var first *hawkeyesim.PollEvent
 	begin := sys.Agent.OnPoll
-	sys.Agent.OnPoll = func(p thawk.PollEvent) {
+	sys.Agent.OnPoll = func(p hawkeyesim.PollEvent) {
 		if begin != nil {
 			begin(p)
 		}
@@ -120,7 +121,7 @@ func Run(ctx context.Context, tr *Trace, methods []Method, diag Diagnoser) ([]Ou
 		pc := p
 		first = &pc
 		sim.At(p.Time+readDelay, func(s *fabric.Sim) {
-			t := &thawk.Telemetry{Event: pc.Event, Victim: pc.Victim, Time: s.Now(), Hosts: sys.Collector.Hosts, Links: sys.Collector.Links}
+			t := &hawkeyewire.Telemetry{Event: pc.Event, Victim: pc.Victim, Time: s.Now(), Hosts: sys.Collector.Hosts, Links: sys.Collector.Links}
 			for sw := range sys.Program.Switches() {
 				t.Reports = append(t.Reports, sys.Program.Collect(sw))
 			}
@@ -139,7 +140,7 @@ func Run(ctx context.Context, tr *Trace, methods []Method, diag Diagnoser) ([]Ou
 			continue
 		}
 		o.Detected = true
-		var t *thawk.Telemetry
+		var t *hawkeyewire.Telemetry
 		switch m {
 		case FullPolling:
 			t = full
@@ -168,12 +169,12 @@ func Run(ctx context.Context, tr *Trace, methods []Method, diag Diagnoser) ([]Ou
 }
 
 // shape trims a Hawkeye incident to what a method would have collected.
-func shape(t *thawk.Telemetry, m Method, visits []thawk.Visit) *thawk.Telemetry {
+func shape(t *hawkeyewire.Telemetry, m Method, visits []hawkeyesim.Visit) *hawkeyewire.Telemetry {
 	c := *t
 	c.Reports = nil
 	onPath := map[string]bool{}
 	for _, v := range visits {
-		if v.Type&thawk.TypeFlow != 0 {
+		if v.Type&hawkeyewire.TypeFlow != 0 {
 			onPath[v.Switch] = true
 		}
 	}
@@ -220,9 +221,9 @@ func (tr Truth) matches(v Verdict, sim *fabric.Sim) bool {
 	if len(v.Flows) == 0 {
 		return false
 	}
-	injected := map[thawk.FlowKey]bool{}
+	injected := map[hawkeyewire.FlowKey]bool{}
 	for _, f := range tr.Flows {
-		injected[thawk.FlowKeyOf(sim, int32(f))] = true
+		injected[hawkeyesim.FlowKeyOf(sim, int32(f))] = true
 	}
 	for _, k := range v.Flows[:min(3, len(v.Flows))] {
 		if injected[k] {

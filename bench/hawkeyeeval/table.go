@@ -8,12 +8,12 @@ import (
 	"text/tabwriter"
 
 	"github.com/rdma-appliance/appliance/collector/hawkeyeanalyzer"
-	thawk "github.com/rdma-appliance/appliance/translator/hawkeye"
+	"github.com/rdma-appliance/appliance/internal/hawkeyewire"
 )
 
 // Analyzer is the Diagnoser of collector/hawkeyeanalyzer: its types mapped to the
 // injected ones, its ranked root causes.
-func Analyzer(t *thawk.Telemetry) (Verdict, error) {
+func Analyzer(t *hawkeyewire.Telemetry) (Verdict, error) {
 	d := hawkeyeanalyzer.Diagnose(t, hawkeyeanalyzer.Options{})
 	v := Verdict{Anomaly: -1, Flows: d.RootFlows()}
 	if hs := d.RootHosts(); len(hs) > 0 {

@@ -6,14 +6,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-appliance/appliance/translator/hawkeye"
+	"github.com/rdma-appliance/appliance/internal/hawkeyewire"
 )
 
 // benchTelemetry is an incident on a chain of 10 switches of 10 ports
 // (100 egress ports) with 10 000 flows: S_i.P0 leads to S_(i+1).P1, the
 // other ports to hosts. An incast into S9.P0 pauses S8.P0, which pauses
 // S7.P0, and so on up to S0.P0, where the victim waits.
-func benchTelemetry() *hawkeye.Telemetry {
+func benchTelemetry() *hawkeyewire.Telemetry {
 	const switches, ports, flows = 10, 10, 10000
 	s := newScenario()
 	name := func(i int) string { return fmt.Sprintf("S%d", i) }
@@ -46,7 +46,7 @@ func benchTelemetry() *hawkeye.Telemetry {
 		if in == out {
 			in = 2 + (in-1)%(ports-2)
 		}
-		key := hawkeye.FlowKey{Src: hosts[rng.IntN(len(hosts))], Dst: hosts[rng.IntN(len(hosts))],
+		key := hawkeyewire.FlowKey{Src: hosts[rng.IntN(len(hosts))], Dst: hosts[rng.IntN(len(hosts))],
 			Sport: uint16(j), Dport: 4791, Proto: 17}
 		pkts := uint32(10 + rng.IntN(990))
 		var paused uint32

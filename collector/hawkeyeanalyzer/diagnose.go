@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/rdma-appliance/appliance/translator/hawkeye"
+	"github.com/rdma-appliance/appliance/internal/hawkeyewire"
 )
 
 // Anomaly is a diagnosed anomaly type: the six of the paper's Table 2 (the
@@ -72,9 +72,9 @@ func (a Anomaly) Describe() string {
 type RootCause struct {
 	Kind string `json:"kind"` // "flow" or "host"
 	// Name is the flow's 5-tuple (FlowName) or the host's name.
-	Name string           `json:"name"`
-	Flow *hawkeye.FlowKey `json:"flow,omitempty"`
-	Host string           `json:"host,omitempty"`
+	Name string               `json:"name"`
+	Flow *hawkeyewire.FlowKey `json:"flow,omitempty"`
+	Host string               `json:"host,omitempty"`
 	// Port is where it acted: the congested egress port, or the egress
 	// port towards the host that paused it.
 	Port string `json:"port"`
@@ -118,10 +118,10 @@ type Hop struct {
 
 // Diagnosis is the result of Algorithm 2 on one incident.
 type Diagnosis struct {
-	Type      Anomaly         `json:"type"`
-	Summary   string          `json:"summary"`
-	Victim    string          `json:"victim"`
-	VictimKey hawkeye.FlowKey `json:"victim_key"`
+	Type      Anomaly             `json:"type"`
+	Summary   string              `json:"summary"`
+	Victim    string              `json:"victim"`
+	VictimKey hawkeyewire.FlowKey `json:"victim_key"`
 	// RootCauses are ranked by contribution, the largest first.
 	RootCauses []RootCause `json:"root_causes"`
 	// Initiator is the initial congestion point (port).
@@ -153,8 +153,8 @@ type Diagnosis struct {
 }
 
 // RootFlows returns the root-cause flows, ranked.
-func (d *Diagnosis) RootFlows() []hawkeye.FlowKey {
-	var out []hawkeye.FlowKey
+func (d *Diagnosis) RootFlows() []hawkeyewire.FlowKey {
+	var out []hawkeyewire.FlowKey
 	for _, r := range d.RootCauses {
 		if r.Flow != nil {
 			out = append(out, *r.Flow)
@@ -175,7 +175,7 @@ func (d *Diagnosis) RootHosts() []string {
 }
 
 // Diagnose builds the provenance graph of t and diagnoses it.
-func Diagnose(t *hawkeye.Telemetry, opt Options) *Diagnosis { return Build(t, opt).Diagnose() }
+func Diagnose(t *hawkeyewire.Telemetry, opt Options) *Diagnosis { return Build(t, opt).Diagnose() }
 
 func (d *Diagnosis) explain(format string, args ...any) {
 	d.Explanation = append(d.Explanation, fmt.Sprintf(format, args...))

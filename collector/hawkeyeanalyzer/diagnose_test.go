@@ -7,10 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rdma-appliance/appliance/translator/hawkeye"
+	"github.com/rdma-appliance/appliance/internal/hawkeyewire"
 )
 
-func diagnose(t *testing.T, tel *hawkeye.Telemetry) *Diagnosis {
+func diagnose(t *testing.T, tel *hawkeyewire.Telemetry) *Diagnosis {
 	t.Helper()
 	d := Diagnose(tel, Options{})
 	// Every diagnosis renders in the three forms.
@@ -52,7 +52,7 @@ func TestIncastBackpressure(t *testing.T) {
 		t.Errorf("SW4:1, the initial congestion point, has out-degree %d", n)
 	}
 	for _, fp := range []struct {
-		f    hawkeye.FlowKey
+		f    hawkeyewire.FlowKey
 		port string
 		want uint64
 	}{{c.f1, "SW1:1", 60}, {c.f2, "SW1:1", 60}, {c.f2, "SW2:3", 70}, {c.f1, "SW2:4", 0}} {
@@ -182,7 +182,7 @@ func TestDeadlockInLoop(t *testing.T) {
 		t.Errorf("confidence %.2f problems %v", d.Confidence, d.Problems)
 	}
 	// Any flow of the loop as the victim finds the same deadlock.
-	for _, v := range []hawkeye.FlowKey{r.f2, r.f3, r.f4} {
+	for _, v := range []hawkeyewire.FlowKey{r.f2, r.f3, r.f4} {
 		r.s.victim = v
 		d := diagnose(t, r.s.telemetry())
 		wantType(t, d, DeadlockInLoop)
@@ -283,7 +283,7 @@ func hasProblem(d *Diagnosis, sub string) bool {
 func TestBadInput(t *testing.T) {
 	t.Run("victim unseen", func(t *testing.T) {
 		c := newIncast()
-		c.s.victim = hawkeye.FlowKey{Src: 1, Dst: 2, Sport: 3, Dport: 4791, Proto: 17}
+		c.s.victim = hawkeyewire.FlowKey{Src: 1, Dst: 2, Sport: 3, Dport: 4791, Proto: 17}
 		d := diagnose(t, c.s.telemetry())
 		wantType(t, d, Unknown)
 		if len(d.RootCauses) != 0 || d.Confidence != 0 || !hasProblem(d, "appears in no switch") {
@@ -319,7 +319,7 @@ func TestBadInput(t *testing.T) {
 	t.Run("switch not in topology", func(t *testing.T) {
 		c := newIncast()
 		tel := c.s.telemetry()
-		tel.Reports = append(tel.Reports, hawkeye.SwitchReport{Switch: "SW9", Epochs: tel.Reports[0].Epochs})
+		tel.Reports = append(tel.Reports, hawkeyewire.SwitchReport{Switch: "SW9", Epochs: tel.Reports[0].Epochs})
 		d := diagnose(t, tel)
 		if !hasProblem(d, "SW9 reported but is not in the topology") {
 			t.Errorf("problems %v", d.Problems)
@@ -349,7 +349,7 @@ func TestBadInput(t *testing.T) {
 			if r := &tel.Reports[i]; r.Switch == "SW4" {
 				r.Truncated = true
 				e := &r.Epochs[0]
-				e.Flows = slices.DeleteFunc(e.Flows, func(f hawkeye.FlowRecord) bool { return f.Key != c.bursts[0] && f.Key != c.f2 })
+				e.Flows = slices.DeleteFunc(e.Flows, func(f hawkeyewire.FlowRecord) bool { return f.Key != c.bursts[0] && f.Key != c.f2 })
 			}
 		}
 		d := diagnose(t, tel)
@@ -360,7 +360,7 @@ func TestBadInput(t *testing.T) {
 	t.Run("empty epoch", func(t *testing.T) {
 		c := newIncast()
 		tel := c.s.telemetry()
-		tel.Reports[0].Epochs = append(tel.Reports[0].Epochs, hawkeye.EpochReport{ID: 8, Start: 1 << 20})
+		tel.Reports[0].Epochs = append(tel.Reports[0].Epochs, hawkeyewire.EpochReport{ID: 8, Start: 1 << 20})
 		d := diagnose(t, tel)
 		if !hasProblem(d, "epoch 8 (start 1048576 ns) is empty") {
 			t.Errorf("problems %v", d.Problems)
@@ -371,7 +371,7 @@ func TestBadInput(t *testing.T) {
 		c := newIncast()
 		tel := c.s.telemetry()
 		for i := range tel.Reports {
-			tel.Reports[i].Epochs = []hawkeye.EpochReport{{ID: 1}}
+			tel.Reports[i].Epochs = []hawkeyewire.EpochReport{{ID: 1}}
 		}
 		d := diagnose(t, tel)
 		wantType(t, d, Unknown)
@@ -441,7 +441,7 @@ func TestBadInput(t *testing.T) {
 		wantType(t, diagnose(t, tel), Unknown)
 	})
 	t.Run("empty", func(t *testing.T) {
-		for _, tel := range []*hawkeye.Telemetry{nil, {}, {Reports: []hawkeye.SwitchReport{{}}}} {
+		for _, tel := range []*hawkeyewire.Telemetry{nil, {}, {Reports: []hawkeyewire.SwitchReport{{}}}} {
 			d := diagnose(t, tel)
 			wantType(t, d, Unknown)
 			if len(d.Problems) == 0 {
@@ -504,7 +504,7 @@ func TestDeadlockClosedByRoutes(t *testing.T) {
 			continue
 		}
 		e := &tel.Reports[i].Epochs[0]
-		e.Meters = slices.DeleteFunc(e.Meters, func(m hawkeye.MeterRecord) bool { return m.In == 1 && m.Out == 2 })
+		e.Meters = slices.DeleteFunc(e.Meters, func(m hawkeyewire.MeterRecord) bool { return m.In == 1 && m.Out == 2 })
 	}
 	d := diagnose(t, tel)
 	wantType(t, d, DeadlockOutOfLoopInjection)

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/rdma-appliance/appliance/translator/hawkeye"
+	"github.com/rdma-appliance/appliance/internal/hawkeyewire"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.json from the hand-built cases")
@@ -15,7 +15,7 @@ var update = flag.Bool("update", false, "rewrite testdata/*.json from the hand-b
 // examples are the hand-built cases as telemetry files (what `appliance
 // hawkeye diagnose` reads), with the type each must be diagnosed as.
 func examples() map[string]struct {
-	tel  *hawkeye.Telemetry
+	tel  *hawkeyewire.Telemetry
 	want Anomaly
 } {
 	c := newIncast()
@@ -23,7 +23,7 @@ func examples() map[string]struct {
 	oc, _ := newOutOfLoopContention()
 	s, _ := newContention()
 	type ex = struct {
-		tel  *hawkeye.Telemetry
+		tel  *hawkeyewire.Telemetry
 		want Anomaly
 	}
 	return map[string]ex{

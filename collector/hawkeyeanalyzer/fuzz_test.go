@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/rdma-appliance/appliance/translator/hawkeye"
+	"github.com/rdma-appliance/appliance/internal/hawkeyewire"
 )
 
 // FuzzDiagnose feeds arbitrary JSON through Decode and the whole analysis:
@@ -19,7 +19,7 @@ func FuzzDiagnose(f *testing.F) {
 	r, _ := newInLoop()
 	oc, _ := newOutOfLoopContention()
 	s, _ := newContention()
-	for _, tel := range []*hawkeye.Telemetry{c.s.telemetry(), newStorm().s.telemetry(), r.s.telemetry(),
+	for _, tel := range []*hawkeyewire.Telemetry{c.s.telemetry(), newStorm().s.telemetry(), r.s.telemetry(),
 		newOutOfLoopInjection().s.telemetry(), oc.s.telemetry(), s.telemetry(), without(c.s.telemetry(), "SW4")} {
 		b, err := json.Marshal(tel)
 		if err != nil {

@@ -1,6 +1,6 @@
 // Package hawkeyeanalyzer is Hawkeye's analyzer (SIGCOMM 2025): it turns the
 // telemetry that switches' CPU pollers collected for one incident (a
-// translator/hawkeye Telemetry: per-epoch flow, port and port-pair meter
+// internal/hawkeyewire Telemetry: per-epoch flow, port and port-pair meter
 // records along the victim path and the PFC causality path) into the
 // heterogeneous wait-for provenance graph of the paper's Algorithm 1, and
 // diagnoses it as Algorithm 2 does with the Table 2 signatures: micro-burst
@@ -25,7 +25,7 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/rdma-appliance/appliance/translator/hawkeye"
+	"github.com/rdma-appliance/appliance/internal/hawkeyewire"
 )
 
 // Options are the analyzer's thresholds; a zero field takes its default.
@@ -114,8 +114,8 @@ func (p *PortNode) IsPaused() bool { return p.PauseFrames > 0 || p.Paused > 0 ||
 
 // FlowNode is a flow (5-tuple) seen at one or more switches.
 type FlowNode struct {
-	Name string          `json:"name"`
-	Key  hawkeye.FlowKey `json:"key"`
+	Name string              `json:"name"`
+	Key  hawkeyewire.FlowKey `json:"key"`
 }
 
 // PortEdge is a port-level wait-for edge: From (a paused egress port)
@@ -179,19 +179,19 @@ type hop struct {
 // the diagnosis needs from the telemetry: the victim, the topology and the
 // problems found in the input.
 type Graph struct {
-	Victim        hawkeye.FlowKey `json:"victim"`
-	Ports         []PortNode      `json:"ports"`
-	Flows         []FlowNode      `json:"flows"`
-	PortEdges     []PortEdge      `json:"port_edges"`
-	FlowPortEdges []FlowPortEdge  `json:"flow_port_edges"`
-	PortFlowEdges []PortFlowEdge  `json:"port_flow_edges"`
+	Victim        hawkeyewire.FlowKey `json:"victim"`
+	Ports         []PortNode          `json:"ports"`
+	Flows         []FlowNode          `json:"flows"`
+	PortEdges     []PortEdge          `json:"port_edges"`
+	FlowPortEdges []FlowPortEdge      `json:"flow_port_edges"`
+	PortFlowEdges []PortFlowEdge      `json:"port_flow_edges"`
 	// Problems are what the telemetry lacks or gets wrong, in the order
 	// found (missing switches, truncated reports, empty epochs...).
 	Problems []string `json:"problems,omitempty"`
 
 	opt      Options
 	portIdx  map[PortID]int
-	flowIdx  map[hawkeye.FlowKey]int
+	flowIdx  map[hawkeyewire.FlowKey]int
 	hops     []hop
 	portHops [][]int // hops at each port
 	flowHops [][]int // hops of each flow
@@ -218,7 +218,7 @@ type topology struct {
 	switches map[string]bool
 }
 
-func newTopology(links []hawkeye.Link, problem func(string, ...any)) *topology {
+func newTopology(links []hawkeyewire.Link, problem func(string, ...any)) *topology {
 	t := &topology{links: make(map[PortID]peer), switches: make(map[string]bool)}
 	add := func(a PortID, p peer) {
 		if old, ok := t.links[a]; ok {
@@ -259,9 +259,9 @@ func (p peer) String() string {
 
 // FlowName renders a 5-tuple as src:sport->dst:dport/proto with dotted
 // IPv4 addresses.
-func FlowName(k hawkeye.FlowKey) string { return string(appendFlowName(make([]byte, 0, 48), k)) }
+func FlowName(k hawkeyewire.FlowKey) string { return string(appendFlowName(make([]byte, 0, 48), k)) }
 
-func appendFlowName(b []byte, k hawkeye.FlowKey) []byte {
+func appendFlowName(b []byte, k hawkeyewire.FlowKey) []byte {
 	b = appendIP(b, k.Src)
 	b = append(b, ':')
 	b = strconv.AppendUint(b, uint64(k.Sport), 10)
@@ -283,7 +283,7 @@ func appendIP(b []byte, ip uint32) []byte {
 	return b
 }
 
-func compareFlowKey(a, b hawkeye.FlowKey) int {
+func compareFlowKey(a, b hawkeyewire.FlowKey) int {
 	if c := cmp.Compare(a.Src, b.Src); c != 0 {
 		return c
 	}
@@ -333,7 +333,7 @@ type epochKey struct {
 // Build constructs the provenance graph of Algorithm 1 from one incident's
 // telemetry, aggregating every epoch reported. It never fails: problems in
 // the input are listed in Graph.Problems. t may be nil.
-func Build(t *hawkeye.Telemetry, opt Options) *Graph {
+func Build(t *hawkeyewire.Telemetry, opt Options) *Graph {
 	g := &Graph{
 		opt:      opt.withDefaults(),
 		reported: make(map[string]bool),
@@ -345,7 +345,7 @@ func Build(t *hawkeye.Telemetry, opt Options) *Graph {
 	}
 	if t == nil {
 		problem("no telemetry")
-		t = &hawkeye.Telemetry{}
+		t = &hawkeyewire.Telemetry{}
 	}
 	g.Victim = t.Victim
 	g.topo = newTopology(t.Links, problem)
@@ -398,14 +398,14 @@ func Build(t *hawkeye.Telemetry, opt Options) *Graph {
 		}
 		return i
 	}
-	flowTmp := make(map[hawkeye.FlowKey]int, nrec)
-	var flowKeys []hawkeye.FlowKey
+	flowTmp := make(map[hawkeyewire.FlowKey]int, nrec)
+	var flowKeys []hawkeyewire.FlowKey
 	hopIdx := make(map[uint64]int, nrec)
 	hops := make([]hop, 0, nrec)
 	meters := make(map[meterKey]uint64)
 	seen := make(map[epochKey]bool)
 	truncated := make(map[string]bool)
-	addFlow := func(m map[int]int, sw string, f *hawkeye.FlowRecord) {
+	addFlow := func(m map[int]int, sw string, f *hawkeyewire.FlowRecord) {
 		pi := portOf(m, sw, f.Out)
 		fi, ok := flowTmp[f.Key]
 		if !ok {
@@ -915,7 +915,7 @@ func (g *Graph) Contributions(port string) []PortFlowEdge {
 
 // PausedAt returns the paused packets of flow at port (the flow-port
 // edge's weight), 0 when there is no edge.
-func (g *Graph) PausedAt(flow hawkeye.FlowKey, port string) uint64 {
+func (g *Graph) PausedAt(flow hawkeyewire.FlowKey, port string) uint64 {
 	fi, ok := g.flowIdx[flow]
 	if !ok {
 		return 0

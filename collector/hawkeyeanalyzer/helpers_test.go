@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/rdma-appliance/appliance/translator/hawkeye"
+	"github.com/rdma-appliance/appliance/internal/hawkeyewire"
 )
 
 // scenario builds one incident's telemetry the way switches would record
@@ -13,27 +13,27 @@ import (
 // average queue depth they saw); port records and port-pair meters are
 // derived from the hops (1000 B per packet), pause frames set per port.
 type scenario struct {
-	links  []hawkeye.Link
+	links  []hawkeyewire.Link
 	hosts  map[string]uint32
-	hops   map[string][]hawkeye.FlowRecord
+	hops   map[string][]hawkeyewire.FlowRecord
 	pauses map[PortID]uint32
 	order  []string
-	victim hawkeye.FlowKey
+	victim hawkeyewire.FlowKey
 }
 
 func newScenario() *scenario {
-	return &scenario{hosts: map[string]uint32{}, hops: map[string][]hawkeye.FlowRecord{}, pauses: map[PortID]uint32{}}
+	return &scenario{hosts: map[string]uint32{}, hops: map[string][]hawkeyewire.FlowRecord{}, pauses: map[PortID]uint32{}}
 }
 
 // link joins a:ap to b:bp.
 func (s *scenario) link(a string, ap int, b string, bp int) *scenario {
-	s.links = append(s.links, hawkeye.Link{A: a, APort: ap, B: b, BPort: bp})
+	s.links = append(s.links, hawkeyewire.Link{A: a, APort: ap, B: b, BPort: bp})
 	return s
 }
 
 // host attaches host h (IP 10.0.0.n) to a:ap.
 func (s *scenario) host(a string, ap int, h string) *scenario {
-	s.links = append(s.links, hawkeye.Link{A: a, APort: ap, Host: h})
+	s.links = append(s.links, hawkeyewire.Link{A: a, APort: ap, Host: h})
 	if _, ok := s.hosts[h]; !ok {
 		s.hosts[h] = 10<<24 | uint32(len(s.hosts)+1)
 	}
@@ -41,17 +41,17 @@ func (s *scenario) host(a string, ap int, h string) *scenario {
 }
 
 // flow is the RoCE flow from host src to host dst with source port sport.
-func (s *scenario) flow(src, dst string, sport uint16) hawkeye.FlowKey {
-	return hawkeye.FlowKey{Src: s.hosts[src], Dst: s.hosts[dst], Sport: sport, Dport: 4791, Proto: 17}
+func (s *scenario) flow(src, dst string, sport uint16) hawkeyewire.FlowKey {
+	return hawkeyewire.FlowKey{Src: s.hosts[src], Dst: s.hosts[dst], Sport: sport, Dport: 4791, Proto: 17}
 }
 
 // hop records flow f at switch sw: in -> out, packets, paused, average
 // queue depth.
-func (s *scenario) hop(sw string, f hawkeye.FlowKey, in, out int, packets, paused uint32, qdepth uint64) *scenario {
+func (s *scenario) hop(sw string, f hawkeyewire.FlowKey, in, out int, packets, paused uint32, qdepth uint64) *scenario {
 	if _, ok := s.hops[sw]; !ok {
 		s.order = append(s.order, sw)
 	}
-	s.hops[sw] = append(s.hops[sw], hawkeye.FlowRecord{Key: f, In: in, Out: out, Packets: packets, Paused: paused,
+	s.hops[sw] = append(s.hops[sw], hawkeyewire.FlowRecord{Key: f, In: in, Out: out, Packets: packets, Paused: paused,
 		QdepthSum: qdepth * uint64(packets)})
 	return s
 }
@@ -62,8 +62,8 @@ func (s *scenario) pause(sw string, port int, frames uint32) *scenario {
 	return s
 }
 
-func (s *scenario) telemetry() *hawkeye.Telemetry {
-	t := &hawkeye.Telemetry{Event: 1, Victim: s.victim, Time: 1_000_000, Hosts: s.hosts, Links: s.links}
+func (s *scenario) telemetry() *hawkeyewire.Telemetry {
+	t := &hawkeyewire.Telemetry{Event: 1, Victim: s.victim, Time: 1_000_000, Hosts: s.hosts, Links: s.links}
 	names := slices.Clone(s.order)
 	for id := range s.pauses {
 		if _, ok := s.hops[id.Switch]; !ok && !slices.Contains(names, id.Switch) {
@@ -72,11 +72,11 @@ func (s *scenario) telemetry() *hawkeye.Telemetry {
 	}
 	slices.Sort(names)
 	for _, sw := range names {
-		ports := map[int]*hawkeye.PortRecord{}
+		ports := map[int]*hawkeyewire.PortRecord{}
 		meters := map[[2]int]uint64{}
-		portOf := func(p int) *hawkeye.PortRecord {
+		portOf := func(p int) *hawkeyewire.PortRecord {
 			if ports[p] == nil {
-				ports[p] = &hawkeye.PortRecord{Port: p}
+				ports[p] = &hawkeyewire.PortRecord{Port: p}
 			}
 			return ports[p]
 		}
@@ -95,24 +95,24 @@ func (s *scenario) telemetry() *hawkeye.Telemetry {
 				p.PauseLeftNs = 3355
 			}
 		}
-		e := hawkeye.EpochReport{ID: 7, Start: 0, Flows: slices.Clone(s.hops[sw])}
+		e := hawkeyewire.EpochReport{ID: 7, Start: 0, Flows: slices.Clone(s.hops[sw])}
 		for _, p := range ports {
 			e.Ports = append(e.Ports, *p)
 		}
-		slices.SortFunc(e.Ports, func(a, b hawkeye.PortRecord) int { return cmp.Compare(a.Port, b.Port) })
+		slices.SortFunc(e.Ports, func(a, b hawkeyewire.PortRecord) int { return cmp.Compare(a.Port, b.Port) })
 		for k, b := range meters {
-			e.Meters = append(e.Meters, hawkeye.MeterRecord{In: k[0], Out: k[1], Bytes: b})
+			e.Meters = append(e.Meters, hawkeyewire.MeterRecord{In: k[0], Out: k[1], Bytes: b})
 		}
-		slices.SortFunc(e.Meters, func(a, b hawkeye.MeterRecord) int {
+		slices.SortFunc(e.Meters, func(a, b hawkeyewire.MeterRecord) int {
 			return cmp.Or(cmp.Compare(a.In, b.In), cmp.Compare(a.Out, b.Out))
 		})
-		t.Reports = append(t.Reports, hawkeye.SwitchReport{Switch: sw, Epochs: []hawkeye.EpochReport{e}, Bytes: 1500})
+		t.Reports = append(t.Reports, hawkeyewire.SwitchReport{Switch: sw, Epochs: []hawkeyewire.EpochReport{e}, Bytes: 1500})
 	}
 	return t
 }
 
 // without drops the reports of the named switches.
-func without(t *hawkeye.Telemetry, sws ...string) *hawkeye.Telemetry {
+func without(t *hawkeyewire.Telemetry, sws ...string) *hawkeyewire.Telemetry {
 	c := *t
 	c.Reports = nil
 	for _, r := range t.Reports {
@@ -128,8 +128,8 @@ func without(t *hawkeye.Telemetry, sws ...string) *hawkeye.Telemetry {
 // Z, never near SW4) waits.
 type incastCase struct {
 	s                  *scenario
-	f1, f2             hawkeye.FlowKey
-	bursts             []hawkeye.FlowKey
+	f1, f2             hawkeyewire.FlowKey
+	bursts             []hawkeyewire.FlowKey
 	sw1p1, sw2p3, sw41 string
 }
 
@@ -160,7 +160,7 @@ func newIncast() *incastCase {
 // behind them.
 type stormCase struct {
 	s          *scenario
-	f1, f2, f3 hawkeye.FlowKey
+	f1, f2, f3 hawkeyewire.FlowKey
 }
 
 func newStorm() *stormCase {
@@ -185,7 +185,7 @@ func newStorm() *stormCase {
 // feeds the next.
 type ring struct {
 	s              *scenario
-	f1, f2, f3, f4 hawkeye.FlowKey
+	f1, f2, f3, f4 hawkeyewire.FlowKey
 }
 
 func newRing(loopPaused uint32, loopQ uint64) *ring {
@@ -202,7 +202,7 @@ func newRing(loopPaused uint32, loopQ uint64) *ring {
 	r.f3 = s.flow("H3", "H1", 4003)
 	r.f4 = s.flow("H4", "H2", 4004)
 	// Fk enters at SWk, crosses SWk.P2 and SW(k+1).P2, leaves at SW(k+2).
-	for k, f := range []hawkeye.FlowKey{r.f1, r.f2, r.f3, r.f4} {
+	for k, f := range []hawkeyewire.FlowKey{r.f1, r.f2, r.f3, r.f4} {
 		a, b, c := k+1, (k+1)%4+1, (k+2)%4+1
 		s.hop(sw(a), f, 3, 2, 100, loopPaused, loopQ).hop(sw(b), f, 1, 2, 100, loopPaused, loopQ).hop(sw(c), f, 1, 3, 100, 0, 300)
 	}
@@ -215,11 +215,11 @@ func newRing(loopPaused uint32, loopQ uint64) *ring {
 func sw(k int) string { return "SW" + string(rune('0'+k)) }
 
 // newInLoop is Figure 1(c): bursts B1, B2 into SW2.P2, inside the loop.
-func newInLoop() (*ring, []hawkeye.FlowKey) {
+func newInLoop() (*ring, []hawkeyewire.FlowKey) {
 	r := newRing(90, 60000)
 	s := r.s
 	s.host("SW2", 4, "B1").host("SW2", 5, "B2")
-	var bursts []hawkeye.FlowKey
+	var bursts []hawkeyewire.FlowKey
 	for i, b := range []string{"B1", "B2"} {
 		f := s.flow(b, "H3", uint16(5001+i))
 		bursts = append(bursts, f)
@@ -244,13 +244,13 @@ func newOutOfLoopInjection() *ring {
 
 // newOutOfLoopContention is the same loop started by an incast of C1..C3
 // into SW2.P4 (towards R) outside the loop.
-func newOutOfLoopContention() (*ring, []hawkeye.FlowKey) {
+func newOutOfLoopContention() (*ring, []hawkeyewire.FlowKey) {
 	r := newRing(95, 60000)
 	s := r.s
 	s.host("SW2", 4, "R")
 	g := s.flow("H1", "R", 6001)
 	s.hop("SW1", g, 3, 2, 100, 95, 60000).hop("SW2", g, 1, 4, 100, 0, 70000)
-	var bursts []hawkeye.FlowKey
+	var bursts []hawkeyewire.FlowKey
 	for i, h := range []string{"C1", "C2", "C3"} {
 		s.host("SW2", 5+i, h)
 		f := s.flow(h, "R", uint16(7001+i))
@@ -263,12 +263,12 @@ func newOutOfLoopContention() (*ring, []hawkeye.FlowKey) {
 
 // newContention is normal flow contention: C1..C3 and the victim V into
 // SW1.P1 towards R, no PFC anywhere.
-func newContention() (*scenario, []hawkeye.FlowKey) {
+func newContention() (*scenario, []hawkeyewire.FlowKey) {
 	s := newScenario()
 	s.host("SW1", 1, "R").host("SW1", 2, "V").link("SW1", 6, "SW2", 1).host("SW2", 2, "W")
 	v := s.flow("V", "R", 8000)
 	s.hop("SW1", v, 2, 1, 50, 0, 20000)
-	var cs []hawkeye.FlowKey
+	var cs []hawkeyewire.FlowKey
 	for i, h := range []string{"C1", "C2", "C3"} {
 		s.host("SW1", 3+i, h)
 		f := s.flow(h, "R", uint16(8001+i))
@@ -282,8 +282,8 @@ func newContention() (*scenario, []hawkeye.FlowKey) {
 	return s, cs
 }
 
-func keys(rs []RootCause) []hawkeye.FlowKey {
-	var out []hawkeye.FlowKey
+func keys(rs []RootCause) []hawkeyewire.FlowKey {
+	var out []hawkeyewire.FlowKey
 	for _, r := range rs {
 		if r.Flow != nil {
 			out = append(out, *r.Flow)
@@ -292,7 +292,7 @@ func keys(rs []RootCause) []hawkeye.FlowKey {
 	return out
 }
 
-func sameSet(a, b []hawkeye.FlowKey) bool {
+func sameSet(a, b []hawkeyewire.FlowKey) bool {
 	a, b = slices.Clone(a), slices.Clone(b)
 	slices.SortFunc(a, compareFlowKey)
 	slices.SortFunc(b, compareFlowKey)
@@ -321,8 +321,8 @@ func outDegree(g *Graph, port string) int {
 	return n
 }
 
-func contributorsAt(g *Graph, port string) []hawkeye.FlowKey {
-	var out []hawkeye.FlowKey
+func contributorsAt(g *Graph, port string) []hawkeyewire.FlowKey {
+	var out []hawkeyewire.FlowKey
 	for _, e := range g.Contributions(port) {
 		if e.Contributor {
 			out = append(out, g.Flows[e.flow].Key)

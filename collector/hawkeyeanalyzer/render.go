@@ -12,12 +12,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rdma-appliance/appliance/translator/hawkeye"
+	"github.com/rdma-appliance/appliance/internal/hawkeyewire"
 )
 
 // Decode reads one incident's telemetry as JSON.
-func Decode(r io.Reader) (*hawkeye.Telemetry, error) {
-	var t hawkeye.Telemetry
+func Decode(r io.Reader) (*hawkeyewire.Telemetry, error) {
+	var t hawkeyewire.Telemetry
 	dec := json.NewDecoder(r)
 	if err := dec.Decode(&t); err != nil {
 		return nil, fmt.Errorf("telemetry: %w", err)

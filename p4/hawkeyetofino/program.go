@@ -3,7 +3,7 @@
 // routes and writes the bfrt_python script that loads them (port indexes and
 // pause quanta, routes and the victim route, the PFC-trace multicast group
 // of every switch-facing port, the eviction mirror session to the CPU,
-// registers cleared). translator/hawkeye runs the same logic in the fabric
+// registers cleared). bench/hawkeyesim runs the same logic in the fabric
 // simulator; its CPU poller's report layout is the one a Tofino switch CPU
 // would send after reading these registers.
 package hawkeyetofino

@@ -1,6 +1,6 @@
 /* p4/hawkeyetofino/telemetry.p4: Hawkeye's switch side for Tofino 1 (TNA, P4_16).
  *
- * The same logic as translator/hawkeye (which runs it inside the fabric
+ * The same logic as bench/hawkeyesim (which runs it inside the fabric
  * simulator): epoch telemetry per flow, per egress port and per port
  * pair, PFC status from received pause frames, polling packets
  * (EtherType 0x6888) that follow the victim flow's path and PFC
@@ -18,7 +18,7 @@
  * are one register indexed by {epoch index, slot}.
  *
  * Flow table: CRC-32 over {src, dst, protocol, UDP sport, dport} (the
- * order and hash of translator/hawkeye.flowIndex; the public P4 hashed TCP
+ * order and hash of bench/hawkeyesim.flowIndex; the public P4 hashed TCP
  * ports, so RoCE flows all collided), 4096 slots an epoch, the key kept
  * in three registers. A packet of another flow in an occupied slot takes
  * it over and the old key and counters go to the CPU as an evicted flow
@@ -100,7 +100,7 @@ header ethernet_h {
     bit<16>    ether_type;
 }
 
-/* translator/hawkeye/wire.go: 19 bytes. */
+/* internal/hawkeyewire/wire.go: 19 bytes. */
 header poll_h {
     bit<16>     poll_type;
     bit<6>      pad;

@@ -1,4 +1,4 @@
-package hawkeye
+package hawkeyewire
 
 import (
 	"bytes"
@@ -92,19 +92,6 @@ func TestFrame(t *testing.T) {
 	}
 }
 
-// TestPollTag: the simulator's Tag carries the same word as the header.
-func TestPollTag(t *testing.T) {
-	g := golden[0].p
-	tag := PollTag(g.Type, g.Ingress, g.Egress, g.Event)
-	if !IsPollTag(tag) || IsPollTag(tag&0xffff_ffff_ffff) {
-		t.Fatal("marker")
-	}
-	b, _ := hex.DecodeString(golden[0].hex)
-	if uint32(tag) != uint32(b[2])<<24|uint32(b[3])<<16|uint32(b[4])<<8|uint32(b[5]) || uint16(tag>>32) != g.Type {
-		t.Fatalf("tag %x vs header %x", tag, b[:6])
-	}
-}
-
 // FuzzHeader: any bytes decode without panic; a valid header re-encodes
 // to the same bytes.
 func FuzzHeader(f *testing.F) {
@@ -131,46 +118,4 @@ func FuzzHeader(f *testing.F) {
 			t.Fatal("frame round trip")
 		}
 	})
-}
-
-// TestDetector: the first sample is the base, smaller ones lower it,
-// one over the threshold polls once per interval, event ids count up.
-func TestDetector(t *testing.T) {
-	d := NewDetector(300, 1000, 250)
-	k := golden[0].p.Victim
-	k2 := golden[1].p.Victim
-	steps := []struct {
-		k       FlowKey
-		rtt, at int64
-		poll    bool
-	}{
-		{k, 10, 0, false},   // base 10
-		{k, 30, 1, false},   // exactly 300%: not over
-		{k, 8, 2, false},    // base 8
-		{k, 25, 3, true},    // 312%
-		{k, 90, 500, false}, // within the interval
-		{k2, 5, 600, false},
-		{k2, 16, 700, true}, // another flow polls at once
-		{k, 90, 1003, true},
-	}
-	var evs []uint8
-	for i, s := range steps {
-		p, ok := d.Observe(s.k, s.rtt, s.at)
-		if ok != s.poll {
-			t.Fatalf("step %d: poll %v", i, ok)
-		}
-		if ok {
-			if p.Type != TypeFlow || p.Victim != s.k {
-				t.Fatalf("step %d: %+v", i, p)
-			}
-			evs = append(evs, p.Event)
-		}
-	}
-	if len(evs) != 3 || evs[0] != 250 || evs[1] != 251 || evs[2] != 252 {
-		t.Fatalf("events %v", evs)
-	}
-	d.SetBase(k2, 100)
-	if _, ok := d.Observe(k2, 50, 5000); ok || d.Base(k2) != 100 {
-		t.Fatal("a fixed base moved")
-	}
 }

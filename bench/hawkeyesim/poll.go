@@ -1,7 +1,8 @@
-package hawkeye
+package hawkeyesim
 
 import (
 	"github.com/rdma-appliance/appliance/bench/fabric"
+	"github.com/rdma-appliance/appliance/internal/hawkeyewire"
 )
 
 // Polling packets in the simulator are fabric Packets of Kind KindProbe
@@ -21,16 +22,16 @@ import (
 
 // PollTag is a probe's Tag for a polling header.
 func PollTag(t, in, out uint16, event uint8) uint64 {
-	return uint64(EtherType)<<48 | uint64(t)<<32 | uint64(in&MaxPort)<<17 | uint64(out&MaxPort)<<8 | uint64(event)
+	return uint64(hawkeyewire.EtherType)<<48 | uint64(t)<<32 | uint64(in&hawkeyewire.MaxPort)<<17 | uint64(out&hawkeyewire.MaxPort)<<8 | uint64(event)
 }
 
 // IsPollTag says whether a probe's Tag is a polling header.
-func IsPollTag(tag uint64) bool { return tag>>48 == EtherType }
+func IsPollTag(tag uint64) bool { return tag>>48 == hawkeyewire.EtherType }
 
 // TagPoll reads a probe's polling header back (the victim from the
 // simulation's flow).
-func TagPoll(sim *fabric.Sim, p *fabric.Packet) Poll {
-	return Poll{Type: uint16(p.Tag >> 32), Ingress: uint16(p.Tag>>17) & MaxPort, Egress: uint16(p.Tag>>8) & MaxPort,
+func TagPoll(sim *fabric.Sim, p *fabric.Packet) hawkeyewire.Poll {
+	return hawkeyewire.Poll{Type: uint16(p.Tag >> 32), Ingress: uint16(p.Tag>>17) & hawkeyewire.MaxPort, Egress: uint16(p.Tag>>8) & hawkeyewire.MaxPort,
 		Event: uint8(p.Tag), Victim: FlowKeyOf(sim, p.Flow)}
 }
 
@@ -38,7 +39,7 @@ func TagPoll(sim *fabric.Sim, p *fabric.Packet) Poll {
 func PollPacket(sim *fabric.Sim, flow int32, event uint8, prio uint8) fabric.Packet {
 	src, dst := sim.FlowEnds(flow)
 	return fabric.Packet{Kind: fabric.KindProbe, Prio: prio, Flow: flow, Size: fabric.MinFrame, Src: int32(src),
-		Dst: int32(dst), Hash: sim.FlowHash(flow), Tag: PollTag(TypeFlow, 0, 0, event), PSN: -1}
+		Dst: int32(dst), Hash: sim.FlowHash(flow), Tag: PollTag(hawkeyewire.TypeFlow, 0, 0, event), PSN: -1}
 }
 
 // Visit is one switch's handling of a polling packet, for tests and
@@ -88,26 +89,26 @@ func (pr *Program) poll(sw, in int, p *fabric.Packet) {
 	visit := Visit{Time: now, Switch: st.name, Event: ev, Type: t, Ingress: in}
 	handled := false
 	victimOut := -1
-	if t&TypeFlow != 0 && pr.firstTime(st, ev, 0, now) {
+	if t&hawkeyewire.TypeFlow != 0 && pr.firstTime(st, ev, 0, now) {
 		handled = true
 		_, dst := pr.sim.FlowEnds(flow)
 		if o := pr.sim.NextHop(st.node, dst, pr.sim.FlowHash(flow)); o >= 0 && st.peerSw[o] {
-			out := TypeFlow
+			out := hawkeyewire.TypeFlow
 			if pr.paused(st, slots, o, now) {
-				out |= TypePFC
+				out |= hawkeyewire.TypePFC
 				victimOut = o
 			}
 			pr.send(st, o, p, out, in, ev, &visit)
 		}
 	}
-	if t&TypePFC != 0 && pr.firstTime(st, ev, 1, now) {
+	if t&hawkeyewire.TypePFC != 0 && pr.firstTime(st, ev, 1, now) {
 		handled = true
 		for o := range st.nports {
 			if o == in || o == victimOut || !st.peerSw[o] {
 				continue
 			}
 			if pr.meter(st, slots, in, o) > 0 && pr.paused(st, slots, o, now) {
-				pr.send(st, o, p, TypePFC, in, ev, &visit)
+				pr.send(st, o, p, hawkeyewire.TypePFC, in, ev, &visit)
 			}
 		}
 	}
@@ -166,7 +167,7 @@ func (pr *Program) send(st *switchState, o int, p *fabric.Packet, t uint16, in i
 		return
 	}
 	pr.Stats.PollsSent++
-	if t&TypePFC != 0 {
+	if t&hawkeyewire.TypePFC != 0 {
 		pr.Stats.PFCCopies++
 	}
 	v.Sent = append(v.Sent, SentPoll{Port: o, Type: t})

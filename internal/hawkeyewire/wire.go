@@ -1,4 +1,4 @@
-package hawkeye
+package hawkeyewire
 
 import (
 	"encoding/binary"

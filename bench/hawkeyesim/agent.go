@@ -1,9 +1,10 @@
-package hawkeye
+package hawkeyesim
 
 import (
 	"fmt"
 
 	"github.com/rdma-appliance/appliance/bench/fabric"
+	"github.com/rdma-appliance/appliance/internal/hawkeyewire"
 )
 
 // BaseRTT says what a flow's RTT is compared with.
@@ -52,13 +53,13 @@ func DefaultAgentConfig() AgentConfig {
 // PollEvent is a poll an agent sent: what an evaluation matches against
 // the anomalies it injected.
 type PollEvent struct {
-	Time   int64   `json:"time_ns"`
-	Host   string  `json:"host"`
-	Flow   int32   `json:"flow"`
-	Victim FlowKey `json:"victim"`
-	Event  uint8   `json:"event"`
-	RTT    int64   `json:"rtt_ns"`  // the RTT that crossed the threshold
-	Base   int64   `json:"base_ns"` // the base it was compared with
+	Time   int64               `json:"time_ns"`
+	Host   string              `json:"host"`
+	Flow   int32               `json:"flow"`
+	Victim hawkeyewire.FlowKey `json:"victim"`
+	Event  uint8               `json:"event"`
+	RTT    int64               `json:"rtt_ns"`  // the RTT that crossed the threshold
+	Base   int64               `json:"base_ns"` // the base it was compared with
 }
 
 // Agent is the detection agent of every host of a simulation: it watches
@@ -247,7 +248,7 @@ type System struct {
 func Attach(sim *fabric.Sim, cfg Config, acfg AgentConfig, others ...*fabric.Hooks) (*System, error) {
 	c := NewCollector(sim)
 	report := cfg.Report
-	cfg.Report = func(ev uint8, v FlowKey, r SwitchReport) {
+	cfg.Report = func(ev uint8, v hawkeyewire.FlowKey, r hawkeyewire.SwitchReport) {
 		c.Report(ev, v, r)
 		if report != nil {
 			report(ev, v, r)

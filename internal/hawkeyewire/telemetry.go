@@ -1,16 +1,12 @@
-// Package hawkeye is the switch side of Hawkeye (PFC-aware telemetry and
-// in-network causality tracing, SIGCOMM 2025): the epoch telemetry a
-// switch keeps per flow, per port and per port pair, PFC status from the
-// pause frames it receives, polling packets that walk the victim flow's
-// path and follow PFC causality upstream, the CPU poller that packs the
-// registers into reports, and the host agent that sends a polling packet
-// when a flow's RTT passes a threshold. It runs inside the fabric
-// simulator's switches through their hooks; p4/hawkeyetofino is the same logic
-// for Tofino.
-//
-// This file is the telemetry's data model: what the CPU pollers report
-// and what collector/hawkeyeanalyzer's analyzer reads (as JSON).
-package hawkeye
+// Package hawkeyewire is Hawkeye's contract between the switches and the
+// analyzer (PFC-aware telemetry and in-network causality tracing, SIGCOMM
+// 2025): the polling packet that hosts and switches send along the victim
+// path and up PFC causality, and the telemetry records (per epoch: flows,
+// ports, port pairs, PFC meters) that the switches' CPU pollers report and
+// collector/hawkeyeanalyzer reads as JSON. The switch program that writes
+// them runs in the fabric simulator (bench/hawkeyesim) and on Tofino
+// (p4/hawkeyetofino); the host agent (appliance/hawkeyeagent) sends polls.
+package hawkeyewire
 
 // FlowKey is a flow's 5-tuple as the switch hashes it (for RoCEv2 the UDP
 // ports: the public P4 hashed TCP ports, so RoCE flows collided).

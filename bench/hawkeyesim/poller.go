@@ -1,9 +1,10 @@
-package hawkeye
+package hawkeyesim
 
 import (
 	"slices"
 
 	"github.com/rdma-appliance/appliance/bench/fabric"
+	"github.com/rdma-appliance/appliance/internal/hawkeyewire"
 )
 
 // Report packets. The CPU poller does not build the bytes (nothing in
@@ -87,7 +88,7 @@ func (k *packer) epoch() bool {
 // trigger is the CPU's side of a polling packet: collect unless this
 // switch already answered this event or was collected within the
 // interval.
-func (pr *Program) trigger(st *switchState, ev uint8, victim FlowKey, now int64) {
+func (pr *Program) trigger(st *switchState, ev uint8, victim hawkeyewire.FlowKey, now int64) {
 	if st.lastEvent == int(ev) && now-st.lastEventAt < pr.cfg.DedupNs {
 		return // the other trace type of an event already collected here
 	}
@@ -121,19 +122,21 @@ func (pr *Program) trigger(st *switchState, ev uint8, victim FlowKey, now int64)
 
 // Collect reads switch sw's registers now, as its CPU poller does on a
 // poll but without the rate limit (full-polling baselines use it).
-func (pr *Program) Collect(sw int) SwitchReport { return pr.collect(&pr.sw[sw], pr.sim.Now()) }
+func (pr *Program) Collect(sw int) hawkeyewire.SwitchReport {
+	return pr.collect(&pr.sw[sw], pr.sim.Now())
+}
 
 // Switches is how many switches the program runs on.
 func (pr *Program) Switches() int { return len(pr.sw) }
 
 // collect reads the epochs, drops empty entries and packs the records.
-func (pr *Program) collect(st *switchState, now int64) SwitchReport {
+func (pr *Program) collect(st *switchState, now int64) hawkeyewire.SwitchReport {
 	pr.Stats.Collections++
 	shift := pr.cfg.EpochShift
 	cur := now >> shift
 	oldest := cur - int64(pr.cfg.ReadEpochs) + 1
 	k := packer{room: pr.cfg.MTU - 20 - 8 - ReportHeaderLen, max: pr.cfg.MaxPackets}
-	r := SwitchReport{Switch: st.name}
+	r := hawkeyewire.SwitchReport{Switch: st.name}
 	var buf [Epochs]*epochSlot
 	slots := pr.recent(st, now, &buf)
 	var pausedNow []int
@@ -152,7 +155,7 @@ func (pr *Program) collect(st *switchState, now int64) SwitchReport {
 		if !k.epoch() {
 			break
 		}
-		er := EpochReport{ID: uint32(s.epoch >> 2), Start: s.epoch << shift}
+		er := hawkeyewire.EpochReport{ID: uint32(s.epoch >> 2), Start: s.epoch << shift}
 		newest := s.epoch == cur
 		for p := range s.ports {
 			pc := &s.ports[p]
@@ -163,7 +166,7 @@ func (pr *Program) collect(st *switchState, now int64) SwitchReport {
 			if !k.add(PortRecordLen) {
 				break
 			}
-			rec := PortRecord{Port: p, Packets: pc.packets, Paused: pc.paused, QdepthSum: pc.qsum, PauseFrames: pc.pauseFrames}
+			rec := hawkeyewire.PortRecord{Port: p, Packets: pc.packets, Paused: pc.paused, QdepthSum: pc.qsum, PauseFrames: pc.pauseFrames}
 			if newest {
 				rec.PausedNow = now
 				rec.PauseLeftNs = max(st.pauseLeft(p, pr.sim.Now()), 0)
@@ -177,7 +180,7 @@ func (pr *Program) collect(st *switchState, now int64) SwitchReport {
 			if !k.add(MeterRecordLen) {
 				break
 			}
-			er.Meters = append(er.Meters, MeterRecord{In: i / st.nports, Out: i % st.nports, Bytes: b})
+			er.Meters = append(er.Meters, hawkeyewire.MeterRecord{In: i / st.nports, Out: i % st.nports, Bytes: b})
 		}
 		for i := range s.flows {
 			fe := &s.flows[i]
@@ -218,35 +221,35 @@ type Collector struct {
 	// Hosts and Links are the topology every Telemetry carries (shared,
 	// read-only).
 	Hosts map[string]uint32
-	Links []Link
+	Links []hawkeyewire.Link
 	// Window: reports of one event id arriving within this of the
 	// incident's start belong to it; later ones start a new incident
 	// (event ids are 8 bits and come round again).
 	Window int64
 
 	sim       *fabric.Sim
-	incidents []*Telemetry
+	incidents []*hawkeyewire.Telemetry
 	open      [256]int // incident index + 1 per event id
-	last      map[string]SwitchReport
+	last      map[string]hawkeyewire.SwitchReport
 }
 
 // NewCollector is a collector for sim's topology.
 func NewCollector(sim *fabric.Sim) *Collector {
 	h, l := Topology(sim)
-	return &Collector{Hosts: h, Links: l, Window: 50_000_000, sim: sim, last: map[string]SwitchReport{}}
+	return &Collector{Hosts: h, Links: l, Window: 50_000_000, sim: sim, last: map[string]hawkeyewire.SwitchReport{}}
 }
 
 // Topology is sim's graph as the analyzer sees it: host addresses
 // (fabric.HostIP), and every link that has a switch at an end, once:
 // switch to switch with A the switch listed first in the graph, switch
 // to host with Host set.
-func Topology(sim *fabric.Sim) (map[string]uint32, []Link) {
+func Topology(sim *fabric.Sim) (map[string]uint32, []hawkeyewire.Link) {
 	g := sim.Graph()
 	hosts := map[string]uint32{}
 	for _, h := range g.Hosts() {
 		hosts[g.Nodes[h].Name] = fabric.HostIP(h)
 	}
-	var links []Link
+	var links []hawkeyewire.Link
 	for _, l := range g.Links {
 		aSw, bSw := sim.SwitchOf(l.A) >= 0, sim.SwitchOf(l.B) >= 0
 		switch {
@@ -255,11 +258,11 @@ func Topology(sim *fabric.Sim) (map[string]uint32, []Link) {
 			if b < a {
 				a, ap, b, bp = b, bp, a, ap
 			}
-			links = append(links, Link{A: g.Nodes[a].Name, APort: ap, B: g.Nodes[b].Name, BPort: bp})
+			links = append(links, hawkeyewire.Link{A: g.Nodes[a].Name, APort: ap, B: g.Nodes[b].Name, BPort: bp})
 		case aSw:
-			links = append(links, Link{A: g.Nodes[l.A].Name, APort: l.APort, Host: g.Nodes[l.B].Name})
+			links = append(links, hawkeyewire.Link{A: g.Nodes[l.A].Name, APort: l.APort, Host: g.Nodes[l.B].Name})
 		case bSw:
-			links = append(links, Link{A: g.Nodes[l.B].Name, APort: l.BPort, Host: g.Nodes[l.A].Name})
+			links = append(links, hawkeyewire.Link{A: g.Nodes[l.B].Name, APort: l.BPort, Host: g.Nodes[l.A].Name})
 		}
 	}
 	return hosts, links
@@ -269,8 +272,8 @@ func Topology(sim *fabric.Sim) (map[string]uint32, []Link) {
 // and victim come from the agent rather than the first report.
 func (c *Collector) Begin(p PollEvent) { c.start(p.Event, p.Victim, p.Time) }
 
-func (c *Collector) start(ev uint8, victim FlowKey, t int64) *Telemetry {
-	tel := &Telemetry{Event: ev, Victim: victim, Time: t, Hosts: c.Hosts, Links: c.Links}
+func (c *Collector) start(ev uint8, victim hawkeyewire.FlowKey, t int64) *hawkeyewire.Telemetry {
+	tel := &hawkeyewire.Telemetry{Event: ev, Victim: victim, Time: t, Hosts: c.Hosts, Links: c.Links}
 	c.incidents = append(c.incidents, tel)
 	c.open[ev] = len(c.incidents)
 	return tel
@@ -278,7 +281,7 @@ func (c *Collector) start(ev uint8, victim FlowKey, t int64) *Telemetry {
 
 // incident is the open incident of event ev for victim, or a new one
 // when there is none, it is another victim's or its window has passed.
-func (c *Collector) incident(ev uint8, victim FlowKey) *Telemetry {
+func (c *Collector) incident(ev uint8, victim hawkeyewire.FlowKey) *hawkeyewire.Telemetry {
 	now := c.sim.Now()
 	if i := c.open[ev]; i > 0 {
 		if tel := c.incidents[i-1]; tel.Victim == victim && now-tel.Time <= c.Window {
@@ -289,7 +292,7 @@ func (c *Collector) incident(ev uint8, victim FlowKey) *Telemetry {
 }
 
 // Report takes a switch's report (Config.Report).
-func (c *Collector) Report(ev uint8, victim FlowKey, r SwitchReport) {
+func (c *Collector) Report(ev uint8, victim hawkeyewire.FlowKey, r hawkeyewire.SwitchReport) {
 	tel := c.incident(ev, victim)
 	tel.Reports = append(tel.Reports, r)
 	c.last[r.Switch] = r
@@ -298,7 +301,7 @@ func (c *Collector) Report(ev uint8, victim FlowKey, r SwitchReport) {
 // Reuse files switch sw's latest report under an incident whose poll
 // found the switch rate-limited (Config.Reuse). The copy costs no
 // collection: its Bytes and Packets are zero.
-func (c *Collector) Reuse(ev uint8, victim FlowKey, sw string) {
+func (c *Collector) Reuse(ev uint8, victim hawkeyewire.FlowKey, sw string) {
 	r, ok := c.last[sw]
 	if !ok {
 		return
@@ -314,10 +317,10 @@ func (c *Collector) Reuse(ev uint8, victim FlowKey, sw string) {
 }
 
 // Incidents are the incidents so far, in the order they began.
-func (c *Collector) Incidents() []*Telemetry { return c.incidents }
+func (c *Collector) Incidents() []*hawkeyewire.Telemetry { return c.incidents }
 
 // Incident is the latest incident of event id ev, or nil.
-func (c *Collector) Incident(ev uint8) *Telemetry {
+func (c *Collector) Incident(ev uint8) *hawkeyewire.Telemetry {
 	if i := c.open[ev]; i > 0 {
 		return c.incidents[i-1]
 	}

@@ -1,4 +1,4 @@
-package hawkeye
+package hawkeyesim
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"github.com/rdma-appliance/appliance/bench/fabric"
+	"github.com/rdma-appliance/appliance/internal/hawkeyewire"
 )
 
 // Config is the switch program's: registers, tracing and the CPU poller.
@@ -53,12 +54,12 @@ type Config struct {
 	ReadDelay int64
 	// Report receives each collection (the analyzer's input); a
 	// Collector's Report method fits.
-	Report func(event uint8, victim FlowKey, r SwitchReport)
+	Report func(event uint8, victim hawkeyewire.FlowKey, r hawkeyewire.SwitchReport)
 	// Reuse is told of a switch a poll reached while its collection was
 	// rate-limited: the central collector holds its report from less
 	// than CollectInterval ago and can file it under this incident too,
 	// instead of leaving the switch out. A Collector's Reuse method fits.
-	Reuse func(event uint8, victim FlowKey, sw string)
+	Reuse func(event uint8, victim hawkeyewire.FlowKey, sw string)
 }
 
 // DefaultConfig: 1 ms epochs (ts[21:20]), 4096 flows, all 4 epochs read,
@@ -131,12 +132,12 @@ type flowEntry struct {
 	qsum         uint64
 }
 
-func (f *flowEntry) key() FlowKey {
-	return FlowKey{Src: f.src, Dst: f.dst, Sport: f.sport, Dport: f.dport, Proto: f.proto}
+func (f *flowEntry) key() hawkeyewire.FlowKey {
+	return hawkeyewire.FlowKey{Src: f.src, Dst: f.dst, Sport: f.sport, Dport: f.dport, Proto: f.proto}
 }
 
-func (f *flowEntry) record() FlowRecord {
-	return FlowRecord{Key: f.key(), In: int(f.in), Out: int(f.out), Packets: f.packets, QdepthSum: f.qsum, Paused: f.paused}
+func (f *flowEntry) record() hawkeyewire.FlowRecord {
+	return hawkeyewire.FlowRecord{Key: f.key(), In: int(f.in), Out: int(f.out), Packets: f.packets, QdepthSum: f.qsum, Paused: f.paused}
 }
 
 // portCounters is an egress port's epoch registers.
@@ -305,9 +306,9 @@ func flowIndex(src, dst uint32, proto uint8, sport, dport uint16) uint32 {
 const ProtoUDP = 17
 
 // FlowKeyOf is a simulated flow's 5-tuple as switches hash it.
-func FlowKeyOf(sim *fabric.Sim, flow int32) FlowKey {
+func FlowKeyOf(sim *fabric.Sim, flow int32) hawkeyewire.FlowKey {
 	src, dst, sport, dport := sim.FlowTuple(flow)
-	return FlowKey{Src: src, Dst: dst, Sport: sport, Dport: dport, Proto: ProtoUDP}
+	return hawkeyewire.FlowKey{Src: src, Dst: dst, Sport: sport, Dport: dport, Proto: ProtoUDP}
 }
 
 // packet is the Packet hook: remember the ingress port of what may be

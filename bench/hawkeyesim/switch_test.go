@@ -1,4 +1,4 @@
-package hawkeye
+package hawkeyesim
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/rdma-appliance/appliance/bench/fabric"
 	"github.com/rdma-appliance/appliance/bench/fabric/topo"
 	"github.com/rdma-appliance/appliance/bench/fabric/workload"
+	"github.com/rdma-appliance/appliance/internal/hawkeyewire"
 )
 
 const (
@@ -181,7 +182,7 @@ func TestFlowCollisions(t *testing.T) {
 	if pr.Stats.Evictions < 10 || len(r.Evicted) == 0 || len(r.Evicted) > 4 || !r.Truncated {
 		t.Fatalf("evictions %d, %d evicted reported (truncated %v)", pr.Stats.Evictions, len(r.Evicted), r.Truncated)
 	}
-	keys := map[FlowKey]bool{FlowKeyOf(s, 0): true, FlowKeyOf(s, 1): true}
+	keys := map[hawkeyewire.FlowKey]bool{FlowKeyOf(s, 0): true, FlowKeyOf(s, 1): true}
 	for _, e := range r.Epochs {
 		if len(e.Flows) != 1 || !keys[e.Flows[0].Key] {
 			t.Fatalf("epoch %d flows %+v", e.ID, e.Flows)
@@ -207,9 +208,9 @@ func TestFlowCollisions(t *testing.T) {
 // TestFlowIndex: the table's hash is CRC-32 (IEEE) over the 13 key bytes
 // in header order, the hash p4/hawkeyetofino computes.
 func TestFlowIndex(t *testing.T) {
-	k := golden[0].p.Victim
-	b := make([]byte, HeaderLen)
-	h, _ := (Poll{Type: TypeFlow, Victim: k}).Encode(b)
+	k := hawkeyewire.FlowKey{Src: 0x0a000001, Dst: 0x0a000009, Proto: 17, Sport: 0xc123, Dport: 4791}
+	b := make([]byte, hawkeyewire.HeaderLen)
+	h, _ := (hawkeyewire.Poll{Type: hawkeyewire.TypeFlow, Victim: k}).Encode(b)
 	if got, want := flowIndex(k.Src, k.Dst, k.Proto, k.Sport, k.Dport), crc32.ChecksumIEEE(h[6:19]); got != want {
 		t.Fatalf("flowIndex %08x, crc32 %08x", got, want)
 	}
@@ -338,7 +339,7 @@ func TestTraceIncast(t *testing.T) {
 			got[v.Switch] |= v.Type
 		}
 	}
-	want := map[string]uint16{"s1": TypeFlow, "s2": TypeBoth, "s3": TypeFlow, "s4": TypePFC}
+	want := map[string]uint16{"s1": hawkeyewire.TypeFlow, "s2": hawkeyewire.TypeBoth, "s3": hawkeyewire.TypeFlow, "s4": hawkeyewire.TypePFC}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("visits %v, want %v (all: %+v)", got, want, visits)
 	}
@@ -386,7 +387,7 @@ func TestTraceStorm(t *testing.T) {
 		}
 		rp := portTo(t, n, "s4", "r")
 		last := r.Epochs[len(r.Epochs)-1]
-		i := slices.IndexFunc(last.Ports, func(p PortRecord) bool { return p.Port == rp })
+		i := slices.IndexFunc(last.Ports, func(p hawkeyewire.PortRecord) bool { return p.Port == rp })
 		if i < 0 || !last.Ports[i].PausedNow || last.Ports[i].PauseLeftNs <= 0 {
 			t.Errorf("s4 port to r not paused now: %+v", last.Ports)
 		}
@@ -398,7 +399,7 @@ func TestTraceStorm(t *testing.T) {
 
 // checkReports: no empty entries, sizes as the record layout counts
 // them, within the MTU.
-func checkReports(t *testing.T, rs []SwitchReport, cfg Config) {
+func checkReports(t *testing.T, rs []hawkeyewire.SwitchReport, cfg Config) {
 	t.Helper()
 	for _, r := range rs {
 		recs := 0
