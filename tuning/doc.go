@@ -18,12 +18,13 @@
 //     aggregations Min/Max/Sum/P99, throughput from INT report counts
 //     (Eq. 16), and a fixed normalisation for comparing methods.
 //   - Targets: one small interface (apply a configuration, measure for a
-//     while) with three implementations: the packet-level fabric simulator
-//     (bench/fabric) running the paper's scenarios, the fluid model of the
-//     paper's Section 4 (Eq. 6-13) as a fast evaluator, and real switches
-//     configured over SSH in five vendors' dialects with rollback.
+//     while) with the fluid model of the paper's Section 4 (Eq. 6-13) as a
+//     fast evaluator and real switches configured over SSH in five vendors'
+//     dialects with rollback here, and the packet-level fabric simulator
+//     running the paper's scenarios in bench/tunesim, which a run file
+//     reaches through the Simulator interface.
 //   - Baselines: the watermark presets of the paper's Tables 2 and 3.
 //
-// `appliance tune run` and `appliance tune bench` drive it; LabRun is the
-// short version the in-process lab runs.
+// `appliance tune run` drives it; `appliance tune bench` and the lab's short
+// run live with the simulator in bench/tunesim.
 package tuning

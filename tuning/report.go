@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/rdma-appliance/appliance/bench/fabric/topo"
 	"github.com/rdma-appliance/appliance/internal/report"
 )
 
@@ -31,6 +30,11 @@ func ConvergenceChart(title string, recs []Record, fixed bool) *report.Chart {
 		{Name: "evaluated", X: x, Y: y}, {Name: "best so far", X: x, Y: b}}}
 }
 
+// Inventoried is a target that knows its switches: the simulator.
+type Inventoried interface {
+	Inventory() []Switch
+}
+
 // Inventory is a stand-in switch list for targets without real switches:
 // the simulator's switches of the tuned layers with one interface per
 // port, or one bottleneck switch for the fluid model, so the chosen
@@ -39,21 +43,10 @@ func (se *Session) Inventory() []Switch {
 	if t, ok := se.Target.(*SwitchTarget); ok {
 		return t.Switches
 	}
-	var out []Switch
-	if se.Sim != nil {
-		g, _, _ := se.Sim.Graph()
-		for i, n := range g.Nodes {
-			if n.Kind != topo.Switch {
-				continue
-			}
-			sw := Switch{Name: n.Name, Layer: n.Layer, Dialect: "comware", Prio: 3}
-			for p := range g.Ports(i) {
-				sw.Ports = append(sw.Ports, fmt.Sprintf("Ethernet%d", 4*p))
-			}
-			out = append(out, sw)
-		}
-		return out
+	if t, ok := se.Target.(Inventoried); ok {
+		return t.Inventory()
 	}
+	var out []Switch
 	for _, s := range se.Space.Scopes {
 		out = append(out, Switch{Name: s, Layer: s, Dialect: "comware", Ports: []string{"Ethernet0"}, Prio: 3})
 	}

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rdma-appliance/appliance/bench/fabric"
 	"github.com/rdma-appliance/appliance/internal/spec"
 )
 
@@ -39,6 +38,8 @@ type RunSpec struct {
 	// Dialect renders the final report's watermarks (default: each
 	// switch's own, comware without switches).
 	Dialect string `yaml:"dialect"`
+
+	sim Simulator
 }
 
 // TargetSpec picks and sets up the target.
@@ -134,9 +135,24 @@ type ObjectiveSpec struct {
 	QueueRef   string   `yaml:"queue-ref"`
 }
 
+// Simulator is the "simulator" target kind. The fabric simulator sits above
+// this package (bench/tunesim), so whoever loads a run file supplies it;
+// without one, the kind is refused.
+type Simulator interface {
+	// Scenarios are the scenario names, for messages.
+	Scenarios() []string
+	// Defaults are a scenario's tuned scopes and objective; false when
+	// there is no such scenario.
+	Defaults(scenario string) (scopes []string, obj Objective, ok bool)
+	// Open makes the target of a run file's target section, with its
+	// bottleneck capacity (bit/s) and base RTT (ns) for the baselines.
+	Open(t TargetSpec) (tg Target, capacity float64, rtt int64, err error)
+}
+
 // LoadRunSpec reads and checks a run file; problems name line and key.
-func LoadRunSpec(path string) (RunSpec, error) {
-	var s RunSpec
+// sim serves the simulator target kind (nil: refused).
+func LoadRunSpec(path string, sim Simulator) (RunSpec, error) {
+	s := RunSpec{sim: sim}
 	if err := spec.LoadValid(path, &s); err != nil {
 		return RunSpec{}, err
 	}
@@ -144,8 +160,8 @@ func LoadRunSpec(path string) (RunSpec, error) {
 }
 
 // DecodeRunSpec is LoadRunSpec for YAML in memory.
-func DecodeRunSpec(name string, data []byte) (RunSpec, error) {
-	var s RunSpec
+func DecodeRunSpec(name string, data []byte, sim Simulator) (RunSpec, error) {
+	s := RunSpec{sim: sim}
 	if err := spec.DecodeValid(name, data, &s); err != nil {
 		return RunSpec{}, err
 	}
@@ -167,8 +183,10 @@ func durationOf(s string, def time.Duration) (time.Duration, error) {
 func (s *RunSpec) Validate(doc *spec.Doc) {
 	switch s.Target.Kind {
 	case "simulator":
-		if _, ok := SimScenarios()[s.Target.Scenario]; !ok {
-			doc.Errorf("target.scenario", "%q: one of %s", s.Target.Scenario, scenarioList())
+		if s.sim == nil {
+			doc.Errorf("target.kind", "simulator: not available here (the caller has no fabric simulator)")
+		} else if _, _, ok := s.sim.Defaults(s.Target.Scenario); !ok {
+			doc.Errorf("target.scenario", "%q: one of %s", s.Target.Scenario, strings.Join(s.sim.Scenarios(), ", "))
 		}
 	case "fluid":
 		if s.Target.Flows < 0 {
@@ -252,8 +270,8 @@ func (s *RunSpec) BuildSpace() (Space, error) {
 	if len(scopes) == 0 {
 		switch s.Target.Kind {
 		case "simulator":
-			if sc, ok := SimScenarios()[s.Target.Scenario]; ok {
-				scopes = sc.Scopes
+			if s.sim != nil {
+				scopes, _, _ = s.sim.Defaults(s.Target.Scenario)
 			}
 		case "fluid":
 			scopes = []string{"bottleneck"}
@@ -267,7 +285,7 @@ func (s *RunSpec) BuildSpace() (Space, error) {
 		return sp, fmt.Errorf("preset %q: paper (and override its parameters)", s.Space.Preset)
 	}
 	if s.Space.Cell != "" {
-		c, err := fabric.ParseSize(s.Space.Cell)
+		c, err := spec.ParseSize(s.Space.Cell)
 		if err != nil {
 			return sp, err
 		}
@@ -310,8 +328,10 @@ func (s *RunSpec) BuildSpace() (Space, error) {
 // default.
 func (s *RunSpec) BuildObjective() (Objective, error) {
 	o := DefaultObjective()
-	if sc, ok := SimScenarios()[s.Target.Scenario]; ok && s.Target.Kind == "simulator" {
-		o = sc.Objective
+	if s.sim != nil && s.Target.Kind == "simulator" {
+		if _, so, ok := s.sim.Defaults(s.Target.Scenario); ok {
+			o = so
+		}
 	}
 	os := s.Objective
 	if os.Beta != nil {
@@ -336,7 +356,7 @@ func (s *RunSpec) BuildObjective() (Objective, error) {
 		o.QueueStat = os.QueueStat
 	}
 	if os.QueueRef != "" {
-		v, err := fabric.ParseSize(os.QueueRef)
+		v, err := spec.ParseSize(os.QueueRef)
 		if err != nil {
 			return o, err
 		}
@@ -379,7 +399,6 @@ type Session struct {
 	Spec   RunSpec
 	Space  Space
 	Tuner  *Tuner
-	Sim    *SimTarget // when the target is the simulator
 	Target Target
 }
 
@@ -407,13 +426,13 @@ func (s *RunSpec) Build(dir string) (*Session, error) {
 	capacity, rtt := 25e9, int64(8000)
 	switch s.Target.Kind {
 	case "simulator":
-		st, err := NewSimTargetNamed(s.Target.Scenario)
+		if s.sim == nil {
+			return nil, fmt.Errorf("target kind simulator: not available here")
+		}
+		se.Target, capacity, rtt, err = s.sim.Open(s.Target)
 		if err != nil {
 			return nil, err
 		}
-		st.INTSampleRate = s.Target.INTSampleRate
-		se.Sim, se.Target = st, st
-		capacity, rtt = st.Sc.Capacity, st.Sc.RTT
 	case "fluid":
 		p := Table4(max(s.Target.Flows, 1))
 		if s.Target.Flows == 0 {

@@ -9,8 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/rdma-appliance/appliance/bench/fabric/topo"
-	"github.com/rdma-appliance/appliance/bench/fabric/workload"
+	"github.com/rdma-appliance/appliance/internal/topo"
 )
 
 // Watermark is one scope's ECN and PFC watermarks in the units switches
@@ -516,9 +515,13 @@ func (c Compression) Log10Size(points float64) (before, after float64) {
 	return float64(c.Switches) * math.Log10(points), float64(len(c.Scopes)) * math.Log10(points)
 }
 
+// Demand is a flow's ends: nodes of the topology.
+type Demand struct{ Src, Dst int }
+
 // Compress picks the scopes to tune and the switches to watch for flows
-// on a topology with its routes. Paths follow every ECMP choice.
-func Compress(g *topo.Graph, routes *topo.Routes, flows []workload.Flow, o CompressOptions) Compression {
+// between the demands' ends on a topology with its routes. Paths follow
+// every ECMP choice.
+func Compress(g *topo.Graph, routes *topo.Routes, flows []Demand, o CompressOptions) Compression {
 	onPath := map[int]bool{}
 	lastHop := map[int]bool{}
 	for _, f := range flows {
@@ -577,3 +580,10 @@ func Compress(g *topo.Graph, routes *topo.Routes, flows []workload.Flow, o Compr
 	sort.Strings(c.Telemetry)
 	return c
 }
+
+// AlphaUnit converts the space's alpha (the switch's dynamic-threshold
+// setting, the paper's 1..20) to the simulator's fraction of the free
+// shared buffer a priority group may take: alpha 1 is 1/64 (about 0.5 MB
+// of an empty 32 MB buffer, below the largest ECN thresholds, so PFC can
+// fire before ECN as the paper observes for alpha 1), alpha 20 is 0.31.
+const AlphaUnit = 1.0 / 64

@@ -6,8 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rdma-appliance/appliance/bench/fabric/topo"
-	"github.com/rdma-appliance/appliance/bench/fabric/workload"
+	"github.com/rdma-appliance/appliance/internal/topo"
 )
 
 func TestPaperSpace(t *testing.T) {
@@ -115,7 +114,7 @@ func TestCompress(t *testing.T) {
 	}
 	r := g.ShortestPaths()
 	// Two senders in pod 0 to a receiver in pod 0 under another tor.
-	flows := workload.Incast([]int{0, 1}, 2, 1<<20, 1, 0, 0)
+	flows := []Demand{{0, 2}, {1, 2}}
 	c := Compress(g, r, flows, CompressOptions{PerLayer: true, OnPathOnly: true, ReceiverSide: true})
 	if strings.Join(c.Scopes, ",") != "agg,tor" {
 		t.Errorf("scopes %v, want agg and tor (no core on an intra-pod path)", c.Scopes)

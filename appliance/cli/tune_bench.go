@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rdma-appliance/appliance/tuning"
+	"github.com/rdma-appliance/appliance/bench/tunesim"
 )
 
 func init() {
@@ -35,7 +35,7 @@ baselines on the merged grids and prints the same table one run would have.`,
 			evals := fs.Int("evals", 330, "annealing budget (10% of the grid)")
 			seeds := fs.Int("seeds", 5, "seeds per method (medians)")
 			out := fs.String("out", "tune-bench", "directory for bench.txt and bench.json")
-			scen := fs.String("scenarios", "", "comma-separated scenarios (default all: "+strings.Join(tuning.SimScenarioNames(), ",")+")")
+			scen := fs.String("scenarios", "", "comma-separated scenarios (default all: "+strings.Join(tunesim.SimScenarioNames(), ",")+")")
 			dur := fs.Duration("duration", 0, "simulated time per evaluation (default: each scenario's, 2-3 ms)")
 			workers := fs.Int("workers", 2, "parallel simulations for the grid")
 			shard := fs.String("shard", "", "measure part i/n of the grids and write it for 'tune merge'")
@@ -43,7 +43,7 @@ baselines on the merged grids and prints the same table one run would have.`,
 				if len(args) > 0 {
 					return Usagef("no arguments")
 				}
-				o := tuning.BenchOptions{Evals: *evals, Seeds: *seeds, Duration: *dur, Workers: *workers,
+				o := tunesim.BenchOptions{Evals: *evals, Seeds: *seeds, Duration: *dur, Workers: *workers,
 					Progress: func(s string) { fmt.Fprintln(env.Stderr, s) }}
 				if *scen != "" {
 					o.Scenarios = strings.Split(*scen, ",")
@@ -54,7 +54,7 @@ baselines on the merged grids and prints the same table one run would have.`,
 					if err != nil {
 						return err
 					}
-					es, err := tuning.BenchGrid(ctx, o, tuning.BenchShard{I: i, N: n})
+					es, err := tunesim.BenchGrid(ctx, o, tunesim.BenchShard{I: i, N: n})
 					if err != nil {
 						return err
 					}
@@ -66,7 +66,7 @@ baselines on the merged grids and prints the same table one run would have.`,
 						time.Since(t0).Round(time.Second), path)
 					return nil
 				}
-				rows, err := tuning.Bench(ctx, o)
+				rows, err := tunesim.Bench(ctx, o)
 				if err != nil {
 					return err
 				}
@@ -89,21 +89,21 @@ the shards ran with; a missing shard or a point measured twice is refused. The t
 			scen := fs.String("scenarios", "", "comma-separated scenarios the shards ran (default all)")
 			dur := fs.Duration("duration", 0, "simulated time per evaluation the shards ran with")
 			return func(ctx context.Context, env *Env, args []string) error {
-				parts, err := readShards[tuning.GridEntry](args)
+				parts, err := readShards[tunesim.GridEntry](args)
 				if err != nil {
 					return err
 				}
-				var all []tuning.GridEntry
+				var all []tunesim.GridEntry
 				for _, p := range parts {
 					all = append(all, p...)
 				}
-				o := tuning.BenchOptions{Evals: *evals, Seeds: *seeds, Duration: *dur,
+				o := tunesim.BenchOptions{Evals: *evals, Seeds: *seeds, Duration: *dur,
 					Progress: func(s string) { fmt.Fprintln(env.Stderr, s) }}
 				if *scen != "" {
 					o.Scenarios = strings.Split(*scen, ",")
 				}
 				t0 := time.Now()
-				rows, err := tuning.BenchMerge(ctx, o, all)
+				rows, err := tunesim.BenchMerge(ctx, o, all)
 				if err != nil {
 					return err
 				}
@@ -115,11 +115,11 @@ the shards ran with; a missing shard or a point measured twice is refused. The t
 
 // finishTuneBench prints and writes a bench's table; a scenario that
 // failed is the command's error.
-func finishTuneBench(env *Env, rows []tuning.BenchRow, o tuning.BenchOptions, out string, t0 time.Time) error {
-	if err := tuning.WriteBenchTable(env.Stdout, rows, o); err != nil {
+func finishTuneBench(env *Env, rows []tunesim.BenchRow, o tunesim.BenchOptions, out string, t0 time.Time) error {
+	if err := tunesim.WriteBenchTable(env.Stdout, rows, o); err != nil {
 		return err
 	}
-	if err := tuning.WriteBench(out, rows, o); err != nil {
+	if err := tunesim.WriteBench(out, rows, o); err != nil {
 		return err
 	}
 	fmt.Fprintf(env.Stdout, "took %v; written to %s\n", time.Since(t0).Round(time.Second), out)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rdma-appliance/appliance/bench/tunesim"
 	"github.com/rdma-appliance/appliance/tuning"
 )
 
@@ -35,7 +36,7 @@ so far saved and the reason printed.
 Writes to --out: result.json, convergence.svg and convergence.png (objective and best so
 far against evaluations) and watermarks.txt (the chosen watermarks in the dialect).
 
-Example (tuning/testdata/tune.yml):
+Example (bench/tunesim/testdata/tune.yml):
 
   target: {kind: simulator, scenario: incast-2, duration: 2ms}
   space: {preset: paper}
@@ -54,7 +55,7 @@ Example (tuning/testdata/tune.yml):
 				if *file == "" || len(args) > 0 {
 					return Usagef("want -f tune.yml and no arguments")
 				}
-				rs, err := tuning.LoadRunSpec(*file)
+				rs, err := tuning.LoadRunSpec(*file, tunesim.Simulator{})
 				if err != nil {
 					return err
 				}

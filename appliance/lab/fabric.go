@@ -30,7 +30,7 @@ func (v *FabricSpec) validate(d *spec.Doc) {
 	if v.Senders < 2 || v.Senders > 15 {
 		d.Errorf("fabric.senders", "must be 2..15 (the other leaf's hosts), got %d", v.Senders)
 	}
-	if n, err := fabric.ParseSize(v.Size); err != nil || n <= 0 {
+	if n, err := spec.ParseSize(v.Size); err != nil || n <= 0 {
 		d.Errorf("fabric.size", "%q: a positive size such as 256KB", v.Size)
 	}
 	if v.Bursts < 1 || v.Bursts > 1000 {
@@ -108,7 +108,7 @@ func runFabric(ctx context.Context, l *Lab, row *Row) error {
 			}
 		}
 	}
-	size, _ := fabric.ParseSize(v.Size)
+	size, _ := spec.ParseSize(v.Size)
 	senders := map[string]bool{}
 	for i := range v.Senders {
 		senders[fmt.Sprintf("h%d", 16+i)] = true

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/rdma-appliance/appliance/bench/tunesim"
 	"github.com/rdma-appliance/appliance/internal/spec"
-	"github.com/rdma-appliance/appliance/tuning"
 )
 
 // TuningSpec switches the ByteTuning stage on: a short annealing run on
@@ -20,7 +20,7 @@ func (v *TuningSpec) validate(*spec.Doc) {}
 // runTuning runs tuning.LabRun: the best watermarks annealing finds must
 // beat every baseline of the paper's Tables 2 and 3.
 func runTuning(ctx context.Context, l *Lab, row *Row) error {
-	res, err := tuning.LabRun(ctx, l.Path("tuning"))
+	res, err := tunesim.LabRun(ctx, l.Path("tuning"))
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/bench/fabric/ns3"
-	"github.com/rdma-appliance/appliance/bench/fabric/topo"
+	"github.com/rdma-appliance/appliance/internal/topo"
 	"github.com/rdma-appliance/appliance/bench/fabric/workload"
 )
 

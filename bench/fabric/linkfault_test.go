@@ -3,7 +3,7 @@ package fabric
 import (
 	"testing"
 
-	"github.com/rdma-appliance/appliance/bench/fabric/topo"
+	"github.com/rdma-appliance/appliance/internal/topo"
 	"github.com/rdma-appliance/appliance/bench/fabric/workload"
 )
 

@@ -3,7 +3,7 @@ package fabric
 import (
 	"fmt"
 
-	"github.com/rdma-appliance/appliance/bench/fabric/topo"
+	"github.com/rdma-appliance/appliance/internal/topo"
 )
 
 // What switch programs and host agents (Hawkeye's telemetry and

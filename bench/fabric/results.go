@@ -10,7 +10,7 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/rdma-appliance/appliance/bench/fabric/topo"
+	"github.com/rdma-appliance/appliance/internal/topo"
 	"github.com/rdma-appliance/appliance/bench/fabric/workload"
 )
 

@@ -3,13 +3,11 @@ package fabric
 import (
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
-	"github.com/rdma-appliance/appliance/bench/fabric/topo"
 	"github.com/rdma-appliance/appliance/bench/fabric/workload"
 	"github.com/rdma-appliance/appliance/internal/spec"
+	"github.com/rdma-appliance/appliance/internal/topo"
 )
 
 // Scenario is a simulation as written in YAML (`appliance sim run`): a
@@ -123,27 +121,6 @@ func DecodeScenario(name string, data []byte) (Scenario, error) {
 	return s, nil
 }
 
-// ParseSize reads a byte count: 1500, 64KB, 16MB, 1GB (powers of 1024,
-// KiB and friends too).
-func ParseSize(s string) (int64, error) {
-	t := strings.TrimSpace(s)
-	mult := int64(1)
-	for _, u := range []struct {
-		suf string
-		m   int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1 << 10}, {"MB", 1 << 20}, {"GB", 1 << 30}, {"K", 1 << 10}, {"M", 1 << 20}, {"B", 1}} {
-		if strings.HasSuffix(t, u.suf) {
-			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suf)), u.m
-			break
-		}
-	}
-	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || v < 0 {
-		return 0, fmt.Errorf("size %q: a number of bytes (64KB, 16MB)", s)
-	}
-	return int64(v * float64(mult)), nil
-}
-
 // nsOf reads a duration such as 10us or 1ms; empty is def.
 func nsOf(s string, def int64) (int64, error) {
 	if s == "" {
@@ -188,11 +165,11 @@ func (s *Scenario) Validate(doc *spec.Doc) {
 			if len(w.Senders) == 0 || w.Dst == "" {
 				doc.Errorf(key, "incast needs senders and dst")
 			}
-			if n, err := ParseSize(w.Size); err != nil || n <= 0 {
+			if n, err := spec.ParseSize(w.Size); err != nil || n <= 0 {
 				doc.Errorf(key+".size", "%q: a positive size", w.Size)
 			}
 		case "all-to-all":
-			if n, err := ParseSize(w.Size); err != nil || n <= 0 {
+			if n, err := spec.ParseSize(w.Size); err != nil || n <= 0 {
 				doc.Errorf(key+".size", "%q: a positive size", w.Size)
 			}
 		case "csv":
@@ -264,7 +241,7 @@ func setSize(dst *int64, s string) error {
 	if s == "" {
 		return nil
 	}
-	v, err := ParseSize(s)
+	v, err := spec.ParseSize(s)
 	*dst = v
 	return err
 }
@@ -406,7 +383,7 @@ func (s *Scenario) Build() (*Sim, int64, error) {
 			if err != nil {
 				return nil, 0, err
 			}
-			size, _ := ParseSize(w.Size)
+			size, _ := spec.ParseSize(w.Size)
 			iv, _ := nsOf(w.Interval, 0)
 			fl = workload.Incast(snd, dst[0], size, max(w.Bursts, 1), iv, start)
 		case "all-to-all":
@@ -414,7 +391,7 @@ func (s *Scenario) Build() (*Sim, int64, error) {
 			if err != nil {
 				return nil, 0, err
 			}
-			size, _ := ParseSize(w.Size)
+			size, _ := spec.ParseSize(w.Size)
 			fl = workload.AllToAll(hosts, size, start)
 		case "csv":
 			f, err := os.Open(w.File)

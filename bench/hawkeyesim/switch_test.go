@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/rdma-appliance/appliance/bench/fabric"
-	"github.com/rdma-appliance/appliance/bench/fabric/topo"
+	"github.com/rdma-appliance/appliance/internal/topo"
 	"github.com/rdma-appliance/appliance/bench/fabric/workload"
 	"github.com/rdma-appliance/appliance/internal/hawkeyewire"
 )

@@ -27,7 +27,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rdma-appliance/appliance/bench/fabric/topo"
+	"github.com/rdma-appliance/appliance/internal/topo"
 	"github.com/rdma-appliance/appliance/bench/fabric/workload"
 )
 

@@ -2,7 +2,7 @@
 // the same flows, in Debian's ns-3 (3.37), so `make bench` can print how
 // much faster bench/fabric simulates the same traffic.
 //
-// Topology: the k-ary fat-tree of bench/fabric/topo.FatTree, built in the
+// Topology: the k-ary fat-tree of internal/topo.FatTree, built in the
 // same order (hosts, then tors, aggs and cores; links host-tor, tor-agg,
 // agg-core), so ns-3 node i is topo node i and host i is "h<i>".
 // Point-to-point links of one rate and delay, drop-tail device queues and

@@ -1,4 +1,4 @@
-package tuning
+package tunesim
 
 import (
 	"context"
@@ -11,8 +11,9 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/bench/fabric"
-	"github.com/rdma-appliance/appliance/bench/fabric/topo"
 	"github.com/rdma-appliance/appliance/bench/fabric/workload"
+	"github.com/rdma-appliance/appliance/internal/topo"
+	"github.com/rdma-appliance/appliance/tuning"
 )
 
 // SimScenario is one of the paper's experiments rebuilt on the fabric
@@ -30,7 +31,7 @@ type SimScenario struct {
 	// Scopes are the scopes the scenario tunes (receiver-side layers).
 	Scopes []string
 	// Objective is the scenario's objective (Eq. 15 for multi-host).
-	Objective Objective
+	Objective tuning.Objective
 	// Duration is the simulated time of one evaluation.
 	Duration time.Duration
 	// Capacity and RTT are the bottleneck's rate (bits/s) and the base
@@ -53,7 +54,7 @@ const (
 func simBase() fabric.Config {
 	c := fabric.DefaultConfig()
 	c.Switch.Buffer = 32 << 20
-	c.Switch.Cell = PaperCell
+	c.Switch.Cell = tuning.PaperCell
 	c.Seed = 1
 	return c
 }
@@ -104,7 +105,7 @@ func hostRange(lo, hi int) []int {
 func SimScenarios() map[string]SimScenario {
 	m := map[string]SimScenario{}
 	incast := func(name, desc string, senders []int, dst, nqp int, size int64, bursts int, interval int64, dur time.Duration) SimScenario {
-		o := DefaultObjective()
+		o := tuning.DefaultObjective()
 		// Incast queues reach megabytes: a fixed normalisation at half a
 		// megabyte (2000 cells, the middle of the paper's Kmin range)
 		// still tells them apart.
@@ -154,7 +155,7 @@ func SimScenarios() map[string]SimScenario {
 	mh := SimScenario{Name: "multihost", Base: simBase(), Scopes: []string{"nic"}, Duration: 2 * time.Millisecond,
 		Capacity: 50e9, RTT: 6*simDelay + 200,
 		Description: "multi-host RNIC (Fig. 4): A->C1 and B->C1 100 QPs each, B->C2 1 QP; C's RNIC (layer nic, 100G to its ToR, 50G PCIe per PF) runs NIC-ECN and TX-PFC; Eq. 15 fairness"}
-	mh.Objective = DefaultObjective()
+	mh.Objective = tuning.DefaultObjective()
 	mh.Objective.Fairness = true
 	// The RNIC's shared receive buffer is far smaller than a switch's.
 	nic := mh.Base.Switch
@@ -196,13 +197,6 @@ func SimScenarioNames() []string {
 	return []string{"incast-2", "incast-24", "incast-39", "mixed", "multihost"}
 }
 
-// AlphaUnit converts the space's alpha (the switch's dynamic-threshold
-// setting, the paper's 1..20) to the simulator's fraction of the free
-// shared buffer a priority group may take: alpha 1 is 1/64 (about 0.5 MB
-// of an empty 32 MB buffer, below the largest ECN thresholds, so PFC can
-// fire before ECN as the paper observes for alpha 1), alpha 20 is 0.31.
-const AlphaUnit = 1.0 / 64
-
 // SimTarget runs a scenario in the fabric simulator with the applied
 // watermarks. It is deterministic: the same configuration gives the same
 // telemetry. One SimTarget serves one goroutine.
@@ -220,7 +214,7 @@ type SimTarget struct {
 	g      *topo.Graph
 	routes *topo.Routes
 	flows  []workload.Flow
-	cfg    *Config
+	cfg    *tuning.Config
 	// Last is the last run's raw results (reports).
 	Last *fabric.Results
 }
@@ -233,7 +227,11 @@ func NewSimTarget(sc SimScenario) (*SimTarget, error) {
 	}
 	t := &SimTarget{Sc: sc, SampleNs: 2000, g: g, routes: r, flows: fl}
 	if len(t.Telemetry) == 0 {
-		comp := Compress(g, r, fl, CompressOptions{PerLayer: true, OnPathOnly: true, ReceiverSide: true})
+		dem := make([]tuning.Demand, len(fl))
+		for i, f := range fl {
+			dem[i] = tuning.Demand{Src: f.Src, Dst: f.Dst}
+		}
+		comp := tuning.Compress(g, r, dem, tuning.CompressOptions{PerLayer: true, OnPathOnly: true, ReceiverSide: true})
 		t.Telemetry = comp.Telemetry
 	}
 	return t, nil
@@ -247,7 +245,7 @@ func (t *SimTarget) Graph() (*topo.Graph, *topo.Routes, []workload.Flow) {
 // FabricConfig is the simulator configuration with c's watermarks on
 // their layers or switches. A switch scope becomes a layer of its own;
 // port scopes cannot be simulated (the simulator configures switches).
-func (t *SimTarget) FabricConfig(c Config) (fabric.Config, *topo.Graph, error) {
+func (t *SimTarget) FabricConfig(c tuning.Config) (fabric.Config, *topo.Graph, error) {
 	fc := t.Sc.Base
 	fc.Layers = map[string]fabric.SwitchConfig{}
 	for k, v := range t.Sc.Base.Layers {
@@ -264,7 +262,7 @@ func (t *SimTarget) FabricConfig(c Config) (fabric.Config, *topo.Graph, error) {
 		}
 	}
 	for _, s := range c.ScopeNames() {
-		kind, name, _, err := ParseScope(s)
+		kind, name, _, err := tuning.ParseScope(s)
 		if err != nil {
 			return fc, nil, err
 		}
@@ -272,7 +270,7 @@ func (t *SimTarget) FabricConfig(c Config) (fabric.Config, *topo.Graph, error) {
 		switch kind {
 		case "layer":
 			if !layers[name] {
-				return fc, nil, fmt.Errorf("%w: no switch of layer %q in scenario %s", ErrUnreachable, name, t.Sc.Name)
+				return fc, nil, fmt.Errorf("%w: no switch of layer %q in scenario %s", tuning.ErrUnreachable, name, t.Sc.Name)
 			}
 			base, ok := fc.Layers[name]
 			if !ok {
@@ -282,7 +280,7 @@ func (t *SimTarget) FabricConfig(c Config) (fabric.Config, *topo.Graph, error) {
 		case "switch":
 			i, ok := g.Node(name)
 			if !ok || g.Nodes[i].Kind != topo.Switch {
-				return fc, nil, fmt.Errorf("%w: no switch %q in scenario %s", ErrUnreachable, name, t.Sc.Name)
+				return fc, nil, fmt.Errorf("%w: no switch %q in scenario %s", tuning.ErrUnreachable, name, t.Sc.Name)
 			}
 			if g == t.g {
 				g = cloneGraph(t.g)
@@ -312,17 +310,17 @@ func cloneGraph(g *topo.Graph) *topo.Graph {
 }
 
 // applyWatermark sets a switch's ECN and PFC thresholds from w.
-func applyWatermark(sc fabric.SwitchConfig, w Watermark, cell int64) fabric.SwitchConfig {
+func applyWatermark(sc fabric.SwitchConfig, w tuning.Watermark, cell int64) fabric.SwitchConfig {
 	sc.ECN = true
 	sc.Kmin, sc.Kmax = w.Kmin*cell, w.Kmax*cell
 	sc.Pmax = w.Pmax / 100
 	sc.Headroom = w.Headroom * cell
-	sc.Alpha = w.Alpha * AlphaUnit
+	sc.Alpha = w.Alpha * tuning.AlphaUnit
 	return sc
 }
 
 // Apply takes the configuration for the next Measure.
-func (t *SimTarget) Apply(_ context.Context, c Config) error {
+func (t *SimTarget) Apply(_ context.Context, c tuning.Config) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
@@ -338,16 +336,16 @@ func (t *SimTarget) Apply(_ context.Context, c Config) error {
 // throughput from the bytes they sent, queue statistics from samples
 // every SampleNs, and per source-destination pair the data bytes
 // delivered (Eq. 15's flows: the paper's flows are groups of QPs).
-func (t *SimTarget) Measure(ctx context.Context, d time.Duration) (Telemetry, error) {
+func (t *SimTarget) Measure(ctx context.Context, d time.Duration) (tuning.Telemetry, error) {
 	if t.cfg == nil {
-		return Telemetry{}, errors.New("simulator: measure before apply")
+		return tuning.Telemetry{}, errors.New("simulator: measure before apply")
 	}
 	if d <= 0 {
 		d = t.Sc.Duration
 	}
 	fc, g, err := t.FabricConfig(*t.cfg)
 	if err != nil {
-		return Telemetry{}, err
+		return tuning.Telemetry{}, err
 	}
 	routes := t.routes
 	if g != t.g {
@@ -355,7 +353,7 @@ func (t *SimTarget) Measure(ctx context.Context, d time.Duration) (Telemetry, er
 	}
 	sim, err := fabric.New(g, routes, t.flows, fc)
 	if err != nil {
-		return Telemetry{}, fmt.Errorf("simulator: %w", err)
+		return tuning.Telemetry{}, fmt.Errorf("simulator: %w", err)
 	}
 	type watch struct {
 		node    int
@@ -368,7 +366,7 @@ func (t *SimTarget) Measure(ctx context.Context, d time.Duration) (Telemetry, er
 	for _, name := range t.Telemetry {
 		i, ok := g.Node(name)
 		if !ok {
-			return Telemetry{}, fmt.Errorf("%w: telemetry switch %q", ErrUnreachable, name)
+			return tuning.Telemetry{}, fmt.Errorf("%w: telemetry switch %q", tuning.ErrUnreachable, name)
 		}
 		n := sim.NumPorts(i)
 		w := &watch{node: i, samples: make([][]float64, n), pkts: make([]uint64, n), bytes: make([]uint64, n)}
@@ -428,18 +426,18 @@ func (t *SimTarget) Measure(ctx context.Context, d time.Duration) (Telemetry, er
 	sim.At(0, sample)
 	res, err := sim.Run(ctx, int64(d))
 	if err != nil {
-		return Telemetry{}, fmt.Errorf("simulator: %w", err)
+		return tuning.Telemetry{}, fmt.Errorf("simulator: %w", err)
 	}
 	t.Last = res
-	tel := Telemetry{Duration: int64(d), Drops: res.Stats.Drops, Pauses: res.Stats.PauseFrames, Source: "simulator:" + t.Sc.Name}
+	tel := tuning.Telemetry{Duration: int64(d), Drops: res.Stats.Drops, Pauses: res.Stats.PauseFrames, Source: "simulator:" + t.Sc.Name}
 	secs := float64(d) / 1e9
 	for _, w := range ws {
-		ss := SwitchStats{Name: g.Nodes[w.node].Name, Layer: g.Nodes[w.node].Layer}
+		ss := tuning.SwitchStats{Name: g.Nodes[w.node].Name, Layer: g.Nodes[w.node].Layer}
 		for port, smp := range w.samples {
 			if w.pkts[port] == 0 {
 				continue // carried no data: ACK-only uplinks and idle ports
 			}
-			ps := PortStats{Port: port, Capacity: g.Links[g.Ports(w.node)[port].Link].Bandwidth}
+			ps := tuning.PortStats{Port: port, Capacity: g.Links[g.Ports(w.node)[port].Link].Bandwidth}
 			pr := res.Port(g.Nodes[w.node].Name, port)
 			if pr != nil {
 				ps.Drops, ps.PausedNs = pr.Drops, pr.PausedNs
@@ -459,13 +457,13 @@ func (t *SimTarget) Measure(ctx context.Context, d time.Duration) (Telemetry, er
 			if len(smp) > 0 {
 				ps.QueueMean = sum / float64(len(smp))
 			}
-			ps.QueueP99 = Percentile(smp, 99)
+			ps.QueueP99 = tuning.Percentile(smp, 99)
 			ss.Ports = append(ss.Ports, ps)
 		}
 		tel.Switches = append(tel.Switches, ss)
 	}
 	for k := range pairs {
-		fs := FlowStats{ID: k, Throughput: pairBytes[k] * 8 / secs}
+		fs := tuning.FlowStats{ID: k, Throughput: pairBytes[k] * 8 / secs}
 		if pairQN[k] > 0 {
 			fs.Queue = pairQueue[k] / pairQN[k]
 		}
@@ -502,4 +500,53 @@ func NewSimTargetNamed(name string) (*SimTarget, error) {
 		return nil, fmt.Errorf("simulator scenario %q: %s", name, scenarioList())
 	}
 	return NewSimTarget(sc)
+}
+
+// Inventory is the simulated fabric's switches with one interface per port,
+// so the chosen watermarks can be rendered in any dialect.
+func (t *SimTarget) Inventory() []tuning.Switch {
+	g, _, _ := t.Graph()
+	var out []tuning.Switch
+	for i, n := range g.Nodes {
+		if n.Kind != topo.Switch {
+			continue
+		}
+		sw := tuning.Switch{Name: n.Name, Layer: n.Layer, Dialect: "comware", Prio: 3}
+		for p := range g.Ports(i) {
+			sw.Ports = append(sw.Ports, fmt.Sprintf("Ethernet%d", 4*p))
+		}
+		out = append(out, sw)
+	}
+	return out
+}
+
+var _ tuning.Inventoried = (*SimTarget)(nil)
+
+// Simulator serves run files' simulator target kind with the scenarios of
+// SimScenarios.
+type Simulator struct{}
+
+var _ tuning.Simulator = Simulator{}
+
+// Scenarios are the scenario names, sorted.
+func (Simulator) Scenarios() []string {
+	n := SimScenarioNames()
+	sort.Strings(n)
+	return n
+}
+
+// Defaults are a scenario's scopes and objective.
+func (Simulator) Defaults(name string) ([]string, tuning.Objective, bool) {
+	sc, ok := SimScenarios()[name]
+	return sc.Scopes, sc.Objective, ok
+}
+
+// Open makes the target of a run file's scenario.
+func (Simulator) Open(ts tuning.TargetSpec) (tuning.Target, float64, int64, error) {
+	st, err := NewSimTargetNamed(ts.Scenario)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	st.INTSampleRate = ts.INTSampleRate
+	return st, st.Sc.Capacity, st.Sc.RTT, nil
 }

@@ -1,4 +1,4 @@
-package tuning
+package tunesim
 
 import (
 	"context"
@@ -7,15 +7,17 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/rdma-appliance/appliance/tuning"
 )
 
 // LabResult is the lab's short tuning run.
 type LabResult struct {
-	Scenario    string    `json:"scenario"`
-	Evaluations int       `json:"evaluations"`
-	Stopped     string    `json:"stopped"`
-	BestScore   float64   `json:"best_score"`
-	Best        Watermark `json:"best_watermark"`
+	Scenario    string           `json:"scenario"`
+	Evaluations int              `json:"evaluations"`
+	Stopped     string           `json:"stopped"`
+	BestScore   float64          `json:"best_score"`
+	Best        tuning.Watermark `json:"best_watermark"`
 	// BestBaseline is the highest-scoring preset of Tables 2 and 3.
 	BestBaseline      string             `json:"best_baseline"`
 	BestBaselineScore float64            `json:"best_baseline_score"`
@@ -43,14 +45,14 @@ func LabRun(ctx context.Context, outDir string) (LabResult, error) {
 	if err != nil {
 		return res, err
 	}
-	space := PaperSpace(sc.Scopes...)
+	space := tuning.PaperSpace(sc.Scopes...)
 	obj := sc.Objective
-	obj.Norm = Fixed
-	opt, err := NewAnneal(&space, BenchAnneal(LabEvals), 1, nil)
+	obj.Norm = tuning.Fixed
+	opt, err := tuning.NewAnneal(&space, BenchAnneal(LabEvals), 1, nil)
 	if err != nil {
 		return res, err
 	}
-	tu := &Tuner{Space: &space, Objective: obj, Target: st, Optimizer: opt, Budget: LabEvals, Interval: sc.Duration,
+	tu := &tuning.Tuner{Space: &space, Objective: obj, Target: st, Optimizer: opt, Budget: LabEvals, Interval: sc.Duration,
 		StateFile: filepath.Join(outDir, "state.json")}
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return res, err
@@ -64,8 +66,8 @@ func LabRun(ctx context.Context, outDir string) (LabResult, error) {
 		return res, fmt.Errorf("lab tuning: %w", err)
 	}
 	res.Best = r.Best.Scopes[sc.Scopes[0]]
-	for _, b := range Baselines(space.Cell, sc.Capacity, sc.RTT) {
-		if err := st.Apply(ctx, Uniform(space.Cell, b.W, sc.Scopes...)); err != nil {
+	for _, b := range tuning.Baselines(space.Cell, sc.Capacity, sc.RTT) {
+		if err := st.Apply(ctx, tuning.Uniform(space.Cell, b.W, sc.Scopes...)); err != nil {
 			return res, fmt.Errorf("baseline %s: %w", b.Name, err)
 		}
 		tel, err := st.Measure(ctx, sc.Duration)
@@ -78,7 +80,7 @@ func LabRun(ctx context.Context, outDir string) (LabResult, error) {
 			res.BestBaseline, res.BestBaselineScore = b.Name, f
 		}
 	}
-	se := &Session{Space: space, Tuner: tu, Sim: st, Target: st}
+	se := &tuning.Session{Space: space, Tuner: tu, Target: st}
 	if _, err := se.WriteReport(outDir, r, "comware"); err != nil {
 		return res, err
 	}

@@ -1,4 +1,4 @@
-package tuning
+package tunesim
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"sync"
 	"text/tabwriter"
 	"time"
+
+	"github.com/rdma-appliance/appliance/tuning"
 )
 
 // BenchOptions configure Bench: annealing with a budget against the
@@ -42,22 +44,22 @@ type MethodStats struct {
 // BenchRow is one scenario's outcome. Scores are the fixed
 // normalisation of the scenario's objective.
 type BenchRow struct {
-	Scenario    string               `json:"scenario"`
-	GridPoints  int                  `json:"grid_points"`
-	GridBest    float64              `json:"grid_best"`
-	GridConfig  Watermark            `json:"grid_best_watermark"`
-	GridSeconds float64              `json:"grid_seconds"`
-	Anneal      MethodStats          `json:"anneal"`
-	AnnealBest  Watermark            `json:"anneal_best_watermark"`
-	Random      MethodStats          `json:"random"`
-	HillClimb   MethodStats          `json:"hillclimb"`
-	Baselines   map[string]float64   `json:"baselines"`
-	EarlyStop   int                  `json:"early_stop_evals"`
-	EarlyBest   float64              `json:"early_stop_best"`
-	Seconds     float64              `json:"seconds"`
-	Pass        bool                 `json:"pass"`
-	Reason      string               `json:"reason"`
-	Extra       map[string]Watermark `json:"-"`
+	Scenario    string                      `json:"scenario"`
+	GridPoints  int                         `json:"grid_points"`
+	GridBest    float64                     `json:"grid_best"`
+	GridConfig  tuning.Watermark            `json:"grid_best_watermark"`
+	GridSeconds float64                     `json:"grid_seconds"`
+	Anneal      MethodStats                 `json:"anneal"`
+	AnnealBest  tuning.Watermark            `json:"anneal_best_watermark"`
+	Random      MethodStats                 `json:"random"`
+	HillClimb   MethodStats                 `json:"hillclimb"`
+	Baselines   map[string]float64          `json:"baselines"`
+	EarlyStop   int                         `json:"early_stop_evals"`
+	EarlyBest   float64                     `json:"early_stop_best"`
+	Seconds     float64                     `json:"seconds"`
+	Pass        bool                        `json:"pass"`
+	Reason      string                      `json:"reason"`
+	Extra       map[string]tuning.Watermark `json:"-"`
 }
 
 // median of vs.
@@ -104,8 +106,8 @@ func (o *BenchOptions) Defaults() {
 // parameters with the schedule cooled within the budget and without
 // line 7's second measurement of x (the simulator is deterministic, so it
 // would only repeat f(x); on a live network keep it).
-func BenchAnneal(evals int) AnnealParams {
-	p := PaperAnneal()
+func BenchAnneal(evals int) tuning.AnnealParams {
+	p := tuning.PaperAnneal()
 	p.Remeasure = false
 	return p.ForBudget(evals)
 }
@@ -252,20 +254,20 @@ func benchScenario(ctx context.Context, sc SimScenario, o BenchOptions, say func
 // the memo cache its methods draw on.
 type benchGrid struct {
 	sc    SimScenario
-	space Space
-	obj   Objective
-	pts   []Point
-	cache *MemoCache
+	space tuning.Space
+	obj   tuning.Objective
+	pts   []tuning.Point
+	cache *tuning.MemoCache
 }
 
 func newBenchGrid(sc SimScenario) *benchGrid {
-	g := &benchGrid{sc: sc, space: PaperSpace(sc.Scopes...), obj: sc.Objective, cache: NewMemoCache()}
-	g.obj.Norm = Fixed
-	g.space.Enumerate(func(p Point) bool { g.pts = append(g.pts, p); return true })
+	g := &benchGrid{sc: sc, space: tuning.PaperSpace(sc.Scopes...), obj: sc.Objective, cache: tuning.NewMemoCache()}
+	g.obj.Norm = tuning.Fixed
+	g.space.Enumerate(func(p tuning.Point) bool { g.pts = append(g.pts, p); return true })
 	return g
 }
 
-func (g *benchGrid) newTarget() (Target, error) {
+func (g *benchGrid) newTarget() (tuning.Target, error) {
 	st, err := NewSimTarget(g.sc)
 	if err != nil {
 		return nil, err
@@ -276,11 +278,11 @@ func (g *benchGrid) newTarget() (Target, error) {
 // GridEntry is one grid point's measurement: what a shard of the bench
 // (tune bench --shard) writes, and what the merge rebuilds the grid from.
 type GridEntry struct {
-	Scenario  string    `json:"scenario"`
-	Point     int       `json:"point"`
-	Score     float64   `json:"score"`
-	Seconds   float64   `json:"seconds"` // its simulation's wall time
-	Telemetry Telemetry `json:"telemetry"`
+	Scenario  string           `json:"scenario"`
+	Point     int              `json:"point"`
+	Score     float64          `json:"score"`
+	Seconds   float64          `json:"seconds"` // its simulation's wall time
+	Telemetry tuning.Telemetry `json:"telemetry"`
 }
 
 // measure simulates the grid points idx, split over the workers (each
@@ -375,19 +377,19 @@ func (g *benchGrid) finish(ctx context.Context, o BenchOptions, entries []GridEn
 	row.GridSeconds = gridSeconds
 	say("%s: grid best %.4f at %v (%.0f s)", sc.Name, row.GridBest, row.GridConfig, row.GridSeconds)
 
-	run := func(method string, seed uint64, patience int) (Result, error) {
+	run := func(method string, seed uint64, patience int) (tuning.Result, error) {
 		tg, err := newTarget()
 		if err != nil {
-			return Result{}, err
+			return tuning.Result{}, err
 		}
-		opt, err := NewOptimizer(method, &space, seed, BenchAnneal(o.Evals), nil)
+		opt, err := tuning.NewOptimizer(method, &space, seed, BenchAnneal(o.Evals), nil)
 		if err != nil {
-			return Result{}, err
+			return tuning.Result{}, err
 		}
-		tu := &Tuner{Space: &space, Objective: obj, Target: tg, Optimizer: opt, Budget: o.Evals, Patience: patience, Interval: sc.Duration}
+		tu := &tuning.Tuner{Space: &space, Objective: obj, Target: tg, Optimizer: opt, Budget: o.Evals, Patience: patience, Interval: sc.Duration}
 		return tu.Run(ctx)
 	}
-	var bestAnneal Result
+	var bestAnneal tuning.Result
 	for _, m := range []struct {
 		name string
 		into *MethodStats
@@ -415,8 +417,8 @@ func (g *benchGrid) finish(ctx context.Context, o BenchOptions, entries []GridEn
 	if err != nil {
 		return row, err
 	}
-	for _, b := range Baselines(space.Cell, sc.Capacity, sc.RTT) {
-		c := Uniform(space.Cell, b.W, sc.Scopes...)
+	for _, b := range tuning.Baselines(space.Cell, sc.Capacity, sc.RTT) {
+		c := tuning.Uniform(space.Cell, b.W, sc.Scopes...)
 		if err := tg.Apply(ctx, c); err != nil {
 			return row, fmt.Errorf("baseline %s: %w", b.Name, err)
 		}
@@ -459,7 +461,7 @@ func sortedKeys(m map[string]float64) []string {
 func WriteBenchTable(w io.Writer, rows []BenchRow, o BenchOptions) error {
 	o.Defaults()
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	names := BaselineNames()
+	names := tuning.BaselineNames()
 	head := []string{"scenario", "grid best", fmt.Sprintf("anneal@%d", o.Evals), "% of grid", "random", "hillclimb", "early stop"}
 	head = append(head, names...)
 	head = append(head, "grid s", "verdict")

@@ -1,4 +1,4 @@
-package tuning
+package tunesim
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/rdma-appliance/appliance/tuning"
 )
 
 func TestSimTarget(t *testing.T) {
@@ -16,12 +18,12 @@ func TestSimTarget(t *testing.T) {
 	if len(st.Telemetry) != 1 || st.Telemetry[0] != "leaf1" {
 		t.Fatalf("watching %v, want the receiver's leaf1", st.Telemetry)
 	}
-	s := PaperSpace(st.Sc.Scopes...)
+	s := tuning.PaperSpace(st.Sc.Scopes...)
 	ctx := context.Background()
-	lo, _ := s.Config(Point{0, 0, 0, 0})
-	hi, _ := s.Config(Point{10, 9, 5, 4})
-	var tels [2]Telemetry
-	for i, c := range []Config{lo, hi} {
+	lo, _ := s.Config(tuning.Point{0, 0, 0, 0})
+	hi, _ := s.Config(tuning.Point{10, 9, 5, 4})
+	var tels [2]tuning.Telemetry
+	for i, c := range []tuning.Config{lo, hi} {
 		if err := st.Apply(ctx, c); err != nil {
 			t.Fatal(err)
 		}
@@ -54,15 +56,15 @@ func TestSimTarget(t *testing.T) {
 	}
 	// A layer the scenario lacks is an unreachable switch; ports cannot
 	// be simulated.
-	bad := Uniform(PaperCell, lo.Scopes["leaf"], "core")
-	if err := st.Apply(ctx, bad); !errors.Is(err, ErrUnreachable) {
+	bad := tuning.Uniform(tuning.PaperCell, lo.Scopes["leaf"], "core")
+	if err := st.Apply(ctx, bad); !errors.Is(err, tuning.ErrUnreachable) {
 		t.Errorf("unknown layer: %v", err)
 	}
-	if err := st.Apply(ctx, Uniform(PaperCell, lo.Scopes["leaf"], "port:leaf1/3")); err == nil {
+	if err := st.Apply(ctx, tuning.Uniform(tuning.PaperCell, lo.Scopes["leaf"], "port:leaf1/3")); err == nil {
 		t.Error("a port scope was simulated")
 	}
 	// A switch scope configures that switch only.
-	if err := st.Apply(ctx, Uniform(PaperCell, hi.Scopes["leaf"], "switch:leaf1")); err != nil {
+	if err := st.Apply(ctx, tuning.Uniform(tuning.PaperCell, hi.Scopes["leaf"], "switch:leaf1")); err != nil {
 		t.Fatal(err)
 	}
 	ts, err := st.Measure(ctx, time.Millisecond)
