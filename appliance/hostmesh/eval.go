@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/bench/fabric"
-	"github.com/rdma-appliance/appliance/internal/topo"
 	"github.com/rdma-appliance/appliance/bench/fabric/workload"
 	"github.com/rdma-appliance/appliance/collector/hostmeshanalyzer"
+	"github.com/rdma-appliance/appliance/internal/topo"
 )
 
 // Fault types of the evaluation.

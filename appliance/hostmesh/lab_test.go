@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/bench/fabric"
-	"github.com/rdma-appliance/appliance/internal/topo"
 	"github.com/rdma-appliance/appliance/collector/hostmeshanalyzer"
+	"github.com/rdma-appliance/appliance/internal/topo"
 )
 
 // TestLabRun: the lab's short round localizes the flapping link, stays

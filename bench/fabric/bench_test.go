@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/bench/fabric/ns3"
-	"github.com/rdma-appliance/appliance/internal/topo"
 	"github.com/rdma-appliance/appliance/bench/fabric/workload"
+	"github.com/rdma-appliance/appliance/internal/topo"
 )
 
 // benchScenario is the benchmark: a k=4 fat-tree at 100 Gbps,

@@ -7,8 +7,8 @@ import (
 	"math"
 	"testing"
 
-	"github.com/rdma-appliance/appliance/internal/topo"
 	"github.com/rdma-appliance/appliance/bench/fabric/workload"
+	"github.com/rdma-appliance/appliance/internal/topo"
 )
 
 const gbps100 = 100e9

@@ -3,8 +3,8 @@ package fabric
 import (
 	"testing"
 
-	"github.com/rdma-appliance/appliance/internal/topo"
 	"github.com/rdma-appliance/appliance/bench/fabric/workload"
+	"github.com/rdma-appliance/appliance/internal/topo"
 )
 
 // probeRig sends one probe every 10 us from m0n0 to m0n1 on a 2-machine,

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/rdma-appliance/appliance/internal/topo"
 	"github.com/rdma-appliance/appliance/bench/fabric/workload"
+	"github.com/rdma-appliance/appliance/internal/topo"
 	"github.com/rdma-appliance/appliance/verbs/dcqcn"
 )
 

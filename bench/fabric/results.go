@@ -10,8 +10,8 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/rdma-appliance/appliance/internal/topo"
 	"github.com/rdma-appliance/appliance/bench/fabric/workload"
+	"github.com/rdma-appliance/appliance/internal/topo"
 )
 
 // Stats are fabric-wide counters.

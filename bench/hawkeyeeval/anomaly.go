@@ -13,8 +13,8 @@ import (
 	"strings"
 
 	"github.com/rdma-appliance/appliance/bench/fabric"
-	"github.com/rdma-appliance/appliance/internal/topo"
 	"github.com/rdma-appliance/appliance/bench/fabric/workload"
+	"github.com/rdma-appliance/appliance/internal/topo"
 )
 
 // Anomaly is an injected performance anomaly: the six cases of the

@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"github.com/rdma-appliance/appliance/bench/fabric"
-	"github.com/rdma-appliance/appliance/internal/topo"
 	"github.com/rdma-appliance/appliance/bench/fabric/workload"
 	"github.com/rdma-appliance/appliance/internal/hawkeyewire"
+	"github.com/rdma-appliance/appliance/internal/topo"
 )
 
 const (

@@ -27,8 +27,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rdma-appliance/appliance/internal/topo"
 	"github.com/rdma-appliance/appliance/bench/fabric/workload"
+	"github.com/rdma-appliance/appliance/internal/topo"
 )
 
 //go:embed scenario/fattree.cc
