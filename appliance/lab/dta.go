@@ -76,34 +76,99 @@ const dtaSketch = 1
 // bridged segment of ring links, runs the reporters, and checks every
 // primitive through the collector's queries against what was reported.
 func runDTA(ctx context.Context, l *Lab, row *Row) error {
-	v := l.Spec.DTA
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
+	s := &dtaStage{l: l, v: l.Spec.DTA, name: fmt.Sprintf("labdta%d", time.Now().UnixNano()),
+		collIP: netip.MustParseAddr("10.9.0.1"), trIP: netip.MustParseAddr("10.9.0.100")}
+	s.ctx, s.cancel = context.WithCancel(ctx)
+	defer s.close()
+	for _, step := range []func() error{s.openLinks, s.startCollector, s.startTranslator, s.newReporters} {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	took, st, err := s.runReporters()
+	if err != nil {
+		return err
+	}
+	// Over veth the kernel drops frames under load (its backlog queue
+	// is not PFC): there a count, list or sketch may fall short, but
+	// only by RDMA packets the translator knows it lost.
+	chk, err := checkDTA(s.coll, s.reps, s.entries, l.Netns)
+	s.recordLists(took)
+	err = s.figures(row, st, took, chk, err)
+	if tbl := dtamem.FormatLoadTable(1<<16, dtamem.LoadFactorTable(1<<16, []float64{0.25, 0.5, 1, 2})); tbl != "" {
+		if werr := os.WriteFile(l.Path("dta-loadfactor.txt"), []byte(tbl), 0o644); werr != nil {
+			return werr
+		}
+	}
+	if err != nil {
+		return err
+	}
+	row.Pass = true
+	return nil
+}
 
-	name := fmt.Sprintf("labdta%d", time.Now().UnixNano())
-	pool, err := dpdk.NewPool(name, 32768, 0)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	// The translator's, the collector's and the reporters' ports, and
-	// their far ends, which the switch joins.
-	near, far, closeLinks, err := l.links(name, 2+v.Reporters, pool)
-	if err != nil {
-		return err
-	}
-	defer closeLinks()
-	trPort, collPort, repPorts := near[0], near[1], near[2:]
+// dtaStage is one run of the DTA stage: what its steps share.
+type dtaStage struct {
+	l            *Lab
+	v            DTASpec
+	name         string
+	ctx          context.Context
+	cancel       context.CancelFunc
+	wg           sync.WaitGroup // the switch, the translator and the collector's server
+	undo         []func()       // run in reverse by close
+	collIP, trIP netip.Addr
 
-	// The collector: a soft RNIC and the collector service on it.
-	collIP, trIP := netip.MustParseAddr("10.9.0.1"), netip.MustParseAddr("10.9.0.100")
-	dev, err := soft.NewDevice(name+"coll", collPort, soft.Config{GIDs: []netip.Addr{collIP}})
+	pool               *dpdk.Pool
+	trPort, collPort   dpdk.Port
+	repPorts, switched []dpdk.Port
+	cs                 dtacollector.Spec
+	exchange           string // the collector's exchange address
+	coll               *dtacollector.Collector
+	entries            *listEntries
+	svc                *dtatranslator.Service
+	reps               []*dtatranslator.Reporter
+}
+
+// close stops the stage: the translator and the switch go before the
+// collector (a collector that left first would be seen going down), the
+// collector before its RNIC, the RNIC before the links and the pool.
+func (s *dtaStage) close() {
+	s.cancel()
+	s.wg.Wait()
+	for i := len(s.undo) - 1; i >= 0; i-- {
+		s.undo[i]()
+	}
+	s.cancel()
+}
+
+// openLinks makes the pool and the links: the translator's, the
+// collector's and the reporters' ports, and their far ends, which the
+// switch joins.
+func (s *dtaStage) openLinks() error {
+	pool, err := dpdk.NewPool(s.name, 32768, 0)
 	if err != nil {
 		return err
 	}
-	defer dev.Close()
-	if err := dev.Start(ctx); err != nil {
+	s.pool = pool
+	s.undo = append(s.undo, func() { pool.Close() })
+	near, far, closeLinks, err := s.l.links(s.name, 2+s.v.Reporters, pool)
+	if err != nil {
+		return err
+	}
+	s.undo = append(s.undo, closeLinks)
+	s.trPort, s.collPort, s.repPorts, s.switched = near[0], near[1], near[2:], far
+	return nil
+}
+
+// startCollector starts a soft RNIC and the collector service on it, with
+// every primitive's region and one list per reporter, and its exchange.
+func (s *dtaStage) startCollector() error {
+	dev, err := soft.NewDevice(s.name+"coll", s.collPort, soft.Config{GIDs: []netip.Addr{s.collIP}})
+	if err != nil {
+		return err
+	}
+	s.undo = append(s.undo, func() { dev.Close() })
+	if err := dev.Start(s.ctx); err != nil {
 		return err
 	}
 	yml := fmt.Appendf(nil, `name: lab-collector
@@ -117,17 +182,17 @@ postcards: {slots: 16384, hops: 5}
 append:
   batch: 4
   lists:
-`, v.Redundancy, v.KeyWriteSlots, dtaSketch, v.Reporters)
-	for i := range v.Reporters {
+`, s.v.Redundancy, s.v.KeyWriteSlots, dtaSketch, s.v.Reporters)
+	for i := range s.v.Reporters {
 		yml = fmt.Appendf(yml, "    - {id: %d, entries: 65536}\n", i+1)
 	}
-	cs, err := dtacollector.DecodeSpec("<lab dta collector>", yml)
-	if err != nil {
+	if s.cs, err = dtacollector.DecodeSpec("<lab dta collector>", yml); err != nil {
 		return err
 	}
 	// One poller per list: OnEntry sees a list's entries in order.
 	entries := &listEntries{m: map[uint32][]uint32{}}
-	coll, err := dtacollector.New(cs, dev, dtacollector.Options{Log: l.Log, OnEntry: func(list uint32, _ uint64, data uint32) {
+	s.entries = entries
+	s.coll, err = dtacollector.New(s.cs, dev, dtacollector.Options{Log: s.l.Log, OnEntry: func(list uint32, _ uint64, data uint32) {
 		entries.mu.Lock()
 		entries.m[list] = append(entries.m[list], data)
 		entries.mu.Unlock()
@@ -135,98 +200,119 @@ append:
 	if err != nil {
 		return err
 	}
-	defer coll.Close()
-	// Stop the translator and the switch before the collector goes: a
-	// collector that leaves first would be seen going down.
-	defer wg.Wait()
-	defer cancel()
+	coll := s.coll
+	s.undo = append(s.undo, func() { coll.Close() })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = coll.Serve(ctx, ln) }()
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); _ = coll.Serve(s.ctx, ln) }()
+	s.exchange = ln.Addr().String()
+	return nil
+}
 
-	// The translator service and the switch between them all.
+// startTranslator starts the translator service and the switch between
+// them all, and waits for the collector connection.
+func (s *dtaStage) startTranslator() error {
 	ts, err := dtatranslator.DecodeSpec("<lab dta translator>", fmt.Appendf(nil,
-		"name: lab-translator\nip: %s\ncollectors:\n  - name: lab-collector\n    exchange: %s\n", trIP, ln.Addr()))
+		"name: lab-translator\nip: %s\ncollectors:\n  - name: lab-collector\n    exchange: %s\n", s.trIP, s.exchange))
 	if err != nil {
 		return err
 	}
-	svc, err := dtatranslator.NewService(ts, trPort, pool, l.Log)
-	if err != nil {
+	if s.svc, err = dtatranslator.NewService(ts, s.trPort, s.pool, s.l.Log); err != nil {
 		return err
 	}
 	// RoCE runs on a lossless class: the switch pauses the ports that
 	// feed a full one (PFC) rather than drop, and the translator, which
 	// cannot resend an RDMA packet, relies on it.
-	br := ring.NewBridge(far...)
+	br := ring.NewBridge(s.switched...)
 	br.Lossless = true
-	wg.Add(2)
-	go func() { defer wg.Done(); br.Run(ctx) }()
-	go func() { defer wg.Done(); _ = svc.Run(ctx) }()
-	if err := waitDTA(ctx, svc, 5*time.Second, func(st *dtatranslator.Status) bool { return st.Collectors[0].Up }); err != nil {
+	s.wg.Add(2)
+	go func() { defer s.wg.Done(); br.Run(s.ctx) }()
+	go func() { defer s.wg.Done(); _ = s.svc.Run(s.ctx) }()
+	if err := waitDTA(s.ctx, s.svc, 5*time.Second, func(st *dtatranslator.Status) bool { return st.Collectors[0].Up }); err != nil {
 		return fmt.Errorf("translator: collector not up: %w", err)
 	}
+	return nil
+}
 
-	// The reporters.
-	sk := coll.Regions().Sketches[dtaSketch]
-	reps := make([]*dtatranslator.Reporter, v.Reporters)
-	for i := range reps {
-		rc := dtatranslator.ReporterConfig{ID: uint16(i), SrcMAC: header.MAC(repPorts[i].Info().MAC),
-			SrcIP: netip.AddrFrom4([4]byte{10, 9, 0, byte(10 + i)}), DstIP: trIP, Keys: uint32(v.Keys),
+// newReporters makes the reporters, each with its own list, sending the
+// mix of every primitive, and resolves the translator's address.
+func (s *dtaStage) newReporters() error {
+	v := s.v
+	sk := s.coll.Regions().Sketches[dtaSketch]
+	s.reps = make([]*dtatranslator.Reporter, v.Reporters)
+	for i := range s.reps {
+		rc := dtatranslator.ReporterConfig{ID: uint16(i), SrcMAC: header.MAC(s.repPorts[i].Info().MAC),
+			SrcIP: netip.AddrFrom4([4]byte{10, 9, 0, byte(10 + i)}), DstIP: s.trIP, Keys: uint32(v.Keys),
 			Redundancy: uint8(v.Redundancy), Lists: []uint32{uint32(i + 1)}, Hops: 5, Sketch: &sk, SketchID: dtaSketch,
 			Retransmittable: true, Loss: v.Loss, Count: uint64(v.Reports), Rate: v.Rate, Seed: uint64(i + 1)}
 		rc.Mix.KeyWrite, rc.Mix.Append, rc.Mix.KeyIncrement, rc.Mix.Postcarder = 3, 2, 2, 1
-		if reps[i], err = dtatranslator.NewReporter(rc, repPorts[i], pool); err != nil {
+		var err error
+		if s.reps[i], err = dtatranslator.NewReporter(rc, s.repPorts[i], s.pool); err != nil {
 			return err
 		}
-		rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
-		err = reps[i].Resolve(rctx)
+		rctx, rcancel := context.WithTimeout(s.ctx, 3*time.Second)
+		err = s.reps[i].Resolve(rctx)
 		rcancel()
 		if err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// runReporters runs every reporter to its count and waits until the
+// translator has settled (nothing queued, its counters still); it returns
+// how long that took and the translator's status then.
+func (s *dtaStage) runReporters() (time.Duration, dtatranslator.Status, error) {
 	t0 := time.Now()
-	errs := make([]error, len(reps))
+	errs := make([]error, len(s.reps))
 	var rwg sync.WaitGroup
-	for i, r := range reps {
+	for i, r := range s.reps {
 		rwg.Add(1)
-		go func() { defer rwg.Done(); errs[i] = r.Run(ctx, 300*time.Millisecond) }()
+		go func() { defer rwg.Done(); errs[i] = r.Run(s.ctx, 300*time.Millisecond) }()
 	}
 	rwg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return err
+		return 0, dtatranslator.Status{}, err
 	}
 	var last dtatranslator.ServiceStats
-	err = waitDTA(ctx, svc, 15*time.Second, func(st *dtatranslator.Status) bool {
+	err := waitDTA(s.ctx, s.svc, 15*time.Second, func(st *dtatranslator.Status) bool {
 		ok := st.Settled() && st.Stats == last
 		last = st.Stats
 		return ok
 	})
 	took := time.Since(t0)
-	st := svc.Status()
+	st := s.svc.Status()
 	if err != nil {
-		return fmt.Errorf("translator did not settle (%d reports, %d queued): %w", st.Stats.Reports, st.QueueDepth, err)
+		return took, st, fmt.Errorf("translator did not settle (%d reports, %d queued): %w", st.Stats.Reports, st.QueueDepth, err)
 	}
 	// Let the pollers read the last batches.
 	time.Sleep(20 * time.Millisecond)
+	return took, st, nil
+}
 
-	// Over veth the kernel drops frames under load (its backlog queue
-	// is not PFC): there a count, list or sketch may fall short, but
-	// only by RDMA packets the translator knows it lost.
-	chk, err := checkDTA(coll, reps, entries, l.Netns)
-	// The lists' rates for the dashboard: over the reporting run, and
-	// the collector's own over its last second.
+// recordLists keeps the lists' rates for the dashboard: over the reporting
+// run, and the collector's own over its last second.
+func (s *dtaStage) recordLists(took time.Duration) {
 	var lists []dashboard.DTAList
-	for _, ls := range coll.Stats().Lists {
-		lists = append(lists, dashboard.DTAList{Collector: cs.Name, ID: ls.ID, Entries: ls.Read, Capacity: ls.Entries,
+	for _, ls := range s.coll.Stats().Lists {
+		lists = append(lists, dashboard.DTAList{Collector: s.cs.Name, ID: ls.ID, Entries: ls.Read, Capacity: ls.Entries,
 			Rate: float64(ls.Read) / took.Seconds(), LastRate: ls.Rate})
 	}
-	l.record(func(r *results) { r.dtaLists = lists })
+	s.l.record(func(r *results) { r.dtaLists = lists })
+}
+
+// figures fills the row from the reporters', the translator's and the
+// check's counts. A shortfall fails the stage unless the translator lost
+// RDMA packets (possible over veth only); err is the check's, returned
+// unless a shortfall replaces it.
+func (s *dtaStage) figures(row *Row, st dtatranslator.Status, took time.Duration, chk dtaCheck, err error) error {
+	v := s.v
 	var sent, lost, resent uint64
-	for _, r := range reps {
+	for _, r := range s.reps {
 		sent += r.Stats.Sent
 		lost += r.Stats.Lost
 		resent += r.Stats.Resent
@@ -234,7 +320,7 @@ append:
 	c := st.Collectors[0]
 	row.Ran = fmt.Sprintf("%d reporters x %d reports (Key-Write, Append, Key-Increment, Postcarder, Sketch-Merge; %.0f%% lost on the way) "+
 		"-> translator service -> soft-RNIC collector, checked by query", v.Reporters, v.Reports, 100*v.Loss)
-	if l.Netns {
+	if s.l.Netns {
 		row.Ran += "; each on an AF_PACKET port in its own network namespace, switched over veth pairs " +
 			"(the kernel drops frames under load: answers may fall short only by the RDMA packets the translator lost, rdma_lost)"
 	}
@@ -258,16 +344,7 @@ append:
 				chk.kiShort, chk.listShort, chk.skShort)
 		}
 	}
-	if tbl := dtamem.FormatLoadTable(1<<16, dtamem.LoadFactorTable(1<<16, []float64{0.25, 0.5, 1, 2})); tbl != "" {
-		if werr := os.WriteFile(l.Path("dta-loadfactor.txt"), []byte(tbl), 0o644); werr != nil {
-			return werr
-		}
-	}
-	if err != nil {
-		return err
-	}
-	row.Pass = true
-	return nil
+	return err
 }
 
 // listEntries are the Append entries the collector's pollers read.
