@@ -27,14 +27,22 @@ func WritePage(w io.Writer, s *Snapshot, refresh time.Duration) error {
 	return err
 }
 
+// graph is a diagnosis' provenance graph as the page shows it: the SVG,
+// or why it was not shown.
+type graph struct {
+	SVG     template.HTML
+	Refused string
+}
+
 var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
-	"graph": func(svg string) template.HTML {
+	"graph": func(svg string) graph {
 		// The graphs come from our renderer; anything else that is
-		// not inert SVG is shown as the reason it was refused.
+		// not inert SVG is shown as the reason it was refused. This is
+		// the one place the page trusts markup, and only once checked.
 		if err := report.CheckInlineSVG([]byte(svg)); err != nil {
-			return template.HTML(`<p class="bad">graph not shown: ` + template.HTMLEscapeString(err.Error()) + `</p>`)
+			return graph{Refused: err.Error()}
 		}
-		return template.HTML(svg)
+		return graph{SVG: template.HTML(svg)}
 	},
 	"ns":  func(ns int64) string { return time.Duration(ns).String() },
 	"pct": func(v float64) string { return strconv.FormatFloat(100*v, 'f', 2, 64) + "%" },
@@ -119,7 +127,7 @@ code { font: 12px ui-monospace, Menlo, Consolas, monospace; }
 {{end}}{{range $d.Loops}}<dt>loop</dt><dd>{{loop .}}</dd>
 {{end}}{{if $d.Note}}<dt>note</dt><dd>{{$d.Note}}</dd>
 {{end}}</dl>
-{{if $d.SVG}}<div class="graph" id="graph-{{$i}}">{{graph $d.SVG}}</div>
+{{if $d.SVG}}<div class="graph" id="graph-{{$i}}">{{with graph $d.SVG}}{{if .Refused}}<p class="bad">graph not shown: {{.Refused}}</p>{{else}}{{.SVG}}{{end}}{{end}}</div>
 <p class="sub"><a href="/dashboard/graph/{{$i}}">the graph alone</a> (SVG)</p>
 {{end}}</article>
 {{else}}<p class="empty">No diagnosis yet.</p>

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/xml"
 	"fmt"
+	"html/template"
 	"io"
 	"strings"
 )
@@ -15,19 +16,14 @@ import (
 // links or embedded documents (a page stays inert and self-contained);
 // anything else is an error when the page is written.
 func (p *Page) InlineSVG(caption string, svg []byte) *Page {
-	return p.add(func(b *bytes.Buffer) error {
+	return p.add(func() (block, error) {
 		if err := CheckInlineSVG(svg); err != nil {
-			return fmt.Errorf("report: drawing %q: %w", caption, err)
+			return block{}, fmt.Errorf("report: drawing %q: %w", caption, err)
 		}
-		b.WriteString(`<div class="drawing" style="overflow-x: auto; margin: 12px 0;">`)
-		b.Write(bytes.TrimSpace(svg))
-		b.WriteString("</div>\n")
-		if caption != "" {
-			b.WriteString(`<p class="sub">`)
-			writeText(b, caption)
-			b.WriteString("</p>\n")
-		}
-		return nil
+		// Trusted as markup only now that CheckInlineSVG has found it
+		// one inert svg element, which is what the appliance's graph
+		// renderers make.
+		return block{Kind: "drawing", Text: caption, SVG: template.HTML(bytes.TrimSpace(svg))}, nil
 	})
 }
 

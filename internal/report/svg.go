@@ -1,6 +1,7 @@
 package report
 
 import (
+	"html/template"
 	"image/color"
 	"io"
 	"math"
@@ -14,6 +15,11 @@ func (c *Chart) SVG(w io.Writer) error {
 	_, err := w.Write(c.appendSVG(nil))
 	return err
 }
+
+// html is the chart's SVG for a page's template. The SVG is trusted as
+// markup because it is made right here by appendSVG, which writes every
+// string of the chart through appendEscaped.
+func (c *Chart) html() template.HTML { return template.HTML(c.appendSVG(nil)) }
 
 func (c *Chart) appendSVG(buf []byte) []byte {
 	width, height := c.size()
