@@ -370,6 +370,12 @@ func (d *Device) Close() error {
 	d.evClosed = true
 	close(d.events)
 	d.unlockLoop()
+	if d.owned {
+		// The pool refuses while the port's peer still holds packets we
+		// sent; those buffers stay mapped until the process ends rather
+		// than pointing the peer at unmapped memory.
+		_ = d.pool.Close()
+	}
 	return nil
 }
 

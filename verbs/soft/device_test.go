@@ -43,6 +43,10 @@ func TestProvider(t *testing.T) {
 		t.Fatalf("port 2: %v", err)
 	}
 	must(t, d.Close())
+	// The device's own pool is unmapped with it: nothing is left to take.
+	if d.pool.Available() != 0 || d.pool.Get() != nil {
+		t.Fatalf("the device's pool outlives it: %d buffers free", d.pool.Available())
+	}
 	if _, err := verbs.OpenDevice("softprov0"); !errors.Is(err, verbs.ErrNoDevice) {
 		t.Fatalf("closed device still opens: %v", err)
 	}
