@@ -57,11 +57,17 @@ fuzz:
 	    if [ -d "$$cache/$$pkg/$$f" ]; then mkdir -p "$$dir/testdata/fuzz/$$f"; cp -n "$$cache/$$pkg/$$f"/* "$$dir/testdata/fuzz/$$f/" 2>/dev/null || true; fi; \
 	  done; done
 
+## lint: gofmt, goimports grouping (the standard library, then other modules, then this module's packages),
+## go vet and staticcheck; CI runs it.
+GOIMPORTS := golang.org/x/tools/cmd/goimports@v0.51.0
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt wants to change:"; echo "$$out"; exit 1; fi
+	@out=$$($(GO) run $(GOIMPORTS) -local github.com/rdma-appliance/appliance -l $$(git ls-files '*.go')); \
+	  if [ -n "$$out" ]; then echo "goimports -local github.com/rdma-appliance/appliance wants to change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags dpdk ./dpdk/... || true
-	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+	$(GO) run $(STATICCHECK) ./...
 
 deps-dpdk:
 	@pkg-config --exists libdpdk 2>/dev/null || { apt-get update -q && $(APT_INSTALL) libdpdk-dev pkg-config; }

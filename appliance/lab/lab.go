@@ -10,7 +10,6 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
-	"github.com/rdma-appliance/appliance/dpdk/netns"
 	"io"
 	"log/slog"
 	"os"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/rdma-appliance/appliance/appliance/dashboard"
 	"github.com/rdma-appliance/appliance/appliance/hostmesh"
+	"github.com/rdma-appliance/appliance/dpdk/netns"
 	"github.com/rdma-appliance/appliance/internal/spec"
 )
 

@@ -3,11 +3,11 @@ package dtacollector
 import (
 	"errors"
 	"fmt"
-	"github.com/rdma-appliance/appliance/dpdk"
 	"math"
 	"net/http"
 	"strconv"
 
+	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/internal/metrics"
 	"github.com/rdma-appliance/appliance/internal/service"
 	"github.com/rdma-appliance/appliance/verbs"

@@ -20,8 +20,9 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/yerden/go-dpdk/mempool"
+
+	"github.com/rdma-appliance/appliance/dpdk"
 )
 
 // DefaultRingSize is the descriptor ring size per queue when Config.RingSize

@@ -11,7 +11,6 @@ package netns
 import (
 	"errors"
 	"fmt"
-	"github.com/rdma-appliance/appliance/dpdk"
 	"os"
 	"os/exec"
 	"runtime"
@@ -22,6 +21,8 @@ import (
 	"unicode"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rdma-appliance/appliance/dpdk"
 )
 
 // Available says why namespaces cannot be built here, or nil.
