@@ -102,209 +102,286 @@ type wireKey struct {
 	psn uint32
 }
 
+// wireRun is one run of the wire stage: the link and captures the queues'
+// workers share, and what the receivers counted.
+type wireRun struct {
+	l        *Lab
+	ws       WireSpec
+	ops      []roce.Opcode
+	tmpl     []roce.Builder
+	pool     *dpdk.Pool
+	link     *ring.Link
+	w, zw    *pcap.Writer // the capture and its zstd copy (nil without)
+	payload  []byte
+	perQueue []int // packets each queue carries
+	total    int
+	cores    []int
+	cancel   context.CancelFunc
+
+	capMu             sync.Mutex
+	capErr            error
+	received, badICRC atomic.Int64
+	parseErrs         atomic.Int64
+	counts            [256]atomic.Int64
+	firstKeys         []wireKey // capture order, for the tshark cross-check
+	buildErr          atomic.Value
+}
+
+// wireKeysKept bounds the keys kept for the tshark cross-check.
+const wireKeysKept = 4000
+
 // runWire sends every opcode class over a ring link between pinned workers,
 // checks each received packet and captures them.
 func runWire(ctx context.Context, l *Lab, row *Row) error {
-	ws := l.Spec.Wire
-	ops := wireOpcodes()
-	tmpl := wireTemplates(ops)
+	r := &wireRun{l: l, ws: l.Spec.Wire, ops: wireOpcodes()}
+	r.tmpl = wireTemplates(r.ops)
 	row.Ran = fmt.Sprintf("%d RoCEv2 opcodes x IPv4+IPv6 x %d rounds over a %d-queue ring link, captured to wire.pcap",
-		len(ops), ws.Rounds, ws.Queues)
+		len(r.ops), r.ws.Rounds, r.ws.Queues)
 
 	pool, err := dpdk.NewPool("lab-wire", 4096, 4096+512+dpdk.Headroom)
 	if err != nil {
 		return err
 	}
-	link := ring.NewLink("lab-wire", ring.Config{Queues: ws.Queues, RingSize: 512})
+	r.pool = pool
+	r.link = ring.NewLink("lab-wire", ring.Config{Queues: r.ws.Queues, RingSize: 512})
 	defer func() {
-		link.A().Close()
-		link.B().Close()
+		r.link.A().Close()
+		r.link.B().Close()
 		if err := pool.Close(); err != nil {
 			l.Log.Warn("lab wire: pool", "err", err)
 		}
 	}()
+	if err := r.openCaptures(); err != nil {
+		return err
+	}
+	r.plan()
 
-	w, err := pcap.Create(l.Path("wire.pcap"), pcap.WriterOptions{Format: pcap.FormatPcap, LinkType: pcap.LinkTypeEthernet,
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r.cancel = cancel
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for q := 0; q < r.ws.Queues; q++ {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			r.send(ctx, q)
+		}()
+		go func() {
+			defer wg.Done()
+			r.receive(ctx, q)
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(t0)
+	if err := r.closeCaptures(ctx); err != nil {
+		return err
+	}
+	r.figures(row, elapsed)
+	if err := r.verdict(row); err != nil {
+		return err
+	}
+	row.Pass = true
+	return nil
+}
+
+// openCaptures creates wire.pcap and, when asked, its zstd copy.
+func (r *wireRun) openCaptures() error {
+	ws := r.ws
+	w, err := pcap.Create(r.l.Path("wire.pcap"), pcap.WriterOptions{Format: pcap.FormatPcap, LinkType: pcap.LinkTypeEthernet,
 		SnapLen: ws.SnapLen, Nanosecond: true})
 	if err != nil {
 		return err
 	}
-	var zw *pcap.Writer
+	r.w = w
 	if ws.Compress {
-		if zw, err = pcap.Create(l.Path("wire.pcap.zst"), pcap.WriterOptions{Format: pcap.FormatPcap,
+		if r.zw, err = pcap.Create(r.l.Path("wire.pcap.zst"), pcap.WriterOptions{Format: pcap.FormatPcap,
 			LinkType: pcap.LinkTypeEthernet, SnapLen: ws.SnapLen, Nanosecond: true, Compress: pcap.CompressZstd}); err != nil {
 			w.Close()
 			return err
 		}
 	}
+	return nil
+}
 
-	payload := make([]byte, ws.Payload)
-	for i := range payload {
-		payload[i] = byte(i)
+// plan fills the payload and spreads the rounds over the queues, so that
+// each sender and receiver knows when it is done.
+func (r *wireRun) plan() {
+	ws := r.ws
+	r.payload = make([]byte, ws.Payload)
+	for i := range r.payload {
+		r.payload[i] = byte(i)
 	}
-	perQueue := make([]int, ws.Queues)
-	total := ws.Rounds * len(tmpl)
-	for i := range perQueue {
-		perQueue[i] = total / ws.Queues
-		if i < total%ws.Queues {
-			perQueue[i]++
+	r.perQueue = make([]int, ws.Queues)
+	r.total = ws.Rounds * len(r.tmpl)
+	for i := range r.perQueue {
+		r.perQueue[i] = r.total / ws.Queues
+		if i < r.total%ws.Queues {
+			r.perQueue[i]++
 		}
 	}
-	cores, _ := dpdk.AllowedCores()
+	r.cores, _ = dpdk.AllowedCores()
+}
 
-	var (
-		capMu             sync.Mutex
-		capErr            error
-		received, badICRC atomic.Int64
-		parseErrs         atomic.Int64
-		counts            [256]atomic.Int64
-		firstKeys         []wireKey // capture order, for the tshark cross-check
-		buildErr          atomic.Value
-	)
-	const keysKept = 4000
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	t0 := time.Now()
-	for q := 0; q < ws.Queues; q++ {
-		wg.Add(2)
-		go func() { // sender of queue q
-			defer wg.Done()
-			if len(cores) > 0 {
-				if err := dpdk.Pin(cores[(2*q)%len(cores)]); err == nil {
-					defer runtime.UnlockOSThread()
-				}
-			}
-			cache := pool.NewCache(256)
-			defer cache.Flush()
-			var burst [32]*dpdk.Packet
-			b := make([]roce.Builder, len(tmpl))
-			copy(b, tmpl)
-			next := q // packets of queue q are q, q+Q, q+2Q, ... of the global sequence
-			for sent := 0; sent < perQueue[q] && ctx.Err() == nil; {
-				n := cache.GetBulk(burst[:min(32, perQueue[q]-sent)])
-				if n == 0 {
-					time.Sleep(10 * time.Microsecond)
-					continue
-				}
-				for _, pkt := range burst[:n] {
-					t := &b[next%len(b)]
-					t.PSN = uint32(next/len(b)) & roce.PSNMask
-					pl := payload
-					if !t.Opcode.HasPayload() {
-						pl = nil
-					}
-					m, err := t.Build(pkt.Buffer(), pl)
-					if err != nil {
-						buildErr.Store(fmt.Errorf("building %v: %w", t.Opcode, err))
-						cancel()
-						break
-					}
-					_ = pkt.SetLen(m)
-					next += ws.Queues
-				}
-				s := 0
-				for s < n && ctx.Err() == nil {
-					s += link.A().TxBurst(q, burst[s:n])
-				}
-				cache.PutBulk(burst[s:n])
-				sent += n
-			}
-		}()
-		go func() { // receiver of queue q
-			defer wg.Done()
-			if len(cores) > 0 {
-				if err := dpdk.Pin(cores[(2*q+1)%len(cores)]); err == nil {
-					defer runtime.UnlockOSThread()
-				}
-			}
-			cache := pool.NewCache(256)
-			defer cache.Flush()
-			var burst [32]*dpdk.Packet
-			var p roce.Packet
-			bo := dpdk.DefaultBackoff()
-			for got := 0; got < perQueue[q] && ctx.Err() == nil; {
-				n := link.B().RxBurst(q, burst[:])
-				if n == 0 {
-					bo.Idle()
-					continue
-				}
-				bo.Busy()
-				capMu.Lock()
-				now := dpdk.Nanotime() // under the lock, so capture timestamps never go back
-				for _, pkt := range burst[:n] {
-					frame := pkt.Data()
-					if err := roce.Parse(frame, &p); err != nil {
-						parseErrs.Add(1)
-					} else {
-						counts[p.Opcode].Add(1)
-						if p.VerifyICRC(frame) != nil {
-							badICRC.Add(1)
-						}
-						if len(firstKeys) < keysKept {
-							firstKeys = append(firstKeys, wireKey{p.Opcode, p.DestQP, p.PSN})
-						}
-					}
-					if err := w.WritePacket(now, frame, pkt.OrigLen()); err != nil && capErr == nil {
-						capErr = err
-					}
-					if zw != nil {
-						if err := zw.WritePacket(now, frame, pkt.OrigLen()); err != nil && capErr == nil {
-							capErr = err
-						}
-					}
-				}
-				capMu.Unlock()
-				received.Add(int64(n))
-				got += n
-				cache.PutBulk(burst[:n])
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(t0)
-	if err := w.Close(); err != nil && capErr == nil {
-		capErr = err
-	}
-	if zw != nil {
-		if err := zw.Close(); err != nil && capErr == nil {
-			capErr = err
+// pin pins the calling worker to the core of slot i (a no-op without an
+// affinity list); unpin undoes it.
+func (r *wireRun) pin(i int) (unpin func()) {
+	if len(r.cores) > 0 {
+		if err := dpdk.Pin(r.cores[i%len(r.cores)]); err == nil {
+			return runtime.UnlockOSThread
 		}
 	}
-	if e, _ := buildErr.Load().(error); e != nil {
+	return func() {}
+}
+
+// send is queue q's sender: packets q, q+Q, q+2Q... of the global
+// sequence, built in place in bursts from its own cache.
+func (r *wireRun) send(ctx context.Context, q int) {
+	defer r.pin(2 * q)()
+	cache := r.pool.NewCache(256)
+	defer cache.Flush()
+	var burst [32]*dpdk.Packet
+	b := make([]roce.Builder, len(r.tmpl))
+	copy(b, r.tmpl)
+	next := q
+	for sent := 0; sent < r.perQueue[q] && ctx.Err() == nil; {
+		n := cache.GetBulk(burst[:min(32, r.perQueue[q]-sent)])
+		if n == 0 {
+			time.Sleep(10 * time.Microsecond)
+			continue
+		}
+		for _, pkt := range burst[:n] {
+			t := &b[next%len(b)]
+			t.PSN = uint32(next/len(b)) & roce.PSNMask
+			pl := r.payload
+			if !t.Opcode.HasPayload() {
+				pl = nil
+			}
+			m, err := t.Build(pkt.Buffer(), pl)
+			if err != nil {
+				r.buildErr.Store(fmt.Errorf("building %v: %w", t.Opcode, err))
+				r.cancel()
+				break
+			}
+			_ = pkt.SetLen(m)
+			next += r.ws.Queues
+		}
+		s := 0
+		for s < n && ctx.Err() == nil {
+			s += r.link.A().TxBurst(q, burst[s:n])
+		}
+		cache.PutBulk(burst[s:n])
+		sent += n
+	}
+}
+
+// receive is queue q's receiver: it parses and checks every packet and
+// captures it.
+func (r *wireRun) receive(ctx context.Context, q int) {
+	defer r.pin(2*q + 1)()
+	cache := r.pool.NewCache(256)
+	defer cache.Flush()
+	var burst [32]*dpdk.Packet
+	var p roce.Packet
+	bo := dpdk.DefaultBackoff()
+	for got := 0; got < r.perQueue[q] && ctx.Err() == nil; {
+		n := r.link.B().RxBurst(q, burst[:])
+		if n == 0 {
+			bo.Idle()
+			continue
+		}
+		bo.Busy()
+		r.capture(burst[:n], &p)
+		r.received.Add(int64(n))
+		got += n
+		cache.PutBulk(burst[:n])
+	}
+}
+
+// capture checks and writes one received burst, under the capture lock so
+// that the receivers' timestamps never go back in the file.
+func (r *wireRun) capture(burst []*dpdk.Packet, p *roce.Packet) {
+	r.capMu.Lock()
+	defer r.capMu.Unlock()
+	now := dpdk.Nanotime()
+	for _, pkt := range burst {
+		frame := pkt.Data()
+		if err := roce.Parse(frame, p); err != nil {
+			r.parseErrs.Add(1)
+		} else {
+			r.counts[p.Opcode].Add(1)
+			if p.VerifyICRC(frame) != nil {
+				r.badICRC.Add(1)
+			}
+			if len(r.firstKeys) < wireKeysKept {
+				r.firstKeys = append(r.firstKeys, wireKey{p.Opcode, p.DestQP, p.PSN})
+			}
+		}
+		if err := r.w.WritePacket(now, frame, pkt.OrigLen()); err != nil && r.capErr == nil {
+			r.capErr = err
+		}
+		if r.zw != nil {
+			if err := r.zw.WritePacket(now, frame, pkt.OrigLen()); err != nil && r.capErr == nil {
+				r.capErr = err
+			}
+		}
+	}
+}
+
+// closeCaptures closes the captures and returns what stopped the run: a
+// packet that could not be built, the context, or the capture failing.
+func (r *wireRun) closeCaptures(ctx context.Context) error {
+	if err := r.w.Close(); err != nil && r.capErr == nil {
+		r.capErr = err
+	}
+	if r.zw != nil {
+		if err := r.zw.Close(); err != nil && r.capErr == nil {
+			r.capErr = err
+		}
+	}
+	if e, _ := r.buildErr.Load().(error); e != nil {
 		return e
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if capErr != nil {
-		return fmt.Errorf("capture: %w", capErr)
+	if r.capErr != nil {
+		return fmt.Errorf("capture: %w", r.capErr)
 	}
+	return nil
+}
 
-	st := link.B().Stats()
-	row.Figure("sent", "%d", link.A().Stats().TxPackets)
+// figures records the stage's key figures in the row.
+func (r *wireRun) figures(row *Row, elapsed time.Duration) {
+	st := r.link.B().Stats()
+	row.Figure("sent", "%d", r.link.A().Stats().TxPackets)
 	row.Figure("received", "%d", st.RxPackets)
-	row.Figure("opcodes", "%d", len(ops))
-	row.Figure("rx+capture", "%.2fMpps", float64(received.Load())/elapsed.Seconds()/1e6)
-	row.Figure("parse_errors", "%d", parseErrs.Load())
-	row.Figure("icrc_bad", "%d", badICRC.Load())
-	if fi, err := os.Stat(l.Path("wire.pcap")); err == nil {
+	row.Figure("opcodes", "%d", len(r.ops))
+	row.Figure("rx+capture", "%.2fMpps", float64(r.received.Load())/elapsed.Seconds()/1e6)
+	row.Figure("parse_errors", "%d", r.parseErrs.Load())
+	row.Figure("icrc_bad", "%d", r.badICRC.Load())
+	if fi, err := os.Stat(r.l.Path("wire.pcap")); err == nil {
 		row.Figure("pcap", "%.1fMB", float64(fi.Size())/1e6)
 	}
+}
 
+// verdict passes the stage only when every packet arrived, parsed with a
+// good ICRC, every opcode was seen once per round and IP version, and
+// tshark (where installed) decodes the capture as we do.
+func (r *wireRun) verdict(row *Row) error {
 	var problems []string
-	if int(received.Load()) != total {
-		problems = append(problems, fmt.Sprintf("received %d of %d packets", received.Load(), total))
+	if int(r.received.Load()) != r.total {
+		problems = append(problems, fmt.Sprintf("received %d of %d packets", r.received.Load(), r.total))
 	}
-	if parseErrs.Load() > 0 || badICRC.Load() > 0 {
-		problems = append(problems, fmt.Sprintf("%d packets failed to parse, %d had a bad ICRC", parseErrs.Load(), badICRC.Load()))
+	if r.parseErrs.Load() > 0 || r.badICRC.Load() > 0 {
+		problems = append(problems, fmt.Sprintf("%d packets failed to parse, %d had a bad ICRC", r.parseErrs.Load(), r.badICRC.Load()))
 	}
-	for _, op := range ops {
-		if got := counts[op].Load(); got != int64(2*ws.Rounds) {
-			problems = append(problems, fmt.Sprintf("opcode %v seen %d times, want %d", op, got, 2*ws.Rounds))
+	for _, op := range r.ops {
+		if got := r.counts[op].Load(); got != int64(2*r.ws.Rounds) {
+			problems = append(problems, fmt.Sprintf("opcode %v seen %d times, want %d", op, got, 2*r.ws.Rounds))
 		}
 	}
-	verdict, err := tsharkAgrees(l.Path("wire.pcap"), firstKeys)
+	verdict, err := tsharkAgrees(r.l.Path("wire.pcap"), r.firstKeys)
 	row.Figure("tshark", "%s", verdict)
 	if err != nil {
 		problems = append(problems, err.Error())
@@ -312,7 +389,6 @@ func runWire(ctx context.Context, l *Lab, row *Row) error {
 	if len(problems) > 0 {
 		return errors.New(strings.Join(problems, "; "))
 	}
-	row.Pass = true
 	return nil
 }
 

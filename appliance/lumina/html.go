@@ -159,6 +159,25 @@ func plots(rep *luminaanalyzer.Report) map[string]*report.Chart {
 // WriteReport writes report.html and the plots into a run directory.
 func WriteReport(dir string, m *luminaanalyzer.Meta, rep *luminaanalyzer.Report) error {
 	charts := plots(rep)
+	if err := writeCharts(dir, charts); err != nil {
+		return err
+	}
+	verdict, ok := Verdict(rep)
+	p := report.NewPage(fmt.Sprintf("Lumina: %s, repeat %d", filepath.Base(m.Test), m.Repeat))
+	p.Subtitle = verdict
+	runSection(p, m, rep, ok)
+	gbnSection(p, rep)
+	retransmissionSection(p, rep, charts["nack-latency"])
+	timeoutSection(p, rep, charts["timeouts"])
+	cnpSection(p, rep, charts["cnp-timeline"])
+	countersSection(p, rep)
+	mctSection(p, m, rep)
+	return p.WriteFile(filepath.Join(dir, luminaanalyzer.ReportFile))
+}
+
+// writeCharts writes each chart as SVG and PNG, for users who want a
+// figure without the page.
+func writeCharts(dir string, charts map[string]*report.Chart) error {
 	for name, c := range charts {
 		for ext, render := range map[string]func(*report.Chart, *os.File) error{
 			".svg": func(c *report.Chart, f *os.File) error { return c.SVG(f) },
@@ -176,9 +195,12 @@ func WriteReport(dir string, m *luminaanalyzer.Meta, rep *luminaanalyzer.Report)
 			}
 		}
 	}
-	verdict, ok := Verdict(rep)
-	p := report.NewPage(fmt.Sprintf("Lumina: %s, repeat %d", filepath.Base(m.Test), m.Repeat))
-	p.Subtitle = verdict
+	return nil
+}
+
+// runSection is what was run and whether the trace may be believed, with
+// a line per connection; an invalid trace is said so before any figure.
+func runSection(p *report.Page, m *luminaanalyzer.Meta, rep *luminaanalyzer.Report, ok bool) {
 	p.Section("Run")
 	validity := report.Verdict(rep.Valid)
 	if !rep.Valid {
@@ -206,54 +228,70 @@ func WriteReport(dir string, m *luminaanalyzer.Meta, rep *luminaanalyzer.Report)
 			c.DataPackets, c.Retransmitted, c.Lost, c.NAKs, c.Timeouts, c.CEMarked, c.CNPs, c.Compliant))
 	}
 	p.Table(conns)
+}
 
+// gbnSection is the Go-back-N verdict, with each violation's packet.
+func gbnSection(p *report.Page, rep *luminaanalyzer.Report) {
 	p.Section("Go-back-N")
 	if rep.GBN.Compliant {
 		p.Paragraph("Every connection followed Go-back-N: NAKs for the expected PSN, retransmission from it, in order.")
-	} else {
-		t := report.Table{Header: []string{"conn", "machine", "node", "packet", "reason", "violations"}}
-		for _, v := range rep.GBN.Violations {
-			t.Rows = append(t.Rows, []report.Cell{report.Row(v.Conn)[0], {Text: v.Machine}, {Text: v.Node},
-				{Text: v.Packet.String()}, report.Fail(v.Reason), report.Row(v.Count)[0]})
-		}
-		p.Table(t)
+		return
 	}
+	t := report.Table{Header: []string{"conn", "machine", "node", "packet", "reason", "violations"}}
+	for _, v := range rep.GBN.Violations {
+		t.Rows = append(t.Rows, []report.Cell{report.Row(v.Conn)[0], {Text: v.Machine}, {Text: v.Node},
+			{Text: v.Packet.String()}, report.Fail(v.Reason), report.Row(v.Count)[0]})
+	}
+	p.Table(t)
+}
 
+// retransmissionSection is the NACK latency (Lumina Fig. 8/9) and what
+// recovered each loss, the first 200 of them.
+func retransmissionSection(p *report.Page, rep *luminaanalyzer.Report, chart *report.Chart) {
 	p.Section("Retransmission latency")
 	r := rep.Retransmission
 	p.KeyValues(report.KV{Key: "NACK generation", Value: statsLine(r.Generation)},
 		report.KV{Key: "NACK reaction", Value: statsLine(r.Reaction)},
 		report.KV{Key: "total", Value: statsLine(r.Total)})
-	if c := charts["nack-latency"]; c != nil {
-		p.Chart(c)
+	if chart != nil {
+		p.Chart(chart)
 	}
-	if len(r.Losses) > 0 {
-		t := report.Table{Caption: "Losses and their recovery", Header: []string{"conn", "message", "rel. PSN", "packet", "recovered by", "latency"}}
-		for i, l := range r.Losses {
-			if i == 200 {
-				t.Caption += fmt.Sprintf(" (first 200 of %d)", len(r.Losses))
-				break
-			}
-			rec := report.Pass(l.RecoveredBy)
-			if l.RecoveredBy == "" {
-				rec = report.Fail("never resent")
-			}
-			t.Rows = append(t.Rows, []report.Cell{report.Row(l.Conn)[0], report.Row(l.Message)[0], report.Row(l.RelPSN)[0],
-				{Text: l.Packet.String()}, rec, {Text: usStr(l.LatencyNs)}})
+	if len(r.Losses) == 0 {
+		return
+	}
+	t := report.Table{Caption: "Losses and their recovery", Header: []string{"conn", "message", "rel. PSN", "packet", "recovered by", "latency"}}
+	for i, l := range r.Losses {
+		if i == 200 {
+			t.Caption += fmt.Sprintf(" (first 200 of %d)", len(r.Losses))
+			break
 		}
-		p.Table(t)
+		rec := report.Pass(l.RecoveredBy)
+		if l.RecoveredBy == "" {
+			rec = report.Fail("never resent")
+		}
+		t.Rows = append(t.Rows, []report.Cell{report.Row(l.Conn)[0], report.Row(l.Message)[0], report.Row(l.RelPSN)[0],
+			{Text: l.Packet.String()}, rec, {Text: usStr(l.LatencyNs)}})
 	}
+	p.Table(t)
+}
 
+// timeoutSection is the timeout retransmission intervals against the
+// configured minimum (Lumina Fig. 12) and the give-ups.
+func timeoutSection(p *report.Page, rep *luminaanalyzer.Report, chart *report.Chart) {
 	p.Section("Timeouts")
 	to := rep.Timeouts
 	p.KeyValues(report.KV{Key: "configured", Value: fmt.Sprintf("timeout %d (%s), retry_cnt %d", to.Timeout, usStr(to.MinTimeoutNs), to.RetryCnt)},
 		report.KV{Key: "intervals", Value: statsLine(to.Intervals)},
 		report.KV{Key: "below the minimum", Value: to.BelowMinimum},
 		report.KV{Key: "gave up", Value: fmt.Sprintf("%d messages, retries %s", to.GiveUps, orDash(to.RetryVerdict))})
-	if c := charts["timeouts"]; c != nil {
-		p.Chart(c)
+	if chart != nil {
+		p.Chart(chart)
 	}
+}
 
+// cnpSection is the CNP analysis: the counts, each pacing scope's test,
+// the CNPs per IP pair and their timeline.
+func cnpSection(p *report.Page, rep *luminaanalyzer.Report, chart *report.Chart) {
 	p.Section("CNPs")
 	cn := rep.CNP
 	p.KeyValues(report.KV{Key: "CNPs", Value: cn.CNPs}, report.KV{Key: "CE-marked delivered", Value: cn.CEMarked},
@@ -276,26 +314,34 @@ func WriteReport(dir string, m *luminaanalyzer.Meta, rep *luminaanalyzer.Report)
 		}
 		p.Table(t)
 	}
-	if c := charts["cnp-timeline"]; c != nil {
-		p.Chart(c)
+	if chart != nil {
+		p.Chart(chart)
 	}
+}
 
+// countersSection compares the RNICs' counters with what the trace
+// implies, or says they were not available.
+func countersSection(p *report.Page, rep *luminaanalyzer.Report) {
 	p.Section("Counters")
 	if len(rep.Counters.Checks) == 0 {
 		p.Paragraph("The RNICs' counters were not available.")
-	} else {
-		t := report.Table{Header: []string{"node", "counter", "expected", "observed", "basis", "match"}}
-		for _, c := range rep.Counters.Checks {
-			obs := fmt.Sprint(c.Observed)
-			if !c.Present {
-				obs = "-"
-			}
-			t.Rows = append(t.Rows, []report.Cell{{Text: c.Node}, {Text: c.Counter}, report.Row(c.Expected)[0], {Text: obs},
-				{Text: c.Basis}, report.Verdict(c.Match)})
-		}
-		p.Table(t)
+		return
 	}
+	t := report.Table{Header: []string{"node", "counter", "expected", "observed", "basis", "match"}}
+	for _, c := range rep.Counters.Checks {
+		obs := fmt.Sprint(c.Observed)
+		if !c.Present {
+			obs = "-"
+		}
+		t.Rows = append(t.Rows, []report.Cell{{Text: c.Node}, {Text: c.Counter}, report.Row(c.Expected)[0], {Text: obs},
+			{Text: c.Basis}, report.Verdict(c.Match)})
+	}
+	p.Table(t)
+}
 
+// mctSection is the message completion times, with their CDF from the
+// traffic generators' own samples.
+func mctSection(p *report.Page, m *luminaanalyzer.Meta, rep *luminaanalyzer.Report) {
 	p.Section("Message completion times")
 	p.KeyValues(report.KV{Key: "all messages", Value: statsLine(rep.MCT.Overall)})
 	var sample []float64
@@ -308,7 +354,6 @@ func WriteReport(dir string, m *luminaanalyzer.Meta, rep *luminaanalyzer.Report)
 		p.Chart(&report.Chart{Title: "Message completion time CDF", Kind: report.Step, XLabel: "microseconds", YLabel: "fraction",
 			Series: []report.Series{report.CDF("MCT", sample)}})
 	}
-	return p.WriteFile(filepath.Join(dir, luminaanalyzer.ReportFile))
 }
 
 func usOrDash(ns int64) string {

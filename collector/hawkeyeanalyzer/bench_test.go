@@ -3,6 +3,7 @@ package hawkeyeanalyzer
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -33,6 +34,8 @@ func benchTelemetry() *hawkeyewire.Telemetry {
 	for _, ip := range s.hosts {
 		hosts = append(hosts, ip)
 	}
+	// In address order, so that the incident is the same on every run.
+	slices.Sort(hosts)
 	for j := 0; j < flows; j++ {
 		i := rng.IntN(switches)
 		out := 0

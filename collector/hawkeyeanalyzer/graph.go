@@ -1,6 +1,6 @@
 // Package hawkeyeanalyzer is Hawkeye's analyzer (SIGCOMM 2025): it turns the
 // telemetry that switches' CPU pollers collected for one incident (a
-// internal/hawkeyewire Telemetry: per-epoch flow, port and port-pair meter
+// translator/hawkeye Telemetry: per-epoch flow, port and port-pair meter
 // records along the victim path and the PFC causality path) into the
 // heterogeneous wait-for provenance graph of the paper's Algorithm 1, and
 // diagnoses it as Algorithm 2 does with the Table 2 signatures: micro-burst
@@ -340,19 +340,39 @@ func Build(t *hawkeyewire.Telemetry, opt Options) *Graph {
 		hostName: make(map[uint32]string),
 		cause:    make(map[int]string),
 	}
-	problem := func(format string, args ...any) {
-		g.Problems = append(g.Problems, fmt.Sprintf(format, args...))
-	}
 	if t == nil {
-		problem("no telemetry")
+		g.problem("no telemetry")
 		t = &hawkeyewire.Telemetry{}
 	}
+	g.readTopology(t)
+	s := newEpochSums(t)
+	s.addReports(g, t)
+	portPerm := g.addPortVertices(s)
+	flowPerm := g.addFlowVertices(s)
+	g.indexHops(s.hops, portPerm, flowPerm)
+
+	g.portCounters()
+	g.buildPortEdges(s.meters)
+	g.buildFlowPortEdges()
+	g.buildPortFlowEdges()
+	return g
+}
+
+func (g *Graph) problem(format string, args ...any) {
+	g.Problems = append(g.Problems, fmt.Sprintf(format, args...))
+}
+
+// readTopology takes Algorithm 1's input N (the network topology and the
+// hosts' addresses): without it PFC causality cannot cross switches.
+func (g *Graph) readTopology(t *hawkeyewire.Telemetry) {
 	g.Victim = t.Victim
-	g.topo = newTopology(t.Links, problem)
+	g.topo = newTopology(t.Links, g.problem)
 	names := make([]string, 0, len(t.Hosts))
 	for name := range t.Hosts {
 		names = append(names, name)
 	}
+	// Sorted, so that of two names for one address the first in order
+	// wins on every run.
 	slices.Sort(names)
 	for _, name := range names {
 		if _, dup := g.hostName[t.Hosts[name]]; !dup {
@@ -360,16 +380,34 @@ func Build(t *hawkeyewire.Telemetry, opt Options) *Graph {
 		}
 	}
 	if len(t.Links) == 0 {
-		problem("no topology: PFC causality between switches cannot be traced")
+		g.problem("no topology: PFC causality between switches cannot be traced")
 	}
 	if len(t.Reports) == 0 {
-		problem("no switch reports")
+		g.problem("no switch reports")
 	}
+}
 
-	// Ports and flows get temporary ids as they are met (an int-keyed
-	// lookup per record instead of hashing switch names), and their
-	// final, sorted ids once all are known: an incident can hold tens of
-	// thousands of flow records and the diagnosis has a 10 ms budget.
+// epochSums are Algorithm 1's inputs P and F summed over every epoch read.
+// Ports and flows get temporary ids as they are met (an int-keyed lookup
+// per record instead of hashing switch names), and their final, sorted ids
+// once all are known: an incident can hold tens of thousands of flow
+// records and the diagnosis has a 10 ms budget.
+type epochSums struct {
+	portIDs   []PortID
+	ports     []portAgg
+	swPorts   map[string]map[int]int
+	flowTmp   map[hawkeyewire.FlowKey]int
+	flowKeys  []hawkeyewire.FlowKey
+	hopIdx    map[uint64]int
+	hops      []hop
+	meters    map[meterKey]uint64
+	seen      map[epochKey]bool
+	truncated map[string]bool
+}
+
+// newEpochSums sizes the flow and hop tables for every flow record of the
+// incident, so that they never grow while the records are summed.
+func newEpochSums(t *hawkeyewire.Telemetry) *epochSums {
 	nrec := 0
 	for ri := range t.Reports {
 		nrec += len(t.Reports[ri].Evicted)
@@ -377,125 +415,145 @@ func Build(t *hawkeyewire.Telemetry, opt Options) *Graph {
 			nrec += len(t.Reports[ri].Epochs[ei].Flows)
 		}
 	}
-	var portIDs []PortID
-	var ports []portAgg
-	swPorts := make(map[string]map[int]int)
-	portsOf := func(sw string) map[int]int {
-		m := swPorts[sw]
-		if m == nil {
-			m = make(map[int]int)
-			swPorts[sw] = m
-		}
-		return m
+	return &epochSums{
+		swPorts:   make(map[string]map[int]int),
+		flowTmp:   make(map[hawkeyewire.FlowKey]int, nrec),
+		hopIdx:    make(map[uint64]int, nrec),
+		hops:      make([]hop, 0, nrec),
+		meters:    make(map[meterKey]uint64),
+		seen:      make(map[epochKey]bool),
+		truncated: make(map[string]bool),
 	}
-	portOf := func(m map[int]int, sw string, port int) int {
-		i, ok := m[port]
-		if !ok {
-			i = len(ports)
-			m[port] = i
-			portIDs = append(portIDs, PortID{sw, port})
-			ports = append(ports, portAgg{})
-		}
-		return i
+}
+
+// portsOf is one switch's port -> temporary id table.
+func (s *epochSums) portsOf(sw string) map[int]int {
+	m := s.swPorts[sw]
+	if m == nil {
+		m = make(map[int]int)
+		s.swPorts[sw] = m
 	}
-	flowTmp := make(map[hawkeyewire.FlowKey]int, nrec)
-	var flowKeys []hawkeyewire.FlowKey
-	hopIdx := make(map[uint64]int, nrec)
-	hops := make([]hop, 0, nrec)
-	meters := make(map[meterKey]uint64)
-	seen := make(map[epochKey]bool)
-	truncated := make(map[string]bool)
-	addFlow := func(m map[int]int, sw string, f *hawkeyewire.FlowRecord) {
-		pi := portOf(m, sw, f.Out)
-		fi, ok := flowTmp[f.Key]
-		if !ok {
-			fi = len(flowKeys)
-			flowTmp[f.Key] = fi
-			flowKeys = append(flowKeys, f.Key)
-		}
-		k := uint64(pi)<<32 | uint64(fi)
-		i, ok := hopIdx[k]
-		if !ok {
-			i = len(hops)
-			hopIdx[k] = i
-			hops = append(hops, hop{port: pi, flow: fi, in: f.In})
-		}
-		h := &hops[i]
-		h.packets += uint64(f.Packets)
-		h.paused += uint64(f.Paused)
-		h.qdepthSum += float64(f.QdepthSum)
+	return m
+}
+
+// portOf gives a port its temporary id the first time it is met.
+func (s *epochSums) portOf(m map[int]int, sw string, port int) int {
+	i, ok := m[port]
+	if !ok {
+		i = len(s.ports)
+		m[port] = i
+		s.portIDs = append(s.portIDs, PortID{sw, port})
+		s.ports = append(s.ports, portAgg{})
 	}
+	return i
+}
+
+// addFlow sums a flow record into its hop (flow at egress port): the
+// paper's paused_num(f, p) and the queue depths its packets met.
+func (s *epochSums) addFlow(m map[int]int, sw string, f *hawkeyewire.FlowRecord) {
+	pi := s.portOf(m, sw, f.Out)
+	fi, ok := s.flowTmp[f.Key]
+	if !ok {
+		fi = len(s.flowKeys)
+		s.flowTmp[f.Key] = fi
+		s.flowKeys = append(s.flowKeys, f.Key)
+	}
+	k := uint64(pi)<<32 | uint64(fi)
+	i, ok := s.hopIdx[k]
+	if !ok {
+		i = len(s.hops)
+		s.hopIdx[k] = i
+		s.hops = append(s.hops, hop{port: pi, flow: fi, in: f.In})
+	}
+	h := &s.hops[i]
+	h.packets += uint64(f.Packets)
+	h.paused += uint64(f.Paused)
+	h.qdepthSum += float64(f.QdepthSum)
+}
+
+// addReports sums every switch's report, listing on g what a report lacks
+// or repeats: a diagnosis must say when its evidence is incomplete.
+func (s *epochSums) addReports(g *Graph, t *hawkeyewire.Telemetry) {
 	for ri := range t.Reports {
 		r := &t.Reports[ri]
 		name := r.Switch
 		if name == "" {
-			problem("report %d names no switch; ignored", ri)
+			g.problem("report %d names no switch; ignored", ri)
 			continue
 		}
 		g.reported[name] = true
 		if len(t.Links) > 0 && !g.topo.switches[name] {
-			problem("switch %s reported but is not in the topology: its ports cannot be placed on a PFC path", name)
+			g.problem("switch %s reported but is not in the topology: its ports cannot be placed on a PFC path", name)
 		}
 		if r.Truncated {
-			truncated[name] = true
-			problem("switch %s's report was truncated: its counters may be incomplete", name)
+			s.truncated[name] = true
+			g.problem("switch %s's report was truncated: its counters may be incomplete", name)
 		}
 		if len(r.Epochs) == 0 && len(r.Evicted) == 0 {
-			problem("switch %s sent no epochs", name)
+			g.problem("switch %s sent no epochs", name)
 		}
-		m := portsOf(name)
+		m := s.portsOf(name)
 		for ei := range r.Epochs {
-			e := &r.Epochs[ei]
-			ek := epochKey{name, e.ID, e.Start}
-			if seen[ek] {
-				problem("switch %s: epoch %d (start %d ns) reported twice; counted once", name, e.ID, e.Start)
-				continue
-			}
-			seen[ek] = true
-			if len(e.Ports) == 0 && len(e.Flows) == 0 && len(e.Meters) == 0 {
-				problem("switch %s: epoch %d (start %d ns) is empty", name, e.ID, e.Start)
-				continue
-			}
-			for pi := range e.Ports {
-				pr := &e.Ports[pi]
-				p := &ports[portOf(m, name, pr.Port)]
-				p.record = true
-				p.packets += uint64(pr.Packets)
-				p.paused += uint64(pr.Paused)
-				p.qdepthSum += float64(pr.QdepthSum)
-				p.pauseFrames += uint64(pr.PauseFrames)
-				p.pausedNow = p.pausedNow || pr.PausedNow
-				p.pauseLeft = max(p.pauseLeft, pr.PauseLeftNs)
-			}
-			for fi := range e.Flows {
-				addFlow(m, name, &e.Flows[fi])
-			}
-			for mi := range e.Meters {
-				mr := &e.Meters[mi]
-				meters[meterKey{name, mr.In, mr.Out}] += mr.Bytes
-			}
+			s.addEpoch(g, m, name, &r.Epochs[ei])
 		}
 		// Evicted flows lost their register slot to a colliding flow;
 		// their counters still belong to the epochs read.
 		for fi := range r.Evicted {
-			addFlow(m, name, &r.Evicted[fi])
+			s.addFlow(m, name, &r.Evicted[fi])
 		}
 	}
-	for i := range ports {
-		ports[i].truncated = truncated[portIDs[i].Switch]
+	for i := range s.ports {
+		s.ports[i].truncated = s.truncated[s.portIDs[i].Switch]
 	}
+}
 
-	// Nodes, sorted.
-	order := make([]int, len(portIDs))
+// addEpoch sums one epoch's port, flow and meter records; an epoch a
+// switch sent twice is counted once so that no counter doubles.
+func (s *epochSums) addEpoch(g *Graph, m map[int]int, name string, e *hawkeyewire.EpochReport) {
+	ek := epochKey{name, e.ID, e.Start}
+	if s.seen[ek] {
+		g.problem("switch %s: epoch %d (start %d ns) reported twice; counted once", name, e.ID, e.Start)
+		return
+	}
+	s.seen[ek] = true
+	if len(e.Ports) == 0 && len(e.Flows) == 0 && len(e.Meters) == 0 {
+		g.problem("switch %s: epoch %d (start %d ns) is empty", name, e.ID, e.Start)
+		return
+	}
+	for pi := range e.Ports {
+		pr := &e.Ports[pi]
+		p := &s.ports[s.portOf(m, name, pr.Port)]
+		p.record = true
+		p.packets += uint64(pr.Packets)
+		p.paused += uint64(pr.Paused)
+		p.qdepthSum += float64(pr.QdepthSum)
+		p.pauseFrames += uint64(pr.PauseFrames)
+		p.pausedNow = p.pausedNow || pr.PausedNow
+		p.pauseLeft = max(p.pauseLeft, pr.PauseLeftNs)
+	}
+	for fi := range e.Flows {
+		s.addFlow(m, name, &e.Flows[fi])
+	}
+	for mi := range e.Meters {
+		mr := &e.Meters[mi]
+		s.meters[meterKey{name, mr.In, mr.Out}] += mr.Bytes
+	}
+}
+
+// addPortVertices is Algorithm 1's G.AddVertex(p, PORTLEVEL) for every
+// port, in switch:port order so that every output is stable; it returns
+// the temporary id -> sorted id map.
+func (g *Graph) addPortVertices(s *epochSums) []int {
+	order := make([]int, len(s.portIDs))
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortFunc(order, func(a, b int) int { return comparePortID(portIDs[a], portIDs[b]) })
-	portPerm := make([]int, len(portIDs)) // temporary id -> sorted id
+	slices.SortFunc(order, func(a, b int) int { return comparePortID(s.portIDs[a], s.portIDs[b]) })
+	portPerm := make([]int, len(s.portIDs))
 	g.portIdx = make(map[PortID]int, len(order))
 	g.Ports = make([]PortNode, len(order))
 	for i, tmp := range order {
-		id, a := portIDs[tmp], &ports[tmp]
+		id, a := s.portIDs[tmp], &s.ports[tmp]
 		portPerm[tmp] = i
 		g.portIdx[id] = i
 		n := PortNode{ID: id.String(), Port: id, Record: a.record, Packets: a.packets, Paused: a.paused,
@@ -507,6 +565,16 @@ func Build(t *hawkeyewire.Telemetry, opt Options) *Graph {
 		}
 		g.Ports[i] = n
 	}
+	return portPerm
+}
+
+// addFlowVertices is Algorithm 1's G.AddVertex(f, FLOWLEVEL) for every
+// flow, in 5-tuple order; it returns the temporary id -> sorted id map and
+// turns s.flowTmp into g.flowIdx.
+func (g *Graph) addFlowVertices(s *epochSums) []int {
+	flowKeys := s.flowKeys
+	// Packed into two words, so that ten thousand flows sort without a
+	// five-field comparison each time.
 	type packed struct {
 		hi, lo uint64
 		tmp    int
@@ -547,13 +615,18 @@ func Build(t *hawkeyewire.Telemetry, opt Options) *Graph {
 		}
 		g.Flows[i] = FlowNode{Name: allNames[from:ends[i]], Key: flowKeys[p.tmp]}
 	}
-	for k, tmp := range flowTmp {
-		flowTmp[k] = flowPerm[tmp]
+	for k, tmp := range s.flowTmp {
+		s.flowTmp[k] = flowPerm[tmp]
 	}
-	g.flowIdx = flowTmp
+	g.flowIdx = s.flowTmp
+	return flowPerm
+}
 
-	// Hops sorted by port then flow, without comparisons: bucket them by
-	// flow, then walk the flows in order into per-port buckets.
+// indexHops renumbers the hops to the sorted ids and sorts them by port
+// then flow, without comparisons: bucket them by flow, then walk the flows
+// in order into per-port buckets. Every later step of Algorithm 1 walks a
+// port's or a flow's hops through g.portHops and g.flowHops.
+func (g *Graph) indexHops(hops []hop, portPerm, flowPerm []int) {
 	nf := make([]int, len(g.Flows)+1)
 	np := make([]int, len(g.Ports)+1)
 	for i := range hops {
@@ -600,12 +673,6 @@ func Build(t *hawkeyewire.Telemetry, opt Options) *Graph {
 		f := g.hops[i].flow
 		g.flowHops[f] = append(g.flowHops[f], i)
 	}
-
-	g.portCounters()
-	g.buildPortEdges(meters)
-	g.buildFlowPortEdges()
-	g.buildPortFlowEdges()
-	return g
 }
 
 // portCounters fills each port's averages; ports without a record take

@@ -20,11 +20,22 @@ func (m *svgModel) layout() {
 	if len(m.nodes) == 0 {
 		return
 	}
-	n := len(m.nodes)
-	// A flow that fills a contended queue goes after the port (a root
-	// cause, or a candidate), any other flow before the ports it waits
-	// at; its other edges run back against the layers.
-	filled := make([]bool, n)
+	m.orientFlowEdges()
+	m.breakLoops()
+	m.assignLayers()
+	m.addDummies()
+	m.order()
+	m.place()
+	m.attach()
+	m.placeLabels()
+}
+
+// orientFlowEdges decides which side of its ports each flow sits on: a
+// flow that fills a contended queue goes after the port (a root cause, or
+// a candidate), any other flow before the ports it waits at; its other
+// edges run back against the layers.
+func (m *svgModel) orientFlowEdges() {
+	filled := make([]bool, len(m.nodes))
 	for _, e := range m.edges {
 		if e.kind == "port-flow" && slices.Contains(e.classes, "contributor") {
 			filled[e.to] = true
@@ -42,8 +53,14 @@ func (m *svgModel) layout() {
 			e.rev = e.to == m.victim || !filled[e.to] && m.hasOut(e.to)
 		}
 	}
-	// Break the loops of port-level edges: an edge into a port on the
-	// search's stack closes one.
+}
+
+// breakLoops marks the port-level edges that close a loop (an edge into a
+// port on the depth-first search's stack) as back edges, searching from
+// the victim's ports first so that the loop is cut where the pause came
+// back to the victim.
+func (m *svgModel) breakLoops() {
+	n := len(m.nodes)
 	out := make([][]int, n)
 	for i, e := range m.edges {
 		if e.kind == "port-port" {
@@ -79,7 +96,13 @@ func (m *svgModel) layout() {
 			visit(v)
 		}
 	}
-	// Longest-path layers.
+}
+
+// assignLayers gives each node its longest-path layer over the edges left
+// forward, then moves each source just before its first successor so
+// that a lone flow does not sit far left of the port it waits at.
+func (m *svgModel) assignLayers() {
+	n := len(m.nodes)
 	succ := make([][]int, n)
 	pred := make([][]int, n)
 	for _, e := range m.edges {
@@ -90,6 +113,29 @@ func (m *svgModel) layout() {
 		succ[u] = append(succ[u], v)
 		pred[v] = append(pred[v], u)
 	}
+	topo := topoOrder(succ, pred)
+	for _, u := range topo {
+		for _, v := range succ[u] {
+			m.nodes[v].layer = max(m.nodes[v].layer, m.nodes[u].layer+1)
+		}
+	}
+	for _, u := range topo {
+		if len(pred[u]) > 0 || len(succ[u]) == 0 {
+			continue
+		}
+		l := math.MaxInt
+		for _, v := range succ[u] {
+			l = min(l, m.nodes[v].layer)
+		}
+		m.nodes[u].layer = max(0, l-1)
+	}
+}
+
+// topoOrder is a topological order of the graph (Kahn's, lowest index
+// first in each round); should a cycle be left it appends the rest rather
+// than loop.
+func topoOrder(succ, pred [][]int) []int {
+	n := len(succ)
 	indeg := make([]int, n)
 	for v := range n {
 		indeg[v] = len(pred[v])
@@ -117,30 +163,19 @@ func (m *svgModel) layout() {
 			}
 		}
 	}
-	for _, u := range topo {
-		for _, v := range succ[u] {
-			m.nodes[v].layer = max(m.nodes[v].layer, m.nodes[u].layer+1)
-		}
-	}
-	// Sources sit just before their first successor, not all in layer 0.
-	for _, u := range topo {
-		if len(pred[u]) > 0 || len(succ[u]) == 0 {
-			continue
-		}
-		l := math.MaxInt
-		for _, v := range succ[u] {
-			l = min(l, m.nodes[v].layer)
-		}
-		m.nodes[u].layer = max(0, l-1)
-	}
-	// The first order within a layer: the victim, then as found.
+	return topo
+}
+
+// addDummies puts a dummy node on every layer a forward edge crosses, so
+// that the ordering sweeps see long edges too, and fills m.layers in the
+// first order: the victim, then the nodes as found.
+func (m *svgModel) addDummies() {
 	for i, nd := range m.nodes {
 		nd.seq = 1000 * (i + 1)
 	}
 	if m.victim >= 0 {
 		m.nodes[m.victim].seq = 0
 	}
-	// Dummy nodes on long edges.
 	for _, e := range m.edges {
 		if e.back {
 			continue
@@ -164,10 +199,6 @@ func (m *svgModel) layout() {
 	for _, l := range m.layers {
 		slices.SortStableFunc(l, func(a, b int) int { return cmp.Compare(m.nodes[a].seq, m.nodes[b].seq) })
 	}
-	m.order()
-	m.place()
-	m.attach()
-	m.placeLabels()
 }
 
 // segments are the edges' pieces between adjacent layers (back edges

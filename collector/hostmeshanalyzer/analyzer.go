@@ -362,105 +362,162 @@ func (a *Analyzer) pathOf(r *Result) []string {
 	return p.Nodes()
 }
 
-func (a *Analyzer) analyze(start, end int64, win []Result) *Report {
-	c := &a.cfg
-	rep := &Report{Start: start, End: end, Probes: len(win)}
-	paths := make([][]string, len(win))
-	for i := range win {
-		paths[i] = a.pathOf(&win[i])
-		if win[i].Timeout {
-			rep.Timeouts++
-		}
-	}
+// window is one analysis: the results of the window, their traced paths,
+// and the report the steps fill in turn.
+type window struct {
+	a          *Analyzer
+	c          *Config
+	start, end int64
+	win        []Result
+	paths      [][]string
+	rep        *Report
+	// flagged are the RNICs whose probes count as RNIC problems: held
+	// from earlier windows, gone, or found anomalous in this one.
+	flagged map[string]bool
+	// hostProc is each host's processing delays, for step 4.
+	hostProc map[string][]int64
+}
 
-	// 1. Anomalous RNICs (section 3.4.1). Probes to or from an RNIC count
-	// for it. An RNIC that fails one probe in seven because a neighbour of
-	// its host is dead, or because a switch link on a quarter of its paths
-	// is down, is not itself anomalous: candidates are taken worst first,
-	// each one's probes leave the others' counts (a dead RNIC explains its
-	// peers' timeouts), and a candidate whose timeouts all cross one
-	// switch link, with its other probes healthy, is left to the voting.
-	flagged := map[string]bool{}
-	for k, until := range a.held {
-		if until > start {
-			flagged[k] = true
-		} else {
-			delete(a.held, k)
+func (a *Analyzer) analyze(start, end int64, win []Result) *Report {
+	w := &window{a: a, c: &a.cfg, start: start, end: end, win: win,
+		rep: &Report{Start: start, End: end, Probes: len(win)}}
+	w.paths = make([][]string, len(win))
+	for i := range win {
+		w.paths[i] = a.pathOf(&win[i])
+		if win[i].Timeout {
+			w.rep.Timeouts++
 		}
 	}
-	for k := range a.down {
-		flagged[k] = true
+	w.anomalousRNICs()
+	w.slaPercentiles()
+	w.voting()
+	w.overloadedHosts()
+	w.alerts()
+	return w.rep
+}
+
+// anomalousRNICs is step 1, the anomalous RNICs (section 3.4.1). Probes to
+// or from an RNIC count for it. An RNIC that fails one probe in seven
+// because a neighbour of its host is dead, or because a switch link on a
+// quarter of its paths is down, is not itself anomalous: candidates are
+// taken worst first, each one's probes leave the others' counts (a dead
+// RNIC explains its peers' timeouts), and a candidate whose timeouts all
+// cross one switch link, with its other probes healthy, is left to the
+// voting.
+func (w *window) anomalousRNICs() {
+	held := w.carriedOver()
+	status, explained := w.flagRounds()
+	// Held and down RNICs get their own counts (all their probes).
+	for k := range held {
+		st := &RNICStatus{RNIC: k, Held: !w.a.down[k], Down: w.a.down[k], Anomalous: true}
+		for i := range w.win {
+			if w.win[i].SrcKey() == k || w.win[i].DstKey() == k {
+				st.count(w.win[i].DstKey() == k, w.win[i].Timeout)
+			}
+		}
+		st.rate(w.c.MinProbes)
+		status[k] = st
 	}
-	flaggedNow := map[string]*RNICStatus{}
+	for k, l := range explained {
+		if st := status[k]; st != nil && !st.Anomalous && st.Rate > w.c.TimeoutFraction {
+			st.Explained = l
+		}
+	}
+	w.rankRNICs(status)
+}
+
+// carriedOver flags the RNICs still held from an earlier window (and
+// forgets the holds that ended) and those their agents reported gone:
+// their probes are RNIC problems before any counting. It returns them.
+func (w *window) carriedOver() map[string]bool {
+	w.flagged = map[string]bool{}
+	for k, until := range w.a.held {
+		if until > w.start {
+			w.flagged[k] = true
+		} else {
+			delete(w.a.held, k)
+		}
+	}
+	for k := range w.a.down {
+		w.flagged[k] = true
+	}
 	held := map[string]bool{}
-	for k := range flagged {
+	for k := range w.flagged {
 		held[k] = true
 	}
-	// status is rebuilt by every round below: the RNICs flagged in
-	// earlier rounds, then the counts of the rest.
+	return held
+}
+
+// flagRounds flags the worst candidate RNIC round after round, until no
+// candidate is left, and holds each one flagged. It returns the status of
+// every RNIC counted in the last round (the RNICs flagged in earlier
+// rounds, then the counts of the rest) and the candidates whose timeouts
+// one switch link explains.
+func (w *window) flagRounds() (map[string]*RNICStatus, map[string]string) {
+	flaggedNow := map[string]*RNICStatus{}
 	var status map[string]*RNICStatus
 	explained := map[string]string{}
 	for {
-		count := map[string]*RNICStatus{}
 		status = map[string]*RNICStatus{}
 		for k, st := range flaggedNow {
 			status[k] = st
 		}
-		for i := range win {
-			r := &win[i]
-			s, d := r.SrcKey(), r.DstKey()
-			if flagged[s] || flagged[d] {
-				continue
-			}
-			for j, k := range [2]string{s, d} {
-				st := count[k]
-				if st == nil {
-					st = &RNICStatus{RNIC: k}
-					count[k] = st
-				}
-				st.count(j == 1, r.Timeout)
-			}
-		}
-		var best *RNICStatus
-		for _, k := range sortedKeys(count) {
-			st := count[k]
-			st.rate(c.MinProbes)
-			status[k] = st
-			if st.Probes < c.MinProbes || st.Rate <= c.TimeoutFraction || explained[k] != "" {
-				continue
-			}
-			if l := a.confined(win, paths, k, flagged); l != "" {
-				explained[k] = l
-				continue
-			}
-			if best == nil || st.Rate > best.Rate {
-				best = st
-			}
-		}
+		best := w.flagRound(status, explained)
 		if best == nil {
 			break
 		}
 		best.Anomalous = true
 		flaggedNow[best.RNIC] = best
-		flagged[best.RNIC] = true
-		a.held[best.RNIC] = end + int64(c.Hold)
+		w.flagged[best.RNIC] = true
+		w.a.held[best.RNIC] = w.end + int64(w.c.Hold)
 	}
-	// Held and down RNICs get their own counts (all their probes).
-	for k := range held {
-		st := &RNICStatus{RNIC: k, Held: !a.down[k], Down: a.down[k], Anomalous: true}
-		for i := range win {
-			if win[i].SrcKey() == k || win[i].DstKey() == k {
-				st.count(win[i].DstKey() == k, win[i].Timeout)
+	return status, explained
+}
+
+// flagRound counts the probes of the RNICs not flagged yet, leaving out
+// every probe that involves a flagged one (its timeouts are that RNIC's),
+// into status, and returns the candidate with the highest timeout rate,
+// or nil.
+func (w *window) flagRound(status map[string]*RNICStatus, explained map[string]string) *RNICStatus {
+	count := map[string]*RNICStatus{}
+	for i := range w.win {
+		r := &w.win[i]
+		s, d := r.SrcKey(), r.DstKey()
+		if w.flagged[s] || w.flagged[d] {
+			continue
+		}
+		for j, k := range [2]string{s, d} {
+			st := count[k]
+			if st == nil {
+				st = &RNICStatus{RNIC: k}
+				count[k] = st
 			}
+			st.count(j == 1, r.Timeout)
 		}
-		st.rate(c.MinProbes)
+	}
+	var best *RNICStatus
+	for _, k := range sortedKeys(count) {
+		st := count[k]
+		st.rate(w.c.MinProbes)
 		status[k] = st
-	}
-	for k, l := range explained {
-		if st := status[k]; st != nil && !st.Anomalous && st.Rate > c.TimeoutFraction {
-			st.Explained = l
+		if st.Probes < w.c.MinProbes || st.Rate <= w.c.TimeoutFraction || explained[k] != "" {
+			continue
+		}
+		if l := w.a.confined(w.win, w.paths, k, w.flagged); l != "" {
+			explained[k] = l
+			continue
+		}
+		if best == nil || st.Rate > best.Rate {
+			best = st
 		}
 	}
+	return best
+}
+
+// rankRNICs reports the anomalous RNICs and those with timeouts: the
+// anomalous first, then by timeout rate.
+func (w *window) rankRNICs(status map[string]*RNICStatus) {
+	rep := w.rep
 	for _, st := range status {
 		if st.Anomalous || st.Timeouts > 0 {
 			rep.RNICs = append(rep.RNICs, *st)
@@ -478,41 +535,68 @@ func (a *Analyzer) analyze(start, end int64, win []Result) *Report {
 		}
 		return cmp.Compare(x.RNIC, y.RNIC)
 	})
+}
 
-	// 2. SLA percentiles, per host processing delay.
+// slaPercentiles is step 2: the SLA percentiles of the answered probes,
+// per host processing delay, and the network latency over which a probe
+// counts as abnormal in the voting.
+func (w *window) slaPercentiles() {
 	var netv, procv []int64
-	hostProc := map[string][]int64{}
-	for i := range win {
-		r := &win[i]
+	w.hostProc = map[string][]int64{}
+	for i := range w.win {
+		r := &w.win[i]
 		if r.Timeout {
 			continue
 		}
 		netv = append(netv, r.NetworkNs)
 		procv = append(procv, r.ProcessingNs)
-		hostProc[r.Host] = append(hostProc[r.Host], r.ProcessingNs)
+		w.hostProc[r.Host] = append(w.hostProc[r.Host], r.ProcessingNs)
 	}
+	rep := w.rep
 	rep.Network = percentiles(slices.Clone(netv))
 	rep.Processing = percentiles(procv)
-	thr := max(int64(c.HighLatencyFactor*float64(rep.Network.P50)), rep.Network.P50+int64(c.HighLatencyMin))
-	rep.HighLatencyNs = thr
+	rep.HighLatencyNs = max(int64(w.c.HighLatencyFactor*float64(rep.Network.P50)), rep.Network.P50+int64(w.c.HighLatencyMin))
+}
 
-	// 3. Voting (Algorithm 1) by the abnormal probes of the switch
-	// network, on links and on switches; traversals give each its share.
-	links := map[string]*Vote{}
-	dlinks := map[string]*Vote{} // by direction, for latency
-	dlat := map[string][]int64{}
-	sws := map[string]*Vote{}
-	vote := func(m map[string]*Vote, k string) *Vote {
-		v := m[k]
-		if v == nil {
-			v = &Vote{Name: k}
-			m[k] = v
-		}
-		return v
+// ballots are the votes of step 3, each keyed by name.
+type ballots struct {
+	links  map[string]*Vote
+	dlinks map[string]*Vote // by direction, for latency
+	dlat   map[string][]int64
+	sws    map[string]*Vote
+}
+
+func voteFor(m map[string]*Vote, k string) *Vote {
+	v := m[k]
+	if v == nil {
+		v = &Vote{Name: k}
+		m[k] = v
 	}
-	for i := range win {
-		r := &win[i]
-		rnicProblem := flagged[r.SrcKey()] || flagged[r.DstKey()]
+	return v
+}
+
+// voting is step 3, the voting (Algorithm 1) by the abnormal probes of the
+// switch network, on links and on switches; traversals give each its
+// share.
+func (w *window) voting() {
+	b := w.castVotes()
+	w.rankVotes(b)
+	if rep := w.rep; rep.Probes > 0 {
+		rep.RNICDropRate = float64(rep.RNICProblems) / float64(rep.Probes)
+		rep.SwitchDropRate = float64(rep.SwitchProblems) / float64(rep.Probes)
+	}
+}
+
+// castVotes walks each probe's path: every link and switch on it is
+// traversed, and voted for when the probe was abnormal (a timeout or high
+// latency not already blamed on a flagged RNIC). It also tells the RNIC
+// problems from the switch network's.
+func (w *window) castVotes() ballots {
+	b := ballots{links: map[string]*Vote{}, dlinks: map[string]*Vote{}, dlat: map[string][]int64{}, sws: map[string]*Vote{}}
+	rep, thr := w.rep, w.rep.HighLatencyNs
+	for i := range w.win {
+		r := &w.win[i]
+		rnicProblem := w.flagged[r.SrcKey()] || w.flagged[r.DstKey()]
 		if r.Timeout {
 			if rnicProblem {
 				rep.RNICProblems++
@@ -520,7 +604,7 @@ func (a *Analyzer) analyze(start, end int64, win []Result) *Report {
 				rep.SwitchProblems++
 			}
 		}
-		p := paths[i]
+		p := w.paths[i]
 		high := !r.Timeout && r.NetworkNs > thr && !rnicProblem
 		if high {
 			rep.HighLatency++
@@ -534,21 +618,26 @@ func (a *Analyzer) analyze(start, end int64, win []Result) *Report {
 		}
 		for j := 1; j < len(p); j++ {
 			if !r.Timeout {
-				dlat[p[j-1]+">"+p[j]] = append(dlat[p[j-1]+">"+p[j]], r.NetworkNs)
+				b.dlat[p[j-1]+">"+p[j]] = append(b.dlat[p[j-1]+">"+p[j]], r.NetworkNs)
 			}
-			vote(links, LinkName(p[j-1], p[j])).count(abnormal, r.Timeout)
-			vote(dlinks, p[j-1]+">"+p[j]).count(abnormal, r.Timeout)
+			voteFor(b.links, LinkName(p[j-1], p[j])).count(abnormal, r.Timeout)
+			voteFor(b.dlinks, p[j-1]+">"+p[j]).count(abnormal, r.Timeout)
 		}
 		for _, sw := range p[1 : len(p)-1] {
-			vote(sws, sw).count(abnormal, r.Timeout)
+			voteFor(b.sws, sw).count(abnormal, r.Timeout)
 		}
 	}
-	// Drops first: in a lossless fabric a switch-network timeout is rare
-	// and telling, while some probes always meet a queue; latency ranks
-	// (and alerts) only when the drops do not.
-	rep.Links, rep.Switches = ranked(links, false), ranked(sws, false)
-	for k, v := range dlinks {
-		v.MedianNs = percentiles(dlat[k]).P50
+	return b
+}
+
+// rankVotes ranks links and switches by drops first: in a lossless fabric
+// a switch-network timeout is rare and telling, while some probes always
+// meet a queue; latency ranks (and alerts) only when the drops do not.
+func (w *window) rankVotes(b ballots) {
+	rep, c := w.rep, w.c
+	rep.Links, rep.Switches = ranked(b.links, false), ranked(b.sws, false)
+	for k, v := range b.dlinks {
+		v.MedianNs = percentiles(b.dlat[k]).P50
 		if v.Traversed >= c.MinProbes {
 			rep.Hot = append(rep.Hot, *v)
 			rep.Hot[len(rep.Hot)-1].Dir = k
@@ -559,23 +648,24 @@ func (a *Analyzer) analyze(start, end int64, win []Result) *Report {
 	rep.Basis = "drops"
 	if !c.alerting(rep.Links, false) {
 		// A queue builds in one direction: rank that, name the link.
-		if l := ranked(dlinks, true); c.alerting(l, true) {
+		if l := ranked(b.dlinks, true); c.alerting(l, true) {
 			for i := range l {
-				a, b, _ := strings.Cut(l[i].Name, ">")
-				l[i].Dir, l[i].Name = l[i].Name, LinkName(a, b)
+				from, to, _ := strings.Cut(l[i].Name, ">")
+				l[i].Dir, l[i].Name = l[i].Name, LinkName(from, to)
 			}
-			rep.Links, rep.Switches, rep.Basis = l, ranked(sws, true), "latency"
+			rep.Links, rep.Switches, rep.Basis = l, ranked(b.sws, true), "latency"
 		}
 	}
-	if rep.Probes > 0 {
-		rep.RNICDropRate = float64(rep.RNICProblems) / float64(rep.Probes)
-		rep.SwitchDropRate = float64(rep.SwitchProblems) / float64(rep.Probes)
-	}
+}
 
-	// 4. Hosts by median processing delay against the others' median.
+// overloadedHosts is step 4: hosts by median processing delay, each
+// against the others' median, since a CPU-starved host delays every
+// probe it answers whatever the network does.
+func (w *window) overloadedHosts() {
+	rep, c := w.rep, w.c
 	var meds []int64
-	for _, h := range sortedKeys(hostProc) {
-		hs := HostStatus{Host: h, Processing: percentiles(hostProc[h])}
+	for _, h := range sortedKeys(w.hostProc) {
+		hs := HostStatus{Host: h, Processing: percentiles(w.hostProc[h])}
 		rep.Hosts = append(rep.Hosts, hs)
 		meds = append(meds, hs.Processing.P50)
 	}
@@ -595,8 +685,12 @@ func (a *Analyzer) analyze(start, end int64, win []Result) *Report {
 	slices.SortFunc(rep.Hosts, func(x, y HostStatus) int {
 		return cmp.Or(cmp.Compare(y.Processing.P50, x.Processing.P50), cmp.Compare(x.Host, y.Host))
 	})
+}
 
-	// 5. Alerts.
+// alerts is step 5: one line per RNIC, link (with the switches that tie at
+// its ends) and host found anomalous, RNICs first as step 1 ran first.
+func (w *window) alerts() {
+	rep, c := w.rep, w.c
 	for _, st := range rep.RNICs {
 		switch {
 		case st.Down:
@@ -628,7 +722,6 @@ func (a *Analyzer) analyze(start, end int64, win []Result) *Report {
 				h.Host, time.Duration(h.Processing.P50), time.Duration(h.Processing.P99)))
 		}
 	}
-	return rep
 }
 
 // confined returns the switch link that all of an RNIC's timeouts cross,

@@ -220,7 +220,40 @@ func (a *Analyzer) keyOf(sc int, ci int32, node uint8) scopeKey {
 	return scopeKey{x: ci*2 + int32(node)}
 }
 
+// cnpReport is the CNP analysis of Lumina §6.4 on the triggers and CNPs
+// matched during the trace: the counts, the CNPs by IP pair and QP
+// (Table 4), the NP's turnaround, every pacing scope tested, the verdict
+// on the scope, and the plot series.
 func (a *Analyzer) cnpReport() CNPReport {
+	rep := a.cnpCounts()
+	a.cnpBreakdown(&rep)
+	a.cnpTurnaround(&rep)
+	nakYes := rep.NAKTriggersCNP == "yes"
+	groupings := make([][]int, len(scopeNames))
+	for sc := range scopeNames {
+		var res ScopeResult
+		res, groupings[sc] = a.testScope(sc, nakYes, rep.ToleranceNs)
+		rep.Scopes = append(rep.Scopes, res)
+	}
+	for i := range rep.Scopes {
+		for j := range rep.Scopes {
+			if i != j && slices.Equal(groupings[i], groupings[j]) {
+				rep.Scopes[i].SameGrouping = append(rep.Scopes[i].SameGrouping, rep.Scopes[j].Scope)
+			}
+		}
+		if rep.Scopes[i].Consistent {
+			rep.Consistent = append(rep.Consistent, rep.Scopes[i].Scope)
+		}
+	}
+	rep.Scope = a.scopeVerdict(&rep, groupings, nakYes)
+	a.cnpEvents(&rep)
+	return rep
+}
+
+// cnpCounts counts the CNPs and their triggers, and decides whether the
+// NP sends a CNP with a NAK: only a gap that drew a CNP says yes, and a
+// trace without gaps cannot tell.
+func (a *Analyzer) cnpCounts() CNPReport {
 	s := &a.cnp
 	rep := CNPReport{CNPs: a.node[0].cnpSent + a.node[1].cnpSent, Truncated: s.truncated,
 		MinTimeBetweenCNPsNs: max(s.interval[nodeRequester], s.interval[nodeResponder])}
@@ -261,7 +294,13 @@ func (a *Analyzer) cnpReport() CNPReport {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%d CNPs follow no CE mark or gap of their connection "+
 			"within %v", rep.Unexplained, a.opt.CNPWindow))
 	}
-	// Counts by IP pair and by NP QP.
+	return rep
+}
+
+// cnpBreakdown counts the CNPs by IP pair and by NP QP (Lumina's Table 4),
+// with each QP's CE marks and the triggers it suppressed.
+func (a *Analyzer) cnpBreakdown(rep *CNPReport) {
+	s := &a.cnp
 	pairs := map[[2]roce.GID]int64{}
 	type qk struct {
 		conn int32
@@ -313,9 +352,13 @@ func (a *Analyzer) cnpReport() CNPReport {
 	for _, k := range qorder {
 		rep.ByQP = append(rep.ByQP, *qps[k])
 	}
+}
 
-	// The NP's turnaround, trigger to CNP at the middlebox: how long its
-	// receive queue held the triggers.
+// cnpTurnaround is the NP's turnaround, trigger to CNP at the middlebox:
+// how long its receive queue held the triggers. It also sets the timing
+// tolerance the scope tests allow.
+func (a *Analyzer) cnpTurnaround(rep *CNPReport) {
+	s := &a.cnp
 	var turn []int64
 	for _, cr := range s.cnps {
 		if cr.trig >= 0 {
@@ -323,132 +366,153 @@ func (a *Analyzer) cnpReport() CNPReport {
 		}
 	}
 	rep.Turnaround = statsOf(turn)
-	tolOf := func(m int64) int64 { return max(int64(a.opt.CNPTolerance), m/100) }
-	rep.ToleranceNs = tolOf(rep.MinTimeBetweenCNPsNs)
+	rep.ToleranceNs = a.cnpTolerance(rep.MinTimeBetweenCNPsNs)
+}
 
-	// Scopes.
-	include := func(t *trigger) bool { return t.kind == trigCE || nakYes }
-	groupings := make([][]int, len(scopeNames))
-	for sc := range scopeNames {
-		res := ScopeResult{Scope: scopeNames[sc], ObservedMinIntervalNs: -1, LowerNs: -1, UpperNs: -1}
-		ids := map[scopeKey]int{}
-		id := func(k scopeKey) int {
-			if v, ok := ids[k]; ok {
-				return v
-			}
-			ids[k] = len(ids)
-			return len(ids) - 1
-		}
-		// The group's last CNP-drawing trigger and its CNP.
-		var lastTrig, lastCNP []int64
-		var grouping []int
-		conflict := func(format string, args ...any) {
-			res.Conflicts++
-			if res.FirstConflict == "" {
-				res.FirstConflict = fmt.Sprintf(format, args...)
-			}
-		}
-		for i := range s.trig {
-			t := &s.trig[i]
-			if !include(t) {
-				continue
-			}
-			g := id(a.keyOf(sc, t.conn, t.node))
-			grouping = append(grouping, g)
-			for len(lastTrig) <= g {
-				lastTrig, lastCNP = append(lastTrig, -1), append(lastCNP, -1)
-			}
-			m := s.interval[t.node]
-			tol := tolOf(m)
-			if t.cnp >= 0 {
-				at := s.cnps[t.cnp].ts
-				if lastTrig[g] >= 0 {
-					gap := at - lastTrig[g]
-					if res.UpperNs < 0 || gap < res.UpperNs {
-						res.UpperNs = gap
-					}
-					if m > 0 && gap < m-tol {
-						conflict("%s at seq %d (connection %d) drew a CNP at most %v after its group's previous "+
-							"CNP-drawing trigger, within the interval %v", trigNames[t.kind], t.seq, t.conn,
-							time.Duration(gap), time.Duration(m))
-					}
-				}
-				lastTrig[g], lastCNP[g] = t.ts, at
-				continue
-			}
-			if lastTrig[g] < 0 {
-				conflict("%s at seq %d (connection %d) drew no CNP, though its group had sent none before",
-					trigNames[t.kind], t.seq, t.conn)
-				continue
-			}
-			need := max(t.ts-lastCNP[g], 0)
-			res.LowerNs = max(res.LowerNs, need)
-			if m > 0 && need >= m+tol {
-				conflict("%s at seq %d (connection %d) drew no CNP, at least %v after its group's previous CNP, "+
-					"beyond the interval %v", trigNames[t.kind], t.seq, t.conn, time.Duration(need), time.Duration(m))
-			}
-		}
-		res.Keys = len(ids)
-		groupings[sc] = grouping
-		tol := rep.ToleranceNs
-		if res.Conflicts == 0 && res.LowerNs >= 0 && res.UpperNs >= 0 && res.LowerNs >= res.UpperNs+tol {
-			conflict("the suppressed triggers need an interval above %v, the CNPs sent one at most %v",
-				time.Duration(res.LowerNs), time.Duration(res.UpperNs))
-		}
-		// The CNPs' own spacing in each group.
-		prev := map[scopeKey]int64{}
-		for _, cr := range s.cnps {
-			k := a.keyOf(sc, cr.conn, cr.node)
-			if t, ok := prev[k]; ok {
-				if d := cr.ts - t; res.ObservedMinIntervalNs < 0 || d < res.ObservedMinIntervalNs {
-					res.ObservedMinIntervalNs = d
-				}
-			}
-			prev[k] = cr.ts
-		}
-		res.Consistent = res.Conflicts == 0
-		rep.Scopes = append(rep.Scopes, res)
+// cnpTolerance is the timing tolerance for a pacing interval m: the
+// configured one, or 1% of m when that is more.
+func (a *Analyzer) cnpTolerance(m int64) int64 { return max(int64(a.opt.CNPTolerance), m/100) }
+
+// drawsCNP says whether trigger t is one the NP answers with a CNP when
+// its pacer lets it: CE marks always, gaps only on NICs that send a CNP
+// with each NAK.
+func drawsCNP(t *trigger, nakYes bool) bool { return t.kind == trigCE || nakYes }
+
+// conflict counts a trigger that the scope cannot explain, keeping the
+// first one's description.
+func (res *ScopeResult) conflict(format string, args ...any) {
+	res.Conflicts++
+	if res.FirstConflict == "" {
+		res.FirstConflict = fmt.Sprintf(format, args...)
 	}
-	for i := range rep.Scopes {
-		for j := range rep.Scopes {
-			if i != j && slices.Equal(groupings[i], groupings[j]) {
-				rep.Scopes[i].SameGrouping = append(rep.Scopes[i].SameGrouping, rep.Scopes[j].Scope)
+}
+
+// testScope tests pacing scope sc against the trace: it bounds the
+// interval from each group's triggers (see the bounds at the top of this
+// file) and measures the CNPs' own spacing. It returns the result and the
+// group of every CNP-drawing trigger, so that scopes grouping the trace
+// alike can be told.
+func (a *Analyzer) testScope(sc int, nakYes bool, tol int64) (ScopeResult, []int) {
+	res := ScopeResult{Scope: scopeNames[sc], ObservedMinIntervalNs: -1, LowerNs: -1, UpperNs: -1}
+	ids := map[scopeKey]int{}
+	grouping := a.scopeBounds(sc, nakYes, ids, &res)
+	res.Keys = len(ids)
+	if res.Conflicts == 0 && res.LowerNs >= 0 && res.UpperNs >= 0 && res.LowerNs >= res.UpperNs+tol {
+		res.conflict("the suppressed triggers need an interval above %v, the CNPs sent one at most %v",
+			time.Duration(res.LowerNs), time.Duration(res.UpperNs))
+	}
+	// The CNPs' own spacing in each group.
+	prev := map[scopeKey]int64{}
+	for _, cr := range a.cnp.cnps {
+		k := a.keyOf(sc, cr.conn, cr.node)
+		if t, ok := prev[k]; ok {
+			if d := cr.ts - t; res.ObservedMinIntervalNs < 0 || d < res.ObservedMinIntervalNs {
+				res.ObservedMinIntervalNs = d
 			}
 		}
-		if rep.Scopes[i].Consistent {
-			rep.Consistent = append(rep.Consistent, rep.Scopes[i].Scope)
-		}
+		prev[k] = cr.ts
 	}
-	var suppressed int
+	res.Consistent = res.Conflicts == 0
+	return res, grouping
+}
+
+// scopeBounds walks the CNP-drawing triggers in their groups of scope sc
+// (numbered in ids): a trigger that drew a CNP bounds the interval from
+// above, a suppressed one from below, and either conflicts when it
+// contradicts the configured interval or has nothing before it to
+// explain it.
+func (a *Analyzer) scopeBounds(sc int, nakYes bool, ids map[scopeKey]int, res *ScopeResult) []int {
+	s := &a.cnp
+	id := func(k scopeKey) int {
+		if v, ok := ids[k]; ok {
+			return v
+		}
+		ids[k] = len(ids)
+		return len(ids) - 1
+	}
+	// The group's last CNP-drawing trigger and its CNP.
+	var lastTrig, lastCNP []int64
+	var grouping []int
 	for i := range s.trig {
-		if include(&s.trig[i]) && s.trig[i].cnp < 0 {
+		t := &s.trig[i]
+		if !drawsCNP(t, nakYes) {
+			continue
+		}
+		g := id(a.keyOf(sc, t.conn, t.node))
+		grouping = append(grouping, g)
+		for len(lastTrig) <= g {
+			lastTrig, lastCNP = append(lastTrig, -1), append(lastCNP, -1)
+		}
+		m := s.interval[t.node]
+		tol := a.cnpTolerance(m)
+		if t.cnp >= 0 {
+			at := s.cnps[t.cnp].ts
+			if lastTrig[g] >= 0 {
+				gap := at - lastTrig[g]
+				if res.UpperNs < 0 || gap < res.UpperNs {
+					res.UpperNs = gap
+				}
+				if m > 0 && gap < m-tol {
+					res.conflict("%s at seq %d (connection %d) drew a CNP at most %v after its group's previous "+
+						"CNP-drawing trigger, within the interval %v", trigNames[t.kind], t.seq, t.conn,
+						time.Duration(gap), time.Duration(m))
+				}
+			}
+			lastTrig[g], lastCNP[g] = t.ts, at
+			continue
+		}
+		if lastTrig[g] < 0 {
+			res.conflict("%s at seq %d (connection %d) drew no CNP, though its group had sent none before",
+				trigNames[t.kind], t.seq, t.conn)
+			continue
+		}
+		need := max(t.ts-lastCNP[g], 0)
+		res.LowerNs = max(res.LowerNs, need)
+		if m > 0 && need >= m+tol {
+			res.conflict("%s at seq %d (connection %d) drew no CNP, at least %v after its group's previous CNP, "+
+				"beyond the interval %v", trigNames[t.kind], t.seq, t.conn, time.Duration(need), time.Duration(m))
+		}
+	}
+	return grouping
+}
+
+// scopeVerdict names the pacing scope the trace supports: one consistent
+// scope, several that group this trace's triggers alike (the trace cannot
+// tell them apart), or why there is no answer.
+func (a *Analyzer) scopeVerdict(rep *CNPReport, groupings [][]int, nakYes bool) string {
+	var suppressed int
+	for i := range a.cnp.trig {
+		if drawsCNP(&a.cnp.trig[i], nakYes) && a.cnp.trig[i].cnp < 0 {
 			suppressed++
 		}
 	}
 	switch {
 	case rep.CEMarked == 0 && !nakYes:
-		rep.Scope = "unknown: no CE-marked packet"
+		return "unknown: no CE-marked packet"
 	case len(rep.Consistent) == 0:
-		rep.Scope = "none: no pacing scope explains the trace"
+		return "none: no pacing scope explains the trace"
 	case len(rep.Consistent) == len(scopeNames) && suppressed == 0:
-		rep.Scope = "any: every trigger drew a CNP"
+		return "any: every trigger drew a CNP"
 	case len(rep.Consistent) == 1:
-		rep.Scope = rep.Consistent[0]
-	default:
-		same := true
-		g0 := groupings[slices.Index(scopeNames[:], rep.Consistent[0])]
-		for _, sc := range rep.Consistent[1:] {
-			if !slices.Equal(g0, groupings[slices.Index(scopeNames[:], sc)]) {
-				same = false
-			}
-		}
-		if same {
-			rep.Scope = strings.Join(rep.Consistent, " = ") + " (the same grouping in this trace)"
-		} else {
-			rep.Scope = "ambiguous: " + strings.Join(rep.Consistent, ", ")
+		return rep.Consistent[0]
+	}
+	same := true
+	g0 := groupings[slices.Index(scopeNames[:], rep.Consistent[0])]
+	for _, sc := range rep.Consistent[1:] {
+		if !slices.Equal(g0, groupings[slices.Index(scopeNames[:], sc)]) {
+			same = false
 		}
 	}
-	// The plot series.
+	if same {
+		return strings.Join(rep.Consistent, " = ") + " (the same grouping in this trace)"
+	}
+	return "ambiguous: " + strings.Join(rep.Consistent, ", ")
+}
+
+// cnpEvents is the plot series: every trigger and CNP with its peer, in
+// trace order, up to Options.MaxRecords.
+func (a *Analyzer) cnpEvents(rep *CNPReport) {
+	s := &a.cnp
 	for _, t := range s.trig {
 		if len(rep.Events) >= a.opt.MaxRecords {
 			rep.Truncated = true
@@ -472,7 +536,6 @@ func (a *Analyzer) cnpReport() CNPReport {
 		rep.Events = append(rep.Events, e)
 	}
 	slices.SortStableFunc(rep.Events, func(x, y CNPEvent) int { return cmp.Compare(x.Seq, y.Seq) })
-	return rep
 }
 
 func cmpAddr(x, y string) int {

@@ -257,8 +257,56 @@ func (c *checker) fill(seq uint64) bool {
 }
 
 // finish closes the sequence range (a trailing gap up to the injector's
-// last sequence number, when known) and fills in the report.
+// last sequence number, when known) and fills in the report: the figures,
+// each condition's status, and a violation for each condition failed.
 func (c *checker) finish(r *Report) {
+	o := &c.opts
+	c.closeRange()
+	c.figures(r)
+	dead, deadNames := deadFiles(r)
+	fail := [NumConditions + 1]bool{
+		CondConsecutive: c.missing > 0 || c.dups > 0,
+		CondTimestamps:  c.tsBack > 0,
+		CondMirrored:    o.Mirrored >= 0 && c.packets != uint64(o.Mirrored),
+		CondRxRoCE:      o.RxRoCE >= 0 && c.packets != uint64(o.RxRoCE),
+		CondDirection:   c.dirBack > 0,
+		CondSourceOrder: len(c.orderBack) > 0,
+		CondDumpers:     len(dead) > 0,
+	}
+	c.conditions(r, &fail)
+
+	add := func(cond Condition, v Violation) {
+		v.Condition, v.Name = cond, violatedNames[cond]
+		r.Violations = append(r.Violations, v)
+	}
+	if fail[CondConsecutive] {
+		add(CondConsecutive, c.seqViolation(r))
+	}
+	if fail[CondTimestamps] {
+		add(CondTimestamps, c.timestampViolation())
+	}
+	if fail[CondMirrored] {
+		add(CondMirrored, Violation{Detail: fmt.Sprintf("the trace has %d packets, the injector mirrored %d", c.packets, o.Mirrored)})
+	}
+	if fail[CondRxRoCE] {
+		add(CondRxRoCE, Violation{Detail: fmt.Sprintf("the trace has %d packets, the injector received %d RoCE packets", c.packets, o.RxRoCE)})
+	}
+	if fail[CondDirection] {
+		add(CondDirection, c.directionViolation())
+	}
+	if fail[CondSourceOrder] {
+		add(CondSourceOrder, c.orderViolation(r))
+	}
+	if fail[CondDumpers] {
+		add(CondDumpers, dumperViolation(dead, deadNames))
+	}
+	r.Valid = len(r.Violations) == 0
+}
+
+// closeRange adds the trailing gap: with the first sequence number and the
+// mirrored count known, copies lost after the last one in the trace are
+// missing too (condition 1), not merely uncounted.
+func (c *checker) closeRange() {
 	o := &c.opts
 	if o.FirstSeq != 0 && o.Mirrored >= 0 {
 		if last := o.FirstSeq + uint64(o.Mirrored) - 1; o.Mirrored > 0 && c.next <= last {
@@ -266,6 +314,12 @@ func (c *checker) finish(r *Report) {
 			c.next = last + 1
 		}
 	}
+}
+
+// figures copies the check's counts into the report: the sequence and
+// timestamp ranges, gaps, duplicates, the missing numbers by dumper, the
+// events and the directions.
+func (c *checker) figures(r *Report) {
 	r.Packets = c.packets
 	if c.packets > 0 {
 		r.FirstSeq, r.LastSeq = c.minSeq, c.maxSeq
@@ -273,7 +327,7 @@ func (c *checker) finish(r *Report) {
 	}
 	r.TimestampWraps, r.TimestampsBack = c.wraps, c.tsBack
 	r.Missing, r.Gaps = c.missing, uint64(len(c.gaps))+c.untrackedGaps
-	r.FirstGaps = slices.Clone(c.gaps[:min(len(c.gaps), o.MaxListed)])
+	r.FirstGaps = slices.Clone(c.gaps[:min(len(c.gaps), c.opts.MaxListed)])
 	r.Duplicates, r.Late = c.dups, c.late
 	for name, n := range c.attr {
 		if n > 0 {
@@ -298,7 +352,11 @@ func (c *checker) finish(r *Report) {
 		r.Directions = []DirectionStats{}
 	}
 	r.OtherDirections = c.dirOther
+}
 
+// deadFiles are the dumper files that failed (condition 7), with the name
+// of each one's dumper.
+func deadFiles(r *Report) ([]*FileStats, []string) {
 	var dead []*FileStats
 	var deadNames []string
 	for i := range r.Sources {
@@ -309,16 +367,14 @@ func (c *checker) finish(r *Report) {
 			}
 		}
 	}
+	return dead, deadNames
+}
 
-	fail := [NumConditions + 1]bool{
-		CondConsecutive: c.missing > 0 || c.dups > 0,
-		CondTimestamps:  c.tsBack > 0,
-		CondMirrored:    o.Mirrored >= 0 && c.packets != uint64(o.Mirrored),
-		CondRxRoCE:      o.RxRoCE >= 0 && c.packets != uint64(o.RxRoCE),
-		CondDirection:   c.dirBack > 0,
-		CondSourceOrder: len(c.orderBack) > 0,
-		CondDumpers:     len(dead) > 0,
-	}
+// conditions gives every condition its status; 3 and 4 are not checked
+// when the injector's counter is unknown, so that an unknown counter is
+// not taken for a pass.
+func (c *checker) conditions(r *Report, fail *[NumConditions + 1]bool) {
+	o := &c.opts
 	r.Conditions = make([]ConditionResult, 0, NumConditions)
 	for cond := Condition(1); cond <= NumConditions; cond++ {
 		st := StatusPass
@@ -330,93 +386,90 @@ func (c *checker) finish(r *Report) {
 		}
 		r.Conditions = append(r.Conditions, ConditionResult{Condition: cond, Name: cond.String(), Status: st})
 	}
+}
 
-	add := func(cond Condition, v Violation) {
-		v.Condition, v.Name = cond, violatedNames[cond]
-		r.Violations = append(r.Violations, v)
-	}
-	if fail[CondConsecutive] {
-		add(CondConsecutive, c.seqViolation(r))
-	}
-	if fail[CondTimestamps] {
-		var b strings.Builder
-		fmt.Fprintf(&b, "%d %s: ", c.tsBack, plural(c.tsBack, "time", "times"))
-		v := Violation{}
-		for i, t := range c.tsBacks {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			fmt.Fprintf(&b, "seq %d (%d ns after seq %d)", t.seq, t.delta, t.prevSeq)
-			v.Seqs = append(v.Seqs, t.seq)
+// timestampViolation describes condition 2: the first packets whose
+// timestamp went back, each against the packet before it.
+func (c *checker) timestampViolation() Violation {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d %s: ", c.tsBack, plural(c.tsBack, "time", "times"))
+	v := Violation{}
+	for i, t := range c.tsBacks {
+		if i > 0 {
+			b.WriteString(", ")
 		}
-		more(&b, c.tsBack, len(c.tsBacks))
-		v.Detail = b.String()
-		add(CondTimestamps, v)
+		fmt.Fprintf(&b, "seq %d (%d ns after seq %d)", t.seq, t.delta, t.prevSeq)
+		v.Seqs = append(v.Seqs, t.seq)
 	}
-	if fail[CondMirrored] {
-		add(CondMirrored, Violation{Detail: fmt.Sprintf("the trace has %d packets, the injector mirrored %d", c.packets, o.Mirrored)})
-	}
-	if fail[CondRxRoCE] {
-		add(CondRxRoCE, Violation{Detail: fmt.Sprintf("the trace has %d packets, the injector received %d RoCE packets", c.packets, o.RxRoCE)})
-	}
-	if fail[CondDirection] {
-		var b strings.Builder
-		fmt.Fprintf(&b, "%d %s: ", c.dirBack, plural(c.dirBack, "time", "times"))
-		v := Violation{}
-		for i, t := range c.dirBacks {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			d := &c.dirs[t.dir]
-			fmt.Fprintf(&b, "seq %d (%v > %v, %d ns after seq %d)", t.seq, d.Src, d.Dst, t.delta, t.prevSeq)
-			v.Seqs = append(v.Seqs, t.seq)
+	more(&b, c.tsBack, len(c.tsBacks))
+	v.Detail = b.String()
+	return v
+}
+
+// directionViolation describes condition 5: the first packets whose
+// timestamp went back within their direction, naming it.
+func (c *checker) directionViolation() Violation {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d %s: ", c.dirBack, plural(c.dirBack, "time", "times"))
+	v := Violation{}
+	for i, t := range c.dirBacks {
+		if i > 0 {
+			b.WriteString(", ")
 		}
-		more(&b, c.dirBack, len(c.dirBacks))
-		v.Detail = b.String()
-		add(CondDirection, v)
+		d := &c.dirs[t.dir]
+		fmt.Fprintf(&b, "seq %d (%v > %v, %d ns after seq %d)", t.seq, d.Src, d.Dst, t.delta, t.prevSeq)
+		v.Seqs = append(v.Seqs, t.seq)
 	}
-	if fail[CondSourceOrder] {
-		var b strings.Builder
-		v := Violation{}
-		var total uint64
-		for _, s := range r.Sources {
-			total += s.OutOfOrder
-		}
-		fmt.Fprintf(&b, "%d %s: ", total, plural(total, "record", "records"))
-		for i, o := range c.orderBack {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			fmt.Fprintf(&b, "%s (%s): seq %d after %d", o.source, o.path, o.seq, o.prevSeq)
-			v.Seqs = append(v.Seqs, o.seq)
-			if !slices.Contains(v.Sources, o.source) {
-				v.Sources = append(v.Sources, o.source)
-			}
-		}
-		more(&b, total, len(c.orderBack))
-		v.Detail = b.String()
-		add(CondSourceOrder, v)
+	more(&b, c.dirBack, len(c.dirBacks))
+	v.Detail = b.String()
+	return v
+}
+
+// orderViolation describes condition 6: the first records that came
+// after a higher sequence number in their file, naming the dumpers.
+func (c *checker) orderViolation(r *Report) Violation {
+	var b strings.Builder
+	v := Violation{}
+	var total uint64
+	for _, s := range r.Sources {
+		total += s.OutOfOrder
 	}
-	if fail[CondDumpers] {
-		var b strings.Builder
-		v := Violation{}
-		for i, f := range dead {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			fmt.Fprintf(&b, "%s (%s): %s", deadNames[i], f.Path, f.Error)
-			if f.Packets > 0 {
-				fmt.Fprintf(&b, " after %d packets (last seq %d)", f.Packets, f.LastSeq)
-				v.Seqs = append(v.Seqs, f.LastSeq)
-			}
-			if !slices.Contains(v.Sources, deadNames[i]) {
-				v.Sources = append(v.Sources, deadNames[i])
-			}
+	fmt.Fprintf(&b, "%d %s: ", total, plural(total, "record", "records"))
+	for i, o := range c.orderBack {
+		if i > 0 {
+			b.WriteString(", ")
 		}
-		v.Detail = b.String()
-		add(CondDumpers, v)
+		fmt.Fprintf(&b, "%s (%s): seq %d after %d", o.source, o.path, o.seq, o.prevSeq)
+		v.Seqs = append(v.Seqs, o.seq)
+		if !slices.Contains(v.Sources, o.source) {
+			v.Sources = append(v.Sources, o.source)
+		}
 	}
-	r.Valid = len(r.Violations) == 0
+	more(&b, total, len(c.orderBack))
+	v.Detail = b.String()
+	return v
+}
+
+// dumperViolation describes condition 7: each failed file's dumper and
+// error, and how far it got.
+func dumperViolation(dead []*FileStats, deadNames []string) Violation {
+	var b strings.Builder
+	v := Violation{}
+	for i, f := range dead {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s (%s): %s", deadNames[i], f.Path, f.Error)
+		if f.Packets > 0 {
+			fmt.Fprintf(&b, " after %d packets (last seq %d)", f.Packets, f.LastSeq)
+			v.Seqs = append(v.Seqs, f.LastSeq)
+		}
+		if !slices.Contains(v.Sources, deadNames[i]) {
+			v.Sources = append(v.Sources, deadNames[i])
+		}
+	}
+	v.Detail = b.String()
+	return v
 }
 
 // seqViolation describes condition 1: the first gaps and duplicates and

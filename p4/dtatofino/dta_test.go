@@ -444,11 +444,21 @@ func TestValidate(t *testing.T) {
 		{"peers[1].ip", func(p *Translator) { p.Peers[1].IP = p.Peers[0].IP }},
 		{"peers[0].ack_port", func(p *Translator) { p.Peers[0].AckPort = "back" }},
 		{"ack_snap", func(p *Translator) { p.AckSnap = 20 }},
+		{"collectors[0].mac", func(p *Translator) { p.Collectors[0].MAC = header.MAC{} }},
+		{"collectors[1].qpn", func(p *Translator) { p.Collectors[1].QPN = 1 }},
+		{"collectors[0].key_increment.slots", func(p *Translator) { p.Collectors[0].KeyIncrement.Slots = 3 }},
+		{"collectors[1].postcards.slots", func(p *Translator) { p.Collectors[1].Postcards.Addr = 0x7f00_ffff_0000 }},
+		{"peers[0].ip", func(p *Translator) { p.Peers[0].IP = netip.MustParseAddr("2001:db8::9") }},
 	}
+	var errs strings.Builder
 	for _, c := range tcases {
 		p := twoCollectors(t)
 		c.edit(&p)
-		p4test.ExpectBad(t, ErrProgram, c.field, p.Validate())
+		err := p.Validate()
+		p4test.ExpectBad(t, ErrProgram, c.field, err)
+		if err != nil {
+			fmt.Fprintln(&errs, err)
+		}
 		if _, err := p.Script(); err == nil {
 			t.Errorf("%s: Script accepts what Validate rejects", c.field)
 		}
@@ -462,6 +472,19 @@ func TestValidate(t *testing.T) {
 			IP: netip.AddrFrom4([4]byte{10, 10, byte(i), 1}), QPN: 2, KeyWrite: &dtamem.KeyWriteRegion{Slots: 1}})
 	}
 	p4test.ExpectBad(t, ErrProgram, "collectors:", p.Validate())
+	fmt.Fprintln(&errs, p.Validate())
+	// The limits of the list registers and the reporters' registers.
+	p = twoCollectors(t)
+	p.Collectors[0].Lists = map[uint32]dtamem.ListRegion{}
+	for i := range ListSlots + 1 {
+		p.Collectors[0].Lists[uint32(i)] = dtamem.ListRegion{Addr: uint64(i) << 20, Entries: 16}
+	}
+	fmt.Fprintln(&errs, p.Validate())
+	p = twoCollectors(t)
+	for i := range ReporterSlots + 1 {
+		p.Peers = append(p.Peers, Peer{IP: netip.AddrFrom4([4]byte{10, 20, byte(i >> 8), byte(i)})})
+	}
+	fmt.Fprintln(&errs, p.Validate())
 
 	rcases := []struct {
 		field string
@@ -487,11 +510,18 @@ func TestValidate(t *testing.T) {
 	for _, c := range rcases {
 		r := leaf(t)
 		c.edit(&r)
-		p4test.ExpectBad(t, ErrProgram, c.field, r.Validate())
+		err := r.Validate()
+		p4test.ExpectBad(t, ErrProgram, c.field, err)
 		if _, err := r.ReporterScript(); err == nil {
 			t.Errorf("%s: ReporterScript accepts what Validate rejects", c.field)
 		}
+		if err != nil {
+			fmt.Fprintln(&errs, err)
+		}
 	}
+	// Each error in full, so that a change of wording or of the order
+	// the fields are checked in shows.
+	p4test.Golden(t, "validate_errors.txt", errs.String())
 }
 
 func TestParseCountersErrors(t *testing.T) {

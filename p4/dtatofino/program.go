@@ -371,6 +371,9 @@ func (t Translator) Validate() error {
 	return err
 }
 
+// plan validates the translator in the order its parts depend on each
+// other (ports before the routes, collectors and peers that name them),
+// so that the error names the first bad field.
 func (t *Translator) plan() (*tplan, error) {
 	if !bfrt.IsIdentifier(bfrt.ProgName(t.Name, DefaultTranslatorName)) {
 		return nil, bad("name", "%q is not a P4 identifier", t.Name)
@@ -383,26 +386,48 @@ func (t *Translator) plan() (*tplan, error) {
 		return nil, err
 	}
 	pl := &tplan{t: t, ports: ports, ackSID: map[string]int{}}
+	if err := t.checkRoCE(); err != nil {
+		return nil, err
+	}
+	if err := pl.checkCollectors(); err != nil {
+		return nil, err
+	}
+	if err := pl.checkPeers(); err != nil {
+		return nil, err
+	}
+	return pl, nil
+}
+
+// checkRoCE checks the translator's own RoCE endpoint (the MAC, IPv4
+// address and QPN its WRITEs come from) and the ACK mirror's snap length.
+func (t *Translator) checkRoCE() error {
 	if !unicastMAC(t.MAC) {
-		return nil, bad("mac", "%v: the translator needs a unicast MAC", t.MAC)
+		return bad("mac", "%v: the translator needs a unicast MAC", t.MAC)
 	}
 	if !t.IP.Is4() {
-		return nil, bad("ip", "%v: the translator's RoCE address is IPv4", t.IP)
+		return bad("ip", "%v: the translator's RoCE address is IPv4", t.IP)
 	}
 	if t.QPN > roce.QPNMask || t.QPN < 2 {
-		return nil, bad("qpn", "%#x: a 24-bit QPN from 2", t.QPN)
+		return bad("qpn", "%#x: a 24-bit QPN from 2", t.QPN)
 	}
 	if t.DSCP > 63 {
-		return nil, bad("dscp", "%d: 0..63", t.DSCP)
+		return bad("dscp", "%d: 0..63", t.DSCP)
 	}
 	if s := t.AckSnap; s != 0 && (s < 64 || s > 16384) {
-		return nil, bad("ack_snap", "%d: 0 (default) or 64 to 16384 bytes", s)
+		return bad("ack_snap", "%d: 0 (default) or 64 to 16384 bytes", s)
 	}
+	return nil
+}
+
+// checkCollectors checks each collector and that the collectors, their
+// redundancy groups and their Append lists fit the tables and registers.
+func (pl *tplan) checkCollectors() error {
+	t := pl.t
 	if len(t.Collectors) == 0 {
-		return nil, bad("collectors", "no collectors")
+		return bad("collectors", "no collectors")
 	}
 	if len(t.Collectors) > CollectorSlots {
-		return nil, bad("collectors", "%d collectors: the tables hold %d", len(t.Collectors), CollectorSlots)
+		return bad("collectors", "%d collectors: the tables hold %d", len(t.Collectors), CollectorSlots)
 	}
 	names := map[string]int{}
 	ips := map[netip.Addr]int{}
@@ -410,118 +435,153 @@ func (t *Translator) plan() (*tplan, error) {
 	for i := range t.Collectors {
 		c := &t.Collectors[i]
 		f := fmt.Sprintf("collectors[%d]", i)
-		if !bfrt.IsName(c.Name) {
-			return nil, bad(f+".name", "%q: letters, digits, '_' and '-', starting with a letter", c.Name)
+		if err := pl.checkCollector(f, i, names, ips); err != nil {
+			return err
 		}
-		if j, dup := names[c.Name]; dup {
-			return nil, bad(f+".name", "%q is collectors[%d] too", c.Name, j)
-		}
-		names[c.Name] = i
-		if _, ok := ports[c.Port]; !ok {
-			return nil, bad(f+".port", "%q is not in ports", c.Port)
-		}
-		if !unicastMAC(c.MAC) {
-			return nil, bad(f+".mac", "%v: the collector's RNIC needs a unicast MAC", c.MAC)
-		}
-		if !c.IP.Is4() {
-			return nil, bad(f+".ip", "%v: collectors are reached over IPv4", c.IP)
-		}
-		if c.IP == t.IP {
-			return nil, bad(f+".ip", "%v is the translator's own address", c.IP)
-		}
-		if j, dup := ips[c.IP]; dup {
-			return nil, bad(f+".ip", "%v is collectors[%d]'s too", c.IP, j)
-		}
-		ips[c.IP] = i
-		if c.QPN > roce.QPNMask || c.QPN < 2 {
-			return nil, bad(f+".qpn", "%#x: a 24-bit QPN from 2", c.QPN)
-		}
-		if c.PSN > roce.PSNMask {
-			return nil, bad(f+".psn", "%#x is not a 24-bit PSN", c.PSN)
-		}
-		if c.Redundancy < 0 || c.Redundancy > MaxRedundancy {
-			return nil, bad(f+".redundancy", "%d: 1..%d (0 for %d)", c.Redundancy, MaxRedundancy, MaxRedundancy)
-		}
-		served := false
-		if kw := c.KeyWrite; kw != nil {
-			served = true
-			if kw.DataWidth != 0 && kw.DataWidth != 4 {
-				return nil, bad(f+".key_write.data_width", "%d: translator.p4 writes 4-byte data", kw.DataWidth)
-			}
-			if err := (region{kw.Addr, kw.RKey, kw.Slots, EntryLen}).check(f + ".key_write.slots"); err != nil {
-				return nil, err
-			}
-		}
-		if ki := c.KeyIncrement; ki != nil {
-			served = true
-			if ki.Addr%8 != 0 {
-				return nil, bad(f+".key_increment.addr", "%#x: atomics need 8-byte alignment", ki.Addr)
-			}
-			if err := (region{ki.Addr, ki.RKey, ki.Slots, EntryLen}).check(f + ".key_increment.slots"); err != nil {
-				return nil, err
-			}
-		}
-		if pc := c.Postcards; pc != nil {
-			served = true
-			if err := pc.Validate(); err != nil {
-				return nil, bad(f+".postcards", "%v", err)
-			}
-			if pc.Hops != PostcardHops {
-				return nil, bad(f+".postcards.hops", "%d: translator.p4's records have %d hops", pc.Hops, PostcardHops)
-			}
-			if pc.Cache != 0 && pc.Cache != PostcardCache {
-				return nil, bad(f+".postcards.cache", "%d: translator.p4's cache holds %d flows", pc.Cache, PostcardCache)
-			}
-			if err := (region{pc.Addr, pc.RKey, pc.Slots, RecordLen}).check(f + ".postcards.slots"); err != nil {
-				return nil, err
-			}
-		}
-		ids := make([]uint32, 0, len(c.Lists))
-		for id := range c.Lists {
-			ids = append(ids, id)
-		}
-		slices.Sort(ids)
-		for _, id := range ids {
-			served = true
-			l := c.Lists[id]
-			if err := (region{l.Addr, l.RKey, l.Entries, dtamem.AppendEntryLen}).check(fmt.Sprintf("%s.lists[%d].entries", f, id)); err != nil {
-				return nil, err
-			}
-			pl.lists = append(pl.lists, listRef{coll: i, id: id, reg: l})
+		served, err := pl.checkRegions(f, i)
+		if err != nil {
+			return err
 		}
 		if !served {
-			return nil, bad(f, "%q has no region: it would receive nothing", c.Name)
+			return bad(f, "%q has no region: it would receive nothing", c.Name)
 		}
 		if c.KeyWrite != nil || c.KeyIncrement != nil {
 			groups += c.redundancy()
 		}
 	}
 	if groups > GroupSlots {
-		return nil, bad("collectors", "%d multicast groups: redundancy_group holds %d", groups, GroupSlots)
+		return bad("collectors", "%d multicast groups: redundancy_group holds %d", groups, GroupSlots)
 	}
 	if len(pl.lists) > ListSlots {
-		return nil, bad("collectors", "%d Append lists: the list registers hold %d", len(pl.lists), ListSlots)
+		return bad("collectors", "%d Append lists: the list registers hold %d", len(pl.lists), ListSlots)
 	}
+	return nil
+}
 
+// checkCollector checks collector i's RDMA endpoint: a unique name and
+// IPv4 address other than the translator's, a port, a unicast MAC, a QPN,
+// a PSN and a redundancy the multicast groups allow.
+func (pl *tplan) checkCollector(f string, i int, names map[string]int, ips map[netip.Addr]int) error {
+	t, c := pl.t, &pl.t.Collectors[i]
+	if !bfrt.IsName(c.Name) {
+		return bad(f+".name", "%q: letters, digits, '_' and '-', starting with a letter", c.Name)
+	}
+	if j, dup := names[c.Name]; dup {
+		return bad(f+".name", "%q is collectors[%d] too", c.Name, j)
+	}
+	names[c.Name] = i
+	if _, ok := pl.ports[c.Port]; !ok {
+		return bad(f+".port", "%q is not in ports", c.Port)
+	}
+	if !unicastMAC(c.MAC) {
+		return bad(f+".mac", "%v: the collector's RNIC needs a unicast MAC", c.MAC)
+	}
+	if !c.IP.Is4() {
+		return bad(f+".ip", "%v: collectors are reached over IPv4", c.IP)
+	}
+	if c.IP == t.IP {
+		return bad(f+".ip", "%v is the translator's own address", c.IP)
+	}
+	if j, dup := ips[c.IP]; dup {
+		return bad(f+".ip", "%v is collectors[%d]'s too", c.IP, j)
+	}
+	ips[c.IP] = i
+	if c.QPN > roce.QPNMask || c.QPN < 2 {
+		return bad(f+".qpn", "%#x: a 24-bit QPN from 2", c.QPN)
+	}
+	if c.PSN > roce.PSNMask {
+		return bad(f+".psn", "%#x is not a 24-bit PSN", c.PSN)
+	}
+	if c.Redundancy < 0 || c.Redundancy > MaxRedundancy {
+		return bad(f+".redundancy", "%d: 1..%d (0 for %d)", c.Redundancy, MaxRedundancy, MaxRedundancy)
+	}
+	return nil
+}
+
+// checkRegions checks collector i's memory regions, one per DTA primitive
+// it serves, as translator.p4 lays its records out, and adds its Append
+// lists to the plan in list id order. served says whether it has any.
+func (pl *tplan) checkRegions(f string, i int) (served bool, err error) {
+	c := &pl.t.Collectors[i]
+	if kw := c.KeyWrite; kw != nil {
+		served = true
+		if kw.DataWidth != 0 && kw.DataWidth != 4 {
+			return false, bad(f+".key_write.data_width", "%d: translator.p4 writes 4-byte data", kw.DataWidth)
+		}
+		if err := (region{kw.Addr, kw.RKey, kw.Slots, EntryLen}).check(f + ".key_write.slots"); err != nil {
+			return false, err
+		}
+	}
+	if ki := c.KeyIncrement; ki != nil {
+		served = true
+		if ki.Addr%8 != 0 {
+			return false, bad(f+".key_increment.addr", "%#x: atomics need 8-byte alignment", ki.Addr)
+		}
+		if err := (region{ki.Addr, ki.RKey, ki.Slots, EntryLen}).check(f + ".key_increment.slots"); err != nil {
+			return false, err
+		}
+	}
+	if pc := c.Postcards; pc != nil {
+		served = true
+		if err := checkPostcards(f, pc); err != nil {
+			return false, err
+		}
+	}
+	ids := make([]uint32, 0, len(c.Lists))
+	for id := range c.Lists {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		served = true
+		l := c.Lists[id]
+		if err := (region{l.Addr, l.RKey, l.Entries, dtamem.AppendEntryLen}).check(fmt.Sprintf("%s.lists[%d].entries", f, id)); err != nil {
+			return false, err
+		}
+		pl.lists = append(pl.lists, listRef{coll: i, id: id, reg: l})
+	}
+	return served, nil
+}
+
+// checkPostcards checks a Postcarder region against translator.p4's fixed
+// record (its hops) and cache sizes.
+func checkPostcards(f string, pc *dtamem.PostcardRegion) error {
+	if err := pc.Validate(); err != nil {
+		return bad(f+".postcards", "%v", err)
+	}
+	if pc.Hops != PostcardHops {
+		return bad(f+".postcards.hops", "%d: translator.p4's records have %d hops", pc.Hops, PostcardHops)
+	}
+	if pc.Cache != 0 && pc.Cache != PostcardCache {
+		return bad(f+".postcards.cache", "%d: translator.p4's cache holds %d flows", pc.Cache, PostcardCache)
+	}
+	return (region{pc.Addr, pc.RKey, pc.Slots, RecordLen}).check(f + ".postcards.slots")
+}
+
+// checkPeers checks the reporters whose sequence numbers the translator
+// tracks, and gives each port that ACKs go out of a mirror session, in
+// port name order.
+func (pl *tplan) checkPeers() error {
+	t := pl.t
 	if t.NoSeqnum && len(t.Peers) > 0 {
-		return nil, bad("peers", "the 2-byte base header (no_seqnum) has no sequence numbers to track")
+		return bad("peers", "the 2-byte base header (no_seqnum) has no sequence numbers to track")
 	}
 	if len(t.Peers) > ReporterSlots {
-		return nil, bad("peers", "%d reporters: the registers hold %d", len(t.Peers), ReporterSlots)
+		return bad("peers", "%d reporters: the registers hold %d", len(t.Peers), ReporterSlots)
 	}
 	peerIPs := map[netip.Addr]int{}
 	for i, p := range t.Peers {
 		f := fmt.Sprintf("peers[%d]", i)
 		if !p.IP.Is4() {
-			return nil, bad(f+".ip", "%v: reporters are IPv4", p.IP)
+			return bad(f+".ip", "%v: reporters are IPv4", p.IP)
 		}
 		if j, dup := peerIPs[p.IP]; dup {
-			return nil, bad(f+".ip", "%v is peers[%d]'s too", p.IP, j)
+			return bad(f+".ip", "%v is peers[%d]'s too", p.IP, j)
 		}
 		peerIPs[p.IP] = i
 		if p.AckPort != "" {
-			if _, ok := ports[p.AckPort]; !ok {
-				return nil, bad(f+".ack_port", "%q is not in ports", p.AckPort)
+			if _, ok := pl.ports[p.AckPort]; !ok {
+				return bad(f+".ack_port", "%q is not in ports", p.AckPort)
 			}
 			if _, ok := pl.ackSID[p.AckPort]; !ok {
 				pl.acks = append(pl.acks, p.AckPort)
@@ -533,7 +593,7 @@ func (t *Translator) plan() (*tplan, error) {
 	for i, p := range pl.acks {
 		pl.ackSID[p] = i + 1
 	}
-	return pl, nil
+	return nil
 }
 
 // rplan is a validated reporter.

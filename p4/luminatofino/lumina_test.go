@@ -1,6 +1,7 @@
 package luminatofino
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -313,6 +314,7 @@ func TestValidate(t *testing.T) {
 	if _, err := zero.Script(); err != nil {
 		t.Errorf("a program with one port and nothing else: %v", err)
 	}
+	var errs strings.Builder
 	cases := []struct {
 		field string
 		edit  func(p *Program)
@@ -374,6 +376,9 @@ func TestValidate(t *testing.T) {
 		if _, err2 := p.CounterScript(); err2 == nil {
 			t.Errorf("%s: CounterScript accepts what Script rejects", c.field)
 		}
+		if err != nil {
+			fmt.Fprintln(&errs, err)
+		}
 	}
 	// Limits of the tables.
 	p := listing2(t)
@@ -383,7 +388,40 @@ func TestValidate(t *testing.T) {
 			Dst: p.Conns[0].ResponderIP.As16(), DstQPN: p.Conns[0].ResponderQPN, PSN: uint32(i % (1 << 24)), Iter: 1},
 			Event: mirror.EventDrop})
 	}
-	if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "event_psn holds") {
+	err := p.Validate()
+	if err == nil || !strings.Contains(err.Error(), "event_psn holds") {
 		t.Errorf("too many entries: %v", err)
 	}
+	fmt.Fprintln(&errs, err)
+	p = listing2(t)
+	p.Entries = nil
+	for i := range EventAnySize + 1 {
+		p.Entries = append(p.Entries, intent.Entry{Key: intent.Key{Src: p.Conns[0].RequesterIP.As16(),
+			Dst: p.Conns[0].ResponderIP.As16(), DstQPN: p.Conns[0].ResponderQPN, PSN: intent.AnyPSN, Iter: uint16(i + 1)},
+			Event: mirror.EventDrop})
+	}
+	fmt.Fprintln(&errs, p.Validate())
+	p = listing2(t)
+	p.Entries = nil
+	for i := range ConnSlots + 1 {
+		c := p.Conns[0]
+		c.RequesterQPN = uint32(i)
+		p.Conns = append(p.Conns, c)
+	}
+	fmt.Fprintln(&errs, p.Validate())
+	p = listing2(t)
+	for i := range FwdSize + 1 {
+		p.Routes = append(p.Routes, Route{Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), 32),
+			Port: "responder", MAC: p.Routes[0].MAC})
+	}
+	fmt.Fprintln(&errs, p.Validate())
+	p = listing2(t)
+	for i := range ARPSize / 2 {
+		p.Routes = append(p.Routes, Route{Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), 32),
+			Port: "responder", MAC: p.Routes[0].MAC})
+	}
+	fmt.Fprintln(&errs, p.Validate())
+	// Each error in full, so that a change of wording or of the order
+	// the fields are checked in shows.
+	p4test.Golden(t, "validate_errors.txt", errs.String())
 }

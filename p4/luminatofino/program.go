@@ -6,7 +6,7 @@
 // A Program is pure data: the switch ports (speed, FEC, auto-negotiation,
 // MAC and own addresses), the static routes, the dumpers' mirror ports with
 // their weights, the rewrite port, the ITER mode and the compiled event
-// entries with the connection metadata they came from (intent.Compile).
+// entries with the connection metadata they came from (inject.Compile).
 // Script renders it as a bfrt_python script for `bfshell -b` that clears the
 // program's state, sets the ports up, creates one ingress mirror session per
 // dumper and fills every table and register; CounterScript renders the
@@ -96,7 +96,7 @@ type Program struct {
 	Routes  []Route  `json:"routes"`
 	Dumpers []Dumper `json:"dumpers"`
 	// RewritePort is the mirrored copies' UDP destination port
-	// (mirror.DefaultRewritePort when 0).
+	// (inject.DefaultRewritePort when 0).
 	RewritePort uint16 `json:"rewrite_port,omitempty"`
 	// MirrorSnap truncates mirrored copies to this many bytes (the mirror
 	// sessions' max_pkt_len); 0 mirrors whole packets.
@@ -107,7 +107,7 @@ type Program struct {
 	Geometry intent.Geometry `json:"geometry"`
 	Options  intent.Options  `json:"options"`
 	// Conns is the runtime metadata of the test's connections, in the
-	// order the intents count them; Entries what intent.Compile made of
+	// order the intents count them; Entries what inject.Compile made of
 	// the intents for them.
 	Conns   []intent.Conn  `json:"conns"`
 	Entries []intent.Entry `json:"entries"`
@@ -163,62 +163,89 @@ type plan struct {
 	connKey []connKey // per connection
 }
 
+// plan validates the program in the order its parts depend on each other
+// (ports before the dumpers, routes and connections that name them,
+// connections before the entries that match them), so that the error
+// names the first bad field.
 func (p *Program) plan() (*plan, error) {
 	pl := &plan{prog: p, ports: map[string]*Port{}, dumper: map[string]int{}, conns: map[connKey]int{}}
 	if !bfrt.IsIdentifier(p.name()) {
 		return nil, bad("name", "%q is not a P4 identifier", p.Name)
 	}
+	for _, check := range []func() error{pl.checkPorts, pl.checkDumpers, pl.checkTrafficPorts, pl.checkRoutes,
+		pl.checkMirror, pl.checkConns, pl.checkEntries} {
+		if err := check(); err != nil {
+			return nil, err
+		}
+	}
+	return pl, nil
+}
+
+// checkPorts checks the ports as every switch program does and indexes
+// them by name.
+func (pl *plan) checkPorts() error {
+	p := pl.prog
 	ports := make([]bfrt.Port, len(p.Ports))
 	for i := range p.Ports {
 		ports[i] = p.Ports[i].spec()
 	}
 	if err := bfrt.CheckPorts(ErrProgram, ports, nil); err != nil {
-		return nil, err
+		return err
 	}
 	for i := range p.Ports {
 		pl.ports[p.Ports[i].Name] = &p.Ports[i]
 	}
+	return nil
+}
 
+// checkDumpers checks the dumper pool: one entry per port, weights that
+// fit the round-robin table.
+func (pl *plan) checkDumpers() error {
 	total := 0
-	for i, d := range p.Dumpers {
+	for i, d := range pl.prog.Dumpers {
 		f := fmt.Sprintf("dumpers[%d]", i)
 		if _, ok := pl.ports[d.Port]; !ok {
-			return nil, bad(f+".port", "%q is not in ports", d.Port)
+			return bad(f+".port", "%q is not in ports", d.Port)
 		}
 		if _, dup := pl.dumper[d.Port]; dup {
-			return nil, bad(f+".port", "%q is a dumper twice", d.Port)
+			return bad(f+".port", "%q is a dumper twice", d.Port)
 		}
 		if d.Weight < 0 {
-			return nil, bad(f+".weight", "%d: weights are positive", d.Weight)
+			return bad(f+".weight", "%d: weights are positive", d.Weight)
 		}
 		pl.dumper[d.Port] = i
 		total += d.weight()
 	}
 	if total > WRRSlots {
-		return nil, bad("dumpers", "total weight %d: the round-robin table has %d slots", total, WRRSlots)
+		return bad("dumpers", "total weight %d: the round-robin table has %d slots", total, WRRSlots)
 	}
+	return nil
+}
 
-	// Traffic ports: everything that is not a dumper.
+// checkTrafficPorts checks every port that is not a dumper: a unicast MAC,
+// IPv4 addresses for proxy ARP, and all in one pipe.
+func (pl *plan) checkTrafficPorts() error {
+	p := pl.prog
 	pipe, pipeOf := -1, ""
 	for i := range p.Ports {
 		pt := &p.Ports[i]
 		if _, d := pl.dumper[pt.Name]; d {
 			if len(pt.Addrs) > 0 {
-				return nil, bad(fmt.Sprintf("ports[%d].addrs", i), "%q is a dumper port", pt.Name)
+				return bad(fmt.Sprintf("ports[%d].addrs", i), "%q is a dumper port", pt.Name)
 			}
 			continue
 		}
 		f := fmt.Sprintf("ports[%d]", i)
 		if pt.MAC.IsZero() || pt.MAC.IsMulticast() {
-			return nil, bad(f+".mac", "%v: a traffic port needs a unicast MAC", pt.MAC)
+			return bad(f+".mac", "%v: a traffic port needs a unicast MAC", pt.MAC)
 		}
 		seen := map[netip.Addr]bool{}
 		for j, a := range pt.Addrs {
 			if !a.Is4() {
-				return nil, bad(fmt.Sprintf("%s.addrs[%d]", f, j), "%v: only IPv4 addresses are answered (ARP)", a)
+				return bad(fmt.Sprintf("%s.addrs[%d]", f, j), "%v: only IPv4 addresses are answered (ARP)", a)
 			}
 			if seen[a] {
-				return nil, bad(fmt.Sprintf("%s.addrs[%d]", f, j), "%v listed twice", a)
+				return bad(fmt.Sprintf("%s.addrs[%d]", f, j), "%v listed twice", a)
 			}
 			seen[a] = true
 		}
@@ -226,35 +253,41 @@ func (p *Program) plan() (*plan, error) {
 		// in one pipe. Front-panel ports are resolved on the switch only.
 		if pt.FrontPanel == "" {
 			if pipe >= 0 && pt.DevPort>>7 != pipe {
-				return nil, bad(f+".dev_port", "%d is in pipe %d but traffic port %q is in pipe %d: the mirror sequence and ITER registers are per pipe",
+				return bad(f+".dev_port", "%d is in pipe %d but traffic port %q is in pipe %d: the mirror sequence and ITER registers are per pipe",
 					pt.DevPort, pt.DevPort>>7, pipeOf, pipe)
 			}
 			pipe, pipeOf = pt.DevPort>>7, pt.Name
 		}
 	}
+	return nil
+}
 
+// checkRoutes checks the routes (one per prefix, to a traffic port and a
+// unicast next hop) and that they and the proxy ARP entries they make fit
+// the tables.
+func (pl *plan) checkRoutes() error {
 	n4, n6 := 0, 0
 	prefixes := map[netip.Prefix]int{}
-	for i, r := range p.Routes {
+	for i, r := range pl.prog.Routes {
 		f := fmt.Sprintf("routes[%d]", i)
 		if !r.Prefix.IsValid() || r.Prefix.Addr().Is4In6() || r.Prefix.Addr().Zone() != "" {
-			return nil, bad(f+".prefix", "%v is not an IPv4 or IPv6 prefix", r.Prefix)
+			return bad(f+".prefix", "%v is not an IPv4 or IPv6 prefix", r.Prefix)
 		}
 		if r.Prefix != r.Prefix.Masked() {
-			return nil, bad(f+".prefix", "%v has host bits set (%v)", r.Prefix, r.Prefix.Masked())
+			return bad(f+".prefix", "%v has host bits set (%v)", r.Prefix, r.Prefix.Masked())
 		}
 		if j, dup := prefixes[r.Prefix]; dup {
-			return nil, bad(f+".prefix", "%v is routed by routes[%d] too", r.Prefix, j)
+			return bad(f+".prefix", "%v is routed by routes[%d] too", r.Prefix, j)
 		}
 		prefixes[r.Prefix] = i
 		if _, ok := pl.ports[r.Port]; !ok {
-			return nil, bad(f+".port", "%q is not in ports", r.Port)
+			return bad(f+".port", "%q is not in ports", r.Port)
 		}
 		if _, d := pl.dumper[r.Port]; d {
-			return nil, bad(f+".port", "%q is a dumper port", r.Port)
+			return bad(f+".port", "%q is a dumper port", r.Port)
 		}
 		if r.MAC.IsZero() || r.MAC.IsMulticast() {
-			return nil, bad(f+".mac", "%v: the next hop needs a unicast MAC", r.MAC)
+			return bad(f+".mac", "%v: the next hop needs a unicast MAC", r.MAC)
 		}
 		if r.Prefix.Addr().Is4() {
 			n4++
@@ -263,95 +296,121 @@ func (p *Program) plan() (*plan, error) {
 		}
 	}
 	if n4 > FwdSize || n6 > FwdSize {
-		return nil, bad("routes", "%d IPv4 and %d IPv6 routes: the tables hold %d each", n4, n6, FwdSize)
+		return bad("routes", "%d IPv4 and %d IPv6 routes: the tables hold %d each", n4, n6, FwdSize)
 	}
 	if n := len(pl.arpEntries()); n > ARPSize {
-		return nil, bad("routes", "%d proxy ARP entries (traffic ports x IPv4 routes + addresses): the table holds %d", n, ARPSize)
+		return bad("routes", "%d proxy ARP entries (traffic ports x IPv4 routes + addresses): the table holds %d", n, ARPSize)
 	}
+	return nil
+}
 
+// checkMirror checks how copies are mirrored (their UDP port and snap
+// length) and the ITER register's mode.
+func (pl *plan) checkMirror() error {
+	p := pl.prog
 	if p.RewritePort == roce.UDPPort {
-		return nil, bad("rewrite_port", "%d is RoCEv2's own port", p.RewritePort)
+		return bad("rewrite_port", "%d is RoCEv2's own port", p.RewritePort)
 	}
 	if p.MirrorSnap != 0 && (p.MirrorSnap < MinMirrorLen || p.MirrorSnap > MaxMirrorLen) {
-		return nil, bad("mirror_snap", "%d: 0 (whole packets) or %d to %d bytes", p.MirrorSnap, MinMirrorLen, MaxMirrorLen)
+		return bad("mirror_snap", "%d: 0 (whole packets) or %d to %d bytes", p.MirrorSnap, MinMirrorLen, MaxMirrorLen)
 	}
 	if p.IterMode != intent.IterPaper && p.IterMode != intent.IterP4 {
-		return nil, bad("iter_mode", "%d: paper or p4", p.IterMode)
+		return bad("iter_mode", "%d: paper or p4", p.IterMode)
 	}
+	return nil
+}
 
+// checkConns checks the connections' metadata and that no two share a
+// data direction, which the connection table matches on.
+func (pl *plan) checkConns() error {
+	p := pl.prog
 	if len(p.Conns) > 0 || len(p.Entries) > 0 {
 		if err := p.Geometry.Validate(); err != nil {
-			return nil, bad("geometry", "%v", err)
+			return bad("geometry", "%v", err)
 		}
 		if p.Options.SendConns < 0 || p.Options.SendConns > len(p.Conns) {
-			return nil, bad("options.send_conns", "%d of %d connections", p.Options.SendConns, len(p.Conns))
+			return bad("options.send_conns", "%d of %d connections", p.Options.SendConns, len(p.Conns))
 		}
 	}
 	if len(p.Conns) > ConnSlots {
-		return nil, bad("conns", "%d connections: the registers hold %d", len(p.Conns), ConnSlots)
+		return bad("conns", "%d connections: the registers hold %d", len(p.Conns), ConnSlots)
 	}
 	for i, c := range p.Conns {
 		f := fmt.Sprintf("conns[%d]", i)
-		switch {
-		case !c.RequesterIP.IsValid() || c.RequesterIP.Zone() != "":
-			return nil, bad(f+".requester_ip", "%v is not an address", c.RequesterIP)
-		case !c.ResponderIP.IsValid() || c.ResponderIP.Zone() != "":
-			return nil, bad(f+".responder_ip", "%v is not an address", c.ResponderIP)
-		case c.RequesterIP.Unmap().Is4() != c.ResponderIP.Unmap().Is4():
-			return nil, bad(f+".responder_ip", "%v and requester %v are of different families", c.ResponderIP, c.RequesterIP)
-		case c.RequesterQPN > roce.QPNMask:
-			return nil, bad(f+".requester_qpn", "%#x is not a 24-bit QPN", c.RequesterQPN)
-		case c.ResponderQPN > roce.QPNMask:
-			return nil, bad(f+".responder_qpn", "%#x is not a 24-bit QPN", c.ResponderQPN)
-		case c.RequesterIPSN > roce.PSNMask:
-			return nil, bad(f+".requester_ipsn", "%#x is not a 24-bit PSN", c.RequesterIPSN)
-		case c.ResponderIPSN > roce.PSNMask:
-			return nil, bad(f+".responder_ipsn", "%#x is not a 24-bit PSN", c.ResponderIPSN)
+		if err := checkConn(f, c); err != nil {
+			return err
 		}
 		k := dataKey(i, c, p.Geometry, p.Options)
 		if j, dup := pl.conns[k]; dup {
-			return nil, bad(f, "its data direction %v -> %v qpn %#x is that of conns[%d] too",
+			return bad(f, "its data direction %v -> %v qpn %#x is that of conns[%d] too",
 				addr(k.Src), addr(k.Dst), k.DstQPN, j)
 		}
 		pl.conns[k] = i
 		pl.connKey = append(pl.connKey, k)
 	}
+	return nil
+}
 
+// checkConn checks one connection's addresses, QPNs and initial PSNs.
+func checkConn(f string, c intent.Conn) error {
+	switch {
+	case !c.RequesterIP.IsValid() || c.RequesterIP.Zone() != "":
+		return bad(f+".requester_ip", "%v is not an address", c.RequesterIP)
+	case !c.ResponderIP.IsValid() || c.ResponderIP.Zone() != "":
+		return bad(f+".responder_ip", "%v is not an address", c.ResponderIP)
+	case c.RequesterIP.Unmap().Is4() != c.ResponderIP.Unmap().Is4():
+		return bad(f+".responder_ip", "%v and requester %v are of different families", c.ResponderIP, c.RequesterIP)
+	case c.RequesterQPN > roce.QPNMask:
+		return bad(f+".requester_qpn", "%#x is not a 24-bit QPN", c.RequesterQPN)
+	case c.ResponderQPN > roce.QPNMask:
+		return bad(f+".responder_qpn", "%#x is not a 24-bit QPN", c.ResponderQPN)
+	case c.RequesterIPSN > roce.PSNMask:
+		return bad(f+".requester_ipsn", "%#x is not a 24-bit PSN", c.RequesterIPSN)
+	case c.ResponderIPSN > roce.PSNMask:
+		return bad(f+".responder_ipsn", "%#x is not a 24-bit PSN", c.ResponderIPSN)
+	}
+	return nil
+}
+
+// checkEntries checks the compiled event entries: an event the injector
+// makes, a round from 1, the data direction of a connection, one entry per
+// key, and as many as event_psn and event_any hold.
+func (pl *plan) checkEntries() error {
 	withPSN, anyPSN := 0, 0
 	keys := map[intent.Key]int{}
-	for i, e := range p.Entries {
+	for i, e := range pl.prog.Entries {
 		f := fmt.Sprintf("entries[%d]", i)
 		switch e.Event {
 		case mirror.EventDrop, mirror.EventECN, mirror.EventBitError:
 		default:
-			return nil, bad(f+".event", "%v: drop, ecn or bit-error", e.Event)
+			return bad(f+".event", "%v: drop, ecn or bit-error", e.Event)
 		}
 		if e.Key.Iter < 1 {
-			return nil, bad(f+".key.iter", "%d: rounds count from 1", e.Key.Iter)
+			return bad(f+".key.iter", "%d: rounds count from 1", e.Key.Iter)
 		}
 		if e.Key.PSN == intent.AnyPSN {
 			anyPSN++
 		} else if e.Key.PSN > roce.PSNMask {
-			return nil, bad(f+".key.psn", "%#x is not a 24-bit PSN", e.Key.PSN)
+			return bad(f+".key.psn", "%#x is not a 24-bit PSN", e.Key.PSN)
 		} else {
 			withPSN++
 		}
 		if _, ok := pl.conns[connKey{Src: e.Key.Src, Dst: e.Key.Dst, DstQPN: e.Key.DstQPN}]; !ok {
-			return nil, bad(f+".key", "%v -> %v qpn %#x is the data direction of no connection in conns",
+			return bad(f+".key", "%v -> %v qpn %#x is the data direction of no connection in conns",
 				addr(e.Key.Src), addr(e.Key.Dst), e.Key.DstQPN)
 		}
 		if j, dup := keys[e.Key]; dup {
-			return nil, bad(f+".key", "the same key as entries[%d]", j)
+			return bad(f+".key", "the same key as entries[%d]", j)
 		}
 		keys[e.Key] = i
 	}
 	if withPSN > EventPSNSize {
-		return nil, bad("entries", "%d entries with a PSN: event_psn holds %d", withPSN, EventPSNSize)
+		return bad("entries", "%d entries with a PSN: event_psn holds %d", withPSN, EventPSNSize)
 	}
 	if anyPSN > EventAnySize {
-		return nil, bad("entries", "%d psn: all entries: event_any holds %d", anyPSN, EventAnySize)
+		return bad("entries", "%d psn: all entries: event_any holds %d", anyPSN, EventAnySize)
 	}
-	return pl, nil
+	return nil
 }
 
 func addr(b [16]byte) netip.Addr { return netip.AddrFrom16(b).Unmap() }
@@ -367,7 +426,7 @@ func initPSN(mode intent.IterMode, ipsn uint32) uint32 {
 }
 
 // wrrSlots is the round-robin cycle: slot -> dumper index, the sequence
-// mirror.WRR produces over one cycle of the total weight.
+// inject.WRR produces over one cycle of the total weight.
 func (p *Program) wrrSlots() []int {
 	if len(p.Dumpers) == 0 {
 		return nil
