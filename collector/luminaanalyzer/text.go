@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 )
@@ -66,8 +68,9 @@ func (tw *textWriter) header(r *Report) {
 	s := r.Summary
 	tw.p("trace: %d packets (%d RoCE, %d outside the connections), %v, events: drop %d, ecn %d, bit-error %d; %d CNPs",
 		s.Packets, s.RoCE, s.Unmatched, dur(s.DurationNs), s.Events["drop"], s.Events["ecn"], s.Events["bit-error"], s.CNPs)
-	for k, n := range s.Malformed {
-		tw.p("  %d records skipped: %s", n, k)
+	// By reason, so two runs over one trace print the same text.
+	for _, k := range slices.Sorted(maps.Keys(s.Malformed)) {
+		tw.p("  %d records skipped: %s", s.Malformed[k], k)
 	}
 }
 
