@@ -50,6 +50,15 @@ var commands []*Command
 
 func register(c *Command) { commands = append(commands, c) }
 
+// bind is the usual end of a command's Flags: the flags fill *o, the
+// arguments land in *args, and run gets the options.
+func bind[O any](o *O, args *[]string, run func(context.Context, *Env, O) error) func(context.Context, *Env, []string) error {
+	return func(ctx context.Context, env *Env, a []string) error {
+		*args = a
+		return run(ctx, env, *o)
+	}
+}
+
 // Run runs the command line and returns the process exit status.
 func Run(args []string) int {
 	return run(context.Background(), args, os.Stdout, os.Stderr)
