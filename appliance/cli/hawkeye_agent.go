@@ -13,8 +13,6 @@ import (
 	"github.com/rdma-appliance/appliance/dpdk/header"
 )
 
-func init() { hawkeyeCmd.Sub = append(hawkeyeCmd.Sub, hawkeyeAgentCmd) }
-
 var hawkeyeAgentCmd = &Command{
 	Name:    "agent",
 	Summary: "the detection agent on a real host: RTTs over a threshold send polling packets (EtherType 0x6888)",
@@ -87,7 +85,7 @@ func hawkeyeAgentFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) e
 	fs.DurationVar(&o.pingInterval, "ping-interval", 10*time.Millisecond, "time between two pings")
 	fs.IntVar(&o.pingCount, "ping-count", 0, "stop after this many pings (0: until SIGTERM)")
 	fs.IntVar(&o.core, "core", -1, "pin the ping's thread (which drives a software RNIC) to this core")
-	o.rnic.register(fs)
+	o.rnic.declare(fs)
 	return bind(&o, &o.args, runHawkeyeAgent)
 }
 
