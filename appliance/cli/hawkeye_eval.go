@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/bench/hawkeyeeval"
+	"github.com/rdma-appliance/appliance/internal/progress"
 )
 
 var hawkeyeEvalCmd = &Command{
@@ -59,15 +60,9 @@ func runHawkeyeEval(ctx context.Context, env *Env, o hawkeyeEvalOptions) error {
 	if sh.I, sh.N, err = parseShard(o.shard); err != nil {
 		return err
 	}
-	var prog func(done, total int)
-	if !o.quiet {
-		prog = func(done, total int) {
-			if done%max(total/20, 1) == 0 || done == total {
-				fmt.Fprintf(env.Stderr, "hawkeye eval: %d/%d traces (%v)\n", done, total, time.Since(t0).Round(time.Second))
-			}
-		}
-	}
-	scores, err := hawkeyeeval.EvaluateShard(ctx, sh, o.traces, hawkeyeeval.Anomalies, hawkeyeeval.Methods, hawkeyeeval.Analyzer, prog)
+	m := progress.New(env.Stderr, progress.Options{Label: "hawkeye eval", Unit: "traces", Quiet: o.quiet})
+	scores, err := hawkeyeeval.EvaluateShard(ctx, sh, o.traces, hawkeyeeval.Anomalies, hawkeyeeval.Methods, hawkeyeeval.Analyzer, m.Step)
+	m.Finish()
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/appliance/hostmesh"
+	"github.com/rdma-appliance/appliance/internal/progress"
 )
 
 var meshEvalCmd = &Command{
@@ -72,6 +73,7 @@ func runMeshEval(ctx context.Context, env *Env, o meshEvalOptions) error {
 		return Usagef("--shard needs --out for the shard's rows")
 	}
 	t0 := time.Now()
+	m := progress.New(env.Stderr, progress.Options{Label: "mesh eval", Unit: "runs"})
 	n := 0
 	rows, all, err := hostmesh.EvalShard(ctx, ts, o.runs, o.seed, si, sn, func(r *hostmesh.Run) {
 		n++
@@ -79,9 +81,9 @@ func runMeshEval(ctx context.Context, env *Env, o meshEvalOptions) error {
 		if !r.Correct {
 			mark = "MISS"
 		}
-		fmt.Fprintf(env.Stderr, "\r[%d/%d] %-16s seed %-8d %-4s", n, o.runs*len(ts), r.Fault, r.Seed, mark)
+		m.Update(int64(n), int64(o.runs*len(ts)), fmt.Sprintf("%s seed %d %s", r.Fault, r.Seed, mark))
 	})
-	fmt.Fprintln(env.Stderr)
+	m.Finish()
 	if err != nil {
 		return err
 	}

@@ -4,11 +4,10 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
-	"os"
 	"time"
 
 	"github.com/rdma-appliance/appliance/bench/fabric"
+	"github.com/rdma-appliance/appliance/internal/progress"
 )
 
 // simCmd is `appliance sim`.
@@ -56,14 +55,11 @@ func runSimRun(ctx context.Context, env *Env, o simRunOptions) error {
 	if len(o.args) != 1 {
 		return Usagef("want one scenario file")
 	}
-	var prog func(now, total int64)
-	if !o.quiet {
-		prog = progressLine(env.Stderr)
-	}
-	res, wall, err := fabric.RunFile(ctx, fabric.RunFileOptions{File: o.args[0], Out: o.out, Progress: prog})
-	if !o.quiet {
-		fmt.Fprintln(env.Stderr)
-	}
+	m := progress.New(env.Stderr, progress.Options{Label: "sim", Quiet: o.quiet,
+		Count: func(ns int64) string { return time.Duration(ns).String() }})
+	res, wall, err := fabric.RunFile(ctx, fabric.RunFileOptions{File: o.args[0], Out: o.out,
+		Progress: func(now, total int64) { m.Update(now, total, "") }})
+	m.Finish()
 	if res == nil {
 		return err
 	}
@@ -85,33 +81,4 @@ func runSimRun(ctx context.Context, env *Env, o simRunOptions) error {
 		st.Drops, st.TTLDrops, st.ECNMarks, st.CNPs, st.PauseFrames, st.InjectedPauses, st.Retransmits, st.Timeouts)
 	fmt.Fprintf(env.Stdout, "results in %s\n", o.out)
 	return err
-}
-
-// progressLine draws a bar on a terminal and plain lines elsewhere.
-func progressLine(w io.Writer) func(now, total int64) {
-	tty := false
-	if f, ok := w.(*os.File); ok {
-		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-			tty = true
-		}
-	}
-	last := -1
-	return func(now, total int64) {
-		pct := int(100 * now / max(total, 1))
-		if tty {
-			bar := make([]byte, 40)
-			for i := range bar {
-				bar[i] = ' '
-				if i < pct*40/100 {
-					bar[i] = '='
-				}
-			}
-			fmt.Fprintf(w, "\rsim [%s] %3d%% %v", bar, pct, time.Duration(now))
-			return
-		}
-		if pct/10 != last/10 {
-			last = pct
-			fmt.Fprintf(w, "sim: %d%% (%v)\n", pct, time.Duration(now))
-		}
-	}
 }

@@ -7,9 +7,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/rdma-appliance/appliance/bench/fabric"
+	"github.com/rdma-appliance/appliance/internal/progress"
 )
 
 // sweepParams collects repeated --set flags.
@@ -80,14 +80,9 @@ func runSimSweep(ctx context.Context, env *Env, o simSweepOptions) error {
 		keys[i] = p.Key
 	}
 	points := fabric.SweepPoints(o.params, o.seeds)
-	t0 := time.Now()
-	var prog func(done, total int)
-	if !o.quiet {
-		prog = func(done, total int) {
-			fmt.Fprintf(env.Stderr, "sim sweep: %d/%d runs (%v)\n", done, total, time.Since(t0).Round(time.Second))
-		}
-	}
-	rows, err := fabric.RunSweep(ctx, o.args[0], data, points, sh, prog)
+	m := progress.New(env.Stderr, progress.Options{Label: "sim sweep", Unit: "runs", Quiet: o.quiet})
+	rows, err := fabric.RunSweep(ctx, o.args[0], data, points, sh, m.Step)
+	m.Finish()
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/bench/tunesim"
+	"github.com/rdma-appliance/appliance/internal/progress"
 )
 
 var tuneBenchCmd = &Command{
@@ -53,7 +54,7 @@ func (o *tuneBenchOptions) declare(fs *flag.FlagSet, scenUsage, durUsage string)
 // bench is the options of the bench, progress on env's stderr.
 func (o *tuneBenchOptions) bench(env *Env) tunesim.BenchOptions {
 	b := tunesim.BenchOptions{Evals: o.evals, Seeds: o.seeds, Duration: o.dur, Workers: o.workers,
-		Progress: func(s string) { fmt.Fprintln(env.Stderr, s) }}
+		Progress: progress.New(env.Stderr, progress.Options{Label: "tune bench", Unit: "grid points"})}
 	if o.scen != "" {
 		b.Scenarios = strings.Split(o.scen, ",")
 	}
@@ -77,6 +78,7 @@ func runTuneBench(ctx context.Context, env *Env, o tuneBenchOptions) error {
 	t0 := time.Now()
 	if o.shard == "" {
 		rows, err := tunesim.Bench(ctx, b)
+		b.Progress.Finish()
 		if err != nil {
 			return err
 		}
@@ -87,6 +89,7 @@ func runTuneBench(ctx context.Context, env *Env, o tuneBenchOptions) error {
 		return err
 	}
 	es, err := tunesim.BenchGrid(ctx, b, tunesim.BenchShard{I: i, N: n})
+	b.Progress.Finish()
 	if err != nil {
 		return err
 	}
@@ -129,6 +132,7 @@ func runTuneMerge(ctx context.Context, env *Env, o tuneBenchOptions) error {
 	b := o.bench(env)
 	t0 := time.Now()
 	rows, err := tunesim.BenchMerge(ctx, b, all)
+	b.Progress.Finish()
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/bench/tunesim"
+	"github.com/rdma-appliance/appliance/internal/progress"
 	"github.com/rdma-appliance/appliance/tuning"
 )
 
@@ -78,16 +79,17 @@ func runTuneRun(ctx context.Context, env *Env, o tuneRunOptions) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", o.file, err)
 	}
-	if !o.quiet {
-		se.Tuner.Progress = tuneProgress(env.Stderr, se.Tuner.Budget)
+	m := progress.New(env.Stderr, progress.Options{Label: "tune", Unit: "evaluations", Quiet: o.quiet})
+	if m != nil {
+		se.Tuner.Progress = func(r tuning.Record) {
+			m.Update(int64(r.Eval), int64(se.Tuner.Budget), fmt.Sprintf("best %.4f (fixed %.4f)", r.Best, r.BestFixed))
+		}
 	}
 	fmt.Fprintf(env.Stdout, "tuning %s: %s over %.0f points (%d scopes), budget %d, seed %d\n",
 		rs.Target.Kind+targetName(rs), se.Tuner.Optimizer.Name(), se.Space.Size(), len(se.Space.Scopes), se.Tuner.Budget, rs.Seed)
 	t0 := time.Now()
 	res, runErr := se.Tuner.Run(ctx)
-	if !o.quiet {
-		fmt.Fprintln(env.Stderr)
-	}
+	m.Finish()
 	txt, werr := se.WriteReport(o.out, res, rs.Dialect)
 	fmt.Fprintf(env.Stdout, "stopped: %s after %d evaluations (%v)\n", res.Stopped, res.Evaluations, time.Since(t0).Round(time.Millisecond))
 	if res.Best.Scopes != nil {
@@ -127,34 +129,4 @@ func targetName(rs tuning.RunSpec) string {
 
 func indent(s string) string {
 	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ") + "\n"
-}
-
-// tuneProgress draws a bar with the best so far on a terminal and
-// plain lines every tenth of the budget elsewhere.
-func tuneProgress(w io.Writer, budget int) func(tuning.Record) {
-	tty := false
-	if f, ok := w.(*os.File); ok {
-		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-			tty = true
-		}
-	}
-	last := -1
-	return func(r tuning.Record) {
-		pct := 100 * r.Eval / max(budget, 1)
-		if tty {
-			bar := make([]byte, 30)
-			for i := range bar {
-				bar[i] = ' '
-				if i < pct*30/100 {
-					bar[i] = '='
-				}
-			}
-			fmt.Fprintf(w, "\rtune [%s] %d/%d best %.4f (fixed %.4f)", bar, r.Eval, budget, r.Best, r.BestFixed)
-			return
-		}
-		if pct/10 != last/10 {
-			last = pct
-			fmt.Fprintf(w, "tune: %d/%d evaluations, best %.4f (fixed %.4f)\n", r.Eval, budget, r.Best, r.BestFixed)
-		}
-	}
 }

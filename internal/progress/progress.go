@@ -109,6 +109,10 @@ func (m *Meter) Update(done, total int64, note string) {
 	}
 }
 
+// Step is Update without a note, in the shape of the progress callbacks
+// of the evaluations and sweeps (m.Step is one).
+func (m *Meter) Step(done, total int) { m.Update(int64(done), int64(total), "") }
+
 // Println prints a line that stays (a stage finished, a result), below
 // the bar on a terminal.
 func (m *Meter) Println(s string) {
