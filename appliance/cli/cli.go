@@ -1,10 +1,13 @@
 // Package cli is the appliance command line: one file per subcommand, each a
-// Command in a table, with --help everywhere, shared logging flags and a
-// context that ends on SIGTERM or SIGINT so services stop gracefully.
+// Command value with its flags in an options struct and a runX function that
+// calls the library package the command drives, with --help everywhere,
+// shared logging flags and a context that ends on SIGTERM or SIGINT so
+// services stop gracefully.
 package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -46,9 +49,19 @@ func (e *UsageError) Error() string { return e.Msg }
 // Usagef makes a UsageError.
 func Usagef(format string, args ...any) error { return &UsageError{Msg: fmt.Sprintf(format, args...)} }
 
-var commands []*Command
+// commands are the top-level commands, each a value in the file of its
+// name; a group lists its subcommands in its own file.
+var commands = []*Command{doctorCmd, dtaCmd, dumpCmd, hawkeyeCmd, injectCmd, labCmd, luminaCmd, meshCmd, pcapCmd, portsCmd,
+	setupCmd, simCmd, statusCmd, tuneCmd, verbsCmd, versionCmd}
 
-func register(c *Command) { commands = append(commands, c) }
+// bind is the usual end of a command's Flags: the flags fill *o, the
+// arguments land in *args, and run gets the options.
+func bind[O any](o *O, args *[]string, run func(context.Context, *Env, O) error) func(context.Context, *Env, []string) error {
+	return func(ctx context.Context, env *Env, a []string) error {
+		*args = a
+		return run(ctx, env, *o)
+	}
+}
 
 // Run runs the command line and returns the process exit status.
 func Run(args []string) int {
@@ -204,4 +217,11 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+// writeJSON prints v as indented JSON, as every --json does.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

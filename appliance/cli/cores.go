@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
 
 	"github.com/rdma-appliance/appliance/dpdk"
@@ -47,4 +48,24 @@ func pinClaimed(core int, owner string) (release func(), err error) {
 		return nil, fmt.Errorf("pinning %s to core %d: %w", owner, core, err)
 	}
 	return func() { c.Release(core) }, nil
+}
+
+// onThread runs f on a locked OS thread, pinned to core when core >= 0
+// (claimed for owner: no other poller of the host may have it).
+func onThread(core int, owner string, f func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if core >= 0 {
+			release, err := pinClaimed(core, owner)
+			if err != nil {
+				errc <- fmt.Errorf("--core %d: %w", core, err)
+				return
+			}
+			defer release()
+		}
+		errc <- f()
+	}()
+	return <-errc
 }

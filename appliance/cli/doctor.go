@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -14,12 +13,11 @@ import (
 // newHost is the host doctor and setup inspect; tests point it at a fake tree.
 var newHost = host.New
 
-func init() {
-	register(&Command{
-		Name:    "doctor",
-		Summary: "check this host for the bare-metal runtime (hugepages, cores, NICs, RDMA, PFC/ECN, clock) and say what to fix",
-		Usage:   "[--json]",
-		Long: `Checks, each OK, WARN or FAIL with what was found and what to do:
+var doctorCmd = &Command{
+	Name:    "doctor",
+	Summary: "check this host for the bare-metal runtime (hugepages, cores, NICs, RDMA, PFC/ECN, clock) and say what to fix",
+	Usage:   "[--json]",
+	Long: `Checks, each OK, WARN or FAIL with what was found and what to do:
   hugepages       2 MiB and 1 GiB pages reserved (sysfs, per NUMA node; /proc/meminfo), hugetlbfs mounted
   isolated-cores  isolated cores and nohz_full (/sys/devices/system/cpu)
   nics            device-backed netdevs: driver, PCI address, NUMA node, speed, RDMA device
@@ -32,35 +30,42 @@ func init() {
 FAIL means a hardware service will not start (or will lose packets); the exit
 status is 1 when any check fails. The software twins (ring:, afpacket:, the
 software RNIC) need none of this.`,
-		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
-			asJSON := fs.Bool("json", false, "print the results as JSON")
-			return func(ctx context.Context, env *Env, args []string) error {
-				if len(args) > 0 {
-					return Usagef("doctor takes no arguments")
-				}
-				rs := newHost().RunAll(ctx)
-				if *asJSON {
-					enc := json.NewEncoder(env.Stdout)
-					enc.SetIndent("", "  ")
-					if err := enc.Encode(map[string]any{"status": host.Overall(rs), "checks": rs}); err != nil {
-						return err
-					}
-				} else {
-					printDoctor(env.Stdout, rs)
-				}
-				var failed []string
-				for _, r := range rs {
-					if r.Status == host.Fail {
-						failed = append(failed, r.Name)
-					}
-				}
-				if len(failed) > 0 {
-					return fmt.Errorf("%d check(s) failed: %s", len(failed), strings.Join(failed, ", "))
-				}
-				return nil
-			}
-		},
-	})
+	Flags: doctorFlags,
+}
+
+type doctorOptions struct {
+	json bool
+	args []string
+}
+
+func doctorFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
+	var o doctorOptions
+	fs.BoolVar(&o.json, "json", false, "print the results as JSON")
+	return bind(&o, &o.args, runDoctor)
+}
+
+func runDoctor(ctx context.Context, env *Env, o doctorOptions) error {
+	if len(o.args) > 0 {
+		return Usagef("doctor takes no arguments")
+	}
+	rs := newHost().RunAll(ctx)
+	if o.json {
+		if err := writeJSON(env.Stdout, map[string]any{"status": host.Overall(rs), "checks": rs}); err != nil {
+			return err
+		}
+	} else {
+		printDoctor(env.Stdout, rs)
+	}
+	var failed []string
+	for _, r := range rs {
+		if r.Status == host.Fail {
+			failed = append(failed, r.Name)
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%d check(s) failed: %s", len(failed), strings.Join(failed, ", "))
+	}
+	return nil
 }
 
 func printDoctor(w io.Writer, rs []host.Result) {

@@ -2,23 +2,17 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"net"
 
 	"github.com/rdma-appliance/appliance/collector/dtacollector"
-	"github.com/rdma-appliance/appliance/dpdk"
-	"github.com/rdma-appliance/appliance/internal/service"
 )
 
-func init() {
-	dtaCmd.Sub = append(dtaCmd.Sub, &Command{
-		Name:    "collect",
-		Summary: "the DTA collector: primitives' memory on an RDMA device, one RC QP per translator, queries over HTTP",
-		Usage:   "-f collector.yml (-d DEVICE | --nic PORT --gid IP) [flags]",
-		Long: `Allocates the memory of each primitive the file configures (on huge pages with
+var dtaCollectCmd = &Command{
+	Name:    "collect",
+	Summary: "the DTA collector: primitives' memory on an RDMA device, one RC QP per translator, queries over HTTP",
+	Usage:   "-f collector.yml (-d DEVICE | --nic PORT --gid IP) [flags]",
+	Long: `Allocates the memory of each primitive the file configures (on huge pages with
 huge-pages: true), registers it with the RDMA device and serves translators on the exchange
 address (TCP, :40050 by default): each translator's Hello gets an RC QP in RTR at its QPN and
 PSN and an Offer with the collector's address, QP, MTU, responder resources and regions. The
@@ -43,80 +37,67 @@ HTTP on listen (query it with 'appliance dta query'):
 Examples:
   appliance dta collect -f collector.yml -d ibv:mlx5_0 -x 3
   appliance dta collect -f collector.yml --nic afpacket:veth1 --gid 10.9.0.1 --core 2`,
-		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
-			var rf rnicFlags
-			rf.register(fs)
-			file := fs.String("f", "", "collector file (YAML)")
-			listen := fs.String("listen", "", "HTTP address, overriding the file's")
-			exchange := fs.String("exchange", "", "exchange address (TCP), overriding the file's")
-			core := fs.Int("core", -1, "pin the thread that drives a software RNIC to this core")
-			asJSON := fs.Bool("json", false, "print the final stats as JSON")
-			return func(ctx context.Context, env *Env, args []string) error {
-				if *file == "" || len(args) > 0 {
-					return Usagef("want -f collector.yml and no arguments")
-				}
-				s, err := dtacollector.LoadSpec(*file)
-				if err != nil {
-					return err
-				}
-				if *listen != "" {
-					s.Listen = *listen
-				}
-				if *exchange != "" {
-					s.Exchange = *exchange
-				}
-				st, err := runCollector(ctx, env, s, &rf, *core)
-				if err != nil {
-					return err
-				}
-				if *asJSON {
-					enc := json.NewEncoder(env.Stdout)
-					enc.SetIndent("", "  ")
-					return enc.Encode(st)
-				}
-				fmt.Fprintf(env.Stdout, "collector %s: %d translator connections, %d push notifications", st.Name, st.Connects, st.Pushes)
-				for _, l := range st.Lists {
-					fmt.Fprintf(env.Stdout, ", list %d: %d entries", l.ID, l.Read)
-				}
-				fmt.Fprintln(env.Stdout)
-				return nil
-			}
-		},
-	})
+	Flags: dtaCollectFlags,
 }
 
-// runCollector runs the collector until ctx ends and returns its last
-// stats.
+type dtaCollectOptions struct {
+	file, listen, exchange string
+	core                   int
+	json                   bool
+	rnic                   rnicFlags
+	args                   []string
+}
+
+func dtaCollectFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
+	var o dtaCollectOptions
+	o.rnic.declare(fs)
+	fs.StringVar(&o.file, "f", "", "collector file (YAML)")
+	fs.StringVar(&o.listen, "listen", "", "HTTP address, overriding the file's")
+	fs.StringVar(&o.exchange, "exchange", "", "exchange address (TCP), overriding the file's")
+	fs.IntVar(&o.core, "core", -1, "pin the thread that drives a software RNIC to this core")
+	fs.BoolVar(&o.json, "json", false, "print the final stats as JSON")
+	return bind(&o, &o.args, runDtaCollect)
+}
+
+func runDtaCollect(ctx context.Context, env *Env, o dtaCollectOptions) error {
+	if o.file == "" || len(o.args) > 0 {
+		return Usagef("want -f collector.yml and no arguments")
+	}
+	s, err := dtacollector.LoadSpec(o.file)
+	if err != nil {
+		return err
+	}
+	if o.listen != "" {
+		s.Listen = o.listen
+	}
+	if o.exchange != "" {
+		s.Exchange = o.exchange
+	}
+	st, err := runCollector(ctx, env, s, &o.rnic, o.core)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return writeJSON(env.Stdout, st)
+	}
+	fmt.Fprintf(env.Stdout, "collector %s: %d translator connections, %d push notifications", st.Name, st.Connects, st.Pushes)
+	for _, l := range st.Lists {
+		fmt.Fprintf(env.Stdout, ", list %d: %d entries", l.ID, l.Read)
+	}
+	fmt.Fprintln(env.Stdout)
+	return nil
+}
+
+// runCollector opens the device the flags name, drives it when it is a
+// software RNIC and runs the collector until ctx ends.
 func runCollector(ctx context.Context, env *Env, s dtacollector.Spec, rf *rnicFlags, core int) (dtacollector.Stats, error) {
 	r, err := rf.open("dta-collect")
 	if err != nil {
 		return dtacollector.Stats{}, err
 	}
 	defer r.Close()
-	rnicCtx, stopRNIC := context.WithCancel(context.Background())
-	rnicDone := make(chan error, 1)
-	if r.Poll != nil {
-		go func() {
-			rnicDone <- onThread(core, "dta collect software RNIC", func() error {
-				bo := dpdk.DefaultBackoff()
-				for rnicCtx.Err() == nil {
-					if r.Poll() {
-						bo.Busy()
-					} else {
-						bo.Idle()
-					}
-				}
-				return nil
-			})
-		}()
-	} else {
-		rnicDone <- nil
-	}
 	// The RNIC stops last: QPs are destroyed through its loop.
-	defer func() {
-		stopRNIC()
-		<-rnicDone
-	}()
+	defer r.drive(core, "dta collect software RNIC")()
 	opt := dtacollector.Options{Log: env.Log, Port: rf.ibPort, GIDIndex: rf.gidIndex}
 	if s.Append != nil {
 		for _, l := range s.Append.Lists {
@@ -126,26 +107,5 @@ func runCollector(ctx context.Context, env *Env, s dtacollector.Spec, rf *rnicFl
 			}
 		}
 	}
-	c, err := dtacollector.New(s, r.Dev, opt)
-	if err != nil {
-		return dtacollector.Stats{}, err
-	}
-	defer c.Close()
-	ln, err := net.Listen("tcp", s.Exchange)
-	if err != nil {
-		return dtacollector.Stats{}, fmt.Errorf("exchange: %w", err)
-	}
-	h := service.New("dta-collect", s.Listen, env.Log)
-	c.Register(h)
-	served := make(chan error, 1)
-	go func() { served <- c.Serve(ctx, ln) }()
-	var last dtacollector.Stats
-	h.OnStop("collector", func(context.Context) error {
-		last = c.Stats()
-		return errors.Join(c.Close(), <-served)
-	})
-	if err := h.Run(ctx); err != nil {
-		return last, err
-	}
-	return last, nil
+	return dtacollector.Run(ctx, s, r.Dev, opt)
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"time"
@@ -10,17 +9,15 @@ import (
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dumper"
 	"github.com/rdma-appliance/appliance/internal/mirror"
-	"github.com/rdma-appliance/appliance/internal/service"
 )
 
-const dumpListen = "127.0.0.1:9200"
+const dumpListen = dumper.DefaultListen
 
-func init() {
-	register(&Command{
-		Name:    "dump",
-		Summary: "Lumina's dumper: capture the injector's mirrored copies on a port into per-queue pcaps",
-		Usage:   "--port DRIVER:DEV [flags]",
-		Long: `One worker per receive queue (pinned with --cores) copies snap-len bytes of every
+var dumpCmd = &Command{
+	Name:    "dump",
+	Summary: "Lumina's dumper: capture the injector's mirrored copies on a port into per-queue pcaps",
+	Usage:   "--port DRIVER:DEV [flags]",
+	Long: `One worker per receive queue (pinned with --cores) copies snap-len bytes of every
 mirrored copy into a preallocated arena of num-pkts copies; on stop (POST /v1/stop,
 SIGTERM, or --duration) the copies are sorted by mirror sequence, restored (UDP ports,
 ECN) and written as nanosecond pcaps, one per queue: DIR/NAME-qN.pcap[.zst]. Copies
@@ -32,85 +29,67 @@ Control API on --listen:
 
 Example (capture for 10 s on an AF_PACKET port with 2 queues on cores 2 and 3):
   appliance dump --port afpacket:ens1f1,fanout=hash --queues 2 --cores 2-3 --start --duration 10s`,
-		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
-			port := fs.String("port", "", "mirror port (driver:device)")
-			queues := fs.Int("queues", 1, "receive queues, one worker each")
-			cores := fs.String("cores", "", "core list for the workers, one per queue (e.g. 2-3); empty: unpinned")
-			snap := fs.Int("snap-len", dumper.DefaultSnapLen, "bytes kept per copy (Lumina's snap-len)")
-			num := fs.Int("num-pkts", dumper.DefaultNumPkts, "copies each worker can hold (Lumina's num-pkts)")
-			dir := fs.String("dir", ".", "directory for the pcaps")
-			file := fs.String("file", "dump.pcap", "pcap name; queue N writes NAME-qN.pcap (Lumina's dump-filename)")
-			zstd := fs.Bool("zstd", false, "compress the pcaps with zstd")
-			rewrite := fs.Int("rewrite-port", mirror.DefaultRewritePort, "UDP destination port of the copies (rewrite-udp-dst-port)")
-			listen := fs.String("listen", dumpListen, "HTTP control address")
-			start := fs.Bool("start", false, "start capturing at once instead of waiting for POST /v1/start")
-			duration := fs.Duration("duration", 0, "with --start: stop, write and exit after this long")
-			poolSize := fs.Int("pool", 8192, "receive buffers")
-			name := fs.String("name", "dumper", "the dumper's name in logs, metrics and the trace report")
-			asJSON := fs.Bool("json", false, "print the result of the last capture as JSON")
-			return func(ctx context.Context, env *Env, args []string) error {
-				if len(args) > 0 || *port == "" {
-					return Usagef("want --port DRIVER:DEV and no arguments")
-				}
-				if *duration > 0 && !*start {
-					return Usagef("--duration needs --start")
-				}
-				if *rewrite <= 0 || *rewrite > 65535 {
-					return Usagef("--rewrite-port %d is not a UDP port", *rewrite)
-				}
-				var coreList []int
-				if *cores != "" {
-					var err error
-					if coreList, err = dpdk.ParseCoreList(*cores); err != nil {
-						return Usagef("%v", err)
-					}
-				}
-				pool, err := dpdk.NewPool("dump", *poolSize, 0)
-				if err != nil {
-					return err
-				}
-				defer pool.Close()
-				p, err := dpdk.Open(*port, dpdk.Config{Pool: pool, RxQueues: *queues, TxQueues: 1, Promiscuous: true})
-				if err != nil {
-					return err
-				}
-				defer p.Close()
-				d, err := dumper.New(dumper.Config{Name: *name, Port: p, Cores: coreList, Claims: coreClaims(),
-					SnapLen: *snap, NumPkts: *num, RewritePort: uint16(*rewrite), Dir: *dir, File: *file, Zstd: *zstd})
-				if err != nil {
-					return err
-				}
-				defer d.Close()
-				svc := service.New("dump", *listen, env.Log)
-				d.Register(svc)
-				runCtx, cancel := context.WithCancel(ctx)
-				defer cancel()
-				if *start {
-					if err := d.Start(); err != nil {
-						return err
-					}
-					env.Log.Info("capturing", "port", p.Info().Name, "queues", *queues, "num_pkts", *num, "snap_len", *snap)
-					if *duration > 0 {
-						t := time.AfterFunc(*duration, cancel)
-						defer t.Stop()
-					}
-				}
-				if err := svc.Run(runCtx); err != nil {
-					return err
-				}
-				files := d.Files()
-				st := d.Status()
-				if *asJSON {
-					enc := json.NewEncoder(env.Stdout)
-					enc.SetIndent("", "  ")
-					return enc.Encode(map[string]any{"status": st, "files": files})
-				}
-				for _, f := range files {
-					fmt.Fprintf(env.Stdout, "%s: %d packets, %d bytes\n", f.Path, f.Packets, f.Bytes)
-				}
-				fmt.Fprintf(env.Stdout, "captured %d, arena full %d, port dropped %d\n", st.Captured, st.ArenaFull, st.PortDropped)
-				return nil
-			}
-		},
-	})
+	Flags: dumpFlags,
+}
+
+type dumpOptions struct {
+	port, cores, dir, file, listen, name string
+	queues, snap, num, rewrite, poolSize int
+	zstd, start, json                    bool
+	duration                             time.Duration
+	args                                 []string
+}
+
+func dumpFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
+	var o dumpOptions
+	fs.StringVar(&o.port, "port", "", "mirror port (driver:device)")
+	fs.IntVar(&o.queues, "queues", 1, "receive queues, one worker each")
+	fs.StringVar(&o.cores, "cores", "", "core list for the workers, one per queue (e.g. 2-3); empty: unpinned")
+	fs.IntVar(&o.snap, "snap-len", dumper.DefaultSnapLen, "bytes kept per copy (Lumina's snap-len)")
+	fs.IntVar(&o.num, "num-pkts", dumper.DefaultNumPkts, "copies each worker can hold (Lumina's num-pkts)")
+	fs.StringVar(&o.dir, "dir", ".", "directory for the pcaps")
+	fs.StringVar(&o.file, "file", "dump.pcap", "pcap name; queue N writes NAME-qN.pcap (Lumina's dump-filename)")
+	fs.BoolVar(&o.zstd, "zstd", false, "compress the pcaps with zstd")
+	fs.IntVar(&o.rewrite, "rewrite-port", mirror.DefaultRewritePort, "UDP destination port of the copies (rewrite-udp-dst-port)")
+	fs.StringVar(&o.listen, "listen", dumpListen, "HTTP control address")
+	fs.BoolVar(&o.start, "start", false, "start capturing at once instead of waiting for POST /v1/start")
+	fs.DurationVar(&o.duration, "duration", 0, "with --start: stop, write and exit after this long")
+	fs.IntVar(&o.poolSize, "pool", 8192, "receive buffers")
+	fs.StringVar(&o.name, "name", "dumper", "the dumper's name in logs, metrics and the trace report")
+	fs.BoolVar(&o.json, "json", false, "print the result of the last capture as JSON")
+	return bind(&o, &o.args, runDump)
+}
+
+func runDump(ctx context.Context, env *Env, o dumpOptions) error {
+	if len(o.args) > 0 || o.port == "" {
+		return Usagef("want --port DRIVER:DEV and no arguments")
+	}
+	if o.duration > 0 && !o.start {
+		return Usagef("--duration needs --start")
+	}
+	if o.rewrite <= 0 || o.rewrite > 65535 {
+		return Usagef("--rewrite-port %d is not a UDP port", o.rewrite)
+	}
+	var coreList []int
+	if o.cores != "" {
+		var err error
+		if coreList, err = dpdk.ParseCoreList(o.cores); err != nil {
+			return Usagef("%v", err)
+		}
+	}
+	files, st, err := dumper.Run(ctx, dumper.RunOptions{PortName: o.port, Queues: o.queues, PoolSize: o.poolSize,
+		Listen: o.listen, Start: o.start, Duration: o.duration, Log: env.Log,
+		Config: dumper.Config{Name: o.name, Cores: coreList, Claims: coreClaims(), SnapLen: o.snap, NumPkts: o.num,
+			RewritePort: uint16(o.rewrite), Dir: o.dir, File: o.file, Zstd: o.zstd}})
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return writeJSON(env.Stdout, map[string]any{"status": st, "files": files})
+	}
+	for _, f := range files {
+		fmt.Fprintf(env.Stdout, "%s: %d packets, %d bytes\n", f.Path, f.Packets, f.Bytes)
+	}
+	fmt.Fprintf(env.Stdout, "captured %d, arena full %d, port dropped %d\n", st.Captured, st.ArenaFull, st.PortDropped)
+	return nil
 }

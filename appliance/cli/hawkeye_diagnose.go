@@ -10,12 +10,11 @@ import (
 	"github.com/rdma-appliance/appliance/collector/hawkeyeanalyzer"
 )
 
-func init() {
-	hawkeyeCmd.Sub = append(hawkeyeCmd.Sub, &Command{
-		Name:    "diagnose",
-		Summary: "diagnose one incident's telemetry: anomaly type, ranked root causes, PFC spreading path, loops",
-		Usage:   "[--json] [--dot FILE] [--svg FILE [--renderer auto|graphviz|native]] telemetry.json",
-		Long: `Reads one incident's telemetry (the JSON of internal/hawkeyewire's Telemetry: the
+var hawkeyeDiagnoseCmd = &Command{
+	Name:    "diagnose",
+	Summary: "diagnose one incident's telemetry: anomaly type, ranked root causes, PFC spreading path, loops",
+	Usage:   "[--json] [--dot FILE] [--svg FILE [--renderer auto|graphviz|native]] telemetry.json",
+	Long: `Reads one incident's telemetry (the JSON of internal/hawkeyewire's Telemetry: the
 victim, the topology as links, the switches' reports), builds the provenance graph of
 Hawkeye's Algorithm 1 (port -> port edges from paused ports to the downstream queues
 their traffic waits in, flow -> port edges by paused packets, port -> flow edges by
@@ -35,60 +34,65 @@ the root causes on the right, paused ports red, the PFC spreading path dark red,
 purple, root causes ranked; self-contained and the same bytes for the same input);
 --renderer graphviz insists on dot, --renderer native never runs it. Exits 0 whatever
 the diagnosis; 1 when the file cannot be read or an SVG cannot be drawn as asked.`,
-		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
-			asJSON := fs.Bool("json", false, "print the diagnosis as JSON")
-			dotFile := fs.String("dot", "", "write the provenance graph as DOT to FILE")
-			svgFile := fs.String("svg", "", "write the provenance graph as SVG to FILE (Graphviz's dot when installed, else the built-in renderer)")
-			renderer := fs.String("renderer", "auto", "how --svg draws: auto (dot when installed, else native), graphviz, native")
-			return func(ctx context.Context, env *Env, args []string) error {
-				if len(args) != 1 {
-					return Usagef("want one telemetry file")
-				}
-				switch *renderer {
-				case "auto", "graphviz", "native":
-				default:
-					return Usagef("--renderer %q: auto, graphviz or native", *renderer)
-				}
-				f, err := os.Open(args[0])
-				if err != nil {
-					return err
-				}
-				tel, err := hawkeyeanalyzer.Decode(f)
-				f.Close()
-				if err != nil {
-					return fmt.Errorf("%s: %w", args[0], err)
-				}
-				d := hawkeyeanalyzer.Diagnose(tel, hawkeyeanalyzer.Options{})
-				if *asJSON {
-					err = d.WriteJSON(env.Stdout)
-				} else {
-					err = d.WriteText(env.Stdout)
-				}
-				if err != nil {
-					return err
-				}
-				if *dotFile == "" && *svgFile == "" {
-					return nil
-				}
-				dot := d.DOT()
-				if *dotFile != "" {
-					if err := os.WriteFile(*dotFile, dot, 0o644); err != nil {
-						return err
-					}
-				}
-				if *svgFile != "" {
-					svg, err := diagnosisSVG(ctx, env, d, dot, *renderer)
-					if err != nil {
-						return err
-					}
-					if err := os.WriteFile(*svgFile, svg, 0o644); err != nil {
-						return err
-					}
-				}
-				return nil
-			}
-		},
-	})
+	Flags: hawkeyeDiagnoseFlags,
+}
+
+type hawkeyeDiagnoseOptions struct {
+	json               bool
+	dot, svg, renderer string
+	args               []string
+}
+
+func hawkeyeDiagnoseFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
+	var o hawkeyeDiagnoseOptions
+	fs.BoolVar(&o.json, "json", false, "print the diagnosis as JSON")
+	fs.StringVar(&o.dot, "dot", "", "write the provenance graph as DOT to FILE")
+	fs.StringVar(&o.svg, "svg", "", "write the provenance graph as SVG to FILE (Graphviz's dot when installed, else the built-in renderer)")
+	fs.StringVar(&o.renderer, "renderer", "auto", "how --svg draws: auto (dot when installed, else native), graphviz, native")
+	return bind(&o, &o.args, runHawkeyeDiagnose)
+}
+
+func runHawkeyeDiagnose(ctx context.Context, env *Env, o hawkeyeDiagnoseOptions) error {
+	if len(o.args) != 1 {
+		return Usagef("want one telemetry file")
+	}
+	switch o.renderer {
+	case "auto", "graphviz", "native":
+	default:
+		return Usagef("--renderer %q: auto, graphviz or native", o.renderer)
+	}
+	f, err := os.Open(o.args[0])
+	if err != nil {
+		return err
+	}
+	tel, err := hawkeyeanalyzer.Decode(f)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("%s: %w", o.args[0], err)
+	}
+	d := hawkeyeanalyzer.Diagnose(tel, hawkeyeanalyzer.Options{})
+	if o.json {
+		err = d.WriteJSON(env.Stdout)
+	} else {
+		err = d.WriteText(env.Stdout)
+	}
+	if err != nil || (o.dot == "" && o.svg == "") {
+		return err
+	}
+	dot := d.DOT()
+	if o.dot != "" {
+		if err := os.WriteFile(o.dot, dot, 0o644); err != nil {
+			return err
+		}
+	}
+	if o.svg == "" {
+		return nil
+	}
+	svg, err := diagnosisSVG(ctx, env, d, dot, o.renderer)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(o.svg, svg, 0o644)
 }
 
 // diagnosisSVG draws the provenance graph as renderer says: Graphviz's

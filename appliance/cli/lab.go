@@ -12,12 +12,11 @@ import (
 	"github.com/rdma-appliance/appliance/appliance/lab"
 )
 
-func init() {
-	register(&Command{
-		Name:    "lab",
-		Summary: "run the in-process testbed on its embedded default (what `make run` runs)",
-		Usage:   "[--out DIR] [--config FILE] [--print-default] [--netns] [--serve ADDR [--services NAME=ADDR,...]]",
-		Long: `The lab wires the appliance's software twins together on this machine and runs
+var labCmd = &Command{
+	Name:    "lab",
+	Summary: "run the in-process testbed on its embedded default (what `make run` runs)",
+	Usage:   "[--out DIR] [--config FILE] [--print-default] [--netns] [--serve ADDR [--services NAME=ADDR,...]]",
+	Long: `The lab wires the appliance's software twins together on this machine and runs
 each system's stage, then prints one summary table and writes its artifacts
 (captures, summary.json) under --out. Today's stages:
   wire   RoCEv2 packets of every opcode class (RC, UC, UD, CNP; IPv4 and IPv6)
@@ -66,80 +65,83 @@ the parser and the soft RNIC themselves, and fabric, hawkeye, tuning and
 hostmesh run in the simulator.
 
 The exit status is 0 only when every stage passes.`,
-		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
-			out := fs.String("out", "lab-out", "directory for the lab's artifacts")
-			config := fs.String("config", "", "lab configuration YAML (default: the embedded one)")
-			printDefault := fs.Bool("print-default", false, "print the embedded default configuration and exit")
-			serve := fs.String("serve", "", "serve the dashboard at ADDR (HOST:PORT) during the run and after it, until SIGTERM")
-			services := fs.String("services", "", "with --serve: running services the dashboard queries live, NAME=ADDR[,NAME=ADDR...]")
-			useNetns := fs.Bool("netns", false, "run the lumina, lumina-tests and dta packet paths over veth pairs between network namespaces (root)")
-			return func(ctx context.Context, env *Env, args []string) error {
-				if len(args) > 0 {
-					return Usagef("lab takes no arguments")
-				}
-				if *printDefault {
-					_, err := env.Stdout.Write(lab.DefaultYAML())
-					return err
-				}
-				targets, err := parseTargets(*services)
-				if err != nil {
-					return err
-				}
-				if len(targets) > 0 && *serve == "" {
-					return Usagef("--services needs --serve")
-				}
-				s, err := lab.LoadSpec(*config)
-				if err != nil {
-					return err
-				}
-				dir, err := filepath.Abs(*out)
-				if err != nil {
-					return err
-				}
-				l := &lab.Lab{Spec: s, OutDir: dir, Log: env.Log, Progress: env.Stderr, Netns: *useNetns}
-				var served chan error
-				if *serve != "" {
-					// Listen before the run: a taken address fails now,
-					// not after the stages.
-					ready := make(chan string, 1)
-					served = make(chan error, 1)
-					go func() {
-						served <- l.ServeDashboard(ctx, lab.DashboardOptions{Addr: *serve, Targets: targets, Log: env.Log, Ready: ready})
-					}()
-					select {
-					case addr := <-ready:
-						fmt.Fprintf(env.Stderr, "lab: dashboard at http://%s/dashboard\n", addr)
-					case err := <-served:
-						return err
-					}
-				}
-				rep, err := l.Run(ctx)
-				if rep != nil {
-					fmt.Fprintln(env.Stdout)
-					rep.WriteSummary(env.Stdout)
-					fmt.Fprintf(env.Stdout, "\nartifacts: %s\n", dir)
-				}
-				if served != nil {
-					if err == nil {
-						fmt.Fprintf(env.Stdout, "dashboard: serving until SIGTERM or Ctrl-C\n")
-					}
-					// The context ends with SIGTERM (or with the run's
-					// error); then the dashboard drains and stops.
-					<-ctx.Done()
-					if serr := <-served; serr != nil {
-						return serr
-					}
-				}
-				if err != nil {
-					return err
-				}
-				if !rep.Pass() {
-					return errors.New("some lab stages failed (see the table above)")
-				}
-				return nil
-			}
-		},
-	})
+	Flags: labFlags,
+}
+
+type labOptions struct {
+	out, config, serve, services string
+	printDefault, netns          bool
+	args                         []string
+}
+
+func labFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
+	var o labOptions
+	fs.StringVar(&o.out, "out", "lab-out", "directory for the lab's artifacts")
+	fs.StringVar(&o.config, "config", "", "lab configuration YAML (default: the embedded one)")
+	fs.BoolVar(&o.printDefault, "print-default", false, "print the embedded default configuration and exit")
+	fs.StringVar(&o.serve, "serve", "", "serve the dashboard at ADDR (HOST:PORT) during the run and after it, until SIGTERM")
+	fs.StringVar(&o.services, "services", "", "with --serve: running services the dashboard queries live, NAME=ADDR[,NAME=ADDR...]")
+	fs.BoolVar(&o.netns, "netns", false, "run the lumina, lumina-tests and dta packet paths over veth pairs between network namespaces (root)")
+	return bind(&o, &o.args, runLab)
+}
+
+func runLab(ctx context.Context, env *Env, o labOptions) error {
+	if len(o.args) > 0 {
+		return Usagef("lab takes no arguments")
+	}
+	if o.printDefault {
+		_, err := env.Stdout.Write(lab.DefaultYAML())
+		return err
+	}
+	targets, err := parseTargets(o.services)
+	if err != nil {
+		return err
+	}
+	if len(targets) > 0 && o.serve == "" {
+		return Usagef("--services needs --serve")
+	}
+	s, err := lab.LoadSpec(o.config)
+	if err != nil {
+		return err
+	}
+	dir, err := filepath.Abs(o.out)
+	if err != nil {
+		return err
+	}
+	l := &lab.Lab{Spec: s, OutDir: dir, Log: env.Log, Progress: env.Stderr, Netns: o.netns}
+	var wait func() error
+	if o.serve != "" {
+		addr, w, err := l.StartDashboard(ctx, lab.DashboardOptions{Addr: o.serve, Targets: targets, Log: env.Log})
+		if err != nil || w == nil {
+			return err
+		}
+		wait = w
+		fmt.Fprintf(env.Stderr, "lab: dashboard at http://%s/dashboard\n", addr)
+	}
+	rep, err := l.Run(ctx)
+	if rep != nil {
+		fmt.Fprintln(env.Stdout)
+		rep.WriteSummary(env.Stdout)
+		fmt.Fprintf(env.Stdout, "\nartifacts: %s\n", dir)
+	}
+	if wait != nil {
+		if err == nil {
+			fmt.Fprintf(env.Stdout, "dashboard: serving until SIGTERM or Ctrl-C\n")
+		}
+		// The context ends with SIGTERM (or with the run's error); then
+		// the dashboard drains and stops.
+		<-ctx.Done()
+		if serr := wait(); serr != nil {
+			return serr
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if !rep.Pass() {
+		return errors.New("some lab stages failed (see the table above)")
+	}
+	return nil
 }
 
 // parseTargets reads --services: NAME=ADDR pairs, comma separated (a

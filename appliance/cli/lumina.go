@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"path/filepath"
@@ -13,20 +12,18 @@ import (
 	"github.com/rdma-appliance/appliance/internal/intent"
 )
 
-// luminaCmd is `appliance lumina`; each subcommand's file adds itself to
-// its Sub in init.
+// luminaCmd is `appliance lumina`.
 var luminaCmd = &Command{
 	Name:    "lumina",
 	Summary: "Lumina: run RNIC tests from Lumina's test files, analyse their traces",
+	Sub:     []*Command{luminaRunCmd, luminaAnalyzeCmd, luminaFuzzCmd, luminaTrafficgenCmd},
 }
 
-func init() {
-	register(luminaCmd)
-	luminaCmd.Sub = append(luminaCmd.Sub, &Command{
-		Name:    "run",
-		Summary: "run a Lumina test file (Lumina's own YAML) and analyse its traces",
-		Usage:   "-f test.yml|--ready NAME --lab [--iter-mode paper|p4] [--result-path DIR] [--json]",
-		Long: `Reads a Lumina test file unchanged (local-workspace, result-path, aggregate-pcap-filename,
+var luminaRunCmd = &Command{
+	Name:    "run",
+	Summary: "run a Lumina test file (Lumina's own YAML) and analyse its traces",
+	Usage:   "-f test.yml|--ready NAME --lab [--iter-mode paper|p4] [--result-path DIR] [--json]",
+	Long: `Reads a Lumina test file unchanged (local-workspace, result-path, aggregate-pcap-filename,
 rewrite-udp-dst-port, num-repeats, switch, requester, responder, requester-mirror,
 responder-mirror, traffic with data-pkt-events), validates it as Lumina does, and runs
 it num-repeats times. Each repeat lands in result-path/<timestamp>/<repeat>/: the
@@ -47,72 +44,90 @@ RNICs configured from nic.type (CX4, CX5, CX6; E810 behaves as CX5) and
 roce-parameters (dcqcn-np-enable, min-time-between-cnps, dcqcn-rp-enable,
 adaptive-retrans), the software injector, two dumpers with the file's pkt-dump-conf.
 Ready-made tests are in appliance/lumina/testdata/tests.`,
-		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
-			file := fs.String("f", "", "Lumina test file")
-			ready := fs.String("ready", "", "run a ready-made test instead: "+strings.Join(lumina.ReadyMade(), ", "))
-			lab := fs.Bool("lab", false, "run on this machine's in-process testbed")
-			iter := fs.String("iter-mode", "paper", "injector ITER rule: paper (the paper's) or p4 (the public P4 program's)")
-			resultPath := fs.String("result-path", "", "override the file's result-path")
-			asJSON := fs.Bool("json", false, "print the summary as JSON")
-			binary := fs.String("binary", "appliance", "without --lab: the appliance binary on the hosts")
-			dumperPort := fs.Int("dumper-port", 9200, "without --lab: the dumpers' HTTP port on the mirrors' control-ips")
-			reqArgs := fs.String("requester-device", "", "without --lab: device flags for the requester's traffic generator (default -d ibv:<ib-device> -i <ib-port>)")
-			respArgs := fs.String("responder-device", "", "without --lab: the same for the responder")
-			return func(ctx context.Context, env *Env, args []string) error {
-				if len(args) > 0 || (*file == "") == (*ready == "") {
-					return Usagef("want -f test.yml or --ready NAME, and no arguments")
-				}
-				mode, err := intent.ParseIterMode(*iter)
-				if err != nil {
-					return Usagef("%v", err)
-				}
-				var t *lumina.Test
-				if *ready != "" {
-					t, err = lumina.LoadReadyMade(*ready)
-				} else {
-					t, err = lumina.LoadTest(*file)
-				}
-				if err != nil {
-					return err
-				}
-				if *resultPath != "" {
-					t.Spec.ResultPath = *resultPath
-				}
-				r := &lumina.Runner{Test: t, Lab: *lab, IterMode: mode, Analyze: analyzeHook}
-				if *lab {
-					r.Analyze = lumina.AnalyzeRunOptions(lumina.SoftOptions())
-				} else {
-					r.Remote = &lumina.Remote{Exec: remoteExec, Binary: *binary, DumperPort: *dumperPort,
-						RequesterArgs: strings.Fields(*reqArgs), ResponderArgs: strings.Fields(*respArgs)}
-				}
-				if !*asJSON {
-					r.Progress = env.Stderr
-				}
-				sum, runErr := r.Run(ctx)
-				if sum == nil {
-					return runErr
-				}
-				if *asJSON {
-					enc := json.NewEncoder(env.Stdout)
-					enc.SetIndent("", "  ")
-					if err := enc.Encode(sum); err != nil {
-						return err
-					}
-				} else {
-					writeLuminaSummary(env, sum)
-				}
-				if runErr != nil {
-					return runErr
-				}
-				for _, rep := range sum.Repeats {
-					if !rep.Valid {
-						return fmt.Errorf("repeat %d is an invalid test: %s", rep.Repeat, rep.Integrity)
-					}
-				}
-				return nil
-			}
-		},
-	})
+	Flags: luminaRunFlags,
+}
+
+type luminaRunOptions struct {
+	file, ready, iter, resultPath, binary, reqArgs, respArgs string
+	lab, json                                                bool
+	dumperPort                                               int
+	args                                                     []string
+}
+
+func luminaRunFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
+	var o luminaRunOptions
+	fs.StringVar(&o.file, "f", "", "Lumina test file")
+	fs.StringVar(&o.ready, "ready", "", "run a ready-made test instead: "+strings.Join(lumina.ReadyMade(), ", "))
+	fs.BoolVar(&o.lab, "lab", false, "run on this machine's in-process testbed")
+	fs.StringVar(&o.iter, "iter-mode", "paper", "injector ITER rule: paper (the paper's) or p4 (the public P4 program's)")
+	fs.StringVar(&o.resultPath, "result-path", "", "override the file's result-path")
+	fs.BoolVar(&o.json, "json", false, "print the summary as JSON")
+	fs.StringVar(&o.binary, "binary", "appliance", "without --lab: the appliance binary on the hosts")
+	fs.IntVar(&o.dumperPort, "dumper-port", 9200, "without --lab: the dumpers' HTTP port on the mirrors' control-ips")
+	fs.StringVar(&o.reqArgs, "requester-device", "", "without --lab: device flags for the requester's traffic generator (default -d ibv:<ib-device> -i <ib-port>)")
+	fs.StringVar(&o.respArgs, "responder-device", "", "without --lab: the same for the responder")
+	return bind(&o, &o.args, runLuminaRun)
+}
+
+// runner loads the test the flags name and sets up its runner.
+func (o *luminaRunOptions) runner(env *Env) (*lumina.Runner, error) {
+	if len(o.args) > 0 || (o.file == "") == (o.ready == "") {
+		return nil, Usagef("want -f test.yml or --ready NAME, and no arguments")
+	}
+	mode, err := intent.ParseIterMode(o.iter)
+	if err != nil {
+		return nil, Usagef("%v", err)
+	}
+	var t *lumina.Test
+	if o.ready != "" {
+		t, err = lumina.LoadReadyMade(o.ready)
+	} else {
+		t, err = lumina.LoadTest(o.file)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if o.resultPath != "" {
+		t.Spec.ResultPath = o.resultPath
+	}
+	r := &lumina.Runner{Test: t, Lab: o.lab, IterMode: mode, Analyze: analyzeHook}
+	if o.lab {
+		r.Analyze = lumina.AnalyzeRunOptions(lumina.SoftOptions())
+	} else {
+		r.Remote = &lumina.Remote{Exec: remoteExec, Binary: o.binary, DumperPort: o.dumperPort,
+			RequesterArgs: strings.Fields(o.reqArgs), ResponderArgs: strings.Fields(o.respArgs)}
+	}
+	if !o.json {
+		r.Progress = env.Stderr
+	}
+	return r, nil
+}
+
+func runLuminaRun(ctx context.Context, env *Env, o luminaRunOptions) error {
+	r, err := o.runner(env)
+	if err != nil {
+		return err
+	}
+	sum, runErr := r.Run(ctx)
+	if sum == nil {
+		return runErr
+	}
+	if o.json {
+		if err := writeJSON(env.Stdout, sum); err != nil {
+			return err
+		}
+	} else {
+		writeLuminaSummary(env, sum)
+	}
+	if runErr != nil {
+		return runErr
+	}
+	for _, rep := range sum.Repeats {
+		if !rep.Valid {
+			return fmt.Errorf("repeat %d is an invalid test: %s", rep.Repeat, rep.Integrity)
+		}
+	}
+	return nil
 }
 
 // remoteExec starts commands on the test's hosts; tests replace it.
@@ -121,12 +136,11 @@ var remoteExec lumina.Executor = lumina.SSH{}
 // analyzeHook runs the analyzers on a finished repeat.
 var analyzeHook = lumina.AnalyzeRun
 
-func init() {
-	luminaCmd.Sub = append(luminaCmd.Sub, &Command{
-		Name:    "analyze",
-		Summary: "run Lumina's analyzers on a run directory (meta.json and its trace) and write the report",
-		Usage:   "[--json] [--soft] DIR...",
-		Long: `Reads a run directory written by 'appliance lumina run' (meta.json, the merged trace)
+var luminaAnalyzeCmd = &Command{
+	Name:    "analyze",
+	Summary: "run Lumina's analyzers on a run directory (meta.json and its trace) and write the report",
+	Usage:   "[--json] [--soft] DIR...",
+	Long: `Reads a run directory written by 'appliance lumina run' (meta.json, the merged trace)
 and runs the analyzers in one streaming pass: Go-back-N sender and receiver checks (first
 violation with its packet), NACK generation and reaction latency per dropped PSN, timeout
 retransmission intervals and retry counts, CNP pacing scope and interval, whether NAKs
@@ -134,51 +148,69 @@ trigger CNPs, counters expected vs observed, message completion times. Writes
 analysis.json, summary.txt, the plots (SVG and PNG) and report.html into DIR and prints
 the summary. A run whose trace failed its integrity check is reported as invalid and no
 figure of it is presented as a result (exit status 1).`,
-		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
-			asJSON := fs.Bool("json", false, "print analysis.json instead of the summary")
-			soft := fs.Bool("soft", false, "the run came from the software testbed (--lab): allow its middlebox's long delays")
-			return func(ctx context.Context, env *Env, args []string) error {
-				opt := luminaanalyzer.Options{}
-				if *soft {
-					opt = lumina.SoftOptions()
-				}
-				if len(args) == 0 {
-					return Usagef("want at least one run directory")
-				}
-				bad := 0
-				for _, dir := range args {
-					m, err := luminaanalyzer.ReadMeta(dir)
-					if err != nil {
-						return err
-					}
-					rep, err := lumina.Analyze(ctx, dir, m, opt)
-					if err != nil {
-						return fmt.Errorf("%s: %w", dir, err)
-					}
-					if *asJSON {
-						b, err := rep.MarshalIndent()
-						if err != nil {
-							return err
-						}
-						env.Stdout.Write(append(b, '\n'))
-					} else {
-						fmt.Fprintf(env.Stdout, "== %s\n", dir)
-						if err := rep.WriteText(env.Stdout); err != nil {
-							return err
-						}
-						fmt.Fprintf(env.Stdout, "report: %s\n", filepath.Join(dir, luminaanalyzer.ReportFile))
-					}
-					if !rep.Valid {
-						bad++
-					}
-				}
-				if bad > 0 {
-					return fmt.Errorf("%d of %d runs are invalid tests", bad, len(args))
-				}
-				return nil
-			}
-		},
-	})
+	Flags: luminaAnalyzeFlags,
+}
+
+type luminaAnalyzeOptions struct {
+	json, soft bool
+	args       []string
+}
+
+func luminaAnalyzeFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
+	var o luminaAnalyzeOptions
+	fs.BoolVar(&o.json, "json", false, "print analysis.json instead of the summary")
+	fs.BoolVar(&o.soft, "soft", false, "the run came from the software testbed (--lab): allow its middlebox's long delays")
+	return bind(&o, &o.args, runLuminaAnalyze)
+}
+
+func runLuminaAnalyze(ctx context.Context, env *Env, o luminaAnalyzeOptions) error {
+	opt := luminaanalyzer.Options{}
+	if o.soft {
+		opt = lumina.SoftOptions()
+	}
+	if len(o.args) == 0 {
+		return Usagef("want at least one run directory")
+	}
+	bad := 0
+	for _, dir := range o.args {
+		m, err := luminaanalyzer.ReadMeta(dir)
+		if err != nil {
+			return err
+		}
+		rep, err := lumina.Analyze(ctx, dir, m, opt)
+		if err != nil {
+			return fmt.Errorf("%s: %w", dir, err)
+		}
+		if err := writeAnalysis(env, dir, rep, o.json); err != nil {
+			return err
+		}
+		if !rep.Valid {
+			bad++
+		}
+	}
+	if bad > 0 {
+		return fmt.Errorf("%d of %d runs are invalid tests", bad, len(o.args))
+	}
+	return nil
+}
+
+// writeAnalysis prints a run's analysis: analysis.json, or the summary
+// and where the report is.
+func writeAnalysis(env *Env, dir string, rep *luminaanalyzer.Report, asJSON bool) error {
+	if asJSON {
+		b, err := rep.MarshalIndent()
+		if err != nil {
+			return err
+		}
+		env.Stdout.Write(append(b, '\n'))
+		return nil
+	}
+	fmt.Fprintf(env.Stdout, "== %s\n", dir)
+	if err := rep.WriteText(env.Stdout); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "report: %s\n", filepath.Join(dir, luminaanalyzer.ReportFile))
+	return nil
 }
 
 func writeLuminaSummary(env *Env, sum *lumina.Summary) {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -26,7 +27,7 @@ type rnicFlags struct {
 	ibPort    int
 }
 
-func (f *rnicFlags) register(fs *flag.FlagSet) {
+func (f *rnicFlags) declare(fs *flag.FlagSet) {
 	fs.StringVar(&f.dev, "d", "", "RDMA device to use, as listed by 'appliance verbs devices' (e.g. ibv:mlx5_0); alias --ib-dev")
 	fs.StringVar(&f.dev, "ib-dev", "", "RDMA device to use (see -d)")
 	fs.StringVar(&f.nic, "nic", "", "run a software RNIC on this packet port instead (e.g. afpacket:eth1, eal:0000:3b:00.0)")
@@ -50,6 +51,37 @@ type rnic struct {
 func (r *rnic) Close() {
 	if r.close != nil {
 		r.close()
+	}
+}
+
+// drive polls a software RNIC on a thread of its own (pinned to core when
+// core >= 0, claimed for owner) until stop, which waits for the loop to
+// end; a device that needs no driving gets a stop that does nothing. A
+// core that cannot be claimed leaves the RNIC undriven without a word, as
+// the commands that drive one always did.
+func (r *rnic) drive(core int, owner string) (stop func()) {
+	if r.Poll == nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = onThread(core, owner, func() error {
+			bo := dpdk.DefaultBackoff()
+			for ctx.Err() == nil {
+				if r.Poll() {
+					bo.Busy()
+				} else {
+					bo.Idle()
+				}
+			}
+			return nil
+		})
+	}()
+	return func() {
+		cancel()
+		<-done
 	}
 }
 

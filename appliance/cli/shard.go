@@ -11,8 +11,11 @@ import (
 // job of a batch system; each shard's results are a JSON file, and a merge
 // command adds them up.
 
-// parseShard reads --shard i/n.
+// parseShard reads --shard i/n; without it the run is the whole, 0/1.
 func parseShard(s string) (i, n int, err error) {
+	if s == "" {
+		return 0, 1, nil
+	}
 	if _, err := fmt.Sscanf(s, "%d/%d", &i, &n); err != nil || n < 1 || i < 0 || i >= n {
 		return 0, 0, Usagef("--shard %q: want i/n with 0 <= i < n", s)
 	}

@@ -2,30 +2,26 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/rdma-appliance/appliance/bench/fabric"
+	"github.com/rdma-appliance/appliance/internal/progress"
 )
 
 // simCmd is `appliance sim`.
 var simCmd = &Command{
 	Name:    "sim",
 	Summary: "the packet-level RoCEv2 fabric simulator (PFC, ECN, DCQCN)",
+	Sub:     []*Command{simRunCmd, simSweepCmd, simMergeCmd},
 }
 
-func init() {
-	register(simCmd)
-	simCmd.Sub = append(simCmd.Sub, &Command{
-		Name:    "run",
-		Summary: "run a fabric scenario: per-flow FCTs, port counters, queue and pause time series",
-		Usage:   "[--out DIR] [--json] scenario.yml",
-		Long: `Simulates the scenario's topology (fat-tree, leaf-spine, rail-optimized or explicit, with
+var simRunCmd = &Command{
+	Name:    "run",
+	Summary: "run a fabric scenario: per-flow FCTs, port counters, queue and pause time series",
+	Usage:   "[--out DIR] [--json] scenario.yml",
+	Long: `Simulates the scenario's topology (fat-tree, leaf-spine, rail-optimized or explicit, with
 static routes that may loop), switches (shared-buffer MMU, PFC, RED ECN, strict/WRR egress,
 ECMP), RNICs (RC flows, go-back-N, CNPs, DCQCN) and workloads (Poisson flows from a size CDF,
 incast, all-to-all, a CSV of flows) for its duration, with faults (hosts injecting PAUSE).
@@ -38,115 +34,51 @@ size, the busiest ports' queues and pauses). Prints a summary; shows
 progress while it runs. The same seed gives byte-identical output.
 
 See bench/fabric/testdata/incast.yml for an example.`,
-		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
-			out := fs.String("out", "sim-out", "directory for results.json, flows.csv and series.csv")
-			asJSON := fs.Bool("json", false, "print the results as JSON instead of the summary")
-			quiet := fs.Bool("quiet", false, "no progress")
-			return func(ctx context.Context, env *Env, args []string) error {
-				if len(args) != 1 {
-					return Usagef("want one scenario file")
-				}
-				sc, err := fabric.LoadScenario(args[0])
-				if err != nil {
-					return err
-				}
-				s, dur, err := sc.Build()
-				if err != nil {
-					return fmt.Errorf("%s: %w", args[0], err)
-				}
-				if err := os.MkdirAll(*out, 0o755); err != nil {
-					return err
-				}
-				series, err := os.Create(filepath.Join(*out, "series.csv"))
-				if err != nil {
-					return err
-				}
-				defer series.Close()
-				s.SetSeries(series)
-				if !*quiet {
-					s.ProgressEvery = max(dur/50, 1)
-					s.Progress = progressLine(env.Stderr, dur)
-				}
-				t0 := time.Now()
-				res, err := s.Run(ctx, dur)
-				wall := time.Since(t0)
-				if !*quiet {
-					fmt.Fprintln(env.Stderr)
-				}
-				if err != nil && !errors.Is(err, fabric.ErrCanceled) {
-					return err
-				}
-				for name, write := range map[string]func(io.Writer) error{"results.json": res.WriteJSON, "flows.csv": res.WriteFlowsCSV} {
-					f, ferr := os.Create(filepath.Join(*out, name))
-					if ferr != nil {
-						return ferr
-					}
-					werr := write(f)
-					if cerr := f.Close(); werr == nil {
-						werr = cerr
-					}
-					if werr != nil {
-						return werr
-					}
-				}
-				if _, serr := series.Seek(0, io.SeekStart); serr != nil {
-					return serr
-				}
-				page, rerr := fabric.Report("Fabric simulation: "+filepath.Base(args[0]), res, series)
-				if rerr != nil {
-					return rerr
-				}
-				if rerr := page.WriteFile(filepath.Join(*out, "report.html")); rerr != nil {
-					return rerr
-				}
-				if *asJSON {
-					return res.WriteJSON(env.Stdout)
-				}
-				done := 0
-				for _, f := range res.Flows {
-					if f.Done {
-						done++
-					}
-				}
-				st := res.Stats
-				fmt.Fprintf(env.Stdout, "simulated %v in %v: %d events, %d packet hops (%.2f M/s)\n",
-					time.Duration(res.SimNs), wall.Round(time.Millisecond), st.Events, st.Hops, float64(st.Hops)/wall.Seconds()/1e6)
-				fmt.Fprintf(env.Stdout, "flows: %d started, %d done; FCT p50 %v p99 %v\n", len(res.Flows), done,
-					time.Duration(res.FCTPercentile(50)), time.Duration(res.FCTPercentile(99)))
-				fmt.Fprintf(env.Stdout, "drops %d (ttl %d), ECN marks %d, CNPs %d, PFC XOFF %d, injected pauses %d, retransmitted %d, timeouts %d\n",
-					st.Drops, st.TTLDrops, st.ECNMarks, st.CNPs, st.PauseFrames, st.InjectedPauses, st.Retransmits, st.Timeouts)
-				fmt.Fprintf(env.Stdout, "results in %s\n", *out)
-				return err
-			}
-		},
-	})
+	Flags: simRunFlags,
 }
 
-// progressLine draws a bar on a terminal and plain lines elsewhere.
-func progressLine(w io.Writer, total int64) func(int64) {
-	tty := false
-	if f, ok := w.(*os.File); ok {
-		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-			tty = true
+type simRunOptions struct {
+	out         string
+	json, quiet bool
+	args        []string
+}
+
+func simRunFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
+	var o simRunOptions
+	fs.StringVar(&o.out, "out", "sim-out", "directory for results.json, flows.csv and series.csv")
+	fs.BoolVar(&o.json, "json", false, "print the results as JSON instead of the summary")
+	fs.BoolVar(&o.quiet, "quiet", false, "no progress")
+	return bind(&o, &o.args, runSimRun)
+}
+
+func runSimRun(ctx context.Context, env *Env, o simRunOptions) error {
+	if len(o.args) != 1 {
+		return Usagef("want one scenario file")
+	}
+	m := progress.New(env.Stderr, progress.Options{Label: "sim", Quiet: o.quiet,
+		Count: func(ns int64) string { return time.Duration(ns).String() }})
+	res, wall, err := fabric.RunFile(ctx, fabric.RunFileOptions{File: o.args[0], Out: o.out,
+		Progress: func(now, total int64) { m.Update(now, total, "") }})
+	m.Finish()
+	if res == nil {
+		return err
+	}
+	if o.json {
+		return res.WriteJSON(env.Stdout)
+	}
+	done := 0
+	for _, f := range res.Flows {
+		if f.Done {
+			done++
 		}
 	}
-	last := -1
-	return func(now int64) {
-		pct := int(100 * now / max(total, 1))
-		if tty {
-			bar := make([]byte, 40)
-			for i := range bar {
-				bar[i] = ' '
-				if i < pct*40/100 {
-					bar[i] = '='
-				}
-			}
-			fmt.Fprintf(w, "\rsim [%s] %3d%% %v", bar, pct, time.Duration(now))
-			return
-		}
-		if pct/10 != last/10 {
-			last = pct
-			fmt.Fprintf(w, "sim: %d%% (%v)\n", pct, time.Duration(now))
-		}
-	}
+	st := res.Stats
+	fmt.Fprintf(env.Stdout, "simulated %v in %v: %d events, %d packet hops (%.2f M/s)\n",
+		time.Duration(res.SimNs), wall.Round(time.Millisecond), st.Events, st.Hops, float64(st.Hops)/wall.Seconds()/1e6)
+	fmt.Fprintf(env.Stdout, "flows: %d started, %d done; FCT p50 %v p99 %v\n", len(res.Flows), done,
+		time.Duration(res.FCTPercentile(50)), time.Duration(res.FCTPercentile(99)))
+	fmt.Fprintf(env.Stdout, "drops %d (ttl %d), ECN marks %d, CNPs %d, PFC XOFF %d, injected pauses %d, retransmitted %d, timeouts %d\n",
+		st.Drops, st.TTLDrops, st.ECNMarks, st.CNPs, st.PauseFrames, st.InjectedPauses, st.Retransmits, st.Timeouts)
+	fmt.Fprintf(env.Stdout, "results in %s\n", o.out)
+	return err
 }

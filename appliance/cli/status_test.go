@@ -68,7 +68,7 @@ func TestStatus(t *testing.T) {
 	}
 
 	code, out, _ = runCLI(t, "status", "--json", "--addr", good, "--addr", bad)
-	var rows []serviceStatus
+	var rows []service.Probed
 	if err := json.Unmarshal([]byte(out), &rows); code != 1 || err != nil || len(rows) != 2 {
 		t.Fatalf("--json: %d %v %s", code, err, out)
 	}

@@ -1,11 +1,9 @@
 package cli
 
 // tuneCmd is `appliance tune`: ByteTuning, ECN/PFC watermark tuning with
-// simulated annealing on telemetry feedback. Each subcommand's file
-// (tune_run.go, tune_bench.go) adds itself to its Sub in init.
+// simulated annealing on telemetry feedback.
 var tuneCmd = &Command{
 	Name:    "tune",
 	Summary: "ByteTuning: ECN/PFC watermark tuning by simulated annealing on telemetry feedback",
+	Sub:     []*Command{tuneBenchCmd, tuneMergeCmd, tuneRunCmd},
 }
-
-func init() { register(tuneCmd) }

@@ -8,14 +8,14 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/bench/tunesim"
+	"github.com/rdma-appliance/appliance/internal/progress"
 )
 
-func init() {
-	tuneCmd.Sub = append(tuneCmd.Sub, &Command{
-		Name:    "bench",
-		Summary: "annealing with a budget vs the exhaustive 3300-point grid and the baselines, per simulator scenario",
-		Usage:   "[--evals 330] [--seeds 5] [--out DIR] [--scenarios LIST] [--duration D] [--shard i/n]",
-		Long: `For each simulator scenario: every point of the paper's 3300-point space is simulated (the
+var tuneBenchCmd = &Command{
+	Name:    "bench",
+	Summary: "annealing with a budget vs the exhaustive 3300-point grid and the baselines, per simulator scenario",
+	Usage:   "[--evals 330] [--seeds 5] [--out DIR] [--scenarios LIST] [--duration D] [--shard i/n]",
+	Long: `For each simulator scenario: every point of the paper's 3300-point space is simulated (the
 grid), then simulated annealing (Algorithm 1, cooled within the budget), random search and
 the adaptive-step hill climb run with --evals evaluations for each of --seeds seeds, an
 annealing run stops early after evals/3 evaluations without improvement, and every baseline
@@ -31,86 +31,112 @@ methods then cost almost nothing. Prints the table and writes bench.txt and benc
 job of a batch system, Slurm arrays or Kubernetes indexed Jobs) and writes their telemetry
 to DIR/tune-bench-shard-i-of-n.json; 'appliance tune merge' runs the methods and the
 baselines on the merged grids and prints the same table one run would have.`,
-		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
-			evals := fs.Int("evals", 330, "annealing budget (10% of the grid)")
-			seeds := fs.Int("seeds", 5, "seeds per method (medians)")
-			out := fs.String("out", "tune-bench", "directory for bench.txt and bench.json")
-			scen := fs.String("scenarios", "", "comma-separated scenarios (default all: "+strings.Join(tunesim.SimScenarioNames(), ",")+")")
-			dur := fs.Duration("duration", 0, "simulated time per evaluation (default: each scenario's, 2-3 ms)")
-			workers := fs.Int("workers", 2, "parallel simulations for the grid")
-			shard := fs.String("shard", "", "measure part i/n of the grids and write it for 'tune merge'")
-			return func(ctx context.Context, env *Env, args []string) error {
-				if len(args) > 0 {
-					return Usagef("no arguments")
-				}
-				o := tunesim.BenchOptions{Evals: *evals, Seeds: *seeds, Duration: *dur, Workers: *workers,
-					Progress: func(s string) { fmt.Fprintln(env.Stderr, s) }}
-				if *scen != "" {
-					o.Scenarios = strings.Split(*scen, ",")
-				}
-				t0 := time.Now()
-				if *shard != "" {
-					i, n, err := parseShard(*shard)
-					if err != nil {
-						return err
-					}
-					es, err := tunesim.BenchGrid(ctx, o, tunesim.BenchShard{I: i, N: n})
-					if err != nil {
-						return err
-					}
-					path, err := writeShard(*out, "tune-bench", i, n, es)
-					if err != nil {
-						return err
-					}
-					fmt.Fprintf(env.Stdout, "shard %d/%d: %d grid points measured in %v, written to %s\n", i, n, len(es),
-						time.Since(t0).Round(time.Second), path)
-					return nil
-				}
-				rows, err := tunesim.Bench(ctx, o)
-				if err != nil {
-					return err
-				}
-				return finishTuneBench(env, rows, o, *out, t0)
-			}
-		},
-	}, &Command{
-		Name:    "merge",
-		Summary: "finish a sharded tune bench: the methods and baselines on the merged grids",
-		Usage:   "[--evals 330] [--seeds 5] [--out DIR] [--scenarios LIST] [--duration D] tune-bench-shard-*.json...",
-		Long: `Reads the grid measurements 'appliance tune bench --shard i/n' wrote, runs annealing, random
+	Flags: tuneBenchFlags,
+}
+
+// tuneBenchOptions are tune bench's and tune merge's flags.
+type tuneBenchOptions struct {
+	evals, seeds, workers int
+	out, scen, shard      string
+	dur                   time.Duration
+	args                  []string
+}
+
+// declare declares the flags bench and merge share.
+func (o *tuneBenchOptions) declare(fs *flag.FlagSet, scenUsage, durUsage string) {
+	fs.IntVar(&o.evals, "evals", 330, "annealing budget (10% of the grid)")
+	fs.IntVar(&o.seeds, "seeds", 5, "seeds per method (medians)")
+	fs.StringVar(&o.out, "out", "tune-bench", "directory for bench.txt and bench.json")
+	fs.StringVar(&o.scen, "scenarios", "", scenUsage)
+	fs.DurationVar(&o.dur, "duration", 0, durUsage)
+}
+
+// bench is the options of the bench, progress on env's stderr.
+func (o *tuneBenchOptions) bench(env *Env) tunesim.BenchOptions {
+	b := tunesim.BenchOptions{Evals: o.evals, Seeds: o.seeds, Duration: o.dur, Workers: o.workers,
+		Progress: progress.New(env.Stderr, progress.Options{Label: "tune bench", Unit: "grid points"})}
+	if o.scen != "" {
+		b.Scenarios = strings.Split(o.scen, ",")
+	}
+	return b
+}
+
+func tuneBenchFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
+	var o tuneBenchOptions
+	o.declare(fs, "comma-separated scenarios (default all: "+strings.Join(tunesim.SimScenarioNames(), ",")+")",
+		"simulated time per evaluation (default: each scenario's, 2-3 ms)")
+	fs.IntVar(&o.workers, "workers", 2, "parallel simulations for the grid")
+	fs.StringVar(&o.shard, "shard", "", "measure part i/n of the grids and write it for 'tune merge'")
+	return bind(&o, &o.args, runTuneBench)
+}
+
+func runTuneBench(ctx context.Context, env *Env, o tuneBenchOptions) error {
+	if len(o.args) > 0 {
+		return Usagef("no arguments")
+	}
+	b := o.bench(env)
+	t0 := time.Now()
+	if o.shard == "" {
+		rows, err := tunesim.Bench(ctx, b)
+		b.Progress.Finish()
+		if err != nil {
+			return err
+		}
+		return finishTuneBench(env, rows, b, o.out, t0)
+	}
+	i, n, err := parseShard(o.shard)
+	if err != nil {
+		return err
+	}
+	es, err := tunesim.BenchGrid(ctx, b, tunesim.BenchShard{I: i, N: n})
+	b.Progress.Finish()
+	if err != nil {
+		return err
+	}
+	path, err := writeShard(o.out, "tune-bench", i, n, es)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "shard %d/%d: %d grid points measured in %v, written to %s\n", i, n, len(es),
+		time.Since(t0).Round(time.Second), path)
+	return nil
+}
+
+var tuneMergeCmd = &Command{
+	Name:    "merge",
+	Summary: "finish a sharded tune bench: the methods and baselines on the merged grids",
+	Usage:   "[--evals 330] [--seeds 5] [--out DIR] [--scenarios LIST] [--duration D] tune-bench-shard-*.json...",
+	Long: `Reads the grid measurements 'appliance tune bench --shard i/n' wrote, runs annealing, random
 search, the hill climb and the baselines against them (only the baselines simulate) and
 prints and writes the table as 'tune bench' does. --scenarios and --duration must be those
 the shards ran with; a missing shard or a point measured twice is refused. The table's
 "grid s" is then the shards' simulation time summed, not a wall time.`,
-		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
-			evals := fs.Int("evals", 330, "annealing budget (10% of the grid)")
-			seeds := fs.Int("seeds", 5, "seeds per method (medians)")
-			out := fs.String("out", "tune-bench", "directory for bench.txt and bench.json")
-			scen := fs.String("scenarios", "", "comma-separated scenarios the shards ran (default all)")
-			dur := fs.Duration("duration", 0, "simulated time per evaluation the shards ran with")
-			return func(ctx context.Context, env *Env, args []string) error {
-				parts, err := readShards[tunesim.GridEntry](args)
-				if err != nil {
-					return err
-				}
-				var all []tunesim.GridEntry
-				for _, p := range parts {
-					all = append(all, p...)
-				}
-				o := tunesim.BenchOptions{Evals: *evals, Seeds: *seeds, Duration: *dur,
-					Progress: func(s string) { fmt.Fprintln(env.Stderr, s) }}
-				if *scen != "" {
-					o.Scenarios = strings.Split(*scen, ",")
-				}
-				t0 := time.Now()
-				rows, err := tunesim.BenchMerge(ctx, o, all)
-				if err != nil {
-					return err
-				}
-				return finishTuneBench(env, rows, o, *out, t0)
-			}
-		},
-	})
+	Flags: tuneMergeFlags,
+}
+
+func tuneMergeFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
+	var o tuneBenchOptions
+	o.declare(fs, "comma-separated scenarios the shards ran (default all)", "simulated time per evaluation the shards ran with")
+	return bind(&o, &o.args, runTuneMerge)
+}
+
+func runTuneMerge(ctx context.Context, env *Env, o tuneBenchOptions) error {
+	parts, err := readShards[tunesim.GridEntry](o.args)
+	if err != nil {
+		return err
+	}
+	var all []tunesim.GridEntry
+	for _, p := range parts {
+		all = append(all, p...)
+	}
+	b := o.bench(env)
+	t0 := time.Now()
+	rows, err := tunesim.BenchMerge(ctx, b, all)
+	b.Progress.Finish()
+	if err != nil {
+		return err
+	}
+	return finishTuneBench(env, rows, b, o.out, t0)
 }
 
 // finishTuneBench prints and writes a bench's table; a scenario that

@@ -10,15 +10,15 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/bench/tunesim"
+	"github.com/rdma-appliance/appliance/internal/progress"
 	"github.com/rdma-appliance/appliance/tuning"
 )
 
-func init() {
-	tuneCmd.Sub = append(tuneCmd.Sub, &Command{
-		Name:    "run",
-		Summary: "tune watermarks on a target (simulator scenario, fluid model or switches over SSH)",
-		Usage:   "-f tune.yml [--out DIR] [--quiet]",
-		Long: `Runs a tuning file: a target, a search space, an algorithm with its budget and seed, and an
+var tuneRunCmd = &Command{
+	Name:    "run",
+	Summary: "tune watermarks on a target (simulator scenario, fluid model or switches over SSH)",
+	Usage:   "-f tune.yml [--out DIR] [--quiet]",
+	Long: `Runs a tuning file: a target, a search space, an algorithm with its budget and seed, and an
 objective. Targets:
 
   simulator  a scenario of the fabric simulator (incast-2, incast-24, incast-39, mixed,
@@ -47,60 +47,77 @@ Example (bench/tunesim/testdata/tune.yml):
   seed: 1
   state: tune-state.json
   dialect: comware`,
-		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
-			file := fs.String("f", "", "tuning file (YAML)")
-			out := fs.String("out", "tune-out", "directory for the results")
-			quiet := fs.Bool("quiet", false, "no progress")
-			return func(ctx context.Context, env *Env, args []string) error {
-				if *file == "" || len(args) > 0 {
-					return Usagef("want -f tune.yml and no arguments")
-				}
-				rs, err := tuning.LoadRunSpec(*file, tunesim.Simulator{})
-				if err != nil {
-					return err
-				}
-				if err := os.MkdirAll(*out, 0o755); err != nil {
-					return err
-				}
-				se, err := rs.Build(*out)
-				if err != nil {
-					return fmt.Errorf("%s: %w", *file, err)
-				}
-				if !*quiet {
-					se.Tuner.Progress = tuneProgress(env.Stderr, se.Tuner.Budget)
-				}
-				fmt.Fprintf(env.Stdout, "tuning %s: %s over %.0f points (%d scopes), budget %d, seed %d\n",
-					rs.Target.Kind+targetName(rs), se.Tuner.Optimizer.Name(), se.Space.Size(), len(se.Space.Scopes), se.Tuner.Budget, rs.Seed)
-				t0 := time.Now()
-				res, runErr := se.Tuner.Run(ctx)
-				if !*quiet {
-					fmt.Fprintln(env.Stderr)
-				}
-				txt, werr := se.WriteReport(*out, res, rs.Dialect)
-				fmt.Fprintf(env.Stdout, "stopped: %s after %d evaluations (%v)\n", res.Stopped, res.Evaluations, time.Since(t0).Round(time.Millisecond))
-				if res.Best.Scopes != nil {
-					fmt.Fprintf(env.Stdout, "best: %v\n  objective %.4f, fixed normalisation %.4f\n", res.Best, res.BestScore, res.BestFixed)
-				}
-				if se.Tuner.StateFile != "" {
-					fmt.Fprintf(env.Stdout, "state saved in %s\n", se.Tuner.StateFile)
-				}
-				if txt != "" {
-					lines := strings.Split(strings.TrimRight(txt, "\n"), "\n")
-					more := ""
-					if len(lines) > 30 {
-						more = fmt.Sprintf("... %d more lines in watermarks.txt\n", len(lines)-30)
-						lines = lines[:30]
-					}
-					fmt.Fprintf(env.Stdout, "\nchosen watermarks:\n%s%s", indent(strings.Join(lines, "\n")), more)
-				}
-				fmt.Fprintf(env.Stdout, "results in %s\n", *out)
-				if runErr != nil {
-					return runErr
-				}
-				return werr
-			}
-		},
-	})
+	Flags: tuneRunFlags,
+}
+
+type tuneRunOptions struct {
+	file, out string
+	quiet     bool
+	args      []string
+}
+
+func tuneRunFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
+	var o tuneRunOptions
+	fs.StringVar(&o.file, "f", "", "tuning file (YAML)")
+	fs.StringVar(&o.out, "out", "tune-out", "directory for the results")
+	fs.BoolVar(&o.quiet, "quiet", false, "no progress")
+	return bind(&o, &o.args, runTuneRun)
+}
+
+func runTuneRun(ctx context.Context, env *Env, o tuneRunOptions) error {
+	if o.file == "" || len(o.args) > 0 {
+		return Usagef("want -f tune.yml and no arguments")
+	}
+	rs, err := tuning.LoadRunSpec(o.file, tunesim.Simulator{})
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+	se, err := rs.Build(o.out)
+	if err != nil {
+		return fmt.Errorf("%s: %w", o.file, err)
+	}
+	m := progress.New(env.Stderr, progress.Options{Label: "tune", Unit: "evaluations", Quiet: o.quiet})
+	if m != nil {
+		se.Tuner.Progress = func(r tuning.Record) {
+			m.Update(int64(r.Eval), int64(se.Tuner.Budget), fmt.Sprintf("best %.4f (fixed %.4f)", r.Best, r.BestFixed))
+		}
+	}
+	fmt.Fprintf(env.Stdout, "tuning %s: %s over %.0f points (%d scopes), budget %d, seed %d\n",
+		rs.Target.Kind+targetName(rs), se.Tuner.Optimizer.Name(), se.Space.Size(), len(se.Space.Scopes), se.Tuner.Budget, rs.Seed)
+	t0 := time.Now()
+	res, runErr := se.Tuner.Run(ctx)
+	m.Finish()
+	txt, werr := se.WriteReport(o.out, res, rs.Dialect)
+	fmt.Fprintf(env.Stdout, "stopped: %s after %d evaluations (%v)\n", res.Stopped, res.Evaluations, time.Since(t0).Round(time.Millisecond))
+	if res.Best.Scopes != nil {
+		fmt.Fprintf(env.Stdout, "best: %v\n  objective %.4f, fixed normalisation %.4f\n", res.Best, res.BestScore, res.BestFixed)
+	}
+	if se.Tuner.StateFile != "" {
+		fmt.Fprintf(env.Stdout, "state saved in %s\n", se.Tuner.StateFile)
+	}
+	if txt != "" {
+		writeWatermarks(env.Stdout, txt)
+	}
+	fmt.Fprintf(env.Stdout, "results in %s\n", o.out)
+	if runErr != nil {
+		return runErr
+	}
+	return werr
+}
+
+// writeWatermarks prints the chosen watermarks, the first 30 lines of
+// them.
+func writeWatermarks(w io.Writer, txt string) {
+	lines := strings.Split(strings.TrimRight(txt, "\n"), "\n")
+	more := ""
+	if len(lines) > 30 {
+		more = fmt.Sprintf("... %d more lines in watermarks.txt\n", len(lines)-30)
+		lines = lines[:30]
+	}
+	fmt.Fprintf(w, "\nchosen watermarks:\n%s%s", indent(strings.Join(lines, "\n")), more)
 }
 
 func targetName(rs tuning.RunSpec) string {
@@ -112,34 +129,4 @@ func targetName(rs tuning.RunSpec) string {
 
 func indent(s string) string {
 	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ") + "\n"
-}
-
-// tuneProgress draws a bar with the best so far on a terminal and
-// plain lines every tenth of the budget elsewhere.
-func tuneProgress(w io.Writer, budget int) func(tuning.Record) {
-	tty := false
-	if f, ok := w.(*os.File); ok {
-		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-			tty = true
-		}
-	}
-	last := -1
-	return func(r tuning.Record) {
-		pct := 100 * r.Eval / max(budget, 1)
-		if tty {
-			bar := make([]byte, 30)
-			for i := range bar {
-				bar[i] = ' '
-				if i < pct*30/100 {
-					bar[i] = '='
-				}
-			}
-			fmt.Fprintf(w, "\rtune [%s] %d/%d best %.4f (fixed %.4f)", bar, r.Eval, budget, r.Best, r.BestFixed)
-			return
-		}
-		if pct/10 != last/10 {
-			last = pct
-			fmt.Fprintf(w, "tune: %d/%d evaluations, best %.4f (fixed %.4f)\n", r.Eval, budget, r.Best, r.BestFixed)
-		}
-	}
 }

@@ -2,14 +2,9 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"runtime"
-	"strconv"
-	"time"
 
 	"github.com/rdma-appliance/appliance/bench/perftest"
 	"github.com/rdma-appliance/appliance/dpdk"
@@ -17,7 +12,7 @@ import (
 )
 
 // perftestPort is perftest's default TCP port for the exchange.
-const perftestPort = 18515
+const perftestPort = perftest.DefaultPort
 
 // perfCommands are `appliance verbs write|read|send|atomic`.
 func perfCommands() []*Command {
@@ -46,167 +41,111 @@ Examples:
 	return out
 }
 
+// perfOptions are a perftest command's flags.
+type perfOptions struct {
+	p             perftest.Params
+	atomic, cores string
+	tcpPort, core int
+	loop, json    bool
+	rnic          rnicFlags
+	server        string
+}
+
 func perfFlags(v perftest.Verb) func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
 	return func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
-		p := perftest.Params{Verb: v}
-		var rf rnicFlags
-		rf.register(fs)
-		alias := func(short, long string, def int, usage string, dst *int) {
-			fs.IntVar(dst, short, def, usage+"; alias --"+long)
-			fs.IntVar(dst, long, def, usage+" (see -"+short+")")
-		}
-		alias("s", "size", 0, "message size in bytes (default 65536 for BW, 2 for latency; atomics 8)", &p.Size)
-		alias("n", "iters", 0, "iterations per size (default 5000 BW, 1000 latency)", &p.Iters)
-		alias("t", "tx-depth", 0, "outstanding send work requests per QP (default 128 BW, 1 latency)", &p.TxDepth)
-		alias("r", "rx-depth", 0, "receives kept posted per QP for SEND tests (default 512)", &p.RxDepth)
-		alias("Q", "cq-mod", 0, "signal every N-th send (default 100, at most the tx depth)", &p.CQMod)
-		alias("m", "mtu", 0, "path MTU in bytes: 256..4096 (default: the port's active MTU)", &p.MTU)
-		alias("q", "qps", 1, "number of QPs (BW tests)", &p.QPs)
-		alias("I", "inline", -1, "largest message sent inline (default 220 for WRITE/SEND latency, 0 otherwise)", &p.Inline)
-		fs.BoolVar(&p.All, "a", false, "run every size from 2 bytes to 8 MiB; alias --all")
-		fs.BoolVar(&p.All, "all", false, "run every size from 2 bytes to 8 MiB (see -a)")
-		fs.BoolVar(&p.Latency, "lat", false, "latency test (ib_*_lat) instead of bandwidth (ib_*_bw)")
-		fs.BoolVar(&p.Gbits, "report-gbits", false, "report bandwidth in Gb/sec instead of MB/sec")
-		if v == perftest.Write {
-			fs.BoolVar(&p.WriteImm, "write-with-imm", false, "use RDMA WRITE with immediate (the responder takes receive completions)")
-		}
-		atomic := "FETCH_AND_ADD"
-		if v == perftest.Atomic {
-			fs.StringVar(&atomic, "A", "FETCH_AND_ADD", "atomic operation: FETCH_AND_ADD or CMP_AND_SWAP; alias --atomic-type")
-			fs.StringVar(&atomic, "atomic-type", "FETCH_AND_ADD", "atomic operation (see -A)")
-		}
-		tcpPort := fs.Int("p", perftestPort, "TCP port of the exchange; alias --port")
-		fs.IntVar(tcpPort, "port", perftestPort, "TCP port of the exchange (see -p)")
-		loop := fs.Bool("loopback", false, "run server and client in this process, two software RNICs on an in-process link")
-		cores := fs.String("cores", "", "with --loopback: two cores to pin the server's and the client's thread to")
-		core := fs.Int("core", -1, "pin this side's thread (which drives a software RNIC) to a core")
-		asJSON := fs.Bool("json", false, "print the results as JSON instead of perftest's report")
+		o := &perfOptions{p: perftest.Params{Verb: v}, atomic: "FETCH_AND_ADD"}
+		o.declare(fs, v)
 		return func(ctx context.Context, env *Env, args []string) error {
 			// perftest takes the server's name anywhere on the line.
-			var server string
 			if len(args) > 0 {
-				server = args[0]
+				o.server = args[0]
 				if err := fs.Parse(args[1:]); err != nil {
 					return Usagef("%v", err)
 				}
 				if fs.NArg() > 0 {
-					return Usagef("one SERVER address, got %q and %q", server, fs.Args())
+					return Usagef("one SERVER address, got %q and %q", o.server, fs.Args())
 				}
 			}
-			var err error
-			if p.Atomic, err = perftest.ParseAtomicOp(atomic); err != nil {
-				return Usagef("%v", err)
-			}
-			p = p.Defaults()
-			if err := p.Validate(); err != nil {
-				return Usagef("%v", err)
-			}
-			report := env.Stdout
-			if *asJSON {
-				report = nil
-			}
-			if *loop {
-				if server != "" || rf.dev != "" || rf.nic != "" {
-					return Usagef("--loopback runs both sides here: no SERVER, -d or --nic")
-				}
-				return perfLoopback(ctx, env, p, *cores, report, *asJSON)
-			}
-			r, err := rf.open("perftest")
-			if err != nil {
-				return err
-			}
-			defer r.Close()
-			cfg := perftest.Config{Device: r.Dev, Poll: r.Poll, GIDIndex: rf.gidIndex, Port: rf.ibPort}
-			var res []perftest.Result
-			err = onThread(*core, "verbs "+v.String(), func() error {
-				var err error
-				res, err = perfSide(ctx, env, cfg, p, server, *tcpPort, report)
-				return err
-			})
-			if err != nil {
-				return err
-			}
-			if *asJSON {
-				return writeJSON(env.Stdout, res)
-			}
-			return nil
+			return runPerf(ctx, env, *o)
 		}
 	}
 }
 
-// perfSide runs one side: a server that accepts one client, or a client.
-func perfSide(ctx context.Context, env *Env, cfg perftest.Config, p perftest.Params, server string, port int,
-	report io.Writer) ([]perftest.Result, error) {
-	if server == "" {
-		ln, err := net.Listen("tcp", ":"+strconv.Itoa(port))
-		if err != nil {
-			return nil, err
-		}
-		defer ln.Close()
-		env.Log.Info("waiting for a client", "listen", ln.Addr().String())
-		stop := context.AfterFunc(ctx, func() { ln.Close() })
-		defer stop()
-		conn, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			return nil, err
-		}
-		defer conn.Close()
-		return perftest.RunServer(ctx, conn, cfg, report)
+// register declares perftest's flags, with its short and long names.
+func (o *perfOptions) declare(fs *flag.FlagSet, v perftest.Verb) {
+	p := &o.p
+	o.rnic.declare(fs)
+	alias := func(short, long string, def int, usage string, dst *int) {
+		fs.IntVar(dst, short, def, usage+"; alias --"+long)
+		fs.IntVar(dst, long, def, usage+" (see -"+short+")")
 	}
-	conn, err := dialPerftest(ctx, server, port)
-	if err != nil {
-		return nil, err
+	alias("s", "size", 0, "message size in bytes (default 65536 for BW, 2 for latency; atomics 8)", &p.Size)
+	alias("n", "iters", 0, "iterations per size (default 5000 BW, 1000 latency)", &p.Iters)
+	alias("t", "tx-depth", 0, "outstanding send work requests per QP (default 128 BW, 1 latency)", &p.TxDepth)
+	alias("r", "rx-depth", 0, "receives kept posted per QP for SEND tests (default 512)", &p.RxDepth)
+	alias("Q", "cq-mod", 0, "signal every N-th send (default 100, at most the tx depth)", &p.CQMod)
+	alias("m", "mtu", 0, "path MTU in bytes: 256..4096 (default: the port's active MTU)", &p.MTU)
+	alias("q", "qps", 1, "number of QPs (BW tests)", &p.QPs)
+	alias("I", "inline", -1, "largest message sent inline (default 220 for WRITE/SEND latency, 0 otherwise)", &p.Inline)
+	fs.BoolVar(&p.All, "a", false, "run every size from 2 bytes to 8 MiB; alias --all")
+	fs.BoolVar(&p.All, "all", false, "run every size from 2 bytes to 8 MiB (see -a)")
+	fs.BoolVar(&p.Latency, "lat", false, "latency test (ib_*_lat) instead of bandwidth (ib_*_bw)")
+	fs.BoolVar(&p.Gbits, "report-gbits", false, "report bandwidth in Gb/sec instead of MB/sec")
+	if v == perftest.Write {
+		fs.BoolVar(&p.WriteImm, "write-with-imm", false, "use RDMA WRITE with immediate (the responder takes receive completions)")
 	}
-	defer conn.Close()
-	return perftest.RunClient(ctx, conn, cfg, p, report)
+	if v == perftest.Atomic {
+		fs.StringVar(&o.atomic, "A", "FETCH_AND_ADD", "atomic operation: FETCH_AND_ADD or CMP_AND_SWAP; alias --atomic-type")
+		fs.StringVar(&o.atomic, "atomic-type", "FETCH_AND_ADD", "atomic operation (see -A)")
+	}
+	fs.IntVar(&o.tcpPort, "p", perftestPort, "TCP port of the exchange; alias --port")
+	fs.IntVar(&o.tcpPort, "port", perftestPort, "TCP port of the exchange (see -p)")
+	fs.BoolVar(&o.loop, "loopback", false, "run server and client in this process, two software RNICs on an in-process link")
+	fs.StringVar(&o.cores, "cores", "", "with --loopback: two cores to pin the server's and the client's thread to")
+	fs.IntVar(&o.core, "core", -1, "pin this side's thread (which drives a software RNIC) to a core")
+	fs.BoolVar(&o.json, "json", false, "print the results as JSON instead of perftest's report")
 }
 
-// dialPerftest connects to a perftest server (host[:port], port by
-// default), retrying while it starts, as perftest does.
-func dialPerftest(ctx context.Context, server string, port int) (net.Conn, error) {
-	addr := server
-	if _, _, err := net.SplitHostPort(server); err != nil {
-		addr = net.JoinHostPort(server, strconv.Itoa(port))
-	}
-	var d net.Dialer
-	var conn net.Conn
+func runPerf(ctx context.Context, env *Env, o perfOptions) error {
+	p := o.p
 	var err error
-	for try := 0; ; try++ {
-		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		conn, err = d.DialContext(dctx, "tcp", addr)
-		cancel()
-		if err == nil || try >= 20 || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(250 * time.Millisecond)
+	if p.Atomic, err = perftest.ParseAtomicOp(o.atomic); err != nil {
+		return Usagef("%v", err)
 	}
+	p = p.Defaults()
+	if err := p.Validate(); err != nil {
+		return Usagef("%v", err)
+	}
+	report := env.Stdout
+	if o.json {
+		report = nil
+	}
+	if o.loop {
+		if o.server != "" || o.rnic.dev != "" || o.rnic.nic != "" {
+			return Usagef("--loopback runs both sides here: no SERVER, -d or --nic")
+		}
+		return perfLoopback(ctx, env, p, o.cores, report, o.json)
+	}
+	r, err := o.rnic.open("perftest")
 	if err != nil {
-		return nil, fmt.Errorf("connecting to the server: %w", err)
+		return err
 	}
-	return conn, nil
-}
-
-// onThread runs f on a locked OS thread, pinned to core when core >= 0
-// (claimed for owner: no other poller of the host may have it).
-func onThread(core int, owner string, f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if core >= 0 {
-			release, err := pinClaimed(core, owner)
-			if err != nil {
-				errc <- fmt.Errorf("--core %d: %w", core, err)
-				return
-			}
-			defer release()
-		}
-		errc <- f()
-	}()
-	return <-errc
+	defer r.Close()
+	side := perftest.SideOptions{Server: o.server, Port: o.tcpPort, Params: p, Report: report, Log: env.Log,
+		Config: perftest.Config{Device: r.Dev, Poll: r.Poll, GIDIndex: o.rnic.gidIndex, Port: o.rnic.ibPort}}
+	var res []perftest.Result
+	err = onThread(o.core, "verbs "+p.Verb.String(), func() error {
+		var err error
+		res, err = perftest.RunSide(ctx, side)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return writeJSON(env.Stdout, res)
+	}
+	return nil
 }
 
 func perfLoopback(ctx context.Context, env *Env, p perftest.Params, cores string, report io.Writer, asJSON bool) error {
@@ -226,10 +165,4 @@ func perfLoopback(ctx context.Context, env *Env, p perftest.Params, cores string
 		return writeJSON(env.Stdout, map[string]any{"client": client, "server": server})
 	}
 	return nil
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }

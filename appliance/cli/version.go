@@ -34,31 +34,38 @@ func Version() string {
 	return "dev"
 }
 
-func init() {
-	service.Version = Version()
-	register(&Command{
-		Name:    "version",
-		Summary: "print the version, Go version, build tags and port drivers",
-		Usage:   "",
-		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
-			return func(_ context.Context, env *Env, args []string) error {
-				if len(args) > 0 {
-					return Usagef("version takes no arguments")
-				}
-				var tags []string
-				if bi, ok := debug.ReadBuildInfo(); ok {
-					for _, s := range bi.Settings {
-						if s.Key == "-tags" && s.Value != "" {
-							tags = strings.Split(s.Value, ",")
-						}
-					}
-				}
-				fmt.Fprintf(env.Stdout, "appliance %s\n%s %s/%s\nbuild tags: %s\nport drivers: %s\n",
-					Version(), runtime.Version(), runtime.GOOS, runtime.GOARCH, orNone(tags), strings.Join(dpdk.Drivers(), ", "))
-				return nil
+var versionCmd = &Command{
+	Name:    "version",
+	Summary: "print the version, Go version, build tags and port drivers",
+	Usage:   "",
+	Flags:   versionFlags,
+}
+
+// The services report the version in /healthz.
+func init() { service.Version = Version() }
+
+type versionOptions struct{ args []string }
+
+func versionFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
+	var o versionOptions
+	return bind(&o, &o.args, runVersion)
+}
+
+func runVersion(_ context.Context, env *Env, o versionOptions) error {
+	if len(o.args) > 0 {
+		return Usagef("version takes no arguments")
+	}
+	var tags []string
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "-tags" && s.Value != "" {
+				tags = strings.Split(s.Value, ",")
 			}
-		},
-	})
+		}
+	}
+	fmt.Fprintf(env.Stdout, "appliance %s\n%s %s/%s\nbuild tags: %s\nport drivers: %s\n",
+		Version(), runtime.Version(), runtime.GOOS, runtime.GOARCH, orNone(tags), strings.Join(dpdk.Drivers(), ", "))
+	return nil
 }
 
 func orNone(s []string) string {

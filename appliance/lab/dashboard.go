@@ -112,6 +112,24 @@ type DashboardOptions struct {
 	Ready chan<- string
 }
 
+// StartDashboard serves the dashboard in the background (ServeDashboard)
+// and returns once it listens, so that a taken address fails before the
+// stages run rather than after them. wait returns ServeDashboard's error
+// after ctx ends; it is nil, with no error, when ctx ended before the
+// dashboard listened.
+func (l *Lab) StartDashboard(ctx context.Context, o DashboardOptions) (addr string, wait func() error, err error) {
+	ready := make(chan string, 1)
+	served := make(chan error, 1)
+	o.Ready = ready
+	go func() { served <- l.ServeDashboard(ctx, o) }()
+	select {
+	case addr := <-ready:
+		return addr, func() error { return <-served }, nil
+	case err := <-served:
+		return "", nil, err
+	}
+}
+
 // ServeDashboard serves the lab's dashboard (GET /dashboard, /dashboard.json,
 // /dashboard/graph/N) with /metrics and /healthz on the shared service
 // plumbing until ctx ends; it shows the lab's results as the stages

@@ -282,3 +282,39 @@ func WriteSweepCSV(w io.Writer, keys []string, rows []SweepRow) error {
 	cw.Flush()
 	return cw.Error()
 }
+
+// SweepFile is what a sweep writes: the keys (for the CSV's columns) and
+// the rows; each shard writes one, and a merge reads them back.
+type SweepFile struct {
+	Scenario string     `json:"scenario"`
+	Keys     []string   `json:"keys"`
+	Points   int        `json:"points"`
+	Rows     []SweepRow `json:"rows"`
+}
+
+// MergeSweepFiles puts the shards of one sweep back together, refusing
+// shards of other sweeps, a point run twice or a point missing. Each
+// shard's file (named in names, for the errors) holds one SweepFile.
+func MergeSweepFiles(names []string, shards [][]SweepFile) (SweepFile, error) {
+	var rows [][]SweepRow
+	first := shards[0][0]
+	for i, p := range shards {
+		if len(p) != 1 {
+			return first, fmt.Errorf("%s: not a sim sweep shard", names[i])
+		}
+		if p[0].Scenario != first.Scenario || p[0].Points != first.Points || strings.Join(p[0].Keys, ",") != strings.Join(first.Keys, ",") {
+			return first, fmt.Errorf("%s: a shard of another sweep (%s, %d points, keys %v; %s has %s, %d, %v)", names[i],
+				p[0].Scenario, p[0].Points, p[0].Keys, names[0], first.Scenario, first.Points, first.Keys)
+		}
+		rows = append(rows, p[0].Rows)
+	}
+	all, err := MergeSweep(rows...)
+	if err != nil {
+		return first, err
+	}
+	if len(all) != first.Points {
+		return first, fmt.Errorf("the shards hold %d of the sweep's %d points: a shard is missing", len(all), first.Points)
+	}
+	first.Rows = all
+	return first, nil
+}

@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/rdma-appliance/appliance/internal/progress"
 	"github.com/rdma-appliance/appliance/tuning"
 )
 
@@ -29,8 +30,9 @@ type BenchOptions struct {
 	Duration time.Duration
 	// Workers evaluate grid points in parallel.
 	Workers int
-	// Progress sees a line now and then.
-	Progress func(string)
+	// Progress shows the grids' measurement and a line per finished
+	// stage; nil shows nothing.
+	Progress *progress.Meter
 }
 
 // MethodStats are one method's results over the seeds.
@@ -75,11 +77,9 @@ func median(vs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-// say formats a progress line for o.Progress, when set.
+// say prints a line that stays on o.Progress.
 func (o *BenchOptions) say(format string, args ...any) {
-	if o.Progress != nil {
-		o.Progress(fmt.Sprintf(format, args...))
-	}
+	o.Progress.Println(fmt.Sprintf(format, args...))
 }
 
 // Defaults fills what o leaves zero: 330 evaluations, 5 seeds, 2
@@ -167,7 +167,6 @@ func BenchGrid(ctx context.Context, o BenchOptions, sh BenchShard) ([]GridEntry,
 	if err != nil {
 		return nil, err
 	}
-	say := o.say
 	var out []GridEntry
 	k := 0
 	for _, sc := range scs {
@@ -179,7 +178,7 @@ func BenchGrid(ctx context.Context, o BenchOptions, sh BenchShard) ([]GridEntry,
 			}
 		}
 		k += len(g.pts)
-		es, err := g.measure(ctx, o, idx, say)
+		es, err := g.measure(ctx, o, idx)
 		if err != nil {
 			return out, fmt.Errorf("bench: %s: %w", sc.Name, err)
 		}
@@ -243,7 +242,7 @@ func benchScenario(ctx context.Context, sc SimScenario, o BenchOptions, say func
 	for i := range all {
 		all[i] = i
 	}
-	entries, err := g.measure(ctx, o, all, say)
+	entries, err := g.measure(ctx, o, all)
 	if err != nil {
 		return BenchRow{Scenario: sc.Name}, err
 	}
@@ -287,8 +286,7 @@ type GridEntry struct {
 
 // measure simulates the grid points idx, split over the workers (each
 // owns a simulator).
-func (g *benchGrid) measure(ctx context.Context, o BenchOptions, idx []int, say func(string, ...any)) ([]GridEntry, error) {
-	t0 := time.Now()
+func (g *benchGrid) measure(ctx context.Context, o BenchOptions, idx []int) ([]GridEntry, error) {
 	sc := g.sc
 	out := make([]GridEntry, len(idx))
 	var wg sync.WaitGroup
@@ -329,9 +327,7 @@ func (g *benchGrid) measure(ctx context.Context, o BenchOptions, idx []int, say 
 					firstErr = err
 				}
 				done++
-				if done%330 == 0 {
-					say("%s: grid %d/%d (%v)", sc.Name, done, len(idx), time.Since(t0).Round(time.Second))
-				}
+				o.Progress.Update(int64(done), int64(len(idx)), sc.Name+" grid")
 				mu.Unlock()
 			}
 		}()

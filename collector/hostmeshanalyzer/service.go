@@ -123,6 +123,25 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 }
 
+// Serve runs the analyzer as a service on addr (agents post to it) until
+// ctx ends, a window analyzed every cfg.Window; the end of ctx is a clean
+// stop.
+func Serve(ctx context.Context, addr string, cfg Config, log *slog.Logger) error {
+	sv := NewService(NewAnalyzer(cfg), log)
+	h := service.New("hostmesh-analyzer", addr, log)
+	sv.Register(h)
+	go sv.Run(ctx)
+	go func() {
+		<-h.Ready()
+		log.Info("hostmesh analyzer", "listen", h.Addr(), "window", cfg.Window)
+	}()
+	err := h.Run(ctx)
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return err
+}
+
 // ReadBatches reads batches as JSON values one after another (what `mesh
 // probe --out` writes).
 func ReadBatches(r io.Reader) ([]Batch, error) {

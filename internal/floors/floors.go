@@ -5,7 +5,7 @@
 //	face     appliance/, packaging/   the binary, CLI, lab, dashboard, agents, orchestrators
 //	harness  bench/                   the fabric simulator and what runs in it, peers side by side
 //	systems  translator/ collector/ dumper/ p4/ tuning/
-//	shared   internal/                plumbing (service, metrics, spec, report, floors) and formats
+//	shared   internal/                plumbing (service, metrics, spec, report, progress, floors) and formats
 //	RDMA     verbs/
 //	ports    dpdk/
 //
@@ -47,7 +47,7 @@ func (f Floor) String() string { return floorNames[f] }
 // plumbing are the shared floor's packages that every service uses; they
 // import nothing of the project but each other.
 var plumbing = map[string]bool{"internal/service": true, "internal/metrics": true, "internal/spec": true,
-	"internal/report": true, "internal/floors": true}
+	"internal/report": true, "internal/floors": true, "internal/progress": true}
 
 // FloorOf places a package (its path inside the module); false for a path
 // outside every floor.

@@ -1,11 +1,8 @@
-package cli
+package hawkeyeagent
 
 import (
-	"io"
-	"log/slog"
 	"testing"
-
-	"github.com/rdma-appliance/appliance/appliance/hawkeyeagent"
+	"time"
 )
 
 // FuzzAgentInput: any line of the agent's input (text RTT samples or a
@@ -20,17 +17,17 @@ func FuzzAgentInput(f *testing.F) {
 	} {
 		f.Add(s)
 	}
-	a := &pollAgent{det: hawkeyeagent.NewDetector(300, 1e9, 0), out: io.Discard, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	a := New(Config{Threshold: 300, Interval: time.Second})
 	f.Fuzz(func(t *testing.T, line string) {
 		if len(line) > 0 && line[0] == '{' {
-			_ = a.batch(line)
+			_ = a.Batch(line)
 			return
 		}
-		if k, rtt, err := parseRTTLine(line); err == nil {
+		if k, rtt, err := ParseRTTLine(line); err == nil {
 			if rtt <= 0 {
 				t.Fatalf("%q: rtt %d", line, rtt)
 			}
-			_ = a.observe(k, rtt)
+			_ = a.Observe(k, rtt)
 		}
 	})
 }
