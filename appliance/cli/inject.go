@@ -310,11 +310,11 @@ func runInjector(ctx context.Context, env *Env, s inject.Spec, reload func() (in
 				case <-hup:
 				}
 				if err := reloadInjector(in, &cur, reload); err != nil {
-					reloads.With("refused").Inc()
+					reloads.WithLabelValues("refused").Inc()
 					env.Log.Error("configuration not reloaded", "err", err)
 					continue
 				}
-				reloads.With("ok").Inc()
+				reloads.WithLabelValues("ok").Inc()
 				env.Log.Info("configuration reloaded", "routes", len(cur.Routes), "balance", cur.Balance)
 			}
 		})
