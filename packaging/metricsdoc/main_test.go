@@ -57,6 +57,13 @@ func TestFindsEveryServiceMetric(t *testing.T) {
 			}
 		}
 	}
+	// Every family the source registers is the appliance's (a scrape
+	// shows only the families that have series; this sees them all).
+	for name, m := range found {
+		if !strings.HasPrefix(name, "appliance_") && name != "go_*" && name != "process_*" {
+			t.Errorf("%s (%s:%d): not prefixed appliance_", name, m.File, m.Line)
+		}
+	}
 	for name, typ := range map[string]string{
 		"appliance_dump_arena_full_total":                 "counter",
 		"appliance_inject_port_event_ecn_total":           "counter",
