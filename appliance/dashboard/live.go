@@ -152,8 +152,9 @@ func scrape(ctx context.Context, t Target, timeout time.Duration) *scraped {
 	return sc
 }
 
-// parseCounters reads the Prometheus text format: the samples of counter
-// families, by series, and how many samples there are in all.
+// parseCounters reads the Prometheus text format: the samples of the
+// service's counter families, by series, and how many samples there are
+// in all.
 func parseCounters(text string) (map[string]float64, int) {
 	counters := map[string]float64{}
 	types := map[string]string{}
@@ -181,6 +182,12 @@ func parseCounters(text string) (map[string]float64, int) {
 			name = series[:i]
 		}
 		if types[name] != "counter" && types[strings.TrimSuffix(name, "_total")] != "counter" {
+			continue
+		}
+		if strings.HasPrefix(name, "go_") || strings.HasPrefix(name, "process_") {
+			// The Go runtime's and the process's counters (bytes
+			// allocated, network bytes) are every service's busiest;
+			// a row shows what the service itself is doing.
 			continue
 		}
 		v, err := strconv.ParseFloat(value, 64)

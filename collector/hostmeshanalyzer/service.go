@@ -61,9 +61,9 @@ func (s *Service) Register(h *service.Service) {
 		service.WriteJSON(w, http.StatusOK, s.Reports())
 	})
 	m := h.Metrics
-	m.CounterFunc("hostmesh_batches_total", "batches taken from agents", func() float64 { return float64(s.A.counts()[0]) })
-	m.CounterFunc("hostmesh_results_total", "probe results taken", func() float64 { return float64(s.A.counts()[1]) })
-	m.CounterFunc("hostmesh_results_dropped_total", "probe results dropped over the bound", func() float64 { return float64(s.A.counts()[2]) })
+	m.CounterFunc("appliance_hostmesh_batches_total", "batches taken from agents", func() float64 { return float64(s.A.counts()[0]) })
+	m.CounterFunc("appliance_hostmesh_results_total", "probe results taken", func() float64 { return float64(s.A.counts()[1]) })
+	m.CounterFunc("appliance_hostmesh_results_dropped_total", "probe results dropped over the bound", func() float64 { return float64(s.A.counts()[2]) })
 	last := func(f func(*Report) float64) func() float64 {
 		return func() float64 {
 			if rs := s.Reports(); len(rs) > 0 {
@@ -72,11 +72,11 @@ func (s *Service) Register(h *service.Service) {
 			return 0
 		}
 	}
-	m.GaugeFunc("hostmesh_rnic_drop_rate", "RNIC drop rate of the last window", last(func(r *Report) float64 { return r.RNICDropRate }))
-	m.GaugeFunc("hostmesh_switch_drop_rate", "switch-network drop rate of the last window", last(func(r *Report) float64 { return r.SwitchDropRate }))
-	m.GaugeFunc("hostmesh_network_latency_p99_seconds", "P99 one-way network latency of the last window", last(func(r *Report) float64 { return float64(r.Network.P99) / 1e9 }))
-	m.GaugeFunc("hostmesh_processing_delay_p99_seconds", "P99 host processing delay of the last window", last(func(r *Report) float64 { return float64(r.Processing.P99) / 1e9 }))
-	m.GaugeFunc("hostmesh_alerts", "alert lines of the last window", last(func(r *Report) float64 { return float64(len(r.Alerts)) }))
+	m.GaugeFunc("appliance_hostmesh_rnic_drop_ratio", "RNIC drop rate of the last window", last(func(r *Report) float64 { return r.RNICDropRate }))
+	m.GaugeFunc("appliance_hostmesh_switch_drop_ratio", "switch-network drop rate of the last window", last(func(r *Report) float64 { return r.SwitchDropRate }))
+	m.GaugeFunc("appliance_hostmesh_network_latency_p99_seconds", "P99 one-way network latency of the last window", last(func(r *Report) float64 { return float64(r.Network.P99) / 1e9 }))
+	m.GaugeFunc("appliance_hostmesh_processing_delay_p99_seconds", "P99 host processing delay of the last window", last(func(r *Report) float64 { return float64(r.Processing.P99) / 1e9 }))
+	m.GaugeFunc("appliance_hostmesh_alerts", "alert lines of the last window", last(func(r *Report) float64 { return float64(len(r.Alerts)) }))
 }
 
 func (a *Analyzer) counts() [3]uint64 {

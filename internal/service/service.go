@@ -1,5 +1,6 @@
 // Package service is the HTTP plumbing every appliance service shares: one
-// listen address serving /metrics (Prometheus text), /healthz (per-component
+// listen address serving /metrics (Prometheus, with the Go runtime's and
+// the process's metrics next to the service's own), /healthz (per-component
 // checks, failing components named) and the service's own control endpoints;
 // structured logs; and a graceful stop that drains HTTP and runs the
 // service's flush hooks when the context ends (SIGTERM in the CLI).
@@ -17,9 +18,12 @@ import (
 	"net/http"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/rdma-appliance/appliance/internal/metrics"
 )
@@ -36,15 +40,17 @@ type Service struct {
 	// ShutdownTimeout bounds the graceful stop (default 10 s).
 	ShutdownTimeout time.Duration
 
-	addr   string
-	mux    *http.ServeMux
-	start  time.Time
-	mu     sync.Mutex
-	checks []check
-	stops  []stopHook
-	comps  []component
-	ln     net.Listener
-	ready  chan struct{}
+	addr    string
+	mux     *http.ServeMux
+	handler http.Handler // mux behind the request counter
+	start   time.Time
+	mu      sync.Mutex
+	routes  map[string]string // registered pattern -> its path label
+	checks  []check
+	stops   []stopHook
+	comps   []component
+	ln      net.Listener
+	ready   chan struct{}
 }
 
 type check struct {
@@ -69,7 +75,11 @@ func New(name, addr string, log *slog.Logger) *Service {
 	}
 	s := &Service{Name: name, Log: log.With("service", name), Metrics: metrics.NewRegistry(),
 		ShutdownTimeout: 10 * time.Second, addr: addr, mux: http.NewServeMux(), start: time.Now(),
-		ready: make(chan struct{})}
+		routes: map[string]string{}, ready: make(chan struct{})}
+	// Each service's registry has its own runtime collectors: the
+	// library's default registry would be shared by every service of a
+	// test or the lab, and would refuse the second one's families.
+	s.Metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.Metrics.GaugeFunc("appliance_up", "1 while the service runs.", func() float64 { return 1 })
 	s.Metrics.GaugeFunc("appliance_start_time_seconds", "Service start time, Unix seconds.",
 		func() float64 { return float64(s.start.UnixNano()) / 1e9 })
@@ -79,18 +89,33 @@ func New(name, addr string, log *slog.Logger) *Service {
 		[]string{"version", "service", "goversion"}, func(emit func(metrics.Sample)) {
 			emit(metrics.Sample{Labels: []string{Version, name, runtime.Version()}, Value: 1})
 		})
-	s.mux.HandleFunc("GET /metrics", s.serveMetrics)
-	s.mux.HandleFunc("GET /healthz", s.serveHealth)
-	s.mux.HandleFunc("GET /{$}", s.serveIndex)
+	s.handler = s.countRequests(s.mux)
+	s.Handle("GET /metrics", s.Metrics.Handler(promLog{s.Log}))
+	s.HandleFunc("GET /healthz", s.serveHealth)
+	s.HandleFunc("GET /{$}", s.serveIndex)
 	return s
 }
 
 // Handle registers a control endpoint (Go 1.22 patterns, e.g. "POST /start").
-func (s *Service) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+func (s *Service) Handle(pattern string, h http.Handler) {
+	s.mux.Handle(pattern, h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.routes[pattern] = routeLabel(pattern)
+}
 
 // HandleFunc registers a control endpoint function.
 func (s *Service) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request)) {
-	s.mux.HandleFunc(pattern, h)
+	s.Handle(pattern, http.HandlerFunc(h))
+}
+
+// routeLabel is the path label of a registered pattern: its path, without
+// the method or host ("GET /v1/lists/{id}" -> "/v1/lists/{id}").
+func routeLabel(pattern string) string {
+	if i := strings.IndexByte(pattern, '/'); i >= 0 {
+		return pattern[i:]
+	}
+	return pattern
 }
 
 // AddCheck adds a named health check; /healthz fails naming every failing one.
@@ -132,8 +157,9 @@ func (s *Service) Addr() string {
 // Ready is closed once the service listens.
 func (s *Service) Ready() <-chan struct{} { return s.ready }
 
-// Handler is the service's HTTP handler, for tests with httptest.
-func (s *Service) Handler() http.Handler { return s.mux }
+// Handler is the service's HTTP handler, as Run serves it, for tests with
+// httptest.
+func (s *Service) Handler() http.Handler { return s.handler }
 
 // Run serves until ctx ends, then stops gracefully: HTTP stops accepting and
 // drains, and the stop hooks run. A hook's error is returned (joined), named.
@@ -145,7 +171,7 @@ func (s *Service) Run(ctx context.Context) error {
 	s.mu.Lock()
 	s.ln = ln
 	s.mu.Unlock()
-	srv := &http.Server{Handler: s.logRequests(s.mux), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	close(s.ready)
@@ -218,9 +244,12 @@ func stopReason(ctx context.Context, serveErr error) string {
 	return "context done"
 }
 
-func (s *Service) serveMetrics(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	_, _ = s.Metrics.WriteTo(w)
+// promLog logs the metric families that failed to collect (promhttp
+// leaves them out of the scrape and says why here).
+type promLog struct{ log *slog.Logger }
+
+func (l promLog) Println(v ...any) {
+	l.log.Error("metrics", "err", strings.TrimSuffix(fmt.Sprintln(v...), "\n"))
 }
 
 // Health is the /healthz document.
@@ -279,17 +308,26 @@ func (r *statusRecorder) WriteHeader(code int) {
 	r.ResponseWriter.WriteHeader(code)
 }
 
-func (s *Service) logRequests(h http.Handler) http.Handler {
+// countRequests counts requests by route and status and logs them. The
+// path label is the route the mux matched (its pattern's path), never the
+// request's own path: that is the client's to choose, so it would make one
+// series per scanner probe, and could hold bytes the exposition has to
+// escape. Requests that match no route are counted as "other".
+func (s *Service) countRequests(h http.Handler) http.Handler {
 	reqs := s.Metrics.CounterVec("appliance_http_requests_total", "HTTP requests by path and status.", "path", "code")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := &statusRecorder{ResponseWriter: w, status: 200}
 		t0 := time.Now()
 		h.ServeHTTP(rec, r)
-		path := r.URL.Path
-		if strings.Count(path, "/") > 3 { // keep label cardinality bounded
+		// The mux sets r.Pattern, but for some redirects to a path
+		// derived from the request: only a registered pattern is a route.
+		s.mu.Lock()
+		path, ok := s.routes[r.Pattern]
+		s.mu.Unlock()
+		if !ok {
 			path = "other"
 		}
-		reqs.With(path, fmt.Sprint(rec.status)).Inc()
+		reqs.WithLabelValues(path, strconv.Itoa(rec.status)).Inc()
 		if r.URL.Path != "/metrics" && r.URL.Path != "/healthz" {
 			s.Log.Debug("http", "method", r.Method, "path", r.URL.Path, "status", rec.status, "took", time.Since(t0))
 		}

@@ -3,8 +3,10 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -76,8 +78,9 @@ func TestServiceLifecycle(t *testing.T) {
 	}
 	body, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, want := range []string{"testsvc_things_total 5", "appliance_up 1", `appliance_build_info{version="dev",service="testsvc"`,
-		`appliance_http_requests_total{path="/echo",code="200"} 1`} {
+	for _, want := range []string{"testsvc_things_total 5", "appliance_up 1", `appliance_build_info{goversion="go`, `service="testsvc",version="dev"} 1`,
+		`appliance_http_requests_total{code="200",path="/echo"} 1`, `appliance_http_requests_total{code="400",path="/echo"} 1`,
+		"go_goroutines ", "process_start_time_seconds "} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %q:\n%s", want, body)
 		}
@@ -140,5 +143,50 @@ func TestComponents(t *testing.T) {
 	go func() { <-s.Ready(); cancel() }()
 	if err := s.Run(ctx); err != nil {
 		t.Fatalf("normal stop: %v", err)
+	}
+}
+
+// TestRequestsByRoute: requests are counted by the route that served them,
+// whatever path the client sent; a request no route serves (not found,
+// wrong method, a redirect made from the client's path) is "other".
+func TestRequestsByRoute(t *testing.T) {
+	s := New("svc", "127.0.0.1:0", nil)
+	s.HandleFunc("GET /v1/lists/{id}", func(w http.ResponseWriter, r *http.Request) {})
+	s.HandleFunc("POST /v1/load", func(w http.ResponseWriter, r *http.Request) {})
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	for _, path := range []string{"/v1/lists/1", "/v1/lists/2", "/v1/lists/%ff", "/v1/load", "/nope", "/a%09b", "/v1/../v1/lists/3"} {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	got := map[string]float64{}
+	fams, err := s.Metrics.Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != "appliance_http_requests_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			var path, code string
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "path" {
+					path = l.GetValue()
+				} else {
+					code = l.GetValue()
+				}
+			}
+			got[path+" "+code] = m.GetCounter().GetValue()
+		}
+	}
+	// /v1/lists/3 after the redirect of its uncleaned path; the redirect
+	// itself counts under the route it leads to.
+	want := map[string]float64{"/v1/lists/{id} 200": 4, "other 405": 1, "other 404": 2, "/v1/lists/{id} 307": 1}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("requests by route %v, want %v", got, want)
 	}
 }

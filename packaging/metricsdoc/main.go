@@ -1,10 +1,13 @@
 // Command metricsdoc writes docs/metrics.md: every Prometheus metric the
 // appliance's services register, with type, labels and help text, read from
 // the source so the list cannot drift from the code. It finds calls of the
-// internal/metrics registry's methods (Counter, Gauge, Histogram, the Func
-// and Vec forms, Collect) whose name is a string literal, or a literal plus a
-// field of a range over a table of {name, help, ...} literals, the pattern
-// the services use for families of per-port or per-collector counters.
+// internal/metrics registry's methods (Counter, Gauge, the Func and Vec
+// forms, Collect) whose name is a string literal, or a literal plus a field
+// of a range over a table of {name, help, ...} literals, the pattern the
+// services use for families of per-port or per-collector counters; the
+// client_golang constructors a registry's MustRegister takes
+// (prometheus.NewCounter(prometheus.CounterOpts{Name: ..., Help: ...}) and
+// the like); and the Go runtime's and the process's collectors.
 //
 // Run it from the module root: go run ./packaging/metricsdoc > docs/metrics.md
 package main
@@ -38,8 +41,27 @@ var methods = map[string]struct {
 }{
 	"Counter": {"counter", -1}, "CounterFunc": {"counter", -1}, "CounterVec": {"counter", 2},
 	"Gauge": {"gauge", -1}, "GaugeFunc": {"gauge", -1}, "GaugeVec": {"gauge", 2},
-	"Histogram": {"histogram", -1}, "HistogramVec": {"histogram", 3},
 	"Collect": {"", -1},
+}
+
+// ctors maps a client_golang constructor to its metric type and the index
+// of its label argument (-1: none); its first argument is the Opts literal.
+var ctors = map[string]struct {
+	typ    string
+	labels int
+}{
+	"NewCounter": {"counter", -1}, "NewCounterFunc": {"counter", -1}, "NewCounterVec": {"counter", 1},
+	"NewGauge": {"gauge", -1}, "NewGaugeFunc": {"gauge", -1}, "NewGaugeVec": {"gauge", 1},
+	"NewHistogram": {"histogram", -1}, "NewHistogramVec": {"histogram", 1},
+	"NewSummary": {"summary", -1}, "NewSummaryVec": {"summary", 1},
+}
+
+// runtimeCollectors are client_golang's collectors of the Go runtime's and
+// the process's metrics: their families are the library's, documented as
+// one row each.
+var runtimeCollectors = map[string]Metric{
+	"NewGoCollector":      {Name: "go_*", Type: "various", Help: "The Go runtime's metrics (client_golang's Go collector): goroutines, threads, garbage collection, memory, GOGC, GOMEMLIMIT, GOMAXPROCS."},
+	"NewProcessCollector": {Name: "process_*", Type: "various", Help: "The process's metrics (client_golang's process collector): CPU time, resident and virtual memory, open file descriptors, start time, network bytes."},
 }
 
 // services names the command that serves a package's metrics.
@@ -101,7 +123,29 @@ func scan(path string) ([]Metric, error) {
 			return true
 		}
 		sel, ok := call.Fun.(*ast.SelectorExpr)
-		if !ok || len(call.Args) < 2 {
+		if !ok {
+			return true
+		}
+		pos := fset.Position(call.Pos())
+		at := func(m Metric) Metric {
+			m.Pkg, m.File, m.Line = filepath.ToSlash(filepath.Dir(path)), filepath.ToSlash(path), pos.Line
+			return m
+		}
+		if pkg, ok := sel.X.(*ast.Ident); ok {
+			switch pkg.Name {
+			case "collectors":
+				if m, ok := runtimeCollectors[sel.Sel.Name]; ok {
+					out = append(out, at(m))
+				}
+				return true
+			case "prometheus":
+				if m, ok := fromOpts(call, ctors[sel.Sel.Name].typ, ctors[sel.Sel.Name].labels); ok {
+					out = append(out, at(m))
+				}
+				return true
+			}
+		}
+		if len(call.Args) < 2 {
 			return true
 		}
 		m, ok := methods[sel.Sel.Name]
@@ -126,13 +170,46 @@ func scan(path string) ([]Metric, error) {
 					labels = append(labels, lit(a))
 				}
 			}
-			pos := fset.Position(call.Pos())
-			out = append(out, Metric{Name: name, Type: typ, Help: help, Labels: labels,
-				Pkg: filepath.ToSlash(filepath.Dir(path)), File: filepath.ToSlash(path), Line: pos.Line})
+			out = append(out, at(Metric{Name: name, Type: typ, Help: help, Labels: labels}))
 		}
 		return true
 	})
 	return out, nil
+}
+
+// fromOpts reads a client_golang constructor's Opts literal: Name (joined
+// to Namespace and Subsystem as the library joins them), Help, and the
+// label names of the Vec forms.
+func fromOpts(call *ast.CallExpr, typ string, labelArg int) (Metric, bool) {
+	if typ == "" || len(call.Args) == 0 {
+		return Metric{}, false
+	}
+	cl, ok := call.Args[0].(*ast.CompositeLit)
+	if !ok {
+		return Metric{}, false
+	}
+	f := map[string]string{}
+	for _, el := range cl.Elts {
+		if kv, ok := el.(*ast.KeyValueExpr); ok {
+			if k, ok := kv.Key.(*ast.Ident); ok {
+				f[k.Name] = row{}.str(kv.Value)
+			}
+		}
+	}
+	var parts []string
+	for _, p := range []string{f["Namespace"], f["Subsystem"], f["Name"]} {
+		if p != "" {
+			parts = append(parts, p)
+		}
+	}
+	m := Metric{Name: strings.Join(parts, "_"), Type: typ, Help: f["Help"]}
+	if f["Name"] == "" || !validName(m.Name) {
+		return Metric{}, false
+	}
+	if labelArg >= 0 && labelArg < len(call.Args) {
+		m.Labels = stringList(call.Args[labelArg])
+	}
+	return m, true
 }
 
 func validName(s string) bool {
@@ -322,12 +399,10 @@ func stringList(e ast.Expr) []string {
 func typeName(e ast.Expr) string {
 	if s, ok := e.(*ast.SelectorExpr); ok {
 		switch s.Sel.Name {
-		case "CounterType":
+		case "CounterType", "CounterValue":
 			return "counter"
-		case "GaugeType":
+		case "GaugeType", "GaugeValue":
 			return "gauge"
-		case "HistogramType":
-			return "histogram"
 		}
 	}
 	return "?"
@@ -342,10 +417,13 @@ func write(ms []Metric) {
 	})
 	fmt.Println("# Metrics")
 	fmt.Println()
-	fmt.Println("Every service serves Prometheus text on `GET /metrics` at its listen address (`appliance status`")
-	fmt.Println("lists them). This file is generated from the metric registrations in the source by")
-	fmt.Println("`go run ./packaging/metricsdoc` (`make docs`); do not edit it by hand. The Grafana dashboard")
-	fmt.Println("`packaging/grafana/appliance.json` plots them.")
+	fmt.Println("Every service serves its metrics on `GET /metrics` at its listen address (`appliance status`")
+	fmt.Println("lists them): the Prometheus text format, or OpenMetrics to a scraper that asks for it, gzip-compressed")
+	fmt.Println("when the scraper accepts it. Each service's registry holds its own families, the ones every service")
+	fmt.Println("has, and the Go runtime's and the process's. HTTP requests are counted by route (`path` is the")
+	fmt.Println("pattern the request matched, `other` when none did). This file is generated from the metric")
+	fmt.Println("registrations in the source by `go run ./packaging/metricsdoc` (`make docs`); do not edit it by")
+	fmt.Println("hand. The Grafana dashboard `packaging/grafana/appliance.json` plots them.")
 	pkg := ""
 	for _, m := range ms {
 		if m.Pkg != pkg {

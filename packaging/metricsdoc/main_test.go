@@ -45,9 +45,23 @@ func TestFindsEveryServiceMetric(t *testing.T) {
 	for _, line := range strings.Split(s.Metrics.String(), "\n") {
 		if rest, ok := strings.CutPrefix(line, "# HELP "); ok {
 			name, help, _ := strings.Cut(rest, " ")
+			if p, _, _ := strings.Cut(name, "_"); p == "go" || p == "process" {
+				// The runtime collectors' families, one row each.
+				if m, ok := found[p+"_*"]; !ok || m.Pkg != "internal/service" {
+					t.Errorf("%s: no %s_* row: %+v", name, p, m)
+				}
+				continue
+			}
 			if m, ok := found[name]; !ok || m.Help != help {
 				t.Errorf("%s: found %+v, want help %q", name, m, help)
 			}
+		}
+	}
+	// Every family the source registers is the appliance's (a scrape
+	// shows only the families that have series; this sees them all).
+	for name, m := range found {
+		if !strings.HasPrefix(name, "appliance_") && name != "go_*" && name != "process_*" {
+			t.Errorf("%s (%s:%d): not prefixed appliance_", name, m.File, m.Line)
 		}
 	}
 	for name, typ := range map[string]string{
@@ -79,5 +93,32 @@ func TestDashboardMetricsExist(t *testing.T) {
 		if _, ok := found[n]; !ok {
 			t.Errorf("the dashboard queries %s, which no service registers", n)
 		}
+	}
+}
+
+// TestClientGolangConstructors: a family registered with client_golang's
+// own constructors (through a registry's MustRegister) is found, its name
+// joined from the Opts as the library joins it.
+func TestClientGolangConstructors(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.go")
+	src := `package x
+
+func register(r *metrics.Registry) {
+	r.MustRegister(prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "appliance", Subsystem: "x",
+		Name: "wait_seconds", Help: "Waits.", Buckets: prometheus.DefBuckets}, []string{"queue"}))
+	r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "appliance_x_depth", Help: "Depth."}, depth))
+	r.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: "not a literal"}))
+}
+`
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := scan(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) != 2 || ms[0].Name != "appliance_x_wait_seconds" || ms[0].Type != "histogram" || ms[0].Help != "Waits." ||
+		strings.Join(ms[0].Labels, ",") != "queue" || ms[1].Name != "appliance_x_depth" || ms[1].Type != "gauge" || ms[1].Line != 6 {
+		t.Fatalf("found %+v", ms)
 	}
 }

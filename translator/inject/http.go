@@ -84,7 +84,7 @@ func (in *Injector) Register(s *service.Service) {
 		func() float64 { return float64(in.loop.Polls.Load()) })
 	s.Metrics.CounterFunc("appliance_inject_poll_loop_busy_polls_total", "Passes of the pipeline loop that did work.",
 		func() float64 { return float64(in.loop.Busy.Load()) })
-	s.Metrics.CounterFunc("appliance_inject_mirror_sequence", "Mirrored copies made (the last mirror sequence number).",
+	s.Metrics.CounterFunc("appliance_inject_mirror_sequence_total", "Mirrored copies made (the last mirror sequence number).",
 		func() float64 { return float64(in.seq.Load()) })
 	type field struct {
 		name, help string

@@ -116,11 +116,11 @@ func (in *Injector) reloadOnHangup(svc *service.Service, s Spec, o RunOptions) {
 			case <-hup:
 			}
 			if err := in.reload(&cur, o.Reload); err != nil {
-				reloads.With("refused").Inc()
+				reloads.WithLabelValues("refused").Inc()
 				o.Log.Error("configuration not reloaded", "err", err)
 				continue
 			}
-			reloads.With("ok").Inc()
+			reloads.WithLabelValues("ok").Inc()
 			o.Log.Info("configuration reloaded", "routes", len(cur.Routes), "balance", cur.Balance)
 		}
 	})
