@@ -115,8 +115,11 @@ type WorkerStatus struct {
 	// that received something: its utilisation.
 	Polls     uint64 `json:"polls"`
 	BusyPolls uint64 `json:"busy_polls"`
-	Alive     bool   `json:"alive"`
-	Error     string `json:"error,omitempty"`
+	// MaxStall is, with Capacity set, the longest the worker went
+	// without polling (descheduled, or its backoff's longest sleep).
+	MaxStall time.Duration `json:"max_stall_ns,omitempty"`
+	Alive    bool          `json:"alive"`
+	Error    string        `json:"error,omitempty"`
 }
 
 // File is one written pcap.
@@ -141,6 +144,9 @@ type Result struct {
 	PortDropped uint64            `json:"port_dropped"`
 	Malformed   map[string]uint64 `json:"malformed,omitempty"` // by reason
 	Duration    time.Duration     `json:"duration_ns"`
+	// MaxStall is the longest any worker went without polling, with
+	// Capacity set (0 otherwise).
+	MaxStall time.Duration `json:"max_stall_ns,omitempty"`
 }
 
 // Lost is every copy the capture saw or should have seen but did not write.
@@ -329,6 +335,9 @@ func (d *Dumper) stopLocked(ctx context.Context, write bool) (*Result, error) {
 	st := d.statusLocked()
 	res := &Result{Name: d.cfg.Name, Captured: st.Captured, ArenaFull: st.ArenaFull, PortDropped: st.PortDropped,
 		Duration: time.Since(d.started)}
+	for _, w := range st.Workers {
+		res.MaxStall = max(res.MaxStall, w.MaxStall)
+	}
 	if !write {
 		return res, nil
 	}

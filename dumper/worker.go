@@ -41,9 +41,12 @@ type worker struct {
 	captured  atomic.Uint64
 	bytes     atomic.Uint64
 	arenaFull atomic.Uint64
-	alive     atomic.Bool
-	_         [64]byte
-	err       atomic.Pointer[string]
+	// maxStall is the longest gap between two passes of a capacity-capped
+	// worker's loop (ns): how long the machine kept it from draining.
+	maxStall atomic.Int64
+	alive    atomic.Bool
+	_        [64]byte
+	err      atomic.Pointer[string]
 }
 
 type slot struct {
@@ -76,13 +79,14 @@ func (w *worker) reset(epoch int64) {
 	w.captured.Store(0)
 	w.bytes.Store(0)
 	w.arenaFull.Store(0)
+	w.maxStall.Store(0)
 	w.err.Store(nil)
 }
 
 func (w *worker) status() WorkerStatus {
 	s := WorkerStatus{Queue: w.queue, Core: w.core, Received: w.received.Load(), Captured: w.captured.Load(),
 		Bytes: w.bytes.Load(), ArenaFull: w.arenaFull.Load(), Alive: w.alive.Load(),
-		Polls: w.loop.Polls.Load(), BusyPolls: w.loop.Busy.Load()}
+		Polls: w.loop.Polls.Load(), BusyPolls: w.loop.Busy.Load(), MaxStall: time.Duration(w.maxStall.Load())}
 	if e := w.err.Load(); e != nil {
 		s.Error = *e
 	}
@@ -138,7 +142,13 @@ func (w *worker) run(started chan<- error) {
 		}
 		want := limit
 		if rate > 0 {
+			// Only a capped worker reads the clock every pass: its
+			// rate needs it, and its stalls tell a starved machine
+			// from a dumper that is too slow by design.
 			now := dpdk.Nanotime()
+			if gap := now - last; gap > w.maxStall.Load() {
+				w.maxStall.Store(gap)
+			}
 			tokens = min(tokens+float64(now-last)*rate/1e9, depth)
 			last = now
 			want = min(int(tokens), limit)

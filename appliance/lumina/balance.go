@@ -81,7 +81,18 @@ type BalanceRow struct {
 	Packets float64 `json:"packets"`
 	// FirstFailure says why the first failed round failed.
 	FirstFailure string `json:"first_failure,omitempty"`
+	// Starved counts the rounds in which a dumper went without polling
+	// for more than half of what its queue holds at its share
+	// (BalanceResult.StallBudget): the machine, not the balancing, then
+	// decided whether copies were lost. StarvedFailed are those that
+	// failed integrity.
+	Starved       int `json:"starved"`
+	StarvedFailed int `json:"starved_failed"`
 }
+
+// FailedUnstarved are the rounds that failed integrity although every
+// dumper kept polling: the balancing's own failures.
+func (r BalanceRow) FailedUnstarved() int { return r.Rounds - r.Passed - r.StarvedFailed }
 
 // PassRate is the fraction of rounds whose trace passed integrity.
 func (r BalanceRow) PassRate() float64 {
@@ -98,6 +109,10 @@ type BalanceResult struct {
 	OfferedPPS   float64       `json:"offered_pps"`
 	Rows         []BalanceRow  `json:"rows"`
 	TrafficFails int           `json:"traffic_failures"`
+	// StallBudget is half of how long a dumper's queue holds its share
+	// of the copies under per-packet balancing; a round with a longer
+	// stall counts as starved.
+	StallBudget time.Duration `json:"stall_budget_ns"`
 }
 
 // mirroredPerByte estimates the copies per byte a WRITE stream makes at
@@ -122,7 +137,8 @@ func RunBalance(ctx context.Context, cfg BalanceConfig) (*BalanceResult, error) 
 	}
 	offered := cfg.QPRate / 8 * float64(cfg.NumQPs) * mirroredPerByte
 	capacity := offered / float64(cfg.Dumpers) * cfg.Headroom
-	res := &BalanceResult{Config: cfg, CapacityPPS: capacity, OfferedPPS: offered}
+	res := &BalanceResult{Config: cfg, CapacityPPS: capacity, OfferedPPS: offered,
+		StallBudget: time.Duration(float64(cfg.RingSize) / (offered / float64(cfg.Dumpers)) / 2 * 1e9)}
 	const msgSize = 64 << 10
 	msgs := max(1, int(cfg.QPRate/8*cfg.Duration.Seconds()/msgSize))
 	for _, bal := range []inject.Balance{inject.BalanceWRR, inject.BalanceFlowHash} {
@@ -153,10 +169,21 @@ func RunBalance(ctx context.Context, cfg BalanceConfig) (*BalanceResult, error) 
 				res.TrafficFails++
 			}
 			ok := err == nil && run.IntegrityErr == nil
-			if ok {
+			starved := run.Capture != nil && maxStall(run.Capture) > res.StallBudget
+			if starved {
+				row.Starved++
+			}
+			switch {
+			case ok:
 				row.Passed++
-			} else if row.FirstFailure == "" {
+			case starved:
+				row.StarvedFailed++
+			}
+			if !ok && row.FirstFailure == "" {
 				row.FirstFailure = fmt.Sprintf("round %d: %v", r, errors.Join(err, run.IntegrityErr))
+				if starved {
+					row.FirstFailure += fmt.Sprintf(" (a dumper stalled %v, over the %v budget)", maxStall(run.Capture).Round(time.Millisecond), res.StallBudget.Round(time.Millisecond))
+				}
 			}
 			if run.Trace != nil {
 				pkts += run.Trace.Packets
@@ -181,6 +208,15 @@ func RunBalance(ctx context.Context, cfg BalanceConfig) (*BalanceResult, error) 
 	return res, nil
 }
 
+// maxStall is the longest any dumper of the capture went without polling.
+func maxStall(c *Capture) time.Duration {
+	var m time.Duration
+	for _, r := range c.Results {
+		m = max(m, r.MaxStall)
+	}
+	return m
+}
+
 func balanceName(b inject.Balance) string {
 	if b == inject.BalanceFlowHash {
 		return "flow-hash"
@@ -192,9 +228,12 @@ func balanceName(b inject.Balance) string {
 func (r *BalanceResult) Table() string {
 	s := fmt.Sprintf("per-packet load balancing (Lumina Fig. 7b): %d dumpers at %.0f copies/s each, %d QPs offering %.0f copies/s\n",
 		r.Config.Dumpers, r.CapacityPPS, r.Config.NumQPs, r.OfferedPPS)
-	s += fmt.Sprintf("%-16s %8s %10s %12s %14s\n", "mirroring", "rounds", "integrity", "lost copies", "packets/round")
+	s += fmt.Sprintf("%-16s %8s %10s %12s %14s %9s\n", "mirroring", "rounds", "integrity", "lost copies", "packets/round", "starved")
 	for _, row := range r.Rows {
-		s += fmt.Sprintf("%-16s %8d %9.0f%% %12d %14.0f\n", row.Balance, row.Rounds, 100*row.PassRate(), row.Lost, row.Packets)
+		s += fmt.Sprintf("%-16s %8d %9.0f%% %12d %14.0f %5d (%d failed)\n", row.Balance, row.Rounds, 100*row.PassRate(), row.Lost, row.Packets,
+			row.Starved, row.StarvedFailed)
 	}
+	s += fmt.Sprintf("starved: a dumper went without polling for over %v (half its queue at its share); the machine, not the balancing, decided those rounds\n",
+		r.StallBudget.Round(time.Millisecond))
 	return s
 }

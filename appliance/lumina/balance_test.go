@@ -23,8 +23,11 @@ func TestBalance(t *testing.T) {
 		t.Fatalf("%d rounds of traffic failed", res.TrafficFails)
 	}
 	wrr, flow := res.Rows[0], res.Rows[1]
-	if wrr.Passed != wrr.Rounds || wrr.Lost != 0 {
-		t.Fatalf("per-packet WRR: %+v", wrr)
+	if wrr.FailedUnstarved() != 0 {
+		t.Fatalf("per-packet WRR lost copies with every dumper polling: %+v", wrr)
+	}
+	if wrr.Starved == wrr.Rounds {
+		t.Skipf("every WRR round starved a dumper for over %v: the machine is too busy to tell the balancers apart", res.StallBudget)
 	}
 	if flow.Passed == flow.Rounds || flow.Lost == 0 {
 		t.Fatalf("flow-hash mirroring lost nothing: %+v", flow)
