@@ -207,14 +207,18 @@ func (c *cliConn) read(r io.Reader) {
 // start waits for the first prompt, learns the hostname from it, gets
 // privileges and runs the session setup.
 func (c *cliConn) start(ctx context.Context) error {
-	learn := regexp.MustCompile(strings.ReplaceAll(c.spec.prompt, "HOST", "("+hostPattern+")"))
+	pat := c.spec.prompt
+	for i := 0; strings.Contains(pat, "HOST"); i++ {
+		pat = strings.Replace(pat, "HOST", fmt.Sprintf("(?P<host%d>%s)", i, hostPattern), 1)
+	}
+	learn := regexp.MustCompile(pat)
 	_, last, err := c.wait(ctx, learn, "")
 	if err != nil {
 		return fmt.Errorf("%s: no prompt: %w", c.sw, err)
 	}
 	host := ""
-	for _, m := range learn.FindStringSubmatch(last)[1:] {
-		if m != "" {
+	for i, m := range learn.FindStringSubmatch(last) {
+		if m != "" && strings.HasPrefix(learn.SubexpNames()[i], "host") {
 			host = m
 			break
 		}

@@ -307,7 +307,15 @@ func (s *Switch) interact(ch ssh.Channel, sh shell) {
 	}
 }
 
-// failOn and ignore apply the options to a configuration line.
+// SetFailOn changes Options.FailOn (nil: refuse nothing).
+func (s *Switch) SetFailOn(re *regexp.Regexp) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.opts.FailOn = re
+}
+
+// failOn and ignore apply the options to a configuration line (the lock
+// is held).
 func (s *Switch) failOn(line string) bool {
 	return s.opts.FailOn != nil && s.opts.FailOn.MatchString(line)
 }
