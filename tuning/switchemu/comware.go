@@ -12,36 +12,10 @@ import (
 // '^' position." for what no view knows.
 type comwareVendor struct{}
 
-func (comwareVendor) base() string { return "user" }
-
-func (comwareVendor) defaults(o *Options) {
-	if o.Hostname == "" {
-		o.Hostname = "H3C"
-	}
-	if len(o.Ports) == 0 {
-		o.Ports = []string{"HundredGigE1/0/1", "HundredGigE1/0/2", "HundredGigE1/0/3", "HundredGigE1/0/4"}
-	}
-}
-
-func (comwareVendor) initial(o *Options) *node {
-	root := &node{}
-	root.set("lldp global enable", "lldp global enable")
-	for _, p := range o.Ports {
-		root.child("interface "+p).set("port link-mode bridge", "port link-mode")
-	}
-	return root
-}
-
-func (comwareVendor) banner(*Options) string {
-	return "******************************************************************************\n* Copyright (c) 2004-2023 New H3C Technologies Co., Ltd. All rights reserved.*\n******************************************************************************\n"
-}
-
-func (comwareVendor) unknown(string) string {
-	return "                  ^\n % Unrecognized command found at '^' position."
-}
-
-func (comwareVendor) bad(string) string {
-	return "                  ^\n % Wrong parameter found at '^' position."
+func (comwareVendor) look() look {
+	return look{host: "H3C", ports: []string{"HundredGigE1/0/1", "HundredGigE1/0/2", "HundredGigE1/0/3", "HundredGigE1/0/4"}, global: []string{"lldp global enable"}, base: "user", banner: "******************************************************************************\n* Copyright (c) 2004-2023 New H3C Technologies Co., Ltd. All rights reserved.*\n******************************************************************************\n",
+		unknown: "                  ^\n % Unrecognized command found at '^' position.", bad: "                  ^\n % Wrong parameter found at '^' position.",
+		port: []string{"port link-mode bridge"}}
 }
 
 func (comwareVendor) prompt(sh *modalShell) string {
@@ -117,14 +91,8 @@ func (v comwareVendor) rules() []rule {
 					return out("Deleting the file permanently will take a long time. Please wait...\nDeleted file %s.", m[1])
 				}}
 		}),
-		r(views, `return`, false, func(sh *modalShell, _ []string) reply {
-			sh.toBase()
-			return reply{}
-		}),
-		r(views, `quit`, false, func(sh *modalShell, _ []string) reply {
-			sh.pop()
-			return reply{}
-		}),
+		r(views, `return`, false, toBase),
+		r(views, `quit`, false, pop),
 		r("system", `configuration replace file (flash:/[\w.\-]+)`, false, func(sh *modalShell, m []string) reply {
 			f, ok := sh.st.files[m[1]]
 			if !ok {
@@ -144,17 +112,11 @@ func (v comwareVendor) rules() []rule {
 			sh.push("table", m[0], "-wred-table-"+m[1])
 			return reply{}
 		}),
-		r("system", `interface (\S+)`, true, func(sh *modalShell, m []string) reply {
-			if !sh.st.hasPort(m[1]) {
-				return reply{out: v.bad(m[0])}
-			}
-			sh.push("if", m[0], "-"+m[1])
-			return reply{}
-		}),
+		r("system", `interface (\S+)`, true, enterPort(func(p string) string { return "-" + p }, func(string) string { return v.look().bad })),
 		r("table", `queue ([0-7]) drop-level ([0-2]) low-limit (\d+) high-limit (\d+) discard-probability (\d+)`, true, func(sh *modalShell, m []string) reply {
 			lo, hi, p := num(m[3]), num(m[4]), num(m[5])
 			if hi > 16000 || lo > hi || p > 100 {
-				return reply{out: v.bad(m[0])}
+				return reply{out: v.look().bad}
 			}
 			sh.set(m[0], "queue "+m[1]+" drop-level "+m[2])
 			return reply{}

@@ -12,32 +12,11 @@ import (
 // commit|abort" from exec), "% Invalid input" for what no mode knows.
 type eosVendor struct{}
 
-func (eosVendor) base() string { return "exec>" }
-
-func (eosVendor) defaults(o *Options) {
-	if o.Hostname == "" {
-		o.Hostname = "leaf1"
-	}
-	if len(o.Ports) == 0 {
-		o.Ports = []string{"Ethernet1", "Ethernet2", "Ethernet3", "Ethernet4"}
-	}
+func (eosVendor) look() look {
+	return look{host: "leaf1", ports: []string{"Ethernet1", "Ethernet2", "Ethernet3", "Ethernet4"}, global: []string{"spanning-tree mode mstp", "ip routing"}, base: "exec>", banner: "Last login: from 127.0.0.1\n",
+		unknown: "% Invalid input", bad: "% Invalid input",
+		port: []string{"mtu 9214"}}
 }
-
-func (eosVendor) initial(o *Options) *node {
-	root := &node{}
-	root.set("spanning-tree mode mstp", "spanning-tree mode")
-	for _, p := range o.Ports {
-		n := root.child("interface " + p)
-		n.set("mtu 9214", "mtu")
-	}
-	root.set("ip routing", "ip routing")
-	return root
-}
-
-func (eosVendor) banner(*Options) string { return "Last login: from 127.0.0.1\n" }
-
-func (eosVendor) unknown(string) string { return "% Invalid input" }
-func (eosVendor) bad(string) string     { return "% Invalid input" }
 
 // eosShort is EOS's short interface name in prompts (Ethernet1/2 -> Et1/2).
 func eosShort(p string) string { return strings.Replace(p, "Ethernet", "Et", 1) }
@@ -174,21 +153,9 @@ func (v eosVendor) rules() []rule {
 			sh.toBase()
 			return reply{}
 		}),
-		r(anyConfig, `end`, false, func(sh *modalShell, _ []string) reply {
-			sh.toBase()
-			return reply{}
-		}),
-		r(anyConfig, `exit`, false, func(sh *modalShell, _ []string) reply {
-			sh.pop()
-			return reply{}
-		}),
-		r("config", `interface (Ethernet[0-9/]+)`, true, func(sh *modalShell, m []string) reply {
-			if !sh.st.hasPort(m[1]) {
-				return out("%% Interface %s does not exist", m[1])
-			}
-			sh.push("if", "interface "+m[1], "if-"+eosShort(m[1]))
-			return reply{}
-		}),
+		r(anyConfig, `end`, false, toBase),
+		r(anyConfig, `exit`, false, pop),
+		r("config", `interface (Ethernet[0-9/]+)`, true, enterPort(func(p string) string { return "if-" + eosShort(p) }, func(p string) string { return "% Interface " + p + " does not exist" })),
 		r("config", `platform trident mmu queue profile (\S+)`, true, func(sh *modalShell, m []string) reply {
 			sh.push("mmu", "platform trident mmu queue profile "+m[1], "trident-mmu-queue-profile-"+m[1])
 			return reply{}

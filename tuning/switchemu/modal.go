@@ -54,18 +54,10 @@ func (n *node) set(line, key string) {
 
 // vendor is what differs between the modal CLIs.
 type vendor interface {
-	defaults(o *Options)
-	initial(o *Options) *node
+	look() look
 	rules() []rule
 	prompt(sh *modalShell) string
-	// unknown is the output for a command no mode on the way up knows;
-	// bad for a known command with a value the switch refuses.
-	unknown(line string) string
-	bad(line string) string
 	render(st *modalState, root *node) string
-	banner(o *Options) string
-	// base is the mode kind a login starts in.
-	base() string
 }
 
 // rule is one command: the modes it is valid in, its grammar and what it
@@ -96,11 +88,37 @@ type modalState struct {
 	trial *node
 }
 
+// look is a vendor's factory state: its default hostname and ports, the
+// global lines and the lines every interface starts with.
+type look struct {
+	host         string
+	ports        []string
+	global, port []string
+	// base is the mode kind a login starts in; banner what it prints
+	// first; unknown the output for a command no mode on the way up
+	// knows, bad for a known command with a value the switch refuses.
+	base, banner, unknown, bad string
+}
+
 func newModal(o *Options, v vendor) *modalState {
-	v.defaults(o)
+	lk := v.look()
+	if o.Hostname == "" {
+		o.Hostname = lk.host
+	}
+	if len(o.Ports) == 0 {
+		o.Ports = lk.ports
+	}
 	st := &modalState{o: o, v: v, sessions: map[string]*node{}, timers: map[string]*node{},
-		checkpoints: map[string]*node{}, files: map[string]*node{}}
-	st.run = v.initial(o)
+		checkpoints: map[string]*node{}, files: map[string]*node{}, run: &node{}}
+	for _, l := range lk.global {
+		st.run.set(l, l)
+	}
+	for _, p := range o.Ports {
+		n := st.run.child("interface " + p)
+		for _, l := range lk.port {
+			n.set(l, strings.Fields(l)[0])
+		}
+	}
 	st.start = st.run.clone()
 	return st
 }
@@ -156,10 +174,10 @@ type modalShell struct {
 }
 
 func (st *modalState) newShell(sw *Switch) shell {
-	return &modalShell{sw: sw, st: st, modes: []mode{{kind: st.v.base()}}}
+	return &modalShell{sw: sw, st: st, modes: []mode{{kind: st.v.look().base}}}
 }
 
-func (sh *modalShell) banner() string { return sh.st.v.banner(sh.st.o) }
+func (sh *modalShell) banner() string { return sh.st.v.look().banner }
 func (sh *modalShell) prompt() string { return sh.st.v.prompt(sh) }
 func (sh *modalShell) top() mode      { return sh.modes[len(sh.modes)-1] }
 func (sh *modalShell) host() string   { return sh.st.o.Hostname }
@@ -198,6 +216,30 @@ func (sh *modalShell) pop() {
 
 func (sh *modalShell) toBase() { sh.modes = sh.modes[:1] }
 
+// enterPort is the action of "interface NAME": the interface must exist
+// (missing is what the vendor says when it does not), its mode's prompt
+// label is label(NAME).
+func enterPort(label func(string) string, missing func(string) string) func(sh *modalShell, m []string) reply {
+	return func(sh *modalShell, m []string) reply {
+		if !sh.st.hasPort(m[1]) {
+			return reply{out: missing(m[1])}
+		}
+		sh.push("if", m[0], label(m[1]))
+		return reply{}
+	}
+}
+
+// toBase and pop as rules' actions (end, return; exit, quit).
+func toBase(sh *modalShell, _ []string) reply {
+	sh.toBase()
+	return reply{}
+}
+
+func pop(sh *modalShell, _ []string) reply {
+	sh.pop()
+	return reply{}
+}
+
 func isBase(kind string) bool { return kind == "exec" || kind == "exec>" || kind == "user" }
 
 func (sh *modalShell) exec(line string) reply {
@@ -222,7 +264,7 @@ func (sh *modalShell) exec(line string) reply {
 				continue
 			}
 			if ru.cfg && sh.sw.failOn(line) {
-				return reply{out: v.bad(line)}
+				return reply{out: v.look().bad}
 			}
 			sh.modes = sh.modes[:i+1]
 			if ru.cfg && sh.sw.ignore(line) {
@@ -231,7 +273,7 @@ func (sh *modalShell) exec(line string) reply {
 			return ru.do(sh, m)
 		}
 	}
-	return reply{out: v.unknown(line)}
+	return reply{out: v.look().unknown}
 }
 
 func contains(l []string, s string) bool {

@@ -14,36 +14,11 @@ import (
 // no mode knows.
 type nxosVendor struct{}
 
-func (nxosVendor) base() string { return "exec" }
-
-func (nxosVendor) defaults(o *Options) {
-	if o.Hostname == "" {
-		o.Hostname = "n9k-leaf1"
-	}
-	if len(o.Ports) == 0 {
-		o.Ports = []string{"Ethernet1/1", "Ethernet1/2", "Ethernet1/3", "Ethernet1/4"}
-	}
+func (nxosVendor) look() look {
+	return look{host: "n9k-leaf1", ports: []string{"Ethernet1/1", "Ethernet1/2", "Ethernet1/3", "Ethernet1/4"}, global: []string{"feature lldp"}, base: "exec", banner: "Cisco NX-OS Software\nCopyright (c) 2002-2023, Cisco Systems, Inc. All rights reserved.\n",
+		unknown: "                  ^\n% Invalid command at '^' marker.", bad: "                  ^\n% Invalid command at '^' marker.",
+		port: []string{"mtu 9216", "no shutdown"}}
 }
-
-func (nxosVendor) initial(o *Options) *node {
-	root := &node{}
-	root.set("feature lldp", "feature lldp")
-	for _, p := range o.Ports {
-		n := root.child("interface " + p)
-		n.set("mtu 9216", "mtu")
-		n.set("no shutdown", "shutdown")
-	}
-	return root
-}
-
-func (nxosVendor) banner(*Options) string {
-	return "Cisco NX-OS Software\nCopyright (c) 2002-2023, Cisco Systems, Inc. All rights reserved.\n"
-}
-
-func (nxosVendor) unknown(string) string {
-	return "                  ^\n% Invalid command at '^' marker."
-}
-func (nxosVendor) bad(string) string { return "                  ^\n% Invalid command at '^' marker." }
 
 var nxosLabels = map[string]string{"config": "config", "pmap-nqos": "config-pmap-nqos", "pmap-c-nqos": "config-pmap-nqos-c",
 	"pmap-que": "config-pmap-que", "pmap-c-que": "config-pmap-c-que", "sys-qos": "config-sys-qos", "if": "config-if"}
@@ -117,14 +92,8 @@ func (v nxosVendor) rules() []rule {
 			sh.st.start = sh.st.run.clone()
 			return out("[########################################] 100%%\nCopy complete, now saving to disk (please wait)...\nCopy complete.")
 		}),
-		r(anyConfig, `end`, false, func(sh *modalShell, _ []string) reply {
-			sh.toBase()
-			return reply{}
-		}),
-		r(anyConfig, `exit`, false, func(sh *modalShell, _ []string) reply {
-			sh.pop()
-			return reply{}
-		}),
+		r(anyConfig, `end`, false, toBase),
+		r(anyConfig, `exit`, false, pop),
 		r("config", `policy-map type network-qos (\S+)`, true, func(sh *modalShell, m []string) reply {
 			sh.push("pmap-nqos", m[0], "")
 			return reply{}
@@ -137,13 +106,7 @@ func (v nxosVendor) rules() []rule {
 			sh.push("sys-qos", m[0], "")
 			return reply{}
 		}),
-		r("config", `interface (\S+)`, true, func(sh *modalShell, m []string) reply {
-			if !sh.st.hasPort(m[1]) {
-				return out("ERROR: Invalid interface %s", m[1])
-			}
-			sh.push("if", m[0], "")
-			return reply{}
-		}),
+		r("config", `interface (\S+)`, true, enterPort(func(string) string { return "" }, func(p string) string { return "ERROR: Invalid interface " + p })),
 		r("pmap-nqos", `class type network-qos (c-8q-nq[0-7]|c-8q-nq-default)`, true, func(sh *modalShell, m []string) reply {
 			sh.push("pmap-c-nqos", m[0], "")
 			return reply{}
@@ -161,7 +124,7 @@ func (v nxosVendor) rules() []rule {
 				p, _ := strconv.Atoi(m[5])
 				// WRED is an egress queue's; the ingress classes take pause buffers.
 				if !strings.Contains(sh.top().node.line, "c-out-") || m[2] != m[4] || hi < lo || p > 100 {
-					return reply{out: v.bad(m[0])}
+					return reply{out: v.look().bad}
 				}
 				sh.set(m[0], "random-detect")
 				return reply{}
@@ -171,7 +134,7 @@ func (v nxosVendor) rules() []rule {
 			pause, _ := strconv.Atoi(m[2])
 			resume, _ := strconv.Atoi(m[3])
 			if !strings.Contains(sh.top().node.line, "c-in-") || pause > size || resume > pause {
-				return reply{out: v.bad(m[0])}
+				return reply{out: v.look().bad}
 			}
 			sh.set(m[0], "pause")
 			return reply{}

@@ -15,35 +15,10 @@ import (
 // Unrecognized command found at '^' position." for what no view knows.
 type vrpVendor struct{}
 
-func (vrpVendor) base() string { return "user" }
-
-func (vrpVendor) defaults(o *Options) {
-	if o.Hostname == "" {
-		o.Hostname = "HUAWEI"
-	}
-	if len(o.Ports) == 0 {
-		o.Ports = []string{"100GE1/0/1", "100GE1/0/2", "100GE1/0/3", "100GE1/0/4"}
-	}
-}
-
-func (vrpVendor) initial(o *Options) *node {
-	root := &node{}
-	for _, p := range o.Ports {
-		root.child("interface "+p).set("description to-server", "description")
-	}
-	return root
-}
-
-func (vrpVendor) banner(*Options) string {
-	return "Info: The max number of VTY users is 21, the number of current VTY users online is 1.\n"
-}
-
-func (vrpVendor) unknown(string) string {
-	return "              ^\nError: Unrecognized command found at '^' position."
-}
-
-func (vrpVendor) bad(string) string {
-	return "              ^\nError: Wrong parameter found at '^' position."
+func (vrpVendor) look() look {
+	return look{host: "HUAWEI", ports: []string{"100GE1/0/1", "100GE1/0/2", "100GE1/0/3", "100GE1/0/4"}, global: []string{}, base: "user", banner: "Info: The max number of VTY users is 21, the number of current VTY users online is 1.\n",
+		unknown: "              ^\nError: Unrecognized command found at '^' position.", bad: "              ^\nError: Wrong parameter found at '^' position.",
+		port: []string{"description to-server"}}
 }
 
 func (v vrpVendor) prompt(sh *modalShell) string {
@@ -123,10 +98,7 @@ func (v vrpVendor) rules() []rule {
 				}}
 		}),
 		r(views, `return`, false, func(sh *modalShell, _ []string) reply { return leave(sh, sh.toBase) }),
-		r("dp dcbpfc if", `quit`, false, func(sh *modalShell, _ []string) reply {
-			sh.pop()
-			return reply{}
-		}),
+		r("dp dcbpfc if", `quit`, false, pop),
 		r("system", `quit`, false, func(sh *modalShell, _ []string) reply { return leave(sh, sh.toBase) }),
 		r(views, `commit`, false, func(sh *modalShell, _ []string) reply {
 			if !sh.dirty() && sh.st.trial != nil {
@@ -138,7 +110,7 @@ func (v vrpVendor) rules() []rule {
 		}),
 		r(views, `commit trial (\d+)`, false, func(sh *modalShell, m []string) reply {
 			if n := num(m[1]); n < 60 || n > 65535 {
-				return reply{out: v.bad(m[0])}
+				return reply{out: v.look().bad}
 			}
 			if !sh.dirty() {
 				return out("Error: No configuration to be committed.")
@@ -167,17 +139,11 @@ func (v vrpVendor) rules() []rule {
 			sh.push("dcbpfc", m[0], "-dcb-pfc-default")
 			return reply{}
 		}),
-		r("system", `interface (\S+)`, true, func(sh *modalShell, m []string) reply {
-			if !sh.st.hasPort(m[1]) {
-				return reply{out: v.bad(m[0])}
-			}
-			sh.push("if", m[0], "-"+m[1])
-			return reply{}
-		}),
+		r("system", `interface (\S+)`, true, enterPort(func(p string) string { return "-" + p }, func(string) string { return v.look().bad })),
 		r("dp", `color (green|yellow|red) low-limit (\d+) high-limit (\d+) discard-percentage (\d+)`, true, func(sh *modalShell, m []string) reply {
 			lo, hi, p := num(m[2]), num(m[3]), num(m[4])
 			if hi > 100 || lo > hi || p < 1 || p > 100 {
-				return reply{out: v.bad(m[0])}
+				return reply{out: v.look().bad}
 			}
 			sh.set(m[0], "color "+m[1])
 			return reply{}
