@@ -59,7 +59,8 @@ type SSHPusher struct {
 	HostKeys ssh.HostKeyCallback
 	// KnownHosts names the file, for messages.
 	KnownHosts string
-	// Timeout bounds connecting and each command.
+	// Timeout bounds each command (defaultCommandTimeout when zero) and,
+	// up to dialTimeout, connecting.
 	Timeout time.Duration
 }
 
@@ -67,21 +68,31 @@ type SSHPusher struct {
 // "insecure" accepts any key (labs only).
 func NewSSHPusher(knownHosts string) (*SSHPusher, error) {
 	if knownHosts == "insecure" {
-		return &SSHPusher{HostKeys: ssh.InsecureIgnoreHostKey(), KnownHosts: knownHosts, Timeout: 30 * time.Second}, nil
+		return &SSHPusher{HostKeys: ssh.InsecureIgnoreHostKey(), KnownHosts: knownHosts}, nil
 	}
 	cb, err := knownhosts.New(knownHosts)
 	if err != nil {
 		return nil, fmt.Errorf("ssh: known hosts: %w", err)
 	}
-	return &SSHPusher{HostKeys: cb, KnownHosts: knownHosts, Timeout: 30 * time.Second}, nil
+	return &SSHPusher{HostKeys: cb, KnownHosts: knownHosts}, nil
 }
+
+// defaultCommandTimeout allows for the slow commands of a push: saving
+// the startup configuration, SONiC's config updater.
+const defaultCommandTimeout = 2 * time.Minute
+
+// dialTimeout bounds reaching a switch and the SSH handshake: an
+// unreachable switch should stop a push quickly.
+const dialTimeout = 15 * time.Second
 
 func (p *SSHPusher) timeout() time.Duration {
 	if p.Timeout > 0 {
 		return p.Timeout
 	}
-	return 30 * time.Second
+	return defaultCommandTimeout
 }
+
+func (p *SSHPusher) dialTimeout() time.Duration { return min(p.timeout(), dialTimeout) }
 
 func (p *SSHPusher) auth(sw Switch) ([]ssh.AuthMethod, error) {
 	var auth []ssh.AuthMethod
@@ -138,8 +149,8 @@ func (p *SSHPusher) Open(ctx context.Context, sw Switch) (Conn, error) {
 		}
 		return keyErr
 	}
-	cfg := &ssh.ClientConfig{User: sw.User, Auth: auth, HostKeyCallback: check, Timeout: p.timeout()}
-	dctx, cancel := context.WithTimeout(ctx, p.timeout())
+	cfg := &ssh.ClientConfig{User: sw.User, Auth: auth, HostKeyCallback: check, Timeout: p.dialTimeout()}
+	dctx, cancel := context.WithTimeout(ctx, p.dialTimeout())
 	defer cancel()
 	var dialer net.Dialer
 	nc, err := dialer.DialContext(dctx, "tcp", sw.Address)
@@ -148,7 +159,7 @@ func (p *SSHPusher) Open(ctx context.Context, sw Switch) (Conn, error) {
 	}
 	// The handshake has no context of its own: a deadline on the socket
 	// stands in for it.
-	nc.SetDeadline(time.Now().Add(p.timeout()))
+	nc.SetDeadline(time.Now().Add(p.dialTimeout()))
 	cc, chans, reqs, err := ssh.NewClientConn(nc, sw.Address, cfg)
 	if err != nil {
 		nc.Close()
