@@ -127,7 +127,7 @@ func checkIntents(d Dialect, ins []Intent) error {
 		}
 		for _, p := range in.Ports {
 			if err := d.CheckPort(p); err != nil {
-				return fmt.Errorf("%s: %w", in.Switch, err)
+				return fmt.Errorf("switch %s: %w", in.Switch, err)
 			}
 		}
 	}
@@ -449,7 +449,7 @@ func (e eos) Apply(ins []Intent) ([]string, error) {
 	hr, th, _ := e.parts(ins[0])
 	for _, in := range ins[1:] {
 		if h, t, _ := e.parts(in); h != hr || t != th {
-			return nil, fmt.Errorf("%s: eos: the MMU queue profile is platform-wide, so per-port scopes must agree on headroom and alpha", in.Switch)
+			return nil, fmt.Errorf("switch %s: eos: the MMU queue profile is platform-wide, so per-port scopes must agree on headroom and alpha", in.Switch)
 		}
 	}
 	cmds := []string{"platform trident mmu queue profile " + eosProfile, "   " + hr, "   " + th, "   exit",
@@ -618,12 +618,12 @@ func (vrp) standInPort(i int) string    { return fmt.Sprintf("100GE1/0/%d", i+1)
 
 func (vrp) parts(in Intent, i int) (profile, color string, err error) {
 	if in.QueueCells <= 0 {
-		return "", "", fmt.Errorf("%s: vrp: drop-profile limits are percentages of the queue length; set the switch's queue-cells", in.Switch)
+		return "", "", fmt.Errorf("switch %s: vrp: drop-profile limits are percentages of the queue length; set the switch's queue-cells", in.Switch)
 	}
 	pct := func(c int64) int { return int(math.Round(100 * float64(c) / float64(in.QueueCells))) }
 	lo, hi := pct(in.W.Kmin), pct(in.W.Kmax)
 	if hi > 100 {
-		return "", "", fmt.Errorf("%s: vrp: Kmax %d cells is above the queue length of %d cells", in.Switch, in.W.Kmax, in.QueueCells)
+		return "", "", fmt.Errorf("switch %s: vrp: Kmax %d cells is above the queue length of %d cells", in.Switch, in.W.Kmax, in.QueueCells)
 	}
 	return strings.ToLower(objName(profileName, i)),
 		fmt.Sprintf("color green low-limit %d high-limit %d discard-percentage %d", lo, hi, in.pmax()), nil
@@ -723,7 +723,7 @@ const comwareMaxLimit = 16000
 
 func (comware) parts(in Intent, i int) (table string, lines []string, ifLines []string, err error) {
 	if in.W.Kmax > comwareMaxLimit {
-		return "", nil, nil, fmt.Errorf("%s: comware: Kmax %d cells is above the WRED table's limit of %d", in.Switch, in.W.Kmax, comwareMaxLimit)
+		return "", nil, nil, fmt.Errorf("switch %s: comware: Kmax %d cells is above the WRED table's limit of %d", in.Switch, in.W.Kmax, comwareMaxLimit)
 	}
 	table = objName(profileName, i)
 	lines = []string{fmt.Sprintf("queue %d drop-level 0 low-limit %d high-limit %d discard-probability %d", in.Prio, in.W.Kmin, in.W.Kmax, in.pmax()),

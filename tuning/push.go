@@ -118,9 +118,9 @@ func (t *SwitchTarget) plans(want map[string][]Intent) ([]*switchPush, error) {
 		if err != nil {
 			return nil, fmt.Errorf("switch %s: %w", sw.Name, err)
 		}
-		cmds, err := d.Apply(ins)
+		cmds, err := d.Apply(ins) // its errors name the switch
 		if err != nil {
-			return nil, fmt.Errorf("switch %s: %w", sw.Name, err)
+			return nil, err
 		}
 		out = append(out, &switchPush{sw: sw, d: d, ins: ins, p: d.plan(cmds, pushID())})
 	}

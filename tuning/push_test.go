@@ -244,6 +244,7 @@ func TestPushBadInput(t *testing.T) {
 			if err == nil {
 				t.Fatal("accepted")
 			}
+			t.Log(err)
 			for _, w := range c.want {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q lacks %q", err, w)
@@ -263,6 +264,7 @@ func TestPushBadInput(t *testing.T) {
 		if !errors.Is(err, ErrHostKey) {
 			t.Fatalf("apply: %v", err)
 		}
+		t.Log(err)
 		fp := strings.Fields(stranger.KnownHosts())[2][:8]
 		for _, w := range []string{"spine9", "SHA256:", "ssh-ed25519", "known_hosts", "nothing was pushed"} {
 			if !strings.Contains(err.Error(), w) {
@@ -271,6 +273,28 @@ func TestPushBadInput(t *testing.T) {
 		}
 		if stranger.Logins() != 0 || len(pushed(good)) > 0 {
 			t.Errorf("logged in to the stranger (%d) or pushed %q", stranger.Logins(), pushed(good))
+		}
+	})
+	t.Run("host key changed", func(t *testing.T) {
+		// known_hosts names the switch's address with another switch's key.
+		impostor, impostorSw := emu(t, "comware", "leaf3", switchemu.Options{})
+		p := trusting(t, good)
+		f := p.KnownHosts
+		host := strings.Fields(impostor.KnownHosts())[0]
+		if err := os.WriteFile(f, []byte(good.KnownHosts()+"\n"+host+" "+strings.Join(strings.Fields(other.KnownHosts())[1:], " ")+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		p2, err := NewSSHPusher(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tg := &SwitchTarget{Switches: []Switch{goodSw, impostorSw}, Pusher: p2}
+		err = tg.Apply(ctx, leafConfig(1000, 10))
+		if !errors.Is(err, ErrHostKey) || !strings.Contains(err.Error(), "leaf3") || !strings.Contains(err.Error(), "another key") {
+			t.Fatalf("apply: %v", err)
+		}
+		if impostor.Logins() != 0 || len(pushed(good)) > 0 {
+			t.Errorf("logged in to the impostor (%d) or pushed %q", impostor.Logins(), pushed(good))
 		}
 	})
 }
