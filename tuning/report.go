@@ -53,6 +53,37 @@ func (se *Session) Inventory() []Switch {
 	return out
 }
 
+// standInQueueCells is the queue length a stand-in switch reports its
+// percentages of (vrp): Comware's largest WRED limit, so the paper's
+// thresholds fit.
+const standInQueueCells = comwareMaxLimit
+
+// standIn gives a stand-in inventory (no real switches) the port names of
+// the dialect it is rendered in: a simulator's "Ethernet4" is no VRP or
+// Comware interface.
+func standIn(inv []Switch, dialect string) ([]Switch, error) {
+	out := make([]Switch, len(inv))
+	for i, sw := range inv {
+		dn := sw.Dialect
+		if dialect != "" {
+			dn = dialect
+		}
+		d, err := DialectByName(dn)
+		if err != nil {
+			return nil, err
+		}
+		sw.Ports = make([]string, len(inv[i].Ports))
+		for p := range sw.Ports {
+			sw.Ports[p] = d.standInPort(p)
+		}
+		if sw.QueueCells == 0 {
+			sw.QueueCells = standInQueueCells
+		}
+		out[i] = sw
+	}
+	return out, nil
+}
+
 // WriteReport writes result.json, convergence.svg and .png and
 // watermarks.txt (the chosen configuration in the dialect, or each
 // switch's own when empty) into dir, and returns the watermarks text.
@@ -84,7 +115,13 @@ func (se *Session) WriteReport(dir string, r Result, dialect string) (string, er
 	if r.Best.Scopes == nil {
 		return "", nil
 	}
-	txt, err := RenderConfig(r.Best, se.Inventory(), dialect)
+	inv := se.Inventory()
+	if _, real := se.Target.(*SwitchTarget); !real {
+		if inv, err = standIn(inv, dialect); err != nil {
+			return "", err
+		}
+	}
+	txt, err := RenderConfig(r.Best, inv, dialect)
 	if err != nil {
 		return "", err
 	}

@@ -201,11 +201,23 @@ func (s *RunSpec) Validate(doc *spec.Doc) {
 			if sw.Name == "" || sw.Address == "" || sw.User == "" {
 				doc.Errorf(key, "name, address and user are required")
 			}
-			if _, err := DialectByName(sw.Dialect); err != nil {
+			d, err := DialectByName(sw.Dialect)
+			if err != nil {
 				doc.Errorf(key+".dialect", "%v", err)
 			}
 			if len(sw.Ports) == 0 {
 				doc.Errorf(key+".ports", "no ports")
+			}
+			// Every name is checked here, before any switch is contacted.
+			for j, p := range sw.Ports {
+				if d != nil {
+					if err := d.CheckPort(p); err != nil {
+						doc.Errorf(fmt.Sprintf("%s.ports[%d]", key, j), "switch %s: %v", sw.Name, err)
+					}
+				}
+			}
+			if sw.Dialect == "vrp" && sw.QueueCells <= 0 {
+				doc.Errorf(key+".queue-cells", "switch %s: vrp's WRED limits are percentages of the queue length: give it in cells", sw.Name)
 			}
 		}
 		if s.Target.KnownHosts == "" {

@@ -25,8 +25,10 @@ objective. Targets:
              multihost) with the candidate watermarks on the tuned layers
   fluid      the fluid model of the paper's Section 4 (Table 4's parameters, N flows)
   switches   real switches: each candidate rendered in the switch's dialect (sonic, eos,
-             nxos, vrp, comware) and pushed over SSH with rollback; telemetry from a
-             collector URL (JSON) or a stub
+             nxos, vrp, comware) and pushed in one interactive SSH session per switch
+             (host keys checked against known-hosts) inside the vendor's transaction,
+             read back from the running config and rolled back on any error, on every
+             switch already changed; telemetry from a collector URL (JSON) or a stub
 
 The state is saved after every evaluation to the file's state path and resumed from it
 when the run starts again. Out-of-range bounds are refused before the run; an unreachable
