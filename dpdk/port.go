@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/net/bpf"
 )
 
 // Port is a poll-mode packet port. RxBurst and TxBurst never block and never
@@ -38,6 +40,9 @@ type PortInfo struct {
 	SpeedMbps int // link speed when known, 0 otherwise
 	NUMANode  int // -1 when unknown
 	IfIndex   int // kernel interface index, 0 when not a kernel device
+	// Filtered is set when the driver attached Config.Filter: the frames
+	// the port delivers have passed it.
+	Filtered bool
 }
 
 // Waiter is implemented by ports that can sleep until a queue has packets
@@ -137,6 +142,12 @@ type Config struct {
 	Promiscuous bool
 	// Options are driver-specific key=value settings from the port string.
 	Options map[string]string
+	// Filter is a classic BPF program (as dpdk/filter compiles for the
+	// kernel) that drivers able to filter in the kernel attach to their
+	// receive queues, so rejected frames are never copied; such a driver
+	// sets PortInfo.Filtered. Other drivers ignore it, and the caller
+	// filters in user space.
+	Filter []bpf.RawInstruction
 }
 
 func (c Config) withDefaults() Config {
@@ -235,4 +246,31 @@ func Open(s string, cfg Config) (Port, error) {
 		return nil, fmt.Errorf("dpdk: open %s: %w", s, err)
 	}
 	return p, nil
+}
+
+// Frame is a received frame seen where the driver keeps it (a kernel
+// ring), valid only during the FrameReader's callback.
+type Frame struct {
+	// Data is the frame as the driver holds it: without the VLAN tag that
+	// VLAN carries, when VLAN is not 0.
+	Data []byte
+	// VLAN is the outer tag the kernel took out of the frame, TPID<<16 |
+	// TCI, or 0; the frame on the wire had it after the MAC addresses.
+	VLAN uint32
+	// Timestamp is the receive time in Unix nanoseconds; HWTimestamp says
+	// the NIC stamped it.
+	Timestamp   int64
+	HWTimestamp bool
+	// WireLen is the frame's length on the wire, tag included.
+	WireLen int
+}
+
+// FrameReader is implemented by ports that can show received frames in
+// place, without copying them into packet buffers: for a capture loop that
+// only writes frames out, that copy is most of its work.
+type FrameReader interface {
+	// ReadFrames calls fn for up to max frames of receive queue q, in
+	// order, and returns how many it passed; like RxBurst it never blocks
+	// and counts the frames as received. fn must not keep f.Data.
+	ReadFrames(q, max int, fn func(f *Frame)) int
 }

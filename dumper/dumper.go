@@ -30,7 +30,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -432,16 +431,4 @@ func (d *Dumper) Close() error {
 		w.arena = nil
 	}
 	return nil
-}
-
-// pin locks the calling goroutine's thread to core (when core >= 0) and
-// returns what undoes the lock.
-func pin(core int) (func(), error) {
-	if core < 0 {
-		return func() {}, nil
-	}
-	if err := dpdk.Pin(core); err != nil {
-		return nil, err
-	}
-	return runtime.UnlockOSThread, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dpdk/header"
+	"github.com/rdma-appliance/appliance/dumper/capture"
 	"github.com/rdma-appliance/appliance/dumper/pcap"
 	"github.com/rdma-appliance/appliance/internal/mirror"
 )
@@ -93,89 +94,46 @@ func (w *worker) status() WorkerStatus {
 	return s
 }
 
-// drainIdle is how many empty polls in a row end the drain after a stop:
-// enough to let copies in flight from the injector's last burst land.
-const drainIdle = 256
-
-// run polls the queue until the dumper stops, then drains what is left
-// in the queue. It reports on started whether it could pin its core.
+// run polls the queue through the shared capture loop until the dumper
+// stops, then drains what is left in the queue. It reports on started
+// whether it could pin its core.
 func (w *worker) run(started chan<- error) {
-	unpin, err := pin(w.core)
-	if err != nil {
-		msg := err.Error()
-		w.err.Store(&msg)
-		started <- fmt.Errorf("queue %d: %w", w.queue, err)
-		return
-	}
-	defer unpin()
 	w.alive.Store(true)
 	defer w.alive.Store(false)
-	started <- nil
-
-	port, q, stop := w.d.cfg.Port, w.queue, &w.d.stop
-	bo := dpdk.DefaultBackoff()
-	if w.core >= 0 {
-		bo = dpdk.Backoff{Spin: 1 << 30} // a pinned poller owns its core
-	}
-	bo.Stats = &w.loop
-	// An unpinned worker on a port that can sleep in the kernel (afpacket)
-	// parks there when idle instead of waking up to poll.
-	waiter, _ := port.(dpdk.Waiter)
-	if w.core >= 0 {
-		waiter = nil
-	}
-	limit := len(w.bufs)
-	var tokens float64
-	rate := w.d.cfg.Capacity
-	// The bucket holds 5 ms of capacity (at least a burst): a worker the
-	// scheduler kept off its core for a moment catches up, as a real
-	// dumper drains its NIC queue at its average rate.
-	depth := max(float64(limit), rate*0.005)
-	last := dpdk.Nanotime()
-	idle := 0
-	for {
-		if stop.Load() {
-			// Drain: the injector may still have copies on the wire.
-			if idle >= drainIdle {
-				return
-			}
-		}
-		want := limit
-		if rate > 0 {
-			// Only a capped worker reads the clock every pass: its
-			// rate needs it, and its stalls tell a starved machine
-			// from a dumper that is too slow by design.
+	pinned := make(chan error, 1)
+	l := &capture.Loop{Port: w.d.cfg.Port, Queue: w.queue, Core: w.core, Burst: len(w.bufs),
+		Stop: &w.d.stop, Stats: &w.loop}
+	if rate := w.d.cfg.Capacity; rate > 0 {
+		// The bucket holds 5 ms of capacity (at least a burst): a worker the
+		// scheduler kept off its core for a moment catches up, as a real
+		// dumper drains its NIC queue at its average rate.
+		depth := max(float64(len(w.bufs)), rate*0.005)
+		var tokens float64
+		last := dpdk.Nanotime()
+		l.Budget = func() int {
+			// Only a capped worker reads the clock every pass: its rate
+			// needs it, and its stalls tell a starved machine from a
+			// dumper that is too slow by design.
 			now := dpdk.Nanotime()
 			if gap := now - last; gap > w.maxStall.Load() {
 				w.maxStall.Store(gap)
 			}
 			tokens = min(tokens+float64(now-last)*rate/1e9, depth)
 			last = now
-			want = min(int(tokens), limit)
-			if want == 0 {
-				bo.Idle()
-				continue
-			}
+			return int(tokens)
 		}
-		n := port.RxBurst(q, w.bufs[:want])
-		if n == 0 {
-			idle++
-			if waiter != nil && idle > 64 && !stop.Load() {
-				_, _ = waiter.Wait(q, time.Millisecond)
-				continue
-			}
-			bo.Idle()
-			continue
-		}
-		idle = 0
-		bo.Busy()
-		if rate > 0 {
-			tokens -= float64(n)
-		}
-		w.capture(w.bufs[:n])
-		dpdk.FreeBulk(w.bufs[:n])
-		clear(w.bufs[:n])
+		l.Took = func(n int) { tokens -= float64(n) }
 	}
+	go func() {
+		if err := <-pinned; err != nil {
+			msg := err.Error()
+			w.err.Store(&msg)
+			started <- err
+			return
+		}
+		started <- nil
+	}()
+	l.Run(w.capture, pinned)
 }
 
 // capture copies a burst into the arena; it is the whole per-packet path.

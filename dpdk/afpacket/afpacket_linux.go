@@ -44,8 +44,9 @@ type Port struct {
 }
 
 var (
-	_ dpdk.Port   = (*Port)(nil)
-	_ dpdk.Waiter = (*Port)(nil)
+	_ dpdk.Port        = (*Port)(nil)
+	_ dpdk.Waiter      = (*Port)(nil)
+	_ dpdk.FrameReader = (*Port)(nil)
 )
 
 // KernelStats are the kernel's counters for one RX socket (PACKET_STATISTICS
@@ -105,7 +106,7 @@ func Open(ifname string, cfg dpdk.Config) (*Port, error) {
 
 	// The first RX socket doubles as the handle for the interface ioctls, so
 	// everything about the interface is read in the namespace of the sockets.
-	q0, err := newRxQueue(o)
+	q0, err := newRxQueue(o, cfg.Filter)
 	if err != nil {
 		return nil, fmt.Errorf("afpacket: %s: %w", ifname, err)
 	}
@@ -116,7 +117,7 @@ func Open(ifname string, cfg dpdk.Config) (*Port, error) {
 		return nil, err
 	}
 	for len(p.rx) < nrx {
-		q, err := newRxQueue(o)
+		q, err := newRxQueue(o, cfg.Filter)
 		if err != nil {
 			return nil, fmt.Errorf("afpacket: %s: %w", ifname, err)
 		}
@@ -152,7 +153,7 @@ func Open(ifname string, cfg dpdk.Config) (*Port, error) {
 		p.tx = append(p.tx, q)
 	}
 	p.info = dpdk.PortInfo{Name: "afpacket:" + ifname, Driver: "afpacket", MAC: link.mac, MTU: link.mtu,
-		RxQueues: nrx, TxQueues: ntx, IfIndex: link.index, NUMANode: -1}
+		RxQueues: nrx, TxQueues: ntx, IfIndex: link.index, NUMANode: -1, Filtered: len(cfg.Filter) > 0}
 	p.info.SpeedMbps, p.info.NUMANode = sysfsInfo(ifname, link)
 	ok = true
 	return p, nil

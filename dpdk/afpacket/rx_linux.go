@@ -11,6 +11,7 @@ import (
 	"time"
 	"unsafe"
 
+	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/rdma-appliance/appliance/dpdk"
@@ -68,11 +69,14 @@ type rxQueue struct {
 	deadline time.Time    // the read deadline set on file, zero for none
 	closed   *atomic.Bool // the port's closed flag, which ends a Wait
 
+	// view is the Frame ReadFrames hands out, kept so it never allocates.
+	view dpdk.Frame
+
 	// The kernel's counters, accumulated (reading them resets them).
 	kpackets, kdrops, kfreeze atomic.Uint64
 }
 
-func newRxQueue(o options) (q *rxQueue, err error) {
+func newRxQueue(o options, filter []bpf.RawInstruction) (q *rxQueue, err error) {
 	// Protocol 0: the socket receives nothing until bind names the
 	// interface and ETH_P_ALL, so no frame slips into the ring before it
 	// is set up, and none of another interface.
@@ -113,13 +117,26 @@ func newRxQueue(o options) (q *rxQueue, err error) {
 	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_TIMESTAMP, ts); err != nil {
 		return nil, fmt.Errorf("PACKET_TIMESTAMP: %w", err)
 	}
-	if o.snaplen > 0 {
-		// What libpcap does for a snap length: a filter whose only
-		// instruction accepts snaplen bytes, so the kernel copies no more.
-		prog := [1]unix.SockFilter{{Code: unix.BPF_RET | unix.BPF_K, K: uint32(o.snaplen)}}
-		fprog := unix.SockFprog{Len: 1, Filter: &prog[0]}
+	// The filter goes on before bind, so no frame it would reject can
+	// reach the ring. A snap length alone is what libpcap attaches for
+	// one: a filter whose only instruction accepts snaplen bytes, so the
+	// kernel copies no more; with a filter, its accepting returns are
+	// clamped to the snap length.
+	var prog []unix.SockFilter
+	for _, ins := range filter {
+		sf := unix.SockFilter{Code: ins.Op, Jt: ins.Jt, Jf: ins.Jf, K: ins.K}
+		if o.snaplen > 0 && ins.Op == unix.BPF_RET|unix.BPF_K && ins.K > uint32(o.snaplen) {
+			sf.K = uint32(o.snaplen)
+		}
+		prog = append(prog, sf)
+	}
+	if len(prog) == 0 && o.snaplen > 0 {
+		prog = []unix.SockFilter{{Code: unix.BPF_RET | unix.BPF_K, K: uint32(o.snaplen)}}
+	}
+	if len(prog) > 0 {
+		fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
 		if err := unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &fprog); err != nil {
-			return nil, fmt.Errorf("snaplen filter: %w", err)
+			return nil, fmt.Errorf("attaching the filter (%d instructions): %w", len(prog), err)
 		}
 	}
 	fpb := o.blockSize / o.frameSize
@@ -320,6 +337,59 @@ func (p *Port) RxBurst(qi int, pkts []*dpdk.Packet) int {
 		c.Errors.Add(uint64(bad))
 	}
 	return n
+}
+
+// ReadFrames implements dpdk.FrameReader: fn sees each frame in the ring,
+// which is handed back to the kernel block by block once read.
+func (p *Port) ReadFrames(qi, max int, fn func(f *dpdk.Frame)) int {
+	if qi < 0 || qi >= len(p.rx) || max <= 0 {
+		return 0
+	}
+	q := p.rx[qi]
+	if !q.guard.CompareAndSwap(0, 1) {
+		return 0
+	}
+	defer q.guard.Store(0)
+	want := min(q.available(max), max)
+	if want == 0 {
+		return 0
+	}
+	f := &q.view
+	var bytes int
+	for i := 0; i < want; i++ {
+		if q.left == 0 {
+			q.take()
+		}
+		off := q.frame
+		h := (*frameHdr)(unsafe.Add(q.base, off))
+		q.frame += uintptr(h.Next_offset)
+		start := off + uintptr(h.Mac)
+		end := start + uintptr(h.Snaplen)
+		if end <= uintptr(len(q.ring)) {
+			f.Data = q.ring[start:end:end]
+			f.VLAN = 0
+			f.WireLen = int(h.Len)
+			if h.Status&unix.TP_STATUS_VLAN_VALID != 0 {
+				tpid := uint32(unix.ETH_P_8021Q)
+				if h.Status&unix.TP_STATUS_VLAN_TPID_VALID != 0 && h.Hv1.Vlan_tpid != 0 {
+					tpid = uint32(h.Hv1.Vlan_tpid)
+				}
+				f.VLAN = tpid<<16 | uint32(uint16(h.Hv1.Vlan_tci))
+				f.WireLen += 4
+			}
+			f.Timestamp = int64(h.Sec)*1e9 + int64(h.Nsec)
+			f.HWTimestamp = h.Status&unix.TP_STATUS_TS_RAW_HARDWARE != 0
+			bytes += f.WireLen
+			fn(f)
+		}
+		if q.left--; q.left == 0 {
+			q.release()
+		}
+	}
+	c := &p.rxc[qi]
+	c.RxPackets.Add(uint64(want))
+	c.RxBytes.Add(uint64(bytes))
+	return want
 }
 
 // copyFrame copies the frame with header h (at ring offset off) into pkt and

@@ -67,7 +67,7 @@ type parser struct {
 	far *SyntaxError
 }
 
-func (p *parser) peek() token       { return p.toks[p.i] }
+func (p *parser) peek() token        { return p.toks[p.i] }
 func (p *parser) peekAt(k int) token { return p.toks[min(p.i+k, len(p.toks)-1)] }
 func (p *parser) next() token {
 	t := p.toks[p.i]

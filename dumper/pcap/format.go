@@ -103,6 +103,10 @@ type Interface struct {
 	// Name is if_name (for example "mlx5_0/1"). Names longer than
 	// maxIfNameLen bytes are truncated on read.
 	Name string
+	// Description is if_description and Filter if_filter (a libpcap
+	// expression); the Writer writes them, the Reader does not read them.
+	Description string
+	Filter      string
 	// TsResol is the raw if_tsresol value: with the high bit clear,
 	// timestamps count units of 10^-n seconds, with it set, 2^-n seconds
 	// (n = low 7 bits). 6 (microseconds) when the option is absent.

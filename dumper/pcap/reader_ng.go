@@ -11,14 +11,25 @@ const (
 	blockTypeOPB = 0x00000002 // obsolete Packet Block
 	blockTypeSPB = 0x00000003
 	blockTypeEPB = 0x00000006
+	blockTypeISB = 0x00000005
 
-	optEndOfOpt  = 0
-	optComment   = 1
-	optShbUserAp = 4
-	optIfName    = 2
-	optIfTsresol = 9
-	optIfTsoff   = 14
-	optEpbFlags  = 2 // pack_flags in an OPB has the same code and layout
+	optEndOfOpt      = 0
+	optComment       = 1
+	optShbUserAp     = 4
+	optIfName        = 2
+	optIfDescription = 3
+	optIfFilter      = 11
+
+	optIsbStartTime    = 2
+	optIsbEndTime      = 3
+	optIsbIfRecv       = 4
+	optIsbIfDrop       = 5
+	optIsbFilterAccept = 6
+	optIsbOSDrop       = 7
+	optIsbUsrDeliv     = 8
+	optIfTsresol       = 9
+	optIfTsoff         = 14
+	optEpbFlags        = 2 // pack_flags in an OPB has the same code and layout
 
 	shbMinLen = 28 // type, len, BOM, version, section length, trailer
 	idbMinLen = 20

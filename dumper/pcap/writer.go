@@ -64,6 +64,11 @@ type WriterOptions struct {
 	BufferSize int
 	// InterfaceName is the pcapng if_name of interface 0 (optional).
 	InterfaceName string
+	// InterfaceFilter is the pcapng if_filter of interface 0: the capture
+	// filter, as a libpcap expression (optional).
+	InterfaceFilter string
+	// InterfaceDescription is if_description of interface 0 (optional).
+	InterfaceDescription string
 	// Application is the pcapng shb_userappl option (optional).
 	Application string
 }
@@ -117,7 +122,8 @@ func NewWriter(w io.Writer, opts WriterOptions) (*Writer, error) {
 	if opts.Format == FormatPcapNG && opts.LinkType > math.MaxUint16 {
 		return nil, fmt.Errorf("pcap: link type %d does not fit pcapng's 16 bits", opts.LinkType)
 	}
-	if len(opts.Application) > math.MaxUint16 || len(opts.InterfaceName) > math.MaxUint16 {
+	if len(opts.Application) > math.MaxUint16 || len(opts.InterfaceName) > math.MaxUint16 ||
+		len(opts.InterfaceFilter) >= math.MaxUint16 || len(opts.InterfaceDescription) > math.MaxUint16 {
 		return nil, errors.New("pcap: pcapng option longer than 65535 bytes")
 	}
 	bufSize := opts.BufferSize
@@ -162,7 +168,8 @@ func NewWriter(w io.Writer, opts WriterOptions) (*Writer, error) {
 		return wr, nil
 	}
 	wr.writeSHB(opts.Application)
-	if _, err := wr.AddInterface(Interface{LinkType: opts.LinkType, SnapLen: opts.SnapLen, Name: opts.InterfaceName}); err != nil {
+	if _, err := wr.AddInterface(Interface{LinkType: opts.LinkType, SnapLen: opts.SnapLen, Name: opts.InterfaceName,
+		Filter: opts.InterfaceFilter, Description: opts.InterfaceDescription}); err != nil {
 		return nil, err
 	}
 	return wr, nil
@@ -317,12 +324,21 @@ func (w *Writer) AddInterface(ifc Interface) (int, error) {
 	if snap < 0 || snap > MaxSnapLen {
 		return 0, fmt.Errorf("pcap: snap length %d outside [1, %d]", snap, MaxSnapLen)
 	}
-	if len(ifc.Name) > math.MaxUint16 {
-		return 0, errors.New("pcap: interface name longer than 65535 bytes")
+	if len(ifc.Name) > math.MaxUint16 || len(ifc.Description) > math.MaxUint16 || len(ifc.Filter) >= math.MaxUint16 {
+		return 0, errors.New("pcap: interface name, description or filter longer than 65535 bytes")
 	}
 	optLen := 8 + 4 // if_tsresol, opt_endofopt
 	if ifc.Name != "" {
 		optLen += 4 + pad4(len(ifc.Name))
+	}
+	if ifc.Description != "" {
+		optLen += 4 + pad4(len(ifc.Description))
+	}
+	// if_filter: a type byte (0: a libpcap filter string), then the string.
+	filterOpt := ""
+	if ifc.Filter != "" {
+		filterOpt = "\x00" + ifc.Filter
+		optLen += 4 + pad4(len(filterOpt))
 	}
 	blen := idbMinLen + optLen
 	b := w.reserve(blen)
@@ -337,6 +353,12 @@ func (w *Writer) AddInterface(ifc Interface) (int, error) {
 	p := 16
 	if ifc.Name != "" {
 		p += putOption(b[p:], optIfName, ifc.Name)
+	}
+	if ifc.Description != "" {
+		p += putOption(b[p:], optIfDescription, ifc.Description)
+	}
+	if filterOpt != "" {
+		p += putOption(b[p:], optIfFilter, filterOpt)
 	}
 	resol := "\x09" // 10^-9: nanoseconds
 	if !w.nano {
@@ -515,3 +537,93 @@ func (w *Writer) Close() error {
 	w.buf = nil
 	return err
 }
+
+// InterfaceStats are the counters of a pcapng Interface Statistics Block,
+// which Wireshark shows in its capture file properties. A zero counter is
+// written as zero; Start and End are Unix nanoseconds (0: left out).
+type InterfaceStats struct {
+	Start, End int64
+	// Received is isb_ifrecv (frames the interface saw), Dropped
+	// isb_ifdrop (lost by the interface or its ring), FilterAccept
+	// isb_filteraccept, OSDropped isb_osdrop (lost by the operating
+	// system), Delivered isb_usrdeliv (handed to the capturer).
+	Received, Dropped, FilterAccept, OSDropped, Delivered uint64
+	// Comment is written as opt_comment when not empty: where frames were
+	// lost, in words.
+	Comment string
+}
+
+// WriteStats appends an Interface Statistics Block for interface ifc at
+// time tsNanos (pcapng only).
+func (w *Writer) WriteStats(ifc int, tsNanos int64, st InterfaceStats) error {
+	if w.closed {
+		return ErrClosed
+	}
+	if w.err != nil {
+		return w.err
+	}
+	if w.format != FormatPcapNG {
+		return errors.New("pcap: interface statistics require FormatPcapNG")
+	}
+	if ifc < 0 || ifc >= len(w.snap) {
+		return fmt.Errorf("%w: interface %d of %d", ErrBadInterface, ifc, len(w.snap))
+	}
+	if len(st.Comment) > math.MaxUint16 {
+		return fmt.Errorf("%w: comment of %d bytes", ErrBadLength, len(st.Comment))
+	}
+	units := func(ns int64) uint64 {
+		if !w.nano {
+			return uint64(ns) / 1e3
+		}
+		return uint64(ns)
+	}
+	type opt struct {
+		code uint16
+		v    uint64
+	}
+	opts := []opt{{optIsbIfRecv, st.Received}, {optIsbIfDrop, st.Dropped}, {optIsbFilterAccept, st.FilterAccept},
+		{optIsbOSDrop, st.OSDropped}, {optIsbUsrDeliv, st.Delivered}}
+	if st.Start > 0 {
+		opts = append(opts, opt{optIsbStartTime, units(st.Start)})
+	}
+	if st.End > 0 {
+		opts = append(opts, opt{optIsbEndTime, units(st.End)})
+	}
+	optLen := len(opts)*12 + 4
+	if st.Comment != "" {
+		optLen += 4 + pad4(len(st.Comment))
+	}
+	blen := 24 + optLen
+	b := w.reserve(blen)
+	if b == nil {
+		return w.err
+	}
+	ts := units(max(tsNanos, 0))
+	le.PutUint32(b[0:], blockTypeISB)
+	le.PutUint32(b[4:], uint32(blen))
+	le.PutUint32(b[8:], uint32(ifc))
+	le.PutUint32(b[12:], uint32(ts>>32))
+	le.PutUint32(b[16:], uint32(ts))
+	p := 20
+	if st.Comment != "" {
+		p += putOption(b[p:], optComment, st.Comment)
+	}
+	for _, o := range opts {
+		le.PutUint16(b[p:], o.code)
+		le.PutUint16(b[p+2:], 8)
+		if o.code == optIsbStartTime || o.code == optIsbEndTime {
+			// Timestamps are two 32-bit halves, high first, as in an EPB.
+			le.PutUint32(b[p+4:], uint32(o.v>>32))
+			le.PutUint32(b[p+8:], uint32(o.v))
+		} else {
+			le.PutUint64(b[p+4:], o.v)
+		}
+		p += 12
+	}
+	p += putOption(b[p:], optEndOfOpt, "")
+	le.PutUint32(b[p:], uint32(blen))
+	return nil
+}
+
+// Buffered is the number of bytes written but not yet flushed.
+func (w *Writer) Buffered() int { return len(w.buf) }

@@ -1,0 +1,191 @@
+package capture
+
+import (
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/rdma-appliance/appliance/dpdk"
+	"github.com/rdma-appliance/appliance/dpdk/filter"
+)
+
+// DrainIdle is how many empty polls in a row end a loop after its stop
+// flag is set: enough for frames still in flight to land.
+const DrainIdle = 256
+
+// parkTimeout bounds a parked loop's sleep, so it sees its stop flag.
+const parkTimeout = 50 * time.Millisecond
+
+// Loop is one receive queue's poll loop: the capture path that the
+// capture command and the Lumina dumper share. It pins itself to Core
+// (unpinned when negative), receives bursts, drops what Filter rejects
+// when the port could not filter in the kernel, and hands the rest to the
+// handler; the loop frees them after. Unpinned on a port that can sleep
+// (afpacket), it parks in the kernel when the queue is idle instead of
+// spinning; pinned, it owns its core and spins.
+type Loop struct {
+	Port  dpdk.Port
+	Queue int
+	Core  int
+	Burst int
+	// Stop ends the loop once the queue has been idle for DrainIdle polls.
+	Stop *atomic.Bool
+	// Stats counts the passes of the loop (its utilisation); optional.
+	Stats *dpdk.LoopStats
+	// Budget, when set, is asked before each burst how many packets the
+	// loop may take now (0: none, the loop backs off); the loop reports
+	// back how many it took with Took.
+	Budget func() int
+	Took   func(n int)
+	// Filter, when set, is run on each packet in user space (ports that
+	// attached Config.Filter in the kernel do not need it). Rejected
+	// packets are freed and counted in Filtered.
+	Filter   *filter.Program
+	Filtered atomic.Uint64
+	// ParkIdle makes an unpinned loop on a dpdk.Waiter port sleep in the
+	// kernel up to parkTimeout at a time once idle, instead of waking every
+	// millisecond: a capture that must not cost CPU when traffic is light.
+	ParkIdle bool
+}
+
+// Pin locks the calling goroutine's thread to core (when core >= 0) and
+// returns what undoes the lock.
+func Pin(core int) (func(), error) {
+	if core < 0 {
+		return func() {}, nil
+	}
+	if err := dpdk.Pin(core); err != nil {
+		return nil, err
+	}
+	return runtime.UnlockOSThread, nil
+}
+
+// Run polls until Stop, calling handle with each burst of packets. It
+// reports on started whether it could pin its core.
+func (l *Loop) Run(handle func([]*dpdk.Packet), started chan<- error) {
+	bufs := make([]*dpdk.Packet, l.burst())
+	prog := l.userFilter()
+	l.run(started, func(want int) int {
+		n := l.Port.RxBurst(l.Queue, bufs[:want])
+		if n == 0 {
+			return 0
+		}
+		kept := n
+		if prog != nil {
+			kept = l.filter(prog, bufs[:n])
+		}
+		if kept > 0 {
+			handle(bufs[:kept])
+		}
+		dpdk.FreeBulk(bufs[:n])
+		clear(bufs[:n])
+		return n
+	})
+}
+
+// RunFrames polls until Stop, calling handle with each frame. On a port
+// that shows frames in place (dpdk.FrameReader) and filtered them in the
+// kernel or needs no filter, frames are never copied into packet buffers:
+// handle sees them in the kernel's ring.
+func (l *Loop) RunFrames(handle func(*dpdk.Frame), started chan<- error) {
+	prog := l.userFilter()
+	if fr, ok := l.Port.(dpdk.FrameReader); ok && prog == nil {
+		l.run(started, func(want int) int { return fr.ReadFrames(l.Queue, want, handle) })
+		return
+	}
+	var f dpdk.Frame
+	l.Run(func(pkts []*dpdk.Packet) {
+		for _, p := range pkts {
+			f.Data, f.Timestamp, f.WireLen = p.Data(), p.Timestamp, p.OrigLen()
+			handle(&f)
+		}
+	}, started)
+}
+
+func (l *Loop) burst() int {
+	if l.Burst <= 0 {
+		return 32
+	}
+	return l.Burst
+}
+
+// userFilter is the filter to run in user space: none when the port ran
+// it in the kernel or it matches everything.
+func (l *Loop) userFilter() *filter.Program {
+	if l.Filter == nil || l.Filter.All || l.Port.Info().Filtered {
+		return nil
+	}
+	return l.Filter
+}
+
+// run is the loop itself: poll takes up to want packets and returns how
+// many it took.
+func (l *Loop) run(started chan<- error, poll func(want int) int) {
+	unpin, err := Pin(l.Core)
+	if err != nil {
+		started <- fmt.Errorf("queue %d: %w", l.Queue, err)
+		return
+	}
+	defer unpin()
+	started <- nil
+	burst := l.burst()
+	bo := dpdk.DefaultBackoff()
+	if l.Core >= 0 {
+		bo = dpdk.Backoff{Spin: 1 << 30} // a pinned poller owns its core
+	}
+	bo.Stats = l.Stats
+	waiter, _ := l.Port.(dpdk.Waiter)
+	if l.Core >= 0 {
+		waiter = nil
+	}
+	idle := 0
+	for {
+		stopping := l.Stop.Load()
+		if stopping && idle >= DrainIdle {
+			return
+		}
+		want := burst
+		if l.Budget != nil {
+			if want = min(l.Budget(), burst); want <= 0 {
+				bo.Idle()
+				continue
+			}
+		}
+		n := poll(want)
+		if n == 0 {
+			idle++
+			if waiter != nil && idle > 64 && !stopping {
+				timeout := time.Millisecond
+				if l.ParkIdle {
+					timeout = parkTimeout
+				}
+				_, _ = waiter.Wait(l.Queue, timeout)
+				continue
+			}
+			bo.Idle()
+			continue
+		}
+		idle = 0
+		bo.Busy()
+		if l.Took != nil {
+			l.Took(n)
+		}
+	}
+}
+
+// filter moves the packets prog accepts to the front of pkts, the others
+// behind them, and returns how many it kept.
+func (l *Loop) filter(prog *filter.Program, pkts []*dpdk.Packet) int {
+	k := 0
+	for i, p := range pkts {
+		if prog.Match(p.Data(), p.OrigLen()) != 0 {
+			pkts[k], pkts[i] = pkts[i], pkts[k]
+			k++
+		}
+	}
+	if r := len(pkts) - k; r > 0 {
+		l.Filtered.Add(uint64(r))
+	}
+	return k
+}
