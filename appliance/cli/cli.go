@@ -51,7 +51,7 @@ func Usagef(format string, args ...any) error { return &UsageError{Msg: fmt.Spri
 
 // commands are the top-level commands, each a value in the file of its
 // name; a group lists its subcommands in its own file.
-var commands = []*Command{doctorCmd, dtaCmd, dumpCmd, hawkeyeCmd, injectCmd, labCmd, luminaCmd, meshCmd, pcapCmd, portsCmd,
+var commands = []*Command{captureCmd, doctorCmd, dtaCmd, dumpCmd, hawkeyeCmd, injectCmd, labCmd, luminaCmd, meshCmd, pcapCmd, portsCmd,
 	setupCmd, simCmd, statusCmd, tuneCmd, verbsCmd, versionCmd}
 
 // bind is the usual end of a command's Flags: the flags fill *o, the

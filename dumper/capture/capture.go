@@ -1,0 +1,515 @@
+// Package capture is the appliance's capture path: the receive loop that
+// every capturer runs (the Lumina dumper and `appliance capture`), and the
+// capture sessions of `appliance capture` built on it.
+//
+// A Session opens a port with one receive queue per worker (AF_PACKET
+// fanout or DPDK RSS spreads the frames), compiles the tcpdump filter and
+// the RoCE filter, attaches what BPF can test in the kernel (AF_PACKET) or
+// runs it in the loop (other ports), and writes every frame that passes to
+// pcapng or pcap files, optionally zstd-compressed and rotated by size or
+// time into a ring of files, or to standard output. On an AF_PACKET port
+// the loop writes frames straight from the kernel's ring into the file
+// buffer: one copy per frame, as tcpdump.
+//
+// While it runs, a Session counts frames, bytes, drops by where they
+// happened (the kernel ring, the port, the writer) and, for RoCEv2 frames,
+// per queue pair: packets, retransmissions seen (a PSN at or behind one
+// already seen), NAKs, CNPs and ECN marks.
+package capture
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rdma-appliance/appliance/dpdk"
+	"github.com/rdma-appliance/appliance/dpdk/filter"
+	"github.com/rdma-appliance/appliance/dumper/pcap"
+	"github.com/rdma-appliance/appliance/verbs/roce"
+)
+
+// Config configures a Session.
+type Config struct {
+	// Port is a port string ("afpacket:eth0,fanout=hash", "eal:0000:3b:00.0",
+	// "ring:lab0.b") opened with Queues receive queues, one worker each,
+	// pinned to Cores[i] when Cores is given.
+	Port     string
+	Queues   int
+	Cores    []int
+	PoolSize int
+	Burst    int
+	// Filter is a tcpdump expression; RoCE a RoCE filter (see ParseRoCE)
+	// for RoCEv2 on RoCEPort (default 4791).
+	Filter   string
+	RoCE     string
+	RoCEPort uint16
+	// SnapLen bytes of each frame are kept (0: all, 262144).
+	SnapLen int
+	// Output is where frames go. PerQueue writes one stream per queue
+	// (NAME-qN...) instead of one shared by all queues.
+	Output   Output
+	PerQueue bool
+	// Count and Duration stop the capture (0: no limit).
+	Count    uint64
+	Duration time.Duration
+	// OpenPort, when set, opens the port instead of dpdk.Open (tests and
+	// the lab hand in ring ports).
+	OpenPort func(name string, cfg dpdk.Config) (dpdk.Port, error)
+}
+
+// Stats are a session's counters so far.
+type Stats struct {
+	Elapsed  time.Duration `json:"elapsed_ns"`
+	Received uint64        `json:"received"` // frames the capture saw (after a kernel filter)
+	Bytes    uint64        `json:"bytes"`    // their length on the wire
+	Written  uint64        `json:"written"`  // frames handed to the output
+	// Filtered frames failed the filter in user space (the kernel drops
+	// those it filters unseen); RoCERejected failed the RoCE filter.
+	Filtered     uint64 `json:"filtered"`
+	RoCERejected uint64 `json:"roce_rejected"`
+	// Drops by where they happened: the kernel's ring was full (AF_PACKET
+	// tp_drops), the port had no buffer or queue room (imissed, no mbuf),
+	// the writer could not save them (a write error, a full disk).
+	KernelDrops uint64 `json:"kernel_drops"`
+	PortDrops   uint64 `json:"port_drops"`
+	WriterDrops uint64 `json:"writer_drops"`
+	// HWTimestamps counts frames the NIC stamped.
+	HWTimestamps uint64 `json:"hw_timestamps"`
+}
+
+// QPStats are the counters of one queue pair, by destination address and
+// QPN as the BTH names it.
+type QPStats struct {
+	DstGID          string `json:"dst_gid"`
+	QPN             uint32 `json:"qpn"`
+	Packets         uint64 `json:"packets"`
+	Bytes           uint64 `json:"bytes"`
+	Retransmissions uint64 `json:"retransmissions"`
+	NAKs            uint64 `json:"naks"`
+	CNPs            uint64 `json:"cnps"`
+	ECNMarked       uint64 `json:"ecn_marked"`
+	FirstPSN        uint32 `json:"first_psn"`
+	LastPSN         uint32 `json:"last_psn"`
+}
+
+// Result is what a finished session wrote and counted.
+type Result struct {
+	Port     string    `json:"port"`
+	Filter   string    `json:"filter,omitempty"`
+	RoCE     string    `json:"roce,omitempty"`
+	RoCEPort uint16    `json:"roce_port"`
+	Kernel   bool      `json:"kernel_filter"` // the filter ran in the kernel
+	Stats    Stats     `json:"stats"`
+	QPs      []QPStats `json:"qps"`
+	Files    []File    `json:"files"`
+	Stopped  string    `json:"stopped"` // why: signal, count, duration, error
+}
+
+// Session is one capture.
+type Session struct {
+	cfg     Config
+	port    dpdk.Port
+	pool    *dpdk.Pool
+	prog    *filter.Program
+	rf      *RoCEFilter
+	workers []*worker
+	sinks   []*sink
+	stop    atomic.Bool
+	started time.Time
+	base    dpdk.Stats
+	reason  atomic.Pointer[string]
+	total   atomic.Uint64 // frames written, for Count
+	done    chan struct{}
+	once    sync.Once
+}
+
+type worker struct {
+	s     *Session
+	loop  *Loop
+	sink  *sink
+	queue int
+	core  int
+	// counters, written by the worker
+	_         [64]byte
+	received  atomic.Uint64
+	bytes     atomic.Uint64
+	roceRej   atomic.Uint64
+	hwts      atomic.Uint64
+	qpsMu     sync.Mutex
+	qps       map[qpKey]*QPStats
+	pkt       roce.Packet
+	_         [64]byte
+	loopStats dpdk.LoopStats
+}
+
+type qpKey struct {
+	dst roce.GID
+	qpn uint32
+}
+
+// New checks cfg, compiles the filters and opens the port.
+func New(cfg Config) (*Session, error) {
+	if cfg.Queues <= 0 {
+		cfg.Queues = 1
+	}
+	if len(cfg.Cores) > 0 && len(cfg.Cores) != cfg.Queues {
+		return nil, fmt.Errorf("capture: %d cores for %d queues: one core per queue", len(cfg.Cores), cfg.Queues)
+	}
+	if cfg.SnapLen <= 0 || cfg.SnapLen > pcap.MaxSnapLen {
+		cfg.SnapLen = pcap.MaxSnapLen
+	}
+	if cfg.PoolSize <= 0 {
+		cfg.PoolSize = 8192
+	}
+	if cfg.Output.Path == "" {
+		return nil, errors.New("capture: no output (-w FILE, or - for standard output)")
+	}
+	if cfg.Output.Path == "-" && (cfg.PerQueue || cfg.Output.rotating()) {
+		return nil, errors.New("capture: standard output is one stream: no per-queue files or rotation")
+	}
+	cfg.Output.SnapLen = cfg.SnapLen
+	s := &Session{cfg: cfg, done: make(chan struct{})}
+	var err error
+	if s.rf, err = ParseRoCE(cfg.RoCE, cfg.RoCEPort); err != nil {
+		return nil, err
+	}
+	roceBPF := ""
+	if cfg.RoCE != "" {
+		roceBPF = s.rf.BPF()
+	}
+	if s.prog, err = filter.And(cfg.Filter, roceBPF, filter.Options{SnapLen: cfg.SnapLen}); err != nil {
+		return nil, err
+	}
+	cfg.Output.Filter = cfg.Filter
+	if cfg.RoCE != "" {
+		cfg.Output.Filter = s.prog.Expr
+	}
+	s.cfg.Output = cfg.Output
+	ram := dpdk.DefaultDataRoom
+	if cfg.SnapLen > ram-dpdk.Headroom {
+		ram = min(cfg.SnapLen, 9216) + dpdk.Headroom
+	}
+	if s.pool, err = dpdk.NewPool("capture", cfg.PoolSize, ram); err != nil {
+		return nil, err
+	}
+	open := cfg.OpenPort
+	if open == nil {
+		open = dpdk.Open
+	}
+	pcfg := dpdk.Config{Pool: s.pool, RxQueues: cfg.Queues, TxQueues: 1, Promiscuous: true}
+	if !s.prog.All {
+		pcfg.Filter = s.prog.Kernel
+	}
+	if s.port, err = open(cfg.Port, pcfg); err != nil {
+		s.pool.Close()
+		return nil, fmt.Errorf("capture: cannot open %s: %w", cfg.Port, err)
+	}
+	if s.cfg.Output.Interface == "" {
+		s.cfg.Output.Interface = s.port.Info().Name
+	}
+	return s, nil
+}
+
+// Port is the session's port.
+func (s *Session) Port() dpdk.Port { return s.port }
+
+// Program is the compiled filter (tcpdump expression and RoCE prefilter).
+func (s *Session) Program() *filter.Program { return s.prog }
+
+// snapshot reads the counters for the statistics blocks.
+func (s *Session) snapshot() statsSnapshot {
+	st := s.Stats()
+	return statsSnapshot{received: st.Received + st.KernelDrops + st.PortDrops, kernelDrops: st.KernelDrops,
+		portDrops: st.PortDrops, filtered: st.Filtered + st.RoCERejected, delivered: st.Written}
+}
+
+// Start opens the output and starts one worker per queue.
+func (s *Session) Start() error {
+	s.started = time.Now()
+	s.base = s.port.Stats()
+	nsinks := 1
+	if s.cfg.PerQueue {
+		nsinks = s.cfg.Queues
+	}
+	for i := 0; i < nsinks; i++ {
+		sk := &sink{out: &s.cfg.Output, stats: s.snapshot}
+		if s.cfg.PerQueue {
+			sk.suffix = fmt.Sprintf("-q%d", i)
+		}
+		if err := sk.open(s.started); err != nil {
+			s.closeSinks()
+			return err
+		}
+		s.sinks = append(s.sinks, sk)
+	}
+	started := make(chan error, s.cfg.Queues)
+	for q := 0; q < s.cfg.Queues; q++ {
+		core := -1
+		if len(s.cfg.Cores) > 0 {
+			core = s.cfg.Cores[q]
+		}
+		w := &worker{s: s, queue: q, core: core, qps: map[qpKey]*QPStats{}, sink: s.sinks[0]}
+		if s.cfg.PerQueue {
+			w.sink = s.sinks[q]
+		}
+		w.loop = &Loop{Port: s.port, Queue: q, Core: core, Burst: s.cfg.Burst, Stop: &s.stop, Filter: s.prog,
+			ParkIdle: true, Stats: &w.loopStats}
+		s.workers = append(s.workers, w)
+	}
+	var wg sync.WaitGroup
+	for _, w := range s.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.loop.RunFrames(w.frame, started)
+		}()
+	}
+	var errs []error
+	for range s.workers {
+		if err := <-started; err != nil {
+			errs = append(errs, err)
+		}
+	}
+	go func() {
+		wg.Wait()
+		close(s.done)
+	}()
+	if len(errs) > 0 {
+		s.halt("error")
+		<-s.done
+		s.closeSinks()
+		return fmt.Errorf("capture: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// halt asks the workers to drain and stop, recording why (the first
+// reason wins).
+func (s *Session) halt(why string) {
+	s.reason.CompareAndSwap(nil, &why)
+	s.stop.Store(true)
+}
+
+// frame is the per-frame path: the RoCE filter and counters, then the
+// output.
+func (w *worker) frame(f *dpdk.Frame) {
+	s := w.s
+	if s.stop.Load() && s.cfg.Count > 0 && s.total.Load() >= s.cfg.Count {
+		return
+	}
+	w.received.Add(1)
+	w.bytes.Add(uint64(f.WireLen))
+	if f.HWTimestamp {
+		w.hwts.Add(1)
+	}
+	isRoCE := s.rf.Match(f.Data, &w.pkt)
+	if s.cfg.RoCE != "" && !isRoCE {
+		w.roceRej.Add(1)
+		return
+	}
+	if isRoCE {
+		w.countQP(f.Data, f.WireLen)
+	}
+	sk := w.sink
+	if !s.cfg.PerQueue && len(s.workers) > 1 {
+		sk.mu.Lock()
+		sk.write(f.Data, f.VLAN, f.Timestamp, f.WireLen)
+		sk.mu.Unlock()
+	} else {
+		sk.write(f.Data, f.VLAN, f.Timestamp, f.WireLen)
+	}
+	if s.cfg.Count > 0 && s.total.Add(1) >= s.cfg.Count {
+		s.halt("count")
+	}
+	if sk.errp.Load() != nil {
+		s.halt("error")
+	}
+}
+
+// countQP updates the counters of the frame's queue pair; w.pkt holds the
+// parsed frame. A new queue pair allocates its entry once.
+func (w *worker) countQP(frame []byte, wireLen int) {
+	p := &w.pkt
+	k := qpKey{dst: p.DstGID(frame), qpn: p.DestQP}
+	w.qpsMu.Lock()
+	q := w.qps[k]
+	if q == nil {
+		q = &QPStats{QPN: p.DestQP, FirstPSN: p.PSN, LastPSN: p.PSN}
+		w.qps[k] = q
+	} else if p.Opcode != roce.OpCNP && !p.Info().IsResponse() && roce.ComparePSN(p.PSN, q.LastPSN) <= 0 {
+		// A request at or behind the last PSN seen is sent again.
+		q.Retransmissions++
+	}
+	q.Packets++
+	q.Bytes += uint64(wireLen)
+	switch {
+	case p.Opcode == roce.OpCNP:
+		q.CNPs++
+	default:
+		if a := p.AETH(frame); len(a) >= roce.AETHLen && a.Syndrome().IsNAK() {
+			q.NAKs++
+		}
+		if !p.Info().IsResponse() && roce.ComparePSN(p.PSN, q.LastPSN) > 0 {
+			q.LastPSN = p.PSN
+		}
+	}
+	if p.ECN == 3 {
+		q.ECNMarked++
+	}
+	w.qpsMu.Unlock()
+}
+
+// Stats reads the counters; safe while capturing.
+func (s *Session) Stats() Stats {
+	var st Stats
+	if !s.started.IsZero() {
+		st.Elapsed = time.Since(s.started)
+	}
+	for _, w := range s.workers {
+		st.Received += w.received.Load()
+		st.Bytes += w.bytes.Load()
+		st.RoCERejected += w.roceRej.Load()
+		st.HWTimestamps += w.hwts.Load()
+		st.Filtered += w.loop.Filtered.Load()
+	}
+	for _, sk := range s.sinks {
+		st.Written += sk.written.Load()
+		st.WriterDrops += sk.lost()
+	}
+	ps := s.port.Stats().Sub(s.base)
+	st.PortDrops = ps.RxNoBuf + ps.Errors
+	if s.port.Info().Driver == "afpacket" {
+		// An AF_PACKET port's drops are the kernel ring's (tp_drops).
+		st.KernelDrops = ps.Dropped
+	} else {
+		st.PortDrops += ps.Dropped
+	}
+	return st
+}
+
+// QPs returns the per-QP counters, busiest first.
+func (s *Session) QPs() []QPStats {
+	merged := map[qpKey]*QPStats{}
+	for _, w := range s.workers {
+		w.qpsMu.Lock()
+		for k, q := range w.qps {
+			m := merged[k]
+			if m == nil {
+				c := *q
+				c.DstGID = k.dst.String()
+				merged[k] = &c
+				continue
+			}
+			m.Packets += q.Packets
+			m.Bytes += q.Bytes
+			m.Retransmissions += q.Retransmissions
+			m.NAKs += q.NAKs
+			m.CNPs += q.CNPs
+			m.ECNMarked += q.ECNMarked
+			if roce.ComparePSN(q.LastPSN, m.LastPSN) > 0 {
+				m.LastPSN = q.LastPSN
+			}
+		}
+		w.qpsMu.Unlock()
+	}
+	out := make([]QPStats, 0, len(merged))
+	for _, q := range merged {
+		out = append(out, *q)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Packets != out[j].Packets {
+			return out[i].Packets > out[j].Packets
+		}
+		if out[i].DstGID != out[j].DstGID {
+			return out[i].DstGID < out[j].DstGID
+		}
+		return out[i].QPN < out[j].QPN
+	})
+	return out
+}
+
+// Run captures until ctx ends (a signal), Count frames are written or
+// Duration passes, then drains the queues, closes the files and returns
+// the result. tick, when set, is called about once a second with the
+// counters so far.
+func (s *Session) Run(ctx context.Context, tick func(Stats)) (*Result, error) {
+	if err := s.Start(); err != nil {
+		return s.result(), err
+	}
+	var timeout <-chan time.Time
+	if s.cfg.Duration > 0 {
+		t := time.NewTimer(s.cfg.Duration)
+		defer t.Stop()
+		timeout = t.C
+	}
+	ticker := time.NewTicker(time.Second)
+	defer ticker.Stop()
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			s.halt("signal")
+		case <-timeout:
+			s.halt("duration")
+		case <-s.done:
+			break loop
+		case <-ticker.C:
+			if tick != nil {
+				tick(s.Stats())
+			}
+			if s.stop.Load() {
+				continue
+			}
+		}
+		if s.stop.Load() {
+			<-s.done
+			break
+		}
+	}
+	return s.Close()
+}
+
+// Close stops the workers if they run, closes the files with their
+// statistics, the port and the pool, and returns the result.
+func (s *Session) Close() (*Result, error) {
+	var err error
+	s.once.Do(func() {
+		s.halt("closed")
+		if s.workers != nil {
+			<-s.done
+		}
+		err = s.closeSinks()
+		s.port.Close()
+		if e := s.pool.Close(); e != nil && err == nil {
+			err = e
+		}
+	})
+	return s.result(), err
+}
+
+func (s *Session) closeSinks() error {
+	var errs []error
+	now := time.Now().UnixNano()
+	for _, sk := range s.sinks {
+		if err := sk.closeFile(now); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Session) result() *Result {
+	r := &Result{Port: s.cfg.Port, Filter: s.cfg.Filter, RoCE: s.cfg.RoCE, RoCEPort: s.rf.Port, Stats: s.Stats(), QPs: s.QPs(),
+		Kernel: s.port != nil && s.port.Info().Filtered}
+	if p := s.reason.Load(); p != nil {
+		r.Stopped = *p
+	}
+	for _, sk := range s.sinks {
+		r.Files = append(r.Files, sk.files...)
+	}
+	return r
+}
