@@ -471,9 +471,12 @@ func parseOpcode(s string) (roce.Opcode, error) {
 	}
 	// Say which names come close, so a typo is one step from right.
 	var near []string
-	for _, name := range wiresharkOpcodes {
-		if strings.Contains(strings.ToLower(name), want) {
-			near = append(near, strconv.Quote(name))
+	for op := 0; op < 256; op++ {
+		info := roce.OpcodeInfo(roce.Opcode(op))
+		for _, name := range []string{wiresharkOpcodes[uint8(op)], info.Name} {
+			if info.Valid && name != "" && strings.Contains(strings.ToLower(name), want) {
+				near = append(near, strconv.Quote(name))
+			}
 		}
 	}
 	sort.Strings(near)
