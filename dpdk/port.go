@@ -54,6 +54,15 @@ type Waiter interface {
 	Wait(q int, timeout time.Duration) (bool, error)
 }
 
+// Waker is implemented by Waiters whose Wait can be ended early from
+// another goroutine, so a capture loop may sleep without a timeout (no
+// timer wakes an idle process) and still see its stop flag at once.
+type Waker interface {
+	// Wake ends a Wait in progress on queue q (it returns false), or
+	// the next one if none is.
+	Wake(q int)
+}
+
 var portIDs atomic.Uint32
 
 // NewPortID hands out process-wide port ids for Packet.Port, so packets

@@ -134,10 +134,10 @@ func runCapture(ctx context.Context, env *Env, o captureOptions) error {
 		port += ",hwtstamp=1"
 	}
 	if strings.HasPrefix(port, "afpacket:") && !strings.Contains(port, "timeout=") {
-		// libpcap's read timeout: a block of the ring is handed over when
+		// tcpdump's read timeout: a block of the ring is handed over when
 		// full or after this long, so at low rates the capture wakes
-		// rarely.
-		port += ",timeout=100ms"
+		// rarely (and a stop waits this long for the last block).
+		port += ",timeout=1000ms"
 	}
 	var format pcap.Format
 	switch o.format {

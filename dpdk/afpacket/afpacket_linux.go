@@ -47,6 +47,7 @@ var (
 	_ dpdk.Port        = (*Port)(nil)
 	_ dpdk.Waiter      = (*Port)(nil)
 	_ dpdk.FrameReader = (*Port)(nil)
+	_ dpdk.Waker       = (*Port)(nil)
 )
 
 // KernelStats are the kernel's counters for one RX socket (PACKET_STATISTICS
@@ -229,6 +230,11 @@ func (p *Port) Wait(q int, timeout time.Duration) (bool, error) {
 	if err := r.setDeadline(timeout); err != nil {
 		return false, fmt.Errorf("afpacket: %s: %w", p.info.Name, err)
 	}
+	if r.woken.Load() {
+		// Woken while the deadline was being set, which may have undone
+		// the Wake's.
+		return false, nil
+	}
 	r.ready = false
 	err := r.raw.Read(r.waitFn)
 	switch {
@@ -240,6 +246,20 @@ func (p *Port) Wait(q int, timeout time.Duration) (bool, error) {
 		return false, nil
 	}
 	return false, fmt.Errorf("afpacket: %s: %w", p.info.Name, err)
+}
+
+// Wake implements dpdk.Waker: a read deadline in the past ends the Wait
+// in progress on queue q, which the next Wait replaces.
+func (p *Port) Wake(q int) {
+	if q < 0 || q >= len(p.rx) || p.closed.Load() {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.released {
+		p.rx[q].woken.Store(true)
+		_ = p.rx[q].file.SetReadDeadline(time.Unix(1, 0))
+	}
 }
 
 // Close implements dpdk.Port: it waits for bursts in progress to finish,

@@ -69,6 +69,10 @@ type rxQueue struct {
 	deadline time.Time    // the read deadline set on file, zero for none
 	closed   *atomic.Bool // the port's closed flag, which ends a Wait
 
+	// woken is set by Port.Wake until the next Wait replaces the past
+	// deadline Wake set.
+	woken atomic.Bool
+
 	// view is the Frame ReadFrames hands out, kept so it never allocates.
 	view dpdk.Frame
 
@@ -438,6 +442,10 @@ func copyFrame(pkt *dpdk.Packet, h *frameHdr, off uintptr, q *rxQueue) int {
 // setDeadline makes the poller wake a Wait within timeout (never, when
 // negative), keeping the current deadline if it already does that.
 func (q *rxQueue) setDeadline(timeout time.Duration) error {
+	if q.woken.Swap(false) {
+		// Wake put the file's deadline in the past: replace it.
+		q.deadline = time.Unix(1, 0)
+	}
 	if timeout < 0 {
 		if q.deadline.IsZero() {
 			return nil

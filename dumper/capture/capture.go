@@ -22,11 +22,13 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/rdma-appliance/appliance/dpdk"
+	"github.com/rdma-appliance/appliance/dpdk/afpacket"
 	"github.com/rdma-appliance/appliance/dpdk/filter"
 	"github.com/rdma-appliance/appliance/dumper/pcap"
 	"github.com/rdma-appliance/appliance/verbs/roce"
@@ -56,6 +58,10 @@ type Config struct {
 	// Count and Duration stop the capture (0: no limit).
 	Count    uint64
 	Duration time.Duration
+	// Drain is how long the workers keep reading after a stop, at least:
+	// an AF_PACKET ring hands over a partly filled block only after its
+	// block timeout, which New adds here.
+	Drain time.Duration
 	// OpenPort, when set, opens the port instead of dpdk.Open (tests and
 	// the lab hand in ring ports).
 	OpenPort func(name string, cfg dpdk.Config) (dpdk.Port, error)
@@ -124,6 +130,7 @@ type Session struct {
 	reason  atomic.Pointer[string]
 	total   atomic.Uint64 // frames written, for Count
 	done    chan struct{}
+	running chan struct{} // closed once the workers run
 	once    sync.Once
 }
 
@@ -133,17 +140,44 @@ type worker struct {
 	sink  *sink
 	queue int
 	core  int
-	// counters, written by the worker
-	_         [64]byte
-	received  atomic.Uint64
-	bytes     atomic.Uint64
-	roceRej   atomic.Uint64
-	hwts      atomic.Uint64
-	qpsMu     sync.Mutex
-	qps       map[qpKey]*QPStats
-	pkt       roce.Packet
-	_         [64]byte
-	loopStats dpdk.LoopStats
+	// Counters kept by the worker and published every publishEvery
+	// frames (and at the end), so the per-frame path has no atomic
+	// operation for them.
+	nrecv, nbytes, nrej, nhw uint64
+	unpub                    int
+	_                        [64]byte
+	received                 atomic.Uint64
+	bytes                    atomic.Uint64
+	roceRej                  atomic.Uint64
+	hwts                     atomic.Uint64
+	_                        [64]byte
+	qps                      qpTable
+	pkt                      roce.Packet
+	quick                    quickPkt
+	loopStats                dpdk.LoopStats
+}
+
+// publishLocked publishes the counters, taking the sink's lock when
+// workers share it.
+func (w *worker) publishLocked() {
+	if w.sink.shared {
+		w.sink.mu.Lock()
+		defer w.sink.mu.Unlock()
+	}
+	w.publish()
+}
+
+// publishEvery is how many frames a worker handles before publishing its
+// counters: a live line or a scrape lags by no more than that.
+const publishEvery = 64
+
+func (w *worker) publish() {
+	w.received.Store(w.nrecv)
+	w.bytes.Store(w.nbytes)
+	w.roceRej.Store(w.nrej)
+	w.hwts.Store(w.nhw)
+	w.unpub = 0
+	w.sink.publish()
 }
 
 type qpKey struct {
@@ -168,11 +202,11 @@ func New(cfg Config) (*Session, error) {
 	if cfg.Output.Path == "" {
 		return nil, errors.New("capture: no output (-w FILE, or - for standard output)")
 	}
-	if cfg.Output.Path == "-" && (cfg.PerQueue || cfg.Output.rotating()) {
+	if cfg.Output.Path == "-" && (cfg.PerQueue || cfg.Output.FileSize > 0 || cfg.Output.FileDuration > 0) {
 		return nil, errors.New("capture: standard output is one stream: no per-queue files or rotation")
 	}
 	cfg.Output.SnapLen = cfg.SnapLen
-	s := &Session{cfg: cfg, done: make(chan struct{})}
+	s := &Session{cfg: cfg, done: make(chan struct{}), running: make(chan struct{})}
 	var err error
 	if s.rf, err = ParseRoCE(cfg.RoCE, cfg.RoCEPort); err != nil {
 		return nil, err
@@ -208,6 +242,17 @@ func New(cfg Config) (*Session, error) {
 		s.pool.Close()
 		return nil, fmt.Errorf("capture: cannot open %s: %w", cfg.Port, err)
 	}
+	if drv, _, opts, err := dpdk.ParsePortString(cfg.Port); err == nil && drv == "afpacket" {
+		tmo := afpacket.DefaultTimeout
+		if v, ok := opts["timeout"]; ok {
+			if d, err := time.ParseDuration(v); err == nil {
+				tmo = d
+			} else if ms, err := strconv.Atoi(v); err == nil {
+				tmo = time.Duration(ms) * time.Millisecond
+			}
+		}
+		s.cfg.Drain = max(s.cfg.Drain, tmo+tmo/10+10*time.Millisecond)
+	}
 	if s.cfg.Output.Interface == "" {
 		s.cfg.Output.Interface = s.port.Info().Name
 	}
@@ -236,7 +281,7 @@ func (s *Session) Start() error {
 		nsinks = s.cfg.Queues
 	}
 	for i := 0; i < nsinks; i++ {
-		sk := &sink{out: &s.cfg.Output, stats: s.snapshot}
+		sk := &sink{out: &s.cfg.Output, stats: s.snapshot, shared: !s.cfg.PerQueue && s.cfg.Queues > 1}
 		if s.cfg.PerQueue {
 			sk.suffix = fmt.Sprintf("-q%d", i)
 		}
@@ -252,12 +297,12 @@ func (s *Session) Start() error {
 		if len(s.cfg.Cores) > 0 {
 			core = s.cfg.Cores[q]
 		}
-		w := &worker{s: s, queue: q, core: core, qps: map[qpKey]*QPStats{}, sink: s.sinks[0]}
+		w := &worker{s: s, queue: q, core: core, sink: s.sinks[0]}
 		if s.cfg.PerQueue {
 			w.sink = s.sinks[q]
 		}
 		w.loop = &Loop{Port: s.port, Queue: q, Core: core, Burst: s.cfg.Burst, Stop: &s.stop, Filter: s.prog,
-			ParkIdle: true, Stats: &w.loopStats}
+			ParkIdle: true, Stats: &w.loopStats, DrainFor: s.cfg.Drain, OnIdle: w.publishLocked}
 		s.workers = append(s.workers, w)
 	}
 	var wg sync.WaitGroup
@@ -266,6 +311,7 @@ func (s *Session) Start() error {
 		go func() {
 			defer wg.Done()
 			w.loop.RunFrames(w.frame, started)
+			w.publishLocked()
 		}()
 	}
 	var errs []error
@@ -284,43 +330,54 @@ func (s *Session) Start() error {
 		s.closeSinks()
 		return fmt.Errorf("capture: %w", errors.Join(errs...))
 	}
+	close(s.running)
 	return nil
 }
+
+// Running is closed once the session captures.
+func (s *Session) Running() <-chan struct{} { return s.running }
 
 // halt asks the workers to drain and stop, recording why (the first
 // reason wins).
 func (s *Session) halt(why string) {
 	s.reason.CompareAndSwap(nil, &why)
 	s.stop.Store(true)
+	if wk, ok := s.port.(dpdk.Waker); ok {
+		for q := 0; q < s.cfg.Queues; q++ {
+			wk.Wake(q)
+		}
+	}
 }
 
 // frame is the per-frame path: the RoCE filter and counters, then the
 // output.
 func (w *worker) frame(f *dpdk.Frame) {
 	s := w.s
-	if s.stop.Load() && s.cfg.Count > 0 && s.total.Load() >= s.cfg.Count {
+	if s.cfg.Count > 0 && s.total.Load() >= s.cfg.Count {
 		return
 	}
-	w.received.Add(1)
-	w.bytes.Add(uint64(f.WireLen))
+	w.nrecv++
+	w.nbytes += uint64(f.WireLen)
 	if f.HWTimestamp {
-		w.hwts.Add(1)
+		w.nhw++
 	}
-	isRoCE := s.rf.Match(f.Data, &w.pkt)
-	if s.cfg.RoCE != "" && !isRoCE {
-		w.roceRej.Add(1)
+	if s.cfg.RoCE != "" && !s.rf.Match(f.Data, &w.pkt) {
+		w.nrej++
+		w.tick()
 		return
 	}
-	if isRoCE {
-		w.countQP(f.Data, f.WireLen)
+	if quickRoCE(f.Data, s.rf.Port, &w.quick) {
+		w.qps.count(&w.quick, f.WireLen)
 	}
 	sk := w.sink
-	if !s.cfg.PerQueue && len(s.workers) > 1 {
+	if sk.shared {
 		sk.mu.Lock()
 		sk.write(f.Data, f.VLAN, f.Timestamp, f.WireLen)
+		w.tick()
 		sk.mu.Unlock()
 	} else {
 		sk.write(f.Data, f.VLAN, f.Timestamp, f.WireLen)
+		w.tick()
 	}
 	if s.cfg.Count > 0 && s.total.Add(1) >= s.cfg.Count {
 		s.halt("count")
@@ -330,37 +387,11 @@ func (w *worker) frame(f *dpdk.Frame) {
 	}
 }
 
-// countQP updates the counters of the frame's queue pair; w.pkt holds the
-// parsed frame. A new queue pair allocates its entry once.
-func (w *worker) countQP(frame []byte, wireLen int) {
-	p := &w.pkt
-	k := qpKey{dst: p.DstGID(frame), qpn: p.DestQP}
-	w.qpsMu.Lock()
-	q := w.qps[k]
-	if q == nil {
-		q = &QPStats{QPN: p.DestQP, FirstPSN: p.PSN, LastPSN: p.PSN}
-		w.qps[k] = q
-	} else if p.Opcode != roce.OpCNP && !p.Info().IsResponse() && roce.ComparePSN(p.PSN, q.LastPSN) <= 0 {
-		// A request at or behind the last PSN seen is sent again.
-		q.Retransmissions++
+// tick publishes the counters every publishEvery frames.
+func (w *worker) tick() {
+	if w.unpub++; w.unpub >= publishEvery {
+		w.publish()
 	}
-	q.Packets++
-	q.Bytes += uint64(wireLen)
-	switch {
-	case p.Opcode == roce.OpCNP:
-		q.CNPs++
-	default:
-		if a := p.AETH(frame); len(a) >= roce.AETHLen && a.Syndrome().IsNAK() {
-			q.NAKs++
-		}
-		if !p.Info().IsResponse() && roce.ComparePSN(p.PSN, q.LastPSN) > 0 {
-			q.LastPSN = p.PSN
-		}
-	}
-	if p.ECN == 3 {
-		q.ECNMarked++
-	}
-	w.qpsMu.Unlock()
 }
 
 // Stats reads the counters; safe while capturing.
@@ -377,7 +408,7 @@ func (s *Session) Stats() Stats {
 		st.Filtered += w.loop.Filtered.Load()
 	}
 	for _, sk := range s.sinks {
-		st.Written += sk.written.Load()
+		st.Written += sk.published.Load()
 		st.WriterDrops += sk.lost()
 	}
 	ps := s.port.Stats().Sub(s.base)
@@ -395,26 +426,7 @@ func (s *Session) Stats() Stats {
 func (s *Session) QPs() []QPStats {
 	merged := map[qpKey]*QPStats{}
 	for _, w := range s.workers {
-		w.qpsMu.Lock()
-		for k, q := range w.qps {
-			m := merged[k]
-			if m == nil {
-				c := *q
-				c.DstGID = k.dst.String()
-				merged[k] = &c
-				continue
-			}
-			m.Packets += q.Packets
-			m.Bytes += q.Bytes
-			m.Retransmissions += q.Retransmissions
-			m.NAKs += q.NAKs
-			m.CNPs += q.CNPs
-			m.ECNMarked += q.ECNMarked
-			if roce.ComparePSN(q.LastPSN, m.LastPSN) > 0 {
-				m.LastPSN = q.LastPSN
-			}
-		}
-		w.qpsMu.Unlock()
+		w.qps.snapshot(merged)
 	}
 	out := make([]QPStats, 0, len(merged))
 	for _, q := range merged {

@@ -29,8 +29,10 @@ type Loop struct {
 	Queue int
 	Core  int
 	Burst int
-	// Stop ends the loop once the queue has been idle for DrainIdle polls.
-	Stop *atomic.Bool
+	// Stop ends the loop once the queue has been idle for DrainIdle polls
+	// and DrainFor has passed since the loop saw it.
+	Stop     *atomic.Bool
+	DrainFor time.Duration
 	// Stats counts the passes of the loop (its utilisation); optional.
 	Stats *dpdk.LoopStats
 	// Budget, when set, is asked before each burst how many packets the
@@ -43,9 +45,14 @@ type Loop struct {
 	// packets are freed and counted in Filtered.
 	Filter   *filter.Program
 	Filtered atomic.Uint64
+	// OnIdle, when set, is called when the queue runs dry after frames:
+	// where a loop that batches its counters publishes them.
+	OnIdle func()
 	// ParkIdle makes an unpinned loop on a dpdk.Waiter port sleep in the
-	// kernel up to parkTimeout at a time once idle, instead of waking every
-	// millisecond: a capture that must not cost CPU when traffic is light.
+	// kernel once idle, instead of waking every millisecond: a capture
+	// that must not cost CPU when traffic is light. On a dpdk.Waker port it
+	// sleeps without a timeout (Wake ends the sleep at a stop: no timer
+	// wakes an idle process), elsewhere up to parkTimeout at a time.
 	ParkIdle bool
 }
 
@@ -140,10 +147,20 @@ func (l *Loop) run(started chan<- error, poll func(want int) int) {
 		waiter = nil
 	}
 	idle := 0
+	var stopAt int64
 	for {
 		stopping := l.Stop.Load()
 		if stopping && idle >= DrainIdle {
-			return
+			if l.DrainFor <= 0 {
+				return
+			}
+			now := dpdk.Nanotime()
+			if stopAt == 0 {
+				stopAt = now
+			}
+			if now-stopAt >= int64(l.DrainFor) {
+				return
+			}
 		}
 		want := burst
 		if l.Budget != nil {
@@ -154,11 +171,17 @@ func (l *Loop) run(started chan<- error, poll func(want int) int) {
 		}
 		n := poll(want)
 		if n == 0 {
+			if idle == 0 && l.OnIdle != nil {
+				l.OnIdle()
+			}
 			idle++
 			if waiter != nil && idle > 64 && !stopping {
 				timeout := time.Millisecond
 				if l.ParkIdle {
 					timeout = parkTimeout
+					if _, ok := l.Port.(dpdk.Waker); ok {
+						timeout = -1
+					}
 				}
 				_, _ = waiter.Wait(l.Queue, timeout)
 				continue

@@ -66,11 +66,15 @@ type sink struct {
 	files   []File
 	fw      *fileWriter
 
-	// Counters, written by the writing worker, read by Stats.
-	written atomic.Uint64 // frames handed to the writer
-	flushed atomic.Uint64 // of those, the ones known to be on disk
-	unsaved atomic.Uint64 // frames refused after a write error
-	errp    atomic.Pointer[error]
+	// shared is set when several workers write the sink, under mu.
+	shared bool
+	// written counts the frames handed to the writer; published is its
+	// value as Stats sees it, updated every few frames.
+	written   uint64
+	published atomic.Uint64
+	flushed   atomic.Uint64 // of those, the ones known to be on disk
+	unsaved   atomic.Uint64 // frames refused after a write error
+	errp      atomic.Pointer[error]
 
 	scratch  []byte
 	recBytes int64 // file size estimate: bytes of records appended
@@ -113,8 +117,9 @@ func (w *fileWriter) Write(b []byte) (int, error) {
 
 func (s *sink) open(now time.Time) error {
 	o := s.out
+	// Write out every 64 KiB: the buffer stays in the CPU cache.
 	opts := pcap.WriterOptions{Format: o.Format, LinkType: pcap.LinkTypeEthernet, SnapLen: o.SnapLen, Nanosecond: true,
-		InterfaceName: o.Interface, InterfaceFilter: o.Filter, Application: o.Application}
+		InterfaceName: o.Interface, InterfaceFilter: o.Filter, Application: o.Application, FlushSize: 64 << 10}
 	if o.Zstd {
 		opts.Compress, opts.ZstdLevel = pcap.CompressZstd, o.ZstdLevel
 	}
@@ -123,7 +128,7 @@ func (s *sink) open(now time.Time) error {
 	if stdout == nil {
 		stdout = os.Stdout
 	}
-	s.fw = &fileWriter{out: stdout, onOK: func() { s.flushed.Store(s.written.Load()) }}
+	s.fw = &fileWriter{out: stdout, onOK: func() { s.flushed.Store(s.written) }}
 	if path != "-" {
 		if o.rotating() {
 			s.seq++
@@ -202,7 +207,7 @@ func (s *sink) write(data []byte, vlan uint32, ts int64, wireLen int) {
 		s.firstTS = ts
 	}
 	s.cur.Packets++
-	s.written.Add(1)
+	s.written++
 	caplen := min(len(data), max(o.SnapLen, 1))
 	if o.Format == pcap.FormatPcapNG {
 		s.recBytes += int64(32 + (caplen+3)&^3)
@@ -272,6 +277,7 @@ func (s *sink) closeFile(end int64) error {
 	if err != nil {
 		s.fail(err)
 	}
+	s.publish()
 	if s.file != nil {
 		if e := s.file.Close(); e != nil && err == nil {
 			err = e
@@ -296,5 +302,8 @@ func (s *sink) lost() uint64 {
 	if s.errp.Load() == nil {
 		return 0
 	}
-	return s.unsaved.Load() + s.written.Load() - s.flushed.Load()
+	return s.unsaved.Load() + s.published.Load() - s.flushed.Load()
 }
+
+// publish makes the frame count visible to Stats.
+func (s *sink) publish() { s.published.Store(s.written) }
