@@ -178,6 +178,7 @@ func (w *worker) publish() {
 	w.hwts.Store(w.nhw)
 	w.unpub = 0
 	w.sink.publish()
+	w.qps.publish()
 }
 
 type qpKey struct {

@@ -384,3 +384,31 @@ func BenchmarkSessionRing(b *testing.B) {
 	}
 	pool.Close()
 }
+
+// BenchmarkFramePath is the per-frame work of a capture worker after the
+// port: the per-QP counters and a pcapng record into the file buffer.
+func BenchmarkFramePath(b *testing.B) {
+	out := Output{Path: os.DevNull, Format: pcap.FormatPcapNG, SnapLen: 128}
+	s := &Session{cfg: Config{Output: out}, rf: &RoCEFilter{Port: roce.UDPPort}}
+	sk := &sink{out: &s.cfg.Output}
+	if err := sk.open(time.Now()); err != nil {
+		b.Fatal(err)
+	}
+	w := &worker{s: s, sink: sk}
+	s.workers = []*worker{w}
+	var frames [64][]byte
+	for i := range frames {
+		frames[i] = buildFrame(b, frameSpec{op: roce.RCSendMiddle, qpn: uint32(16 + i), psn: uint32(i)})
+	}
+	f := dpdk.Frame{Timestamp: time.Now().UnixNano()}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		f.Data = frames[i&63]
+		f.WireLen = len(f.Data)
+		w.frame(&f)
+		i++
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds()/1e6, "Mpkt/s")
+	sk.closeFile(0)
+}

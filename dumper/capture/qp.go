@@ -3,7 +3,6 @@ package capture
 import (
 	"encoding/binary"
 	"sync"
-	"sync/atomic"
 
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
@@ -90,86 +89,128 @@ func quickRoCE(f []byte, port uint16, q *quickPkt) bool {
 	return true
 }
 
-// qpEntry is one queue pair's counters: written by one worker, read by
-// anyone.
+// qpCounts are one queue pair's counters.
+type qpCounts struct {
+	packets, bytes, retrans, naks, cnps, ecn uint64
+	last                                     uint32
+}
+
+// qpEntry is one queue pair: counters the worker updates without
+// synchronisation, and a copy of them that publish makes under the
+// table's lock for readers.
 type qpEntry struct {
-	dst     roce.GID
-	qpn     uint32
-	next    *qpEntry // another destination with the same QPN
-	packets atomic.Uint64
-	bytes   atomic.Uint64
-	retrans atomic.Uint64
-	naks    atomic.Uint64
-	cnps    atomic.Uint64
-	ecn     atomic.Uint64
-	first   uint32 // set before the entry is published
-	last    atomic.Uint32
+	dst   roce.GID
+	qpn   uint32
+	first uint32
+	next  *qpEntry // another destination with the same QPN
+	live  qpCounts
+	dirty bool
+	pub   qpCounts // under qpTable.mu
 }
 
-// qpTable is a worker's queue pairs. The worker looks entries up without
-// a lock (it is the only writer) and takes mu to insert; readers take it
-// to walk the map.
+// qpTable is a worker's queue pairs. Only the worker touches the map, the
+// cache and the live counters; publish copies the counters of the entries
+// changed since the last publish for readers, under mu.
 type qpTable struct {
-	mu sync.RWMutex
-	m  map[uint32]*qpEntry
+	m     map[uint32]*qpEntry
+	cache [256]*qpEntry // by QPN and destination, in front of the map
+	dirty []*qpEntry
+
+	mu  sync.Mutex
+	all []*qpEntry // under mu: every entry, for readers
 }
 
-func (t *qpTable) count(q *quickPkt, wireLen int) {
+func cacheSlot(qpn uint32, dst *roce.GID) int {
+	return int((qpn ^ qpn>>8 ^ uint32(dst[15]) ^ uint32(dst[14])<<3) & 255)
+}
+
+func (t *qpTable) lookup(q *quickPkt) *qpEntry {
+	slot := cacheSlot(q.qpn, &q.dst)
+	if e := t.cache[slot]; e != nil && e.qpn == q.qpn && e.dst == q.dst {
+		return e
+	}
 	e := t.m[q.qpn]
 	for e != nil && e.dst != q.dst {
 		e = e.next
 	}
 	if e == nil {
 		e = &qpEntry{dst: q.dst, qpn: q.qpn, first: q.psn}
-		e.last.Store(q.psn)
-		t.mu.Lock()
+		e.live.last = q.psn
 		if t.m == nil {
 			t.m = map[uint32]*qpEntry{}
 		}
 		e.next = t.m[q.qpn]
 		t.m[q.qpn] = e
+		t.mu.Lock()
+		t.all = append(t.all, e)
 		t.mu.Unlock()
-	} else if q.op != uint8(roce.OpCNP) && !isResponse[q.op] {
+	}
+	t.cache[slot] = e
+	return e
+}
+
+func (t *qpTable) count(q *quickPkt, wireLen int) {
+	e := t.lookup(q)
+	c := &e.live
+	if c.packets > 0 && q.op != uint8(roce.OpCNP) && !isResponse[q.op] {
 		// A request at or behind the last PSN seen is sent again.
-		if roce.ComparePSN(q.psn, e.last.Load()) <= 0 {
-			e.retrans.Add(1)
+		if roce.ComparePSN(q.psn, c.last) <= 0 {
+			c.retrans++
 		} else {
-			e.last.Store(q.psn)
+			c.last = q.psn
 		}
 	}
-	e.packets.Add(1)
-	e.bytes.Add(uint64(wireLen))
+	c.packets++
+	c.bytes += uint64(wireLen)
 	switch {
 	case q.op == uint8(roce.OpCNP):
-		e.cnps.Add(1)
+		c.cnps++
 	case q.nak:
-		e.naks.Add(1)
+		c.naks++
 	}
 	if q.ecn == 3 {
-		e.ecn.Add(1)
+		c.ecn++
+	}
+	if !e.dirty {
+		e.dirty = true
+		t.dirty = append(t.dirty, e)
 	}
 }
 
-// snapshot adds the table's counters to merged.
+// publish hands the changed counters to readers.
+func (t *qpTable) publish() {
+	if len(t.dirty) == 0 {
+		return
+	}
+	t.mu.Lock()
+	for _, e := range t.dirty {
+		e.pub = e.live
+		e.dirty = false
+	}
+	t.mu.Unlock()
+	clear(t.dirty)
+	t.dirty = t.dirty[:0]
+}
+
+// snapshot adds the table's published counters to merged.
 func (t *qpTable) snapshot(merged map[qpKey]*QPStats) {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	for _, head := range t.m {
-		for e := head; e != nil; e = e.next {
-			k := qpKey{dst: e.dst, qpn: e.qpn}
-			m := merged[k]
-			if m == nil {
-				m = &QPStats{DstGID: e.dst.String(), QPN: e.qpn, FirstPSN: e.first, LastPSN: e.last.Load()}
-				merged[k] = m
-			} else if last := e.last.Load(); roce.ComparePSN(last, m.LastPSN) > 0 {
-				m.LastPSN = last
-			}
-			m.Packets += e.packets.Load()
-			m.Bytes += e.bytes.Load()
-			m.Retransmissions += e.retrans.Load()
-			m.NAKs += e.naks.Load()
-			m.CNPs += e.cnps.Load()
-			m.ECNMarked += e.ecn.Load()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, e := range t.all {
+		k := qpKey{dst: e.dst, qpn: e.qpn}
+		c := &e.pub
+		m := merged[k]
+		if m == nil {
+			m = &QPStats{DstGID: e.dst.String(), QPN: e.qpn, FirstPSN: e.first, LastPSN: c.last}
+			merged[k] = m
+		} else if roce.ComparePSN(c.last, m.LastPSN) > 0 {
+			m.LastPSN = c.last
 		}
+		m.Packets += c.packets
+		m.Bytes += c.bytes
+		m.Retransmissions += c.retrans
+		m.NAKs += c.naks
+		m.CNPs += c.cnps
+		m.ECNMarked += c.ecn
 	}
 }
