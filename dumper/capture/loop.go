@@ -14,6 +14,9 @@ import (
 // flag is set: enough for frames still in flight to land.
 const DrainIdle = 256
 
+// MaxDrain bounds a drain past DrainFor when frames keep coming.
+const MaxDrain = 500 * time.Millisecond
+
 // parkTimeout bounds a parked loop's sleep, so it sees its stop flag.
 const parkTimeout = 50 * time.Millisecond
 
@@ -150,15 +153,14 @@ func (l *Loop) run(started chan<- error, poll func(want int) int) {
 	var stopAt int64
 	for {
 		stopping := l.Stop.Load()
-		if stopping && idle >= DrainIdle {
-			if l.DrainFor <= 0 {
-				return
-			}
+		if stopping {
+			// Drain what is in flight, but not for ever: a source that never
+			// runs dry (a line-rate link, net_null) must still stop.
 			now := dpdk.Nanotime()
 			if stopAt == 0 {
 				stopAt = now
 			}
-			if now-stopAt >= int64(l.DrainFor) {
+			if idle >= DrainIdle && now-stopAt >= int64(l.DrainFor) || now-stopAt >= int64(l.DrainFor+MaxDrain) {
 				return
 			}
 		}
