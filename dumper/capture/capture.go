@@ -144,7 +144,7 @@ type worker struct {
 	// frames (and at the end), so the per-frame path has no atomic
 	// operation for them.
 	nrecv, nbytes, nrej, nhw uint64
-	unpub                    int
+	unpub, qpPub             int
 	_                        [64]byte
 	received                 atomic.Uint64
 	bytes                    atomic.Uint64
@@ -165,6 +165,7 @@ func (w *worker) publishLocked() {
 		defer w.sink.mu.Unlock()
 	}
 	w.publish()
+	w.publishQPs()
 }
 
 // publishEvery is how many frames a worker handles before publishing its
@@ -178,6 +179,20 @@ func (w *worker) publish() {
 	w.hwts.Store(w.nhw)
 	w.unpub = 0
 	w.sink.publish()
+	// The per-QP table copies every entry changed since the last time,
+	// which across many QPs costs more than the frames between two
+	// publishes: it publishes less often.
+	if w.qpPub++; w.qpPub >= qpPublishEvery {
+		w.publishQPs()
+	}
+}
+
+// qpPublishEvery is how many publishes of the frame counters pass between
+// two of the per-QP counters (which also publish when the queue is idle).
+const qpPublishEvery = 64
+
+func (w *worker) publishQPs() {
+	w.qpPub = 0
 	w.qps.publish()
 }
 
