@@ -272,6 +272,36 @@ func (q *rxQueue) take() {
 	}
 }
 
+// next returns the next frame's header and ring offset, taking the next
+// block when the current one is read.
+func (q *rxQueue) next() (*frameHdr, uintptr) {
+	if q.left == 0 {
+		q.take()
+	}
+	off := q.frame
+	h := (*frameHdr)(unsafe.Add(q.base, off))
+	q.frame += uintptr(h.Next_offset)
+	return h, off
+}
+
+// done counts a frame as read: after a block's last, the block goes back
+// to the kernel.
+func (q *rxQueue) done() {
+	if q.left--; q.left == 0 {
+		q.release()
+	}
+}
+
+// vlanTag is the tag the kernel took out of a frame whose status says
+// TP_STATUS_VLAN_VALID.
+func vlanTag(h *frameHdr) (tpid, tci uint16) {
+	tpid = unix.ETH_P_8021Q
+	if h.Status&unix.TP_STATUS_VLAN_TPID_VALID != 0 && h.Hv1.Vlan_tpid != 0 {
+		tpid = h.Hv1.Vlan_tpid
+	}
+	return tpid, uint16(h.Hv1.Vlan_tci)
+}
+
 // release hands block cur back to the kernel. The atomic store orders our
 // reads of the block before the kernel can see it free.
 func (q *rxQueue) release() {
@@ -304,12 +334,7 @@ func (p *Port) RxBurst(qi int, pkts []*dpdk.Packet) int {
 	got := p.pool.GetBulk(pkts[:want])
 	var n, bytes, bad int
 	for i := 0; i < want; i++ {
-		if q.left == 0 {
-			q.take()
-		}
-		off := q.frame
-		h := (*frameHdr)(unsafe.Add(q.base, off))
-		q.frame += uintptr(h.Next_offset)
+		h, off := q.next()
 		if i < got {
 			if l := copyFrame(pkts[n], h, off, q); l >= 0 {
 				pkt := pkts[n]
@@ -323,9 +348,7 @@ func (p *Port) RxBurst(qi int, pkts []*dpdk.Packet) int {
 				bad++
 			}
 		}
-		if q.left--; q.left == 0 {
-			q.release()
-		}
+		q.done()
 	}
 	if n < got {
 		// Buffers left over by frames that did not fit.
@@ -361,12 +384,7 @@ func (p *Port) ReadFrames(qi, max int, fn func(f *dpdk.Frame)) int {
 	f := &q.view
 	var bytes int
 	for i := 0; i < want; i++ {
-		if q.left == 0 {
-			q.take()
-		}
-		off := q.frame
-		h := (*frameHdr)(unsafe.Add(q.base, off))
-		q.frame += uintptr(h.Next_offset)
+		h, off := q.next()
 		start := off + uintptr(h.Mac)
 		end := start + uintptr(h.Snaplen)
 		if end <= uintptr(len(q.ring)) {
@@ -374,11 +392,8 @@ func (p *Port) ReadFrames(qi, max int, fn func(f *dpdk.Frame)) int {
 			f.VLAN = 0
 			f.WireLen = int(h.Len)
 			if h.Status&unix.TP_STATUS_VLAN_VALID != 0 {
-				tpid := uint32(unix.ETH_P_8021Q)
-				if h.Status&unix.TP_STATUS_VLAN_TPID_VALID != 0 && h.Hv1.Vlan_tpid != 0 {
-					tpid = uint32(h.Hv1.Vlan_tpid)
-				}
-				f.VLAN = tpid<<16 | uint32(uint16(h.Hv1.Vlan_tci))
+				tpid, tci := vlanTag(h)
+				f.VLAN = uint32(tpid)<<16 | uint32(tci)
 				f.WireLen += 4
 			}
 			f.Timestamp = int64(h.Sec)*1e9 + int64(h.Nsec)
@@ -386,9 +401,7 @@ func (p *Port) ReadFrames(qi, max int, fn func(f *dpdk.Frame)) int {
 			bytes += f.WireLen
 			fn(f)
 		}
-		if q.left--; q.left == 0 {
-			q.release()
-		}
+		q.done()
 	}
 	c := &p.rxc[qi]
 	c.RxPackets.Add(uint64(want))
@@ -424,11 +437,7 @@ func copyFrame(pkt *dpdk.Packet, h *frameHdr, off uintptr, q *rxQueue) int {
 	if l > len(dst) {
 		return -1
 	}
-	tpid := uint16(unix.ETH_P_8021Q)
-	if h.Status&unix.TP_STATUS_VLAN_TPID_VALID != 0 && h.Hv1.Vlan_tpid != 0 {
-		tpid = h.Hv1.Vlan_tpid
-	}
-	tci := uint16(h.Hv1.Vlan_tci)
+	tpid, tci := vlanTag(h)
 	copy(dst[:12], src[:12])
 	dst[12], dst[13], dst[14], dst[15] = byte(tpid>>8), byte(tpid), byte(tci>>8), byte(tci)
 	copy(dst[16:l], src[12:])

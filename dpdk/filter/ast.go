@@ -103,38 +103,24 @@ func (aLoad) isArith()  {}
 func (aBin) isArith()   {}
 func (aNeg) isArith()   {}
 
-func and(ns ...node) node {
-	var out node
-	for _, n := range ns {
-		if n == nil {
-			continue
-		}
-		if out == nil {
-			out = n
-		} else {
-			out = nAnd{out, n}
-		}
-	}
-	if out == nil {
-		return nConst(true)
-	}
-	return out
-}
+func and(ns ...node) node { return join(ns, func(a, b node) node { return nAnd{a, b} }, true) }
 
-func or(ns ...node) node {
+func or(ns ...node) node { return join(ns, func(a, b node) node { return nOr{a, b} }, false) }
+
+// join folds the non-nil nodes left to right with mk; none gives empty.
+func join(ns []node, mk func(a, b node) node, empty nConst) node {
 	var out node
 	for _, n := range ns {
-		if n == nil {
-			continue
-		}
-		if out == nil {
+		switch {
+		case n == nil:
+		case out == nil:
 			out = n
-		} else {
-			out = nOr{out, n}
+		default:
+			out = mk(out, n)
 		}
 	}
 	if out == nil {
-		return nConst(false)
+		return empty
 	}
 	return out
 }
