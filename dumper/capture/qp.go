@@ -31,13 +31,12 @@ func init() {
 
 // quickPkt holds the fields quickRoCE reads.
 type quickPkt struct {
-	dst    roce.GID
-	qpn    uint32
-	psn    uint32
-	op     uint8
-	ecn    uint8
-	nak    bool
-	isRoCE bool
+	dst roce.GID
+	qpn uint32
+	psn uint32
+	op  uint8
+	ecn uint8
+	nak bool
 }
 
 // quickRoCE reads the counted fields of frame, or reports that it is not
