@@ -189,6 +189,9 @@ func runCapture(ctx context.Context, env *Env, o captureOptions) error {
 	} else {
 		env.Log.Info("capturing", "port", s.Port().Info().Name, "queues", o.queues)
 	}
+	if hw, ok := s.Port().(interface{ HWTimestampErr() error }); ok && hw.HWTimestampErr() != nil {
+		env.Log.Warn("no hardware timestamps: frames carry the kernel's receive time", "err", hw.HWTimestampErr())
+	}
 	if o.listen != "" {
 		svc := service.New("capture", o.listen, env.Log)
 		s.Register(svc)

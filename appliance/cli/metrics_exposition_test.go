@@ -274,6 +274,8 @@ routes:
 	start(tofAddr, "inject", "tofino", "-f", inj, "--sde", filepath.Join(dir, "no-sde"), "--listen", tofAddr)
 	dumpAddr := freeAddr(t)
 	start(dumpAddr, "dump", "--port", "ring:"+id+"m.b", "--listen", dumpAddr, "--dir", dir, "--name", "d0")
+	capAddr := freeAddr(t)
+	start(capAddr, "capture", "-i", "ring:"+id+"cap.b", "-w", filepath.Join(dir, "cap.pcapng"), "-q", "--listen", capAddr)
 
 	collAddr, exAddr := freeAddr(t), freeAddr(t)
 	coll := file("collector.yml", fmt.Sprintf(`name: c0

@@ -36,6 +36,8 @@ type Port struct {
 	txc []dpdk.QueueCounters
 
 	closed atomic.Bool
+	// hwtsErr says why hwtstamp=1 got no hardware timestamps.
+	hwtsErr error
 
 	// mu orders Stats (which reads the sockets' kernel counters) against
 	// Close (which closes the sockets); the data path never takes it.
@@ -138,6 +140,15 @@ func Open(ifname string, cfg dpdk.Config) (*Port, error) {
 			return nil, fmt.Errorf("afpacket: %s: fanout: %w", ifname, err)
 		}
 	}
+	if o.hwtstamp {
+		// The NIC stamps received frames only once asked to, as tcpdump's
+		// -j adapter_unsynced asks: every frame, in its own clock. A device
+		// without the feature (veth) keeps the kernel's stamps.
+		hw := unix.HwTstampConfig{Rx_filter: unix.HWTSTAMP_FILTER_ALL}
+		if err := unix.IoctlSetHwTstamp(q0.fd, ifname, &hw); err != nil {
+			p.hwtsErr = fmt.Errorf("afpacket: %s: hardware timestamps: %w", ifname, err)
+		}
+	}
 	if cfg.Promiscuous {
 		// Membership belongs to the socket and the kernel counts it, so one
 		// socket is enough and closing it drops promiscuous mode again.
@@ -159,6 +170,11 @@ func Open(ifname string, cfg dpdk.Config) (*Port, error) {
 	ok = true
 	return p, nil
 }
+
+// HWTimestampErr is why the port, opened with hwtstamp=1, could not turn
+// on the NIC's receive timestamps (nil when it did or was not asked to):
+// frames then carry the kernel's.
+func (p *Port) HWTimestampErr() error { return p.hwtsErr }
 
 // ID is the port id stamped into received packets (Packet.Port).
 func (p *Port) ID() uint16 { return p.id }
