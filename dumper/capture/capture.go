@@ -353,6 +353,17 @@ func (s *Session) Start() error {
 // Running is closed once the session captures.
 func (s *Session) Running() <-chan struct{} { return s.running }
 
+// isRunning says whether Start has set up the workers and sinks, which
+// other goroutines (a scrape, a health check) may read from then on.
+func (s *Session) isRunning() bool {
+	select {
+	case <-s.running:
+		return true
+	default:
+		return false
+	}
+}
+
 // halt asks the workers to drain and stop, recording why (the first
 // reason wins).
 func (s *Session) halt(why string) {
@@ -413,9 +424,10 @@ func (w *worker) tick() {
 // Stats reads the counters; safe while capturing.
 func (s *Session) Stats() Stats {
 	var st Stats
-	if !s.started.IsZero() {
-		st.Elapsed = time.Since(s.started)
+	if !s.isRunning() {
+		return st
 	}
+	st.Elapsed = time.Since(s.started)
 	for _, w := range s.workers {
 		st.Received += w.received.Load()
 		st.Bytes += w.bytes.Load()
@@ -441,6 +453,9 @@ func (s *Session) Stats() Stats {
 // QPs returns the per-QP counters, busiest first.
 func (s *Session) QPs() []QPStats {
 	merged := map[qpKey]*QPStats{}
+	if !s.isRunning() {
+		return nil
+	}
 	for _, w := range s.workers {
 		w.qps.snapshot(merged)
 	}

@@ -49,6 +49,9 @@ func (s *Session) Register(svc *service.Service) {
 			})
 	}
 	svc.AddCheck("writer", func() error {
+		if !s.isRunning() {
+			return nil
+		}
 		for _, sk := range s.sinks {
 			if err := sk.err(); err != nil {
 				return err
