@@ -45,6 +45,7 @@ deps-test:
 deps-bench:
 	@command -v tcpdump >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -q && $(APT_INSTALL) tcpdump; } || echo "tcpdump missing: its side of the capture benchmark will skip"
 	@command -v zstd >/dev/null || { [ "$$(id -u)" = 0 ] && $(APT_INSTALL) zstd; } || echo "zstd missing: its side of the pcap benchmark will skip"
+	@command -v dpdk-testpmd >/dev/null || { [ "$$(id -u)" = 0 ] && $(APT_INSTALL) dpdk-dev; } || echo "dpdk-testpmd missing: the DPDK side of the capture benchmark will skip"
 	@[ -f /usr/include/ns3.37/ns3/core-module.h ] || ls /usr/include/ns3*/ns3/core-module.h >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && $(APT_INSTALL) libns3-dev g++; } || echo "ns-3 missing: its side of the fabric benchmark will skip"
 
 ## fuzz: a short run of every fuzz target (FUZZTIME each); the inputs the fuzzer found interesting are
