@@ -95,7 +95,7 @@ func TestServiceSlowCollector(t *testing.T) {
 
 	// More reports after the collector woke up must land too.
 	r.cfg.Count += 30
-	if err := r.Run(context.Background(), 50*time.Millisecond); err != nil {
+	if err := r.Run(context.Background(), 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	st := b.settle(t)
