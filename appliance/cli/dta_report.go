@@ -61,7 +61,7 @@ Example:
 			noSeq := fs.Bool("no-seqnum", false, "the 2-byte base header")
 			width := fs.Int("data-width", 4, "Key-Write data bytes")
 			seed := fs.Uint64("seed", 1, "random seed")
-			linger := fs.Duration("linger", 200*time.Millisecond, "wait this long after the last report for NACKs")
+			linger := fs.Duration("linger", 200*time.Millisecond, "wait up to this long after the last report for NACKs (with --retransmittable, until every report is acknowledged)")
 			asJSON := fs.Bool("json", false, "print the counters as JSON")
 			return func(ctx context.Context, env *Env, args []string) error {
 				if len(args) > 0 || *port == "" {
