@@ -10,7 +10,7 @@ FUZZTIME ?= 10s
 APT_INSTALL = DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends
 export GONOSUMDB := github.com/yerden/go-dpdk
 
-.PHONY: all build run test race bench fuzz lint p4check deps-test build-dpdk test-dpdk build-rdma test-rdma deps-dpdk deps-rdma deps-bench clean
+.PHONY: all build run test race pooldebug bench fuzz lint p4check deps-test build-dpdk test-dpdk build-rdma test-rdma deps-dpdk deps-rdma deps-bench clean
 
 all: build
 
@@ -28,7 +28,12 @@ test: p4check deps-test
 	$(GO) test -count=1 ./...
 
 race:
-	$(GO) test -count=1 -race ./dpdk/... ./verbs/... ./dumper/... ./internal/... ./appliance/...
+	$(GO) test -count=1 -race ./dpdk/... ./verbs/... ./dumper/... ./internal/... ./appliance/... ./translator/dtatranslator
+
+## pooldebug: the packet-path packages with every freed pool buffer poisoned and checked when handed
+## out again (pool memory is outside the Go heap, so the race detector does not see a use after free).
+pooldebug:
+	$(GO) test -count=1 -tags pooldebug ./dpdk/... ./verbs/... ./translator/... ./dumper/... ./collector/... ./appliance/lab
 
 ## p4check: every P4 program under p4/ through p4c's front end (skipped where ../shared is absent).
 p4check:
@@ -66,6 +71,7 @@ lint:
 	@out=$$($(GO) run $(GOIMPORTS) -local github.com/rdma-appliance/appliance -l $$(git ls-files '*.go')); \
 	  if [ -n "$$out" ]; then echo "goimports -local github.com/rdma-appliance/appliance wants to change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags pooldebug ./dpdk/...
 	@if pkg-config --exists libdpdk 2>/dev/null; then $(GO) vet -tags dpdk ./dpdk/...; else echo "lint: libdpdk-dev missing, the dpdk-tagged vet is skipped (make deps-dpdk)"; fi
 	@if [ -f /usr/include/infiniband/verbs.h ]; then $(GO) vet -tags rdma ./verbs/...; else echo "lint: libibverbs-dev missing, the rdma-tagged vet is skipped (make deps-rdma)"; fi
 	$(GO) run $(STATICCHECK) ./...
