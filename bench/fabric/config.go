@@ -84,9 +84,13 @@ type HostConfig struct {
 // Config is a simulation's behaviour.
 type Config struct {
 	Switch SwitchConfig
-	// Layers overrides Switch for the switches of a layer ("tor", ...).
-	Layers map[string]SwitchConfig
-	Host   HostConfig
+	// Layers overrides Switch for the switches of a layer ("tor", ...),
+	// and Switches overrides both for one switch by name: a switch
+	// configured unlike its peers, such as one whose PFC headroom is
+	// too small for its cables.
+	Layers   map[string]SwitchConfig
+	Switches map[string]SwitchConfig
+	Host     HostConfig
 	// Hosts overrides Host per host name.
 	Hosts map[string]HostConfig
 	// TTL of data packets: a routing loop drops them eventually.
@@ -157,6 +161,11 @@ func (c *Config) Validate() error {
 	for l, sc := range c.Layers {
 		if err := sc.Validate(); err != nil {
 			return fmt.Errorf("switch layer %s: %w", l, err)
+		}
+	}
+	for name, sc := range c.Switches {
+		if err := sc.Validate(); err != nil {
+			return fmt.Errorf("switch %s: %w", name, err)
 		}
 	}
 	if err := c.Host.Validate(); err != nil {
