@@ -72,6 +72,10 @@ type HostConfig struct {
 	// RTO is the retransmission timeout: no ACK progress for this long
 	// and the sender goes back to the first unacknowledged packet.
 	RTO int64
+	// RetryLimit is an RC QP's retry_cnt: after this many timeouts in a
+	// row without progress the flow fails and sends nothing more, as a QP
+	// goes to the error state (0..7; 0, the default, retries forever).
+	RetryLimit int
 	// DCQCN on; its parameters (Table 4 of the ByteTuning paper by
 	// default, at the host's line rate).
 	DCQCN  bool
@@ -146,6 +150,8 @@ func (c *HostConfig) Validate() error {
 		return fmt.Errorf("ack every %d: at least 1", c.AckEvery)
 	case c.CNPInterval < 0 || c.RTO <= 0 || c.ProcessingDelay < 0:
 		return errors.New("CNP interval and processing delay not negative, RTO positive")
+	case c.RetryLimit < 0 || c.RetryLimit > 7:
+		return fmt.Errorf("retry limit %d: 0..7", c.RetryLimit)
 	}
 	if c.Params != nil {
 		return c.Params.Validate()

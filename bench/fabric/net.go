@@ -131,6 +131,8 @@ type flowState struct {
 	done       bool
 	end        int64
 	retrans    uint64
+	retries    int32 // timeouts since the last progress
+	failed     bool  // retries exhausted (HostConfig.RetryLimit)
 	cnps       uint64
 	expected   int32 // receiver
 	nakSent    bool
