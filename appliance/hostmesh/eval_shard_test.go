@@ -7,14 +7,18 @@ import (
 
 // TestEvalShards: shards of an evaluation merge to the whole's rows.
 func TestEvalShards(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
 	types := []string{FaultNone, FaultLinkFlap}
-	whole, _, err := Eval(context.Background(), types, 2, 7, nil)
+	hosts := []int{4}
+	whole, _, err := Eval(context.Background(), hosts, types, 1, 7, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var parts [][]EvalRow
-	for i := range 3 {
-		rows, _, err := EvalShard(context.Background(), types, 2, 7, i, 3, nil)
+	for i := range 2 {
+		rows, _, err := EvalShard(context.Background(), hosts, types, 1, 7, i, 2, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -26,11 +30,15 @@ func TestEvalShards(t *testing.T) {
 	}
 	for i := range whole {
 		w, m := whole[i], merged[i]
-		if w.Fault != m.Fault || w.Runs != m.Runs || w.Correct != m.Correct || w.Accuracy != m.Accuracy {
+		if w.Fault != m.Fault || w.Hosts != m.Hosts || w.Runs != m.Runs || w.Top1Runs != m.Top1Runs || w.FalseAlerts != m.FalseAlerts ||
+			w.Top1 != m.Top1 || w.FalseAlertsPerHour != m.FalseAlertsPerHour || w.DetectSeconds != m.DetectSeconds || w.Goal != m.Goal {
 			t.Fatalf("merged %+v, whole %+v", m, w)
 		}
 	}
-	if _, _, err := EvalShard(context.Background(), types, 2, 7, 3, 3, nil); err == nil {
+	if _, _, err := EvalShard(context.Background(), hosts, types, 2, 7, 3, 3, nil); err == nil {
 		t.Fatal("shard 3/3 accepted")
+	}
+	if _, _, err := EvalShard(context.Background(), hosts, []string{"link-flop"}, 2, 7, 0, 1, nil); err == nil {
+		t.Fatal("unknown fault type accepted")
 	}
 }

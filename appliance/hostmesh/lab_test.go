@@ -32,12 +32,12 @@ func TestLabRun(t *testing.T) {
 
 // TestSimDeterministic: the same seed gives the same run.
 func TestSimDeterministic(t *testing.T) {
-	a, err := RunOne(context.Background(), FaultCorrupt, 7)
+	a, err := RunOne(context.Background(), 4, FaultCorrupt, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := RunOne(context.Background(), FaultCorrupt, 7)
-	if a.Stats.Events != b.Stats.Events || a.Stats.Timeouts != b.Stats.Timeouts || a.Named != b.Named {
+	b, _ := RunOne(context.Background(), 4, FaultCorrupt, 7)
+	if a.Stats.Events != b.Stats.Events || a.Stats.Timeouts != b.Stats.Timeouts || a.Top != b.Top || a.FalseAlerts != b.FalseAlerts {
 		t.Fatalf("%+v / %+v", a.Stats, b.Stats)
 	}
 }
