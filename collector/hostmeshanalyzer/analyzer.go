@@ -718,22 +718,39 @@ func (w *window) explain(abn []abnormalProbe, votes map[string]*Vote, latency bo
 				count[k]++
 			}
 		}
-		// Ties go to a link between switches over an RNIC's own link:
-		// step 1 judged the RNIC already, and an RNIC whose timeouts
-		// all cross one switch link was left to the voting for it.
-		best, n := "", 0
+		eligible := func(k string) bool {
+			n, trav := count[k], float64(votes[k].Traversed)
+			if n < c.MinVotes || (len(picks) > 0 && float64(n) < c.MinExplainShare*float64(picks[0].votes)) {
+				return false
+			}
+			if latency {
+				return float64(n) > c.MinLatencyShare*trav
+			}
+			return float64(n) >= c.MinDropShare*trav
+		}
+		best := ""
 		for _, k := range sortedKeys(count) {
-			if count[k] > n || (count[k] == n && toRNIC(best) && !toRNIC(k)) {
-				best, n = k, count[k]
+			switch {
+			case latency:
+				// The hotspot: of the directions that delay most of
+				// their probes, the one that delays them longest (a
+				// queue PFC spread upstream is shorter than the one
+				// it spread from, or its probes queue twice).
+				if eligible(k) && (best == "" || cmp.Or(cmp.Compare(votes[k].MedianNs, votes[best].MedianNs), cmp.Compare(count[k], count[best])) > 0) {
+					best = k
+				}
+			// Ties go to a link between switches over an RNIC's own
+			// link: step 1 judged the RNIC already, and an RNIC whose
+			// timeouts all cross one switch link was left to the
+			// voting for it.
+			case best == "" || count[k] > count[best] || (count[k] == count[best] && toRNIC(best) && !toRNIC(k)):
+				best = k
 			}
 		}
-		if best == "" || n < c.MinVotes || (len(picks) > 0 && float64(n) < c.MinExplainShare*float64(picks[0].votes)) {
+		if best == "" || !eligible(best) {
 			return picks
 		}
-		trav := float64(votes[best].Traversed)
-		if (latency && float64(n) <= c.MinLatencyShare*trav) || (!latency && float64(n) < c.MinDropShare*trav) {
-			return picks
-		}
+		n := count[best]
 		picks = append(picks, pick{best, n})
 		for i, a := range abn {
 			if !left[i] && (slices.Contains(a.links, best) || slices.Contains(a.dirs, best)) {
@@ -903,7 +920,62 @@ func (w *window) rnicSuspects() []Suspect {
 		}
 		sus = append(sus, Suspect{Kind: KindRNIC, Name: st.RNIC, Basis: "drops", Evidence: st.Timeouts, Share: st.Rate, Alert: line})
 	}
-	return sus
+	return w.sharedSwitch(sus)
+}
+
+// sharedSwitch replaces the RNIC suspects that are most of one switch's
+// RNICs (at least two, more than half of those its probes showed) by that
+// switch: RNICs failing together under one switch are its problem more
+// likely than as many RNIC faults at once (Algorithm 1 on switches over
+// their failing probes: every one crosses it). A switch that drops what
+// comes down from all of its spines fails every RNIC under it on every
+// path, which step 1 alone blames on the RNICs. RNICs their agents report
+// gone stay theirs.
+func (w *window) sharedSwitch(sus []Suspect) []Suspect {
+	under := map[string]map[string]bool{} // switch -> its RNICs
+	of := map[string]string{}             // RNIC -> its switch
+	for _, p := range w.paths {
+		if len(p) < 3 {
+			continue
+		}
+		for _, e := range [][2]string{{p[0], p[1]}, {p[len(p)-1], p[len(p)-2]}} {
+			if under[e[1]] == nil {
+				under[e[1]] = map[string]bool{}
+			}
+			under[e[1]][e[0]] = true
+			of[e[0]] = e[1]
+		}
+	}
+	group := map[string][]int{}
+	for i, s := range sus {
+		if sw := of[s.Name]; sw != "" && !strings.HasSuffix(s.Alert, "reported gone by its agent") {
+			group[sw] = append(group[sw], i)
+		}
+	}
+	drop := map[int]bool{}
+	var out []Suspect
+	for _, sw := range sortedKeys(group) {
+		g := group[sw]
+		if len(g) < 2 || 2*len(g) <= len(under[sw]) {
+			continue
+		}
+		timeouts, rate, names := 0, 0.0, make([]string, 0, len(g))
+		for _, i := range g {
+			drop[i] = true
+			timeouts += sus[i].Evidence
+			rate += sus[i].Share / float64(len(g))
+			names = append(names, sus[i].Name)
+		}
+		out = append(out, Suspect{Kind: KindSwitch, Name: sw, Basis: "drops", Evidence: timeouts, Share: rate,
+			Alert: fmt.Sprintf("ALERT switch %s: %d of its %d RNICs failing at once (%s), %d probes timed out", sw, len(g), len(under[sw]),
+				strings.Join(names, ", "), timeouts)})
+	}
+	for i, s := range sus {
+		if !drop[i] {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // stillFailing judges a held RNIC as flagRound judges a candidate.

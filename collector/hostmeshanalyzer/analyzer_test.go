@@ -260,7 +260,8 @@ func mustJSON(t *testing.T, v any) string {
 // rest: the suspect is the spine, alone; the RNICs of those rails, whose
 // failures are confined to the spine's links, are not blamed. A rail
 // switch that drops what comes down from two of its four spines fails a
-// sixth of its RNICs' incoming probes over two links: again the switch.
+// sixth of its RNICs' incoming probes over two links: again the switch,
+// and again when it drops from all four.
 func TestSwitchVoting(t *testing.T) {
 	c := &cluster{hosts: 4, rnics: 4, rng: rand.New(rand.NewPCG(8, 8))}
 	jitter := rand.New(rand.NewPCG(9, 9))
@@ -283,6 +284,19 @@ func TestSwitchVoting(t *testing.T) {
 	}
 	r = analyzeOne(t, NewAnalyzer(Config{}), c.batches(0, 200, rail), win)
 	if top, _ := r.Top(); len(r.Suspects) != 1 || top.Kind != KindSwitch || top.Name != "rail2" {
+		t.Fatalf("suspects %+v, rnics %+v", r.Suspects, r.RNICs)
+	}
+	// Dropping from all of its spines, the rail switch fails every RNIC
+	// under it on every path: each is anomalous, together they are the
+	// switch's.
+	all := func(p probe) (bool, int64, int64) {
+		if p.dst == 2 && jitter.IntN(4) == 0 {
+			return true, 0, 0
+		}
+		return healthy(p)
+	}
+	r = analyzeOne(t, NewAnalyzer(Config{}), c.batches(0, 200, all), win)
+	if top, _ := r.Top(); len(r.Suspects) != 1 || top.Kind != KindSwitch || top.Name != "rail2" || r.RNICs[0].Anomalous != true {
 		t.Fatalf("suspects %+v, rnics %+v", r.Suspects, r.RNICs)
 	}
 }
