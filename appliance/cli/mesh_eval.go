@@ -18,7 +18,7 @@ import (
 
 var meshEvalCmd = &Command{
 	Name:    "eval",
-	Summary: "evaluate Hostmesh in the fabric simulator, scored strictly: is the analyzer's top suspect the injected fault, and what else does it alert on?",
+	Summary: "evaluate Hostmesh in the fabric simulator, scored strictly: the top suspect must be the injected fault, any other alert is false",
 	Usage:   "[--hosts 4,16] [--runs 20] [--types T,...] [--seed N] [--out DIR] [--json FILE] [--shard i/n]",
 	Long: `For every cluster size (--hosts, machines of 8 RNICs on 8 rails, as many spines as machines up to 8,
 25G links, web-search background traffic at 5% load) and fault type, --runs randomized runs in the
