@@ -232,6 +232,15 @@ func TestAgentSoftRNICs(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- ag.Run(ctx) }()
+	// A failing check must stop the agent before Close frees what its
+	// senders use, or the panic hides the failure.
+	stopped := false
+	defer func() {
+		if !stopped {
+			cancel()
+			<-done
+		}
+	}()
 	time.Sleep(time.Second)
 	rep := an.Analyze(dpdk.Nanotime())
 	c, _ := ag.Status()
@@ -290,6 +299,7 @@ func TestAgentSoftRNICs(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	cancel()
 	<-done
+	stopped = true
 	if _, _, ok := an2.Span(); up.Held() != 0 || !ok {
 		t.Fatalf("after the analyzer came back: %d held, results there %v", up.Held(), ok)
 	}

@@ -186,6 +186,9 @@ func RunSeed(seed uint64, hosts int, fault string, k int) uint64 {
 	return seed + uint64(hosts)*10_000_000 + uint64(slices.Index(FaultTypes, fault))*100_000 + uint64(k)
 }
 
+// runOne is RunOne, which tests of the bookkeeping replace.
+var runOne = RunOne
+
 // EvalShard is Eval on part i of n of the runs (run number, over every
 // cluster and type in order, equal to i modulo n): shards run anywhere, as
 // a batch system's array jobs, and MergeRows adds them up to the whole.
@@ -209,7 +212,7 @@ func EvalShard(ctx context.Context, hosts []int, types []string, runs int, seed 
 				if j++; (j-1)%n != i {
 					continue
 				}
-				r, err := RunOne(ctx, h, ft, RunSeed(seed, h, ft, k))
+				r, err := runOne(ctx, h, ft, RunSeed(seed, h, ft, k))
 				if err != nil {
 					return rows, all, err
 				}
