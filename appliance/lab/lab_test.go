@@ -390,7 +390,7 @@ func TestHostmeshStage(t *testing.T) {
 	}
 	s.Wire.Enabled, s.Verbs.Enabled, s.Lumina.Enabled, s.LuminaTests.Enabled, s.DTA.Enabled, s.Fabric.Enabled, s.Hawkeye.Enabled, s.Tuning.Enabled = false, false, false, false, false, false, false, false
 	_, row, b := runPassing(t, s)
-	if row.Figures["named"] == "" || row.Figures["named"] != row.Figures["truth"] {
+	if row.Figures["named"] == "" || row.Figures["named"] != row.Figures["truth"] || row.Figures["false_alerts"] != "0" || row.Figures["detect_s"] == "" {
 		t.Fatalf("figures:\n%s", b)
 	}
 }
