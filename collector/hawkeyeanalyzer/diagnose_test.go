@@ -515,3 +515,46 @@ func TestDeadlockClosedByRoutes(t *testing.T) {
 		t.Errorf("SW1:2 -> SW2:4 should be a meter edge: %+v", e)
 	}
 }
+
+// TestVictimPathWithoutFlows: port-level telemetry alone (no flow
+// records) still traces the PFC path when the victim's path is given as
+// its ports: the storm's host is found, an incast's path and initiator
+// too but not its flows; without the path the victim cannot be placed.
+func TestVictimPathWithoutFlows(t *testing.T) {
+	portsOnly := func(tel *hawkeyewire.Telemetry) *hawkeyewire.Telemetry {
+		c := *tel
+		c.Reports = nil
+		for _, r := range tel.Reports {
+			r.Epochs = slices.Clone(r.Epochs)
+			for i := range r.Epochs {
+				r.Epochs[i].Flows = nil
+			}
+			r.Evicted = nil
+			c.Reports = append(c.Reports, r)
+		}
+		return &c
+	}
+	pathOf := func(d *Diagnosis) []PortID {
+		var out []PortID
+		for _, h := range d.VictimPath {
+			out = append(out, parsePortID(h.Port))
+		}
+		return out
+	}
+	storm := newStorm().s.telemetry()
+	full := diagnose(t, storm)
+	d := Diagnose(portsOnly(storm), Options{VictimPath: pathOf(full)})
+	wantType(t, d, Storm)
+	if !slices.Equal(d.RootHosts(), []string{"H1"}) || !slices.Equal(d.Path, full.Path) {
+		t.Fatalf("port-level storm: root causes %+v, path %v (with flows %v)", d.RootCauses, d.Path, full.Path)
+	}
+	incast := newIncast().s.telemetry()
+	full = diagnose(t, incast)
+	d = Diagnose(portsOnly(incast), Options{VictimPath: pathOf(full)})
+	if d.Type != Incast || d.Initiator != full.Initiator || len(d.RootFlows()) != 0 {
+		t.Fatalf("port-level incast: %s at %s, flows %v (with flows: %s at %s)", d.Type, d.Initiator, d.RootFlows(), full.Type, full.Initiator)
+	}
+	if d := Diagnose(portsOnly(storm), Options{}); d.Type != Unknown {
+		t.Fatalf("without the victim's path: %s", d.Type)
+	}
+}
