@@ -67,7 +67,7 @@ type hawkeyeEvalOptions struct {
 func hawkeyeEvalFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
 	var o hawkeyeEvalOptions
 	fs.IntVar(&o.traces, "traces", 100, "traces per topology and anomaly type (per cell with --sweep)")
-	fs.StringVar(&o.topologies, "topology", "k4", "fat-trees, comma-separated: k4, k8, k16")
+	fs.StringVar(&o.topologies, "topology", "k4", "fat-trees, comma-separated: k4, k8, k16 (empty: all)")
 	fs.StringVar(&o.anomalies, "anomalies", "", "anomaly types, comma-separated (default all)")
 	fs.StringVar(&o.methods, "methods", "", "methods, comma-separated (default all)")
 	fs.DurationVar(&o.epoch, "epoch", time.Millisecond, "telemetry epoch, rounded to a power of two nanoseconds (1us..1s)")
@@ -95,37 +95,15 @@ func hawkeyeEvalSetup(o hawkeyeEvalOptions) (hawkeyeeval.Options, error) {
 	if o.workers < 0 || o.workers > 256 {
 		return eo, Usagef("--workers %d: 0..256", o.workers)
 	}
-	for _, name := range splitList(o.topologies) {
-		tp, err := hawkeyeeval.ParseTopology(name)
-		if err != nil {
-			return eo, Usagef("--topology: %v", err)
-		}
-		eo.Topologies = append(eo.Topologies, tp)
+	var err error
+	if eo.Topologies, err = parseList("--topology", o.topologies, hawkeyeeval.Topologies, hawkeyeeval.ParseTopology); err != nil {
+		return eo, err
 	}
-	if len(eo.Topologies) == 0 {
-		return eo, Usagef("--topology: none given")
+	if eo.Anomalies, err = parseList("--anomalies", o.anomalies, hawkeyeeval.Anomalies, hawkeyeeval.ParseAnomaly); err != nil {
+		return eo, err
 	}
-	eo.Anomalies = hawkeyeeval.Anomalies
-	if o.anomalies != "" {
-		eo.Anomalies = nil
-		for _, name := range splitList(o.anomalies) {
-			a, err := hawkeyeeval.ParseAnomaly(name)
-			if err != nil {
-				return eo, Usagef("--anomalies: %v", err)
-			}
-			eo.Anomalies = append(eo.Anomalies, a)
-		}
-	}
-	eo.Methods = hawkeyeeval.Methods
-	if o.methods != "" {
-		eo.Methods = nil
-		for _, name := range splitList(o.methods) {
-			m, err := hawkeyeeval.ParseMethod(name)
-			if err != nil {
-				return eo, Usagef("--methods: %v (the methods are %s)", err, hawkeyeMethodNames())
-			}
-			eo.Methods = append(eo.Methods, m)
-		}
+	if eo.Methods, err = parseList("--methods", o.methods, hawkeyeeval.Methods, hawkeyeeval.ParseMethod); err != nil {
+		return eo, err
 	}
 	if o.epoch < time.Microsecond || o.epoch > time.Second {
 		return eo, Usagef("--epoch %v: 1us..1s", o.epoch)
@@ -134,7 +112,6 @@ func hawkeyeEvalSetup(o hawkeyeEvalOptions) (hawkeyeeval.Options, error) {
 	if err := eo.Params.Validate(); err != nil {
 		return eo, Usagef("--threshold %d: 110..10000", o.threshold)
 	}
-	var err error
 	if eo.Shard.I, eo.Shard.N, err = parseShard(o.shard); err != nil {
 		return eo, err
 	}
@@ -142,22 +119,20 @@ func hawkeyeEvalSetup(o hawkeyeEvalOptions) (hawkeyeeval.Options, error) {
 	return eo, nil
 }
 
-func splitList(s string) []string {
-	var out []string
+// parseList reads a flag's comma-separated names; an empty flag is all.
+func parseList[T any](flag, s string, all []T, parse func(string) (T, error)) ([]T, error) {
+	if strings.TrimSpace(s) == "" {
+		return all, nil
+	}
+	var out []T
 	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
+		x, err := parse(strings.TrimSpace(f))
+		if err != nil {
+			return nil, Usagef("%s: %v", flag, err)
 		}
+		out = append(out, x)
 	}
-	return out
-}
-
-func hawkeyeMethodNames() string {
-	var names []string
-	for _, m := range hawkeyeeval.Methods {
-		names = append(names, m.String())
-	}
-	return strings.Join(names, ", ")
+	return out, nil
 }
 
 func runHawkeyeEval(ctx context.Context, env *Env, o hawkeyeEvalOptions) error {

@@ -67,16 +67,6 @@ func (m Method) String() string {
 	return fmt.Sprintf("method(%d)", int(m))
 }
 
-// ParseMethod reads a method by its table name.
-func ParseMethod(s string) (Method, error) {
-	for _, m := range Methods {
-		if s == m.String() {
-			return m, nil
-		}
-	}
-	return 0, fmt.Errorf("unknown method %q", s)
-}
-
 const (
 	// spiderMonFlowBytes and postcardBytes are the baselines' record
 	// sizes as the paper gives them (§4.3).
@@ -238,19 +228,9 @@ func flowInteraction(t *hawkeyewire.Telemetry) Verdict {
 		packets uint64
 		qsum    uint64
 	}
-	victim := map[hopKey]*acc{}
 	flows := map[hopKey]map[hawkeyewire.FlowKey]*acc{}
 	add := func(sw string, f *hawkeyewire.FlowRecord) {
 		k := hopKey{sw, f.Out}
-		if f.Key == t.Victim {
-			a := victim[k]
-			if a == nil {
-				a = &acc{}
-				victim[k] = a
-			}
-			a.packets += uint64(f.Packets)
-			a.qsum += f.QdepthSum
-		}
 		m := flows[k]
 		if m == nil {
 			m = map[hawkeyewire.FlowKey]*acc{}
@@ -276,7 +256,11 @@ func flowInteraction(t *hawkeyewire.Telemetry) Verdict {
 	}
 	var worst hopKey
 	best := -1.0
-	for k, a := range victim {
+	for k, m := range flows {
+		a := m[t.Victim]
+		if a == nil {
+			continue
+		}
 		q := float64(a.qsum) / float64(max(a.packets, 1))
 		if q > best || (q == best && (k.sw < worst.sw || k.sw == worst.sw && k.out < worst.out)) {
 			worst, best = k, q

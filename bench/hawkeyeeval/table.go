@@ -214,9 +214,10 @@ func (sc Scores) goals(p Params) []Goal {
 		fmt.Sprintf("deadlock precision %s vs %s, recall %s vs %s", pct(h.DeadlockPrec), pct(v.DeadlockPrec), pct(h.DeadlockRecall), pct(v.DeadlockRecall)))
 	for _, m := range []Method{SpiderMon, NetSight} {
 		b := sum(m)
-		// "Far above": 30 points or more on both averages over the PFC
-		// types.
-		add(h.PFCPrecision >= b.PFCPrecision+0.3 && h.PFCRecall >= b.PFCRecall+0.3, fmt.Sprintf("Hawkeye far above %s on PFC anomalies", m),
+		// "Far above": at least double and 20 points more, on both
+		// averages over the PFC types.
+		far := func(x, y float64) bool { return x >= 2*y && x >= y+0.2 }
+		add(far(h.PFCPrecision, b.PFCPrecision) && far(h.PFCRecall, b.PFCRecall), fmt.Sprintf("Hawkeye far above %s on PFC anomalies", m),
 			fmt.Sprintf("PFC precision %s vs %s, recall %s vs %s", pct(h.PFCPrecision), pct(b.PFCPrecision), pct(h.PFCRecall), pct(b.PFCRecall)))
 	}
 	add(full.BytesPerIncident > 0 && h.VsFullPolling <= 0.05, "Hawkeye's telemetry <= 5% of full polling's",

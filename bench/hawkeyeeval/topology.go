@@ -20,30 +20,26 @@ func (t Topology) String() string { return "k" + strconv.Itoa(t.K) }
 
 // ParseTopology reads a topology name: k4, k8 or k16.
 func ParseTopology(s string) (Topology, error) {
-	for _, t := range Topologies {
-		if s == t.String() {
-			return t, nil
-		}
-	}
-	var names []string
-	for _, t := range Topologies {
-		names = append(names, t.String())
-	}
-	return Topology{}, fmt.Errorf("unknown topology %q: the fat-trees are %s", s, strings.Join(names, ", "))
+	return parseName(s, "topology", "fat-trees", Topologies)
 }
 
 // ParseAnomaly reads an anomaly type by its table name.
-func ParseAnomaly(s string) (Anomaly, error) {
-	for _, a := range Anomalies {
-		if s == a.String() {
-			return a, nil
-		}
-	}
+func ParseAnomaly(s string) (Anomaly, error) { return parseName(s, "anomaly", "types", Anomalies) }
+
+// ParseMethod reads a method by its table name.
+func ParseMethod(s string) (Method, error) { return parseName(s, "method", "methods", Methods) }
+
+// parseName finds s among the names of all, or says which there are.
+func parseName[T fmt.Stringer](s, what, them string, all []T) (T, error) {
 	var names []string
-	for _, a := range Anomalies {
-		names = append(names, a.String())
+	for _, x := range all {
+		if s == x.String() {
+			return x, nil
+		}
+		names = append(names, x.String())
 	}
-	return 0, fmt.Errorf("unknown anomaly %q: the types are %s", s, strings.Join(names, ", "))
+	var zero T
+	return zero, fmt.Errorf("unknown %s %q: the %s are %s", what, s, them, strings.Join(names, ", "))
 }
 
 // fatTree names the parts of a generated fat-tree (topo.FatTree's
