@@ -170,7 +170,7 @@ func Run(ctx context.Context, tr *Trace, o RunOptions) (*TraceResult, error) {
 			}) && a.connected(tr, int32(inc.Flow), inc.Time)
 		}
 		if inc.Victim {
-			inc.Expect = a.expect(tr, inc.Flow, in.read)
+			inc.Expect = a.expect(tr, inc.Flow, inc.Time, in.read)
 			inc.Causal = in.causal
 		}
 		res.Incidents = append(res.Incidents, inc)
@@ -344,21 +344,25 @@ func (r *run) route(flow int32) (nodes, ports []int) {
 	return nodes, ports
 }
 
-// expect are the types a right diagnosis of flow's incident may name.
-// An out-of-loop deadlock is two injected anomalies at once, the cause
-// outside the loop and the deadlock it closes, with one root cause: a
-// flow paused at a loop port (or the trickle that circles the loop)
-// suffered the deadlock; one paused at another port of a loop switch
-// waited on both; any other suffered the outside cause alone.
-func (r *run) expect(tr *Trace, flow int, read int64) []Anomaly {
+// expect are the types a right diagnosis may name for flow's incident,
+// detected at t and read at read. An out-of-loop deadlock is two
+// injected anomalies at once, the cause outside the loop and the
+// deadlock it closes, with one root cause: a flow paused at a loop port
+// before it was caught (or the trickle, which only circles the loop)
+// suffered the deadlock; one paused at a loop port only after, or at
+// another port of a loop switch, waited on both, and the telemetry read
+// shows both; any other suffered the outside cause alone.
+func (r *run) expect(tr *Trace, flow int, t, read int64) []Anomaly {
 	a := tr.Truth.Anomaly
 	if tr.Truth.Outside == NoAnomaly || flow == tr.Truth.Injected[0] {
 		return []Anomaly{a}
 	}
-	if t, ok := r.loopPaused[int32(flow)]; ok && t <= read {
+	lp, inLoop := r.loopPaused[int32(flow)]
+	np, near := r.nearLoop[int32(flow)]
+	switch {
+	case inLoop && lp <= t:
 		return []Anomaly{a}
-	}
-	if t, ok := r.nearLoop[int32(flow)]; ok && t <= read {
+	case inLoop && lp <= read, near && np <= read:
 		return []Anomaly{a, tr.Truth.Outside}
 	}
 	return []Anomaly{tr.Truth.Outside}
