@@ -163,6 +163,8 @@ func (c *hawkeyeCase) rank() int {
 		return -1
 	case c.right:
 		return 3
+	case c.typed:
+		return 2
 	case c.own:
 		return 1
 	}

@@ -138,7 +138,7 @@ func Run(ctx context.Context, tr *Trace, o RunOptions) (*TraceResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("counterfactual: %w", err)
 	}
-	res := &TraceResult{Topology: tr.Topology, Anomaly: tr.Truth.Anomaly, Seed: tr.Seed, Truth: tr.Truth, Manifested: true}
+	res := &TraceResult{Topology: tr.Topology, Anomaly: tr.Truth.Anomaly, Seed: tr.Seed, Truth: tr.Truth}
 	for _, f := range tr.Truth.Flows {
 		res.Keys = append(res.Keys, hawkeyesim.FlowKeyOf(a.sim, int32(f)))
 	}
@@ -163,8 +163,8 @@ func Run(ctx context.Context, tr *Trace, o RunOptions) (*TraceResult, error) {
 			// counterfactual run did not catch it about then, the
 			// anomaly was still at work, and a path of its own or of
 			// paused links leads from the flow to it: a run that
-			// diverged from the counterfactual only by chance (ECMP
-			// marks, retransmissions) hurts no one.
+			// diverged from the counterfactual only by chance (ECN
+			// marks drawn at random, retransmissions) hurts no one.
 			inc.Victim = inc.Time <= end && !slices.ContainsFunc(later[inc.Flow], func(t int64) bool {
 				return t >= tr.Truth.At && t > inc.Time-sameDetection && t < inc.Time+sameDetection
 			}) && a.connected(tr, int32(inc.Flow), inc.Time)
