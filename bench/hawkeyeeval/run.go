@@ -91,10 +91,15 @@ type Incident struct {
 
 // Result is one method's diagnosis of an incident.
 type Result struct {
-	Method   Method   `json:"method"`
-	Verdict  Verdict  `json:"verdict"`
-	Bytes    int      `json:"bytes"`
-	Switches []string `json:"switches"`
+	Method  Method  `json:"method"`
+	Verdict Verdict `json:"verdict"`
+	// Bytes is the telemetry the diagnosis read (the paper's processing
+	// overhead, Figure 9a); Collected what was read from the switches
+	// for it, reports collected less than the interval before serving
+	// again at no cost.
+	Bytes     int      `json:"bytes"`
+	Collected int      `json:"collected"`
+	Switches  []string `json:"switches"`
 	// Telemetry is what the method collected, kept when asked for.
 	Telemetry *hawkeyewire.Telemetry `json:"-"`
 }
@@ -556,10 +561,11 @@ func (c *collector) read(in *pending) {
 				c.last[mi][sw] = last
 			}
 			rep, b := m.shape(last.r)
+			res.Bytes += b
 			if reuse {
 				rep.Bytes = 0
 			} else {
-				res.Bytes += b
+				res.Collected += b
 			}
 			t.Reports = append(t.Reports, rep)
 			res.Switches = append(res.Switches, r.names[sw])

@@ -124,10 +124,13 @@ type Score struct {
 	// and an injected root cause ranked first, or among the first three.
 	Top1 int `json:"top1"`
 	Top3 int `json:"top3"`
-	// Bytes and Switches: telemetry collected and switches polled,
-	// summed over the detections.
-	Bytes    int64 `json:"bytes"`
-	Switches int   `json:"switches"`
+	// Bytes, Collected and Switches: telemetry diagnosed, telemetry
+	// collected (without what the interval between two collections of a
+	// switch let serve again) and switches polled, summed over the
+	// detections.
+	Bytes     int64 `json:"bytes"`
+	Collected int64 `json:"collected"`
+	Switches  int   `json:"switches"`
 	// Causal: causal switches of the victims' detections, summed;
 	// Covered: of them polled.
 	Causal  int `json:"causal"`
@@ -145,9 +148,11 @@ func (s *Score) Recall() float64 { return ratio(s.Found, s.Manifested) }
 func (s *Score) Top1Rate() float64 { return ratio(s.Top1, s.Victims) }
 func (s *Score) Top3Rate() float64 { return ratio(s.Top3, s.Victims) }
 
-// BytesPerIncident and SwitchesPolled are per detection.
-func (s *Score) BytesPerIncident() float64 { return ratio64(s.Bytes, int64(s.Detections)) }
-func (s *Score) SwitchesPolled() float64   { return ratio(s.Switches, s.Detections) }
+// BytesPerIncident, CollectedPerIncident and SwitchesPolled are per
+// detection.
+func (s *Score) BytesPerIncident() float64     { return ratio64(s.Bytes, int64(s.Detections)) }
+func (s *Score) CollectedPerIncident() float64 { return ratio64(s.Collected, int64(s.Detections)) }
+func (s *Score) SwitchesPolled() float64       { return ratio(s.Switches, s.Detections) }
 
 // Coverage is the causal switches polled over the causal switches.
 func (s *Score) Coverage() float64 { return ratio(s.Covered, s.Causal) }
@@ -181,6 +186,7 @@ func (s *Score) add(o *Score) {
 	s.Top1 += o.Top1
 	s.Top3 += o.Top3
 	s.Bytes += o.Bytes
+	s.Collected += o.Collected
 	s.Switches += o.Switches
 	s.Causal += o.Causal
 	s.Covered += o.Covered
@@ -259,6 +265,7 @@ func (sc Scores) Tally(p Params, tr *TraceResult, methods []Method) {
 			r := &inc.Results[i]
 			s.Detections++
 			s.Bytes += int64(r.Bytes)
+			s.Collected += int64(r.Collected)
 			s.Switches += len(r.Switches)
 			if inc.Victim {
 				s.Victims++
