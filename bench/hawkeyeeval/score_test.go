@@ -3,6 +3,7 @@ package hawkeyeeval
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/rdma-appliance/appliance/internal/hawkeyewire"
@@ -155,5 +156,24 @@ func TestShardsMerge(t *testing.T) {
 	}
 	if merged := Merge(parts...); !reflect.DeepEqual(merged.Flatten(), whole.Flatten()) {
 		t.Fatalf("merged %+v\nwhole %+v", merged.Flatten(), whole.Flatten())
+	}
+}
+
+// TestSweepCells: scores of several parameter sets make Figure 7's
+// cells, each with its own precision and recall.
+func TestSweepCells(t *testing.T) {
+	sc := Scores{}
+	p1, p2 := Params{EpochShift: 17, Threshold: 200}, Params{EpochShift: 21, Threshold: 500}
+	sc.Tally(p1, incastTrace(true, detection(true, Incast, right)), []Method{Hawkeye})
+	sc.Tally(p2, incastTrace(true, detection(true, Incast, right), detection(false, Incast, right)), []Method{Hawkeye})
+	cells := sc.SweepCells()
+	if len(cells) != 2 || cells[0].Threshold != 200 || cells[0].Precision != 1 || cells[1].EpochNs != 1<<21 || cells[1].Precision != 0.5 ||
+		cells[1].Recall != 1 || cells[1].Anomalies[Incast] != [2]float64{0.5, 1} {
+		t.Fatalf("%+v", cells)
+	}
+	var b strings.Builder
+	writeSweep(&b, cells)
+	if !strings.Contains(b.String(), "100% / 100%") || !strings.Contains(b.String(), "50% / 100%") {
+		t.Fatalf("%s", b.String())
 	}
 }

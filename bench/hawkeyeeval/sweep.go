@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"text/tabwriter"
 	"time"
 )
@@ -77,39 +78,49 @@ func (sc Scores) SweepCells() []SweepCell {
 	return out
 }
 
-// writeSweep prints Figure 7: average precision/recall per epoch (rows)
-// and threshold (columns).
+// writeSweep prints Figure 7 for each topology: average precision /
+// recall per epoch (rows) and threshold (columns).
 func writeSweep(w io.Writer, cells []SweepCell) {
-	var epochs []int64
-	var ths []int
-	at := map[[2]int64]SweepCell{}
+	var tps []Topology
 	for _, c := range cells {
-		if len(epochs) == 0 || epochs[len(epochs)-1] != c.EpochNs {
-			epochs = append(epochs, c.EpochNs)
+		if !slices.Contains(tps, c.Topology) {
+			tps = append(tps, c.Topology)
 		}
-		seen := false
-		for _, t := range ths {
-			seen = seen || t == c.Threshold
-		}
-		if !seen {
-			ths = append(ths, c.Threshold)
-		}
-		at[[2]int64{c.EpochNs, int64(c.Threshold)}] = c
 	}
-	fmt.Fprintf(w, "Figure 7: Hawkeye's average precision / recall over the anomaly types, %s\n", cells[0].Topology)
-	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprint(tw, "EPOCH \\ THRESHOLD\t")
-	for _, t := range ths {
-		fmt.Fprintf(tw, "%d%%\t", t)
-	}
-	fmt.Fprintln(tw)
-	for _, e := range epochs {
-		fmt.Fprintf(tw, "%v\t", time.Duration(e))
+	for _, tp := range tps {
+		var epochs []int64
+		var ths []int
+		at := map[[2]int64]SweepCell{}
+		for _, c := range cells {
+			if c.Topology != tp {
+				continue
+			}
+			if !slices.Contains(epochs, c.EpochNs) {
+				epochs = append(epochs, c.EpochNs)
+			}
+			if !slices.Contains(ths, c.Threshold) {
+				ths = append(ths, c.Threshold)
+			}
+			at[[2]int64{c.EpochNs, int64(c.Threshold)}] = c
+		}
+		slices.Sort(epochs)
+		slices.Sort(ths)
+		fmt.Fprintf(w, "Figure 7: Hawkeye's average precision / recall over the anomaly types, fat-tree %s\n", tp)
+		tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprint(tw, "EPOCH \\ THRESHOLD\t")
 		for _, t := range ths {
-			c := at[[2]int64{e, int64(t)}]
-			fmt.Fprintf(tw, "%.0f%% / %.0f%%\t", 100*c.Precision, 100*c.Recall)
+			fmt.Fprintf(tw, "%d%%\t", t)
 		}
 		fmt.Fprintln(tw)
+		for _, e := range epochs {
+			fmt.Fprintf(tw, "%v\t", time.Duration(e))
+			for _, t := range ths {
+				c := at[[2]int64{e, int64(t)}]
+				fmt.Fprintf(tw, "%.0f%% / %.0f%%\t", 100*c.Precision, 100*c.Recall)
+			}
+			fmt.Fprintln(tw)
+		}
+		tw.Flush()
+		fmt.Fprintln(w)
 	}
-	tw.Flush()
 }
