@@ -165,8 +165,12 @@ func runHawkeyeEval(ctx context.Context, env *Env, o hawkeyeEvalOptions) error {
 	for _, tp := range eo.Topologies {
 		names = append(names, tp.String())
 	}
+	params := eo.Params.String()
+	if o.sweep {
+		params = "Figure 7's epochs and thresholds, Hawkeye"
+	}
 	head := fmt.Sprintf("Hawkeye evaluation: %d traces per topology and anomaly type, fat-trees %s, %s, strict scoring, %v\n\n",
-		eo.Traces, strings.Join(names, ", "), eo.Params, time.Since(t0).Round(time.Second))
+		eo.Traces, strings.Join(names, ", "), params, time.Since(t0).Round(time.Second))
 	return writeHawkeyeResults(env, o.out, o.json, head, scores)
 }
 
