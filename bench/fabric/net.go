@@ -398,14 +398,16 @@ func (n *network) switchRx(in *port, pi, i int32) {
 		n.s.freePacket(i)
 		return
 	}
-	if p.Kind == KindData || p.Kind == KindProbe {
-		if p.TTL <= 1 {
-			st.TTLDrops++
-			n.s.freePacket(i)
-			return
-		}
-		p.TTL--
+	// Every routed packet is IP and loses a hop of TTL, control packets
+	// too: an ACK or CNP whose route loops (its flow's sender sits
+	// behind a misconfigured route) would otherwise circle for ever in
+	// the strict-priority control class and starve the data classes.
+	if p.TTL <= 1 {
+		st.TTLDrops++
+		n.s.freePacket(i)
+		return
 	}
+	p.TTL--
 	hops := n.routes.NextHops(int(in.node), int(p.Dst))
 	if len(hops) == 0 {
 		st.NoRoute++
