@@ -132,7 +132,7 @@ func runHawkeye(ctx context.Context, l *Lab, row *Row) error {
 		return fmt.Errorf("no trace showed its anomaly")
 	}
 	if 2*found < manifested {
-		return fmt.Errorf("Hawkeye found %d of %d manifested anomalies: fewer than half", found, manifested)
+		return fmt.Errorf("found %d of %d manifested anomalies: fewer than half", found, manifested)
 	}
 	// The lab shows a PFC storm and a deadlock diagnosed: a run of
 	// those types that leaves no diagnosis to show is a failure.
