@@ -26,7 +26,7 @@ func TestBalance(t *testing.T) {
 	if wrr.FailedUnstarved() != 0 {
 		t.Fatalf("per-packet WRR lost copies with every dumper polling: %+v", wrr)
 	}
-	if wrr.Starved == wrr.Rounds {
+	if wrr.Passed == 0 {
 		t.Skipf("every WRR round starved a dumper: the machine is too busy to tell the balancers apart\n%s", res.Table())
 	}
 	if flow.Passed == flow.Rounds || flow.Lost == 0 {
