@@ -337,7 +337,7 @@ func (b *serviceBed) checkTruth(t *testing.T, reps ...*Reporter) {
 			want = append(want, r.Truth.Append[id]...)
 		}
 		var got []uint32
-		dtamem.NewPoller(c.region(lr.Addr, int(lr.Entries)*dtamem.AppendEntryLen), lr.Entries, 0, 1).Poll(1<<30, func(v uint32) { got = append(got, v) })
+		dtamem.NewPoller(c.region(lr.Addr, int(lr.Entries)*dtamem.AppendEntryLen), lr.Entries, 0, 1).Poll(1<<30, func(_ uint64, v uint32) { got = append(got, v) })
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("list %d: %d entries, want %d in the order sent", id, len(got), len(want))
 		}
@@ -670,7 +670,7 @@ func TestServiceTwoCollectors(t *testing.T) {
 	}
 	l2 := colls[0].regs.Lists[2]
 	var got []uint32
-	dtamem.NewPoller(colls[0].region(l2.Addr, int(l2.Entries)*dtamem.AppendEntryLen), l2.Entries, 0, 1).Poll(1<<20, func(v uint32) { got = append(got, v) })
+	dtamem.NewPoller(colls[0].region(l2.Addr, int(l2.Entries)*dtamem.AppendEntryLen), l2.Entries, 0, 1).Poll(1<<20, func(_ uint64, v uint32) { got = append(got, v) })
 	if !slices.Equal(got, r.Truth.Append[2]) {
 		t.Fatalf("list 2 at collector 0: %d entries, want %d", len(got), len(r.Truth.Append[2]))
 	}

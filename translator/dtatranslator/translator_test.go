@@ -311,9 +311,9 @@ func TestAppend(t *testing.T) {
 	var got1, got2 []uint32
 	collect := func() {
 		b.settle()
-		p1.Poll(1000, func(v uint32) { got1 = append(got1, v) })
-		p2a.Poll(1000, func(v uint32) { got2 = append(got2, v) })
-		p2b.Poll(1000, func(v uint32) { got2 = append(got2, v) })
+		p1.Poll(1000, func(_ uint64, v uint32) { got1 = append(got1, v) })
+		p2a.Poll(1000, func(_ uint64, v uint32) { got2 = append(got2, v) })
+		p2b.Poll(1000, func(_ uint64, v uint32) { got2 = append(got2, v) })
 	}
 	// Two laps of list 1's ring, read as they go; list 2 gets zeros too.
 	for v := uint32(0); v < 2*entries; v++ {
