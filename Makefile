@@ -10,7 +10,7 @@ FUZZTIME ?= 10s
 APT_INSTALL = DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends
 export GONOSUMDB := github.com/yerden/go-dpdk
 
-.PHONY: all build run test race bench fuzz lint p4check deps-test build-dpdk test-dpdk build-rdma test-rdma deps-dpdk deps-rdma deps-bench clean
+.PHONY: all build run test race pooldebug bench fuzz lint p4check p4verify deps-test build-dpdk test-dpdk build-rdma test-rdma deps-dpdk deps-rdma deps-bench clean
 
 all: build
 
@@ -21,18 +21,31 @@ build:
 run: build
 	./$(BIN) lab
 
-## test: vet, unit/integration tests (netns tests run as root), P4 front-end checks. Chromium, for the
-## HTML reports' screenshot test, is installed when missing and root (the test skips without it).
-test: p4check deps-test
+## test: the P4 programs through p4c's front end and bf-p4c (p4verify), vet, unit/integration tests (netns
+## tests run as root). Chromium, for the HTML reports' screenshot test, is installed when missing and root (the
+## test skips without it).
+test: p4verify deps-test
 	$(GO) vet ./...
 	$(GO) test -count=1 ./...
 
 race:
-	$(GO) test -count=1 -race ./dpdk/... ./verbs/... ./dumper/... ./internal/... ./appliance/...
+	$(GO) test -count=1 -race ./dpdk/... ./verbs/... ./dumper/... ./internal/... ./appliance/... ./translator/dtatranslator
 
-## p4check: every P4 program under p4/ through p4c's front end (skipped where ../shared is absent).
-p4check:
+## pooldebug: the packet-path packages with every freed pool buffer poisoned and checked when handed
+## out again (pool memory is outside the Go heap, so the race detector does not see a use after free).
+pooldebug:
+	$(GO) test -count=1 -tags pooldebug ./dpdk/... ./verbs/... ./translator/... ./dumper/... ./collector/... ./appliance/lab
+
+## p4verify: every P4 program under p4/ through p4c's front end, then bf-p4c for Tofino 1 and 2 (results cached
+## per program, build and compiler in ~/.cache/appliance-p4check); fails when one does not fit, or when README.md's
+## resource table or a program's p4testgen tests are stale. Skipped where ../shared is absent.
+p4verify:
 	@./p4/check.sh
+
+## p4check: p4verify that rewrites README.md's resource table and regenerates the p4testgen tests of programs that
+## changed.
+p4check:
+	@./p4/check.sh -update
 
 ## bench: every benchmark with rates; installs the peers it compares against. One package at a time
 ## (-p 1), so no benchmark shares the machine with another.
@@ -67,6 +80,7 @@ lint:
 	@out=$$($(GO) run $(GOIMPORTS) -local github.com/rdma-appliance/appliance -l $$(git ls-files '*.go')); \
 	  if [ -n "$$out" ]; then echo "goimports -local github.com/rdma-appliance/appliance wants to change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags pooldebug ./dpdk/...
 	@if pkg-config --exists libdpdk 2>/dev/null; then $(GO) vet -tags dpdk ./dpdk/...; else echo "lint: libdpdk-dev missing, the dpdk-tagged vet is skipped (make deps-dpdk)"; fi
 	@if [ -f /usr/include/infiniband/verbs.h ]; then $(GO) vet -tags rdma ./verbs/...; else echo "lint: libibverbs-dev missing, the rdma-tagged vet is skipped (make deps-rdma)"; fi
 	$(GO) run $(STATICCHECK) ./...

@@ -63,6 +63,9 @@ func NewPool(name string, n, dataRoom int) (*Pool, error) {
 		pkt.pool = p
 		pkt.free = true
 		pkt.Reset()
+		if poolDebug {
+			poison(pkt)
+		}
 		p.free[i] = pkt
 	}
 	return p, nil
@@ -90,6 +93,9 @@ func (p *Pool) Get() *Packet {
 	p.free = p.free[:n-1]
 	pkt.free = false
 	p.mu.Unlock()
+	if poolDebug {
+		checkPoison(p, pkt)
+	}
 	pkt.Reset()
 	return pkt
 }
@@ -111,6 +117,9 @@ func (p *Pool) GetBulk(pkts []*Packet) int {
 		p.allocFails.Add(1)
 	}
 	for _, pkt := range pkts[:n] {
+		if poolDebug {
+			checkPoison(p, pkt)
+		}
 		pkt.Reset()
 	}
 	return n
@@ -129,6 +138,9 @@ func (p *Pool) Put(pkt *Packet) {
 		return
 	}
 	pkt.free = true
+	if poolDebug {
+		poison(pkt)
+	}
 	p.free = append(p.free, pkt)
 	p.mu.Unlock()
 }
@@ -146,6 +158,9 @@ func (p *Pool) PutBulk(pkts []*Packet) {
 			continue
 		}
 		pkt.free = true
+		if poolDebug {
+			poison(pkt)
+		}
 		p.free = append(p.free, pkt)
 	}
 	p.mu.Unlock()
@@ -217,6 +232,9 @@ func (c *Cache) GetBulk(pkts []*Packet) int {
 	clear(c.objs[top:])
 	c.objs = c.objs[:top]
 	for _, pkt := range pkts[:n] {
+		if poolDebug {
+			checkPoison(c.pool, pkt)
+		}
 		pkt.Reset()
 	}
 	return n
@@ -237,6 +255,9 @@ func (c *Cache) PutBulk(pkts []*Packet) {
 			c.pool.PutBulk(c.objs[c.size:])
 			clear(c.objs[c.size:])
 			c.objs = c.objs[:c.size]
+		}
+		if poolDebug {
+			poison(pkt)
 		}
 		c.objs = append(c.objs, pkt)
 	}

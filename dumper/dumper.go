@@ -117,8 +117,12 @@ type WorkerStatus struct {
 	// MaxStall is, with Capacity set, the longest the worker went
 	// without polling (descheduled, or its backoff's longest sleep).
 	MaxStall time.Duration `json:"max_stall_ns,omitempty"`
-	Alive    bool          `json:"alive"`
-	Error    string        `json:"error,omitempty"`
+	// LostService is, with Capacity set, the capacity in packets the
+	// worker could not use because it was off its core while copies
+	// waited in the port's queue.
+	LostService uint64 `json:"lost_service,omitempty"`
+	Alive       bool   `json:"alive"`
+	Error       string `json:"error,omitempty"`
 }
 
 // File is one written pcap.
@@ -143,9 +147,11 @@ type Result struct {
 	PortDropped uint64            `json:"port_dropped"`
 	Malformed   map[string]uint64 `json:"malformed,omitempty"` // by reason
 	Duration    time.Duration     `json:"duration_ns"`
-	// MaxStall is the longest any worker went without polling, with
-	// Capacity set (0 otherwise).
-	MaxStall time.Duration `json:"max_stall_ns,omitempty"`
+	// MaxStall is the longest any worker went without polling, and
+	// LostService the most capacity one lost to it, with Capacity set
+	// (0 otherwise).
+	MaxStall    time.Duration `json:"max_stall_ns,omitempty"`
+	LostService uint64        `json:"lost_service,omitempty"`
 }
 
 // Lost is every copy the capture saw or should have seen but did not write.
@@ -336,6 +342,7 @@ func (d *Dumper) stopLocked(ctx context.Context, write bool) (*Result, error) {
 		Duration: time.Since(d.started)}
 	for _, w := range st.Workers {
 		res.MaxStall = max(res.MaxStall, w.MaxStall)
+		res.LostService = max(res.LostService, w.LostService)
 	}
 	if !write {
 		return res, nil

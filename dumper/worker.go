@@ -43,11 +43,14 @@ type worker struct {
 	bytes     atomic.Uint64
 	arenaFull atomic.Uint64
 	// maxStall is the longest gap between two passes of a capacity-capped
-	// worker's loop (ns): how long the machine kept it from draining.
-	maxStall atomic.Int64
-	alive    atomic.Bool
-	_        [64]byte
-	err      atomic.Pointer[string]
+	// worker's loop (ns), and lostService the capacity (packets) it could
+	// not use because the machine kept it off its core while copies
+	// waited: what a capped dumper lost to the machine, not to its cap.
+	maxStall    atomic.Int64
+	lostService atomic.Uint64
+	alive       atomic.Bool
+	_           [64]byte
+	err         atomic.Pointer[string]
 }
 
 type slot struct {
@@ -81,13 +84,15 @@ func (w *worker) reset(epoch int64) {
 	w.bytes.Store(0)
 	w.arenaFull.Store(0)
 	w.maxStall.Store(0)
+	w.lostService.Store(0)
 	w.err.Store(nil)
 }
 
 func (w *worker) status() WorkerStatus {
 	s := WorkerStatus{Queue: w.queue, Core: w.core, Received: w.received.Load(), Captured: w.captured.Load(),
 		Bytes: w.bytes.Load(), ArenaFull: w.arenaFull.Load(), Alive: w.alive.Load(),
-		Polls: w.loop.Polls.Load(), BusyPolls: w.loop.Busy.Load(), MaxStall: time.Duration(w.maxStall.Load())}
+		Polls: w.loop.Polls.Load(), BusyPolls: w.loop.Busy.Load(), MaxStall: time.Duration(w.maxStall.Load()),
+		LostService: w.lostService.Load()}
 	if e := w.err.Load(); e != nil {
 		s.Error = *e
 	}
@@ -108,21 +113,34 @@ func (w *worker) run(started chan<- error) {
 		// scheduler kept off its core for a moment catches up, as a real
 		// dumper drains its NIC queue at its average rate.
 		depth := max(float64(len(w.bufs)), rate*0.005)
-		var tokens float64
+		var tokens, wasted float64
+		want := 0
 		last := dpdk.Nanotime()
 		l.Budget = func() int {
 			// Only a capped worker reads the clock every pass: its rate
 			// needs it, and its stalls tell a starved machine from a
 			// dumper that is too slow by design.
 			now := dpdk.Nanotime()
-			if gap := now - last; gap > w.maxStall.Load() {
+			gap := now - last
+			if gap > w.maxStall.Load() {
 				w.maxStall.Store(gap)
 			}
-			tokens = min(tokens+float64(now-last)*rate/1e9, depth)
+			earned := float64(gap) * rate / 1e9
+			wasted = max(0, earned-(depth-tokens))
+			tokens = min(tokens+earned, depth)
 			last = now
-			return int(tokens)
+			want = min(int(tokens), len(w.bufs))
+			return want
 		}
-		l.Took = func(n int) { tokens -= float64(n) }
+		l.Took = func(n int) {
+			if wasted >= 1 && n == want {
+				// Copies were waiting while the bucket overflowed: the
+				// worker was off its core, not idle.
+				w.lostService.Add(uint64(wasted))
+			}
+			wasted = 0
+			tokens -= float64(n)
+		}
 	}
 	go func() {
 		if err := <-pinned; err != nil {

@@ -71,7 +71,7 @@ func dtaReportFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) erro
 	fs.BoolVar(&o.noSeq, "no-seqnum", false, "the 2-byte base header")
 	fs.IntVar(&o.width, "data-width", 4, "Key-Write data bytes")
 	fs.Uint64Var(&o.seed, "seed", 1, "random seed")
-	fs.DurationVar(&o.linger, "linger", 200*time.Millisecond, "wait this long after the last report for NACKs")
+	fs.DurationVar(&o.linger, "linger", 200*time.Millisecond, "wait up to this long after the last report for NACKs (with --retransmittable, until every report is acknowledged)")
 	fs.BoolVar(&o.json, "json", false, "print the counters as JSON")
 	return bind(&o, &o.args, runDtaReport)
 }

@@ -32,8 +32,11 @@ Graphviz's language. --svg draws it as SVG: with Graphviz's dot when it is insta
 and otherwise with the built-in renderer (a layered drawing, the victim on the left and
 the root causes on the right, paused ports red, the PFC spreading path dark red, loops
 purple, root causes ranked; self-contained and the same bytes for the same input);
---renderer graphviz insists on dot, --renderer native never runs it. Exits 0 whatever
-the diagnosis; 1 when the file cannot be read or an SVG cannot be drawn as asked.`,
+--renderer graphviz insists on dot, --renderer native never runs it. The file is read
+strictly: a field the format does not have, or one it requires that is missing, is an
+error naming it, not a diagnosis of what was understood. Exits 0 whatever the diagnosis;
+1 when the file cannot be read, is not telemetry as the format has it, or an SVG cannot
+be drawn as asked.`,
 	Flags: hawkeyeDiagnoseFlags,
 }
 
@@ -65,7 +68,7 @@ func runHawkeyeDiagnose(ctx context.Context, env *Env, o hawkeyeDiagnoseOptions)
 	if err != nil {
 		return err
 	}
-	tel, err := hawkeyeanalyzer.Decode(f)
+	tel, err := hawkeyeanalyzer.DecodeStrict(f)
 	f.Close()
 	if err != nil {
 		return fmt.Errorf("%s: %w", o.args[0], err)

@@ -50,3 +50,32 @@ func TestHawkeyeDiagnoseSVG(t *testing.T) {
 		t.Fatalf("bad --renderer: exit %d", code)
 	}
 }
+
+// TestHawkeyeDiagnoseStrict: a telemetry file with an unknown or a
+// missing field is an error naming it (exit 1), not a diagnosis.
+func TestHawkeyeDiagnoseStrict(t *testing.T) {
+	good, err := os.ReadFile(filepath.Join("..", "..", "collector", "hawkeyeanalyzer", "testdata", "storm.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, c := range []struct{ from, to, want string }{
+		{`"time_ns"`, `"time_ms"`, `unknown field "time_ms"`},
+		{`"victim"`, `"victims"`, `unknown field "victims"`},
+		{`"pause_frames"`, `"pause_frame"`, `unknown field "pause_frame"`},
+	} {
+		bad := filepath.Join(dir, "bad.json")
+		if err := os.WriteFile(bad, bytes.Replace(good, []byte(c.from), []byte(c.to), 1), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, out, errOut := runCLI(t, "hawkeye", "diagnose", bad)
+		if code != 1 || !strings.Contains(errOut, c.want) || strings.Contains(out, "anomaly") {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q", c.to, code, out, errOut)
+		}
+	}
+	missing := filepath.Join(dir, "missing.json")
+	os.WriteFile(missing, []byte(`{"event":1,"victim":{"src":1,"dst":2,"sport":3,"dport":4791,"proto":17},"hosts":{},"links":[],"reports":[]}`), 0o644)
+	if code, _, errOut := runCLI(t, "hawkeye", "diagnose", missing); code != 1 || !strings.Contains(errOut, `missing field "time_ns"`) {
+		t.Errorf("missing field: exit %d, %q", code, errOut)
+	}
+}

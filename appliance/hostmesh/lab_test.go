@@ -32,18 +32,18 @@ func TestLabRun(t *testing.T) {
 
 // TestSimDeterministic: the same seed gives the same run.
 func TestSimDeterministic(t *testing.T) {
-	a, err := RunOne(context.Background(), FaultCorrupt, 7)
+	a, err := RunOne(context.Background(), 4, FaultCorrupt, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := RunOne(context.Background(), FaultCorrupt, 7)
-	if a.Stats.Events != b.Stats.Events || a.Stats.Timeouts != b.Stats.Timeouts || a.Named != b.Named {
+	b, _ := RunOne(context.Background(), 4, FaultCorrupt, 7)
+	if a.Stats.Events != b.Stats.Events || a.Stats.Timeouts != b.Stats.Timeouts || a.Top != b.Top || a.FalseAlerts != b.FalseAlerts {
 		t.Fatalf("%+v / %+v", a.Stats, b.Stats)
 	}
 }
 
-// TestSimTraceCoverage: on the evaluation's largest cluster (8 machines of 8
-// RNICs, 2 spines, the switches rate-limiting their ICMP answers), every
+// TestSimTraceCoverage: on the evaluation's largest cluster (16 machines of
+// 8 RNICs, 8 spines, the switches rate-limiting their ICMP answers), every
 // agent has traced nearly all of its 5-tuples by the time faults start.
 // Agents that traced in lockstep lost the race for the switches' answers to
 // the first machine's agent: the last machines' probes had no paths, and
@@ -52,7 +52,8 @@ func TestSimTraceCoverage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
 	}
-	g, err := topo.RailOptimized(8, 8, 2, 25e9, 25e9, 1000)
+	sc := ClusterScenario(16)
+	g, err := topo.RailOptimized(sc.Machines, sc.RNICs, sc.Spines, sc.Bandwidth, sc.Bandwidth, sc.Delay)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +77,7 @@ func TestSimTraceCoverage(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.SetHooks(ag.Hooks())
-	const warm = int64(60 * time.Millisecond) // as in the evaluation
+	warm := warmWindows * int64(SimAnalyzerConfig().Window) // as in the evaluation
 	ag.Start(0, warm)
 	if _, err := s.Run(context.Background(), warm+int64(SimCoreConfig().Timeout)); err != nil {
 		t.Fatal(err)

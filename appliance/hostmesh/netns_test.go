@@ -168,7 +168,7 @@ func TestNetnsTwoHosts(t *testing.T) {
 		t.Fatalf("link down: %v %s", err, out)
 	}
 	rep = phase("link cut")
-	if rep.SuspectRNIC() != "h1/r1" {
+	if rep.First(hostmeshanalyzer.KindRNIC) != "h1/r1" {
 		t.Fatalf("the cut link of h1/r1 was not localized: %v", rep.Alerts)
 	}
 	for _, s := range rep.RNICs[1:] {

@@ -54,12 +54,12 @@ func (l *Lab) Snapshot() dashboard.Snapshot {
 		s.Services = append(s.Services, dashboard.Service{Name: st.name, Kind: "lab stage", Status: status})
 	}
 	for _, c := range l.res.hawkeye {
-		right := c.right
+		right := c.typed
 		d := dashboard.Diagnosis{Injected: c.injected.String(), Type: string(c.d.Type), Describe: c.d.Type.Describe(), Right: &right,
 			Victim: c.d.Victim, Summary: c.d.Summary, Confidence: c.d.Confidence, RootCauses: rootCauses(c.d),
 			Path: c.d.Path, Loops: c.d.Loops, SVG: string(c.svg)}
 		if !c.own {
-			d.Note = "from the telemetry of one of the evaluated methods (Hawkeye's or full polling's): no trace of this type had both"
+			d.Note = "a detection of a flow the anomaly did not hurt: no victim of this type was detected"
 		}
 		s.Diagnoses = append(s.Diagnoses, d)
 	}

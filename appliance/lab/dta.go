@@ -272,9 +272,16 @@ func (s *dtaStage) runReporters() (time.Duration, dtatranslator.Status, error) {
 	var rwg sync.WaitGroup
 	for i, r := range s.reps {
 		rwg.Add(1)
-		go func() { defer rwg.Done(); errs[i] = r.Run(s.ctx, 300*time.Millisecond) }()
+		// Each lingers until the translator has acknowledged all its
+		// reports (a loaded machine may take seconds), at most 10 s.
+		go func() { defer rwg.Done(); errs[i] = r.Run(s.ctx, 10*time.Second) }()
 	}
 	rwg.Wait()
+	for i, r := range s.reps {
+		if r.Stats.Unacknowledged > 0 {
+			errs = append(errs, fmt.Errorf("reporter %d: %d reports never acknowledged by the translator", i, r.Stats.Unacknowledged))
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return 0, dtatranslator.Status{}, err
 	}

@@ -69,9 +69,9 @@ func (l *Lab) hawkeyeSections(p *report.Page) {
 	cases := slices.Clone(l.res.hawkeye)
 	l.mu.Unlock()
 	for _, c := range cases {
-		verdict := "diagnosed as the type injected"
+		verdict := "a true positive: the type injected, its root cause ranked first"
 		if !c.right {
-			verdict = "not diagnosed as the type injected"
+			verdict = "not a true positive"
 		}
 		causes := strings.Join(rootCauses(c.d), "; ")
 		if causes == "" {
@@ -80,14 +80,14 @@ func (l *Lab) hawkeyeSections(p *report.Page) {
 		sec := p.Section(fmt.Sprintf("Hawkeye: a %s trace, diagnosed", c.injected))
 		sec.KeyValues(
 			report.KV{Key: "diagnosis", Value: fmt.Sprintf("%s (%s), confidence %.2f", c.d.Type.Describe(), c.d.Type, c.d.Confidence)},
-			report.KV{Key: "diagnosed as injected", Value: report.Verdict(c.right)},
+			report.KV{Key: "true positive", Value: report.Verdict(c.right)},
 			report.KV{Key: "victim", Value: c.d.Victim},
 			report.KV{Key: "root causes", Value: causes},
 			report.KV{Key: "PFC spreading path", Value: strings.Join(c.d.Path, " -> ")},
 		)
-		src := "the telemetry Hawkeye collected"
+		src := "a detection of one of the anomaly's victims, from the telemetry Hawkeye collected"
 		if !c.own {
-			src = "the telemetry of one of the evaluated methods"
+			src = "no victim of the anomaly was detected: a detection of another flow"
 		}
 		sec.InlineSVG(fmt.Sprintf("The provenance graph (%s; %s). Also hawkeye/%s.svg, .dot and .json in the output directory.",
 			verdict, src, c.injected), c.svg)

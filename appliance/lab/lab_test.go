@@ -178,8 +178,14 @@ func TestLuminaStage(t *testing.T) {
 	s.Wire.Enabled, s.Verbs.Enabled, s.LuminaTests.Enabled, s.DTA.Enabled, s.Fabric.Enabled, s.Hawkeye.Enabled, s.Tuning.Enabled, s.Hostmesh.Enabled = false, false, false, false, false, false, false, false
 	s.Lumina.BalanceRounds = 2
 	l, row, b := runPassing(t, s)
-	for k, want := range map[string]string{"integrity": "ok", "events": "drop:1,ecn:2,bit-error:1", "retransmitted": "2",
-		"icrc_drops": "1", "wrr_integrity": "2/2"} {
+	want := map[string]string{"integrity": "ok", "events": "drop:1,ecn:2,bit-error:1", "retransmitted": "2", "icrc_drops": "1",
+		"wrr_integrity": "2/2"}
+	if row.Figures["balance_starved"] != "" {
+		// A starved round is the machine's to lose; the stage passing
+		// says no unstarved WRR round lost a copy.
+		delete(want, "wrr_integrity")
+	}
+	for k, want := range want {
 		if row.Figures[k] != want {
 			t.Errorf("%s = %q, want %q\n%s", k, row.Figures[k], want, b)
 		}
@@ -312,7 +318,8 @@ func TestFabricStage(t *testing.T) {
 	}
 }
 
-// TestHawkeyeStage runs the Hawkeye stage on one trace per type.
+// TestHawkeyeStage runs the Hawkeye stage on one trace of the two types
+// it must show (a PFC storm, an in-loop deadlock).
 func TestHawkeyeStage(t *testing.T) {
 	s, err := LoadSpec("")
 	if err != nil {
@@ -320,8 +327,12 @@ func TestHawkeyeStage(t *testing.T) {
 	}
 	s.Wire.Enabled, s.Verbs.Enabled, s.Lumina.Enabled, s.LuminaTests.Enabled, s.DTA.Enabled, s.Fabric.Enabled, s.Tuning.Enabled, s.Hostmesh.Enabled = false, false, false, false, false, false, false, false
 	s.Hawkeye.Traces = 1
+	s.Hawkeye.Anomalies = []string{"pfc-storm", "in-loop-deadlock"}
 	l, row, b := runPassing(t, s)
-	if row.Figures["in"] != "1/1" || row.Figures["pfc"] != "1/1" || row.Figures["graphs"] != "6" {
+	// Strict scoring: found/manifested and the precision over every
+	// detection, per type.
+	if !strings.HasPrefix(row.Figures["in"], "1/1 P") || !strings.HasPrefix(row.Figures["pfc"], "1/1 P") || row.Figures["graphs"] != "2" ||
+		row.Figures["avg_precision"] == "" || row.Figures["avg_recall"] == "" {
 		t.Fatalf("figures:\n%s", b)
 	}
 	if _, err := os.Stat(l.Path("hawkeye-eval.txt")); err != nil {
@@ -341,13 +352,13 @@ func TestHawkeyeStage(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := string(html)
-	if strings.Count(page, `class="hawkeye-graph"`) != 6 || !strings.Contains(page, "Hawkeye: a pfc-storm trace, diagnosed") ||
+	if strings.Count(page, `class="hawkeye-graph"`) != 2 || !strings.Contains(page, "Hawkeye: a pfc-storm trace, diagnosed") ||
 		!strings.Contains(page, "PFC storm from host PFC injection") || !strings.Contains(page, "PFC deadlock, initiator in the loop") {
 		t.Fatalf("report.html lacks the graphs")
 	}
 	// The dashboard's view of the same.
 	snap := l.Snapshot()
-	if len(snap.Diagnoses) != 6 || snap.Diagnoses[1].Injected != "pfc-storm" || !strings.HasPrefix(snap.Diagnoses[1].SVG, "<svg") {
+	if len(snap.Diagnoses) != 2 || snap.Diagnoses[0].Injected != "pfc-storm" || !strings.HasPrefix(snap.Diagnoses[0].SVG, "<svg") {
 		t.Fatalf("snapshot diagnoses %+v", snap.Diagnoses)
 	}
 }
@@ -384,7 +395,7 @@ func TestHostmeshStage(t *testing.T) {
 	}
 	s.Wire.Enabled, s.Verbs.Enabled, s.Lumina.Enabled, s.LuminaTests.Enabled, s.DTA.Enabled, s.Fabric.Enabled, s.Hawkeye.Enabled, s.Tuning.Enabled = false, false, false, false, false, false, false, false
 	_, row, b := runPassing(t, s)
-	if row.Figures["named"] == "" || row.Figures["named"] != row.Figures["truth"] {
+	if row.Figures["named"] == "" || row.Figures["named"] != row.Figures["truth"] || row.Figures["false_alerts"] != "0" || row.Figures["detect_s"] == "" {
 		t.Fatalf("figures:\n%s", b)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/rdma-appliance/appliance/appliance/lumina"
 	"github.com/rdma-appliance/appliance/bench/trafficgen"
@@ -161,7 +160,7 @@ func runLumina(ctx context.Context, l *Lab, row *Row) error {
 		var err error
 		for try := 1; try <= 2; try++ {
 			res, err = lumina.RunBalance(ctx, lumina.BalanceConfig{Rounds: ls.BalanceRounds, Dir: l.Path("lumina-balance")})
-			if err != nil || res.Rows[0].FailedUnstarved() == 0 && res.Rows[0].Starved < res.Rows[0].Rounds {
+			if err != nil || res.Rows[0].FailedUnstarved() == 0 && res.Rows[0].Passed > 0 {
 				break
 			}
 			if try == 1 {
@@ -175,13 +174,13 @@ func runLumina(ctx context.Context, l *Lab, row *Row) error {
 			row.Figure("wrr_integrity", "%d/%d", wrr.Passed, wrr.Rounds)
 			row.Figure("flowhash_integrity", "%d/%d", flow.Passed, flow.Rounds)
 			if wrr.Starved+flow.Starved > 0 {
-				row.Figure("balance_starved", "wrr %d, flow-hash %d (a dumper stalled over %v)", wrr.Starved, flow.Starved, res.StallBudget.Round(time.Millisecond))
+				row.Figure("balance_starved", "wrr %d, flow-hash %d", wrr.Starved, flow.Starved)
 			}
 			switch {
 			case wrr.FailedUnstarved() > 0:
 				problems = append(problems, fmt.Sprintf("per-packet WRR kept %d of %d traces whole (%s)", wrr.Passed, wrr.Rounds, wrr.FirstFailure))
-			case wrr.Starved == wrr.Rounds:
-				problems = append(problems, fmt.Sprintf("every per-packet WRR round starved a dumper (%s)", wrr.FirstFailure))
+			case wrr.Passed == 0:
+				problems = append(problems, fmt.Sprintf("no per-packet WRR round kept its trace whole, every one starved a dumper (%s)", wrr.FirstFailure))
 			}
 		}
 	}

@@ -81,11 +81,12 @@ type BalanceRow struct {
 	Packets float64 `json:"packets"`
 	// FirstFailure says why the first failed round failed.
 	FirstFailure string `json:"first_failure,omitempty"`
-	// Starved counts the rounds in which a dumper went without polling
-	// for more than half of what its queue holds at its share
-	// (BalanceResult.StallBudget): the machine, not the balancing, then
-	// decided whether copies were lost. StarvedFailed are those that
-	// failed integrity.
+	// Starved counts the rounds in which the machine kept a dumper off
+	// its core while copies waited, for long enough to fill half its
+	// queue: in one stall (BalanceResult.StallBudget) or over the round
+	// (capacity lost to stalls above BalanceResult.LostBudget copies).
+	// The machine, not the balancing, then decided whether copies were
+	// lost. StarvedFailed are those that failed integrity.
 	Starved       int `json:"starved"`
 	StarvedFailed int `json:"starved_failed"`
 }
@@ -113,6 +114,9 @@ type BalanceResult struct {
 	// of the copies under per-packet balancing; a round with a longer
 	// stall counts as starved.
 	StallBudget time.Duration `json:"stall_budget_ns"`
+	// LostBudget is half a dumper's queue, in copies: a round in which a
+	// dumper lost more of its capacity to stalls counts as starved.
+	LostBudget uint64 `json:"lost_budget"`
 }
 
 // mirroredPerByte estimates the copies per byte a WRITE stream makes at
@@ -138,7 +142,8 @@ func RunBalance(ctx context.Context, cfg BalanceConfig) (*BalanceResult, error) 
 	offered := cfg.QPRate / 8 * float64(cfg.NumQPs) * mirroredPerByte
 	capacity := offered / float64(cfg.Dumpers) * cfg.Headroom
 	res := &BalanceResult{Config: cfg, CapacityPPS: capacity, OfferedPPS: offered,
-		StallBudget: time.Duration(float64(cfg.RingSize) / (offered / float64(cfg.Dumpers)) / 2 * 1e9)}
+		StallBudget: time.Duration(float64(cfg.RingSize) / (offered / float64(cfg.Dumpers)) / 2 * 1e9),
+		LostBudget:  uint64(cfg.RingSize / 2)}
 	const msgSize = 64 << 10
 	msgs := max(1, int(cfg.QPRate/8*cfg.Duration.Seconds()/msgSize))
 	for _, bal := range []inject.Balance{inject.BalanceWRR, inject.BalanceFlowHash} {
@@ -169,7 +174,8 @@ func RunBalance(ctx context.Context, cfg BalanceConfig) (*BalanceResult, error) 
 				res.TrafficFails++
 			}
 			ok := err == nil && run.IntegrityErr == nil
-			starved := run.Capture != nil && maxStall(run.Capture) > res.StallBudget
+			stall, lost := starvation(run.Capture)
+			starved := stall > res.StallBudget || lost > res.LostBudget
 			if starved {
 				row.Starved++
 			}
@@ -182,7 +188,8 @@ func RunBalance(ctx context.Context, cfg BalanceConfig) (*BalanceResult, error) 
 			if !ok && row.FirstFailure == "" {
 				row.FirstFailure = fmt.Sprintf("round %d: %v", r, errors.Join(err, run.IntegrityErr))
 				if starved {
-					row.FirstFailure += fmt.Sprintf(" (a dumper stalled %v, over the %v budget)", maxStall(run.Capture).Round(time.Millisecond), res.StallBudget.Round(time.Millisecond))
+					row.FirstFailure += fmt.Sprintf(" (starved: a dumper stalled up to %v and lost %d copies of capacity, budgets %v and %d)",
+						stall.Round(time.Millisecond), lost, res.StallBudget.Round(time.Millisecond), res.LostBudget)
 				}
 			}
 			if run.Trace != nil {
@@ -208,13 +215,16 @@ func RunBalance(ctx context.Context, cfg BalanceConfig) (*BalanceResult, error) 
 	return res, nil
 }
 
-// maxStall is the longest any dumper of the capture went without polling.
-func maxStall(c *Capture) time.Duration {
-	var m time.Duration
-	for _, r := range c.Results {
-		m = max(m, r.MaxStall)
+// starvation is the longest any dumper of the capture went without
+// polling, and the most capacity one lost to the machine.
+func starvation(c *Capture) (stall time.Duration, lost uint64) {
+	if c == nil {
+		return 0, 0
 	}
-	return m
+	for _, r := range c.Results {
+		stall, lost = max(stall, r.MaxStall), max(lost, r.LostService)
+	}
+	return stall, lost
 }
 
 func balanceName(b inject.Balance) string {
@@ -233,7 +243,7 @@ func (r *BalanceResult) Table() string {
 		s += fmt.Sprintf("%-16s %8d %9.0f%% %12d %14.0f %5d (%d failed)\n", row.Balance, row.Rounds, 100*row.PassRate(), row.Lost, row.Packets,
 			row.Starved, row.StarvedFailed)
 	}
-	s += fmt.Sprintf("starved: a dumper went without polling for over %v (half its queue at its share); the machine, not the balancing, decided those rounds\n",
-		r.StallBudget.Round(time.Millisecond))
+	s += fmt.Sprintf("starved: the machine kept a dumper off its core while copies waited, over %v at once or %d copies of capacity in the round (half its queue); it, not the balancing, decided those rounds\n",
+		r.StallBudget.Round(time.Millisecond), r.LostBudget)
 	return s
 }

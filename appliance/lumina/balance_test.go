@@ -26,8 +26,8 @@ func TestBalance(t *testing.T) {
 	if wrr.FailedUnstarved() != 0 {
 		t.Fatalf("per-packet WRR lost copies with every dumper polling: %+v", wrr)
 	}
-	if wrr.Starved == wrr.Rounds {
-		t.Skipf("every WRR round starved a dumper for over %v: the machine is too busy to tell the balancers apart", res.StallBudget)
+	if wrr.Passed == 0 {
+		t.Skipf("every WRR round starved a dumper: the machine is too busy to tell the balancers apart\n%s", res.Table())
 	}
 	if flow.Passed == flow.Rounds || flow.Lost == 0 {
 		t.Fatalf("flow-hash mirroring lost nothing: %+v", flow)

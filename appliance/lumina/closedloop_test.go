@@ -298,6 +298,9 @@ func TestClosedLoopTimeouts(t *testing.T) {
 // marks per QP, every few hundred microseconds over the whole run, and a
 // 10 ms interval make every scope but the configured one fail somewhere.
 func TestClosedLoopCNPScope(t *testing.T) {
+	if raceDetector {
+		t.Skip("the race detector stalls the soft RNICs for longer than the CNP intervals this test infers from the trace")
+	}
 	const interval = 10 * time.Millisecond
 	in := []intent.Intent{}
 	for q := range 3 {

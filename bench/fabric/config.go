@@ -72,6 +72,10 @@ type HostConfig struct {
 	// RTO is the retransmission timeout: no ACK progress for this long
 	// and the sender goes back to the first unacknowledged packet.
 	RTO int64
+	// RetryLimit is an RC QP's retry_cnt: after this many timeouts in a
+	// row without progress the flow fails and sends nothing more, as a QP
+	// goes to the error state (0..7; 0, the default, retries forever).
+	RetryLimit int
 	// DCQCN on; its parameters (Table 4 of the ByteTuning paper by
 	// default, at the host's line rate).
 	DCQCN  bool
@@ -84,9 +88,13 @@ type HostConfig struct {
 // Config is a simulation's behaviour.
 type Config struct {
 	Switch SwitchConfig
-	// Layers overrides Switch for the switches of a layer ("tor", ...).
-	Layers map[string]SwitchConfig
-	Host   HostConfig
+	// Layers overrides Switch for the switches of a layer ("tor", ...),
+	// and Switches overrides both for one switch by name: a switch
+	// configured unlike its peers, such as one whose PFC headroom is
+	// too small for its cables.
+	Layers   map[string]SwitchConfig
+	Switches map[string]SwitchConfig
+	Host     HostConfig
 	// Hosts overrides Host per host name.
 	Hosts map[string]HostConfig
 	// TTL of data packets: a routing loop drops them eventually.
@@ -142,6 +150,8 @@ func (c *HostConfig) Validate() error {
 		return fmt.Errorf("ack every %d: at least 1", c.AckEvery)
 	case c.CNPInterval < 0 || c.RTO <= 0 || c.ProcessingDelay < 0:
 		return errors.New("CNP interval and processing delay not negative, RTO positive")
+	case c.RetryLimit < 0 || c.RetryLimit > 7:
+		return fmt.Errorf("retry limit %d: 0..7", c.RetryLimit)
 	}
 	if c.Params != nil {
 		return c.Params.Validate()
@@ -157,6 +167,11 @@ func (c *Config) Validate() error {
 	for l, sc := range c.Layers {
 		if err := sc.Validate(); err != nil {
 			return fmt.Errorf("switch layer %s: %w", l, err)
+		}
+	}
+	for name, sc := range c.Switches {
+		if err := sc.Validate(); err != nil {
+			return fmt.Errorf("switch %s: %w", name, err)
 		}
 	}
 	if err := c.Host.Validate(); err != nil {

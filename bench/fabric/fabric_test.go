@@ -257,6 +257,25 @@ func TestRoutingLoopDeadlock(t *testing.T) {
 	}
 }
 
+// TestLoopedControlPacketsExpire: a flow whose ACKs route into a loop
+// (its sender sits behind the misconfigured route) loses them to the
+// TTL like data, instead of their circling for ever in the strict
+// control class.
+func TestLoopedControlPacketsExpire(t *testing.T) {
+	g, r := loopNet(t, true)
+	flows := []workload.Flow{{ID: 0, Src: host(g, "h2"), Dst: host(g, "h0"), Size: 64 << 10}}
+	s, err := New(g, r, flows, DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, s, 2e6)
+	// 17 ACKs a round, at most 64 hops each, a round every timeout:
+	// a few thousand frames; circling for ever, 2 ms of line rate.
+	if res.Stats.TTLDrops == 0 || res.Port("s0", 2).TxPackets > 20_000 {
+		t.Fatalf("TTL drops %d, s0->s1 frames %d", res.Stats.TTLDrops, res.Port("s0", 2).TxPackets)
+	}
+}
+
 // TestDCQCNFairness: two long flows on one bottleneck converge to within
 // 10% of each other's throughput.
 func TestDCQCNFairness(t *testing.T) {

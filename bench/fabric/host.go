@@ -148,7 +148,7 @@ func (n *network) hostRx(h *hostState, i int32) {
 func (n *network) ackRx(p *Packet) {
 	fi := p.Flow
 	fs := &n.flows[fi]
-	if fs.done {
+	if fs.done || fs.failed {
 		return
 	}
 	una := p.PSN + 1
@@ -161,7 +161,7 @@ func (n *network) ackRx(p *Packet) {
 		}
 	}
 	if una > fs.una {
-		fs.una = una
+		fs.una, fs.retries = una, 0
 		n.armRTO(fi)
 	}
 	if fs.next < fs.una {
@@ -199,10 +199,19 @@ func (n *network) armRTO(fi int32) {
 // unacknowledged packet.
 func (n *network) rto(fi, gen int32) {
 	fs := &n.flows[fi]
-	if fs.done || gen != fs.rtoGen {
+	if fs.done || fs.failed || gen != fs.rtoGen {
 		return
 	}
 	if fs.next > fs.una {
+		fs.retries++
+		if lim := n.hosts[n.nodeHost[fs.f.Src]].cfg.RetryLimit; lim > 0 && fs.retries > int32(lim) {
+			// Retries exhausted: an RC QP goes to the error state and
+			// sends nothing more.
+			fs.failed = true
+			fs.rtoGen++
+			n.retire(fi)
+			return
+		}
 		fs.retrans += uint64(fs.next - fs.una)
 		n.s.stats.Retransmits += uint64(fs.next - fs.una)
 		n.s.stats.Timeouts++

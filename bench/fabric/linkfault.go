@@ -47,6 +47,7 @@ type FaultStats struct {
 	Silent    uint64 `json:"silent_drops"` // 5-tuple drops
 	Corrupted uint64 `json:"corrupted"`    // dropped by the receiver's ICRC check
 	DeadRNIC  uint64 `json:"dead_rnic"`    // to or from a dead RNIC
+	ACL       uint64 `json:"acl_denied"`   // denied by an ACL (acl.go)
 }
 
 // linkFaults are the faults of a simulation, by the port frames arrive at.
@@ -55,6 +56,9 @@ type linkFaults struct {
 	faults []armedFault
 	rng    *rand.Rand
 	st     FaultStats
+	// ACLs (acl.go), by the switch port they are bound to.
+	aclIn, aclOut [][]int
+	acls          []ACL
 }
 
 type armedFault struct {

@@ -129,3 +129,39 @@ func TestAddFlow(t *testing.T) {
 		t.Fatalf("%+v", res.Flows)
 	}
 }
+
+// TestRetryLimit: a flow to a dead RNIC retransmits after every timeout
+// until its retries run out, then fails and sends nothing more; without a
+// limit it retransmits for as long as the run lasts.
+func TestRetryLimit(t *testing.T) {
+	g, rt := star(t, 2, gbps100, 1000)
+	sent := func(limit int, until int64) (FlowResult, uint64) {
+		cfg := DefaultConfig()
+		cfg.Host.RetryLimit = limit
+		s, err := New(g, rt, []workload.Flow{{ID: 1, Src: host(g, "h0"), Dst: host(g, "h1"), Size: 1 << 20}}, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.KillRNIC("h1", 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		res := run(t, s, until)
+		return res.Flows[0], res.Port("h0", 0).TxData
+	}
+	f, tx := sent(3, 20e6)
+	if !f.Failed || f.Done {
+		t.Fatalf("limit 3: %+v", f)
+	}
+	if _, later := sent(3, 40e6); later != tx {
+		t.Fatalf("failed flow still sending: %d then %d data frames", tx, later)
+	}
+	f, tx = sent(0, 20e6)
+	if _, later := sent(0, 40e6); f.Failed || later <= tx {
+		t.Fatalf("no limit: %+v, %d then %d data frames", f, tx, later)
+	}
+	cfg := DefaultConfig()
+	cfg.Host.RetryLimit = 8
+	if err := cfg.Validate(); err == nil {
+		t.Fatal("retry limit 8 accepted")
+	}
+}

@@ -131,6 +131,8 @@ type flowState struct {
 	done       bool
 	end        int64
 	retrans    uint64
+	retries    int32 // timeouts since the last progress
+	failed     bool  // retries exhausted (HostConfig.RetryLimit)
 	cnps       uint64
 	expected   int32 // receiver
 	nakSent    bool
@@ -388,18 +390,24 @@ func (n *network) sendPause(pi int32, prio uint8, quanta uint16) {
 func (n *network) switchRx(in *port, pi, i int32) {
 	p := n.pkt(i)
 	st := &n.s.stats
+	if n.faults != nil && n.faults.denied(n.faults.aclIn, pi, p, n.s.now) {
+		n.s.freePacket(i)
+		return
+	}
 	if n.hooks != nil && n.hooks.Packet != nil && !n.hooks.Packet(int(in.sw), int(in.num), p) {
 		n.s.freePacket(i)
 		return
 	}
-	if p.Kind == KindData || p.Kind == KindProbe {
-		if p.TTL <= 1 {
-			st.TTLDrops++
-			n.s.freePacket(i)
-			return
-		}
-		p.TTL--
+	// Every routed packet is IP and loses a hop of TTL, control packets
+	// too: an ACK or CNP whose route loops (its flow's sender sits
+	// behind a misconfigured route) would otherwise circle for ever in
+	// the strict-priority control class and starve the data classes.
+	if p.TTL <= 1 {
+		st.TTLDrops++
+		n.s.freePacket(i)
+		return
 	}
+	p.TTL--
 	hops := n.routes.NextHops(int(in.node), int(p.Dst))
 	if len(hops) == 0 {
 		st.NoRoute++
@@ -407,6 +415,10 @@ func (n *network) switchRx(in *port, pi, i int32) {
 		return
 	}
 	oi := n.nodePorts[in.node][hops[ecmp(p.Hash, in.node)%uint32(len(hops))]]
+	if n.faults != nil && n.faults.denied(n.faults.aclOut, oi, p, n.s.now) {
+		n.s.freePacket(i)
+		return
+	}
 	out := &n.ports[oi]
 	sw := &n.switches[in.sw]
 	prio := p.Prio
@@ -549,6 +561,9 @@ func (n *network) build(g *topo.Graph, r *topo.Routes, flows []workload.Flow, cf
 			if l, ok := cfg.Layers[nd.Layer]; ok {
 				sc = l
 			}
+			if c, ok := cfg.Switches[nd.Name]; ok {
+				sc = c
+			}
 			n.nodeSwitch[i] = int32(len(n.switches))
 			n.switches = append(n.switches, switchState{node: int32(i), cfg: sc})
 		case topo.Host:
@@ -558,6 +573,11 @@ func (n *network) build(g *topo.Graph, r *topo.Routes, flows []workload.Flow, cf
 			}
 			n.nodeHost[i] = int32(len(n.hosts))
 			n.hosts = append(n.hosts, hostState{node: int32(i), cfg: hc, port: -1})
+		}
+	}
+	for name := range cfg.Switches {
+		if i, ok := g.Node(name); !ok || g.Nodes[i].Kind != topo.Switch {
+			return fmt.Errorf("fabric: configuration for switch %q: no such switch", name)
 		}
 	}
 	// Ports: both ends of every link, numbered as the graph numbers them.

@@ -37,6 +37,7 @@ type FlowResult struct {
 	Size        int64   `json:"size"`
 	Start       int64   `json:"start_ns"`
 	Done        bool    `json:"done"`
+	Failed      bool    `json:"failed,omitempty"` // retries exhausted
 	FCT         int64   `json:"fct_ns,omitempty"`
 	Gbps        float64 `json:"gbps,omitempty"` // goodput over the FCT
 	Retransmits uint64  `json:"retransmits"`
@@ -155,7 +156,7 @@ func (s *Sim) finish(now int64) {
 			continue
 		}
 		fr := FlowResult{ID: fs.f.ID, Src: n.g.Nodes[fs.f.Src].Name, Dst: n.g.Nodes[fs.f.Dst].Name, Size: fs.f.Size,
-			Start: fs.f.Start, Done: fs.done, Retransmits: fs.retrans, CNPs: fs.cnps}
+			Start: fs.f.Start, Done: fs.done, Failed: fs.failed, Retransmits: fs.retrans, CNPs: fs.cnps}
 		if fs.done {
 			fr.FCT = fs.end - fs.f.Start
 			fr.Gbps = float64(fs.f.Size) * 8 / float64(max(fr.FCT, 1))

@@ -3,131 +3,110 @@ package hawkeyeeval
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
-
-	"github.com/rdma-appliance/appliance/internal/hawkeyewire"
 )
 
-// TestAnomaliesManifest: the generated anomalies show in the fabric as
-// injected: incast and storm spread PFC, the loops deadlock (both loop
-// ports paused, no data crossing them at the end), contention queues
-// without any pause; and an out-of-loop deadlock never forms without its
-// outside cause. Background traffic decides whether an outside cause
-// closes its loop within the trace, so the out-of-loop types need only
-// most seeds to deadlock (the evaluation scores only the traces that
-// did, and says how many).
-func TestAnomaliesManifest(t *testing.T) {
-	for _, a := range Anomalies {
-		t.Run(a.String(), func(t *testing.T) {
-			missed := 0
-			for seed := uint64(1); seed <= 5; seed++ {
-				tr, err := Generate(a, seed)
+// TestPlacementRandom: anomalies land in different places for different
+// seeds, on k=4 and k=8 alike; a loop's routes really loop and leave its
+// destination's pod alone; background traffic never goes to the loop's
+// destination; the counterfactual keeps the background flows' IDs (so
+// their ECMP paths) and drops the anomaly's.
+func TestPlacementRandom(t *testing.T) {
+	for _, tp := range []Topology{{4}, {8}} {
+		for _, a := range Anomalies {
+			places := map[string]bool{}
+			for seed := uint64(1); seed <= 12; seed++ {
+				tr, err := Generate(tp, a, seed)
 				if err != nil {
-					t.Fatal(err)
+					t.Fatalf("%v %v seed %d: %v", tp, a, seed, err)
 				}
-				s, err := tr.Sim()
-				if err != nil {
-					t.Fatal(err)
+				places[fmt.Sprint(tr.Truth.Receiver, tr.Truth.Loop)] = true
+				if len(tr.Truth.Injected) == 0 || len(tr.Truth.Ports) == 0 || (tr.Truth.Host == "") == (len(tr.Truth.Flows) == 0) {
+					t.Fatalf("%v %v seed %d: truth %+v", tp, a, seed, tr.Truth)
 				}
-				res, err := s.Run(context.Background(), tr.Duration-500_000)
-				if err != nil {
-					t.Fatal(err)
-				}
-				loopData := func() uint64 {
-					return res.Port("agg4", 2).TxData + res.Port("core0", 2).TxData
-				}
-				before := loopData()
-				st := res.Stats
-				res, _ = s.Run(context.Background(), tr.Duration)
-				deadlocked := loopData() == before && s.Paused(node(tr, "agg4"), 2, 3) && s.Paused(node(tr, "core0"), 2, 3)
-				switch a {
-				case Incast:
-					if st.PauseFrames == 0 {
-						t.Fatalf("seed %d: incast drew no PFC", seed)
-					}
-				case Storm:
-					if st.InjectedPauses == 0 || st.PauseFrames == 0 {
-						t.Fatalf("seed %d: storm: %d injected, %d XOFF", seed, st.InjectedPauses, st.PauseFrames)
-					}
-				case InLoopDeadlock, OutLoopContention, OutLoopInjection:
-					if a != InLoopDeadlock && loopDeadlocks(t, withoutCause(tr)) {
-						t.Fatal("the loop deadlocks without the cause outside it: the initiator is in the loop")
-					}
-					if !deadlocked {
-						t.Logf("seed %d: no deadlock: loop data %d -> %d, paused agg4:2 %v core0:2 %v", seed, before, loopData(),
-							s.Paused(node(tr, "agg4"), 2, 3), s.Paused(node(tr, "core0"), 2, 3))
-						missed++
-						if a == InLoopDeadlock || missed > 2 {
-							t.Fatalf("%d of 5 seeds did not deadlock", missed)
-						}
-					}
-				case Contention:
-					if st.PauseFrames != 0 || st.Drops != 0 {
-						t.Fatalf("seed %d: contention drew %d XOFF, %d drops", seed, st.PauseFrames, st.Drops)
+				for i, f := range tr.Flows {
+					if f.ID != i || (i < tr.Background) == slices.Contains(tr.Truth.Injected, i) {
+						t.Fatalf("%v %v seed %d: flow %d %+v (background %d)", tp, a, seed, i, f, tr.Background)
 					}
 				}
-				t.Logf("seed %d load %.2f: %d flows, XOFF %d, injected %d, CNPs %d, deadlocked %v", seed, tr.Load, len(tr.Flows),
-					st.PauseFrames, st.InjectedPauses, st.CNPs, deadlocked)
+				cf := tr.Counterfactual()
+				if len(cf.Flows) != tr.Background+tr.Context || len(cf.Faults) != 0 || !slices.Equal(cf.Flows[:tr.Background], tr.Flows[:tr.Background]) {
+					t.Fatalf("%v %v seed %d: counterfactual of %d flows", tp, a, seed, len(cf.Flows))
+				}
+				if a.Deadlock() {
+					checkLoop(t, tr)
+				}
 			}
-		})
-	}
-}
-
-func node(tr *Trace, name string) int { i, _ := tr.Graph.Node(name); return i }
-
-// withoutCause is a trace with its anomaly's root-cause flows and faults
-// removed: the loop and its trickle alone.
-func withoutCause(tr *Trace) *Trace {
-	c := *tr
-	c.Faults = nil
-	c.Flows = nil
-	for _, f := range tr.Flows {
-		if f.Dst == node(tr, fmt.Sprintf("h%d", outLoopHost)) && f.Start == tr.Truth.At { // the burst onto the outside host
-			continue
+			if len(places) < 6 {
+				t.Errorf("%v %v: 12 seeds, %d placements", tp, a, len(places))
+			}
 		}
-		f.ID = len(c.Flows)
-		c.Flows = append(c.Flows, f)
 	}
-	return &c
 }
 
-// loopDeadlocks runs a trace and reports whether its loop ports end up
-// paused with no data crossing them.
-func loopDeadlocks(t *testing.T, tr *Trace) bool {
-	s, err := tr.Sim()
+// checkLoop follows the routes to the loop's destination from the
+// loop's first switch: they must come back round through every loop
+// switch, none in the destination's pod.
+func checkLoop(t *testing.T, tr *Trace) {
+	t.Helper()
+	dst := tr.Flows[tr.Truth.Injected[0]].Dst
+	for _, f := range tr.Flows[:tr.Background] {
+		if f.Dst == dst {
+			t.Fatalf("seed %d: background flow %+v into the loop's destination", tr.Seed, f)
+		}
+	}
+	start, _ := tr.Graph.Node(tr.Truth.Loop[0])
+	node := start
+	for i := range tr.Truth.Loop {
+		if name := tr.Graph.Nodes[node].Name; name != tr.Truth.Loop[i] {
+			t.Fatalf("seed %d: loop %v, step %d at %s", tr.Seed, tr.Truth.Loop, i, name)
+		}
+		hops := tr.Routes.NextHops(node, dst)
+		if len(hops) != 1 || hops[0] != tr.Truth.LoopPorts[i] {
+			t.Fatalf("seed %d: %s routes to the destination by %v", tr.Seed, tr.Graph.Nodes[node].Name, hops)
+		}
+		node = tr.Graph.Ports(node)[hops[0]].Peer
+	}
+	if node != start {
+		t.Fatalf("seed %d: loop %v does not close", tr.Seed, tr.Truth.Loop)
+	}
+}
+
+// TestRunStorm: one PFC storm through every method. It manifests; the
+// storm's victims are detected; Hawkeye names the host, and so does
+// port-level telemetry (it still traces PFC), while SpiderMon, blind to
+// PFC, cannot name the type; each method is charged for what it
+// collects: full polling reads every switch, port records cost less than
+// Hawkeye's, NetSight's postcards far more.
+func TestRunStorm(t *testing.T) {
+	tr, err := Generate(Topology{4}, Storm, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, _ := s.Run(context.Background(), tr.Duration-500_000)
-	before := res.Port("agg4", 2).TxData + res.Port("core0", 2).TxData
-	res, _ = s.Run(context.Background(), tr.Duration)
-	return res.Port("agg4", 2).TxData+res.Port("core0", 2).TxData == before &&
-		s.Paused(node(tr, "agg4"), 2, 3) && s.Paused(node(tr, "core0"), 2, 3)
-}
-
-// TestShardsMerge: three shards of an evaluation add up to the whole.
-func TestShardsMerge(t *testing.T) {
-	diag := func(*hawkeyewire.Telemetry) (Verdict, error) { return Verdict{Anomaly: Incast}, nil }
-	as, ms := []Anomaly{Incast, Contention}, []Method{Hawkeye}
-	whole, err := Evaluate(context.Background(), 2, as, ms, diag, nil)
+	res, err := Run(context.Background(), tr, RunOptions{Params: DefaultParams(), Methods: Methods})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var parts [][]Score
-	for i := range 3 {
-		sc, err := EvaluateShard(context.Background(), Shard{I: i, N: 3}, 2, as, ms, diag, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		parts = append(parts, Flatten(sc))
+	if !res.Manifested {
+		t.Fatalf("not manifested: %s", res.Reason)
 	}
-	merged := Merge(parts...)
-	for _, a := range as {
-		if *merged[a][Hawkeye] != *whole[a][Hawkeye] {
-			t.Fatalf("%v: merged %+v, whole %+v", a, *merged[a][Hawkeye], *whole[a][Hawkeye])
-		}
+	sc := Scores{}
+	sc.Tally(DefaultParams(), res, Methods)
+	get := func(m Method) *Score { return sc.Get(DefaultParams(), Topology{4}, Storm, m) }
+	h, full, port, spider, ns := get(Hawkeye), get(FullPolling), get(PortOnly), get(SpiderMon), get(NetSight)
+	if h.Victims == 0 || h.TP == 0 || h.Found != 1 || port.TP == 0 || spider.TP != 0 {
+		t.Fatalf("hawkeye %+v\nport-only %+v\nspidermon %+v", h, port, spider)
 	}
-	if _, err := EvaluateShard(context.Background(), Shard{I: 3, N: 3}, 1, as, []Method{Hawkeye}, nil, nil); err == nil {
-		t.Fatal("shard 3/3 accepted")
+	if full.SwitchesPolled() != 20 || h.SwitchesPolled() >= 20 || port.Bytes >= h.Bytes || ns.Bytes < 100*h.Bytes ||
+		h.Coverage() > full.Coverage() || full.Coverage() != 1 {
+		t.Fatalf("telemetry: hawkeye %d B on %.1f switches, full %d B on %.1f, port-only %d B, netsight %d B; coverage %.2f vs %.2f",
+			h.Bytes, h.SwitchesPolled(), full.Bytes, full.SwitchesPolled(), port.Bytes, ns.Bytes, h.Coverage(), full.Coverage())
+	}
+	// Detections before the storm began are no one's victims.
+	for _, in := range res.Incidents {
+		if in.Time < tr.Truth.At && in.Victim {
+			t.Fatalf("a detection at %d, before the storm at %d, counted as its victim", in.Time, tr.Truth.At)
+		}
 	}
 }

@@ -85,10 +85,51 @@ func (k *packer) epoch() bool {
 	return ok
 }
 
+// ReportBytes is what report r costs on the wire in this layout, in
+// report packets of mtu IP bytes: an evaluation that keeps only some of a
+// report's records (port-level or flow-level telemetry alone) prices what
+// is left with it.
+func ReportBytes(r hawkeyewire.SwitchReport, mtu int) (bytes, packets int) {
+	k := packer{room: mtu - 20 - 8 - ReportHeaderLen}
+	for _, e := range r.Epochs {
+		k.epoch()
+		for range e.Ports {
+			k.add(PortRecordLen)
+		}
+		for range e.Meters {
+			k.add(MeterRecordLen)
+		}
+		for range e.Flows {
+			k.add(FlowRecordLen)
+		}
+	}
+	k.inEpoch = false
+	for range r.Evicted {
+		k.add(EvictedRecordLen)
+	}
+	k.flush()
+	return k.bytes, k.pkts
+}
+
+// PackedBytes is what n records of size bytes each cost on the wire in
+// report packets of mtu IP bytes with this layout's framing: other
+// systems' records (a baseline's per-flow telemetry) priced alike.
+func PackedBytes(n, size, mtu int) (bytes, packets int) {
+	k := packer{room: mtu - 20 - 8 - ReportHeaderLen}
+	for range n {
+		k.add(size)
+	}
+	k.flush()
+	return k.bytes, k.pkts
+}
+
 // trigger is the CPU's side of a polling packet: collect unless this
 // switch already answered this event or was collected within the
 // interval.
 func (pr *Program) trigger(st *switchState, ev uint8, victim hawkeyewire.FlowKey, now int64) {
+	if pr.cfg.NoPoller {
+		return
+	}
 	if st.lastEvent == int(ev) && now-st.lastEventAt < pr.cfg.DedupNs {
 		return // the other trace type of an event already collected here
 	}

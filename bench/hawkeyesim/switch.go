@@ -55,6 +55,11 @@ type Config struct {
 	// Report receives each collection (the analyzer's input); a
 	// Collector's Report method fits.
 	Report func(event uint8, victim hawkeyewire.FlowKey, r hawkeyewire.SwitchReport)
+	// NoPoller leaves the switches' CPUs idle: polls are traced through
+	// the data plane as ever, but nothing is collected on them. An
+	// evaluation that reads every switch itself (Program.Collect), for
+	// several collection methods alike, sets it.
+	NoPoller bool
 	// Reuse is told of a switch a poll reached while its collection was
 	// rate-limited: the central collector holds its report from less
 	// than CollectInterval ago and can file it under this incident too,

@@ -599,3 +599,56 @@ func BenchmarkEnqueue(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "packets/s")
 }
+
+// TestReportBytes: pricing a report from its records gives what the
+// poller charged for it (every epoch it read held records), a report
+// with records removed costs less, and PackedBytes frames fixed-size
+// records the same way.
+func TestReportBytes(t *testing.T) {
+	n := incastNet(t)
+	s := newSim(t, n, noCC(), incastFlows(t, n)...)
+	pr, _ := New(s, DefaultConfig())
+	s.SetHooks(pr.Hooks())
+	runTo(t, s, 1_300_000)
+	r := pr.Collect(s.SwitchOf(n.node(t, "s2")))
+	b, pk := ReportBytes(r, 1500)
+	if b != r.Bytes || pk != r.Packets || b == 0 {
+		t.Fatalf("priced %d B in %d packets, collected %d B in %d", b, pk, r.Bytes, r.Packets)
+	}
+	ports := r
+	ports.Epochs = nil
+	for _, e := range r.Epochs {
+		e.Flows = nil
+		ports.Epochs = append(ports.Epochs, e)
+	}
+	if pb, _ := ReportBytes(ports, 1500); pb >= b || pb == 0 {
+		t.Fatalf("without flow records %d B, with %d B", pb, b)
+	}
+	// 100 records of 36 B: 40 to a 1500-byte packet (1464 B of room).
+	if pb, pk := PackedBytes(100, 36, 1500); pk != 3 || pb != 3*ReportOverhead+100*36 {
+		t.Fatalf("packed %d B in %d packets", pb, pk)
+	}
+}
+
+// TestNoPoller: with the CPU pollers off, polls are still traced through
+// the data plane but nothing is collected.
+func TestNoPoller(t *testing.T) {
+	n := incastNet(t)
+	s := newSim(t, n, noCC(), incastFlows(t, n)...)
+	cfg := DefaultConfig()
+	cfg.NoPoller = true
+	acfg := DefaultAgentConfig()
+	acfg.Threshold = 1 << 30
+	sys, _ := Attach(s, cfg, acfg)
+	visited := 0
+	sys.Program.OnVisit = func(Visit) { visited++ }
+	runTo(t, s, 300_000)
+	if _, err := sys.Agent.Poll(0); err != nil {
+		t.Fatal(err)
+	}
+	runTo(t, s, 400_000)
+	if visited == 0 || sys.Program.Stats.Collections != 0 || len(sys.Collector.Incidents()) != 1 ||
+		len(sys.Collector.Incidents()[0].Reports) != 0 {
+		t.Fatalf("visits %d, collections %d, incidents %d", visited, sys.Program.Stats.Collections, len(sys.Collector.Incidents()))
+	}
+}

@@ -103,6 +103,8 @@ type translator struct {
 	offer *dtamem.Offer
 	conn  *dtatranslator.Conn
 	tr    *dtatranslator.Translator
+	// drop is how many of the next frames emit loses on the way.
+	drop int
 }
 
 func (b *bed) dial(qpn, psn uint32) *translator {
@@ -130,6 +132,10 @@ func (b *bed) dial(qpn, psn uint32) *translator {
 // emit sends a frame to the collector.
 func (x *translator) emit(frame []byte) error {
 	b := x.b
+	if x.drop > 0 {
+		x.drop--
+		return nil
+	}
 	p := b.pool.Get()
 	for deadline := time.Now().Add(5 * time.Second); p == nil; p = b.pool.Get() {
 		if time.Now().After(deadline) {
@@ -427,6 +433,67 @@ func TestPollersShareList(t *testing.T) {
 		if e.Pos != uint64(392+i) || e.Data != 5000+392+uint32(i) {
 			t.Fatalf("recent %d: %+v", i, e)
 		}
+	}
+}
+
+// TestListHoles: a lost Append WRITE leaves a hole in the ring that no
+// later write fills (the translator keeps nothing to resend, and the
+// collector drops what follows the loss until the NAK resynchronises
+// the translator). Its pollers skip the hole once later entries show it,
+// count its positions as lost, and read every entry that did land.
+func TestListHoles(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[uint64]uint32{}
+	b := newBed(t, allSpec, Options{OnEntry: func(list uint32, pos uint64, data uint32) {
+		mu.Lock()
+		defer mu.Unlock()
+		if list == 1 {
+			seen[pos] = data
+		}
+	}})
+	x := b.dial(0x21, 7000)
+	appends := func(from, n uint32) {
+		for i := from; i < from+n; i++ {
+			x.send(&dtawire.Report{Opcode: dtawire.OpAppend, ListID: 1, Data: u32(9000 + i)})
+		}
+	}
+	appends(0, 40)
+	x.settle()
+	waitFor(t, "the first 40 entries", func() bool { st, _ := b.c.List(1, 0); return st.Read == 40 })
+	// Batches of 4: positions 40-43 are lost on the way, 44-47 arrive out
+	// of sequence and are NAKed; the translator goes on from 48.
+	x.drop = 1
+	appends(40, 8)
+	waitFor(t, "the NAK", func() bool { x.answers(); return x.conn.Stats.Resyncs == 1 })
+	appends(48, 40)
+	if err := x.tr.Flush(0, x.emit); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the pollers past the hole", func() bool { st, _ := b.c.List(1, 0); return st.Read+st.Lost == 88 })
+	st, err := b.c.List(1, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Read != 80 || st.Lost != 8 {
+		t.Fatalf("read %d, lost %d; want 80 and 8", st.Read, st.Lost)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for pos := uint64(0); pos < 88; pos++ {
+		d, ok := seen[pos]
+		if lost := pos >= 40 && pos < 48; ok == lost || ok && d != 9000+uint32(pos) {
+			t.Fatalf("position %d: read %v (%d), lost %v", pos, ok, d, lost)
+		}
+	}
+	if len(st.Recent) != 8 || st.Recent[0].Pos != 80 || st.Recent[7].Data != 9087 {
+		t.Fatalf("recent %+v", st.Recent)
+	}
+	var lost uint64
+	for _, p := range st.Pollers {
+		lost += p.Lost
+	}
+	if lost != 8 {
+		t.Fatalf("pollers %+v", st.Pollers)
 	}
 }
 

@@ -155,6 +155,12 @@ func (c *Collector) Register(h *service.Service) {
 				emit(metrics.Sample{Labels: []string{strconv.FormatUint(uint64(id), 10)}, Value: float64(c.lists[id].read())})
 			}
 		})
+	m.Collect("appliance_dta_collector_list_lost_total", "Append positions the list's pollers skipped as holes: writes that never landed (DTA does not resend).", metrics.CounterType,
+		[]string{"list"}, func(emit func(metrics.Sample)) {
+			for _, id := range c.listIDs {
+				emit(metrics.Sample{Labels: []string{strconv.FormatUint(uint64(id), 10)}, Value: float64(c.lists[id].lost())})
+			}
+		})
 	for _, f := range []struct {
 		name, help string
 		get        func(*dpdk.LoopStats) uint64

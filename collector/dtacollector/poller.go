@@ -39,10 +39,20 @@ type poller struct {
 	start uint64
 	step  uint64
 	p     *dtamem.Poller
-	fn    func(uint32)
-	// seen is the poller goroutine's own count; read publishes it.
+	fn    func(pos uint64, data uint32)
+	// seen is the poller goroutine's own count; read publishes it,
+	// next the position it reads next and lost the positions it
+	// skipped as holes.
 	seen uint64
 	read atomic.Uint64
+	next atomic.Uint64
+	lost atomic.Uint64
+	// hole is the position the poller found a hole at (an entry
+	// further on while its own is missing), and when; idle counts
+	// empty polls between hole checks.
+	hole      uint64
+	holeSince time.Time
+	idle      int
 	// loop counts the poller's passes (its utilisation).
 	loop dpdk.LoopStats
 }
@@ -64,28 +74,66 @@ func newList(id uint32, s ListSpec, mem []byte) *list {
 // setCallback makes the function the poller calls per entry: nothing
 // but counting by default, onEntry with the entry's position when set.
 func (p *poller) setCallback(onEntry func(list uint32, pos uint64, data uint32)) {
+	p.next.Store(p.start)
 	if onEntry == nil {
-		p.fn = func(uint32) {}
+		p.fn = func(uint64, uint32) {}
 		return
 	}
 	id := p.list.id
-	p.fn = func(d uint32) {
-		onEntry(id, p.start+p.seen*p.step, d)
-		p.seen++
-	}
+	p.fn = func(pos uint64, d uint32) { onEntry(id, pos, d) }
 }
 
 // poll reads up to max new entries and publishes the count.
 func (p *poller) poll(max int) int {
-	before := p.seen
 	n := p.p.Poll(max, p.fn)
 	if n > 0 {
-		// With a callback, it advanced seen itself (it needs the
-		// position); without one, seen advances here.
-		p.seen = before + uint64(n)
+		p.seen += uint64(n)
 		p.read.Store(p.seen)
+		p.next.Store(p.p.Next())
 	}
 	return n
+}
+
+// Holes: a list's writer never fills a hole (see dtamem.Poller), so a
+// poller that has waited holeGrace at a position while a later one holds
+// its entry skips to it. On one RC connection writes land in order and
+// the later entry alone proves the hole; the grace leaves room for an
+// RNIC that places one connection's writes slightly out of order.
+// holeLookahead bounds how far past its position a poller looks, and
+// holeCheckEvery how many empty polls pass between looks (a look reads
+// up to holeLookahead entries).
+const (
+	holeGrace      = time.Millisecond
+	holeLookahead  = 1 << 14
+	holeCheckEvery = 64
+)
+
+// checkHole is called on empty polls: every holeCheckEvery of them it
+// looks for an entry past the poller's position, and skips to it once
+// the hole has stood holeGrace. It reports whether it skipped.
+func (p *poller) checkHole() bool {
+	if p.idle++; p.idle < holeCheckEvery {
+		return false
+	}
+	p.idle = 0
+	q, ok := p.p.Ahead(holeLookahead)
+	if !ok {
+		p.holeSince = time.Time{}
+		return false
+	}
+	now := time.Now()
+	if at := p.p.Next(); p.holeSince.IsZero() || p.hole != at {
+		p.hole, p.holeSince = at, now
+		return false
+	}
+	if now.Sub(p.holeSince) < holeGrace {
+		return false
+	}
+	p.p.Skip(q)
+	p.holeSince = time.Time{}
+	p.lost.Store(p.p.Lost)
+	p.next.Store(p.p.Next())
+	return true
 }
 
 // pinnedBackoff spins longer than the default before giving the core
@@ -148,7 +196,8 @@ func (c *Collector) runPoller(p *poller, started chan<- error) {
 	bo.Stats = &p.loop
 	started <- nil
 	for !c.stopPolling.Load() {
-		if p.poll(pollBurst) > 0 {
+		if p.poll(pollBurst) > 0 || p.checkHole() {
+			p.idle = 0
 			bo.Busy()
 		} else {
 			bo.Idle()
@@ -187,6 +236,15 @@ func (l *list) read() uint64 {
 	return n
 }
 
+// lost is how many positions the list's pollers skipped as holes.
+func (l *list) lost() uint64 {
+	var n uint64
+	for _, p := range l.pollers {
+		n += p.lost.Load()
+	}
+	return n
+}
+
 // Entry is one Append entry: its position in the list (from 0) and data.
 type Entry struct {
 	Pos  uint64 `json:"pos"`
@@ -202,11 +260,14 @@ func (l *list) recent(n int) []Entry {
 	if n <= 0 {
 		return nil
 	}
+	// The latest n positions below each poller's next: the ones it
+	// skipped hold no entry of theirs and are left out below.
 	var pos []uint64
 	for _, p := range l.pollers {
-		cnt := p.read.Load()
-		for j := cnt - min(cnt, uint64(n)); j < cnt; j++ {
-			pos = append(pos, p.start+j*p.step)
+		next := p.next.Load()
+		for j := 0; j < n && next >= p.start+p.step; j++ {
+			next -= p.step
+			pos = append(pos, next)
 		}
 	}
 	slices.Sort(pos)
@@ -228,6 +289,7 @@ type PollerStatus struct {
 	Index int    `json:"index"`
 	Core  int    `json:"core"` // -1: unpinned
 	Read  uint64 `json:"read"`
+	Lost  uint64 `json:"lost"`
 }
 
 // ListStatus is an Append list's state: its pollers, how many entries
@@ -237,16 +299,17 @@ type ListStatus struct {
 	Entries uint64         `json:"entries"`
 	Batch   int            `json:"batch"`
 	Read    uint64         `json:"read"`
+	Lost    uint64         `json:"lost"` // positions skipped as holes: writes that never landed
 	Rate    float64        `json:"entries_per_second"`
 	Pollers []PollerStatus `json:"pollers"`
 	Recent  []Entry        `json:"recent,omitempty"`
 }
 
 func (l *list) status(batch, recent int) ListStatus {
-	st := ListStatus{ID: l.id, Entries: l.entries, Batch: batch, Read: l.read(),
+	st := ListStatus{ID: l.id, Entries: l.entries, Batch: batch, Read: l.read(), Lost: l.lost(),
 		Rate: math.Float64frombits(l.rate.Load()), Recent: l.recent(recent)}
 	for _, p := range l.pollers {
-		st.Pollers = append(st.Pollers, PollerStatus{Index: p.index, Core: p.core, Read: p.read.Load()})
+		st.Pollers = append(st.Pollers, PollerStatus{Index: p.index, Core: p.core, Read: p.read.Load(), Lost: p.lost.Load()})
 	}
 	return st
 }

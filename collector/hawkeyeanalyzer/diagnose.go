@@ -194,14 +194,18 @@ func (g *Graph) Diagnose() *Diagnosis {
 	d := &Diagnosis{Graph: g, Victim: FlowName(g.Victim), VictimKey: g.Victim, Confidence: 1,
 		Problems: slices.Clone(g.Problems), PortEdges: g.PortEdges, RootCauses: []RootCause{}}
 	defer d.finish()
-	vf, ok := g.flowIdx[g.Victim]
-	if !ok {
+	var path []int
+	if vf, ok := g.flowIdx[g.Victim]; ok {
+		path = g.victimPath(vf)
+	} else if len(g.pathHops) > 0 {
+		path = g.pathHops
+		d.explain("no flow record names the victim: its hops are the ports its polling packet took, with the ports' counters")
+	} else {
 		d.Type = Unknown
 		d.Confidence = 0
 		d.problem("victim %s appears in no switch's flow records: its path, and so the anomaly, cannot be traced", d.Victim)
 		return d
 	}
-	path := g.victimPath(vf)
 	var starts []int
 	for _, hi := range path {
 		h := &g.hops[hi]

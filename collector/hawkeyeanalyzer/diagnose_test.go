@@ -3,6 +3,8 @@ package hawkeyeanalyzer
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -513,5 +515,105 @@ func TestDeadlockClosedByRoutes(t *testing.T) {
 	}
 	if e := d.Graph.Edge("SW1:2", "SW2:4"); e == nil || e.Route {
 		t.Errorf("SW1:2 -> SW2:4 should be a meter edge: %+v", e)
+	}
+}
+
+// TestVictimPathWithoutFlows: port-level telemetry alone (no flow
+// records) still traces the PFC path when the victim's path is given as
+// its ports: the storm's host is found, an incast's path and initiator
+// too but not its flows; without the path the victim cannot be placed.
+func TestVictimPathWithoutFlows(t *testing.T) {
+	portsOnly := func(tel *hawkeyewire.Telemetry) *hawkeyewire.Telemetry {
+		c := *tel
+		c.Reports = nil
+		for _, r := range tel.Reports {
+			r.Epochs = slices.Clone(r.Epochs)
+			for i := range r.Epochs {
+				r.Epochs[i].Flows = nil
+			}
+			r.Evicted = nil
+			c.Reports = append(c.Reports, r)
+		}
+		return &c
+	}
+	pathOf := func(d *Diagnosis) []PortID {
+		var out []PortID
+		for _, h := range d.VictimPath {
+			out = append(out, parsePortID(h.Port))
+		}
+		return out
+	}
+	storm := newStorm().s.telemetry()
+	full := diagnose(t, storm)
+	d := Diagnose(portsOnly(storm), Options{VictimPath: pathOf(full)})
+	wantType(t, d, Storm)
+	if !slices.Equal(d.RootHosts(), []string{"H1"}) || !slices.Equal(d.Path, full.Path) {
+		t.Fatalf("port-level storm: root causes %+v, path %v (with flows %v)", d.RootCauses, d.Path, full.Path)
+	}
+	incast := newIncast().s.telemetry()
+	full = diagnose(t, incast)
+	d = Diagnose(portsOnly(incast), Options{VictimPath: pathOf(full)})
+	if d.Type != Incast || d.Initiator != full.Initiator || len(d.RootFlows()) != 0 {
+		t.Fatalf("port-level incast: %s at %s, flows %v (with flows: %s at %s)", d.Type, d.Initiator, d.RootFlows(), full.Type, full.Initiator)
+	}
+	if d := Diagnose(portsOnly(storm), Options{}); d.Type != Unknown {
+		t.Fatalf("without the victim's path: %s", d.Type)
+	}
+}
+
+// TestDecodeStrict: every example file and every telemetry the writers
+// produce decodes strictly; an unknown field, a missing one, a link
+// leading nowhere or trailing data is an error that says where, where
+// Decode would have taken the file.
+func TestDecodeStrict(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "*.json"))
+	if len(files) == 0 {
+		t.Fatal("no example files")
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := DecodeStrict(bytes.NewReader(b)); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	good, err := json.Marshal(newIncast().s.telemetry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := DecodeStrict(bytes.NewReader(good)); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ edit, want string }{
+		{`"victim":{`, `"victim":{"colour":1,`},
+		{`"reports":[{`, `"reports":[{"sw":"x",`},
+		{`"paused":`, `"pausd":`},
+		{`"qdepth_sum":`, `"qdepth":`},
+		{`"time_ns":`, `"time":`},
+	} {
+		bad := strings.Replace(string(good), c.edit, c.want, 1)
+		if _, err := Decode(strings.NewReader(bad)); err != nil {
+			t.Errorf("Decode should take %q: %v", c.want, err)
+		}
+		_, err := DecodeStrict(strings.NewReader(bad))
+		if err == nil {
+			t.Errorf("%q accepted", c.want)
+		}
+		t.Logf("%s -> %v", c.want, err)
+	}
+	for _, bad := range []string{
+		strings.Replace(string(good), `"a_port":1,"b":"SW2","b_port":1`, `"a_port":1`, 1),
+		string(good) + `{}`,
+		`{"event":1}`,
+	} {
+		if _, err := DecodeStrict(strings.NewReader(bad)); err == nil {
+			t.Errorf("accepted %.80q", bad)
+		}
+	}
+	_, err = DecodeStrict(strings.NewReader(strings.Replace(string(good), `"paused":`, `"pausd":`, 1)))
+	if err == nil || !strings.Contains(err.Error(), "pausd") {
+		t.Fatalf("the error should name the field: %v", err)
 	}
 }

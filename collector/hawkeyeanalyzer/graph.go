@@ -47,6 +47,13 @@ type Options struct {
 	// port when its contribution is at least this fraction of the largest
 	// contribution there. Default 0.2.
 	RootFraction float64
+	// VictimPath are the egress ports the victim's polling packet left
+	// by, in path order. Port-level telemetry (no flow records) cannot
+	// place the victim otherwise; the data plane knows its path from
+	// forwarding the polling packet. Used only when no flow record names
+	// the victim: each port then stands for the victim's hop with the
+	// port's own counters.
+	VictimPath []PortID
 }
 
 func (o Options) withDefaults() Options {
@@ -189,10 +196,12 @@ type Graph struct {
 	// found (missing switches, truncated reports, empty epochs...).
 	Problems []string `json:"problems,omitempty"`
 
-	opt      Options
-	portIdx  map[PortID]int
-	flowIdx  map[hawkeyewire.FlowKey]int
-	hops     []hop
+	opt     Options
+	portIdx map[PortID]int
+	flowIdx map[hawkeyewire.FlowKey]int
+	hops    []hop
+	// pathHops: the victim's hops made from Options.VictimPath.
+	pathHops []int
 	portHops [][]int // hops at each port
 	flowHops [][]int // hops of each flow
 	out      [][]int // port edges out of each port
@@ -355,7 +364,28 @@ func Build(t *hawkeyewire.Telemetry, opt Options) *Graph {
 	g.buildPortEdges(s.meters)
 	g.buildFlowPortEdges()
 	g.buildPortFlowEdges()
+	g.portPathHops()
 	return g
+}
+
+// portPathHops stands in for the victim's flow records when the telemetry
+// has none: a hop per port of Options.VictimPath, with the port's
+// counters. They are kept apart from the flows' hops (no port or flow
+// index lists them), so nothing but the victim's path sees them.
+func (g *Graph) portPathHops() {
+	if _, ok := g.flowIdx[g.Victim]; ok || len(g.opt.VictimPath) == 0 {
+		return
+	}
+	for _, id := range g.opt.VictimPath {
+		pi, ok := g.portIdx[id]
+		if !ok {
+			g.problem("victim path port %s is in no report", id)
+			continue
+		}
+		p := &g.Ports[pi]
+		g.pathHops = append(g.pathHops, len(g.hops))
+		g.hops = append(g.hops, hop{port: pi, flow: -1, in: -1, packets: p.Packets, paused: uint64(g.pausedCount(p)), qdepthSum: p.QdepthSum})
+	}
 }
 
 func (g *Graph) problem(format string, args ...any) {

@@ -43,6 +43,11 @@ type Config struct {
 	MinVotes        int
 	MinDropShare    float64
 	MinLatencyShare float64
+	// MinExplainShare: after the top link, a further link is suspicious
+	// only when the abnormal probes the links before it do not explain
+	// give it at least this share (0.2) of the top link's votes; fewer are
+	// the noise any fault leaves around it.
+	MinExplainShare float64
 	// ProcessingFactor: a host whose median processing delay exceeds
 	// this many times the other hosts' median (4) and ProcessingMin
 	// (100 us) is alerted on as overloaded.
@@ -69,6 +74,7 @@ func (c Config) withDefaults() Config {
 	def(&c.HighLatencyFactor, 3)
 	def(&c.MinDropShare, 0.01)
 	def(&c.MinLatencyShare, 0.5)
+	def(&c.MinExplainShare, 0.2)
 	def(&c.ProcessingFactor, 4)
 	if c.MinProbes == 0 {
 		c.MinProbes = 10
@@ -268,55 +274,52 @@ type Report struct {
 	Hot      []Vote       `json:"hot"`
 	Switches []Vote       `json:"switches"`
 	Hosts    []HostStatus `json:"hosts"`
-	Alerts   []string     `json:"alerts"`
+	// Suspects are every element alerted on, ranked across kinds (see
+	// rankSuspects); Alerts are their alert lines in that order.
+	Suspects []Suspect `json:"suspects"`
+	Alerts   []string  `json:"alerts"`
 }
 
-// SuspectRNIC, SuspectLink, SuspectSwitch and SuspectHost are the
-// top-ranked suspects that an alert names, or "".
-func (r *Report) SuspectRNIC() string {
-	if len(r.RNICs) > 0 && (r.RNICs[0].Anomalous || r.RNICs[0].Down) {
-		return r.RNICs[0].RNIC
-	}
-	return ""
+// Kinds of suspects.
+const (
+	KindRNIC   = "rnic"
+	KindLink   = "link"
+	KindSwitch = "switch"
+	KindHost   = "host"
+)
+
+// Suspect is an element a window's analysis alerts on, with the evidence
+// it is ranked by: Basis is "drops" (probes lost), "latency" (probes
+// delayed) or "processing" (probes a host answered slowly), Evidence how
+// many of the window's abnormal probes of that basis it explains, and
+// Share what part they are of the probes that crossed it (or that it
+// sent, received or answered).
+type Suspect struct {
+	Kind     string  `json:"kind"`
+	Name     string  `json:"name"`
+	Basis    string  `json:"basis"`
+	Evidence int     `json:"evidence"`
+	Share    float64 `json:"share"`
+	Alert    string  `json:"alert"`
 }
 
-// SuspectLink is the top-ranked link if it was alerted on.
-func (r *Report) SuspectLink() string {
-	if len(r.Links) > 0 && r.linkAlert() {
-		return r.Links[0].Name
+// Top is the window's top suspect across all kinds, ok false when it
+// raised no alert.
+func (r *Report) Top() (s Suspect, ok bool) {
+	if len(r.Suspects) == 0 {
+		return Suspect{}, false
 	}
-	return ""
+	return r.Suspects[0], true
 }
 
-// SuspectSwitches are the switches tied at the top if alerted on.
-func (r *Report) SuspectSwitches() []string {
-	if len(r.Switches) == 0 || !r.linkAlert() {
-		return nil
-	}
-	var out []string
-	for _, v := range r.Switches {
-		if v.Votes == r.Switches[0].Votes {
-			out = append(out, v.Name)
+// First is the highest-ranked suspect of a kind, or "".
+func (r *Report) First(kind string) string {
+	for _, s := range r.Suspects {
+		if s.Kind == kind {
+			return s.Name
 		}
 	}
-	return out
-}
-
-// SuspectHost is the most overloaded host, or "".
-func (r *Report) SuspectHost() string {
-	if len(r.Hosts) > 0 && r.Hosts[0].Overloaded {
-		return r.Hosts[0].Host
-	}
 	return ""
-}
-
-func (r *Report) linkAlert() bool {
-	for _, a := range r.Alerts {
-		if len(a) > 11 && a[:11] == "ALERT link " {
-			return true
-		}
-	}
-	return false
 }
 
 // Span is the time the kept results cover.
@@ -390,9 +393,10 @@ func (a *Analyzer) analyze(start, end int64, win []Result) *Report {
 	}
 	w.anomalousRNICs()
 	w.slaPercentiles()
-	w.voting()
-	w.overloadedHosts()
-	w.alerts()
+	sus := w.rnicSuspects()
+	sus = append(sus, w.voting()...)
+	sus = append(sus, w.overloadedHosts()...)
+	w.rankSuspects(sus)
 	return w.rep
 }
 
@@ -558,12 +562,21 @@ func (w *window) slaPercentiles() {
 	rep.HighLatencyNs = max(int64(w.c.HighLatencyFactor*float64(rep.Network.P50)), rep.Network.P50+int64(w.c.HighLatencyMin))
 }
 
-// ballots are the votes of step 3, each keyed by name.
+// ballots are the votes of step 3, each keyed by name, and the abnormal
+// probes that cast them.
 type ballots struct {
 	links  map[string]*Vote
 	dlinks map[string]*Vote // by direction, for latency
 	dlat   map[string][]int64
 	sws    map[string]*Vote
+	abn    []abnormalProbe
+}
+
+// abnormalProbe is an abnormal probe of the switch network with a traced
+// path: the links it crossed, by name and by direction.
+type abnormalProbe struct {
+	timeout     bool
+	links, dirs []string
 }
 
 func voteFor(m map[string]*Vote, k string) *Vote {
@@ -577,14 +590,15 @@ func voteFor(m map[string]*Vote, k string) *Vote {
 
 // voting is step 3, the voting (Algorithm 1) by the abnormal probes of the
 // switch network, on links and on switches; traversals give each its
-// share.
-func (w *window) voting() {
+// share. It returns the suspects of the switch network.
+func (w *window) voting() []Suspect {
 	b := w.castVotes()
-	w.rankVotes(b)
+	sus := w.rankVotes(b)
 	if rep := w.rep; rep.Probes > 0 {
 		rep.RNICDropRate = float64(rep.RNICProblems) / float64(rep.Probes)
 		rep.SwitchDropRate = float64(rep.SwitchProblems) / float64(rep.Probes)
 	}
+	return sus
 }
 
 // castVotes walks each probe's path: every link and switch on it is
@@ -616,15 +630,25 @@ func (w *window) castVotes() ballots {
 			}
 			continue
 		}
+		var ab abnormalProbe
 		for j := 1; j < len(p); j++ {
+			dir := p[j-1] + ">" + p[j]
 			if !r.Timeout {
-				b.dlat[p[j-1]+">"+p[j]] = append(b.dlat[p[j-1]+">"+p[j]], r.NetworkNs)
+				b.dlat[dir] = append(b.dlat[dir], r.NetworkNs)
 			}
-			voteFor(b.links, LinkName(p[j-1], p[j])).count(abnormal, r.Timeout)
-			voteFor(b.dlinks, p[j-1]+">"+p[j]).count(abnormal, r.Timeout)
+			l := LinkName(p[j-1], p[j])
+			voteFor(b.links, l).count(abnormal, r.Timeout)
+			voteFor(b.dlinks, dir).count(abnormal, r.Timeout)
+			if abnormal {
+				ab.links, ab.dirs = append(ab.links, l), append(ab.dirs, dir)
+			}
 		}
 		for _, sw := range p[1 : len(p)-1] {
 			voteFor(b.sws, sw).count(abnormal, r.Timeout)
+		}
+		if abnormal {
+			ab.timeout = r.Timeout
+			b.abn = append(b.abn, ab)
 		}
 	}
 	return b
@@ -632,8 +656,9 @@ func (w *window) castVotes() ballots {
 
 // rankVotes ranks links and switches by drops first: in a lossless fabric
 // a switch-network timeout is rare and telling, while some probes always
-// meet a queue; latency ranks (and alerts) only when the drops do not.
-func (w *window) rankVotes(b ballots) {
+// meet a queue; latency ranks (and alerts) only when the drops explain
+// nothing. It returns the suspects the ranking's basis explains.
+func (w *window) rankVotes(b ballots) []Suspect {
 	rep, c := w.rep, w.c
 	rep.Links, rep.Switches = ranked(b.links, false), ranked(b.sws, false)
 	for k, v := range b.dlinks {
@@ -646,9 +671,11 @@ func (w *window) rankVotes(b ballots) {
 	slices.SortFunc(rep.Hot, func(x, y Vote) int { return cmp.Or(cmp.Compare(y.MedianNs, x.MedianNs), cmp.Compare(x.Dir, y.Dir)) })
 	rep.Hot = rep.Hot[:min(len(rep.Hot), 5)]
 	rep.Basis = "drops"
-	if !c.alerting(rep.Links, false) {
+	picks := w.explain(b.abn, b.links, false)
+	if len(picks) == 0 && !c.alerting(rep.Switches, false) {
 		// A queue builds in one direction: rank that, name the link.
-		if l := ranked(b.dlinks, true); c.alerting(l, true) {
+		if picks = w.explain(b.abn, b.dlinks, true); len(picks) > 0 {
+			l := ranked(b.dlinks, true)
 			for i := range l {
 				from, to, _ := strings.Cut(l[i].Name, ">")
 				l[i].Dir, l[i].Name = l[i].Name, LinkName(from, to)
@@ -656,12 +683,182 @@ func (w *window) rankVotes(b ballots) {
 			rep.Links, rep.Switches, rep.Basis = l, ranked(b.sws, true), "latency"
 		}
 	}
+	return w.networkSuspects(picks, b)
+}
+
+// pick is a link that explain chose, with the abnormal probes it took.
+type pick struct {
+	key   string // the link, or its direction for latency
+	votes int
+}
+
+// explain runs Algorithm 1 to its end, as binary tomography does: the
+// link on the most abnormal paths is the most suspicious; the probes it
+// explains leave the count, and the next link is suspicious only if
+// enough abnormal probes remain on it that noise cannot account for them
+// (MinExplainShare of the first link's). One failing link explains its
+// probes alone; a switch that drops on several of its ports needs several
+// of its links. Drops vote on links, latency on link directions (a queue
+// builds one way).
+func (w *window) explain(abn []abnormalProbe, votes map[string]*Vote, latency bool) []pick {
+	c := w.c
+	left := make([]bool, len(abn))
+	var picks []pick
+	for {
+		count := map[string]int{}
+		for i, a := range abn {
+			if left[i] || a.timeout == latency {
+				continue
+			}
+			keys := a.links
+			if latency {
+				keys = a.dirs
+			}
+			for _, k := range keys {
+				count[k]++
+			}
+		}
+		eligible := func(k string) bool {
+			n, trav := count[k], float64(votes[k].Traversed)
+			if n < c.MinVotes || (len(picks) > 0 && float64(n) < c.MinExplainShare*float64(picks[0].votes)) {
+				return false
+			}
+			if latency {
+				return float64(n) > c.MinLatencyShare*trav
+			}
+			return float64(n) >= c.MinDropShare*trav
+		}
+		best := ""
+		for _, k := range sortedKeys(count) {
+			switch {
+			case latency:
+				// The hotspot: of the directions that delay most of
+				// their probes, the one that delays them longest (a
+				// queue PFC spread upstream is shorter than the one
+				// it spread from, or its probes queue twice).
+				if eligible(k) && (best == "" || cmp.Or(cmp.Compare(votes[k].MedianNs, votes[best].MedianNs), cmp.Compare(count[k], count[best])) > 0) {
+					best = k
+				}
+			// Ties go to a link between switches over an RNIC's own
+			// link: step 1 judged the RNIC already, and an RNIC whose
+			// timeouts all cross one switch link was left to the
+			// voting for it.
+			case best == "" || count[k] > count[best] || (count[k] == count[best] && toRNIC(best) && !toRNIC(k)):
+				best = k
+			}
+		}
+		if best == "" || !eligible(best) {
+			return picks
+		}
+		n := count[best]
+		picks = append(picks, pick{best, n})
+		for i, a := range abn {
+			if !left[i] && (slices.Contains(a.links, best) || slices.Contains(a.dirs, best)) {
+				left[i] = true
+			}
+		}
+	}
+}
+
+// networkSuspects turns the links explain chose into the window's one
+// switch-network suspect, as Algorithm 1 returns the most suspicious
+// element. Several links that converge on one switch make that switch the
+// suspect (Algorithm 1 on switches, the paper's footnote 4): links of it
+// that lose probes, or directions into it that queue them. PFC spreads a
+// queue upstream, from the congested egress back to the senders, so slow
+// directions out of a switch toward the one they queue for do not count
+// for it: the directions into the switch the queues converge on do.
+// Otherwise the first link is the suspect; a link to an RNIC is an RNIC
+// problem (footnote 3: probing cannot tell an RNIC from its link or the
+// switch port facing it). Links chosen beyond the suspect are the fault's
+// ripples (the queues an incast spreads): they stay in the ranking,
+// without an alert. Without any link, a switch whose lost probes are
+// spread over its links too thinly for any one of them may still be
+// voted suspect on its own.
+func (w *window) networkSuspects(picks []pick, b ballots) []Suspect {
+	rep, c := w.rep, w.c
+	latency := rep.Basis == "latency"
+	abn := rep.SwitchProblems + rep.HighLatency - rep.Unlocalized
+	if len(picks) == 0 {
+		if !c.alerting(rep.Switches, false) {
+			return nil
+		}
+		top := rep.Switches[0]
+		return []Suspect{{Kind: KindSwitch, Name: top.Name, Basis: "drops", Evidence: top.Timeouts, Share: share(top.Timeouts, top.Traversed),
+			Alert: fmt.Sprintf("ALERT switch %s: %d of %d abnormal probes (%d timeouts) on paths through it, %.1f%% of the %d probes over it, no one of its links enough",
+				top.Name, top.Votes, abn, top.Timeouts, 100*top.Share, top.Traversed)}}
+	}
+	into := map[string][]pick{}
+	for _, p := range picks {
+		if latency {
+			_, to, _ := strings.Cut(p.key, ">")
+			into[to] = append(into[to], p)
+			continue
+		}
+		x, y := LinkEnds(p.key)
+		into[x], into[y] = append(into[x], p), append(into[y], p)
+	}
+	best, bestVotes := "", 0
+	for _, sw := range sortedKeys(into) {
+		if b.sws[sw] == nil || len(into[sw]) < 2 {
+			continue
+		}
+		total := 0
+		for _, p := range into[sw] {
+			total += p.votes
+		}
+		if total > bestVotes {
+			best, bestVotes = sw, total
+		}
+	}
+	if best != "" {
+		var via []string
+		for _, p := range into[best] {
+			via = append(via, p.key)
+		}
+		v := b.sws[best]
+		return []Suspect{{Kind: KindSwitch, Name: best, Basis: rep.Basis, Evidence: bestVotes, Share: share(bestVotes, v.Traversed),
+			Alert: fmt.Sprintf("ALERT switch %s: %d of %d abnormal probes (%s) over %d of its links: %s",
+				best, bestVotes, abn, rep.Basis, len(via), strings.Join(via, ", "))}}
+	}
+	p := picks[0]
+	v, name := b.links[p.key], p.key
+	if latency {
+		from, to, _ := strings.Cut(p.key, ">")
+		v, name = b.dlinks[p.key], LinkName(from, to)
+	}
+	what := fmt.Sprintf("%d of %d abnormal probes (%d timeouts, %d high latency%s), %.1f%% of the %d probes over it",
+		p.votes, abn, v.Timeouts, v.HighLat, direction(p.key, latency), 100*share(p.votes, v.Traversed), v.Traversed)
+	if toRNIC(name) {
+		rnic, sw := LinkEnds(name)
+		if !toRNIC(rnic) {
+			rnic = sw
+		}
+		return []Suspect{{Kind: KindRNIC, Name: rnic, Basis: rep.Basis, Evidence: p.votes, Share: share(p.votes, v.Traversed),
+			Alert: fmt.Sprintf("ALERT rnic %s: its link %s: %s (RNIC problem)", rnic, name, what)}}
+	}
+	return []Suspect{{Kind: KindLink, Name: name, Basis: rep.Basis, Evidence: p.votes, Share: share(p.votes, v.Traversed),
+		Alert: "ALERT link " + name + ": " + what}}
+}
+
+func share(n, of int) float64 { return float64(n) / float64(max(of, 1)) }
+
+// toRNIC says a link (or a direction) has an RNIC at an end: RNICs are
+// named host/rnic.
+func toRNIC(link string) bool { return strings.Contains(link, "/") }
+
+func direction(key string, latency bool) string {
+	if !latency {
+		return ""
+	}
+	return ", direction " + key
 }
 
 // overloadedHosts is step 4: hosts by median processing delay, each
 // against the others' median, since a CPU-starved host delays every
-// probe it answers whatever the network does.
-func (w *window) overloadedHosts() {
+// probe it answers whatever the network does. It returns the overloaded
+// hosts as suspects, each with the probes it answered that slowly.
+func (w *window) overloadedHosts() []Suspect {
 	rep, c := w.rep, w.c
 	var meds []int64
 	for _, h := range sortedKeys(w.hostProc) {
@@ -669,6 +866,7 @@ func (w *window) overloadedHosts() {
 		rep.Hosts = append(rep.Hosts, hs)
 		meds = append(meds, hs.Processing.P50)
 	}
+	var sus []Suspect
 	for i := range rep.Hosts {
 		others := make([]int64, 0, len(meds))
 		for j, m := range meds {
@@ -676,111 +874,219 @@ func (w *window) overloadedHosts() {
 				others = append(others, m)
 			}
 		}
-		p50 := rep.Hosts[i].Processing.P50
+		h := &rep.Hosts[i]
 		base := percentiles(others).P50
-		if p50 > int64(c.ProcessingMin) && (len(others) == 0 || float64(p50) > c.ProcessingFactor*float64(base)) {
-			rep.Hosts[i].Overloaded = true
+		if h.Processing.P50 <= int64(c.ProcessingMin) || (len(others) > 0 && float64(h.Processing.P50) <= c.ProcessingFactor*float64(base)) {
+			continue
 		}
+		h.Overloaded = true
+		thr := max(int64(c.ProcessingMin), int64(c.ProcessingFactor*float64(base)))
+		slow := 0
+		for _, d := range w.hostProc[h.Host] {
+			if d > thr {
+				slow++
+			}
+		}
+		sus = append(sus, Suspect{Kind: KindHost, Name: h.Host, Basis: "processing", Evidence: slow, Share: share(slow, h.Processing.N),
+			Alert: fmt.Sprintf("ALERT host %s: processing delay P50 %s P99 %s, %d of %d probes over %s (CPU overload?)",
+				h.Host, time.Duration(h.Processing.P50), time.Duration(h.Processing.P99), slow, h.Processing.N, time.Duration(thr))})
 	}
 	slices.SortFunc(rep.Hosts, func(x, y HostStatus) int {
 		return cmp.Or(cmp.Compare(y.Processing.P50, x.Processing.P50), cmp.Compare(x.Host, y.Host))
 	})
+	return sus
 }
 
-// alerts is step 5: one line per RNIC, link (with the switches that tie at
-// its ends) and host found anomalous, RNICs first as step 1 ran first.
-func (w *window) alerts() {
-	rep, c := w.rep, w.c
-	for _, st := range rep.RNICs {
+// rnicSuspects are step 1's verdicts: RNICs their agents report gone, and
+// RNICs anomalous in this window. An RNIC held from an earlier window is
+// a suspect again only while it still fails as a fresh candidate would
+// (over the timeout fraction, not confined to one switch link), and is
+// then held for another minute: the hold decides how its probes are
+// counted, an alert says it is anomalous now.
+func (w *window) rnicSuspects() []Suspect {
+	var sus []Suspect
+	for _, st := range w.rep.RNICs {
+		var line string
 		switch {
 		case st.Down:
-			rep.Alerts = append(rep.Alerts, fmt.Sprintf("ALERT rnic %s: reported gone by its agent", st.RNIC))
-		case st.Anomalous && st.Held:
-			rep.Alerts = append(rep.Alerts, fmt.Sprintf("ALERT rnic %s: anomalous (held from an earlier window), %d of %d probes timed out",
-				st.RNIC, st.Timeouts, st.Probes))
-		case st.Anomalous:
-			rep.Alerts = append(rep.Alerts, fmt.Sprintf("ALERT rnic %s: %.1f%% of %d probes timed out (RNIC problem)",
-				st.RNIC, 100*st.Rate, st.Probes))
+			line = fmt.Sprintf("ALERT rnic %s: reported gone by its agent", st.RNIC)
+		case st.Held && w.stillFailing(&st):
+			w.a.held[st.RNIC] = w.end + int64(w.c.Hold)
+			line = fmt.Sprintf("ALERT rnic %s: still anomalous (held from an earlier window), %.1f%% of %d probes timed out", st.RNIC, 100*st.Rate, st.Probes)
+		case st.Anomalous && !st.Held:
+			line = fmt.Sprintf("ALERT rnic %s: %.1f%% of %d probes timed out (RNIC problem)", st.RNIC, 100*st.Rate, st.Probes)
+		default:
+			continue
 		}
+		sus = append(sus, Suspect{Kind: KindRNIC, Name: st.RNIC, Basis: "drops", Evidence: st.Timeouts, Share: st.Rate, Alert: line})
 	}
-	if c.alerting(rep.Links, rep.Basis == "latency") {
-		top := rep.Links[0]
-		abn := rep.SwitchProblems + rep.HighLatency - rep.Unlocalized
-		rep.Alerts = append(rep.Alerts, fmt.Sprintf("ALERT link %s: %d of %d abnormal probes (%d timeouts, %d high latency), %.1f%% of the %d probes over it",
-			top.Name, top.Votes, abn, top.Timeouts, top.HighLat, 100*top.Share, top.Traversed))
-		var names []string
-		for _, v := range rep.Switches {
-			if v.Votes == rep.Switches[0].Votes {
-				names = append(names, v.Name)
+	return w.sharedSwitch(sus)
+}
+
+// sharedSwitch replaces the RNIC suspects that are most of one switch's
+// RNICs (at least two, more than half of those its probes showed) by that
+// switch: RNICs failing together under one switch are its problem more
+// likely than as many RNIC faults at once (Algorithm 1 on switches over
+// their failing probes: every one crosses it). A switch that drops what
+// comes down from all of its spines fails every RNIC under it on every
+// path, which step 1 alone blames on the RNICs. RNICs their agents report
+// gone stay theirs.
+func (w *window) sharedSwitch(sus []Suspect) []Suspect {
+	under := map[string]map[string]bool{} // switch -> its RNICs
+	of := map[string]string{}             // RNIC -> its switch
+	for _, p := range w.paths {
+		if len(p) < 3 {
+			continue
+		}
+		for _, e := range [][2]string{{p[0], p[1]}, {p[len(p)-1], p[len(p)-2]}} {
+			if under[e[1]] == nil {
+				under[e[1]] = map[string]bool{}
 			}
+			under[e[1]][e[0]] = true
+			of[e[0]] = e[1]
 		}
-		rep.Alerts = append(rep.Alerts, fmt.Sprintf("ALERT switch %v: on %d abnormal paths", names, rep.Switches[0].Votes))
 	}
-	for _, h := range rep.Hosts {
-		if h.Overloaded {
-			rep.Alerts = append(rep.Alerts, fmt.Sprintf("ALERT host %s: processing delay P50 %s P99 %s (CPU overload?)",
-				h.Host, time.Duration(h.Processing.P50), time.Duration(h.Processing.P99)))
+	group := map[string][]int{}
+	for i, s := range sus {
+		if sw := of[s.Name]; sw != "" && !strings.HasSuffix(s.Alert, "reported gone by its agent") {
+			group[sw] = append(group[sw], i)
 		}
+	}
+	drop := map[int]bool{}
+	var out []Suspect
+	for _, sw := range sortedKeys(group) {
+		g := group[sw]
+		if len(g) < 2 || 2*len(g) <= len(under[sw]) {
+			continue
+		}
+		timeouts, rate, names := 0, 0.0, make([]string, 0, len(g))
+		for _, i := range g {
+			drop[i] = true
+			timeouts += sus[i].Evidence
+			rate += sus[i].Share / float64(len(g))
+			names = append(names, sus[i].Name)
+		}
+		out = append(out, Suspect{Kind: KindSwitch, Name: sw, Basis: "drops", Evidence: timeouts, Share: rate,
+			Alert: fmt.Sprintf("ALERT switch %s: %d of its %d RNICs failing at once (%s), %d probes timed out", sw, len(g), len(under[sw]),
+				strings.Join(names, ", "), timeouts)})
+	}
+	for i, s := range sus {
+		if !drop[i] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// stillFailing judges a held RNIC as flagRound judges a candidate.
+func (w *window) stillFailing(st *RNICStatus) bool {
+	if st.Probes < w.c.MinProbes || st.Rate <= w.c.TimeoutFraction {
+		return false
+	}
+	others := make(map[string]bool, len(w.flagged))
+	for k, v := range w.flagged {
+		others[k] = v && k != st.RNIC
+	}
+	return w.a.confined(w.win, w.paths, st.RNIC, others) == ""
+}
+
+// rankSuspects is step 5: every suspect of the window in one ranking
+// across kinds, and its alert lines in that order. Drops come first: in a
+// lossless fabric a lost probe is a fault's mark, a slow one may be
+// traffic; latency next, and slow answers of a host, which say nothing of
+// the network, last. Within a basis the sicker element leads, whatever
+// its kind: the one that failed the larger share of the probes it
+// carried (an RNIC that loses every probe to it before a link that loses
+// a third of its probes), then the one that explains more probes.
+func (w *window) rankSuspects(sus []Suspect) {
+	basis := map[string]int{"drops": 0, "latency": 1, "processing": 2}
+	kind := map[string]int{KindRNIC: 0, KindLink: 1, KindSwitch: 2, KindHost: 3}
+	slices.SortStableFunc(sus, func(x, y Suspect) int {
+		return cmp.Or(cmp.Compare(basis[x.Basis], basis[y.Basis]), cmp.Compare(y.Share, x.Share), cmp.Compare(y.Evidence, x.Evidence),
+			cmp.Compare(kind[x.Kind], kind[y.Kind]), cmp.Compare(x.Name, y.Name))
+	})
+	w.rep.Suspects = sus
+	for _, s := range sus {
+		w.rep.Alerts = append(w.rep.Alerts, s.Alert)
 	}
 }
 
-// confined returns the switch link that all of an RNIC's timeouts cross,
-// when its probes that do not cross it are healthy (at most the timeout
-// fraction fail), else "".
+// confined returns the switch links an RNIC's timeouts are confined to,
+// when its probes over its other paths are healthy (at most the timeout
+// fraction fail), else "". An RNIC fails on every path; the switch network
+// fails it on some: one link that is down, or a switch that drops what
+// arrives through several of its ports. The links are taken one by one,
+// the one most of the timeouts left cross first, until the probes over
+// the rest are healthy; if that takes more than three quarters of the
+// RNIC's traced probes, the fault is the RNIC's.
 func (a *Analyzer) confined(win []Result, paths [][]string, k string, flagged map[string]bool) string {
-	count := map[string]int{}
-	for i := range win {
-		r := &win[i]
-		if !r.Timeout || (r.SrcKey() != k && r.DstKey() != k) || flagged[r.SrcKey()] || flagged[r.DstKey()] {
-			continue
-		}
-		p := paths[i]
-		for j := 2; j < len(p)-1; j++ { // switch-to-switch links only
-			count[LinkName(p[j-1], p[j])]++
-		}
-	}
-	best, n := "", 0
-	for _, l := range sortedKeys(count) {
-		if count[l] > n {
-			best, n = l, count[l]
-		}
-	}
-	if best == "" {
-		return ""
-	}
-	var rest RNICStatus
-	for i := range win {
-		r := &win[i]
-		if (r.SrcKey() != k && r.DstKey() != k) || flagged[r.SrcKey()] || flagged[r.DstKey()] {
-			continue
-		}
-		// Probes of untraced 5-tuples can neither confirm nor refute.
-		if p := paths[i]; p == nil || crosses(p, best) {
-			continue
-		}
-		rest.count(r.DstKey() == k, r.Timeout)
-	}
-	// Confined only on evidence: enough healthy-path probes in each
-	// direction that failed (the traces of a dead or paused RNIC's
-	// tuples fail too, so few of its paths may be known).
+	var mine []int
 	var all RNICStatus
 	for i := range win {
 		r := &win[i]
 		if (r.SrcKey() == k || r.DstKey() == k) && !flagged[r.SrcKey()] && !flagged[r.DstKey()] {
 			all.count(r.DstKey() == k, r.Timeout)
+			// Probes of untraced 5-tuples can neither confirm nor
+			// refute.
+			if paths[i] != nil {
+				mine = append(mine, i)
+			}
 		}
 	}
 	frac := a.cfg.TimeoutFraction
-	if all.In > 0 && float64(all.InTimeouts)/float64(all.In) > frac && rest.In < a.cfg.MinProbes {
-		return ""
+	var bad []string
+	crossesBad := func(p []string) bool {
+		for _, l := range bad {
+			if crosses(p, l) {
+				return true
+			}
+		}
+		return false
 	}
-	if out := all.Probes - all.In; out > 0 && float64(all.Timeouts-all.InTimeouts)/float64(out) > frac && rest.Probes-rest.In < a.cfg.MinProbes {
-		return ""
+	for {
+		var rest RNICStatus
+		count := map[string]int{}
+		off := 0
+		for _, i := range mine {
+			r, p := &win[i], paths[i]
+			if crossesBad(p) {
+				off++
+				continue
+			}
+			rest.count(r.DstKey() == k, r.Timeout)
+			if r.Timeout {
+				for j := 2; j < len(p)-1; j++ { // switch-to-switch links only
+					count[LinkName(p[j-1], p[j])]++
+				}
+			}
+		}
+		if 4*off > 3*len(mine) {
+			return ""
+		}
+		if rest.rate(a.cfg.MinProbes); rest.Rate <= frac && len(bad) > 0 {
+			// Confined only on evidence: enough healthy-path probes in
+			// each direction that failed (the traces of a dead or
+			// paused RNIC's tuples fail too, so few of its paths may
+			// be known).
+			if all.In > 0 && float64(all.InTimeouts)/float64(all.In) > frac && rest.In < a.cfg.MinProbes {
+				return ""
+			}
+			if out := all.Probes - all.In; out > 0 && float64(all.Timeouts-all.InTimeouts)/float64(out) > frac && rest.Probes-rest.In < a.cfg.MinProbes {
+				return ""
+			}
+			return strings.Join(bad, "+")
+		}
+		best, n := "", 0
+		for _, l := range sortedKeys(count) {
+			if count[l] > n {
+				best, n = l, count[l]
+			}
+		}
+		if best == "" {
+			return ""
+		}
+		bad = append(bad, best)
 	}
-	if rest.rate(a.cfg.MinProbes); rest.Rate > frac {
-		return ""
-	}
-	return best
 }
 
 func crosses(p []string, link string) bool {

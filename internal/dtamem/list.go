@@ -29,11 +29,20 @@ func EntryAt(mem []byte, entries, pos uint64) (uint32, bool) {
 
 // Poller reads one Append list in collector memory from its tail; several
 // pollers may share a list by taking disjoint positions (Start, Step).
+//
+// DTA never resends: a WRITE the collector's RNIC dropped (and the ones
+// after it, up to the NAK that resynchronised the translator) leaves a
+// hole in the ring that no later write fills, since the translator's
+// tail has moved on. A poller that only waits for the next position
+// would stop at the first hole for good, so Ahead and Skip let its owner
+// step over a hole once later entries show it is one.
 type Poller struct {
 	Mem     []byte // the list's ring
 	Entries uint64
 	next    uint64 // the position to read next
 	Step    uint64 // 1, or the number of pollers sharing the list
+	// Lost counts this poller's positions skipped as holes.
+	Lost uint64
 }
 
 // NewPoller reads positions start, start+step, ... of a list.
@@ -44,19 +53,50 @@ func NewPoller(mem []byte, entries, start, step uint64) *Poller {
 	return &Poller{Mem: mem, Entries: entries, next: start, Step: step}
 }
 
-// Poll calls fn for each new entry (up to max) and returns how many it
-// read. An entry is new when its sequence is the one expected at the
-// poller's position.
-func (p *Poller) Poll(max int, fn func(data uint32)) int {
+// Next is the position the poller reads next.
+func (p *Poller) Next() uint64 { return p.next }
+
+// Poll calls fn for each new entry (up to max) with its position and
+// data, and returns how many it read. An entry is new when its sequence
+// is the one expected at the poller's position.
+func (p *Poller) Poll(max int, fn func(pos uint64, data uint32)) int {
 	n := 0
 	for n < max {
 		d, ok := EntryAt(p.Mem, p.Entries, p.next)
 		if !ok {
 			break
 		}
-		fn(d)
+		fn(p.next, d)
 		p.next += p.Step
 		n++
 	}
 	return n
+}
+
+// Ahead looks up to lookahead positions past the poller's (of any
+// poller of the list) for the first that holds its entry, and returns
+// it. Where the list has a single writer whose writes land in order, as
+// one RC connection's do, an entry there means the poller's position
+// was written before it or never will be. Lookahead is capped below the
+// ring's size, past which positions alias the poller's own slot.
+func (p *Poller) Ahead(lookahead uint64) (uint64, bool) {
+	lookahead = min(lookahead, p.Entries-1)
+	for q := p.next + 1; q <= p.next+lookahead; q++ {
+		if _, ok := EntryAt(p.Mem, p.Entries, q); ok {
+			return q, true
+		}
+	}
+	return 0, false
+}
+
+// Skip moves the poller to its first position at or after q (from
+// Ahead) and counts its positions passed over as lost. It never moves
+// backwards.
+func (p *Poller) Skip(q uint64) {
+	if q <= p.next {
+		return
+	}
+	k := (q - p.next + p.Step - 1) / p.Step
+	p.next += k * p.Step
+	p.Lost += k
 }

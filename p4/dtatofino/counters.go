@@ -14,10 +14,15 @@ import (
 const CounterPrefix = "dta-counter "
 
 // Indices of translator.p4's drop_reports and postcard_events counters.
+// Evictions have a counter of their own (postcard_evictions), since the
+// postcard that evicts a flow is counted as held too and a Tofino counter
+// takes one count per packet.
 var (
 	dropReasons    = []string{"no_target", "nack", "duplicate", "unknown_opcode"}
-	postcardEvents = []string{"held", "complete", "evicted", "bad_hop"}
+	postcardEvents = []string{"held", "complete", "bad_hop"}
 )
+
+const postcardEvicted = "evicted"
 
 type counterRecord struct {
 	bfrt.Head        // counter, register, end
@@ -72,6 +77,8 @@ func (t Translator) CounterScript() (string, error) {
 		s.Line("counter('postcard_events', %d, '', %s.postcard_events)  # %s", i, s.Eg, e)
 		n++
 	}
+	s.Line("counter('postcard_evictions', 0, '', %s.postcard_evictions)  # %s", s.Eg, postcardEvicted)
+	n++
 	s.Comment("Per collector: RDMA packets, PSN resynchronisations, the next PSN (per pipe).")
 	for i, c := range t.Collectors {
 		s.Line("counter('rdma_pkts', %d, '%s', %s.rdma_pkts)", i, c.Name, s.Eg)
@@ -152,6 +159,11 @@ func (t Translator) ParseCounters(r io.Reader) (Counters, error) {
 				return err
 			}
 			out.Postcards[k] = rec.Packets
+		case rec.Kind == "counter" && rec.Name == "postcard_evictions":
+			if _, err := inRange([]string{postcardEvicted}); err != nil {
+				return err
+			}
+			out.Postcards[postcardEvicted] = rec.Packets
 		case rec.Kind == "counter" && (rec.Name == "rdma_pkts" || rec.Name == "psn_resyncs"):
 			c, err := perColl()
 			if err != nil {

@@ -112,13 +112,15 @@ type example struct {
 	name   string
 	p4     string
 	script func(testing.TB) (string, error)
+	// flags are the build of p4 the script loads.
+	flags []string
 }
 
 var examples = []example{
-	{"two_collectors", translatorP4, func(t testing.TB) (string, error) { return twoCollectors(t).Script() }},
-	{"two_collectors_counters", translatorP4, func(t testing.TB) (string, error) { return twoCollectors(t).CounterScript() }},
-	{"no_seqnum", translatorP4, func(t testing.TB) (string, error) { return noSeqnum(t).Script() }},
-	{"leaf_reporter", reporterP4, func(t testing.TB) (string, error) { return leaf(t).ReporterScript() }},
+	{"two_collectors", translatorP4, func(t testing.TB) (string, error) { return twoCollectors(t).Script() }, nil},
+	{"two_collectors_counters", translatorP4, func(t testing.TB) (string, error) { return twoCollectors(t).CounterScript() }, nil},
+	{"no_seqnum", translatorP4, func(t testing.TB) (string, error) { return noSeqnum(t).Script() }, []string{"-DDTA_NO_SEQNUM"}},
+	{"leaf_reporter", reporterP4, func(t testing.TB) (string, error) { return leaf(t).ReporterScript() }, nil},
 }
 
 func TestGolden(t *testing.T) {
@@ -225,6 +227,22 @@ func TestNamesExistInP4(t *testing.T) {
 	}
 	for file, ps := range srcs {
 		p4test.CheckCovered(t, ps, used[file])
+	}
+}
+
+// TestNamesInCompiledProgram checks the scripts' names against what
+// bf-p4c compiled each program into (its bfrt.json, of the build the
+// script loads): the names the switch's bfrt_python will know.
+func TestNamesInCompiledProgram(t *testing.T) {
+	for _, ex := range examples {
+		t.Run(ex.name, func(t *testing.T) {
+			ps := p4test.Compiled(t, ex.p4, ex.flags...)
+			s, err := ex.script(t)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p4test.CheckScript(t, ps, "", ex.name+".py", s, map[string]bool{})
+		})
 	}
 }
 

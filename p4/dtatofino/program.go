@@ -38,24 +38,34 @@
 //   - Sketch-Merge is left to the software translator.
 //   - The ICRC is zero unless translator.p4 is compiled with -DDTA_ICRC,
 //     which computes it with a CRC-32 Hash over the masked headers of each
-//     packet shape. Whether bf-p4c fits those 70-86-byte hash inputs is
-//     not known here; without it the collector's RNIC must not check the
-//     ICRC, as with the public translator. The software translator always
-//     sends a valid ICRC.
+//     packet shape. bf-p4c fits that build on Tofino 2 (18 of 20 stages)
+//     but not on Tofino 1 (18 of 12: the hashes wait for every header
+//     field the egress writes); without it the collector's RNIC must not
+//     check the ICRC, as with the public translator. The software
+//     translator always sends a valid ICRC.
 //   - Reporter tracking follows translator/dtatranslator's SeqTracker: a gap bounces
 //     the report back as a NACK of the expected number, a duplicate as a
 //     cumulative ACK, and every 16th in-order report is ACKed through an
 //     ingress mirror session when the reporter asks for ACKs. Unlike the
 //     software tracker, the first expected number is the control plane's
-//     (Peer.FirstSeq), NACKs are not spaced by an interval, and there is
-//     no rate meter or CPU queue for high-priority reports. The reporter
-//     program counts the answers but keeps no reports to resend.
+//     (Peer.FirstSeq), NACKs are not spaced by an interval, every 16th
+//     ACK goes by sequence number rather than by count, the answer is the
+//     report turned around (UDP 40040 -> 40044, no UDP checksum) rather
+//     than a new datagram, and there is no rate meter or CPU queue for
+//     high-priority reports. The reporter program counts the answers but
+//     keeps no reports to resend.
+//   - Postcard outcomes are counted in postcard_events (held, complete,
+//     bad hop) and evictions in postcard_evictions: the postcard that
+//     evicts a flow is held too, and a Tofino counter takes one count per
+//     packet. ParseCounters reports both under Counters.Postcards.
 //
 // The tests check every name the scripts use against the P4 sources and
-// run p4c's front end on both programs (with and without -DDTA_ICRC and
-// -DDTA_NO_SEQNUM). What only bf-p4c's back end checks (stage and PHV
-// allocation, hash and SALU resources, whether the egress fits in 12
-// stages) cannot be checked here.
+// against bf-p4c's bfrt.json of the build each script loads, run p4c's
+// front end on both programs (with and without -DDTA_ICRC and
+// -DDTA_NO_SEQNUM), and replay P4Testgen's tests of the programs against
+// the software translator's parts that decide the same things (see
+// TestSTFTranslator; make p4check compiles every build with bf-p4c and
+// the README has the resources).
 package dtatofino
 
 import (

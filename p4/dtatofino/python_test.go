@@ -68,7 +68,7 @@ func TestScriptsRun(t *testing.T) {
 		// registers 77 + index in pipe 0, where both collectors' ports
 		// are.
 		if got.Reports[1] != 1001 || got.Reports[5] != 1005 || got.Dropped["nack"] != 1001 ||
-			got.Postcards["bad_hop"] != 1003 {
+			got.Postcards["bad_hop"] != 1002 || got.Postcards["evicted"] != 1000 {
 			t.Errorf("%s: %+v", mode, got)
 		}
 		if len(got.Collectors) != 2 || got.Collectors[1].RDMAPackets != 1001 || got.Collectors[1].RDMABytes != 80080 ||

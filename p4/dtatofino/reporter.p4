@@ -45,6 +45,9 @@
  * Registers are per pipe: the sequence number is that of the report port's
  * egress pipe, which is what the translator sees as one reporter as long as
  * reports leave through one port.
+ *
+ * Builds make p4check compiles besides the default:
+ *   p4check: build -DDTA_NO_SEQNUM
  */
 #include <core.p4>
 #include <tna.p4>
@@ -199,7 +202,10 @@ struct ig_headers_t {
 }
 
 struct ig_metadata_t {
-    bit<1> to_me;
+    bit<1>  to_me;
+    /* The L4 ports the flow key hashes: the header's, 0 without one. */
+    bit<16> sport;
+    bit<16> dport;
 }
 
 struct eg_headers_t {
@@ -234,13 +240,25 @@ parser IngressParser(packet_in pkt,
         pkt.extract(ig_intr_md);
         pkt.advance(PORT_METADATA_SIZE);
         md.to_me = 0;
+        md.sport = 0;
+        md.dport = 0;
         transition parse_ethernet;
     }
 
     state parse_ethernet {
         pkt.extract(hdr.ethernet);
         transition select(hdr.ethernet.ether_type) {
-            ETHERTYPE_IPV4: parse_ipv4;
+            ETHERTYPE_IPV4: parse_ipv4_version;
+            default: accept;
+        }
+    }
+
+    /* A header of another IP version, or shorter than 20 bytes, is left
+     * unparsed and the packet dropped like one of an unknown EtherType,
+     * as hosts' decoders (and the Go twins') drop it. */
+    state parse_ipv4_version {
+        transition select(pkt.lookahead<bit<8>>()) {
+            8w0x45 .. 8w0x4f: parse_ipv4;
             default: accept;
         }
     }
@@ -256,12 +274,16 @@ parser IngressParser(packet_in pkt,
 
     state parse_ports {
         pkt.extract(hdr.ports);
+        md.sport = hdr.ports.src_port;
+        md.dport = hdr.ports.dst_port;
         transition accept;
     }
 
     state parse_udp {
         pkt.extract(hdr.ports);
         pkt.extract(hdr.udp_rest);
+        md.sport = hdr.ports.src_port;
+        md.dport = hdr.ports.dst_port;
         transition select(hdr.ports.dst_port) {
             DTA_ACK_PORT: parse_ack;
             default: accept;
@@ -373,13 +395,10 @@ control Ingress(inout ig_headers_t hdr,
                 }
                 discard();
             } else if (ipv4_fwd.apply().hit) {
-                if (hdr.ports.isValid()) {
-                    hdr.bridge.key = flow_hash.get({hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol,
-                                                    hdr.ports.src_port, hdr.ports.dst_port});
-                } else {
-                    hdr.bridge.key = flow_hash.get({hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol,
-                                                    16w0, 16w0});
-                }
+                /* One field list per Hash instance: the ports come from
+                 * metadata the parser zeroes for packets without them. */
+                hdr.bridge.key = flow_hash.get({hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol,
+                                                md.sport, md.dport});
                 report_rule.apply();
             }
         }

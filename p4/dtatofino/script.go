@@ -19,7 +19,7 @@ var (
 		bfrt.Ingress: {"ipv4_fwd", "collector", "collector_qp", "redundancy_group", "append_list", "report_pkts", "drop_reports"},
 		bfrt.Egress: {"rdma_conn", "key_write_region", "key_increment_region", "postcard_region", "list_region",
 			"psn", "list_head", "list_seq", "pc_key", "pc_mask", "pc_hop0", "pc_hop1", "pc_hop2", "pc_hop3", "pc_hop4",
-			"rdma_pkts", "psn_resyncs", "postcard_events"},
+			"rdma_pkts", "psn_resyncs", "postcard_events", "postcard_evictions"},
 	}
 	// Only in the build with sequence numbers.
 	translatorSeqClear = []string{"reporter", "expected_seq"}

@@ -62,10 +62,24 @@
  *     way the ICRC is defined: eight 0xff bytes, the IPv4 header with
  *     DSCP/ECN, TTL and checksum all ones, the UDP header with checksum all
  *     ones, the BTH with its reserved byte all ones, then the rest. That is
- *     70-86 bytes of hash input per shape; whether bf-p4c's back end fits
- *     it (hash input crossbar, stages) only bf-p4c can tell, and the
- *     p4c front end used here cannot. Without it, the collector must
+ *     70-86 bytes of hash input per shape, after every field the egress
+ *     writes: bf-p4c fits it in 18 egress stages, on Tofino 2 but not on
+ *     Tofino 1 (12). A prefix the control plane precomputes per collector
+ *     (the invariant headers, as the software translator does) would
+ *     shorten the input and the chain. Without it, the collector must
  *     disable ICRC checking.
+ *   - Tofino's rules shaped the pipeline: a table's hit is tested in an if
+ *     of its own (flags tell reports and answers from other traffic); an
+ *     action does one ALU operation per field, so an entry's address is
+ *     computed in steps (slot within the region, times the entry size,
+ *     plus the base); a stateful ALU outputs one kind of value, so the
+ *     postcard bitmap register returns the bitmap before the update and
+ *     egress adds the hop; a counter serves one table per packet, so
+ *     evictions have their own; the sequence distance is a keyless table,
+ *     since as a statement the compiler folds it into conditions a gateway
+ *     cannot evaluate. bf-p4c places the default build in 11 of Tofino 1's
+ *     12 stages (ingress 10, egress 11): one stage of headroom for the
+ *     parts issue 23 adds (Sketch-Merge, Append batching, the meter).
  *   - Immediate reports are written as plain WRITEs (no ImmDt, no
  *     notification); the software translator writes them with immediate.
  *   - Atomics are not windowed: the software translator keeps FETCH_ADDs
@@ -91,6 +105,11 @@
  *     report, and every report after a gap draws a NACK, with no interval
  *     between repeated NACKs). Compiled with -DDTA_NO_SEQNUM, the base
  *     header is the 2-byte form and there is no tracking.
+ *
+ * Builds make p4check compiles besides the default (the ICRC hashes need
+ * more stages than Tofino 1 has; see the README's table):
+ *   p4check: build -DDTA_NO_SEQNUM
+ *   p4check: build -DDTA_ICRC tofino2 nofit=tofino1
  */
 #include <core.p4>
 #include <tna.p4>
@@ -143,7 +162,7 @@ const bit<32> POSTCARD_CACHE  = 4096;
 const bit<32> FWD_SIZE        = 1024;
 const bit<32> OPCODE_SLOTS    = 256;
 const bit<32> DROP_SLOTS      = 8;
-const bit<32> POSTCARD_EVENTS = 4;
+const bit<32> POSTCARD_EVENTS = 3;
 
 /* POSTCARD_HOPS bits. */
 const bit<32> POSTCARD_FULL = 0x1f;
@@ -156,11 +175,11 @@ const bit<3> DROP_DUPLICATE = 2; /* answered with an ACK, not rewritten */
 #endif
 const bit<3> DROP_UNKNOWN   = 3; /* opcode not translated here */
 
-/* postcard_events index. */
+/* postcard_events index (an eviction is counted apart, in
+ * postcard_evictions: the postcard that evicts is also held). */
 const bit<2> PC_HELD     = 0;
 const bit<2> PC_COMPLETE = 1;
-const bit<2> PC_EVICTED  = 2;
-const bit<2> PC_BAD_HOP  = 3;
+const bit<2> PC_BAD_HOP  = 2;
 
 /* Lengths of what the translator sends (IPv4 total, UDP): headers
  * 20 + 8 + BTH 12 + RETH 16 or AtomicETH 28 + payload + ICRC 4. */
@@ -346,6 +365,10 @@ struct ig_metadata_t {
     bit<8>         expected;
     bit<8>         seq_diff;
     bit<1>         bounced;
+    bit<1>         is_report;
+    bit<1>         is_answer;
+    bit<1>         refused;
+    bit<3>         reason;
     ack_mirror_h   ack_mirror;
 }
 
@@ -377,6 +400,9 @@ struct eg_metadata_t {
     bit<32>     slot_mask;
     bit<32>     base_lo;
     bit<32>     offset;
+    bit<32>     off_hi;
+    bit<32>     off_lo;
+    bit<32>     va_lo;
     bit<32>     psn;
     bit<32>     head;
     bit<32>     seq;
@@ -388,6 +414,7 @@ struct eg_metadata_t {
     bit<32>     hop_rest;
     bit<1>      hop_ok;
     bit<1>      emit;
+    bit<1>      send;
     bit<32>     h0;
     bit<32>     h1;
     bit<32>     h2;
@@ -414,13 +441,27 @@ parser IngressParser(packet_in pkt,
         md.expected = 0;
         md.seq_diff = 0;
         md.bounced = 0;
+        md.is_report = 0;
+        md.is_answer = 0;
+        md.refused = 0;
+        md.reason = DROP_NO_TARGET;
         transition parse_ethernet;
     }
 
     state parse_ethernet {
         pkt.extract(hdr.ethernet);
         transition select(hdr.ethernet.ether_type) {
-            ETHERTYPE_IPV4: parse_ipv4;
+            ETHERTYPE_IPV4: parse_ipv4_version;
+            default: accept;
+        }
+    }
+
+    /* A header of another IP version, or shorter than 20 bytes, is left
+     * unparsed and the packet dropped like one of an unknown EtherType,
+     * as hosts' decoders (and the Go twins') drop it. */
+    state parse_ipv4_version {
+        transition select(pkt.lookahead<bit<8>>()) {
+            8w0x45 .. 8w0x4f: parse_ipv4;
             default: accept;
         }
     }
@@ -621,6 +662,19 @@ control Ingress(inout headers_t hdr,
         }
     };
 
+    /* The report's distance from the expected number, in a table of its
+     * own: as a plain statement the compiler folds it into the conditions
+     * below, which a gateway cannot evaluate. */
+    action seq_diff() {
+        md.seq_diff = hdr.dta.seqnum - md.expected;
+    }
+
+    table seq_delta {
+        actions = { seq_diff; }
+        const default_action = seq_diff();
+        size = 1;
+    }
+
     /* The report turns into the answer, back out of its ingress port, from
      * the address it was sent to. */
     action bounce(bit<8> seqnum, bit<1> nack) {
@@ -656,63 +710,86 @@ control Ingress(inout headers_t hdr,
         hdr.bridge.list = 0;
         translator_cfg.apply();
 
+        /* A table's hit can only be tested in an if of its own, so the
+         * two lookups that tell reports and collector answers from other
+         * traffic set flags first. */
+        if (hdr.ipv4.isValid()) {
+            if (hdr.dta.isValid()) {
+                if (collector.apply().hit) {
+                    md.is_report = 1;
+                }
+            } else if (hdr.aeth.isValid()) {
+                if (collector_qp.apply().hit) {
+                    md.is_answer = 1;
+                }
+            }
+        }
+
         if (!hdr.ipv4.isValid()) {
             discard();
-        } else if (hdr.dta.isValid() && collector.apply().hit) {
+        } else if (md.is_report == 1) {
             report_pkts.count(hdr.dta.opcode);
             hdr.bridge.pkt_type = PKT_REPORT;
             hdr.bridge.collector = md.collector;
 #ifndef DTA_NO_SEQNUM
-            if (hdr.dta.retransmittable == 1 && reporter.apply().hit) {
-                md.expected = seq_check.execute(md.reporter);
-                md.seq_diff = hdr.dta.seqnum - md.expected;
-                if (md.seq_diff == 0) {
-                    /* A cumulative ACK every 16th report, as the software
-                     * translator's AckEvery default. */
-                    if (md.ack_session != 0 && hdr.dta.seqnum[3:0] == 15) {
-                        ig_dprsr_md.mirror_type = MIRROR_ACK;
-                        md.ack_mirror.setValid();
-                        md.ack_mirror.pkt_type = PKT_ACK;
-                        md.ack_mirror.seqnum = hdr.dta.seqnum;
+            if (hdr.dta.retransmittable == 1) {
+                if (reporter.apply().hit) {
+                    md.expected = seq_check.execute(md.reporter);
+                    seq_delta.apply();
+                    if (md.seq_diff == 0) {
+                        /* A cumulative ACK every 16th report, as the
+                         * software translator's AckEvery default. */
+                        if (md.ack_session != 0 && hdr.dta.seqnum[3:0] == 15) {
+                            ig_dprsr_md.mirror_type = MIRROR_ACK;
+                            md.ack_mirror.setValid();
+                            md.ack_mirror.pkt_type = PKT_ACK;
+                            md.ack_mirror.seqnum = hdr.dta.seqnum;
+                        }
+                    } else if (md.seq_diff[7:7] == 1) {
+                        /* Older than expected: it arrived before. The ACK
+                         * names the last report taken (cumulative). */
+                        md.reason = DROP_DUPLICATE;
+                        bounce(md.expected - 1, 0);
+                    } else {
+                        md.reason = DROP_NACK;
+                        bounce(md.expected, 1);
                     }
-                } else if (md.seq_diff[7:7] == 1) {
-                    /* Older than expected: it arrived before. The ACK
-                     * names the last report taken (cumulative). */
-                    drop_reports.count(DROP_DUPLICATE);
-                    bounce(md.expected - 1, 0);
-                } else {
-                    drop_reports.count(DROP_NACK);
-                    bounce(md.expected, 1);
                 }
             }
 #endif
             if (md.bounced == 1) {
                 hdr.bridge.pkt_type = PKT_FORWARD;
-            } else if (hdr.key_write.isValid() || hdr.key_increment.isValid()) {
+                drop_reports.count(md.reason);
+            } else {
                 if (hdr.key_write.isValid()) {
                     md.redundancy = hdr.key_write.redundancy;
-                } else {
+                } else if (hdr.key_increment.isValid()) {
                     md.redundancy = hdr.key_increment.redundancy;
                 }
-                /* Groups exist for N = 1..MAX_REDUNDANCY only. */
-                if (md.redundancy == 0 || (bit<32>)md.redundancy > MAX_REDUNDANCY ||
-                    !redundancy_group.apply().hit) {
-                    drop_reports.count(DROP_NO_TARGET);
+                if (hdr.key_write.isValid() || hdr.key_increment.isValid()) {
+                    /* Groups exist for N = 1..MAX_REDUNDANCY only. */
+                    if (md.redundancy == 0 || (bit<32>)md.redundancy > MAX_REDUNDANCY) {
+                        md.refused = 1;
+                    } else if (!redundancy_group.apply().hit) {
+                        md.refused = 1;
+                    }
+                } else if (hdr.append.isValid()) {
+                    ig_tm_md.ucast_egress_port = md.port;
+                    if (!append_list.apply().hit) {
+                        md.refused = 1;
+                    }
+                } else if (hdr.postcard.isValid()) {
+                    ig_tm_md.ucast_egress_port = md.port;
+                } else {
+                    md.reason = DROP_UNKNOWN;
+                    md.refused = 1;
+                }
+                if (md.refused == 1) {
+                    drop_reports.count(md.reason);
                     discard();
                 }
-            } else if (hdr.append.isValid()) {
-                ig_tm_md.ucast_egress_port = md.port;
-                if (!append_list.apply().hit) {
-                    drop_reports.count(DROP_NO_TARGET);
-                    discard();
-                }
-            } else if (hdr.postcard.isValid()) {
-                ig_tm_md.ucast_egress_port = md.port;
-            } else {
-                drop_reports.count(DROP_UNKNOWN);
-                discard();
             }
-        } else if (hdr.aeth.isValid() && collector_qp.apply().hit) {
+        } else if (md.is_answer == 1) {
             /* A NAK for a PSN sequence error resynchronises the PSN in
              * the collector's egress pipe; other answers end here. */
             if (hdr.bth.opcode == RC_ACK && hdr.aeth.syndrome == AETH_NAK_PSN_SEQ) {
@@ -732,7 +809,10 @@ control IngressDeparser(packet_out pkt,
                         inout headers_t hdr,
                         in ig_metadata_t md,
                         in ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
-    Mirror(MIRROR_ACK) mirror;
+    /* Untyped: bf-p4c adds a Mirror() of its own to every ingress
+     * deparser and rejects a typed one beside it ("Inconsistent mirror
+     * selectors"); the type test below selects the session instead. */
+    Mirror() mirror;
     Checksum() ipv4_csum;
 
     apply {
@@ -766,6 +846,9 @@ parser EgressParser(packet_in pkt,
         md.slot_mask = 0;
         md.base_lo = 0;
         md.offset = 0;
+        md.off_hi = 0;
+        md.off_lo = 0;
+        md.va_lo = 0;
         md.psn = 0;
         md.head = 0;
         md.seq = 0;
@@ -777,6 +860,7 @@ parser EgressParser(packet_in pkt,
         md.hop_rest = 0;
         md.hop_ok = 0;
         md.emit = 0;
+        md.send = 0;
         md.h0 = 0;
         md.h1 = 0;
         md.h2 = 0;
@@ -877,10 +961,13 @@ control Egress(inout eg_headers_t hdr,
                inout egress_intrinsic_metadata_for_output_port_t eg_oport_md) {
 
     /* RDMA packets sent and PSN resynchronisations, by collector; postcard
-     * outcomes, by PC_* index. */
+     * outcomes, by PC_* index, and flows evicted from the postcard cache
+     * before they completed (a second counter: one counter serves one
+     * table per packet). */
     Counter<bit<32>, coll_idx_t>(COLLECTOR_SLOTS, CounterType_t.PACKETS_AND_BYTES) rdma_pkts;
     Counter<bit<32>, coll_idx_t>(COLLECTOR_SLOTS, CounterType_t.PACKETS) psn_resyncs;
     Counter<bit<32>, bit<2>>(POSTCARD_EVENTS, CounterType_t.PACKETS) postcard_events;
+    Counter<bit<32>, bit<1>>(1, CounterType_t.PACKETS) postcard_evictions;
 
     /* ---- hashes ------------------------------------------------------------ */
 
@@ -1064,7 +1151,9 @@ control Egress(inout eg_headers_t hdr,
 
     /* The hops reported so far. A new flow starts from its hop (the old
      * bitmap comes back, for the eviction count); the last missing hop
-     * returns the full bitmap and clears it. */
+     * clears it, so the flow's next postcard starts a new record. Both
+     * return the bitmap before the update (a stateful ALU outputs one
+     * kind of value on every branch): egress adds the hop's bit. */
     Register<bit<32>, cache_idx_t>(POSTCARD_CACHE, 0) pc_mask;
     RegisterAction<bit<32>, cache_idx_t, bit<32>>(pc_mask) pc_mask_new = {
         void apply(inout bit<32> value, out bit<32> rv) {
@@ -1074,12 +1163,11 @@ control Egress(inout eg_headers_t hdr,
     };
     RegisterAction<bit<32>, cache_idx_t, bit<32>>(pc_mask) pc_mask_add = {
         void apply(inout bit<32> value, out bit<32> rv) {
+            rv = value;
             if (value == md.hop_rest) {
                 value = 0;
-                rv = POSTCARD_FULL;
             } else {
                 value = value | md.hop_bit;
-                rv = value;
             }
         }
     };
@@ -1144,7 +1232,7 @@ control Egress(inout eg_headers_t hdr,
         hdr.bth.opcode = RC_WRITE_ONLY;
         hdr.reth.setValid();
         hdr.reth.va_hi = va_hi;
-        hdr.reth.va_lo = md.base_lo + md.offset;
+        hdr.reth.va_lo = md.va_lo;
         hdr.reth.rkey = rkey_of;
         hdr.reth.dma_len = 8;
         hdr.entry.setValid();
@@ -1191,9 +1279,9 @@ control Egress(inout eg_headers_t hdr,
             } else if (hdr.append.isValid()) {
                 md.emit = 1;
                 list_region.apply();
-                md.head = head_next.execute(hdr.bridge.list);
+                /* The ring position takes the place of a hashed slot. */
+                md.slot = head_next.execute(hdr.bridge.list);
                 md.seq = seq_next.execute(hdr.bridge.list);
-                md.offset = (md.head & md.slot_mask) << 3;
             } else if (hdr.postcard.isValid()) {
                 md.key = hdr.postcard.key;
                 n = 0;
@@ -1201,7 +1289,9 @@ control Egress(inout eg_headers_t hdr,
                 hop_bits.apply();
             }
 
-            if (n == 0) {
+            if (hdr.append.isValid()) {
+                /* md.slot holds the list's head. */
+            } else if (n == 0) {
                 md.slot = slot0.get({md.key, 8w0});
             } else if (n == 1) {
                 md.slot = slot1.get({md.key, 8w1});
@@ -1211,7 +1301,24 @@ control Egress(inout eg_headers_t hdr,
                 md.slot = slot3.get({md.key, 8w3});
             }
             md.checksum = key_checksum.get({md.key});
-            md.slot = md.slot & md.slot_mask;
+
+            /* The entry's address, one ALU operation per step (an action
+             * does one operation per field, and every step needs the one
+             * before): slot within the region, times the entry size (8,
+             * or 28 = 32 - 4 for a postcard record), plus the base. */
+            if (md.emit == 1 || hdr.postcard.isValid()) {
+                md.slot = md.slot & md.slot_mask;
+            }
+            if (hdr.postcard.isValid()) {
+                md.off_hi = md.slot << 5;
+                md.off_lo = md.slot << 2;
+            } else {
+                md.offset = md.slot << 3;
+            }
+            if (hdr.postcard.isValid()) {
+                md.offset = md.off_hi - md.off_lo;
+            }
+            md.va_lo = md.base_lo + md.offset;
 
             if (hdr.postcard.isValid()) {
                 if (md.hop_ok == 0) {
@@ -1223,10 +1330,11 @@ control Egress(inout eg_headers_t hdr,
                         md.old_mask = pc_mask_new.execute(md.cache);
                         md.mask = md.hop_bit;
                         if (md.old_mask != 0) {
-                            postcard_events.count(PC_EVICTED);
+                            postcard_evictions.count(0);
                         }
                     } else {
-                        md.mask = pc_mask_add.execute(md.cache);
+                        md.old_mask = pc_mask_add.execute(md.cache);
+                        md.mask = md.old_mask | md.hop_bit;
                     }
                     md.h0 = pc_hop0_update.execute(md.cache);
                     md.h1 = pc_hop1_update.execute(md.cache);
@@ -1242,7 +1350,13 @@ control Egress(inout eg_headers_t hdr,
                 }
             }
 
-            if (md.emit == 0 || !rdma_conn.apply().hit) {
+            /* The hit alone in its if, as Tofino wants it. */
+            if (md.emit == 1) {
+                if (rdma_conn.apply().hit) {
+                    md.send = 1;
+                }
+            }
+            if (md.send == 0) {
                 eg_dprsr_md.drop_ctl = 1;
             } else {
                 md.psn = psn_next.execute(hdr.bridge.collector);
@@ -1254,7 +1368,6 @@ control Egress(inout eg_headers_t hdr,
                     hdr.bth.ack_req = 0;
                 }
                 if (hdr.key_write.isValid()) {
-                    md.offset = md.slot << 3;
                     write8(md.checksum, hdr.key_write.data);
                 } else if (hdr.append.isValid()) {
                     write8(hdr.append.data, md.seq);
@@ -1262,19 +1375,17 @@ control Egress(inout eg_headers_t hdr,
                     hdr.bth.opcode = RC_FETCH_ADD;
                     hdr.atomic_eth.setValid();
                     hdr.atomic_eth.va_hi = va_hi;
-                    hdr.atomic_eth.va_lo = md.base_lo + (md.slot << 3);
+                    hdr.atomic_eth.va_lo = md.va_lo;
                     hdr.atomic_eth.rkey = rkey_of;
                     hdr.atomic_eth.swap_add = hdr.key_increment.counter;
                     hdr.atomic_eth.compare = 0;
                     hdr.ipv4.total_len = IP_LEN_ATOMIC;
                     hdr.udp.length = UDP_LEN_ATOMIC;
                 } else {
-                    /* slot x RECORD_LEN (28) in shifts and adds. */
-                    md.offset = (md.slot << 4) + (md.slot << 3) + (md.slot << 2);
                     hdr.bth.opcode = RC_WRITE_ONLY;
                     hdr.reth.setValid();
                     hdr.reth.va_hi = va_hi;
-                    hdr.reth.va_lo = md.base_lo + md.offset;
+                    hdr.reth.va_lo = md.va_lo;
                     hdr.reth.rkey = rkey_of;
                     hdr.reth.dma_len = RECORD_LEN;
                     hdr.record.setValid();

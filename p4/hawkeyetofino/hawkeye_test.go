@@ -52,6 +52,18 @@ func TestNames(t *testing.T) {
 	}
 }
 
+// TestNamesInCompiledProgram checks the script's names against what
+// bf-p4c compiled telemetry.p4 into (its bfrt.json): the names the
+// switch's bfrt_python will know.
+func TestNamesInCompiledProgram(t *testing.T) {
+	ps := p4test.Compiled(t, prog)
+	s, err := leaf(t).Script()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p4test.CheckScript(t, ps, DefaultName, "leaf.py", s, map[string]bool{})
+}
+
 // TestScriptRuns: the script runs against a mock bfrt_python whole and
 // line by line, with a PFC-trace group for each spine port holding the
 // other.

@@ -49,13 +49,21 @@
  * polling packet's ingress in this or the last epoch (the causality
  * register, one epoch id per port pair); copies never go to hosts.
  *
- * What only bf-p4c checks (the front end does not): that each register is
- * accessed once per packet (the if/else arms here keep it so) and fits its
- * stage, that the register actions' conditions are what a SALU computes,
- * the 16 K-entry registers' SRAM, the PHV for the bridged header. ECMP of
- * the victim route (an ActionSelector on the same hash as data) is left
- * to the routing tables this program shares with the switch's forwarding;
- * here victim_route is the LPM of ipv4_fwd.
+ * bf-p4c places it in 11 of Tofino 1's 12 stages (the egress: each
+ * register read once per packet, in the if/else arms here) and shaped it:
+ * a gateway reads at most 4 bytes + 12 bits, so the flow key compare XORs
+ * the stored key with the packet's and folds the three words into one in
+ * keyless tables (as statements the compiler would fold them back into
+ * one condition); a stateful ALU reads one PHV word, so a pause frame adds
+ * its pause time to md.now before the timer is set, and the timer runs
+ * while its end is after now in 32-bit serial order (the low 32 bits of
+ * the clock wrap every 4.3 s); pause times are concatenations, not shifts
+ * of a 16-bit field; the eviction header carries the 32-bit time (the CPU
+ * takes the epoch id from bits 29:22): an 8-bit copy of the epoch id put
+ * the timestamp's slices in one PHV container group it cannot fill. ECMP
+ * of the victim route (an ActionSelector on the same hash as data) is
+ * left to the routing tables this program shares with the switch's
+ * forwarding; here victim_route is the LPM of ipv4_fwd.
  */
 #include <core.p4>
 #include <tna.p4>
@@ -152,6 +160,14 @@ header udp_h {
     bit<16> checksum;
 }
 
+/* The UDP header as egress reads it: the two ports as the one word the
+ * flow key stores and compares. */
+header udp_eg_h {
+    bit<32> ports;
+    bit<16> length;
+    bit<16> checksum;
+}
+
 /* Ingress -> egress. */
 header bridge_h {
     bit<8>  pkt_type;
@@ -163,7 +179,7 @@ header bridge_h {
 /* Egress -> the CPU: a flow that lost its slot. */
 header evict_h {
     bit<8>      pkt_type; /* PKT_EVICT */
-    bit<8>      epoch_id;
+    bit<32>     now;
     ipv4_addr_t src_addr;
     ipv4_addr_t dst_addr;
     bit<32>     ports;
@@ -193,7 +209,7 @@ struct eg_headers_t {
     poll_h     poll;
     pfc_h      pfc;
     ipv4_h     ipv4;
-    udp_h      udp;
+    udp_eg_h   udp;
 }
 
 struct eg_metadata_t {
@@ -207,8 +223,9 @@ struct eg_metadata_t {
     bit<32>    now;
     bit<32>    pause_ns;
     bit<14>    flow_idx;
-    bit<8>    port_reg;
-    bit<14>    pair_idx;
+    bit<8>     port_reg;
+    bit<6>     in_idx;
+    bit<12>    pair_idx;
     bit<14>    meter_idx;
     bit<1>     new_epoch;
     bit<1>     collided;
@@ -219,6 +236,9 @@ struct eg_metadata_t {
     bit<32>    old_src;
     bit<32>    old_dst;
     bit<32>    old_ports;
+    bit<32>    diff_src;
+    bit<32>    diff_dst;
+    bit<32>    key_diff;
 }
 
 /*************************************************************************
@@ -240,7 +260,7 @@ parser IngressParser(packet_in pkt,
     state parse_ethernet {
         pkt.extract(hdr.ethernet);
         transition select(hdr.ethernet.ether_type) {
-            ETHERTYPE_IPV4: parse_ipv4;
+            ETHERTYPE_IPV4: parse_ipv4_version;
             ETHERTYPE_POLL: parse_poll;
             ETHERTYPE_MACCTL: parse_macctl;
             default: accept;
@@ -262,6 +282,16 @@ parser IngressParser(packet_in pkt,
     state parse_pfc {
         pkt.extract(hdr.pfc);
         transition accept;
+    }
+
+    /* A header of another IP version, or shorter than 20 bytes, is left
+     * unparsed and the packet dropped like one of an unknown EtherType,
+     * as hosts' decoders (and the Go twins') drop it. */
+    state parse_ipv4_version {
+        transition select(pkt.lookahead<bit<8>>()) {
+            8w0x45 .. 8w0x4f: parse_ipv4;
+            default: accept;
+        }
     }
 
     state parse_ipv4 {
@@ -445,6 +475,7 @@ parser EgressParser(packet_in pkt,
         md.pause_ns = 0;
         md.flow_idx = 0;
         md.port_reg = 0;
+        md.in_idx = 0;
         md.pair_idx = 0;
         md.meter_idx = 0;
         md.new_epoch = 0;
@@ -456,6 +487,9 @@ parser EgressParser(packet_in pkt,
         md.old_src = 0;
         md.old_dst = 0;
         md.old_ports = 0;
+        md.diff_src = 0;
+        md.diff_dst = 0;
+        md.key_diff = 0;
         transition select(pkt.lookahead<bit<8>>()) {
             PKT_EVICT: parse_evict;
             default: parse_bridge;
@@ -512,15 +546,19 @@ control Egress(inout eg_headers_t hdr,
     /* ---- PFC status: the pause timer, the low 32 bits of the time the
      * pause ends (ns). ---- */
     Register<bit<32>, bit<6>>(PORT_SLOTS, 0) pause_until;
+    /* Both actions read md.now alone: a stateful ALU's PHV input is one
+     * word here, so a PFC frame adds its pause time to md.now first. The
+     * timer runs while the end is after now in 32-bit serial order (the
+     * low 32 bits of the clock wrap every 4.3 s). */
     RegisterAction<bit<32>, bit<6>, bit<1>>(pause_until) pause_set = {
         void apply(inout bit<32> value) {
-            value = md.now + md.pause_ns;
+            value = md.now;
         }
     };
     RegisterAction<bit<32>, bit<6>, bit<1>>(pause_until) pause_check = {
         void apply(inout bit<32> value, out bit<1> rv) {
             rv = 0;
-            if (value > md.now) {
+            if ((int<32>)(value - md.now) > 0) {
                 rv = 1;
             }
         }
@@ -555,7 +593,7 @@ control Egress(inout eg_headers_t hdr,
     RegisterAction<bit<32>, bit<14>, bit<32>>(flow_ports) flow_ports_swap = {
         void apply(inout bit<32> value, out bit<32> rv) {
             rv = value;
-            value = hdr.udp.src_port ++ hdr.udp.dst_port;
+            value = hdr.udp.ports;
         }
     };
     /* Counters: add, or (new epoch, new flow) return the old value and
@@ -683,8 +721,7 @@ control Egress(inout eg_headers_t hdr,
     }
 
     action in_index(bit<6> idx) {
-        md.pair_idx = 0;
-        md.pair_idx[11:6] = idx;
+        md.in_idx = idx;
     }
 
     /* The bridged ingress port's local index. */
@@ -693,6 +730,43 @@ control Egress(inout eg_headers_t hdr,
         actions = { in_index; NoAction; }
         default_action = NoAction();
         size = PORT_INFO_SIZE;
+    }
+
+    /* The paper's XOR compare of the stored key. A gateway reads at most
+     * 4 bytes + 12 bits, so the 12 bytes of differences are folded into
+     * one word first, in two dependent steps. They are keyless tables, not
+     * plain statements, so the compiler cannot fold them back into one
+     * condition over the whole key. */
+    action key_xor() {
+        md.diff_src = md.old_src ^ hdr.ipv4.src_addr;
+        md.diff_dst = md.old_dst ^ hdr.ipv4.dst_addr;
+        md.key_diff = md.old_ports ^ hdr.udp.ports;
+    }
+
+    table flow_key_xor {
+        actions = { key_xor; }
+        const default_action = key_xor();
+        size = 1;
+    }
+
+    action key_fold_addrs() {
+        md.diff_src = md.diff_src | md.diff_dst;
+    }
+
+    table flow_key_fold_addrs {
+        actions = { key_fold_addrs; }
+        const default_action = key_fold_addrs();
+        size = 1;
+    }
+
+    action key_fold() {
+        md.key_diff = md.key_diff | md.diff_src;
+    }
+
+    table flow_key_fold {
+        actions = { key_fold; }
+        const default_action = key_fold();
+        size = 1;
     }
 
     action drop_copy() {
@@ -706,32 +780,32 @@ control Egress(inout eg_headers_t hdr,
             return;
         }
         md.now = eg_prsr_md.global_tstamp[31:0];
-        md.epoch_idx = eg_prsr_md.global_tstamp[21:20];
-        md.epoch_id = eg_prsr_md.global_tstamp[29:22];
+        md.epoch_idx = md.now[21:20];
+        md.epoch_id = md.now[29:22];
         md.qdepth = (bit<32>)eg_intr_md.enq_qdepth;
         md.paused = 0;
         md.collided = 0;
-        md.pair_idx = 0;
         port_info.apply();
         in_port_info.apply();
-        md.pair_idx[5:0] = md.port_idx;
+        md.pair_idx = md.in_idx ++ md.port_idx;
         md.port_reg = md.epoch_idx ++ md.port_idx;
-        md.meter_idx = md.epoch_idx ++ md.pair_idx[11:0];
+        md.meter_idx = md.epoch_idx ++ md.pair_idx;
 
         if (hdr.bridge.pkt_type == PKT_PFC) {
             /* The lossless data class's pause time (priority 3, RoCEv2's),
              * in ns by the port's quantum. */
             if (md.quantum_shift == 3) {
-                md.pause_ns = (bit<32>)hdr.pfc.c3 << 3;
+                md.pause_ns = 13w0 ++ hdr.pfc.c3 ++ 3w0;
             } else if (md.quantum_shift == 4) {
-                md.pause_ns = (bit<32>)hdr.pfc.c3 << 4;
+                md.pause_ns = 12w0 ++ hdr.pfc.c3 ++ 4w0;
             } else if (md.quantum_shift == 5) {
-                md.pause_ns = (bit<32>)hdr.pfc.c3 << 5;
+                md.pause_ns = 11w0 ++ hdr.pfc.c3 ++ 5w0;
             } else if (md.quantum_shift == 6) {
-                md.pause_ns = (bit<32>)hdr.pfc.c3 << 6;
+                md.pause_ns = 10w0 ++ hdr.pfc.c3 ++ 6w0;
             } else {
-                md.pause_ns = (bit<32>)hdr.pfc.c3 << 9;
+                md.pause_ns = 7w0 ++ hdr.pfc.c3 ++ 9w0;
             }
+            md.now = md.now + md.pause_ns;
             pause_set.execute(md.port_idx);
             pfc_frames_add.execute(md.port_reg);
             /* An XOFF marks the port paused in this epoch even when it
@@ -747,9 +821,16 @@ control Egress(inout eg_headers_t hdr,
             md.old_src = flow_src_swap.execute(md.flow_idx);
             md.old_dst = flow_dst_swap.execute(md.flow_idx);
             md.old_ports = flow_ports_swap.execute(md.flow_idx);
-            if (md.new_epoch == 0 && (md.old_src != hdr.ipv4.src_addr || md.old_dst != hdr.ipv4.dst_addr ||
-                    md.old_ports != hdr.udp.src_port ++ hdr.udp.dst_port)) {
-                md.collided = 1;
+            /* The paper's XOR compare of the stored key: a gateway reads
+             * at most 4 bytes + 12 bits, so the 12 bytes of key are
+             * folded into one word first. */
+            flow_key_xor.apply();
+            if (md.new_epoch == 0) {
+                flow_key_fold_addrs.apply();
+                flow_key_fold.apply();
+                if (md.key_diff != 0) {
+                    md.collided = 1;
+                }
             }
             if (md.new_epoch == 1 || md.collided == 1) {
                 md.evict.packets = flow_pkts_restart.execute(md.flow_idx);
@@ -771,7 +852,7 @@ control Egress(inout eg_headers_t hdr,
                 port_paused_add.execute(md.port_reg);
                 pair_bytes_add.execute(md.meter_idx);
             }
-            pair_seen_set.execute(md.pair_idx[11:0]);
+            pair_seen_set.execute(md.pair_idx);
             if (md.paused == 1) {
                 last_pause_set.execute(md.port_idx);
             }
@@ -780,7 +861,7 @@ control Egress(inout eg_headers_t hdr,
                 evictions.count(0);
                 md.evict.setValid();
                 md.evict.pkt_type = PKT_EVICT;
-                md.evict.epoch_id = md.epoch_id;
+                md.evict.now = md.now;
                 md.evict.src_addr = md.old_src;
                 md.evict.dst_addr = md.old_dst;
                 md.evict.ports = md.old_ports;
@@ -794,7 +875,7 @@ control Egress(inout eg_headers_t hdr,
             } else {
                 md.paused = pause_check.execute(md.port_idx);
                 md.recent_pause = last_pause_recent.execute(md.port_idx);
-                md.recent_traffic = pair_seen_recent.execute(md.pair_idx[11:0]);
+                md.recent_traffic = pair_seen_recent.execute(md.pair_idx);
                 if (eg_intr_md.egress_rid == 0) {
                     /* The victim-path copy: ask the next switch about PFC
                      * when this egress is paused. */

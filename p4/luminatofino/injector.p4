@@ -86,7 +86,6 @@ const bit<16> ETHERTYPE_IPV6 = 0x86dd;
 const bit<16> ETHERTYPE_ARP  = 0x0806;
 const bit<8>  IP_PROTO_UDP   = 17;
 const bit<16> ROCE_UDP_PORT  = 4791;
-const bit<16> ARP_HTYPE_ETH  = 1;
 const bit<16> ARP_REQUEST    = 1;
 const bit<16> ARP_REPLY      = 2;
 
@@ -221,6 +220,7 @@ struct ig_metadata_t {
     ipv6_addr_t src_addr;
     ipv6_addr_t dst_addr;
     bit<1>      routed;
+    bit<1>      arp_ok;
     bit<1>      is_data;
     bit<1>      is_first;
     bit<1>      iter_mode;
@@ -264,6 +264,7 @@ parser IngressParser(packet_in pkt,
         md.src_addr = 0;
         md.dst_addr = 0;
         md.routed = 0;
+        md.arp_ok = 0;
         md.is_data = 0;
         md.is_first = 0;
         md.iter_mode = ITER_PAPER;
@@ -283,15 +284,53 @@ parser IngressParser(packet_in pkt,
     state parse_ethernet {
         pkt.extract(hdr.ethernet);
         transition select(hdr.ethernet.ether_type) {
-            ETHERTYPE_IPV4: parse_ipv4;
-            ETHERTYPE_IPV6: parse_ipv6;
-            ETHERTYPE_ARP:  parse_arp;
+            ETHERTYPE_IPV4: parse_ipv4_version;
+            ETHERTYPE_IPV6: parse_ipv6_version;
+            ETHERTYPE_ARP:  parse_arp_kind;
+            default: accept;
+        }
+    }
+
+    /* An IP header of another version, or an IPv4 header shorter than 20
+     * bytes, is left unparsed and the packet dropped like one of an
+     * unknown EtherType: the Go injector's decoder rejects them too. */
+    state parse_ipv4_version {
+        transition select(pkt.lookahead<bit<8>>()) {
+            8w0x45 .. 8w0x4f: parse_ipv4;
+            default: accept;
+        }
+    }
+
+    state parse_ipv6_version {
+        transition select(pkt.lookahead<bit<4>>()) {
+            4w6: parse_ipv6;
+            default: accept;
+        }
+    }
+
+    /* Only Ethernet/IPv4 ARP counts (hardware and protocol types and
+     * lengths, as header.ARP.IsValid checks), and the parser checks it:
+     * a gateway condition reads at most 4 bytes + 12 bits of PHV, fewer
+     * than these fields and the opcode. ARP of another kind stays
+     * unparsed and is dropped like an unknown EtherType; md.arp_ok tells
+     * the right lengths (a parser select reads at most 32 bits). */
+    state parse_arp_kind {
+        transition select(pkt.lookahead<bit<32>>()) {
+            32w0x00010800: parse_arp;
             default: accept;
         }
     }
 
     state parse_arp {
         pkt.extract(hdr.arp);
+        transition select(hdr.arp.hlen, hdr.arp.plen) {
+            (8w6, 8w4): parse_arp_ok;
+            default: accept;
+        }
+    }
+
+    state parse_arp_ok {
+        md.arp_ok = 1;
         transition accept;
     }
 
@@ -670,8 +709,7 @@ control Ingress(inout ig_headers_t hdr,
         wrr_cfg.apply();
 
         if (hdr.arp.isValid()) {
-            if (hdr.arp.oper == ARP_REQUEST && hdr.arp.htype == ARP_HTYPE_ETH &&
-                hdr.arp.ptype == ETHERTYPE_IPV4) {
+            if (md.arp_ok == 1 && hdr.arp.oper == ARP_REQUEST) {
                 arp_proxy.apply();
             } else {
                 discard();
@@ -739,7 +777,10 @@ control IngressDeparser(packet_out pkt,
                         inout ig_headers_t hdr,
                         in ig_metadata_t md,
                         in ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
-    Mirror(MIRROR_I2E) mirror;
+    /* Untyped: bf-p4c adds a Mirror() of its own to every ingress
+     * deparser and rejects a typed one beside it ("Inconsistent mirror
+     * selectors"); the type test below selects the session instead. */
+    Mirror() mirror;
 
     apply {
         if (ig_dprsr_md.mirror_type == MIRROR_I2E) {
@@ -826,15 +867,19 @@ control Egress(inout eg_headers_t hdr,
     Random<bit<16>>() rng;
 
     /* The metadata of a mirrored copy (internal/mirror/mirror.go). The
-     * UDP checksum takes the original source port before the source port
-     * is overwritten (P4 actions are sequential; Tofino reads every source
-     * operand before any write, which is the same here). */
+     * UDP checksum takes the original source port here; random_sport,
+     * after this table, overwrites the source port (a keyless table's
+     * action with action data runs on the miss path, which cannot use
+     * Random). */
     action rewrite(bit<16> dst_port) {
         hdr.ethernet.src_addr = hdr.mirror.seq_hi ++ hdr.mirror.seq_lo;
         hdr.ethernet.dst_addr = hdr.mirror.tstamp;
         hdr.udp.checksum = hdr.udp.src_port;
-        hdr.udp.src_port = rng.get();
         hdr.udp.dst_port = dst_port;
+    }
+
+    action random_sport() {
+        hdr.udp.src_port = rng.get();
     }
 
     /* Keyless: the control plane sets the rewrite port (Lumina's
@@ -877,6 +922,7 @@ control Egress(inout eg_headers_t hdr,
             mirrored_pkts.count(eg_intr_md.egress_port);
             if (hdr.udp.isValid()) {
                 mirror_rewrite.apply();
+                random_sport();
             }
             if (hdr.ipv4.isValid()) {
                 ttl_v4();

@@ -425,3 +425,24 @@ func TestValidate(t *testing.T) {
 	// the fields are checked in shows.
 	p4test.Golden(t, "validate_errors.txt", errs.String())
 }
+
+// TestNamesInCompiledProgram checks the scripts' names against what
+// bf-p4c compiled injector.p4 into (its bfrt.json): the names the
+// switch's bfrt_python will know.
+func TestNamesInCompiledProgram(t *testing.T) {
+	ps := p4test.Compiled(t, p4Path)
+	used := map[string]bool{}
+	for _, ex := range examples {
+		p := ex.prog(t)
+		s, err := p.Script()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := p.CounterScript()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p4test.CheckScript(t, ps, p.name(), ex.name+".py", s, used)
+		p4test.CheckScript(t, ps, p.name(), ex.name+"_counters.py", c, used)
+	}
+}

@@ -124,6 +124,13 @@ func (s *SeqTracker) Check(reporter netip.Addr, seq uint8, now int64) (v SeqVerd
 	}
 }
 
+// Expect sets the sequence number the tracker expects next from
+// reporter, as the Tofino translator's control plane sets a reporter's
+// first number; without it the first report heard starts the sequence.
+func (s *SeqTracker) Expect(reporter netip.Addr, seq uint8) {
+	s.reporters[reporter] = &reporterSeq{expected: seq}
+}
+
 // Unaccept takes back the last report Check accepted from reporter (the
 // translator could not translate it after all): the reporter's next
 // report then shows a gap and draws a NACK, and the report is resent.

@@ -17,6 +17,13 @@ import (
 // PSN to the one the collector expects, so the connection recovers and the
 // lost window is counted. Every packet carries a valid ICRC (the public
 // translator left it invalid and needed the collector's check disabled).
+//
+// The connection's packets take one path (one UDP source port), so they
+// reach the collector in the order sent or not at all. Recovery relies on
+// it and on nothing else: it never moves the PSN on a timer, since a
+// collector that is only slow would then execute packets still on their
+// way and take the ones sent again under their PSNs for duplicates, which
+// it acknowledges without executing (see Fill).
 type Conn struct {
 	b roce.Builder
 	// next is the PSN of the next packet; acked the highest PSN the
@@ -43,6 +50,19 @@ type Conn struct {
 	tmplICRC int
 	prefix   roce.ICRCPrefix
 
+	// last is what the last operation built changed, for Unsend.
+	last struct {
+		ok       bool
+		sinceAck int
+		bytes    int
+		atomic   bool
+		ping     bool
+	}
+	// filled is the PSN of the last Fill while one may still stand for
+	// a lost packet (see resyncTo).
+	filled    uint32
+	hasFilled bool
+
 	Stats ConnStats
 }
 
@@ -55,9 +75,10 @@ type ConnStats struct {
 	Resyncs   uint64 `json:"resyncs"`
 	LostPSNs  uint64 `json:"lost_psns"` // PSNs skipped by resynchronisation
 	Malformed uint64 `json:"malformed"`
-	Pings     uint64 `json:"pings"`  // zero-length WRITEs asking for an ACK when idle
-	Probes    uint64 `json:"probes"` // duplicates sent to learn a stranded collector's PSN
+	Pings     uint64 `json:"pings"` // zero-length WRITEs asking for an ACK when idle
+	Fills     uint64 `json:"fills"` // zero-length WRITEs at the first unacknowledged PSN (see Fill)
 	RNRNAKs   uint64 `json:"rnr_naks"`
+	CNPs      uint64 `json:"cnps"` // congestion notifications from the collector's RNIC
 }
 
 // NewConn makes the translator's side of a connection from local to the
@@ -77,6 +98,7 @@ func (c *Conn) PSN() uint32 { return c.next }
 func (c *Conn) Outstanding() int { return int(roce.ComparePSN(c.next, c.acked)) - 1 }
 
 func (c *Conn) stamp() {
+	c.last.ok, c.last.sinceAck, c.last.bytes, c.last.atomic, c.last.ping = true, c.sinceAck, 0, false, false
 	c.b.PSN = c.next
 	c.next = (c.next + 1) & roce.PSNMask
 	c.sinceAck++
@@ -104,11 +126,49 @@ func (c *Conn) Write(buf []byte, va uint64, rkey uint32, data []byte, imm *uint3
 	}
 	n, err := c.b.Build(buf, data)
 	if err != nil {
+		c.unstamp()
 		return 0, err
 	}
+	c.sent(n)
+	return n, nil
+}
+
+// sent counts the packet of n bytes just built.
+func (c *Conn) sent(n int) {
+	c.last.bytes = n
 	c.Stats.Packets++
 	c.Stats.Bytes += uint64(n)
-	return n, nil
+}
+
+// unstamp gives back the PSN (and atomic slot) of the operation just
+// stamped, whose frame was never built.
+func (c *Conn) unstamp() {
+	if !c.last.ok {
+		return
+	}
+	c.next = (c.next - 1) & roce.PSNMask
+	c.sinceAck = c.last.sinceAck
+	if c.last.atomic {
+		c.atail--
+	}
+	c.last.ok = false
+}
+
+// Unsend takes back the operation built last, whose frame could not be
+// sent (no transmit buffer): the next operation reuses its PSN. A PSN
+// taken and never sent would be a gap to the collector, which NAKs the
+// packets after it and drops them: a lost window for a full queue. Call
+// it at once, before anything else is built or received.
+func (c *Conn) Unsend() {
+	if !c.last.ok {
+		return
+	}
+	c.Stats.Packets--
+	c.Stats.Bytes -= uint64(c.last.bytes)
+	if c.last.ping {
+		c.Stats.Pings--
+	}
+	c.unstamp()
 }
 
 // Ping builds a zero-length WRITE that asks for an ACK. A translator
@@ -123,46 +183,45 @@ func (c *Conn) Ping(buf []byte) (int, error) {
 	c.b.AckReq, c.sinceAck = true, 0
 	n, err := c.b.Build(buf, nil)
 	if err != nil {
+		c.unstamp()
 		return 0, err
 	}
-	c.Stats.Packets++
-	c.Stats.Bytes += uint64(n)
+	c.sent(n)
+	c.last.ping = true
 	c.Stats.Pings++
 	return n, nil
 }
 
-// Probe builds a zero-length WRITE carrying the last acknowledged PSN,
-// for a connection whose ping went unanswered. A requester that never
+// Fill builds a zero-length WRITE at the first unacknowledged PSN, for a
+// connection whose ping went unanswered. A requester that never
 // retransmits can be stranded: when the packet a collector NAKed for is
-// lost again, the collector, having NAKed once, drops everything after it
-// in silence. To the collector the probe is a duplicate, and a duplicate
-// is answered with an ACK of the last PSN it executed; once that answer
-// is in and the connection is quiet, the acknowledged PSN is where the
-// collector stands, and Resync moves there.
-func (c *Conn) Probe(buf []byte) (int, error) {
+// lost again (or the NAK is), the collector drops everything after it in
+// silence, the translator's pings included. The fill stands in for that
+// packet, which the translator cannot send again.
+//
+// It is safe whatever the collector's state, because the connection's
+// packets arrive in order: if the packet first sent with that PSN
+// reached the collector, it did so before the fill, and the fill is a
+// duplicate, which the collector acknowledges (with the last PSN it
+// executed, so the translator learns where it stands) and does not
+// execute. Only if that packet never arrived does the collector execute
+// the fill, which touches no memory (a zero-length transfer checks no
+// key); the next packet after it then draws the NAK that resynchronises
+// the connection, with the lost window counted. Nothing is decided on a
+// timer: a slow collector is not taken for a stranded one.
+func (c *Conn) Fill(buf []byte) (int, error) {
 	b := c.b
-	b.Opcode, b.PSN, b.AckReq = roce.RCWriteOnly, c.acked, true
+	psn := (c.acked + 1) & roce.PSNMask
+	b.Opcode, b.PSN, b.AckReq = roce.RCWriteOnly, psn, true
 	b.VA, b.RKey, b.DMALen = 0, 0, 0
+	c.last.ok = false
 	n, err := b.Build(buf, nil)
 	if err != nil {
 		return 0, err
 	}
-	c.Stats.Probes++
+	c.filled, c.hasFilled = psn, true
+	c.Stats.Fills++
 	return n, nil
-}
-
-// Resync moves the next PSN to the one after the last acknowledged: what
-// was sent past it is counted lost. The caller knows the collector is
-// stranded there (a Probe's answer came in and nothing moved since).
-func (c *Conn) Resync() {
-	want := (c.acked + 1) & roce.PSNMask
-	if want == c.next {
-		return
-	}
-	c.Stats.LostPSNs += uint64(roce.ComparePSN(c.next, want))
-	c.next, c.sinceAck = want, 0
-	c.ahead = c.atail
-	c.Stats.Resyncs++
 }
 
 // ErrAtomicWindow is returned by FetchAdd while MaxAtomic atomics await
@@ -199,8 +258,7 @@ func (c *Conn) writeFast(buf []byte, va uint64, rkey uint32, data []byte) (int, 
 	binary.BigEndian.PutUint32(reth[8:12], rkey)
 	copy(reth[16:], data)
 	binary.LittleEndian.PutUint32(buf[c.tmplICRC:], c.prefix.Finish(buf[c.tmplBTH:c.tmplICRC]))
-	c.Stats.Packets++
-	c.Stats.Bytes += uint64(n)
+	c.sent(n)
 	return n, nil
 }
 
@@ -235,12 +293,13 @@ func (c *Conn) FetchAdd(buf []byte, va uint64, rkey uint32, add uint64) (int, er
 	c.b.Opcode = roce.RCFetchAdd
 	c.b.VA, c.b.RKey, c.b.SwapAdd, c.b.Compare = va, rkey, add, 0
 	c.stamp()
+	c.last.atomic = true
 	n, err := c.b.Build(buf, nil)
 	if err != nil {
+		c.unstamp()
 		return 0, err
 	}
-	c.Stats.Packets++
-	c.Stats.Bytes += uint64(n)
+	c.sent(n)
 	return n, nil
 }
 
@@ -252,6 +311,14 @@ var ErrNotForConn = errors.New("dta: not this connection's packet")
 // one the collector expects. It returns whether the connection
 // resynchronised.
 func (c *Conn) Input(p *roce.Packet, frame []byte) (bool, error) {
+	c.last.ok = false
+	if p.Opcode == roce.OpCNP {
+		// The collector's RNIC saw congestion (or, on a ConnectX-like
+		// profile, sends one with every sequence NAK). The translator has
+		// no rate to lower; it counts them.
+		c.Stats.CNPs++
+		return false, nil
+	}
 	h := p.AETH(frame)
 	if h == nil {
 		c.Stats.Malformed++
@@ -263,6 +330,9 @@ func (c *Conn) Input(p *roce.Packet, frame []byte) (bool, error) {
 		c.Stats.ACKs++
 		if roce.ComparePSN(p.PSN, c.acked) > 0 && roce.ComparePSN(p.PSN, c.next) < 0 {
 			c.acked = p.PSN
+		}
+		if c.hasFilled && roce.ComparePSN(c.acked, c.filled) > 0 {
+			c.hasFilled = false // the collector went past the fill's PSN
 		}
 		// ACKs are cumulative: every atomic up to the PSN is answered.
 		for c.ahead < c.atail && roce.ComparePSN(c.atomics[c.ahead%len(c.atomics)], c.acked) <= 0 {
@@ -295,6 +365,14 @@ func (c *Conn) resyncTo(psn uint32) bool {
 	if lost := roce.ComparePSN(c.next, psn); lost > 0 {
 		c.Stats.LostPSNs += uint64(lost)
 	}
+	if c.hasFilled && c.filled == (psn-1)&roce.PSNMask {
+		// The collector stands right after the last fill: it executed
+		// the fill in place of a packet it never got, which is lost
+		// too. (Or it had that packet and lost the next; the two look
+		// the same from here, and the count errs on the side of loss.)
+		c.Stats.LostPSNs++
+	}
+	c.hasFilled = false
 	c.next = psn
 	c.acked = (psn - 1) & roce.PSNMask
 	c.sinceAck = 0

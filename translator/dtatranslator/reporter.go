@@ -87,7 +87,11 @@ type ReporterStats struct {
 	Congestion   uint64    `json:"congestion_notices"`
 	Unresendable uint64    `json:"unresendable"` // NACKs for reports no longer kept
 	TxDropped    uint64    `json:"tx_dropped"`
-	ElapsedNs    int64     `json:"elapsed_ns"`
+	// Unacknowledged is how many reports the translator had not
+	// acknowledged when Run returned: if it did not take them, they
+	// are lost.
+	Unacknowledged uint64 `json:"unacknowledged"`
+	ElapsedNs      int64  `json:"elapsed_ns"`
 }
 
 // Truth is what the reports said: what a collector should answer.
@@ -201,7 +205,9 @@ func NewReporter(cfg ReporterConfig, port dpdk.Port, pool *dpdk.Pool) (*Reporter
 
 // Run sends reports until Count is reached or ctx ends, handling the
 // translator's ACKs, NACKs and congestion notices as it goes, and waits
-// up to linger after the last report for NACKs to answer.
+// up to linger after the last report for NACKs to answer: a reporter of
+// retransmittable reports stops waiting once every report is
+// acknowledged (Stats.Unacknowledged counts those that were not).
 func (r *Reporter) Run(ctx context.Context, linger time.Duration) error {
 	start := time.Now()
 	defer func() { r.Stats.ElapsedNs = time.Since(start).Nanoseconds() }()
@@ -236,7 +242,15 @@ func (r *Reporter) Run(ctx context.Context, linger time.Duration) error {
 	r.flush()
 	// Linger for NACKs, and resend a tail no ACK has covered: lost last
 	// reports leave the translator no gap to see.
+	defer func() {
+		if r.cfg.Retransmittable {
+			r.Stats.Unacknowledged = uint64(uint8(r.seq - r.oldest))
+		}
+	}()
 	for deadline := time.Now().Add(linger); time.Now().Before(deadline) && ctx.Err() == nil; {
+		if r.cfg.Retransmittable && r.seq == r.oldest {
+			break // the translator took every report
+		}
 		if r.receive() == 0 {
 			time.Sleep(100 * time.Microsecond)
 		}

@@ -137,8 +137,8 @@ type collector struct {
 	// seenPackets and quietSince tell when the connection went idle.
 	seenPackets, seenACKs uint64
 	quietSince            int64
-	probe                 int    // probeIdle, probePinged or probeSent
-	probeACKs             uint64 // ACKs when the probe went out
+	probe                 int // probeIdle or probePinged
+	fillWait              int // flush timeouts before the next fill
 	lastErr               atomic.Value
 }
 
@@ -491,19 +491,22 @@ func (s *Service) drainQueue() {
 
 // Quiet-connection recovery, per collector: a connection with packets
 // unacknowledged and nothing sent or acknowledged for a flush timeout is
-// pinged; still quiet a timeout later, probed; and when the probe's
-// answer has come in and nothing moved for strandTimeout, resynchronised
-// to where the collector stands.
+// pinged; still quiet a timeout later, filled (see Conn.Fill), and again
+// each time it stays quiet twice as long as before, up to maxFillWait
+// flush timeouts (a slow collector answers every fill, as a duplicate, so
+// they are spaced out). An answer makes it ping first again: a
+// fill the collector executed in place of a packet it lost leaves it
+// expecting the next PSN, and the ping then draws the NAK that
+// resynchronises the connection. Nothing here moves the PSN: only the
+// collector's NAKs do, so a collector that is slow (its poller stalled,
+// its answers held up) is never taken for a stranded one.
 const (
 	probeIdle = iota
 	probePinged
-	probeSent
 )
 
-// strandTimeout is how long a probed connection stays quiet before it
-// counts as stranded: long enough that a collector slowed down by a busy
-// machine has answered everything before it.
-const strandTimeout = 20 * time.Millisecond
+// maxFillWait is the longest wait between fills, in flush timeouts.
+const maxFillWait = 64
 
 func (s *Service) ping(c *collector) {
 	conn := c.conn
@@ -518,45 +521,36 @@ func (s *Service) ping(c *collector) {
 		return
 	}
 	if conn.Stats.ACKs != c.seenACKs {
-		c.seenACKs, c.quietSince = conn.Stats.ACKs, s.now
-		if c.probe == probePinged {
-			c.probe = probeIdle
-		}
+		c.seenACKs, c.quietSince, c.probe = conn.Stats.ACKs, s.now, probeIdle
 		return
 	}
 	if conn.Outstanding() <= 0 {
 		c.probe = probeIdle
 		return
 	}
-	quiet := time.Duration(s.now - c.quietSince)
-	var n int
-	var err error
-	switch c.probe {
-	case probeIdle:
-		if quiet < s.spec.FlushTimeout {
-			return
-		}
-		n, err = conn.Ping(s.ackBuf[:])
-		c.probe = probePinged
-	case probePinged:
-		if quiet < s.spec.FlushTimeout {
-			return
-		}
-		n, err = conn.Probe(s.ackBuf[:])
-		c.probe, c.probeACKs = probeSent, conn.Stats.ACKs
-	case probeSent:
-		if quiet < strandTimeout {
-			return
-		}
-		if conn.Stats.ACKs != c.probeACKs {
-			conn.Resync()
-			s.log.Warn("collector stranded: resynchronised", "collector", c.spec.Name, "lost_psns", conn.Stats.LostPSNs)
-		}
-		c.probe = probeIdle
+	wait := s.spec.FlushTimeout
+	if c.probe == probePinged {
+		wait *= time.Duration(c.fillWait)
+	}
+	if time.Duration(s.now-c.quietSince) < wait {
 		return
 	}
-	if err == nil && s.send(s.ackBuf[:n]) {
-		s.stats.RDMAOut++
+	var n int
+	var err error
+	ping := c.probe == probeIdle
+	if ping {
+		n, err = conn.Ping(s.ackBuf[:])
+		c.probe, c.fillWait = probePinged, 1
+	} else {
+		n, err = conn.Fill(s.ackBuf[:])
+		c.fillWait = min(2*c.fillWait, maxFillWait)
+	}
+	if err == nil {
+		if s.send(s.ackBuf[:n]) {
+			s.stats.RDMAOut++
+		} else if ping {
+			conn.Unsend()
+		}
 	}
 	c.seenPackets, c.quietSince = conn.Stats.Packets, s.now
 }

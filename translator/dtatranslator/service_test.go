@@ -167,14 +167,17 @@ func (c *exchangeCollector) drop() {
 // serviceBed is reporters, the translator service and a collector on one
 // bridged segment.
 type serviceBed struct {
-	coll  *exchangeCollector
-	svc   *Service
-	rep   []dpdk.Port
-	pool  *dpdk.Pool
-	stop  func()
-	br    *ring.Bridge
-	trIP  netip.Addr
-	trMAC header.MAC
+	coll *exchangeCollector
+	svc  *Service
+	rep  []dpdk.Port
+	pool *dpdk.Pool
+	// repPool, when set, is the reporters' own pool (else they share
+	// the translator's).
+	repPool *dpdk.Pool
+	stop    func()
+	br      *ring.Bridge
+	trIP    netip.Addr
+	trMAC   header.MAC
 }
 
 func newServiceBed(t testing.TB, reporters int, edit func(*Spec)) *serviceBed {
@@ -255,7 +258,7 @@ func (b *serviceBed) waitUp(t testing.TB, n int) {
 func (b *serviceBed) settle(t testing.TB) Status {
 	t.Helper()
 	var last ServiceStats
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(60 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(60 * time.Millisecond) {
 		st := b.svc.Status()
 		c := st.Collectors[0]
 		if st.Stats == last && st.Settled() && c.Conn.Packets > 0 && c.Conn.ACKs > 0 {
@@ -274,7 +277,11 @@ func (b *serviceBed) reporter(t testing.TB, i int, cfg ReporterConfig) *Reporter
 	cfg.SrcMAC = header.MAC(b.rep[i].Info().MAC)
 	cfg.SrcIP = netip.AddrFrom4([4]byte{10, 9, 0, byte(10 + i)})
 	cfg.DstIP = b.trIP
-	r, err := NewReporter(cfg, b.rep[i], b.pool)
+	pool := b.pool
+	if b.repPool != nil {
+		pool = b.repPool
+	}
+	r, err := NewReporter(cfg, b.rep[i], pool)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +337,7 @@ func (b *serviceBed) checkTruth(t *testing.T, reps ...*Reporter) {
 			want = append(want, r.Truth.Append[id]...)
 		}
 		var got []uint32
-		dtamem.NewPoller(c.region(lr.Addr, int(lr.Entries)*dtamem.AppendEntryLen), lr.Entries, 0, 1).Poll(1<<30, func(v uint32) { got = append(got, v) })
+		dtamem.NewPoller(c.region(lr.Addr, int(lr.Entries)*dtamem.AppendEntryLen), lr.Entries, 0, 1).Poll(1<<30, func(_ uint64, v uint32) { got = append(got, v) })
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("list %d: %d entries, want %d in the order sent", id, len(got), len(want))
 		}
@@ -356,18 +363,26 @@ func (b *serviceBed) checkTruth(t *testing.T, reps ...*Reporter) {
 	}
 }
 
-// runReporters runs reporters side by side to their end.
+// runReporters runs reporters side by side to their end, and until the
+// translator has acknowledged every report (up to 10 s: a translator
+// slowed down by the race detector and a busy machine may take seconds
+// to work through a storm of resent reports).
 func runReporters(t testing.TB, reps []*Reporter) {
 	t.Helper()
 	var wg sync.WaitGroup
 	errs := make([]error, len(reps))
 	for i, r := range reps {
 		wg.Add(1)
-		go func() { defer wg.Done(); errs[i] = r.Run(context.Background(), 300*time.Millisecond) }()
+		go func() { defer wg.Done(); errs[i] = r.Run(context.Background(), 10*time.Second) }()
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
+	}
+	for _, r := range reps {
+		if r.cfg.Retransmittable && r.Stats.Unacknowledged != 0 {
+			t.Fatalf("reporter %d: %d reports never acknowledged; %+v", r.cfg.ID, r.Stats.Unacknowledged, r.Stats)
+		}
 	}
 }
 
@@ -655,7 +670,7 @@ func TestServiceTwoCollectors(t *testing.T) {
 	}
 	l2 := colls[0].regs.Lists[2]
 	var got []uint32
-	dtamem.NewPoller(colls[0].region(l2.Addr, int(l2.Entries)*dtamem.AppendEntryLen), l2.Entries, 0, 1).Poll(1<<20, func(v uint32) { got = append(got, v) })
+	dtamem.NewPoller(colls[0].region(l2.Addr, int(l2.Entries)*dtamem.AppendEntryLen), l2.Entries, 0, 1).Poll(1<<20, func(_ uint64, v uint32) { got = append(got, v) })
 	if !slices.Equal(got, r.Truth.Append[2]) {
 		t.Fatalf("list 2 at collector 0: %d entries, want %d", len(got), len(r.Truth.Append[2]))
 	}

@@ -233,10 +233,14 @@ func (t *Translator) translate(r *dtawire.Report, emit Emit) error {
 	return nil
 }
 
-// send hands a built frame to emit, counting a failure of either.
+// send hands a built frame to emit, counting a failure of either. A
+// frame emit refused gives its PSN back, so the connection's next packet
+// follows the last one sent without a gap.
 func (t *Translator) send(emit Emit, n int, err error) error {
 	if err == nil {
-		err = emit(t.buf[:n])
+		if err = emit(t.buf[:n]); err != nil {
+			t.Conn.Unsend()
+		}
 	}
 	if err != nil {
 		t.Stats.Errors++

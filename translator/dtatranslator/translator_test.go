@@ -311,9 +311,9 @@ func TestAppend(t *testing.T) {
 	var got1, got2 []uint32
 	collect := func() {
 		b.settle()
-		p1.Poll(1000, func(v uint32) { got1 = append(got1, v) })
-		p2a.Poll(1000, func(v uint32) { got2 = append(got2, v) })
-		p2b.Poll(1000, func(v uint32) { got2 = append(got2, v) })
+		p1.Poll(1000, func(_ uint64, v uint32) { got1 = append(got1, v) })
+		p2a.Poll(1000, func(_ uint64, v uint32) { got2 = append(got2, v) })
+		p2b.Poll(1000, func(_ uint64, v uint32) { got2 = append(got2, v) })
 	}
 	// Two laps of list 1's ring, read as they go; list 2 gets zeros too.
 	for v := uint32(0); v < 2*entries; v++ {
@@ -403,9 +403,10 @@ func TestWriteTemplate(t *testing.T) {
 }
 
 // TestStranded: the packet a collector NAKed for is lost again, so the
-// collector drops everything after it in silence; a probe (a duplicate of
-// the last acknowledged PSN) draws an ACK of where the collector stands,
-// and the connection resumes from there.
+// collector drops everything after it in silence, pings included; a fill
+// (a zero-length WRITE at the first unacknowledged PSN) stands in for the
+// lost packet, the next ping draws the NAK that resynchronises the
+// connection, every PSN lost is counted, and reports land again.
 func TestStranded(t *testing.T) {
 	b := newCollectorBed(t, 100)
 	tr, err := NewTranslator(b.conn, b.regs)
@@ -433,35 +434,101 @@ func TestStranded(t *testing.T) {
 	for k := uint32(10); k <= 12; k++ {
 		send(k)
 	}
-	time.Sleep(20 * time.Millisecond)
-	b.answers()
-	if b.conn.Outstanding() == 0 {
-		t.Fatal("nothing stranded")
-	}
 	var frame [256]byte
-	n, err := b.conn.Probe(frame[:])
+	ping := func() {
+		t.Helper()
+		n, err := b.conn.Ping(frame[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.emit(frame[:n]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ping()
+	time.Sleep(20 * time.Millisecond)
+	acks := b.conn.Stats.ACKs
+	b.answers()
+	if b.conn.Outstanding() == 0 || b.conn.Stats.ACKs != acks {
+		t.Fatalf("nothing stranded: %d outstanding; conn %+v", b.conn.Outstanding(), b.conn.Stats)
+	}
+	lost := b.conn.Stats.LostPSNs
+	n, err := b.conn.Fill(frame[:])
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := b.emit(frame[:n]); err != nil {
 		t.Fatal(err)
 	}
-	before := b.conn.Stats.ACKs
-	for deadline := time.Now().Add(5 * time.Second); b.conn.Stats.ACKs == before; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); b.conn.Stats.ACKs == acks; time.Sleep(time.Millisecond) {
 		b.answers()
 		if time.Now().After(deadline) {
-			t.Fatal("the probe drew no ACK")
+			t.Fatal("the fill drew no ACK")
 		}
 	}
-	lost := b.conn.Stats.LostPSNs
-	b.conn.Resync()
-	if b.conn.Outstanding() != 0 || b.conn.Stats.LostPSNs-lost != 6 {
+	if b.conn.Stats.Resyncs != 1 || b.conn.Outstanding() == 0 {
+		t.Fatalf("the fill alone moved the connection: %d outstanding; conn %+v", b.conn.Outstanding(), b.conn.Stats)
+	}
+	ping()
+	for deadline := time.Now().Add(5 * time.Second); b.conn.Stats.Resyncs == 1; time.Sleep(time.Millisecond) {
+		b.answers()
+		if time.Now().After(deadline) {
+			t.Fatalf("the ping after the fill drew no NAK; conn %+v", b.conn.Stats)
+		}
+	}
+	// Lost: the resent window (key 10's first WRITE, which the fill
+	// stands for, and the five after it) and both pings.
+	if b.conn.Outstanding() != 0 || b.conn.Stats.LostPSNs-lost != 8 {
 		t.Fatalf("after the resync: %d outstanding, %d more lost; %+v", b.conn.Outstanding(), b.conn.Stats.LostPSNs-lost, b.conn.Stats)
 	}
 	send(20)
 	b.settle()
 	if d, ok := dtamem.QueryKeyWrite(kwMem, 20, 2, kwSlots, 4); !ok || d[3] != 20 {
-		t.Fatal("a report after the probe did not land")
+		t.Fatal("a report after the resync did not land")
+	}
+}
+
+// TestFillDuplicate: a fill for packets that did arrive (the collector
+// is slow, or its ACK was lost) is a duplicate to the collector: it
+// answers where it stands and executes nothing, and nothing counts as
+// lost.
+func TestFillDuplicate(t *testing.T) {
+	b := newCollectorBed(t, 100)
+	tr, err := NewTranslator(b.conn, b.regs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kwMem := b.mem[:kwSlots*dtamem.KeyWriteEntryLen(4)]
+	var frame [256]byte
+	for k := uint32(1); k <= 5; k++ {
+		r := dtawire.Report{Opcode: dtawire.OpKeyWrite, Redundancy: 2, Key: k, Data: []byte{0, 0, 0, byte(k)}}
+		if err := tr.Translate(&r, b.emit); err != nil {
+			t.Fatal(err)
+		}
+		// A fill right behind each report's WRITEs, before any answer.
+		n, err := b.conn.Fill(frame[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.emit(frame[:n]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := b.conn.Ping(frame[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.emit(frame[:n]); err != nil {
+		t.Fatal(err)
+	}
+	b.settle()
+	if st := b.conn.Stats; st.Resyncs != 0 || st.LostPSNs != 0 || st.NAKs != 0 || st.Fills != 5 {
+		t.Fatalf("conn %+v", st)
+	}
+	for k := uint32(1); k <= 5; k++ {
+		if d, ok := dtamem.QueryKeyWrite(kwMem, k, 2, kwSlots, 4); !ok || d[3] != byte(k) {
+			t.Fatalf("key %d: %x %v", k, d, ok)
+		}
 	}
 }
 
@@ -501,5 +568,61 @@ func TestAppendEmitFails(t *testing.T) {
 	full = false
 	if err := tr.Translate(&r, emit); err != nil || sent != 1 {
 		t.Fatalf("after the port freed up: %v, %d WRITEs", err, sent)
+	}
+}
+
+// TestEmitFailureKeepsPSN: a frame the port could not take (emit fails)
+// gives its PSN back, whatever the operation: the collector sees no gap,
+// NAKs nothing, and every report tried again lands.
+func TestEmitFailureKeepsPSN(t *testing.T) {
+	b := newCollectorBed(t, 500)
+	tr, err := NewTranslator(b.conn, b.regs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	emit := func(f []byte) error {
+		calls++
+		if calls%3 == 0 {
+			return errTxFull
+		}
+		return b.emit(f)
+	}
+	want := map[uint32]uint64{}
+	for k := uint32(1); k <= 60; k++ {
+		reports := []dtawire.Report{
+			{Opcode: dtawire.OpKeyWrite, Redundancy: 2, Key: k, Data: []byte{0, 0, 0, byte(k)}},
+			{Opcode: dtawire.OpKeyIncrement, Redundancy: 1, Key: k % 7, Counter: uint64(k)},
+		}
+		for _, r := range reports {
+			for deadline := time.Now().Add(5 * time.Second); ; {
+				err := tr.Translate(&r, emit)
+				if err == nil {
+					break
+				}
+				if (!errors.Is(err, errTxFull) && !errors.Is(err, ErrAtomicWindow)) || time.Now().After(deadline) {
+					t.Fatal(err)
+				}
+				b.answers()
+			}
+		}
+		want[k%7] += uint64(k)
+		b.answers()
+	}
+	b.settle()
+	if st := b.conn.Stats; st.NAKs != 0 || st.Resyncs != 0 || st.LostPSNs != 0 {
+		t.Fatalf("a refused frame left a gap: conn %+v", st)
+	}
+	kwMem := b.mem[:kwSlots*dtamem.KeyWriteEntryLen(4)]
+	kiMem := b.mem[kwSlots*dtamem.KeyWriteEntryLen(4):]
+	for k := uint32(1); k <= 60; k++ {
+		if d, ok := dtamem.QueryKeyWrite(kwMem, k, 2, kwSlots, 4); !ok || d[3] != byte(k) {
+			t.Fatalf("key-write %d: %x %v", k, d, ok)
+		}
+	}
+	for k, v := range want {
+		if got := dtamem.QueryKeyIncrement(kiMem, k, 1, kiSlots); got != v {
+			t.Fatalf("key-increment %d: %d, want %d", k, got, v)
+		}
 	}
 }

@@ -529,9 +529,16 @@ func (in *Injector) input(i int, pkt *dpdk.Packet) {
 	}
 	ev := mirror.EventNone
 	if np.L4Proto == header.IPProtoUDP && np.UDP(frame).DstPort() == roce.UDPPort && !np.Fragment {
+		// Every packet to the RoCE port with a whole BTH is RoCE, as
+		// for the Tofino program: a malformed one (a length, pad count
+		// or opcode a NIC should not send) is counted, and still
+		// mirrored and matched, since the NIC under test sent it.
+		ok := true
 		if err := roce.ParseDecoded(frame, roce.UDPPort, &in.rp); err != nil {
 			cnt.Malformed.Add(1)
-		} else {
+			ok = bthOnly(frame, &in.rp)
+		}
+		if ok {
 			in.roce++
 			ev, _ = in.table.Lookup(&in.rp, frame)
 			in.mirror(frame, ev, pkt.Timestamp)
@@ -554,13 +561,15 @@ func (in *Injector) input(i int, pkt *dpdk.Packet) {
 		// Flip bits the ICRC covers but IP does not check, so the packet
 		// travels on and the receiver's ICRC check must catch it: the
 		// IPv4 identification (with its header checksum kept valid), or,
-		// in IPv6 which has no such field, the ICRC itself.
+		// in IPv6 which has no such field, a reserved bit of the BTH
+		// (the Tofino program's choice: the ICRC, after the payload, is
+		// beyond its parser).
 		if np.L3Proto == header.EtherTypeIPv4 {
 			ip := np.IPv4(frame)
 			ip.SetID(ip.ID() ^ 0x0101)
 			ip.UpdateChecksum()
 		} else {
-			frame[np.L3Off+np.L3Len-1] ^= 0x01
+			frame[in.rp.BTHOff+8] ^= 0x01
 		}
 	}
 	if in.cfg.DecTTL {
@@ -582,6 +591,23 @@ func (in *Injector) input(i int, pkt *dpdk.Packet) {
 	eth.SetDst(r.MAC)
 	eth.SetSrc(in.outMAC[r.Port])
 	in.enqueue(&in.fwd[r.Port][0], pkt)
+}
+
+// bthOnly fills p from the BTH of a frame that roce.ParseDecoded
+// rejected (p.Net decoded), when the frame holds a whole one: the fields
+// the event match and the mirror use.
+func bthOnly(frame []byte, p *roce.Packet) bool {
+	off := p.Net.PayloadOff
+	if p.Net.PayloadLen < roce.BTHLen || off+roce.BTHLen > len(frame) {
+		return false
+	}
+	bth := frame[off : off+roce.BTHLen]
+	p.Opcode = roce.Opcode(bth[0])
+	p.DestQP = binary.BigEndian.Uint32(bth[4:8]) & roce.QPNMask
+	p.PSN = binary.BigEndian.Uint32(bth[8:12]) & roce.PSNMask
+	p.SrcPort = binary.BigEndian.Uint16(frame[p.Net.L4Off:])
+	p.BTHOff = off
+	return true
 }
 
 // mirror makes the mirrored copy of a RoCE packet (decoded in in.rp)

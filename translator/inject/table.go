@@ -234,6 +234,23 @@ func (t *Table) Load(entries []intent.Entry, conns []intent.Conn, g intent.Geome
 	return nil
 }
 
+// SetRound sets the ITER registers of the connection whose data packets
+// go from src to dst for QP dstQPN, as injector.p4's control plane can
+// write its conn_psn and conn_iter cells: the PSN the next packet is
+// compared with (paper mode: the previous packet's; p4 mode: the expected
+// one) and the round. Load starts every connection in round 1; this puts
+// one in any state, which replaying a switch test needs.
+func (t *Table) SetRound(src, dst [16]byte, dstQPN uint32, last uint32, iter uint16) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := t.conns[connKey{Src: src, Dst: dst, DstQPN: dstQPN}]
+	if st == nil {
+		return fmt.Errorf("inject: no connection %x -> %x qpn %#x", src, dst, dstQPN)
+	}
+	st.last, st.iter = last&roce.PSNMask, iter
+	return nil
+}
+
 // Entries returns the loaded entries with their hit counts.
 func (t *Table) Entries() ([]intent.Entry, []uint64) {
 	t.mu.Lock()

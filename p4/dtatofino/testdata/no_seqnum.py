@@ -51,6 +51,7 @@ bfrt.dta_translator.pipe.Egress.pc_hop4.clear()
 bfrt.dta_translator.pipe.Egress.rdma_pkts.clear()
 bfrt.dta_translator.pipe.Egress.psn_resyncs.clear()
 bfrt.dta_translator.pipe.Egress.postcard_events.clear()
+bfrt.dta_translator.pipe.Egress.postcard_evictions.clear()
 
 # Port setup.
 quietly(bfrt.port.port.delete, DEV_PORT=port_coll)

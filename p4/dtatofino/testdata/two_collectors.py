@@ -52,6 +52,7 @@ bfrt.translator.pipe.Egress.pc_hop4.clear()
 bfrt.translator.pipe.Egress.rdma_pkts.clear()
 bfrt.translator.pipe.Egress.psn_resyncs.clear()
 bfrt.translator.pipe.Egress.postcard_events.clear()
+bfrt.translator.pipe.Egress.postcard_evictions.clear()
 bfrt.translator.pipe.Ingress.reporter.clear()
 bfrt.translator.pipe.Ingress.expected_seq.clear()
 

@@ -29,8 +29,8 @@ counter('drop_reports', 3, '', bfrt.translator.pipe.Ingress.drop_reports)  # unk
 # Postcards, by outcome.
 counter('postcard_events', 0, '', bfrt.translator.pipe.Egress.postcard_events)  # held
 counter('postcard_events', 1, '', bfrt.translator.pipe.Egress.postcard_events)  # complete
-counter('postcard_events', 2, '', bfrt.translator.pipe.Egress.postcard_events)  # evicted
-counter('postcard_events', 3, '', bfrt.translator.pipe.Egress.postcard_events)  # bad_hop
+counter('postcard_events', 2, '', bfrt.translator.pipe.Egress.postcard_events)  # bad_hop
+counter('postcard_evictions', 0, '', bfrt.translator.pipe.Egress.postcard_evictions)  # evicted
 # Per collector: RDMA packets, PSN resynchronisations, the next PSN (per pipe).
 counter('rdma_pkts', 0, 'kv', bfrt.translator.pipe.Egress.rdma_pkts)
 counter('psn_resyncs', 0, 'kv', bfrt.translator.pipe.Egress.psn_resyncs)

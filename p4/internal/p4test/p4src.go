@@ -36,6 +36,10 @@ type Table struct {
 	Keys    []Key
 	Actions []string
 	Size    uint64
+	// Fixed is a keyless table with a const default action: a step of
+	// the program that Tofino's rules made a table, nothing for the
+	// control plane to fill.
+	Fixed bool
 }
 
 // Key is a key element: its bfrt name (the @name annotation, else the
@@ -210,6 +214,7 @@ func Parse(t testing.TB, path string) *Source {
 			if m := sizeRE.FindStringSubmatch(tb); m != nil {
 				tab.Size = num(m[1])
 			}
+			tab.Fixed = len(tab.Keys) == 0 && strings.Contains(tb, "const default_action")
 			if i := strings.Index(tb, "const entries"); i >= 0 {
 				eb, err := block(tb, strings.IndexByte(tb[i:], '{')+i)
 				if err != nil {

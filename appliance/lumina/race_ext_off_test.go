@@ -1,0 +1,5 @@
+//go:build !race
+
+package lumina_test
+
+const raceDetector = false

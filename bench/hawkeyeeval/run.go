@@ -1,0 +1,620 @@
+package hawkeyeeval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/rdma-appliance/appliance/bench/fabric"
+	"github.com/rdma-appliance/appliance/bench/hawkeyesim"
+	"github.com/rdma-appliance/appliance/collector/hawkeyeanalyzer"
+	"github.com/rdma-appliance/appliance/internal/hawkeyewire"
+)
+
+// Params are the detection and telemetry parameters: Figure 7's axes.
+// Every method runs with the same ones.
+type Params struct {
+	// EpochShift: telemetry epochs of 2^EpochShift ns (20: 1.05 ms). The
+	// data plane picks epochs by timestamp bits, so they are powers of
+	// two.
+	EpochShift uint `json:"epoch_shift"`
+	// Threshold: the agent polls when a flow's RTT passes this percent
+	// of its base RTT.
+	Threshold int `json:"threshold_percent"`
+}
+
+// DefaultParams: 1 ms epochs, 300% of the base RTT.
+func DefaultParams() Params { return Params{EpochShift: 20, Threshold: 300} }
+
+// Epoch is the epoch length.
+func (p Params) Epoch() time.Duration { return time.Duration(int64(1) << p.EpochShift) }
+
+func (p Params) String() string {
+	return fmt.Sprintf("epoch %v, threshold %d%%", p.Epoch(), p.Threshold)
+}
+
+// Validate checks the parameters against what the switch program and the
+// agent take.
+func (p Params) Validate() error {
+	if p.EpochShift < 10 || p.EpochShift > 30 {
+		return fmt.Errorf("epoch of 2^%d ns: 2^10 (1 us) .. 2^30 (1 s)", p.EpochShift)
+	}
+	if p.Threshold < 110 || p.Threshold > 10000 {
+		return fmt.Errorf("threshold %d%%: 110 .. 10000", p.Threshold)
+	}
+	return nil
+}
+
+const (
+	// readDelay is how long after a poll the switches' CPUs read their
+	// registers (the paper's pollers take tens of milliseconds; by then
+	// the epochs hold the anomaly as it developed, not only its first
+	// microseconds).
+	readDelay = 500_000
+	// collectInterval: a switch collected less than this ago is not read
+	// again for another incident; its last report serves (the paper's
+	// interval between two collections of one switch), for every method.
+	collectInterval = 100_000
+	// sameDetection: a background flow the agents catch in the
+	// counterfactual run within this of its detection in the trace was
+	// caught for reasons of its own, not the anomaly's.
+	sameDetection = 500_000
+	// settle is the end of a trace over which a deadlocked loop must
+	// carry no data.
+	settle = 500_000
+	// drain: an incast's or a storm's queue still delays flows this long
+	// after its last flow finished.
+	drain = 200_000
+	// pauseWindow: the pauses that can have delayed a flow caught at t
+	// are those of the last half millisecond (a PAUSE holds a 100G port
+	// for at most 335 us; a lasting one is refreshed).
+	pauseWindow = 500_000
+)
+
+// Incident is one detection an agent raised, its ground truth and what
+// every method made of it.
+type Incident struct {
+	Time int64 `json:"time_ns"`
+	Flow int   `json:"flow"`
+	// Victim: the flow suffered the injected anomaly (one of the
+	// anomaly's own flows, or a background flow caught after the anomaly
+	// began that the counterfactual run did not catch). Expect are the
+	// types a right diagnosis may name for it, Causal the switches on its
+	// path and on the PFC chains from its path to the root cause.
+	Victim  bool      `json:"victim"`
+	Expect  []Anomaly `json:"expect,omitempty"`
+	Causal  []string  `json:"causal,omitempty"`
+	Results []Result  `json:"results"`
+}
+
+// Result is one method's diagnosis of an incident.
+type Result struct {
+	Method  Method  `json:"method"`
+	Verdict Verdict `json:"verdict"`
+	// Bytes is the telemetry the diagnosis read (the paper's processing
+	// overhead, Figure 9a); Collected what was read from the switches
+	// for it, reports collected less than the interval before serving
+	// again at no cost.
+	Bytes     int      `json:"bytes"`
+	Collected int      `json:"collected"`
+	Switches  []string `json:"switches"`
+	// Telemetry is what the method collected, kept when asked for.
+	Telemetry *hawkeyewire.Telemetry `json:"-"`
+}
+
+// TraceResult is one trace's run.
+type TraceResult struct {
+	Topology Topology
+	Anomaly  Anomaly
+	Seed     uint64
+	// Manifested: the fabric showed the anomaly as injected; Reason says
+	// why not.
+	Manifested bool
+	Reason     string
+	Truth      Truth
+	Incidents  []Incident
+	// Keys are the root-cause flows' 5-tuples.
+	Keys []hawkeyewire.FlowKey
+}
+
+// RunOptions say what Run runs.
+type RunOptions struct {
+	Params  Params
+	Methods []Method
+	// Keep keeps every method's telemetry in the results (for the lab's
+	// gallery); an evaluation drops it once diagnosed.
+	Keep bool
+}
+
+// Run simulates a trace with Hawkeye on every switch and host, and its
+// counterfactual; diagnoses every detection the agents raised with every
+// method's telemetry; and settles each detection's ground truth.
+func Run(ctx context.Context, tr *Trace, o RunOptions) (*TraceResult, error) {
+	if err := o.Params.Validate(); err != nil {
+		return nil, err
+	}
+	a, err := runTrace(ctx, tr, o, true)
+	if err != nil {
+		return nil, err
+	}
+	b, err := runTrace(ctx, tr.Counterfactual(), o, false)
+	if err != nil {
+		return nil, fmt.Errorf("counterfactual: %w", err)
+	}
+	res := &TraceResult{Topology: tr.Topology, Anomaly: tr.Truth.Anomaly, Seed: tr.Seed, Truth: tr.Truth}
+	for _, f := range tr.Truth.Flows {
+		res.Keys = append(res.Keys, hawkeyesim.FlowKeyOf(a.sim, int32(f)))
+	}
+	res.Manifested, res.Reason = tr.manifested(a, b)
+	later := map[int][]int64{}
+	for _, p := range b.polls {
+		later[int(p.Flow)] = append(later[int(p.Flow)], p.Time)
+	}
+	injected := map[int]bool{}
+	for _, f := range tr.Truth.Injected {
+		injected[f] = true
+	}
+	end := a.active(tr)
+	for _, in := range a.incidents {
+		inc := in.Incident
+		switch {
+		case inc.Time < tr.Truth.At:
+		case injected[inc.Flow]:
+			inc.Victim = true
+		case inc.Flow < tr.Background:
+			// A background flow is the anomaly's victim when the
+			// counterfactual run did not catch it about then, the
+			// anomaly was still at work, and a path of its own or of
+			// paused links leads from the flow to it: a run that
+			// diverged from the counterfactual only by chance (ECN
+			// marks drawn at random, retransmissions) hurts no one.
+			inc.Victim = inc.Time <= end && !slices.ContainsFunc(later[inc.Flow], func(t int64) bool {
+				return t >= tr.Truth.At && t > inc.Time-sameDetection && t < inc.Time+sameDetection
+			}) && a.connected(tr, int32(inc.Flow), inc.Time)
+		}
+		if inc.Victim {
+			inc.Expect = a.expect(tr, inc.Flow, inc.Time, in.read)
+			inc.Causal = in.causal
+		}
+		res.Incidents = append(res.Incidents, inc)
+	}
+	return res, nil
+}
+
+// run is one simulation of a trace with Hawkeye attached.
+type run struct {
+	sim       *fabric.Sim
+	sys       *hawkeyesim.System
+	polls     []hawkeyesim.PollEvent
+	incidents []*pending
+	// xoff are the PFC pauses switches sent: the port that received
+	// each, and when.
+	xoff []pauseEvent
+	// loopPaused and nearLoop: when each flow first had a packet queued
+	// paused at one of the loop's egress ports, or at any port of a loop
+	// switch.
+	loopPaused, nearLoop map[int32]int64
+	deadlocked           bool
+	names                []string // switch index -> name
+	res                  *fabric.Results
+}
+
+type pauseEvent struct {
+	node, port int
+	t          int64
+}
+
+type pending struct {
+	Incident
+	poll   hawkeyesim.PollEvent
+	visits []hawkeyesim.Visit
+	read   int64
+	causal []string
+}
+
+// runTrace simulates tr; full also collects and diagnoses every
+// incident (the counterfactual only needs the detections and the loop's
+// fate).
+func runTrace(ctx context.Context, tr *Trace, o RunOptions, full bool) (*run, error) {
+	sim, err := tr.Sim()
+	if err != nil {
+		return nil, err
+	}
+	r := &run{sim: sim, loopPaused: map[int32]int64{}, nearLoop: map[int32]int64{}}
+	cfg := hawkeyesim.DefaultConfig()
+	cfg.EpochShift = o.Params.EpochShift
+	cfg.ReadDelay = readDelay
+	cfg.CollectInterval = collectInterval
+	// The evaluation reads the switches itself, for every method alike
+	// (same moment, same epochs, same interval between two collections
+	// of a switch): Hawkeye's own CPU pollers would only read the same
+	// registers again.
+	cfg.NoPoller = true
+	acfg := hawkeyesim.DefaultAgentConfig()
+	acfg.Threshold = o.Params.Threshold
+	loopSw := map[int]bool{}
+	loopPort := map[[2]int]bool{}
+	for i, n := range tr.Truth.Loop {
+		node, _ := tr.Graph.Node(n)
+		sw := sim.SwitchOf(node)
+		loopSw[sw] = true
+		loopPort[[2]int{sw, tr.Truth.LoopPorts[i]}] = true
+	}
+	rec := &fabric.Hooks{Pause: func(node, port int, prio uint8, quanta uint16) {
+		if quanta > 0 && sim.SwitchOf(r.peer(node, port)) >= 0 {
+			r.xoff = append(r.xoff, pauseEvent{node, port, sim.Now()})
+		}
+	}}
+	if len(loopSw) > 0 {
+		rec.Enqueue = func(sw, port int, p *fabric.Packet, _ int64) {
+			if !loopSw[sw] || p.Kind != fabric.KindData || !sim.Paused(sim.NodeOfSwitch(sw), port, p.Prio) {
+				return
+			}
+			if _, ok := r.nearLoop[p.Flow]; !ok {
+				r.nearLoop[p.Flow] = sim.Now()
+			}
+			if _, ok := r.loopPaused[p.Flow]; !ok && loopPort[[2]int{sw, port}] {
+				r.loopPaused[p.Flow] = sim.Now()
+			}
+		}
+	}
+	sys, err := hawkeyesim.Attach(sim, cfg, acfg, rec)
+	if err != nil {
+		return nil, err
+	}
+	r.sys = sys
+	for i := range sys.Program.Switches() {
+		r.names = append(r.names, sys.Program.SwitchName(i))
+	}
+	current := map[uint8]*pending{}
+	sys.Program.OnVisit = func(v hawkeyesim.Visit) {
+		if p := current[v.Event]; p != nil {
+			p.visits = append(p.visits, v)
+		}
+	}
+	col := newCollector(r, tr, o)
+	sys.Agent.OnPoll = func(p hawkeyesim.PollEvent) {
+		if p.Time > tr.Duration {
+			return
+		}
+		r.polls = append(r.polls, p)
+		if !full {
+			return
+		}
+		in := &pending{Incident: Incident{Time: p.Time, Flow: int(p.Flow)}, poll: p, read: p.Time + readDelay}
+		current[p.Event] = in
+		r.incidents = append(r.incidents, in)
+		sim.At(in.read, func(*fabric.Sim) { col.read(in) })
+	}
+	var before []uint64
+	loopData := func(res *fabric.Results) []uint64 {
+		var out []uint64
+		for i, n := range tr.Truth.Loop {
+			out = append(out, res.Port(n, tr.Truth.LoopPorts[i]).TxData)
+		}
+		return out
+	}
+	res, err := sim.Run(ctx, tr.Duration-settle)
+	if err == nil {
+		before = loopData(res)
+		res, err = sim.Run(ctx, tr.Duration)
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.res = res
+	if len(tr.Truth.Loop) > 0 {
+		r.deadlocked = slices.Equal(before, loopData(res))
+		for i, n := range tr.Truth.Loop {
+			node, _ := tr.Graph.Node(n)
+			r.deadlocked = r.deadlocked && sim.Paused(node, tr.Truth.LoopPorts[i], fabric.PrioData)
+		}
+	}
+	if full {
+		// The reads of detections near the end.
+		if _, err := sim.Run(ctx, tr.Duration+readDelay); err != nil {
+			return nil, err
+		}
+		for _, in := range r.incidents {
+			if in.Results == nil {
+				return nil, errors.New("hawkeyeeval: an incident was never read")
+			}
+		}
+	}
+	return r, nil
+}
+
+func (r *run) peer(node, port int) int {
+	n, _ := r.sim.Peer(node, port)
+	return n
+}
+
+// route is flow's path as the routes and its ECMP hash send it: the
+// switches and their egress ports in order, each switch once (a loop is
+// followed round once).
+func (r *run) route(flow int32) (nodes, ports []int) {
+	src, dst := r.sim.FlowEnds(flow)
+	h := r.sim.FlowHash(flow)
+	node, _ := r.sim.Peer(src, 0)
+	for len(nodes) < 64 && node != dst && r.sim.SwitchOf(node) >= 0 && !slices.Contains(nodes, node) {
+		p := r.sim.NextHop(node, dst, h)
+		if p < 0 {
+			break
+		}
+		nodes, ports = append(nodes, node), append(ports, p)
+		node, _ = r.sim.Peer(node, p)
+	}
+	return nodes, ports
+}
+
+// expect are the types a right diagnosis may name for flow's incident,
+// detected at t and read at read. An out-of-loop deadlock is two
+// injected anomalies at once, the cause outside the loop and the
+// deadlock it closes, with one root cause: a flow paused at a loop port
+// before it was caught (or the trickle, which only circles the loop)
+// suffered the deadlock; one paused at a loop port only after, or at
+// another port of a loop switch, waited on both, and the telemetry read
+// shows both; any other suffered the outside cause alone.
+func (r *run) expect(tr *Trace, flow int, t, read int64) []Anomaly {
+	a := tr.Truth.Anomaly
+	if tr.Truth.Outside == NoAnomaly || flow == tr.Truth.Injected[0] {
+		return []Anomaly{a}
+	}
+	lp, inLoop := r.loopPaused[int32(flow)]
+	np, near := r.nearLoop[int32(flow)]
+	switch {
+	case inLoop && lp <= t:
+		return []Anomaly{a}
+	case inLoop && lp <= read, near && np <= read:
+		return []Anomaly{a, tr.Truth.Outside}
+	}
+	return []Anomaly{tr.Truth.Outside}
+}
+
+// pausedLinks are the links paused by PFC between from and to (an egress
+// port that received a PAUSE from the switch at its far end), by switch:
+// fwd from the paused switch to the one that paused it, back the reverse.
+func (r *run) pausedLinks(from, to int64) (fwd, back map[int][]int) {
+	fwd, back = map[int][]int{}, map[int][]int{}
+	for _, e := range r.xoff {
+		if e.t < from || e.t > to {
+			continue
+		}
+		p := r.peer(e.node, e.port)
+		fwd[e.node] = append(fwd[e.node], p)
+		back[p] = append(back[p], e.node)
+	}
+	return fwd, back
+}
+
+// reach is every node reachable from start over adj.
+func reach(start []int, adj map[int][]int) map[int]bool {
+	seen := map[int]bool{}
+	queue := slices.Clone(start)
+	for _, n := range start {
+		seen[n] = true
+	}
+	for len(queue) > 0 {
+		n := queue[0]
+		queue = queue[1:]
+		for _, m := range adj[n] {
+			if !seen[m] {
+				seen[m] = true
+				queue = append(queue, m)
+			}
+		}
+	}
+	return seen
+}
+
+func (r *run) where(tr *Trace) []int {
+	var out []int
+	for _, n := range tr.Truth.Where {
+		if i, ok := tr.Graph.Node(n); ok {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// connected says whether flow, caught at t, could have suffered the
+// anomaly: its path crosses a port where the root cause acts, or a chain
+// of links PFC paused since the anomaly began leads from its path to a
+// switch where it acts.
+func (r *run) connected(tr *Trace, flow int32, t int64) bool {
+	nodes, ports := r.route(flow)
+	for i, n := range nodes {
+		if slices.Contains(tr.Truth.Ports, SwitchPort{tr.Graph.Nodes[n].Name, ports[i]}) {
+			return true
+		}
+	}
+	fwd, _ := r.pausedLinks(max(tr.Truth.At, t-pauseWindow), t)
+	f := reach(nodes, fwd)
+	return slices.ContainsFunc(r.where(tr), func(n int) bool { return f[n] })
+}
+
+// active is until when the anomaly can hurt a flow: a deadlock for good;
+// an incast, contention or storm until its last flow finished (and the
+// storm stopped), with a margin for the queue it left to drain.
+func (r *run) active(tr *Trace) int64 {
+	if tr.Truth.Anomaly.Deadlock() {
+		return tr.Duration
+	}
+	end := tr.Truth.At
+	for _, f := range tr.Truth.Injected {
+		fr := r.res.Flows[f]
+		if !fr.Done {
+			return tr.Duration
+		}
+		end = max(end, fr.Start+fr.FCT)
+	}
+	for _, f := range tr.Faults {
+		end = max(end, f.Until)
+	}
+	return end + drain
+}
+
+// causal are the switches causally relevant to flow's incident at t,
+// from the simulation's own record of pauses: the flow's path, and every
+// switch on a chain of links paused about then (from pauseWindow before
+// the detection until it) from a switch of that path to where the root
+// cause acts.
+func (r *run) causal(tr *Trace, flow int32, t int64) []string {
+	nodes, _ := r.route(flow)
+	fwd, back := r.pausedLinks(max(tr.Truth.At, t-pauseWindow), t)
+	f, b := reach(nodes, fwd), reach(r.where(tr), back)
+	set := map[string]bool{}
+	for _, n := range nodes {
+		set[tr.Graph.Nodes[n].Name] = true
+	}
+	for n := range f {
+		if b[n] {
+			set[tr.Graph.Nodes[n].Name] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for n := range set {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// collector reads the switches for every method at each incident, as
+// each would have: the same registers at the same moment, each method
+// over its own switches and with its own memory of when it last
+// collected each one.
+type collector struct {
+	r     *run
+	tr    *Trace
+	o     RunOptions
+	hosts map[string]uint32
+	links []hawkeyewire.Link
+	// last[m][sw]: the method's latest collection of a switch.
+	last []map[int]snapshot
+}
+
+type snapshot struct {
+	at int64
+	r  hawkeyewire.SwitchReport
+}
+
+func newCollector(r *run, tr *Trace, o RunOptions) *collector {
+	c := &collector{r: r, tr: tr, o: o}
+	c.hosts, c.links = hawkeyesim.Topology(r.sim)
+	for range o.Methods {
+		c.last = append(c.last, map[int]snapshot{})
+	}
+	return c
+}
+
+// read collects and diagnoses an incident for every method.
+func (c *collector) read(in *pending) {
+	r := c.r
+	now := r.sim.Now()
+	idx := map[string]int{}
+	for i, n := range r.names {
+		idx[n] = i
+	}
+	traced, onPath := map[int]bool{}, map[int]bool{}
+	for _, v := range in.visits {
+		traced[idx[v.Switch]] = true
+		if v.Type&hawkeyewire.TypeFlow != 0 {
+			onPath[idx[v.Switch]] = true
+		}
+	}
+	fresh := map[int]hawkeyewire.SwitchReport{}
+	readSw := func(sw int) hawkeyewire.SwitchReport {
+		rep, ok := fresh[sw]
+		if !ok {
+			rep = r.sys.Program.Collect(sw)
+			fresh[sw] = rep
+		}
+		return rep
+	}
+	nodes, ports := r.route(in.poll.Flow)
+	var path []hawkeyeanalyzer.PortID
+	for i, n := range nodes {
+		path = append(path, hawkeyeanalyzer.PortID{Switch: c.tr.Graph.Nodes[n].Name, Port: ports[i]})
+	}
+	in.causal = r.causal(c.tr, in.poll.Flow, in.poll.Time)
+	for mi, m := range c.o.Methods {
+		t := &hawkeyewire.Telemetry{Event: in.poll.Event, Victim: in.poll.Victim, Time: in.poll.Time, Hosts: c.hosts, Links: c.links}
+		res := Result{Method: m}
+		for sw := range r.names {
+			switch m.scope() {
+			case scopeTraced:
+				if !traced[sw] {
+					continue
+				}
+			case scopeVictim:
+				if !onPath[sw] {
+					continue
+				}
+			}
+			last, ok := c.last[mi][sw]
+			reuse := ok && !m.streams() && now-last.at < collectInterval
+			if !reuse {
+				last = snapshot{now, readSw(sw)}
+				c.last[mi][sw] = last
+			}
+			rep, b := m.shape(last.r)
+			res.Bytes += b
+			if reuse {
+				rep.Bytes = 0
+			} else {
+				res.Collected += b
+			}
+			t.Reports = append(t.Reports, rep)
+			res.Switches = append(res.Switches, r.names[sw])
+		}
+		slices.Sort(res.Switches)
+		res.Verdict = m.diagnose(t, path)
+		if c.o.Keep {
+			res.Telemetry = t
+		}
+		in.Results = append(in.Results, res)
+	}
+}
+
+// manifested checks the two runs for the anomaly as injected.
+func (tr *Trace) manifested(a, b *run) (bool, string) {
+	rcv := -1
+	if tr.Truth.Receiver != "" {
+		h, _ := tr.Graph.Node(tr.Truth.Receiver)
+		rcv, _ = a.sim.Peer(h, 0)
+	}
+	// fromToR: the receiver's ToR sent PFC upstream after the anomaly
+	// began.
+	fromToR := slices.ContainsFunc(a.xoff, func(e pauseEvent) bool {
+		return e.t >= tr.Truth.At && a.peer(e.node, e.port) == rcv
+	})
+	switch tr.Truth.Anomaly {
+	case Incast:
+		if !fromToR {
+			return false, "the incast drew no PFC from the receiver's ToR"
+		}
+	case Storm:
+		if !fromToR {
+			return false, "the storm did not spread past the host's ToR"
+		}
+	case Contention:
+		if slices.ContainsFunc(a.xoff, func(e pauseEvent) bool { return e.t >= tr.Truth.At }) {
+			return false, "PFC paused a port: not plain contention"
+		}
+	case InLoopDeadlock:
+		if !a.deadlocked {
+			return false, "the loop did not deadlock"
+		}
+	case OutLoopContention, OutLoopInjection:
+		switch {
+		case !a.deadlocked:
+			return false, "the loop did not deadlock"
+		case b.deadlocked:
+			return false, "the loop deadlocked without its outside cause"
+		}
+	}
+	return true, ""
+}

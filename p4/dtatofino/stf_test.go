@@ -1,0 +1,210 @@
+package dtatofino
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"testing"
+
+	"github.com/rdma-appliance/appliance/dpdk/header"
+	"github.com/rdma-appliance/appliance/internal/dtamem"
+	"github.com/rdma-appliance/appliance/internal/dtawire"
+	"github.com/rdma-appliance/appliance/p4/internal/stf"
+	"github.com/rdma-appliance/appliance/translator/dtatranslator"
+	"github.com/rdma-appliance/appliance/verbs/roce"
+)
+
+// Reasons a test is not replayed against the software translator.
+const (
+	misparsed = "P4Testgen misparsed the egress (its expected packet is not the program's; see stf.EgressMisparsed)"
+	notAHost  = "not a report or a collector's answer: the software translator is a host that takes its own traffic, " +
+		"the Tofino one a top-of-rack switch that also routes (IPv4 forwarding, drops of other frames)"
+	multicast = "a Key-Write or Key-Increment replicated by a multicast group, which P4Testgen's Tofino model does not " +
+		"follow (it expects no packet)"
+)
+
+// TestSTFTranslator replays P4Testgen's tests of translator.p4 against
+// the software translator's parts that make the same decisions
+// (translator/dtatranslator): SeqTracker judges retransmittable reports
+// (with the expected number the test sets in expected_seq), Translator
+// refuses a report whose primitive or list the collector does not serve,
+// Conn takes a collector's ACKs and NAKs. Every test that expects a
+// packet out of this program comes out of an egress P4Testgen misparses
+// (it reads egress_rid), so the replay compares drops; what the twins
+// send where the switch sends is checked by the package's other tests.
+func TestSTFTranslator(t *testing.T) {
+	stf.Replay(t, "testdata/p4testgen/translator", translatorModel, stf.Known{})
+}
+
+// TestSTFReporter: reporter.p4's tests forward IPv4 (with a report rule
+// or none) and count the translator's ACKs; the report itself is a
+// mirrored copy, which P4Testgen does not follow. The lab's reporters are
+// hosts (dtatranslator.Reporter), so no test maps onto them; the replay
+// keeps the tests loadable and says why none runs.
+func TestSTFReporter(t *testing.T) {
+	rep := stf.Replay(t, "testdata/p4testgen/reporter", reporterModel, stf.Known{})
+	if rep.Passed != 0 {
+		t.Errorf("%d reporter tests ran: update the comment", rep.Passed)
+	}
+}
+
+func reporterModel(tc *stf.Test) ([]stf.Output, string, error) {
+	if tc.EgressMisparsed() {
+		return nil, misparsed, nil
+	}
+	return nil, "reporter.p4 routes and mirrors; the lab's reporters (dtatranslator.Reporter) are hosts that send " +
+		"reports themselves, and P4Testgen does not follow the mirrored copy that becomes the report", nil
+}
+
+// translatorModel is the adapter.
+func translatorModel(tc *stf.Test) ([]stf.Output, string, error) {
+	if tc.EgressMisparsed() {
+		return nil, misparsed, nil
+	}
+	// translator.p4 reads no IP or UDP length.
+	tc.FixLengths()
+	var np header.Parsed
+	if err := header.Decode(tc.In, &np); err != nil || np.L3Proto != header.EtherTypeIPv4 ||
+		np.L4Proto != header.IPProtoUDP || np.Fragment {
+		return nil, notAHost, nil
+	}
+	ip := np.IPv4(tc.In)
+	udp := np.UDP(tc.In)
+	type coll struct {
+		idx  uint64
+		port uint64
+	}
+	collectors := map[[4]byte]coll{}
+	answers := map[[2]uint64]coll{}
+	groups := map[[2]uint64]uint64{}
+	lists := map[[2]uint64]bool{}
+	reporters := map[[4]byte]bool{}
+	for _, e := range tc.Adds {
+		switch e.Table {
+		case "Ingress.collector":
+			k, _ := e.Key("dst_addr")
+			collectors[[4]byte(k.Value())] = coll{e.Uint("idx"), e.Uint("port")}
+		case "Ingress.collector_qp":
+			a, _ := e.Key("src_addr")
+			q, _ := e.Key("dst_qpn")
+			answers[[2]uint64{a.Uint(), q.Uint()}] = coll{e.Uint("idx"), e.Uint("port")}
+		case "Ingress.redundancy_group":
+			c, _ := e.Key("collector")
+			n, _ := e.Key("redundancy")
+			groups[[2]uint64{c.Uint(), n.Uint()}] = e.Uint("mgid")
+		case "Ingress.append_list":
+			c, _ := e.Key("collector")
+			l, _ := e.Key("list_id")
+			lists[[2]uint64{c.Uint(), l.Uint()}] = true
+		case "Ingress.reporter":
+			a, _ := e.Key("src_addr")
+			reporters[[4]byte(a.Value())] = true
+		case "Ingress.ipv4_fwd":
+		default:
+			if e.Table[:7] == "Egress." {
+				continue // the egress only sees what ingress sends it
+			}
+			return nil, "", fmt.Errorf("add %s: no mapping onto the twin", e.Table)
+		}
+	}
+	switch udp.DstPort() {
+	case dtawire.ReportPort:
+		c, ok := collectors[ip.Dst()]
+		if !ok {
+			return nil, notAHost, nil
+		}
+		payload := np.Payload(tc.In)
+		var r dtawire.Report
+		if err := (dtawire.Format{}).Parse(payload, &r); err != nil {
+			// The switch parses the base header alone for an opcode it
+			// does not know; the software translator refuses what it
+			// cannot parse. Both send nothing.
+			if errors.Is(err, dtawire.ErrTruncated) {
+				return nil, "a report cut short, which the switch's parser rejects", nil
+			}
+			return nil, "", nil
+		}
+		if r.Retransmittable && reporters[ip.Src()] {
+			seq := dtatranslator.NewSeqTracker()
+			for _, reg := range tc.Registers {
+				if reg.Name == "Ingress.expected_seq" {
+					seq.Expect(netip.AddrFrom4(ip.Src()), uint8(reg.Value.Uint64()))
+				}
+			}
+			if len(tc.Registers) == 0 {
+				return nil, "expected_seq unknown (STF tests cannot set it)", nil
+			}
+			if v, ack, nack, n := seq.Check(netip.AddrFrom4(ip.Src()), r.Seq, 0); v != dtatranslator.SeqAccept {
+				// The twin answers the reporter where the report came
+				// from. (The frames differ: the switch turns the report
+				// around, the twin writes a new datagram from UDP 40044
+				// with DF and a checksum; reporters read the DTA ACK
+				// header only. Every test that expects the switch's
+				// answer on a real port comes out of the misparsed
+				// egress, so none compares them.)
+				if !ack {
+					return nil, "", nil
+				}
+				buf := make([]byte, 128)
+				eth := header.Ethernet(tc.In)
+				k, err := dtatranslator.WriteAckFrame(buf, header.MAC{}, eth.Src(), ip.Dst(), ip.Src(), dtawire.AckPort,
+					dtawire.Ack{Seq: n, NACK: nack})
+				if err != nil {
+					return nil, "", err
+				}
+				return []stf.Output{{Port: tc.InPort, Frame: buf[:k]}}, "", nil
+			}
+		}
+		regions := dtamem.Regions{}
+		switch r.Opcode {
+		case dtawire.OpKeyWrite, dtawire.OpKeyIncrement:
+			mgid, ok := groups[[2]uint64{c.idx, uint64(r.Redundancy)}]
+			switch {
+			case !ok || r.Redundancy == 0 || r.Redundancy > MaxRedundancy:
+			case mgid != 0:
+				return nil, multicast, nil
+			}
+			// Group 0 replicates to nobody: as a collector without the
+			// region, the report goes nowhere.
+		case dtawire.OpAppend:
+			if lists[[2]uint64{c.idx, uint64(r.ListID)}] {
+				return nil, "an Append sent to the collector's egress (no test of one expects a packet P4Testgen got right)", nil
+			}
+		case dtawire.OpPostcarder:
+			return nil, "a postcard, which the egress gathers (no test of one expects a packet P4Testgen got right)", nil
+		}
+		conn := dtatranslator.NewConn(dtamem.Endpoint{}, dtamem.Endpoint{}, 0)
+		tr, err := dtatranslator.NewTranslator(conn, regions)
+		if err != nil {
+			return nil, "", err
+		}
+		var outs []stf.Output
+		err = tr.Translate(&r, func(f []byte) error {
+			outs = append(outs, stf.Output{Port: int(c.port), Frame: append([]byte(nil), f...)})
+			return nil
+		})
+		if err == nil || !errors.Is(err, dtatranslator.ErrNoRegion) {
+			return nil, "", fmt.Errorf("the twin translated a report the switch has no region for (%v)", err)
+		}
+		return outs, "", nil
+	case roce.UDPPort:
+		var p roce.Packet
+		if err := roce.ParseDecoded(tc.In, roce.UDPPort, &p); err != nil || p.AETH(tc.In) == nil {
+			return nil, notAHost, nil
+		}
+		if _, ok := answers[[2]uint64{uint64(ipv4(ip.Src())), uint64(p.DestQP)}]; !ok {
+			return nil, notAHost, nil
+		}
+		// An ACK or NAK of the collector: the connection takes it and
+		// nothing goes out (a NAK moves the PSN, in the egress pipe on
+		// the switch).
+		conn := dtatranslator.NewConn(dtamem.Endpoint{}, dtamem.Endpoint{}, p.PSN)
+		_, _ = conn.Input(&p, tc.In)
+		return nil, "", nil
+	}
+	return nil, notAHost, nil
+}
+
+func ipv4(a [4]byte) uint32 {
+	return uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+}

@@ -1,5 +1,0 @@
-//go:build !race
-
-package dtatranslator
-
-const raceEnabled = false

@@ -1,6 +1,0 @@
-//go:build race
-
-package dtatranslator
-
-// raceEnabled: see TestServiceBackpressure.
-const raceEnabled = true
