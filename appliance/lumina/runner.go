@@ -142,16 +142,18 @@ func profile(h HostSpec) soft.Profile {
 	p.MinTimeBetweenCNPs = time.Duration(rp.MinTimeBetweenCNPs) * time.Microsecond
 	p.DCQCNRate = rp.DCQCNRPEnable
 	p.AdaptiveRetrans = rp.AdaptiveRetrans
+	if rp.DCQCNEnable != nil {
+		// The E810 has one switch for both ends of DCQCN.
+		p.CNPEnable, p.DCQCNRate = *rp.DCQCNEnable, *rp.DCQCNEnable
+	}
 	return p
 }
 
-func addrs(list []string) (netip.Addr, []netip.Addr) {
-	var out []netip.Addr
-	for _, s := range list {
-		if a, err := netip.ParseAddr(s); err == nil {
-			out = append(out, a.Unmap())
-		}
-	}
+// addrs splits a NIC's GIDs (the address part of each ip-list entry; the
+// prefix only matters when the address is assigned to a real NIC) into
+// the first and the rest.
+func addrs(n NICSpec) (netip.Addr, []netip.Addr) {
+	out := n.Addrs()
 	if len(out) == 0 {
 		return netip.Addr{}, nil
 	}
@@ -166,8 +168,8 @@ func (r *Runner) repeat(ctx context.Context, rep int, dir string) (RepeatResult,
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return res, err
 	}
-	reqIP, reqExtra := addrs(s.Requester.NIC.IPList)
-	respIP, respExtra := addrs(s.Responder.NIC.IPList)
+	reqIP, reqExtra := addrs(s.Requester.NIC)
+	respIP, respExtra := addrs(s.Responder.NIC)
 	cfg := TestbedConfig{Name: fmt.Sprintf("lumina%d-%d", os.Getpid(), rep), Dir: filepath.Join(dir, "dumps"),
 		RequesterIP: reqIP, RequesterExtra: reqExtra, ResponderIP: respIP, ResponderExtra: respExtra,
 		Requester: profile(s.Requester), Responder: profile(s.Responder), IterMode: r.IterMode,
