@@ -124,7 +124,11 @@ func runLuminaRun(ctx context.Context, env *Env, o luminaRunOptions) error {
 	}
 	for _, rep := range sum.Repeats {
 		if !rep.Valid {
-			return fmt.Errorf("repeat %d is an invalid test: %s", rep.Repeat, rep.Integrity)
+			why := rep.Integrity
+			if rep.Integrity == "ok" {
+				why = "events " + rep.Events
+			}
+			return fmt.Errorf("repeat %d is an invalid test: %s", rep.Repeat, why)
 		}
 	}
 	return nil
@@ -221,6 +225,9 @@ func writeLuminaSummary(env *Env, sum *lumina.Summary) {
 			valid = "INVALID"
 		}
 		fmt.Fprintf(env.Stdout, "  repeat %d: %s, %d packets, traffic %s, %.2f Gbit/s", r.Repeat, valid, r.Packets, r.Traffic, r.Goodput/1e9)
+		if r.Events != "ok" && r.Events != "" {
+			fmt.Fprintf(env.Stdout, "; events %s", r.Events)
+		}
 		if r.Analysis != "" {
 			fmt.Fprintf(env.Stdout, "; %s", r.Analysis)
 		}
