@@ -77,3 +77,25 @@ func TestLuminaRunIntentNeverFires(t *testing.T) {
 		t.Fatalf("Lumina's example: %d\n%s\n%s", code, out, errOut)
 	}
 }
+
+// TestLuminaRunSetup: --dry-run prints the hardware mode's commands for
+// Lumina's example; without it, a host command that fails stops the run
+// before any traffic, naming the machine and the step.
+func TestLuminaRunSetup(t *testing.T) {
+	example := filepath.Join("..", "lumina", "testdata", "upstream", "example.yml")
+	code, out, errOut := runCLI(t, "lumina", "run", "-f", example, "--dry-run")
+	if code != 0 || !strings.Contains(out, "requester (192.168.1.12): assign 10.0.0.1/24 (ip-list)\n  run:     sudo ip addr replace 10.0.0.1/24 dev ens1") ||
+		!strings.Contains(out, "/path/to/bf-sde/on/switch/run_switchd.sh -p injector") {
+		t.Fatalf("dry run: %d\n%s\n%s", code, out, errOut)
+	}
+	if code, _, errOut := runCLI(t, "lumina", "run", "-f", example, "--dry-run", "--lab"); code != 2 || !strings.Contains(errOut, "--dry-run") {
+		t.Fatalf("--dry-run --lab: %d %s", code, errOut)
+	}
+	old := remoteExec
+	remoteExec = inProcess{} // runs only appliance commands: ip is "not found"
+	defer func() { remoteExec = old }()
+	code, _, errOut = runCLI(t, "lumina", "run", "-f", example, "--result-path", t.TempDir())
+	if code != 1 || !strings.Contains(errOut, "setting up the machines: requester: reading the state before: flush ens1's addresses: ip: not found on 192.168.1.12") {
+		t.Fatalf("failing setup: %d %s", code, errOut)
+	}
+}

@@ -119,6 +119,42 @@ type Remote struct {
 	RequesterArgs, ResponderArgs []string
 	// HTTPTimeout bounds each control call (default 30 s).
 	HTTPTimeout time.Duration
+	// Setup configures the machines before the repeats as Lumina's
+	// orchestrator does (BuildPlan: addresses, DSCP, DCQCN knobs, the
+	// injector under sde-path, the dumpers) and restores them after;
+	// without it they must be set up and the services running.
+	Setup bool
+	// InjectorFile is the injector's file on the switch for Setup
+	// (default <switch workspace>/injector.yml).
+	InjectorFile string
+}
+
+// setup runs the test's plan and waits for the services it started.
+func (rm *Remote) setup(ctx context.Context, t *Test) (*Applied, error) {
+	pl := BuildPlan(t, SetupOptions{Binary: rm.binary(), DumperPort: rm.DumperPort, InjectorFile: rm.InjectorFile})
+	a, err := pl.Execute(ctx, rm.Exec)
+	if err != nil {
+		return nil, fmt.Errorf("setting up the machines: %w", err)
+	}
+	s := &t.Spec
+	addrs := map[string]string{"switch": net.JoinHostPort(s.Switch.ControlIP, strconv.Itoa(s.Switch.ListenPort)),
+		"requester-mirror": rm.dumperAddr(s.RequesterMirror), "responder-mirror": rm.dumperAddr(s.ResponderMirror)}
+	// The daemons were started in the background: give them the time a
+	// switchd takes to load a program before calling the first one dead.
+	deadline := time.Now().Add(60 * time.Second)
+	for name, addr := range addrs {
+		for {
+			err := rm.client(addr).Do(ctx, "GET", "/healthz", nil, nil)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				return a, errors.Join(step(name, "waiting for the service started on "+addr, err), a.Teardown(ctx, rm.Exec))
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	return a, nil
 }
 
 func (rm *Remote) binary() string {

@@ -96,6 +96,19 @@ func (r *Runner) Run(ctx context.Context) (*Summary, error) {
 	}
 	sum := &Summary{Test: t.Doc.File, Dir: top}
 	var errs []error
+	if !r.Lab && r.Remote.Setup {
+		r.say("lumina: setting up the machines as Lumina's orchestrator does")
+		a, err := r.Remote.setup(ctx, t)
+		if err != nil {
+			return sum, err
+		}
+		// Every host is left as it was, whatever the repeats did.
+		defer func() {
+			if err := a.Teardown(ctx, r.Remote.Exec); err != nil {
+				r.say("lumina: restoring the machines: %v", err)
+			}
+		}()
+	}
 	for rep := 0; rep < t.Spec.NumRepeats; rep++ {
 		if ctx.Err() != nil {
 			break
