@@ -462,8 +462,13 @@ var lldpAppRE = regexp.MustCompile(`(?m)^\s*\d+:\((\d+),5,(\d+)\)\s+local\s+hw`)
 func parseLldpApp(b []byte) []DSCPPrio {
 	var out []DSCPPrio
 	for _, m := range lldpAppRE.FindAllSubmatch(bytes.TrimSpace(b), -1) {
-		p, _ := strconv.Atoi(string(m[1]))
-		d, _ := strconv.Atoi(string(m[2]))
+		p, err1 := strconv.Atoi(string(m[1]))
+		d, err2 := strconv.Atoi(string(m[2]))
+		// A line that is not a DSCP mapping lldptool could have set is
+		// not ours to restore.
+		if err1 != nil || err2 != nil || p > 7 || d > 63 {
+			continue
+		}
 		out = append(out, DSCPPrio{DSCP: d, Prio: p})
 	}
 	return out

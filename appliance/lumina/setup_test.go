@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -164,4 +165,37 @@ func TestSetupRestoresOnFailure(t *testing.T) {
 	if a.Teardown(context.Background(), f) != nil || len(a.steps) != 0 {
 		t.Fatal("teardown after the failure had something left")
 	}
+}
+
+// FuzzHostState: the readers of what the hosts print before a change
+// (ip -o addr, mlnx_qos, mlxreg --get, lldptool APP) never panic, and
+// what they return is only ever values the restore commands can take:
+// prefixes ParseIPEntry accepts, DSCP 0..63 with priority 0..7, decimal
+// register values.
+func FuzzHostState(f *testing.F) {
+	f.Add([]byte("2: ens1    inet 10.0.0.1/24 brd 10.0.0.255 scope global ens1\\       valid_lft forever\n"))
+	f.Add([]byte("Priority trust state: dscp\ndscp2prio mapping:\n\tprio:0 dscp:07,06,05,04,03,02,01,00,\n"))
+	f.Add([]byte("Field Name | Data\n=====\nroce_adp_retrans_en | 0x00000001\nroce_slow_restart_en | 0x0\n"))
+	f.Add([]byte("APP DSCP: \n0:(1,5,9) local  hw (set)\n1:(3,5,26) local hw (set)\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, p := range parseIPAddrShow(b) {
+			if _, err := ParseIPEntry(p); err != nil {
+				t.Fatalf("address %q: %v", p, err)
+			}
+		}
+		q := parseMlnxQos(b)
+		if q.trust != "" && q.trust != "pcp" && q.trust != "dscp" {
+			t.Fatalf("trust %q", q.trust)
+		}
+		for _, m := range append(q.dscp2prio, parseLldpApp(b)...) {
+			if m.DSCP < 0 || m.DSCP > 63 || m.Prio < 0 || m.Prio > 7 {
+				t.Fatalf("mapping %+v", m)
+			}
+		}
+		for k, v := range parseMlxreg(b) {
+			if _, err := strconv.ParseUint(v, 10, 32); err != nil || k == "" {
+				t.Fatalf("register %q = %q", k, v)
+			}
+		}
+	})
 }
