@@ -160,6 +160,13 @@ func profile(h HostSpec) soft.Profile {
 	p.MinTimeBetweenCNPs = time.Duration(rp.MinTimeBetweenCNPs) * time.Microsecond
 	p.DCQCNRate = rp.DCQCNRPEnable
 	p.AdaptiveRetrans = rp.AdaptiveRetrans
+	// Slow restart is mlx5's lossy-RoCE extension of DCQCN (the
+	// ROCE_ACCL register's roce_slow_restart_en): the notification point
+	// answers an out-of-order packet with a CNP beside the NAK, so the
+	// sender retransmits at a lowered rate (Lumina §3.3, "Recent Mellanox
+	// RNICs extend DCQCN to lossy networks"). With it off, a NAK goes
+	// alone. The CX4 preset never sends the CNP.
+	p.NAKTriggersCNP = p.NAKTriggersCNP && rp.SlowRestart
 	if rp.DCQCNEnable != nil {
 		// The E810 has one switch for both ends of DCQCN.
 		p.CNPEnable, p.DCQCNRate = *rp.DCQCNEnable, *rp.DCQCNEnable
