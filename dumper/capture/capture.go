@@ -154,6 +154,7 @@ type worker struct {
 	qps                      qpTable
 	pkt                      roce.Packet
 	quick                    quickPkt
+	view                     dpdk.Frame
 	loopStats                dpdk.LoopStats
 }
 
@@ -326,7 +327,7 @@ func (s *Session) Start() error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w.loop.RunFrames(w.frame, started)
+			w.loop.RunBlocks(w.block, w.frame, started)
 			w.publishLocked()
 		}()
 	}
@@ -379,6 +380,37 @@ func (s *Session) halt(why string) {
 // frame is the per-frame path: the RoCE filter and counters, then the
 // output.
 func (w *worker) frame(f *dpdk.Frame) {
+	sk := w.sink
+	if sk.shared {
+		sk.mu.Lock()
+		w.frameLocked(f)
+		w.tick()
+		sk.mu.Unlock()
+	} else {
+		w.frameLocked(f)
+		w.tick()
+	}
+}
+
+// block is the per-block path of a port that hands over kernel blocks:
+// the sink's lock (when queues share it) and the counters' publication
+// once per block, not per frame.
+func (w *worker) block(b *afpacket.Block) {
+	sk := w.sink
+	if sk.shared {
+		sk.mu.Lock()
+		defer sk.mu.Unlock()
+	}
+	f := &w.view
+	for b.Next(f) {
+		w.frameLocked(f)
+	}
+	w.publish()
+}
+
+// frameLocked is frame under the sink's lock (when shared), without
+// publishing the counters.
+func (w *worker) frameLocked(f *dpdk.Frame) {
 	s := w.s
 	if s.cfg.Count > 0 && s.total.Load() >= s.cfg.Count {
 		return
@@ -390,22 +422,13 @@ func (w *worker) frame(f *dpdk.Frame) {
 	}
 	if s.cfg.RoCE != "" && !s.rf.Match(f.Data, &w.pkt) {
 		w.nrej++
-		w.tick()
 		return
 	}
 	if quickRoCE(f.Data, s.rf.Port, &w.quick) {
 		w.qps.count(&w.quick, f.WireLen)
 	}
 	sk := w.sink
-	if sk.shared {
-		sk.mu.Lock()
-		sk.write(f.Data, f.VLAN, f.Timestamp, f.WireLen)
-		w.tick()
-		sk.mu.Unlock()
-	} else {
-		sk.write(f.Data, f.VLAN, f.Timestamp, f.WireLen)
-		w.tick()
-	}
+	sk.write(f.Data, f.VLAN, f.Timestamp, f.WireLen)
 	if s.cfg.Count > 0 && s.total.Add(1) >= s.cfg.Count {
 		s.halt("count")
 	}
@@ -478,7 +501,9 @@ func (s *Session) QPs() []QPStats {
 // Run captures until ctx ends (a signal), Count frames are written or
 // Duration passes, then drains the queues, closes the files and returns
 // the result. tick, when set, is called about once a second with the
-// counters so far.
+// counters so far. Without tick no timer runs: a capture that keeps few
+// frames of a busy link sleeps in the kernel until a block is handed
+// over, and a wakeup a second would cost more than the frames.
 func (s *Session) Run(ctx context.Context, tick func(Stats)) (*Result, error) {
 	if err := s.Start(); err != nil {
 		return s.result(), err
@@ -489,8 +514,12 @@ func (s *Session) Run(ctx context.Context, tick func(Stats)) (*Result, error) {
 		defer t.Stop()
 		timeout = t.C
 	}
-	ticker := time.NewTicker(time.Second)
-	defer ticker.Stop()
+	var ticks <-chan time.Time
+	if tick != nil {
+		ticker := time.NewTicker(time.Second)
+		defer ticker.Stop()
+		ticks = ticker.C
+	}
 loop:
 	for {
 		select {
@@ -500,10 +529,8 @@ loop:
 			s.halt("duration")
 		case <-s.done:
 			break loop
-		case <-ticker.C:
-			if tick != nil {
-				tick(s.Stats())
-			}
+		case <-ticks:
+			tick(s.Stats())
 			if s.stop.Load() {
 				continue
 			}

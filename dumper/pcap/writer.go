@@ -397,6 +397,39 @@ func (w *Writer) AddInterface(ifc Interface) (int, error) {
 // every later call. Invalid arguments (a negative timestamp, say) only fail
 // that call.
 func (w *Writer) WritePacket(tsNanos int64, data []byte, origLen int) error {
+	if w.format == FormatPcapNG && w.err == nil && !w.closed && tsNanos >= 0 && uint(origLen) <= math.MaxUint32 &&
+		len(w.snap) > 0 {
+		// The common case of a capture loop, a pcapng record without
+		// options that fits the buffer, without the general path's checks
+		// and calls: a few stores and one copy.
+		caplen := min(len(data), w.snap[0])
+		p := pad4(28 + caplen)
+		blen := p + 4
+		if l := len(w.buf); l+blen <= cap(w.buf) {
+			units := uint64(tsNanos)
+			if !w.nano {
+				units /= 1e3
+			}
+			b := w.buf[l : l+blen : l+blen]
+			w.buf = w.buf[:l+blen]
+			// The padding (the buffer is reused) first: the header and the
+			// data then overwrite what of it they cover.
+			le.PutUint32(b[p-4:], 0)
+			le.PutUint32(b[0:], blockTypeEPB)
+			le.PutUint32(b[4:], uint32(blen))
+			le.PutUint32(b[8:], 0)
+			le.PutUint32(b[12:], uint32(units>>32))
+			le.PutUint32(b[16:], uint32(units))
+			le.PutUint32(b[20:], uint32(caplen))
+			le.PutUint32(b[24:], uint32(max(origLen, len(data))))
+			copy(b[28:], data[:caplen])
+			le.PutUint32(b[p:], uint32(blen))
+			if l+blen >= w.flushAt {
+				return w.flushBuf()
+			}
+			return nil
+		}
+	}
 	return w.writePacket(tsNanos, data, origLen, PacketOptions{})
 }
 
