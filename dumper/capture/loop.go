@@ -133,6 +133,12 @@ func (l *Loop) RunBlocks(handleBlock func(*afpacket.Block), handle func(*dpdk.Fr
 	l.run(started, func(want int) int { return br.ReadBlocks(l.Queue, want, handleBlock) })
 }
 
+// RunPoll polls until Stop with poll, which takes up to want frames of
+// the loop's queue and returns how many it took: for a consumer that reads
+// the port its own way (a port writing capture records itself). No filter
+// runs in the loop.
+func (l *Loop) RunPoll(poll func(want int) int, started chan<- error) { l.run(started, poll) }
+
 func (l *Loop) burst() int {
 	if l.Burst <= 0 {
 		return 32

@@ -530,6 +530,41 @@ func (w *Writer) writePacket(ts int64, data []byte, origLen int, opts PacketOpti
 	return w.maybeFlush()
 }
 
+// Tail returns the free space at the end of the output buffer, at least n
+// bytes (flushing first when it has less), for a caller that writes whole
+// records itself (a port writing pcapng Enhanced Packet Blocks of interface
+// 0 straight from its packet buffers); Commit adds them to the output.
+// Records written so must match the file's format, timestamp resolution
+// and snap length. n must not exceed half the buffer size.
+func (w *Writer) Tail(n int) ([]byte, error) {
+	if w.err != nil {
+		return nil, w.err
+	}
+	if w.closed {
+		return nil, ErrClosed
+	}
+	if len(w.buf)+n > cap(w.buf) {
+		if cap(w.buf) < w.bufMax {
+			nb := make([]byte, len(w.buf), w.bufMax)
+			copy(nb, w.buf)
+			w.buf = nb
+		}
+		if len(w.buf)+n > cap(w.buf) {
+			if err := w.flushBuf(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return w.buf[len(w.buf):cap(w.buf)], nil
+}
+
+// Commit adds n bytes written into the slice Tail returned to the output,
+// writing the buffer out once it holds FlushSize bytes.
+func (w *Writer) Commit(n int) error {
+	w.buf = w.buf[:len(w.buf)+n]
+	return w.maybeFlush()
+}
+
 // maybeFlush writes the buffer out once it holds FlushSize bytes.
 func (w *Writer) maybeFlush() error {
 	if len(w.buf) < w.flushAt {
