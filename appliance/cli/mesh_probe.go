@@ -48,7 +48,7 @@ is small and long-lived, and Go's default would let the heap take most of its me
 type meshProbeOptions struct {
 	devs, host, analyzer, out, listen, cores string
 	nics, gids                               listFlag
-	gidIndex, pool, maxHeld                  int
+	gidIndex, pool, maxHeld, pfcPrio         int
 	interval, timeout, rotate, duration      time.Duration
 	args                                     []string
 }
@@ -70,6 +70,7 @@ func meshProbeFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) erro
 	fs.StringVar(&o.cores, "cores", "", "pin the RNICs' loops to these cores (list, e.g. 2-3)")
 	fs.DurationVar(&o.duration, "duration", 0, "stop after this long (0: until SIGTERM)")
 	fs.IntVar(&o.maxHeld, "max-held", 100000, "results held while the analyzer is down")
+	fs.IntVar(&o.pfcPrio, "pfc-prio", 3, "priority of the probes' lossless class, whose PFC pause counters (ethtool -S) go with the results (-1: none)")
 	return bind(&o, &o.args, runMeshProbe)
 }
 
@@ -85,6 +86,12 @@ func runMeshProbe(ctx context.Context, env *Env, o meshProbeOptions) error {
 			Rotate: o.rotate, PoolSize: o.pool, MaxBuffered: o.maxHeld}}}
 	if so.Agent.Host == "" {
 		so.Agent.Host, _ = os.Hostname()
+	}
+	if o.pfcPrio < -1 || o.pfcPrio > 7 {
+		return Usagef("--pfc-prio %d: want a priority 0 to 7, or -1 for none", o.pfcPrio)
+	}
+	if o.pfcPrio >= 0 {
+		so.Agent.ReadPFC = hostmesh.SysPFC("/sys", o.pfcPrio)
 	}
 	if o.cores != "" {
 		cs, err := dpdk.ParseCoreList(o.cores)

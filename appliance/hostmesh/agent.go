@@ -37,6 +37,12 @@ type AgentConfig struct {
 	BatchEvery time.Duration
 	// QKey of the probe QPs (0x48534d31).
 	QKey uint32
+	// ReadPFC reads an RNIC's cumulative PFC counters of the probes'
+	// class; the agent reads them before every batch and the analyzer
+	// tells a storming RNIC by them (nil: none read; `appliance mesh
+	// probe` reads them with ethtool, see SysPFC). An RNIC whose counters
+	// cannot be read is not read again.
+	ReadPFC func(ctx context.Context, d Device) (PFCCounters, error)
 }
 
 // SoftRNICConfig is a software RNIC (package verbs/soft) at addr sized for
@@ -107,6 +113,8 @@ type rnicRT struct {
 	mu   sync.Mutex
 	// Counters.
 	posted, sendWC, recvWC, recvErr atomic.Uint64
+	// noPFC: its PFC counters could not be read.
+	noPFC bool
 }
 
 type ahKey struct {
@@ -281,8 +289,28 @@ func (a *Agent) flush(ctx context.Context) {
 	if a.up == nil {
 		return
 	}
+	a.readPFC(ctx)
 	if err := a.up.Push(ctx, a.core.Batch()); err != nil {
 		a.log.Debug("hostmesh: analyzer unreachable, results held", "err", err, "held", a.up.Held())
+	}
+}
+
+// readPFC reads every RNIC's PFC counters into the core.
+func (a *Agent) readPFC(ctx context.Context) {
+	if a.cfg.ReadPFC == nil {
+		return
+	}
+	for _, r := range a.rnics {
+		if r.noPFC {
+			continue
+		}
+		c, err := a.cfg.ReadPFC(ctx, r.dev)
+		if err != nil {
+			r.noPFC = true
+			a.log.Warn("hostmesh: no PFC counters, a PFC storm at this RNIC will look like lost probes", "rnic", r.dev.Name, "err", err)
+			continue
+		}
+		a.core.PFC(r.idx, dpdk.Nanotime(), c)
 	}
 }
 

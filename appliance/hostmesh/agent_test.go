@@ -2,6 +2,7 @@ package hostmesh
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"net/netip"
@@ -224,7 +225,23 @@ func TestAgentSoftRNICs(t *testing.T) {
 	up := NewUploader(url, 1000)
 	cfg := AgentConfig{Config: Config{Host: "h0", Interval: 10 * time.Millisecond, Timeout: 200 * time.Millisecond, Seed: 3},
 		BatchEvery: 100 * time.Millisecond}
-	ag, err := NewAgent(cfg, h.devices()[:4], up, nil)
+	// PFC counters: the first RNIC pauses its switch now and then (a
+	// two-hundredth of the time, no storm), the second's cannot be read.
+	devs := h.devices()[:4]
+	t0 := dpdk.Nanotime()
+	var unreadable atomic.Int64
+	cfg.ReadPFC = func(_ context.Context, d Device) (PFCCounters, error) {
+		switch d.Name {
+		case "r0":
+			n := dpdk.Nanotime() - t0
+			return PFCCounters{TxPause: uint64(n / 1e6), TxPauseNs: n / 200}, nil
+		case "r1":
+			unreadable.Add(1)
+			return PFCCounters{}, errors.New("no ethtool here")
+		}
+		return PFCCounters{}, nil
+	}
+	ag, err := NewAgent(cfg, devs, up, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,6 +263,9 @@ func TestAgentSoftRNICs(t *testing.T) {
 	c, _ := ag.Status()
 	if rep.Probes < 200 || rep.Timeouts > rep.Probes/20 || rep.Network.P50 <= 0 || rep.Processing.P50 <= 0 || rep.First(hostmeshanalyzer.KindRNIC) != "" {
 		t.Fatalf("report: %d probes %d timeouts net %+v proc %+v rnics %+v; counters %+v", rep.Probes, rep.Timeouts, rep.Network, rep.Processing, rep.RNICs, c)
+	}
+	if len(rep.PFC) != 1 || rep.PFC[0].RNIC != "h0/r0" || rep.PFC[0].TxPause == 0 || rep.PFC[0].Storming || unreadable.Load() != 1 {
+		t.Fatalf("pfc %+v, unreadable read %d times", rep.PFC, unreadable.Load())
 	}
 	t.Logf("one second: %d probes, network P50 %v P99 %v, processing P50 %v", rep.Probes, time.Duration(rep.Network.P50),
 		time.Duration(rep.Network.P99), time.Duration(rep.Processing.P50))

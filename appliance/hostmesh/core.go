@@ -131,6 +131,10 @@ type Core struct {
 	fresh          []int // trace combinations due before the cursor's
 	traced         int64
 	cnt            Counters
+	// pfc are the PFC counters' changes to upload, pfcLast each RNIC's
+	// last reading.
+	pfc     []hostmeshanalyzer.PFC
+	pfcLast []pfcLast
 }
 
 // NewCore makes the core for a host's RNICs (at least two).
@@ -477,8 +481,8 @@ func (c *Core) TraceDone(t Trace, hops []string, complete bool, now int64) {
 func (c *Core) Batch() hostmeshanalyzer.Batch {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	b := hostmeshanalyzer.Batch{Host: c.cfg.Host, Results: c.results, Paths: c.paths, Down: c.gone, Counters: c.cnt.Map()}
-	c.results, c.paths, c.gone = nil, nil, nil
+	b := hostmeshanalyzer.Batch{Host: c.cfg.Host, Results: c.results, Paths: c.paths, Down: c.gone, Counters: c.cnt.Map(), PFC: c.pfc}
+	c.results, c.paths, c.gone, c.pfc = nil, nil, nil, nil
 	return b
 }
 

@@ -3,6 +3,7 @@ package hostmesh
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/netip"
 	"sort"
@@ -64,6 +65,9 @@ type SimAgent struct {
 	nextKey            uint64
 	icmpAt             map[int]int64
 	sink               func(hostmeshanalyzer.Batch)
+	// pauses are each host node's PFC counters of the probes' class, as
+	// its RNIC keeps them: [0] the frames it sent, [1] those it received.
+	pauses map[int]*[2]pauseAcct
 	// Counters of the harness: ICMP answers the switches sent and held
 	// back by their rate limit.
 	ICMPSent, ICMPLimited uint64
@@ -94,7 +98,7 @@ type simTrace struct {
 func NewSimAgent(s *fabric.Sim, cfg SimConfig, sink func(hostmeshanalyzer.Batch)) (*SimAgent, error) {
 	g := s.Graph()
 	a := &SimAgent{sim: s, cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x51a6)), probes: map[uint64]simProbe{},
-		traces: map[uint64]*simTrace{}, icmpAt: map[int]int64{}, sink: sink,
+		traces: map[uint64]*simTrace{}, icmpAt: map[int]int64{}, sink: sink, pauses: map[int]*[2]pauseAcct{},
 		nodeHost: make([]int, len(g.Nodes)), nodeRNIC: make([]int, len(g.Nodes))}
 	if a.cfg.Prio == 0 {
 		a.cfg.Prio = fabric.PrioData
@@ -143,9 +147,60 @@ func (a *SimAgent) Hosts() int { return len(a.hosts) }
 func (a *SimAgent) Core(i int) *Core { return a.hosts[i].core }
 
 // Hooks are the fabric hooks the agents need: Deliver (receive
-// completions) and Packet (switches answering expired traces).
+// completions), Packet (switches answering expired traces) and Pause (the
+// RNICs' PFC counters).
 func (a *SimAgent) Hooks() *fabric.Hooks {
-	return &fabric.Hooks{Deliver: a.deliver, Packet: a.switchPacket}
+	return &fabric.Hooks{Deliver: a.deliver, Packet: a.switchPacket, Pause: a.pause}
+}
+
+// pauseAcct is a PFC counter pair of an RNIC: frames, and the time they
+// held the link, counted as the pauses run (a pause a later frame renews
+// or an XON ends counts until then, as mlx5's pause duration does).
+type pauseAcct struct {
+	frames      uint64
+	ns          int64
+	from, until int64 // the current pause, counted up to from
+}
+
+func (p *pauseAcct) settle(now int64) {
+	if end := min(now, p.until); end > p.from {
+		p.ns += end - p.from
+	}
+	p.from = max(p.from, now)
+}
+
+func (p *pauseAcct) frame(now, d int64) {
+	p.settle(now)
+	p.frames++
+	p.from, p.until = now, now+d
+}
+
+// pause counts a PFC frame of the probes' class arriving at a node: at a
+// host, its RNIC received it; at a switch port facing a host, that RNIC
+// sent it.
+func (a *SimAgent) pause(node, port int, prio uint8, quanta uint16) {
+	if prio != a.cfg.Prio {
+		return
+	}
+	g := a.sim.Graph()
+	ports := g.Ports(node)
+	if port < 0 || port >= len(ports) {
+		return
+	}
+	dir, host := 1, node
+	if a.nodeHost[node] < 0 {
+		dir, host = 0, ports[port].Peer
+		if a.nodeHost[host] < 0 {
+			return
+		}
+	}
+	acct := a.pauses[host]
+	if acct == nil {
+		acct = &[2]pauseAcct{}
+		a.pauses[host] = acct
+	}
+	d := int64(math.Ceil(float64(quanta) * 512 * 1e9 / g.Links[ports[port].Link].Bandwidth))
+	acct[dir].frame(a.sim.Now(), d)
 }
 
 // Start schedules every RNIC's sender, every agent's expiry, tracing and
@@ -188,8 +243,18 @@ func (a *SimAgent) Flush() {
 }
 
 func (a *SimAgent) flush(hi int) {
-	b := a.hosts[hi].core.Batch()
-	if a.sink != nil && (len(b.Results) > 0 || len(b.Paths) > 0 || len(b.Down) > 0) {
+	h, now := a.hosts[hi], a.sim.Now()
+	for ri, n := range h.nodes {
+		var c PFCCounters
+		if acct := a.pauses[n]; acct != nil {
+			acct[0].settle(now)
+			acct[1].settle(now)
+			c = PFCCounters{TxPause: acct[0].frames, TxPauseNs: acct[0].ns, RxPause: acct[1].frames, RxPauseNs: acct[1].ns}
+		}
+		h.core.PFC(ri, now, c)
+	}
+	b := h.core.Batch()
+	if a.sink != nil && (len(b.Results) > 0 || len(b.Paths) > 0 || len(b.Down) > 0 || len(b.PFC) > 0) {
 		a.sink(b)
 	}
 }

@@ -3,6 +3,7 @@ package hostmeshanalyzer
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -53,6 +54,14 @@ type Config struct {
 	// (100 us) is alerted on as overloaded.
 	ProcessingFactor float64
 	ProcessingMin    time.Duration
+	// PFCStormShare: an RNIC that held its link paused (its tx pause
+	// duration on the probes' class) for more than this share of the
+	// window (0.01) is storming. A healthy RNIC drains its receive buffer
+	// and pauses its switch rarely and for microseconds; one that cannot
+	// (a PCIe link downgraded under it, problem #8) pauses it for good, and
+	// PFC spreads the pause to every switch and RNIC whose traffic waits
+	// behind it.
+	PFCStormShare float64
 	// MaxResults bounds the results kept (1,000,000): a flood from a
 	// broken agent cannot exhaust memory.
 	MaxResults int
@@ -76,6 +85,7 @@ func (c Config) withDefaults() Config {
 	def(&c.MinLatencyShare, 0.5)
 	def(&c.MinExplainShare, 0.2)
 	def(&c.ProcessingFactor, 4)
+	def(&c.PFCStormShare, 0.01)
 	if c.MinProbes == 0 {
 		c.MinProbes = 10
 	}
@@ -98,6 +108,7 @@ type Analyzer struct {
 	cfg     Config
 	results []Result
 	paths   map[Tuple]*Path
+	pfc     []pfcSample
 	held    map[string]int64 // RNIC -> anomalous until (ns)
 	down    map[string]bool
 	// Counters: results and batches taken, results dropped (over the
@@ -142,6 +153,20 @@ func (a *Analyzer) Add(b *Batch) {
 	for _, d := range b.Down {
 		a.down[b.Host+"/"+d] = true
 	}
+	for _, p := range b.PFC {
+		if len(a.pfc) >= a.cfg.MaxResults {
+			a.Dropped++
+			continue
+		}
+		a.pfc = append(a.pfc, pfcSample{key: p.Key(b.Host), PFC: p})
+	}
+}
+
+// pfcSample is an RNIC's PFC counters over an interval, by its
+// cluster-wide name.
+type pfcSample struct {
+	key string
+	PFC
 }
 
 // Percentiles are the SLA percentiles of a distribution, ns.
@@ -208,6 +233,23 @@ func (st *RNICStatus) rate(minProbes int) {
 	}
 }
 
+// PFCStatus is one RNIC's pause counters over a window: the frames it sent
+// and received and how long they held its link (ns), the share of the
+// window it held its link paused, whether that makes it a storm's origin,
+// and the abnormal probes (timeouts, slow answers) the analysis took for
+// the storm's rather than the network's.
+type PFCStatus struct {
+	RNIC      string  `json:"rnic"`
+	TxPause   uint64  `json:"tx_pause"`
+	RxPause   uint64  `json:"rx_pause"`
+	TxPauseNs int64   `json:"tx_pause_ns"`
+	RxPauseNs int64   `json:"rx_pause_ns"`
+	TxShare   float64 `json:"tx_share"`
+	Storming  bool    `json:"storming,omitempty"`
+	Timeouts  int     `json:"timeouts_behind,omitempty"`
+	Slow      int     `json:"slow_behind,omitempty"`
+}
+
 // Vote is a link's or switch's share of the abnormal probes.
 type Vote struct {
 	Name      string `json:"name"`
@@ -266,7 +308,10 @@ type Report struct {
 	// RNICs: anomalous first (highest timeout rate first), then the rest
 	// with timeouts. Links and Switches ranked by votes (Algorithm 1).
 	RNICs []RNICStatus `json:"rnics"`
-	Links []Vote       `json:"links"`
+	// PFC are the RNICs that sent or received pause frames in the window,
+	// storming ones first.
+	PFC   []PFCStatus `json:"pfc,omitempty"`
+	Links []Vote      `json:"links"`
 	// Basis is what Links and Switches are ranked by: "drops" or
 	// "latency".
 	Basis string `json:"basis"`
@@ -353,7 +398,14 @@ func (a *Analyzer) Analyze(end int64) *Report {
 		}
 	}
 	a.results = kept
-	return a.analyze(start, end, win)
+	pfc := a.pfc
+	a.pfc = nil
+	for _, p := range pfc {
+		if p.To > end {
+			a.pfc = append(a.pfc, p)
+		}
+	}
+	return a.analyze(start, end, win, pfc)
 }
 
 // pathOf is the traced path of a result, nil if none is known.
@@ -379,9 +431,13 @@ type window struct {
 	flagged map[string]bool
 	// hostProc is each host's processing delays, for step 4.
 	hostProc map[string][]int64
+	// storms are the storming RNICs' counters; behind says which results
+	// wait behind a storm (their timeouts and delays are the storm's).
+	storms map[string]*PFCStatus
+	behind []bool
 }
 
-func (a *Analyzer) analyze(start, end int64, win []Result) *Report {
+func (a *Analyzer) analyze(start, end int64, win []Result, pfc []pfcSample) *Report {
 	w := &window{a: a, c: &a.cfg, start: start, end: end, win: win,
 		rep: &Report{Start: start, End: end, Probes: len(win)}}
 	w.paths = make([][]string, len(win))
@@ -391,13 +447,153 @@ func (a *Analyzer) analyze(start, end int64, win []Result) *Report {
 			w.rep.Timeouts++
 		}
 	}
+	w.pfcStorms(pfc)
 	w.anomalousRNICs()
 	w.slaPercentiles()
 	sus := w.rnicSuspects()
 	sus = append(sus, w.voting()...)
 	sus = append(sus, w.overloadedHosts()...)
+	sus = append(sus, w.stormSuspects()...)
 	w.rankSuspects(sus)
 	return w.rep
+}
+
+// pfcStorms is step 0, from the RNICs' PFC counters: the RNICs that held
+// their links paused for more than PFCStormShare of the window are
+// storming, and the probes that wait behind them are the storm's. A
+// storming RNIC's switch cannot send to it; its queue to the RNIC fills,
+// the switch pauses the ports that feed it, and their switches in turn:
+// the lossless class freezes hop by hop, and probes stuck anywhere on the
+// way time out as if lost. Probes are behind a storm when they are to or
+// from the storming RNIC, when an RNIC of theirs was paused by its switch
+// in the window (the pause reached its rail), or when their path crosses
+// the storming RNIC's switch or a switch next to it: those send to it and
+// are the first its pauses freeze, with every port that feeds them. The
+// RNICs' counters do not show how far the freeze went past them; in a
+// two-tier rail-optimized cluster every spine is next to every rail, so
+// every probe of a storm's window is taken for the storm's, and a second
+// fault in those windows goes unseen until the storm ends (the switches'
+// pause counters would bound the freeze). Without a storm nothing is
+// behind one: the pauses an incast sends are the network's business, and
+// the voting judges them.
+func (w *window) pfcStorms(pfc []pfcSample) {
+	w.behind = make([]bool, len(w.win))
+	w.storms = map[string]*PFCStatus{}
+	span := w.end - w.start
+	by := map[string]*PFCStatus{}
+	for i := range pfc {
+		p := &pfc[i]
+		// The interval's share in the window, counters spread evenly
+		// over it.
+		lo, hi := max(p.From, w.start), min(p.To, w.end)
+		if hi <= lo && !(p.To == p.From && p.To > w.start && p.To <= w.end) {
+			continue
+		}
+		f := 1.0
+		if p.To > p.From {
+			f = float64(hi-lo) / float64(p.To-p.From)
+		}
+		st := by[p.key]
+		if st == nil {
+			st = &PFCStatus{RNIC: p.key}
+			by[p.key] = st
+		}
+		st.TxPause += uint64(math.Round(f * float64(p.TxPause)))
+		st.RxPause += uint64(math.Round(f * float64(p.RxPause)))
+		st.TxPauseNs += int64(f * float64(p.TxPauseNs))
+		st.RxPauseNs += int64(f * float64(p.RxPauseNs))
+	}
+	paused := map[string]bool{}
+	for k, st := range by {
+		st.TxShare = float64(st.TxPauseNs) / float64(max(span, 1))
+		if st.TxPause > 0 && st.TxShare > w.c.PFCStormShare {
+			st.Storming = true
+			w.storms[k] = st
+		}
+		if st.RxPause > 0 && st.RxPauseNs > 0 {
+			paused[k] = true
+		}
+	}
+	for _, st := range by {
+		if st.TxPause > 0 || st.RxPause > 0 {
+			w.rep.PFC = append(w.rep.PFC, *st)
+		}
+	}
+	slices.SortFunc(w.rep.PFC, func(x, y PFCStatus) int {
+		return cmp.Or(cmp.Compare(y.TxShare, x.TxShare), cmp.Compare(y.RxPauseNs, x.RxPauseNs), cmp.Compare(x.RNIC, y.RNIC))
+	})
+	if len(w.storms) == 0 {
+		return
+	}
+	// The storming RNICs' switches and their neighbours, from the
+	// traced paths.
+	stormSw := map[string]bool{}
+	for _, p := range w.paths {
+		if len(p) < 3 {
+			continue
+		}
+		if w.storms[p[0]] != nil {
+			stormSw[p[1]] = true
+		}
+		if w.storms[p[len(p)-1]] != nil {
+			stormSw[p[len(p)-2]] = true
+		}
+	}
+	next := map[string]bool{}
+	for _, p := range w.paths {
+		for j := 2; j < len(p)-1; j++ {
+			if stormSw[p[j-1]] {
+				next[p[j]] = true
+			}
+			if stormSw[p[j]] {
+				next[p[j-1]] = true
+			}
+		}
+	}
+	for sw := range next {
+		stormSw[sw] = true
+	}
+	for i := range w.win {
+		r := &w.win[i]
+		s, d := r.SrcKey(), r.DstKey()
+		b := w.storms[s] != nil || w.storms[d] != nil || paused[s] || paused[d]
+		for _, n := range w.paths[i] {
+			b = b || stormSw[n]
+		}
+		w.behind[i] = b
+	}
+}
+
+// stormSuspects are step 0's verdicts: each storming RNIC, with the
+// abnormal probes behind it. Pauses come before any loss in the ranking:
+// they explain the timeouts behind them, which are not the network's.
+func (w *window) stormSuspects() []Suspect {
+	// Every abnormal probe behind storms is the storms': the one whose
+	// pause held it is not known, so each storm counts all of them.
+	to, slow := 0, 0
+	for i := range w.win {
+		switch r := &w.win[i]; {
+		case !w.behind[i]:
+		case r.Timeout:
+			to++
+		case r.NetworkNs > w.rep.HighLatencyNs:
+			slow++
+		}
+	}
+	var sus []Suspect
+	for _, k := range sortedKeys(w.storms) {
+		st := w.storms[k]
+		st.Timeouts, st.Slow = to, slow
+		for i := range w.rep.PFC {
+			if w.rep.PFC[i].RNIC == k {
+				w.rep.PFC[i] = *st
+			}
+		}
+		sus = append(sus, Suspect{Kind: KindRNIC, Name: k, Basis: "pfc", Evidence: to + slow, Share: st.TxShare,
+			Alert: fmt.Sprintf("ALERT rnic %s: PFC storm: sent %d pause frames, its link paused %.1f%% of the window; %d timeouts and %d slow probes behind it",
+				k, st.TxPause, 100*min(st.TxShare, 1), to, slow)})
+	}
+	return sus
 }
 
 // anomalousRNICs is step 1, the anomalous RNICs (section 3.4.1). Probes to
@@ -415,7 +611,7 @@ func (w *window) anomalousRNICs() {
 	for k := range held {
 		st := &RNICStatus{RNIC: k, Held: !w.a.down[k], Down: w.a.down[k], Anomalous: true}
 		for i := range w.win {
-			if w.win[i].SrcKey() == k || w.win[i].DstKey() == k {
+			if (w.win[i].SrcKey() == k || w.win[i].DstKey() == k) && !w.behind[i] {
 				st.count(w.win[i].DstKey() == k, w.win[i].Timeout)
 			}
 		}
@@ -487,7 +683,7 @@ func (w *window) flagRound(status map[string]*RNICStatus, explained map[string]s
 	for i := range w.win {
 		r := &w.win[i]
 		s, d := r.SrcKey(), r.DstKey()
-		if w.flagged[s] || w.flagged[d] {
+		if w.flagged[s] || w.flagged[d] || w.behind[i] {
 			continue
 		}
 		for j, k := range [2]string{s, d} {
@@ -507,7 +703,7 @@ func (w *window) flagRound(status map[string]*RNICStatus, explained map[string]s
 		if st.Probes < w.c.MinProbes || st.Rate <= w.c.TimeoutFraction || explained[k] != "" {
 			continue
 		}
-		if l := w.a.confined(w.win, w.paths, k, w.flagged); l != "" {
+		if l := w.a.confined(w.win, w.paths, w.behind, k, w.flagged); l != "" {
 			explained[k] = l
 			continue
 		}
@@ -610,7 +806,8 @@ func (w *window) castVotes() ballots {
 	rep, thr := w.rep, w.rep.HighLatencyNs
 	for i := range w.win {
 		r := &w.win[i]
-		rnicProblem := w.flagged[r.SrcKey()] || w.flagged[r.DstKey()]
+		// A probe behind a storm is the storming RNIC's problem.
+		rnicProblem := w.flagged[r.SrcKey()] || w.flagged[r.DstKey()] || w.behind[i]
 		if r.Timeout {
 			if rnicProblem {
 				rep.RNICProblems++
@@ -987,11 +1184,12 @@ func (w *window) stillFailing(st *RNICStatus) bool {
 	for k, v := range w.flagged {
 		others[k] = v && k != st.RNIC
 	}
-	return w.a.confined(w.win, w.paths, st.RNIC, others) == ""
+	return w.a.confined(w.win, w.paths, w.behind, st.RNIC, others) == ""
 }
 
 // rankSuspects is step 5: every suspect of the window in one ranking
-// across kinds, and its alert lines in that order. Drops come first: in a
+// across kinds, and its alert lines in that order. A PFC storm comes
+// first: its pauses explain the probes held behind it. Drops next: in a
 // lossless fabric a lost probe is a fault's mark, a slow one may be
 // traffic; latency next, and slow answers of a host, which say nothing of
 // the network, last. Within a basis the sicker element leads, whatever
@@ -999,7 +1197,7 @@ func (w *window) stillFailing(st *RNICStatus) bool {
 // carried (an RNIC that loses every probe to it before a link that loses
 // a third of its probes), then the one that explains more probes.
 func (w *window) rankSuspects(sus []Suspect) {
-	basis := map[string]int{"drops": 0, "latency": 1, "processing": 2}
+	basis := map[string]int{"pfc": 0, "drops": 1, "latency": 2, "processing": 3}
 	kind := map[string]int{KindRNIC: 0, KindLink: 1, KindSwitch: 2, KindHost: 3}
 	slices.SortStableFunc(sus, func(x, y Suspect) int {
 		return cmp.Or(cmp.Compare(basis[x.Basis], basis[y.Basis]), cmp.Compare(y.Share, x.Share), cmp.Compare(y.Evidence, x.Evidence),
@@ -1019,12 +1217,12 @@ func (w *window) rankSuspects(sus []Suspect) {
 // the one most of the timeouts left cross first, until the probes over
 // the rest are healthy; if that takes more than three quarters of the
 // RNIC's traced probes, the fault is the RNIC's.
-func (a *Analyzer) confined(win []Result, paths [][]string, k string, flagged map[string]bool) string {
+func (a *Analyzer) confined(win []Result, paths [][]string, behind []bool, k string, flagged map[string]bool) string {
 	var mine []int
 	var all RNICStatus
 	for i := range win {
 		r := &win[i]
-		if (r.SrcKey() == k || r.DstKey() == k) && !flagged[r.SrcKey()] && !flagged[r.DstKey()] {
+		if (r.SrcKey() == k || r.DstKey() == k) && !flagged[r.SrcKey()] && !flagged[r.DstKey()] && !behind[i] {
 			all.count(r.DstKey() == k, r.Timeout)
 			// Probes of untraced 5-tuples can neither confirm nor
 			// refute.

@@ -347,3 +347,62 @@ func TestSuspectRanking(t *testing.T) {
 		t.Fatalf("suspects %+v", r.Suspects)
 	}
 }
+
+// TestPFCStorm: an RNIC that pauses its switch for good freezes the
+// lossless class behind it: probes to and from it time out, and so do
+// those stuck at the spine its switch's pauses froze. Probing alone blames
+// the spine's links and the RNICs whose probes cross it; with the RNICs'
+// pause counters the storming RNIC is the one suspect, and every abnormal
+// probe behind it is its.
+func TestPFCStorm(t *testing.T) {
+	c := &cluster{hosts: 4, rnics: 4, rng: rand.New(rand.NewPCG(7, 7))}
+	k := 0
+	storm := func(p probe) (bool, int64, int64) {
+		if p.host == 1 && (p.src == 2 || p.dst == 2) {
+			return true, 0, 0
+		}
+		if p.spine == 1 {
+			if k++; k%3 != 0 {
+				return true, 0, 0
+			}
+			return false, 90000, 3000
+		}
+		return healthy(p)
+	}
+	pfc := func(bs []Batch, tx int64) []Batch {
+		for i := range bs {
+			switch bs[i].Host {
+			case "m1":
+				bs[i].PFC = append(bs[i].PFC, PFC{RNIC: "n2", From: 0, To: win, TxPause: 40, TxPauseNs: tx})
+			case "m2":
+				bs[i].PFC = append(bs[i].PFC, PFC{RNIC: "n0", From: 0, To: win, RxPause: 12, RxPauseNs: win / 2})
+			}
+		}
+		return bs
+	}
+	// Without counters: the network takes the blame.
+	r := analyzeOne(t, NewAnalyzer(Config{}), c.batches(0, 200, storm), win)
+	if len(r.Suspects) == 0 || r.Suspects[0].Kind == KindRNIC && r.Suspects[0].Basis == "pfc" {
+		t.Fatalf("without counters: %+v", r.Suspects)
+	}
+	r = analyzeOne(t, NewAnalyzer(Config{}), pfc(c.batches(0, 200, storm), win), win)
+	if len(r.Suspects) != 1 || r.Suspects[0].Name != "m1/n2" || r.Suspects[0].Basis != "pfc" {
+		t.Fatalf("storm: suspects %+v", r.Suspects)
+	}
+	if len(r.PFC) != 2 || !r.PFC[0].Storming || r.PFC[0].Timeouts == 0 || r.PFC[1].Storming || r.SwitchProblems != 0 || r.HighLatency != 0 {
+		t.Fatalf("storm: pfc %+v, %d switch problems, %d high latency", r.PFC, r.SwitchProblems, r.HighLatency)
+	}
+	// Pauses of a healthy RNIC (under 1% of the window) are no storm:
+	// the network's faults are judged as without counters.
+	r = analyzeOne(t, NewAnalyzer(Config{}), pfc(c.batches(0, 200, storm), win/200), win)
+	if len(r.Suspects) == 0 || r.Suspects[0].Basis == "pfc" || len(r.PFC) != 2 || r.PFC[0].Storming {
+		t.Fatalf("short pauses: suspects %+v pfc %+v", r.Suspects, r.PFC)
+	}
+	// A sample spanning two windows counts in each for its share.
+	a := NewAnalyzer(Config{})
+	a.Add(&Batch{Host: "m0", PFC: []PFC{{RNIC: "n1", From: win / 2, To: win + win/2, TxPause: 10, TxPauseNs: win}}})
+	r1, r2 := a.Analyze(win), a.Analyze(2*win)
+	if len(r1.PFC) != 1 || r1.PFC[0].TxPause != 5 || r1.PFC[0].TxPauseNs != win/2 || len(r2.PFC) != 1 || r2.PFC[0].TxPause != 5 {
+		t.Fatalf("split sample: %+v / %+v", r1.PFC, r2.PFC)
+	}
+}

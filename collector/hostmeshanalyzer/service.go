@@ -212,6 +212,17 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		fmt.Fprintf(w, "rnic %s: %d/%d timeouts%s\n", s.RNIC, s.Timeouts, s.Probes, note)
 	}
+	for i, p := range r.PFC {
+		if i == 3 {
+			break
+		}
+		note := ""
+		if p.Storming {
+			note = " storming"
+		}
+		fmt.Fprintf(w, "pfc %s: sent %d pauses (%s, %.1f%%), received %d (%s)%s\n", p.RNIC, p.TxPause, d(p.TxPauseNs), 100*p.TxShare,
+			p.RxPause, d(p.RxPauseNs), note)
+	}
 	for i, v := range r.Links {
 		if i == 3 {
 			break

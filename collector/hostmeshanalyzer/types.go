@@ -101,4 +101,27 @@ type Batch struct {
 	Paths    []Path            `json:"paths,omitempty"`
 	Down     []string          `json:"down,omitempty"` // RNICs that disappeared
 	Counters map[string]uint64 `json:"counters,omitempty"`
+	// PFC are the RNICs' pause counters since the last batch.
+	PFC []PFC `json:"pfc,omitempty"`
 }
+
+// PFC is one RNIC's PFC counters of the probes' (lossless) class over an
+// interval of its agent's clock, as the RNIC counts them (mlx5's ethtool
+// tx_prioN_pause, rx_prioN_pause and their _duration): pause frames it
+// sent to its switch and received from it, and how long each held the
+// link. Probing alone cannot tell a probe a pause holds from one a link
+// loses; these tell a storming RNIC (section 5, problem #8: RNICs
+// "sending a large number of PFC pause frames") from a lossy network.
+type PFC struct {
+	RNIC string `json:"rnic"`
+	// From and To bound the interval, ns of the host's clock.
+	From      int64  `json:"from_ns"`
+	To        int64  `json:"to_ns"`
+	TxPause   uint64 `json:"tx_pause"`
+	RxPause   uint64 `json:"rx_pause"`
+	TxPauseNs int64  `json:"tx_pause_ns"`
+	RxPauseNs int64  `json:"rx_pause_ns"`
+}
+
+// Key is the RNIC's cluster-wide name, given its agent's host.
+func (p *PFC) Key(host string) string { return host + "/" + p.RNIC }
