@@ -466,7 +466,8 @@ func (a *Analyzer) analyze(start, end int64, win []Result, pfc []pfcSample) *Rep
 // the lossless class freezes hop by hop, and probes stuck anywhere on the
 // way time out as if lost. Probes are behind a storm when they are to or
 // from the storming RNIC, when an RNIC of theirs was paused by its switch
-// in the window (the pause reached its rail), or when their path crosses
+// in the window (the pause reached its rail), when their path is not
+// traced (it may cross the freeze as well as any), or when their path crosses
 // the storming RNIC's switch or a switch next to it: those send to it and
 // are the first its pauses freeze, with every port that feeds them. The
 // RNICs' counters do not show how far the freeze went past them; in a
@@ -556,7 +557,9 @@ func (w *window) pfcStorms(pfc []pfcSample) {
 	for i := range w.win {
 		r := &w.win[i]
 		s, d := r.SrcKey(), r.DstKey()
-		b := w.storms[s] != nil || w.storms[d] != nil || paused[s] || paused[d]
+		// A probe whose path is not traced may cross the freeze as well
+		// as any other: its timeout does not say its RNIC failed.
+		b := w.storms[s] != nil || w.storms[d] != nil || paused[s] || paused[d] || w.paths[i] == nil
 		for _, n := range w.paths[i] {
 			b = b || stormSw[n]
 		}
