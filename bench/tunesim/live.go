@@ -1,0 +1,419 @@
+package tunesim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rdma-appliance/appliance/bench/fabric"
+	"github.com/rdma-appliance/appliance/bench/fabric/workload"
+	"github.com/rdma-appliance/appliance/internal/topo"
+	"github.com/rdma-appliance/appliance/tuning"
+)
+
+// Phase is one stretch of an online run's workload: senders each open QPs
+// queue pairs to Dst and every QP posts a Size-byte message every
+// Interval, from the phase's start (perftest's periodic bursts). The
+// paper's Figure 11 changes load, incast degree and message size during
+// the run; phases are how an online scenario does.
+type Phase struct {
+	Name     string
+	Duration time.Duration // simulated
+	Senders  []int
+	Dst      int
+	QPs      int
+	Size     int64
+	Interval time.Duration
+}
+
+// offered is the phase's offered load in bits/s.
+func (p Phase) offered() float64 {
+	return float64(len(p.Senders)*p.QPs) * float64(p.Size) * 8 / p.Interval.Seconds()
+}
+
+// LiveScenario is a fabric that runs continuously while its workload moves
+// through Phases (cycling), for the online tuner.
+type LiveScenario struct {
+	Name        string
+	Description string
+	Build       func() (*topo.Graph, *topo.Routes, error)
+	Base        fabric.Config
+	// Scopes are the tuned layers (the paper's per-layer parameters).
+	Scopes []string
+	Phases []Phase
+	// Objective judges a window (Eq. 14 with the history normalisation).
+	Objective tuning.Objective
+	// Window is one telemetry window; Settle the time after a change
+	// before the window opens (the change's transient is not scored: the
+	// paper's tuner waits for the next telemetry period).
+	Window, Settle time.Duration
+	Capacity       float64
+	RTT            int64
+}
+
+// LiveScenarios are the online scenarios:
+//
+//   - fig11: a k=4 fat tree (16 hosts; ToR, aggregation and core layers,
+//     25G everywhere) whose traffic to h15 cycles through a 2-to-1 of
+//     1 MB messages on 10 QPs per sender every 10 ms, a 12-to-1 incast of
+//     64 KB bursts on 4 QPs every 1000 us and a light 3-to-1 of 16 KB
+//     messages every 200 us, 40 ms each.
+func LiveScenarios() map[string]LiveScenario {
+	o := tuning.DefaultObjective()
+	base := simBase()
+	// The paper's deployments leave PFC off on the spine (core) layer to
+	// keep PFC inside the pod (Section 3.3).
+	core := base.Switch
+	core.Lossless = 0
+	base.Layers = map[string]fabric.SwitchConfig{"core": core}
+	fig11 := LiveScenario{Name: "fig11", Base: base, Scopes: []string{"agg", "core", "tor"}, Objective: o,
+		Window: time.Millisecond, Settle: 200 * time.Microsecond, Capacity: simAccessBW, RTT: 12 * simDelay,
+		Description: "k=4 fat tree (tor/agg/core, 25G): traffic to h15 cycles 2-to-1 1 MB messages, 12-to-1 64 KB incast, 3-to-1 16 KB messages, 40 ms each",
+		Build: func() (*topo.Graph, *topo.Routes, error) {
+			g, err := topo.FatTree(4, simAccessBW, simDelay)
+			if err != nil {
+				return nil, nil, err
+			}
+			return g, g.ShortestPaths(), nil
+		},
+		Phases: []Phase{
+			{Name: "2-to-1", Duration: 40 * time.Millisecond, Senders: []int{0, 4}, Dst: 15, QPs: 10, Size: 1 << 20, Interval: 10 * time.Millisecond},
+			{Name: "incast-12", Duration: 40 * time.Millisecond, Senders: hostRange(0, 12), Dst: 15, QPs: 4, Size: 64 << 10, Interval: time.Millisecond},
+			{Name: "light-3", Duration: 40 * time.Millisecond, Senders: []int{0, 4, 8}, Dst: 15, QPs: 4, Size: 16 << 10, Interval: 200 * time.Microsecond},
+		}}
+	return map[string]LiveScenario{"fig11": fig11}
+}
+
+// LiveScenarioNames are the online scenarios in a stable order.
+func LiveScenarioNames() []string { return []string{"fig11"} }
+
+// validate checks what Build cannot.
+func (ls *LiveScenario) validate(g *topo.Graph) error {
+	if len(ls.Phases) == 0 {
+		return errors.New("no phases")
+	}
+	if ls.Window <= 0 || ls.Settle < 0 {
+		return fmt.Errorf("window %v, settle %v: window positive, settle not negative", ls.Window, ls.Settle)
+	}
+	for _, p := range ls.Phases {
+		if p.Duration <= 0 || p.Interval <= 0 || p.QPs < 1 || p.Size <= 0 || len(p.Senders) == 0 {
+			return fmt.Errorf("phase %s: duration, interval, QPs, size and senders must be positive", p.Name)
+		}
+		for _, h := range append([]int{p.Dst}, p.Senders...) {
+			if h < 0 || h >= len(g.Nodes) || g.Nodes[h].Kind != topo.Host {
+				return fmt.Errorf("phase %s: node %d is not a host", p.Name, h)
+			}
+		}
+	}
+	return nil
+}
+
+// Window is one telemetry window of a live run.
+type Window struct {
+	From, To int64 // simulated ns
+	Phase    string
+	// Applied is when the configuration judged in this window was
+	// applied (simulated ns).
+	Applied int64
+}
+
+// LiveTarget is a tuning.Target on a fabric simulation that never
+// restarts: Apply changes the running switches' watermarks in place (the
+// scopes resolved to switches as a push resolves them), Measure lets the
+// fabric run on, the workload still changing, for a settle time and then
+// one telemetry window, and reports the window's counters. It is safe for
+// one tuner plus readers (Now, Phase, Windows, SwitchWatermark).
+type LiveTarget struct {
+	Sc LiveScenario
+	// SampleNs is the queue sampling period (default 2 us).
+	SampleNs int64
+
+	mu      sync.Mutex
+	g       *topo.Graph
+	sim     *fabric.Sim
+	inv     []tuning.Switch
+	genTo   int64 // workload generated up to here
+	nextID  int
+	watch   []int // switch nodes whose telemetry is reported
+	open    bool  // a window is being measured
+	bytes   map[[2]int]uint64
+	pkts    map[[2]int]uint64
+	samples map[[2]int][]float64
+	applied int64
+	windows []Window
+}
+
+// NewLiveTarget starts the scenario's fabric at time 0 with its base
+// watermarks.
+func NewLiveTarget(sc LiveScenario) (*LiveTarget, error) {
+	g, r, err := sc.Build()
+	if err != nil {
+		return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
+	}
+	if err := sc.validate(g); err != nil {
+		return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
+	}
+	sim, err := fabric.New(g, r, nil, sc.Base)
+	if err != nil {
+		return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
+	}
+	t := &LiveTarget{Sc: sc, SampleNs: 2000, g: g, sim: sim}
+	// Telemetry from every switch some phase's traffic crosses (Eq. 14
+	// sums over them), so every tuned layer's effect is seen.
+	var dem []tuning.Demand
+	for _, p := range sc.Phases {
+		for _, s := range p.Senders {
+			dem = append(dem, tuning.Demand{Src: s, Dst: p.Dst})
+		}
+	}
+	comp := tuning.Compress(g, r, dem, tuning.CompressOptions{PerLayer: true, OnPathOnly: true})
+	for _, name := range comp.Telemetry {
+		i, _ := g.Node(name)
+		t.watch = append(t.watch, i)
+	}
+	for i, n := range g.Nodes {
+		if n.Kind != topo.Switch {
+			continue
+		}
+		sw := tuning.Switch{Name: n.Name, Layer: n.Layer, Dialect: "sonic", Prio: fabric.PrioData}
+		for p := range g.Ports(i) {
+			sw.Ports = append(sw.Ports, fmt.Sprintf("Ethernet%d", 4*p))
+		}
+		t.inv = append(t.inv, sw)
+	}
+	watched := map[int]bool{}
+	for _, w := range t.watch {
+		watched[sim.SwitchOf(w)] = true
+	}
+	sim.SetHooks(&fabric.Hooks{Dequeue: func(sw, port int, p *fabric.Packet, _ int64) {
+		if !t.open || p.Kind != fabric.KindData || !watched[sw] {
+			return
+		}
+		k := [2]int{sim.NodeOfSwitch(sw), port}
+		t.pkts[k]++
+		t.bytes[k] += uint64(p.Size)
+	}})
+	var sample func(*fabric.Sim)
+	sample = func(s *fabric.Sim) {
+		if t.open {
+			for _, w := range t.watch {
+				for port := range s.NumPorts(w) {
+					var q int64
+					for prio := range uint8(fabric.NumPrio) {
+						q += s.QueueBytes(w, port, prio)
+					}
+					k := [2]int{w, port}
+					t.samples[k] = append(t.samples[k], float64(q))
+				}
+			}
+		}
+		s.At(s.Now()+t.SampleNs, sample)
+	}
+	sim.At(0, sample)
+	return t, nil
+}
+
+// NewLiveTargetNamed builds a named online scenario's target.
+func NewLiveTargetNamed(name string) (*LiveTarget, error) {
+	sc, ok := LiveScenarios()[name]
+	if !ok {
+		return nil, fmt.Errorf("online scenario %q: %s", name, strings.Join(LiveScenarioNames(), ", "))
+	}
+	return NewLiveTarget(sc)
+}
+
+// PhaseAt is the phase running at simulated time t, and when it began.
+func (sc *LiveScenario) PhaseAt(t int64) (Phase, int64) {
+	var cycle int64
+	for _, p := range sc.Phases {
+		cycle += int64(p.Duration)
+	}
+	start := t - t%cycle
+	off := t % cycle
+	for _, p := range sc.Phases {
+		if off < int64(p.Duration) {
+			return p, start
+		}
+		off -= int64(p.Duration)
+		start += int64(p.Duration)
+	}
+	return sc.Phases[len(sc.Phases)-1], start
+}
+
+// generate adds the messages that start in [t.genTo, to).
+func (t *LiveTarget) generate(to int64) error {
+	var flows []workload.Flow
+	for t.genTo < to {
+		p, start := t.Sc.PhaseAt(t.genTo)
+		end := min(start+int64(p.Duration), to)
+		iv := int64(p.Interval)
+		// Bursts at start + k*interval inside [genTo, end).
+		k := (t.genTo - start + iv - 1) / iv
+		for at := start + k*iv; at < end; at += iv {
+			for _, s := range p.Senders {
+				for range p.QPs {
+					flows = append(flows, workload.Flow{ID: t.nextID, Src: s, Dst: p.Dst, Size: p.Size, Start: at, Prio: fabric.PrioData})
+					t.nextID++
+				}
+			}
+		}
+		t.genTo = end
+	}
+	return t.sim.AddFlows(flows)
+}
+
+// run advances the fabric by d, feeding it its workload as it goes.
+func (t *LiveTarget) run(ctx context.Context, d int64) error {
+	until := t.sim.Now() + d
+	if err := t.generate(until); err != nil {
+		return err
+	}
+	if _, err := t.sim.Run(ctx, until); err != nil {
+		return fmt.Errorf("simulator: %w", err)
+	}
+	return nil
+}
+
+// Inventory is the fabric's switches as a push sees them (SONiC port
+// names), so the chosen watermarks render in any dialect.
+func (t *LiveTarget) Inventory() []tuning.Switch { return t.inv }
+
+var _ tuning.Inventoried = (*LiveTarget)(nil)
+
+// Apply writes c's watermarks into the running switches now. Scopes
+// resolve to switches exactly as a push to real switches resolves them
+// (a switch scope beats its layer's; a scope matching no switch is
+// refused before any switch changes).
+func (t *LiveTarget) Apply(_ context.Context, c tuning.Config) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	st := tuning.SwitchTarget{Switches: t.inv}
+	want, err := st.Intents(c)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	// Check every switch's new configuration before changing any, so a
+	// refused one leaves the fabric as it was.
+	type change struct {
+		node int
+		cfg  fabric.SwitchConfig
+	}
+	var changes []change
+	names := make([]string, 0, len(want))
+	for n := range want {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		ins := want[name]
+		if len(ins) != 1 {
+			return fmt.Errorf("switch %s: the simulator sets watermarks per switch, not per port", name)
+		}
+		node, _ := t.g.Node(name)
+		cur, err := t.sim.SwitchConfig(node)
+		if err != nil {
+			return err
+		}
+		nc := applyWatermark(cur, ins[0].W, c.Cell)
+		if err := nc.Validate(); err != nil {
+			return fmt.Errorf("switch %s: %w", name, err)
+		}
+		changes = append(changes, change{node, nc})
+	}
+	for _, ch := range changes {
+		if err := t.sim.SetSwitchConfig(ch.node, ch.cfg); err != nil {
+			return err
+		}
+	}
+	t.applied = t.sim.Now()
+	return nil
+}
+
+// Measure lets the fabric run for the settle time, then measures one
+// window of d (the scenario's window when 0) and reports it: per watched
+// switch and data-carrying port, the data bytes sent and the queue
+// sampled every SampleNs, all from inside the window only.
+func (t *LiveTarget) Measure(ctx context.Context, d time.Duration) (tuning.Telemetry, error) {
+	if d <= 0 {
+		d = t.Sc.Window
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.Sc.Settle > 0 {
+		if err := t.run(ctx, int64(t.Sc.Settle)); err != nil {
+			return tuning.Telemetry{}, err
+		}
+	}
+	from := t.sim.Now()
+	ph, _ := t.Sc.PhaseAt(from)
+	st0 := t.sim.Stats()
+	t.open = true
+	t.bytes, t.pkts, t.samples = map[[2]int]uint64{}, map[[2]int]uint64{}, map[[2]int][]float64{}
+	err := t.run(ctx, int64(d))
+	t.open = false
+	if err != nil {
+		return tuning.Telemetry{}, err
+	}
+	to := t.sim.Now()
+	st1 := t.sim.Stats()
+	t.windows = append(t.windows, Window{From: from, To: to, Phase: ph.Name, Applied: t.applied})
+	secs := float64(to-from) / 1e9
+	tel := tuning.Telemetry{Duration: to - from, Drops: st1.Drops - st0.Drops, Pauses: st1.PauseFrames - st0.PauseFrames,
+		Source: fmt.Sprintf("simulator-online:%s phase %s", t.Sc.Name, ph.Name)}
+	for _, w := range t.watch {
+		ss := tuning.SwitchStats{Name: t.g.Nodes[w].Name, Layer: t.g.Nodes[w].Layer}
+		for port := range t.sim.NumPorts(w) {
+			k := [2]int{w, port}
+			if t.pkts[k] == 0 {
+				continue // no data in this window
+			}
+			ps := tuning.PortStats{Port: port, Capacity: t.g.Links[t.g.Ports(w)[port].Link].Bandwidth,
+				Throughput: float64(t.bytes[k]) * 8 / secs}
+			smp := t.samples[k]
+			sum := 0.0
+			for _, v := range smp {
+				sum += v
+				ps.QueueMax = max(ps.QueueMax, v)
+			}
+			if len(smp) > 0 {
+				ps.QueueMean = sum / float64(len(smp))
+			}
+			ps.QueueP99 = tuning.Percentile(smp, 99)
+			ss.Ports = append(ss.Ports, ps)
+		}
+		tel.Switches = append(tel.Switches, ss)
+	}
+	return tel, nil
+}
+
+// Now is the fabric's simulated time.
+func (t *LiveTarget) Now() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.sim.Now()
+}
+
+// Windows are the telemetry windows measured so far.
+func (t *LiveTarget) Windows() []Window {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]Window(nil), t.windows...)
+}
+
+// SwitchWatermark is switch name's running ECN/PFC configuration.
+func (t *LiveTarget) SwitchWatermark(name string) (fabric.SwitchConfig, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	i, ok := t.g.Node(name)
+	if !ok {
+		return fabric.SwitchConfig{}, fmt.Errorf("no switch %q", name)
+	}
+	return t.sim.SwitchConfig(i)
+}
