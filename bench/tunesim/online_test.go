@@ -18,7 +18,8 @@ func TestOnlineRunSpec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs.Budget = 16
+	// Short: 8 windows of 2 ms (the file's window is 8 ms).
+	rs.Budget, rs.Target.Duration = 8, "2ms"
 	se, err := rs.Build(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -30,12 +31,12 @@ func TestOnlineRunSpec(t *testing.T) {
 	var last tuning.Point
 	se.Tuner.Progress = func(r tuning.Record) { last = r.Point }
 	r, err := se.Tuner.Run(context.Background())
-	if err != nil || r.Evaluations != 16 {
+	if err != nil || r.Evaluations != 8 {
 		t.Fatalf("%v after %d evaluations", err, r.Evaluations)
 	}
 	ws := lt.Windows()
-	if len(ws) != 16 {
-		t.Fatalf("%d windows for 16 evaluations", len(ws))
+	if len(ws) != 8 {
+		t.Fatalf("%d windows for 8 evaluations", len(ws))
 	}
 	step := int64(lt.Sc.Settle + lt.Sc.Window)
 	for i, w := range ws {
