@@ -1,13 +1,18 @@
 package tunesim
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/rdma-appliance/appliance/tuning"
 )
@@ -355,6 +360,76 @@ func WriteDiscrimination(w io.Writer, rows []DiscRow) error {
 		fmt.Fprintln(w)
 		for i, b := range r.Budgets {
 			fmt.Fprintf(w, "  budget %d: anneal vs %s\n", b, r.SeparatedReason[i])
+		}
+	}
+	return nil
+}
+
+// DiscriminateAll discriminates every landscape alone at 1, 3 and 10% of
+// its grid and every pair of them (receiver switches tuned apart) at 330,
+// 1000 and 3300 evaluations, under both normalisations.
+func DiscriminateAll(ls []*Landscape, seeds int) ([]DiscRow, error) {
+	var rows []DiscRow
+	norms := []string{NormFixed, NormEq14}
+	for _, l := range ls {
+		n := len(l.Tel)
+		for _, norm := range norms {
+			r, err := Discriminate(l, norm, []int{max(n/100, 1), max(3*n/100, 1), max(n/10, 1)}, seeds)
+			if err != nil {
+				return rows, fmt.Errorf("%s: %w", l.Scenario, err)
+			}
+			rows = append(rows, r)
+		}
+	}
+	for i := range ls {
+		for j := i + 1; j < len(ls); j++ {
+			for _, norm := range norms {
+				r, err := DiscriminatePair(ls[i], ls[j], norm, []int{330, 1000, 3300}, seeds)
+				if err != nil {
+					return rows, fmt.Errorf("%s+%s: %w", ls[i].Scenario, ls[j].Scenario, err)
+				}
+				rows = append(rows, r)
+			}
+		}
+	}
+	return rows, nil
+}
+
+// WriteDiscriminationFiles writes discrimination.txt and .json into dir,
+// and the landscapes as landscape-SCENARIO.csv.gz (what tune
+// discriminate and BenchmarkDiscriminate read).
+func WriteDiscriminationFiles(dir string, rows []DiscRow, ls []*Landscape) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	if err := WriteDiscrimination(&buf, rows); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "discrimination.txt"), buf.Bytes(), 0o644); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(rows, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "discrimination.json"), b, 0o644); err != nil {
+		return err
+	}
+	for _, l := range ls {
+		if len(l.Tel) == 0 {
+			continue
+		}
+		f, err := os.Create(filepath.Join(dir, "landscape-"+l.Scenario+".csv.gz"))
+		if err != nil {
+			return err
+		}
+		werr := WriteLandscape(f, l, time.Duration(l.Tel[0].Duration))
+		if cerr := f.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr != nil {
+			return werr
 		}
 	}
 	return nil
