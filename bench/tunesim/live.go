@@ -135,7 +135,8 @@ type Window struct {
 // one tuner plus readers (Now, Phase, Windows, SwitchWatermark).
 type LiveTarget struct {
 	Sc LiveScenario
-	// SampleNs is the queue sampling period (default 2 us).
+	// SampleNs is the queue sampling period (default 10 us: 800 samples
+	// a window, and every watched port of every switch is read each time).
 	SampleNs int64
 
 	mu      sync.Mutex
@@ -169,7 +170,7 @@ func NewLiveTarget(sc LiveScenario) (*LiveTarget, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
 	}
-	t := &LiveTarget{Sc: sc, SampleNs: 2000, g: g, sim: sim}
+	t := &LiveTarget{Sc: sc, SampleNs: 10_000, g: g, sim: sim}
 	// Telemetry from every switch some phase's traffic crosses (Eq. 14
 	// sums over them), so every tuned layer's effect is seen.
 	var dem []tuning.Demand
