@@ -30,11 +30,6 @@ type Phase struct {
 	Interval time.Duration
 }
 
-// offered is the phase's offered load in bits/s.
-func (p Phase) offered() float64 {
-	return float64(len(p.Senders)*p.QPs) * float64(p.Size) * 8 / p.Interval.Seconds()
-}
-
 // LiveScenario is a fabric that runs continuously while its workload moves
 // through Phases (cycling), for the online tuner.
 type LiveScenario struct {
