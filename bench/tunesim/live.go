@@ -138,8 +138,12 @@ type LiveTarget struct {
 	g       *topo.Graph
 	sim     *fabric.Sim
 	inv     []tuning.Switch
-	genTo   int64 // workload generated up to here
 	nextID  int
+	// qp is each queue pair's last message (its flow's index in the
+	// simulation), by phase, sender and QP: a QP posts its next message
+	// only once the last one completed.
+	qp      map[[3]int]int32
+	skipped uint64
 	watch   []int // switch nodes whose telemetry is reported
 	open    bool  // a window is being measured
 	bytes   map[[2]int]uint64
@@ -218,6 +222,8 @@ func NewLiveTarget(sc LiveScenario) (*LiveTarget, error) {
 		s.At(s.Now()+t.SampleNs, sample)
 	}
 	sim.At(0, sample)
+	t.qp = map[[3]int]int32{}
+	sim.At(0, t.post)
 	return t, nil
 }
 
@@ -248,34 +254,65 @@ func (sc *LiveScenario) PhaseAt(t int64) (Phase, int64) {
 	return sc.Phases[len(sc.Phases)-1], start
 }
 
-// generate adds the messages that start in [t.genTo, to).
-func (t *LiveTarget) generate(to int64) error {
+// post is the workload, run inside the simulation at every burst of the
+// current phase: each QP whose previous message completed posts the next
+// one now, and the next burst is scheduled. A QP still busy skips the
+// burst (counted in Skipped), as an application waiting on its completion
+// would: an open-loop generator under a configuration that stalls the
+// fabric piles up messages without end, and with them the simulation's
+// cost, and the next windows judge the backlog, not the configuration.
+func (t *LiveTarget) post(s *fabric.Sim) {
+	now := s.Now()
+	p, start := t.Sc.PhaseAt(now)
+	pi := 0
+	for i := range t.Sc.Phases {
+		if t.Sc.Phases[i].Name == p.Name {
+			pi = i
+		}
+	}
 	var flows []workload.Flow
-	for t.genTo < to {
-		p, start := t.Sc.PhaseAt(t.genTo)
-		end := min(start+int64(p.Duration), to)
-		iv := int64(p.Interval)
-		// Bursts at start + k*interval inside [genTo, end).
-		k := (t.genTo - start + iv - 1) / iv
-		for at := start + k*iv; at < end; at += iv {
-			for _, s := range p.Senders {
-				for range p.QPs {
-					flows = append(flows, workload.Flow{ID: t.nextID, Src: s, Dst: p.Dst, Size: p.Size, Start: at, Prio: fabric.PrioData})
-					t.nextID++
+	var keys [][3]int
+	for _, snd := range p.Senders {
+		for q := range p.QPs {
+			k := [3]int{pi, snd, q}
+			if last, ok := t.qp[k]; ok {
+				if _, done, _, _, _ := s.FlowProgress(last); !done {
+					t.skipped++
+					continue
 				}
 			}
+			flows = append(flows, workload.Flow{ID: t.nextID, Src: snd, Dst: p.Dst, Size: p.Size, Start: now, Prio: fabric.PrioData})
+			keys = append(keys, k)
+			t.nextID++
 		}
-		t.genTo = end
 	}
-	return t.sim.AddFlows(flows)
+	base := int32(s.Flows())
+	if err := s.AddFlows(flows); err != nil {
+		// The phases were validated against the topology: a refusal
+		// here is a bug, not an input.
+		panic(fmt.Sprintf("online workload: %v", err))
+	}
+	for i, k := range keys {
+		t.qp[k] = base + int32(i)
+	}
+	next := now + int64(p.Interval)
+	if end := start + int64(p.Duration); next > end {
+		next = end
+	}
+	s.At(next, t.post)
 }
 
-// run advances the fabric by d, feeding it its workload as it goes.
+// Skipped is how many bursts a QP skipped because its previous message
+// had not completed.
+func (t *LiveTarget) Skipped() uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.skipped
+}
+
+// run advances the fabric by d.
 func (t *LiveTarget) run(ctx context.Context, d int64) error {
 	until := t.sim.Now() + d
-	if err := t.generate(until); err != nil {
-		return err
-	}
 	res, err := t.sim.Run(ctx, until)
 	if err != nil {
 		return fmt.Errorf("simulator: %w", err)
