@@ -58,7 +58,9 @@ type LiveScenario struct {
 //     rounds that start at line rate: Scene I's convergence, repeated), a
 //     12-to-1 incast of 64 KB bursts on 3 QPs every 1000 us (18.9 Gbit/s
 //     in 2.4 MB bursts) and a light 3-to-1 of 16 KB messages on 4 QPs
-//     every 200 us (7.9 Gbit/s), 320 ms (40 windows of 8 ms) each.
+//     every 200 us (7.9 Gbit/s), 320 ms (40 windows of 8 ms) each. The
+//     rates are what the QPs offer at most: a QP skips a burst while its
+//     last message is still in flight.
 func LiveScenarios() map[string]LiveScenario {
 	o := tuning.DefaultObjective()
 	// PFC stays on in every layer: with it off on the core (as the paper's
