@@ -136,11 +136,11 @@ type LiveTarget struct {
 	// a window, and every watched port of every switch is read each time).
 	SampleNs int64
 
-	mu      sync.Mutex
-	g       *topo.Graph
-	sim     *fabric.Sim
-	inv     []tuning.Switch
-	nextID  int
+	mu     sync.Mutex
+	g      *topo.Graph
+	sim    *fabric.Sim
+	inv    []tuning.Switch
+	nextID int
 	// qp is each queue pair's last message (its flow's index in the
 	// simulation), by phase, sender and QP: a QP posts its next message
 	// only once the last one completed.
