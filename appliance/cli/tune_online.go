@@ -81,7 +81,7 @@ func runTuneDiscriminate(_ context.Context, env *Env, o tuneDiscriminateOptions)
 var tuneOnlineCmd = &Command{
 	Name:    "online",
 	Summary: "online tuning on a running simulated fabric whose workload changes, against every preset",
-	Usage:   "[--scenario fig11] [--steps 240] [--seed 1] [--out DIR]",
+	Usage:   "[--scenario fig11] [--steps 240] [--seed 1] [--reheat 0.05] [--out DIR]",
 	Long: `Runs an online scenario twice over: first ByteTuning online, one fabric simulation that never
 restarts while its workload moves through phases (fig11: a k=4 fat tree, tuned per layer
 (tor, agg, core), whose traffic cycles through a 2-to-1 of 1 MB messages, a 12-to-1 incast
@@ -107,6 +107,7 @@ type tuneOnlineOptions struct {
 	scenario, out string
 	steps         int
 	seed          uint64
+	reheat        float64
 	args          []string
 }
 
@@ -115,6 +116,7 @@ func tuneOnlineFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) err
 	fs.StringVar(&o.scenario, "scenario", "fig11", "online scenario ("+strings.Join(tunesim.LiveScenarioNames(), ", ")+")")
 	fs.IntVar(&o.steps, "steps", 240, "tuning steps (telemetry windows) per run")
 	fs.Uint64Var(&o.seed, "seed", 1, "the tuner's seed")
+	fs.Float64Var(&o.reheat, "reheat", 0.05, "restart the schedule when a re-measurement of x moves f(x) by this fraction")
 	fs.StringVar(&o.out, "out", "tune-online", "directory for online.txt and online.json")
 	return bind(&o, &o.args, runTuneOnline)
 }
@@ -126,8 +128,13 @@ func runTuneOnline(ctx context.Context, env *Env, o tuneOnlineOptions) error {
 	if o.steps < 1 {
 		return Usagef("--steps %d: at least 1", o.steps)
 	}
+	if !(o.reheat > 0) {
+		return Usagef("--reheat %g: positive (online the schedule must restart when the workload changes)", o.reheat)
+	}
+	ap := tunesim.OnlineAnneal()
+	ap.Reheat = o.reheat
 	t0 := time.Now()
-	r, err := tunesim.Online(ctx, tunesim.OnlineOptions{Scenario: o.scenario, Steps: o.steps, Seed: o.seed})
+	r, err := tunesim.Online(ctx, tunesim.OnlineOptions{Scenario: o.scenario, Steps: o.steps, Seed: o.seed, Anneal: &ap})
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -304,6 +305,15 @@ func WriteOnline(w io.Writer, r OnlineResult) error {
 		} else {
 			fmt.Fprintf(w, "%s: presets better than the tuned run: %s\n", ph, strings.Join(worse, "; "))
 		}
+	}
+	for _, ph := range phases {
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, b := range r.Base {
+			lo, hi = min(lo, b.Phases[ph].Score), max(hi, b.Phases[ph].Score)
+		}
+		// When every preset scores within a few percent, "within 2% of
+		// the best" says nothing about tracking: print the spread.
+		fmt.Fprintf(w, "%s: presets score %.4f to %.4f (spread %.2f%% of the best); tuned %.4f\n", ph, lo, hi, 100*(hi-lo)/hi, r.Tuned.Phases[ph].Score)
 	}
 	for _, rc := range r.Recovery {
 		s := "not within the phase"
