@@ -81,7 +81,7 @@ func runTuneDiscriminate(_ context.Context, env *Env, o tuneDiscriminateOptions)
 var tuneOnlineCmd = &Command{
 	Name:    "online",
 	Summary: "online tuning on a running simulated fabric whose workload changes, against every preset",
-	Usage:   "[--scenario fig11] [--steps 240] [--seed 1] [--reheat 0.05] [--out DIR]",
+	Usage:   "[--scenario fig11] [--steps 240] [--seed 1] [--reheat 0.05] [--receiver-side] [--out DIR]",
 	Long: `Runs an online scenario twice over: first ByteTuning online, one fabric simulation that never
 restarts while its workload moves through phases (fig11: a k=4 fat tree, tuned per layer
 (tor, agg, core), whose traffic cycles through a 2-to-1 of 1 MB messages, a 12-to-1 incast
@@ -108,6 +108,7 @@ type tuneOnlineOptions struct {
 	steps         int
 	seed          uint64
 	reheat        float64
+	receiver      bool
 	args          []string
 }
 
@@ -118,6 +119,7 @@ func tuneOnlineFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) err
 	fs.Uint64Var(&o.seed, "seed", 1, "the tuner's seed")
 	fs.Float64Var(&o.reheat, "reheat", 0.05, "restart the schedule when a re-measurement of x moves f(x) by this fraction")
 	fs.StringVar(&o.out, "out", "tune-online", "directory for online.txt and online.json")
+	fs.BoolVar(&o.receiver, "receiver-side", false, "judge windows on the receiver-side switches only (the paper's telemetry compression), not every switch on the traffic's paths")
 	return bind(&o, &o.args, runTuneOnline)
 }
 
@@ -134,7 +136,7 @@ func runTuneOnline(ctx context.Context, env *Env, o tuneOnlineOptions) error {
 	ap := tunesim.OnlineAnneal()
 	ap.Reheat = o.reheat
 	t0 := time.Now()
-	r, err := tunesim.Online(ctx, tunesim.OnlineOptions{Scenario: o.scenario, Steps: o.steps, Seed: o.seed, Anneal: &ap})
+	r, err := tunesim.Online(ctx, tunesim.OnlineOptions{Scenario: o.scenario, Steps: o.steps, Seed: o.seed, Anneal: &ap, ReceiverSide: o.receiver})
 	if err != nil {
 		return err
 	}

@@ -46,6 +46,12 @@ type LiveScenario struct {
 	// before the window opens (the change's transient is not scored: the
 	// paper's tuner waits for the next telemetry period).
 	Window, Settle time.Duration
+	// ReceiverSide watches only the switches that deliver to a
+	// receiver (the paper's telemetry compression); off, every switch
+	// some phase's traffic crosses. Each message is a new flow that ECMP
+	// hashes anew, so an aggregation or core switch's share of the
+	// traffic changes from window to window under one configuration.
+	ReceiverSide   bool
 	Capacity       float64
 	RTT            int64
 }
@@ -173,14 +179,14 @@ func NewLiveTarget(sc LiveScenario) (*LiveTarget, error) {
 	}
 	t := &LiveTarget{Sc: sc, SampleNs: 10_000, g: g, sim: sim}
 	// Telemetry from every switch some phase's traffic crosses (Eq. 14
-	// sums over them), so every tuned layer's effect is seen.
+	// sums over them), or from the receiver side only.
 	var dem []tuning.Demand
 	for _, p := range sc.Phases {
 		for _, s := range p.Senders {
 			dem = append(dem, tuning.Demand{Src: s, Dst: p.Dst})
 		}
 	}
-	comp := tuning.Compress(g, r, dem, tuning.CompressOptions{PerLayer: true, OnPathOnly: true})
+	comp := tuning.Compress(g, r, dem, tuning.CompressOptions{PerLayer: true, OnPathOnly: true, ReceiverSide: sc.ReceiverSide})
 	for _, name := range comp.Telemetry {
 		i, _ := g.Node(name)
 		t.watch = append(t.watch, i)

@@ -24,6 +24,8 @@ type OnlineOptions struct {
 	Seed  uint64
 	// Anneal is Algorithm 1's setting (OnlineAnneal by default).
 	Anneal *tuning.AnnealParams
+	// ReceiverSide judges windows on the receiver-side switches only.
+	ReceiverSide bool
 }
 
 // OnlineAnneal is the online setting of Algorithm 1: the paper's
@@ -97,6 +99,7 @@ func Online(ctx context.Context, o OnlineOptions) (OnlineResult, error) {
 	if o.Steps <= 0 {
 		o.Steps = 240
 	}
+	sc.ReceiverSide = sc.ReceiverSide || o.ReceiverSide
 	ap := OnlineAnneal()
 	if o.Anneal != nil {
 		ap = *o.Anneal
