@@ -51,9 +51,9 @@ type LiveScenario struct {
 	// some phase's traffic crosses. Each message is a new flow that ECMP
 	// hashes anew, so an aggregation or core switch's share of the
 	// traffic changes from window to window under one configuration.
-	ReceiverSide   bool
-	Capacity       float64
-	RTT            int64
+	ReceiverSide bool
+	Capacity     float64
+	RTT          int64
 }
 
 // LiveScenarios are the online scenarios:
