@@ -200,7 +200,11 @@ func runCapture(ctx context.Context, env *Env, o captureOptions) error {
 		go func() { _ = svc.Run(sctx) }()
 	}
 	live := newLiveLine(env.Stderr, o.quiet)
-	res, runErr := s.Run(ctx, live.tick)
+	var tick func(capture.Stats)
+	if !o.quiet {
+		tick = live.tick
+	}
+	res, runErr := s.Run(ctx, tick)
 	live.done()
 	if o.json {
 		if err := writeJSON(env.Stdout, res); err != nil {

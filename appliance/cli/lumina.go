@@ -39,6 +39,24 @@ requester and the responder ('appliance lumina trafficgen', RDMA device nic.ib-d
 A component that cannot be reached is named with what to check; what was collected
 before a failure stays in the result directory.
 
+Before the repeats (--setup, the default) the machines are set up as Lumina's
+orchestrator does: the ip-list assigned with its prefixes (ip addr replace), trust=dscp
+and the DSCP-to-priority map (prio-dscp-map or Lumina's default; mlnx_qos on CX4-6,
+lldptool on E810), the DCQCN/CNP knobs (mlx5 sysfs ecn/roce_np, ecn/roce_rp and the
+ROCE_ACCL register for adaptive-retrans and slow-restart; irdma's configfs for the E810's
+dcqcn-enable), switchd with the injector program from sde-path and the injector's
+control API ('appliance inject tofino', bfshell), and a dumper on each mirror server.
+Each change is read first and put back after the run, or at once when a later command
+fails. Every value reaches the hosts as a quoted argument. --dry-run prints these
+commands per machine and exits.
+
+Lumina's files run unchanged: ip-list entries with a prefix (10.0.0.1/24; the address
+is the GID), roce-parameters of ConnectX (dcqcn-rp-enable, dcqcn-np-enable,
+min-time-between-cnps, adaptive-retrans, slow-restart) and E810 (dcqcn-enable). The
+events are checked against the merged trace, not the injector's counters: each
+data-pkt-events entry must show at its (QP, PSN, ITER) with its mark, once; an intent
+that never fired makes the repeat invalid.
+
 --lab maps the hosts, the switch and the dumpers to the in-process testbed: soft
 RNICs configured from nic.type (CX4, CX5, CX6; E810 behaves as CX5) and
 roce-parameters (dcqcn-np-enable, min-time-between-cnps, dcqcn-rp-enable,
@@ -49,7 +67,7 @@ Ready-made tests are in appliance/lumina/testdata/tests.`,
 
 type luminaRunOptions struct {
 	file, ready, iter, resultPath, binary, reqArgs, respArgs string
-	lab, json                                                bool
+	lab, json, dryRun, setup                                 bool
 	dumperPort                                               int
 	args                                                     []string
 }
@@ -66,6 +84,8 @@ func luminaRunFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) erro
 	fs.IntVar(&o.dumperPort, "dumper-port", 9200, "without --lab: the dumpers' HTTP port on the mirrors' control-ips")
 	fs.StringVar(&o.reqArgs, "requester-device", "", "without --lab: device flags for the requester's traffic generator (default -d ibv:<ib-device> -i <ib-port>)")
 	fs.StringVar(&o.respArgs, "responder-device", "", "without --lab: the same for the responder")
+	fs.BoolVar(&o.setup, "setup", true, "without --lab: set the machines up as Lumina does (addresses, DSCP, DCQCN knobs, injector, dumpers) and restore them after")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "print the setup commands per machine (what --setup runs) and exit")
 	return bind(&o, &o.args, runLuminaRun)
 }
 
@@ -95,7 +115,7 @@ func (o *luminaRunOptions) runner(env *Env) (*lumina.Runner, error) {
 		r.Analyze = lumina.AnalyzeRunOptions(lumina.SoftOptions())
 	} else {
 		r.Remote = &lumina.Remote{Exec: remoteExec, Binary: o.binary, DumperPort: o.dumperPort,
-			RequesterArgs: strings.Fields(o.reqArgs), ResponderArgs: strings.Fields(o.respArgs)}
+			RequesterArgs: strings.Fields(o.reqArgs), ResponderArgs: strings.Fields(o.respArgs), Setup: o.setup}
 	}
 	if !o.json {
 		r.Progress = env.Stderr
@@ -104,9 +124,16 @@ func (o *luminaRunOptions) runner(env *Env) (*lumina.Runner, error) {
 }
 
 func runLuminaRun(ctx context.Context, env *Env, o luminaRunOptions) error {
+	if o.dryRun && o.lab {
+		return Usagef("--dry-run prints what the hardware mode runs on the machines; --lab runs none")
+	}
 	r, err := o.runner(env)
 	if err != nil {
 		return err
+	}
+	if o.dryRun {
+		pl := lumina.BuildPlan(r.Test, lumina.SetupOptions{Binary: o.binary, DumperPort: o.dumperPort})
+		return pl.WriteDry(env.Stdout)
 	}
 	sum, runErr := r.Run(ctx)
 	if sum == nil {
@@ -124,7 +151,11 @@ func runLuminaRun(ctx context.Context, env *Env, o luminaRunOptions) error {
 	}
 	for _, rep := range sum.Repeats {
 		if !rep.Valid {
-			return fmt.Errorf("repeat %d is an invalid test: %s", rep.Repeat, rep.Integrity)
+			why := rep.Integrity
+			if rep.Integrity == "ok" {
+				why = "events " + rep.Events
+			}
+			return fmt.Errorf("repeat %d is an invalid test: %s", rep.Repeat, why)
 		}
 	}
 	return nil
@@ -221,6 +252,9 @@ func writeLuminaSummary(env *Env, sum *lumina.Summary) {
 			valid = "INVALID"
 		}
 		fmt.Fprintf(env.Stdout, "  repeat %d: %s, %d packets, traffic %s, %.2f Gbit/s", r.Repeat, valid, r.Packets, r.Traffic, r.Goodput/1e9)
+		if r.Events != "ok" && r.Events != "" {
+			fmt.Fprintf(env.Stdout, "; events %s", r.Events)
+		}
 		if r.Analysis != "" {
 			fmt.Fprintf(env.Stdout, "; %s", r.Analysis)
 		}

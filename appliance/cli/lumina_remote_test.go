@@ -109,7 +109,8 @@ routes:
 	old := remoteExec
 	remoteExec = inProcess{}
 	defer func() { remoteExec = old }()
-	code, out, errOut := runCLI(t, "lumina", "run", "-f", testFile, "--dumper-port", dumpPort,
+	// The services run in this process: no machine to set up.
+	code, out, errOut := runCLI(t, "lumina", "run", "-f", testFile, "--dumper-port", dumpPort, "--setup=false",
 		"--requester-device", "--nic ring:"+id+"r.a --gid 10.0.0.1", "--responder-device", "--nic ring:"+id+"s.a --gid 10.0.1.1")
 	if code != 0 || !strings.Contains(out, "repeat 0: valid") || !strings.Contains(out, "traffic ok") {
 		t.Fatalf("lumina run: %d\n%s\n%s", code, out, errOut)
@@ -124,7 +125,7 @@ routes:
 		}
 	}
 	// An unreachable dumper is named with what to check.
-	code, _, errOut = runCLI(t, "lumina", "run", "-f", testFile, "--dumper-port", "1")
+	code, _, errOut = runCLI(t, "lumina", "run", "-f", testFile, "--dumper-port", "1", "--setup=false")
 	if code != 1 || !strings.Contains(errOut, "requester-mirror: starting the capture") {
 		t.Fatalf("unreachable dumper: %d %s", code, errOut)
 	}

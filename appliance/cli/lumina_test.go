@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/rdma-appliance/appliance/appliance/lumina"
 	"github.com/rdma-appliance/appliance/collector/luminaanalyzer"
 )
 
@@ -40,5 +42,60 @@ func TestLuminaRunAndAnalyze(t *testing.T) {
 	}
 	if code, _, errOut := runCLI(t, "lumina", "run", "-f", test+".missing", "--lab"); code != 1 || !strings.Contains(errOut, "no such file") {
 		t.Fatalf("missing file: %d %s", code, errOut)
+	}
+}
+
+// TestLuminaRunIntentNeverFires: an intent the traffic cannot reach (a
+// ninth round of a connection that never retransmits) makes the repeat
+// invalid, with the intent named, in the summary and the exit status.
+// Lumina's own example runs unchanged beside it.
+func TestLuminaRunIntentNeverFires(t *testing.T) {
+	tt, err := lumina.LoadTest(filepath.Join("..", "lumina", "testdata", "tests", "fast-retrans-20k.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := tt.Spec
+	s.Traffic.NumQPs = "2"
+	s.Traffic.DataPktEvents = append(s.Traffic.DataPktEvents[:1], lumina.EventSpec{QPN: 1, PSN: "2", Type: "drop", Iter: 9})
+	data, err := lumina.MarshalTest(&s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	test := filepath.Join(dir, "never.yml")
+	if err := os.WriteFile(test, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI(t, "lumina", "run", "-f", test, "--lab", "--result-path", dir)
+	want := "intent 1 {qpn 1 psn 2 iter 9 drop} never fired"
+	if code != 1 || !strings.Contains(out, "repeat 0: INVALID") || !strings.Contains(out, want) || !strings.Contains(errOut, "repeat 0 is an invalid test: events INVALID") {
+		t.Fatalf("run: %d\n%s\n%s", code, out, errOut)
+	}
+	example := filepath.Join("..", "lumina", "testdata", "upstream", "example.yml")
+	code, out, errOut = runCLI(t, "lumina", "run", "-f", example, "--lab", "--result-path", t.TempDir())
+	if code != 0 || strings.Count(out, ": valid") != 5 {
+		t.Fatalf("Lumina's example: %d\n%s\n%s", code, out, errOut)
+	}
+}
+
+// TestLuminaRunSetup: --dry-run prints the hardware mode's commands for
+// Lumina's example; without it, a host command that fails stops the run
+// before any traffic, naming the machine and the step.
+func TestLuminaRunSetup(t *testing.T) {
+	example := filepath.Join("..", "lumina", "testdata", "upstream", "example.yml")
+	code, out, errOut := runCLI(t, "lumina", "run", "-f", example, "--dry-run")
+	if code != 0 || !strings.Contains(out, "requester (192.168.1.12): assign 10.0.0.1/24 (ip-list)\n  run:     sudo ip addr replace 10.0.0.1/24 dev ens1") ||
+		!strings.Contains(out, "/path/to/bf-sde/on/switch/run_switchd.sh -p injector") {
+		t.Fatalf("dry run: %d\n%s\n%s", code, out, errOut)
+	}
+	if code, _, errOut := runCLI(t, "lumina", "run", "-f", example, "--dry-run", "--lab"); code != 2 || !strings.Contains(errOut, "--dry-run") {
+		t.Fatalf("--dry-run --lab: %d %s", code, errOut)
+	}
+	old := remoteExec
+	remoteExec = inProcess{} // runs only appliance commands: ip is "not found"
+	defer func() { remoteExec = old }()
+	code, _, errOut = runCLI(t, "lumina", "run", "-f", example, "--result-path", t.TempDir())
+	if code != 1 || !strings.Contains(errOut, "setting up the machines: requester: reading the state before: flush ens1's addresses: ip: not found on 192.168.1.12") {
+		t.Fatalf("failing setup: %d %s", code, errOut)
 	}
 }

@@ -195,6 +195,39 @@ func TestLuminaStage(t *testing.T) {
 	}
 }
 
+// TestLuminaStageIntentNeverFires: the stage checks the events it asked
+// for against the trace. An intent for a ninth round, which a clean
+// connection never reaches, fails the stage by name; so does a stage
+// with no event at all. The injector, which had nothing to count, used
+// to let both pass.
+func TestLuminaStageIntentNeverFires(t *testing.T) {
+	s, err := LoadSpec("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Wire.Enabled, s.Verbs.Enabled, s.LuminaTests.Enabled, s.DTA.Enabled, s.Fabric.Enabled, s.Hawkeye.Enabled, s.Tuning.Enabled, s.Hostmesh.Enabled = false, false, false, false, false, false, false, false
+	s.Lumina.BalanceRounds = 0
+	for _, c := range []struct {
+		events []LuminaEvent
+		want   string
+	}{
+		{append(s.Lumina.Events, LuminaEvent{QPN: 0, PSN: "2", Type: "drop", Iter: 9}), "intent 3 {qpn 0 psn 2 iter 9 drop} never fired"},
+		{nil, "no data-pkt-events"},
+	} {
+		s.Lumina.Events = c.events
+		l := &Lab{Spec: s, OutDir: t.TempDir()}
+		rep, err := l.Run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		rep.WriteSummary(&b)
+		if rep.Pass() || !strings.Contains(b.String(), c.want) {
+			t.Errorf("%d events: passed %v, want a failure saying %q:\n%s", len(c.events), rep.Pass(), c.want, b.String())
+		}
+	}
+}
+
 func TestLuminaSpecErrors(t *testing.T) {
 	path := t.TempDir() + "/lab.yml"
 	yml := `lumina:

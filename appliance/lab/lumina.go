@@ -150,6 +150,19 @@ func runLumina(ctx context.Context, l *Lab, row *Row) error {
 	row.Figure("retransmitted", "%d", run.Events.Retransmitted)
 	row.Figure("cnps", "%d", run.Events.CNPs)
 	row.Figure("icrc_drops", "%d", run.Events.ICRCDrops)
+	// The events the stage asked for, checked against the trace (not the
+	// injector's hit counters): an intent that never fired fails the
+	// stage, and so does a run with nothing injected.
+	fired := 0
+	for _, ic := range run.Events.Intents {
+		if ic.Fired > 0 {
+			fired++
+		}
+	}
+	row.Figure("intents_fired", "%d/%d", fired, len(intents))
+	if len(intents) == 0 {
+		problems = append(problems, "no data-pkt-events: the stage injected nothing to check")
+	}
 	problems = append(problems, run.Events.Problems...)
 	if ls.BalanceRounds > 0 {
 		// The dumpers are held below the offered rate on purpose; on a

@@ -46,6 +46,8 @@ type EventCheck struct {
 	// rx_icrc_encapsulated.
 	CNPs      int    `json:"cnps"`
 	ICRCDrops uint64 `json:"icrc_drops"`
+	// Intents is each data-pkt-events entry as the trace shows it.
+	Intents []IntentCheck `json:"intents"`
 	// Problems lists every way the trace departs from the intents.
 	Problems []string `json:"problems,omitempty"`
 }
@@ -116,7 +118,11 @@ func (tb *Testbed) Run(ctx context.Context, o RunOptions) (*EventRun, error) {
 	// Corrupted WRITE data fails at the responder, corrupted READ
 	// responses at the requester.
 	icrc := tb.Req.Counter(soft.CntRxICRCEncapsulated) + tb.Resp.Counter(soft.CntRxICRCEncapsulated) - icrcBefore
-	run.Events, err = checkEvents(merged, run.Entries, run.Hits, icrc)
+	v := Verify{Mode: tb.Cfg.IterMode, Geometry: g, Options: intent.Options{SendConns: p.SendQPs}}
+	if run.Traffic != nil {
+		v.Conns = run.Traffic.Conns()
+	}
+	run.Events, err = checkEvents(merged, run.Entries, intents, v, int64(icrc))
 	return run, err
 }
 
@@ -147,12 +153,60 @@ func (tb *Testbed) settle(ctx context.Context) {
 	}
 }
 
-// checkEvents reads the merged trace and checks it against the entries:
-// every packet an entry hit carries the entry's event and no other packet
-// carries one; dropped and corrupted packets are sent again; ECN marks
-// draw CNPs; every corruption failed the receiver's ICRC check.
-func checkEvents(merged string, entries []intent.Entry, hits []uint64, icrcDrops uint64) (EventCheck, error) {
-	ec := EventCheck{Marked: map[string]int{}, ICRCDrops: icrcDrops}
+// IntentCheck is what the trace says about one data-pkt-events entry.
+type IntentCheck struct {
+	Intent intent.Intent `json:"intent"`
+	// Fired counts the packets that carried the intent's event at one of
+	// its (connection, PSN, ITER) positions, the rounds replayed from the
+	// trace; Entries is how many positions the intent has (one per
+	// message, one for psn: all).
+	Fired   int `json:"fired"`
+	Entries int `json:"entries"`
+	// Problem says why the intent does not count as done ("" when it
+	// fired as asked).
+	Problem string `json:"problem,omitempty"`
+}
+
+// Verify is what checkEvents needs to know to replay the injector's ITER
+// registers from the trace: the rule it counted rounds with and the
+// connections' metadata (each data direction starts in round 1 at its
+// initial PSN, as Table.Load sets it).
+type Verify struct {
+	Mode     intent.IterMode
+	Conns    []intent.Conn
+	Geometry intent.Geometry
+	Options  intent.Options
+}
+
+// replayConn is one data direction's ITER registers, replayed.
+type replayConn struct {
+	last uint32
+	iter uint16
+}
+
+type connID struct {
+	src, dst [16]byte
+	qpn      uint32
+}
+
+// checkEvents reads the merged trace and checks it against the intents,
+// trusting nothing the injector says about itself: its per-entry hit
+// counters are not read. The trace holds every RoCE packet the switch
+// received, mirrored at ingress in the order it saw them, so replaying
+// the ITER rule over it gives each data packet's round exactly as the
+// injector computed it. Each entry must then appear at its (QP, PSN,
+// ITER) with its event mark, once; a mark anywhere else, a position that
+// passed unmarked, or an intent with no position that fired is a problem.
+// An intent that cannot fire (iter 9 of a connection that never
+// retransmits eight times) is thus reported instead of passing silently.
+// Dropped and corrupted packets must be sent again, ECN marks must draw
+// CNPs and every corruption must fail the receiver's ICRC check
+// (icrcDrops < 0: the receiver's counter is unknown, not checked).
+func checkEvents(merged string, entries []intent.Entry, intents []intent.Intent, v Verify, icrcDrops int64) (EventCheck, error) {
+	ec := EventCheck{Marked: map[string]int{}}
+	if icrcDrops > 0 {
+		ec.ICRCDrops = uint64(icrcDrops)
+	}
 	r, err := pcap.Open(merged)
 	if err != nil {
 		return ec, err
@@ -162,23 +216,32 @@ func checkEvents(merged string, entries []intent.Entry, hits []uint64, icrcDrops
 		qpn, psn uint32
 		ev       mirror.EventType
 	}
-	want := map[intent.Key]mirror.EventType{}
-	for i, e := range entries {
-		if i < len(hits) && hits[i] > 0 {
-			want[e.Key] = e.Event
+	// The registers of every connection direction that carries data, as
+	// Table.Load starts them.
+	conns := map[connID]*replayConn{}
+	for i, c := range v.Conns {
+		src, dst, qpn := intent.DataDirection(i, c, v.Geometry, v.Options)
+		st := &replayConn{iter: 1, last: (c.RequesterIPSN - 1) & roce.PSNMask}
+		if v.Mode == intent.IterP4 {
+			st.last = c.RequesterIPSN & roce.PSNMask
 		}
+		conns[connID{src, dst, qpn}] = st
 	}
+	type pos struct {
+		c    connID
+		psn  uint32
+		iter uint16
+	}
+	byPos := map[pos]int{}
+	for i, e := range entries {
+		byPos[pos{connID{e.Key.Src, e.Key.Dst, e.Key.DstQPN}, e.Key.PSN, e.Key.Iter}] = i
+	}
+	fired := make([]int, len(entries))
 	seen := map[[2]uint32]int{} // data packets by (dst QPN, PSN)
 	var hitPkts []pkey
 	var rec pcap.Record
 	var p roce.Packet
 	var np header.Parsed
-	expect := map[mirror.EventType]int{}
-	for i, e := range entries {
-		if i < len(hits) {
-			expect[e.Event] += int(hits[i])
-		}
-	}
 	for {
 		if err := r.Next(&rec); err == io.EOF {
 			break
@@ -199,29 +262,75 @@ func checkEvents(merged string, entries []intent.Entry, hits []uint64, icrcDrops
 			ec.CNPs++
 			continue
 		}
-		if p.Info().Payload {
+		info := p.Info()
+		if info.Payload {
 			seen[[2]uint32{p.DestQP, p.PSN}]++
 		}
-		if m.Event == mirror.EventNone {
-			continue
-		}
-		ec.Marked[m.Event.String()]++
-		hitPkts = append(hitPkts, pkey{p.DestQP, p.PSN, m.Event})
-		k := intent.Key{Src: p.SrcGID(rec.Data), Dst: p.DstGID(rec.Data), DstQPN: p.DestQP, PSN: p.PSN}
-		ok := false
-		for key, ev := range want {
-			if key.Src == k.Src && key.Dst == k.Dst && key.DstQPN == k.DstQPN && (key.PSN == k.PSN || key.PSN == intent.AnyPSN) && ev == m.Event {
-				ok = true
-				break
+		// The round this packet was in when the injector matched it.
+		id := connID{p.SrcGID(rec.Data), p.DstGID(rec.Data), p.DestQP}
+		entry := -1
+		var iter uint16
+		if st := conns[id]; st != nil && info.Payload && (info.Transport == roce.TransportRC || info.Transport == roce.TransportUC) {
+			switch v.Mode {
+			case intent.IterPaper:
+				if roce.ComparePSN(p.PSN, st.last) <= 0 {
+					st.iter++
+				}
+				st.last = p.PSN
+			case intent.IterP4:
+				if p.PSN != st.last {
+					st.iter++
+				} else if info.Position.IsStart() {
+					st.iter = 1
+				}
+				st.last = (p.PSN + 1) & roce.PSNMask
+			}
+			iter = st.iter
+			if i, ok := byPos[pos{id, p.PSN, iter}]; ok {
+				entry = i
+			} else if i, ok := byPos[pos{id, intent.AnyPSN, iter}]; ok {
+				entry = i
 			}
 		}
-		if !ok {
-			ec.Problems = append(ec.Problems, fmt.Sprintf("qpn %#x psn %d carries %v, which no hit entry asked for", p.DestQP, p.PSN, m.Event))
+		if m.Event != mirror.EventNone {
+			ec.Marked[m.Event.String()]++
+			hitPkts = append(hitPkts, pkey{p.DestQP, p.PSN, m.Event})
+		}
+		switch {
+		case entry >= 0 && m.Event == entries[entry].Event:
+			fired[entry]++
+		case entry >= 0:
+			ec.Problems = append(ec.Problems, fmt.Sprintf("qpn %#x psn %d iter %d is where %v asked for %v, the packet carries %v",
+				p.DestQP, p.PSN, iter, intents[entries[entry].Intent], entries[entry].Event, m.Event))
+		case m.Event != mirror.EventNone:
+			ec.Problems = append(ec.Problems, fmt.Sprintf("qpn %#x psn %d (round %d) carries %v, which no intent asked for", p.DestQP, p.PSN, iter, m.Event))
 		}
 	}
-	for ev, n := range expect {
-		if ec.Marked[ev.String()] != n {
-			ec.Problems = append(ec.Problems, fmt.Sprintf("%d packets carry %v, the entries were hit %d times", ec.Marked[ev.String()], ev, n))
+	ec.Intents = make([]IntentCheck, len(intents))
+	for i, in := range intents {
+		ec.Intents[i].Intent = in
+	}
+	for i, e := range entries {
+		if e.Intent < 0 || e.Intent >= len(ec.Intents) {
+			continue
+		}
+		ic := &ec.Intents[e.Intent]
+		ic.Entries++
+		ic.Fired += fired[i]
+		if fired[i] > 1 && e.Key.PSN != intent.AnyPSN {
+			ic.Problem = fmt.Sprintf("fired %d times at psn %d iter %d, once was asked", fired[i], e.Key.PSN, e.Key.Iter)
+		}
+	}
+	for i := range ec.Intents {
+		ic := &ec.Intents[i]
+		if ic.Fired == 0 && ic.Problem == "" {
+			ic.Problem = fmt.Sprintf("never fired: no packet of the trace was at its position in round %d", ic.Intent.Iter)
+			if ic.Entries == 0 {
+				ic.Problem = "never fired: it has no entry (was it loaded?)"
+			}
+		}
+		if ic.Problem != "" {
+			ec.Problems = append(ec.Problems, fmt.Sprintf("intent %d %v %s", i, ic.Intent, ic.Problem))
 		}
 	}
 	for _, h := range hitPkts {
@@ -237,10 +346,21 @@ func checkEvents(merged string, entries []intent.Entry, hits []uint64, icrcDrops
 	if ec.Marked[mirror.EventECN.String()] > 0 && ec.CNPs == 0 {
 		ec.Problems = append(ec.Problems, "ECN-marked packets drew no CNP")
 	}
-	if n := uint64(ec.Marked[mirror.EventBitError.String()]); n != icrcDrops {
+	if n := int64(ec.Marked[mirror.EventBitError.String()]); icrcDrops >= 0 && n != icrcDrops {
 		ec.Problems = append(ec.Problems, fmt.Sprintf("%d corrupted packets, the receiver dropped %d for a bad ICRC", n, icrcDrops))
 	}
 	return ec, nil
+}
+
+// NotFired lists the intents the trace shows never fired.
+func (ec *EventCheck) NotFired() []intent.Intent {
+	var out []intent.Intent
+	for _, ic := range ec.Intents {
+		if ic.Fired == 0 {
+			out = append(out, ic.Intent)
+		}
+	}
+	return out
 }
 
 // Pass says whether the run's traffic completed, its trace passed the

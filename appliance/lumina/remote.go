@@ -119,6 +119,42 @@ type Remote struct {
 	RequesterArgs, ResponderArgs []string
 	// HTTPTimeout bounds each control call (default 30 s).
 	HTTPTimeout time.Duration
+	// Setup configures the machines before the repeats as Lumina's
+	// orchestrator does (BuildPlan: addresses, DSCP, DCQCN knobs, the
+	// injector under sde-path, the dumpers) and restores them after;
+	// without it they must be set up and the services running.
+	Setup bool
+	// InjectorFile is the injector's file on the switch for Setup
+	// (default <switch workspace>/injector.yml).
+	InjectorFile string
+}
+
+// setup runs the test's plan and waits for the services it started.
+func (rm *Remote) setup(ctx context.Context, t *Test) (*Applied, error) {
+	pl := BuildPlan(t, SetupOptions{Binary: rm.binary(), DumperPort: rm.DumperPort, InjectorFile: rm.InjectorFile})
+	a, err := pl.Execute(ctx, rm.Exec)
+	if err != nil {
+		return nil, fmt.Errorf("setting up the machines: %w", err)
+	}
+	s := &t.Spec
+	addrs := map[string]string{"switch": net.JoinHostPort(s.Switch.ControlIP, strconv.Itoa(s.Switch.ListenPort)),
+		"requester-mirror": rm.dumperAddr(s.RequesterMirror), "responder-mirror": rm.dumperAddr(s.ResponderMirror)}
+	// The daemons were started in the background: give them the time a
+	// switchd takes to load a program before calling the first one dead.
+	deadline := time.Now().Add(60 * time.Second)
+	for name, addr := range addrs {
+		for {
+			err := rm.client(addr).Do(ctx, "GET", "/healthz", nil, nil)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				return a, errors.Join(step(name, "waiting for the service started on "+addr, err), a.Teardown(ctx, rm.Exec))
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	return a, nil
 }
 
 func (rm *Remote) binary() string {
@@ -179,7 +215,7 @@ func step(component, what string, err error) error {
 func (r *Runner) runRemote(ctx context.Context, rep int, dir string) (RepeatResult, error) {
 	t, rm := r.Test, r.Remote
 	s := &t.Spec
-	res := RepeatResult{Repeat: rep, Dir: dir, Traffic: "not run", Integrity: "not checked"}
+	res := RepeatResult{Repeat: rep, Dir: dir, Traffic: "not run", Integrity: "not checked", Events: "not checked"}
 	if err := os.MkdirAll(filepath.Join(dir, "dumps"), 0o755); err != nil {
 		return res, err
 	}
@@ -290,7 +326,6 @@ func (r *Runner) runRemote(ctx context.Context, rep int, dir string) (RepeatResu
 	if run.IntegrityErr != nil && !errors.Is(run.IntegrityErr, trace.ErrInvalidTest) {
 		return res, run.IntegrityErr
 	}
-	r.record(&res, run)
 	// Counters the hosts would not give stay unknown (nil): the analyzers
 	// then skip the counter checks.
 	var reqCnt, respCnt map[string]uint64
@@ -304,6 +339,19 @@ func (r *Runner) runRemote(ctx context.Context, rep int, dir string) (RepeatResu
 			respCnt = diff(after, respBefore)
 		}
 	}
+	// The events as the trace shows them, the injector's hit counters
+	// aside (a Tofino does not even count per entry). Corrupted WRITE
+	// data fails at the responder, READ responses at the requester;
+	// unknown counters leave the ICRC check out.
+	icrc := int64(-1)
+	if reqCnt != nil && respCnt != nil {
+		icrc = int64(reqCnt["rx_icrc_encapsulated"] + respCnt["rx_icrc_encapsulated"])
+	}
+	v := Verify{Mode: r.IterMode, Conns: tg.Conns(), Geometry: t.Geometry, Options: intent.Options{SendConns: t.SendQPs}}
+	if run.Events, err = checkEvents(merged, run.Entries, t.Intents, v, icrc); err != nil {
+		return res, step("analysis", "checking the events against the trace", err)
+	}
+	r.record(&res, run)
 	if err := errors.Join(r.writeRun(dir, run), r.writeMeta(dir, rep, run, reqCnt, respCnt)); err != nil {
 		return res, err
 	}

@@ -45,10 +45,15 @@ type Runner struct {
 type RepeatResult struct {
 	Repeat int    `json:"repeat"`
 	Dir    string `json:"dir"`
-	// Valid says whether the trace passed the integrity check; an invalid
-	// repeat has no analysis presented as valid.
-	Valid      bool    `json:"valid"`
-	Integrity  string  `json:"integrity"`
+	// Valid says whether the trace passed the integrity check and shows
+	// every intent fired as asked; an invalid repeat has no analysis
+	// presented as valid.
+	Valid     bool   `json:"valid"`
+	Integrity string `json:"integrity"`
+	// Events is "ok" when the trace shows each data-pkt-events entry at
+	// its (QP, PSN, ITER) with its mark, and nothing else marked;
+	// otherwise the problems.
+	Events     string  `json:"events"`
 	Packets    uint64  `json:"packets"`
 	Traffic    string  `json:"traffic"` // "ok" or the first failed message
 	Goodput    float64 `json:"goodput_bps"`
@@ -91,6 +96,19 @@ func (r *Runner) Run(ctx context.Context) (*Summary, error) {
 	}
 	sum := &Summary{Test: t.Doc.File, Dir: top}
 	var errs []error
+	if !r.Lab && r.Remote.Setup {
+		r.say("lumina: setting up the machines as Lumina's orchestrator does")
+		a, err := r.Remote.setup(ctx, t)
+		if err != nil {
+			return sum, err
+		}
+		// Every host is left as it was, whatever the repeats did.
+		defer func() {
+			if err := a.Teardown(ctx, r.Remote.Exec); err != nil {
+				r.say("lumina: restoring the machines: %v", err)
+			}
+		}()
+	}
 	for rep := 0; rep < t.Spec.NumRepeats; rep++ {
 		if ctx.Err() != nil {
 			break
@@ -119,7 +137,7 @@ func (res RepeatResult) line() string {
 	if res.Error != "" && res.Packets == 0 {
 		return "error: " + res.Error
 	}
-	s := fmt.Sprintf("%d packets, integrity %s, traffic %s", res.Packets, res.Integrity, res.Traffic)
+	s := fmt.Sprintf("%d packets, integrity %s, events %s, traffic %s", res.Packets, res.Integrity, res.Events, res.Traffic)
 	if res.Analysis != "" {
 		s += ", " + res.Analysis
 	}
@@ -142,16 +160,25 @@ func profile(h HostSpec) soft.Profile {
 	p.MinTimeBetweenCNPs = time.Duration(rp.MinTimeBetweenCNPs) * time.Microsecond
 	p.DCQCNRate = rp.DCQCNRPEnable
 	p.AdaptiveRetrans = rp.AdaptiveRetrans
+	// Slow restart is mlx5's lossy-RoCE extension of DCQCN (the
+	// ROCE_ACCL register's roce_slow_restart_en): the notification point
+	// answers an out-of-order packet with a CNP beside the NAK, so the
+	// sender retransmits at a lowered rate (Lumina §3.3, "Recent Mellanox
+	// RNICs extend DCQCN to lossy networks"). With it off, a NAK goes
+	// alone. The CX4 preset never sends the CNP.
+	p.NAKTriggersCNP = p.NAKTriggersCNP && rp.SlowRestart
+	if rp.DCQCNEnable != nil {
+		// The E810 has one switch for both ends of DCQCN.
+		p.CNPEnable, p.DCQCNRate = *rp.DCQCNEnable, *rp.DCQCNEnable
+	}
 	return p
 }
 
-func addrs(list []string) (netip.Addr, []netip.Addr) {
-	var out []netip.Addr
-	for _, s := range list {
-		if a, err := netip.ParseAddr(s); err == nil {
-			out = append(out, a.Unmap())
-		}
-	}
+// addrs splits a NIC's GIDs (the address part of each ip-list entry; the
+// prefix only matters when the address is assigned to a real NIC) into
+// the first and the rest.
+func addrs(n NICSpec) (netip.Addr, []netip.Addr) {
+	out := n.Addrs()
 	if len(out) == 0 {
 		return netip.Addr{}, nil
 	}
@@ -162,12 +189,12 @@ func addrs(list []string) (netip.Addr, []netip.Addr) {
 func (r *Runner) repeat(ctx context.Context, rep int, dir string) (RepeatResult, error) {
 	t := r.Test
 	s := &t.Spec
-	res := RepeatResult{Repeat: rep, Dir: dir, Traffic: "not run", Integrity: "not checked"}
+	res := RepeatResult{Repeat: rep, Dir: dir, Traffic: "not run", Integrity: "not checked", Events: "not checked"}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return res, err
 	}
-	reqIP, reqExtra := addrs(s.Requester.NIC.IPList)
-	respIP, respExtra := addrs(s.Responder.NIC.IPList)
+	reqIP, reqExtra := addrs(s.Requester.NIC)
+	respIP, respExtra := addrs(s.Responder.NIC)
 	cfg := TestbedConfig{Name: fmt.Sprintf("lumina%d-%d", os.Getpid(), rep), Dir: filepath.Join(dir, "dumps"),
 		RequesterIP: reqIP, RequesterExtra: reqExtra, ResponderIP: respIP, ResponderExtra: respExtra,
 		Requester: profile(s.Requester), Responder: profile(s.Responder), IterMode: r.IterMode,
@@ -239,11 +266,18 @@ func (r *Runner) record(res *RepeatResult, run *EventRun) {
 	if run.Trace != nil {
 		res.Packets = run.Trace.Packets
 	}
-	res.Valid = run.IntegrityErr == nil && run.Trace != nil
 	res.Integrity = "ok"
 	if run.IntegrityErr != nil {
 		res.Integrity = "INVALID: " + run.IntegrityErr.Error()
 	}
+	// The intents are checked against the trace, not the injector's
+	// word: a test whose events did not happen as asked did not test
+	// what it says, however clean its trace.
+	res.Events = "ok"
+	if len(run.Events.Problems) > 0 {
+		res.Events = "INVALID: " + strings.Join(run.Events.Problems, "; ")
+	}
+	res.Valid = run.IntegrityErr == nil && run.Trace != nil && len(run.Events.Problems) == 0
 }
 
 func diff(after, before map[string]uint64) map[string]uint64 {
@@ -283,8 +317,8 @@ func (r *Runner) writeMeta(dir string, rep int, run *EventRun, reqCnt, respCnt m
 	return luminaanalyzer.WriteMeta(dir, m)
 }
 
-// writeRun writes the traffic generator's, the integrity check's and the
-// dumpers' results beside the trace.
+// writeRun writes the traffic generator's, the integrity check's, the
+// event check's and the dumpers' results beside the trace.
 func (r *Runner) writeRun(dir string, run *EventRun) error {
 	var errs []error
 	write := func(name string, v any) {
@@ -303,6 +337,8 @@ func (r *Runner) writeRun(dir string, run *EventRun) error {
 	if run.Capture != nil {
 		write("dumpers.json", run.Capture.Results)
 	}
+	// What the trace says of each intent, beside the trace.
+	write("events.json", run.Events)
 	return errors.Join(errs...)
 }
 

@@ -88,3 +88,18 @@ func TestRunnerRemote(t *testing.T) {
 		t.Fatalf("without --lab: %v", err)
 	}
 }
+
+// TestProfileSlowRestart: slow-restart governs the CNP a CX5 or CX6
+// responder sends beside each NAK sequence error; a CX4 never sends one.
+func TestProfileSlowRestart(t *testing.T) {
+	for _, c := range []struct {
+		nic  string
+		slow bool
+		want bool
+	}{{"CX5", true, true}, {"CX5", false, false}, {"CX6", true, true}, {"CX6", false, false}, {"CX4", true, false}} {
+		h := HostSpec{NIC: NICSpec{Type: c.nic}, RoCEParameters: RoCEParameters{SlowRestart: c.slow, DCQCNNPEnable: true}}
+		if got := profile(h).NAKTriggersCNP; got != c.want {
+			t.Errorf("%s slow-restart %v: NAK triggers CNP %v, want %v", c.nic, c.slow, got, c.want)
+		}
+	}
+}

@@ -1,9 +1,12 @@
 package lumina
 
 import (
+	"cmp"
 	"fmt"
 	"math/bits"
 	"net/netip"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -59,21 +62,28 @@ type HostSpec struct {
 
 // NICSpec is a host's RNIC (or a mirror host's NIC).
 type NICSpec struct {
-	Type       string   `yaml:"type,omitempty"` // CX4, CX5, CX6, E810
-	IfName     string   `yaml:"if-name,omitempty"`
-	PCIAddr    string   `yaml:"pci-addr,omitempty"`
-	IBDevice   string   `yaml:"ib-device,omitempty"`
-	IBPort     int      `yaml:"ib-port,omitempty"`
-	SwitchPort int      `yaml:"switch-port,omitempty"`
-	IPList     []string `yaml:"ip-list,omitempty"`
-	// PrioDSCPMap is kept as written (Lumina passes it to the NIC's
-	// QoS tool); the lab ignores it.
-	PrioDSCPMap any `yaml:"prio-dscp-map,omitempty"`
+	Type       string `yaml:"type,omitempty"` // CX4, CX5, CX6, E810
+	IfName     string `yaml:"if-name,omitempty"`
+	PCIAddr    string `yaml:"pci-addr,omitempty"`
+	IBDevice   string `yaml:"ib-device,omitempty"`
+	IBPort     int    `yaml:"ib-port,omitempty"`
+	SwitchPort int    `yaml:"switch-port,omitempty"`
+	// IPList holds the NIC's addresses as Lumina writes them: with a
+	// prefix ("10.0.0.1/24", what `ip addr replace` assigns) or bare
+	// (a host address). The address part is the GID and the match key.
+	IPList []string `yaml:"ip-list,omitempty"`
+	// PrioDSCPMap maps a priority (0..7) to the DSCP values that select
+	// it, written as Lumina's host code takes them: "07,06,05,...".
+	// Absent, Lumina's default map applies (DSCP 8p..8p+7 -> prio p).
+	PrioDSCPMap map[int]string `yaml:"prio-dscp-map,omitempty"`
 	// RtePortID is a mirror NIC's DPDK port id.
 	RtePortID int `yaml:"rte-port-id,omitempty"`
 }
 
-// RoCEParameters are the RNIC settings a test applies.
+// RoCEParameters are the RNIC settings a test applies. The ConnectX keys
+// are mlx5's sysfs and ROCE_ACCL knobs; E810 has a single switch,
+// dcqcn-enable (irdma's roce_dcqcn_enable), which Lumina's host code reads
+// for Intel NICs instead of the others.
 type RoCEParameters struct {
 	DCQCNRPEnable bool `yaml:"dcqcn-rp-enable"`
 	DCQCNNPEnable bool `yaml:"dcqcn-np-enable"`
@@ -81,6 +91,8 @@ type RoCEParameters struct {
 	MinTimeBetweenCNPs int  `yaml:"min-time-between-cnps"`
 	AdaptiveRetrans    bool `yaml:"adaptive-retrans"`
 	SlowRestart        bool `yaml:"slow-restart"`
+	// DCQCNEnable is the E810's; nil when the file does not say.
+	DCQCNEnable *bool `yaml:"dcqcn-enable,omitempty"`
 }
 
 // MirrorSpec is a dumper host.
@@ -159,6 +171,107 @@ func DecodeTest(name string, data []byte) (*Test, error) {
 
 var nicTypes = map[string]bool{"CX4": true, "CX5": true, "CX6": true, "E810": true}
 
+// mirrorNICTypes are the dumper NICs Lumina's host code knows (XL710 only
+// captures: it has no RDMA).
+var mirrorNICTypes = map[string]bool{"CX4": true, "CX5": true, "CX6": true, "E810": true, "XL710": true}
+
+// ParseIPEntry reads one ip-list entry: an address ("10.0.0.1") or an
+// address with its prefix length ("10.0.0.1/24"), which Lumina's host code
+// hands to `ip addr replace` as it is. A bare address is a host prefix
+// (/32 or /128), as ip(8) takes it. The host part must be a usable unicast
+// address: it becomes a GID.
+func ParseIPEntry(s string) (netip.Prefix, error) {
+	var p netip.Prefix
+	if strings.Contains(s, "/") {
+		var err error
+		if p, err = netip.ParsePrefix(s); err != nil {
+			return netip.Prefix{}, fmt.Errorf("%q is neither an IP address nor an address with a prefix (10.0.0.1/24)", s)
+		}
+	} else {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("%q is neither an IP address nor an address with a prefix (10.0.0.1/24)", s)
+		}
+		p = netip.PrefixFrom(a, a.BitLen())
+	}
+	if a := p.Addr().Unmap(); a.Zone() != "" || a.IsUnspecified() || a.IsMulticast() || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
+		return netip.Prefix{}, fmt.Errorf("%q: not a unicast address a NIC can hold", s)
+	}
+	return p, nil
+}
+
+// Prefixes returns the NIC's ip-list as prefixes (bare addresses as host
+// prefixes), skipping entries validation refused.
+func (n NICSpec) Prefixes() []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range n.IPList {
+		if p, err := ParseIPEntry(s); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Addrs returns the address part of each ip-list entry: the GIDs.
+func (n NICSpec) Addrs() []netip.Addr {
+	ps := n.Prefixes()
+	out := make([]netip.Addr, len(ps))
+	for i, p := range ps {
+		out[i] = p.Addr().Unmap()
+	}
+	return out
+}
+
+// DefaultPrioDSCPMap is Lumina's map when a NIC has no prio-dscp-map:
+// priority p takes DSCP 8p..8p+7.
+func DefaultPrioDSCPMap() map[int]string {
+	m := make(map[int]string, 8)
+	for p := 0; p < 8; p++ {
+		var ds []string
+		for d := 8*p + 7; d >= 8*p; d-- {
+			ds = append(ds, fmt.Sprintf("%02d", d))
+		}
+		m[p] = strings.Join(ds, ",")
+	}
+	return m
+}
+
+// ParseDSCPList reads one prio-dscp-map value: DSCP values 0..63
+// separated by commas.
+func ParseDSCPList(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 0 || n > 63 || strings.HasPrefix(f, "+") {
+			return nil, fmt.Errorf("%q: DSCP values 0..63 separated by commas", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// DSCPToPrio is the NIC's DSCP -> priority map, from prio-dscp-map or
+// Lumina's default, in DSCP order.
+func (n NICSpec) DSCPToPrio() []DSCPPrio {
+	m := n.PrioDSCPMap
+	if len(m) == 0 {
+		m = DefaultPrioDSCPMap()
+	}
+	var out []DSCPPrio
+	for prio, v := range m {
+		ds, _ := ParseDSCPList(v)
+		for _, d := range ds {
+			out = append(out, DSCPPrio{DSCP: d, Prio: prio})
+		}
+	}
+	slices.SortFunc(out, func(a, b DSCPPrio) int { return cmp.Compare(a.DSCP, b.DSCP) })
+	return out
+}
+
+// DSCPPrio is one entry of a DSCP -> priority map.
+type DSCPPrio struct{ DSCP, Prio int }
+
 func validate(s TestSpec, d *spec.Doc) (*Test, error) {
 	t := &Test{Spec: s, Doc: d}
 	if s.ResultPath == "" {
@@ -185,10 +298,31 @@ func validate(s TestSpec, d *spec.Doc) (*Test, error) {
 		if len(h.h.NIC.IPList) == 0 {
 			d.Errorf(h.key+".nic.ip-list", "missing: the RNIC's addresses (GIDs)")
 		}
+		seen := map[netip.Addr]int{}
 		for i, a := range h.h.NIC.IPList {
-			if _, err := netip.ParseAddr(a); err != nil {
-				d.Errorf(fmt.Sprintf("%s.nic.ip-list[%d]", h.key, i), "%q is not an IP address", a)
+			key := fmt.Sprintf("%s.nic.ip-list[%d]", h.key, i)
+			p, err := ParseIPEntry(a)
+			if err != nil {
+				d.Errorf(key, "%v", err)
+				continue
 			}
+			if j, dup := seen[p.Addr().Unmap()]; dup {
+				d.Errorf(key, "%s is entry %d already: each entry is one GID", p.Addr(), j)
+			}
+			seen[p.Addr().Unmap()] = i
+		}
+		validateNICNames(d, h.key+".nic", h.h.NIC)
+		for prio, v := range h.h.NIC.PrioDSCPMap {
+			key := fmt.Sprintf("%s.nic.prio-dscp-map.%d", h.key, prio)
+			if prio < 0 || prio > 7 {
+				d.Errorf(key, "priority %d: want 0..7", prio)
+			}
+			if _, err := ParseDSCPList(v); err != nil {
+				d.Errorf(key, "%v", err)
+			}
+		}
+		if h.h.RoCEParameters.DCQCNEnable != nil && strings.ToUpper(h.h.NIC.Type) != "E810" {
+			d.Errorf(h.key+".roce-parameters.dcqcn-enable", "an E810 (irdma) key; nic.type %s takes dcqcn-rp-enable and dcqcn-np-enable", h.h.NIC.Type)
 		}
 		if v := h.h.RoCEParameters.MinTimeBetweenCNPs; v < 0 || v > 1_000_000 {
 			d.Errorf(h.key+".roce-parameters.min-time-between-cnps", "%d us: want 0..1000000", v)
@@ -198,6 +332,10 @@ func validate(s TestSpec, d *spec.Doc) (*Test, error) {
 		key string
 		m   MirrorSpec
 	}{{"requester-mirror", s.RequesterMirror}, {"responder-mirror", s.ResponderMirror}} {
+		if t := m.m.NIC.Type; t != "" && !mirrorNICTypes[strings.ToUpper(t)] {
+			d.Errorf(m.key+".nic.type", "%q: CX4, CX5, CX6, E810 or XL710", t)
+		}
+		validateNICNames(d, m.key+".nic", m.m.NIC)
 		pc := m.m.PktDumpConf
 		if pc.DumpFilename == "" || strings.ContainsRune(pc.DumpFilename, '/') {
 			d.Errorf(m.key+".pkt-dump-conf.dump-filename", "%q: a file name", pc.DumpFilename)
@@ -216,6 +354,28 @@ func validate(s TestSpec, d *spec.Doc) (*Test, error) {
 		return nil, err
 	}
 	return t, nil
+}
+
+// Names that end up in commands on the hosts (sysfs paths, tool
+// arguments) are held to what the kernel and PCI addressing allow, so no
+// value from the file can become a path outside the NIC's directory or an
+// option of the tool it is passed to.
+var (
+	ifNameRE  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.@-]{0,14}$`)
+	ibDevRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+	pciAddrRE = regexp.MustCompile(`^([0-9A-Fa-f]{4}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]$`)
+)
+
+func validateNICNames(d *spec.Doc, key string, n NICSpec) {
+	if n.IfName != "" && !ifNameRE.MatchString(n.IfName) {
+		d.Errorf(key+".if-name", "%q is not an interface name", n.IfName)
+	}
+	if n.IBDevice != "" && !ibDevRE.MatchString(n.IBDevice) {
+		d.Errorf(key+".ib-device", "%q is not an RDMA device name", n.IBDevice)
+	}
+	if n.PCIAddr != "" && !pciAddrRE.MatchString(n.PCIAddr) {
+		d.Errorf(key+".pci-addr", "%q is not a PCI address (03:00.0 or 0000:03:00.0)", n.PCIAddr)
+	}
 }
 
 func (t *Test) validateTraffic(tr *Traffic, d *spec.Doc) {

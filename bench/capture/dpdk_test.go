@@ -31,8 +31,10 @@ import (
 //     per second of capture.
 //   - dpdk-dumpcap: the C peer. It is a DPDK secondary process, so testpmd
 //     must run with huge pages and shared runtime files (the benchmark
-//     reserves 512 x 2 MiB pages when none are, and gives them back after);
-//     testpmd's Rx-pps while dumpcap captures, and what dumpcap reports.
+//     reserves 512 x 2 MiB pages when none are, and gives them back after),
+//     and it must load the mempool drivers testpmd links in the same order
+//     (LD_PRELOAD, see mempoolPreload); testpmd's Rx-pps while dumpcap
+//     captures, and what dumpcap reports.
 //
 // On the 2-core VMs this was written on, a second process on either core
 // takes it from the poller that owns it; the figures are per core, as the
@@ -189,6 +191,9 @@ func runDumpcap(testpmd string, d time.Duration) (r dumpcapResult) {
 		cmd := exec.Command(dumpcap, "--file-prefix", "capbench", "-i", "net_null0", "-w", "/dev/null", "-s", "128",
 			"-a", fmt.Sprintf("duration:%d", int(d.Seconds())))
 		cmd.Stdout, cmd.Stderr = &out, &out
+		if pre := mempoolPreload(testpmd); pre != "" {
+			cmd.Env = append(os.Environ(), "LD_PRELOAD="+pre)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), d+10*time.Second)
 		defer cancel()
 		go func() { <-ctx.Done(); _ = cmd.Process.Kill() }()
@@ -198,8 +203,18 @@ func runDumpcap(testpmd string, d time.Duration) (r dumpcapResult) {
 	case <-done:
 	case <-time.After(d + 15*time.Second):
 	}
-	text := out.String()
-	for _, l := range strings.Split(text, "\n") {
+	// dumpcap redraws its count in place many times a second ("Packets
+	// captured: 0 \b\b32 \b\b\b64 ..."): keep the last drawing.
+	var lines []string
+	for _, l := range strings.Split(out.String(), "\n") {
+		if i := strings.LastIndexByte(l, '\b'); i >= 0 {
+			head, _, _ := strings.Cut(l, ":")
+			l = head + ": " + strings.TrimSpace(l[i+1:])
+		}
+		lines = append(lines, l)
+	}
+	text := strings.Join(lines, "\n")
+	for _, l := range lines {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "Packets captured:"); ok {
 			r.captured, _ = strconv.ParseFloat(strings.TrimSpace(v), 64)
 		}
@@ -220,6 +235,29 @@ func runDumpcap(testpmd string, d time.Duration) (r dumpcapResult) {
 	}
 	r.output = strings.Join(keep, " | ")
 	return r
+}
+
+// mempoolPreload lists the mempool drivers dpdk-testpmd links directly
+// (Debian's links librte_mempool_dpaa), for dpdk-dumpcap's LD_PRELOAD. A
+// mempool records its handlers as an index into each process's table of
+// mempool drivers, filled in the order the drivers load: linked ones
+// first, then the plugin directory. dumpcap links none, so without this
+// its table is in another order, testpmd calls the wrong driver on the
+// pool dumpcap created, every copy fails and dumpcap captures nothing
+// ("Packets received/dropped on interface 'net_null0': 0/78521").
+func mempoolPreload(testpmd string) string {
+	out, err := exec.Command("ldd", testpmd).Output()
+	if err != nil {
+		return ""
+	}
+	var libs []string
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 3 && strings.HasPrefix(f[0], "librte_mempool_") && f[1] == "=>" {
+			libs = append(libs, f[2])
+		}
+	}
+	return strings.Join(libs, ":")
 }
 
 // reserveHugepages makes sure n 2 MiB huge pages exist and hugetlbfs is

@@ -296,7 +296,7 @@ type sumCounts struct {
 // nodeCounts are what the trace says each RNIC's counters should show.
 type nodeCounts struct {
 	cnpSent, cnpRx, ceRx, icrc int64
-	ooo, dup                   int64 // as responder
+	ooo, dup, nakTx            int64 // as responder
 	nakRx, timeouts, readGaps  int64 // as requester
 	terminated                 int64
 }

@@ -530,7 +530,7 @@ func TestNAKTriggersCNP(t *testing.T) {
 func TestCounters(t *testing.T) {
 	tr, _ := writeDropNAK(t, biterr)
 	tr.m.Requester = map[string]uint64{"packet_seq_err": 1, "local_ack_timeout_err": 1, "rp_cnp_ignored": 0}
-	tr.m.Responder = map[string]uint64{"out_of_sequence": 2, "rx_icrc_encapsulated": 1, "np_cnp_sent": 0,
+	tr.m.Responder = map[string]uint64{"out_of_sequence": 1, "rx_icrc_encapsulated": 1, "np_cnp_sent": 0,
 		"duplicate_request": 0}
 	rep := tr.analyze()
 	co := rep.Counters

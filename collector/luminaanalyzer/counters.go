@@ -27,7 +27,7 @@ func (a *Analyzer) counterReport(rep *Report) CounterReport {
 	wants := []want{
 		{nodeResponder, []string{"np_cnp_sent"}, rs.cnpSent, "CNPs the responder sent"},
 		{nodeResponder, []string{"np_ecn_marked_roce_packets"}, rs.ceRx, "CE-marked packets delivered to the responder"},
-		{nodeResponder, []string{"out_of_sequence"}, rs.ooo, "requests delivered beyond the expected PSN"},
+		{nodeResponder, []string{"out_of_sequence"}, rs.nakTx, "NAK sequence errors the responder sent (mlx5 counts one per gap)"},
 		{nodeResponder, []string{"duplicate_request"}, rs.dup, "requests delivered before the expected PSN"},
 		{nodeResponder, []string{"rx_icrc_encapsulated"}, rs.icrc, "bit-error events on packets to the responder"},
 		{nodeResponder, []string{"rp_cnp_handled", "rp_cnp_ignored"}, rs.cnpRx, "CNPs delivered to the responder"},

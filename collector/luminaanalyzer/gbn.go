@@ -705,6 +705,7 @@ func (a *Analyzer) ack(c *conn, r pref, syn roce.Syndrome) {
 // nakSeq handles a NAK sequence error.
 func (a *Analyzer) nakSeq(c *conn, s *stream, r pref) {
 	p := r.psn
+	a.node[nodeResponder].nakTx++ // sent, whether or not it arrived
 	var g *gapState
 	switch {
 	case s.gap.open && s.gap.psn == p:

@@ -107,7 +107,7 @@ func TestReportGolden(t *testing.T) {
 	{
 		tr, _ := writeDropNAK(t, biterr)
 		tr.m.Requester = map[string]uint64{"packet_seq_err": 1, "local_ack_timeout_err": 1, "rp_cnp_ignored": 0}
-		tr.m.Responder = map[string]uint64{"out_of_sequence": 2, "rx_icrc_encapsulated": 1, "np_cnp_sent": 0,
+		tr.m.Responder = map[string]uint64{"out_of_sequence": 1, "rx_icrc_encapsulated": 1, "np_cnp_sent": 0,
 			"duplicate_request": 0}
 		var q0 []int64
 		for i := int64(100); i >= 1; i-- {

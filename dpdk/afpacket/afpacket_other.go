@@ -55,3 +55,11 @@ func (p *Port) Wait(q int, timeout time.Duration) (bool, error) {
 	return false, errNotLinux
 }
 func (p *Port) Close() error { return nil }
+
+// Block is a TPACKET_V3 block; there are none off Linux.
+type Block struct{}
+
+func (b *Block) Next(f *dpdk.Frame) bool { return false }
+func (b *Block) Len() int                { return 0 }
+
+func (p *Port) ReadBlocks(qi, max int, fn func(b *Block)) int { return 0 }

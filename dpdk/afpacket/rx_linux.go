@@ -73,8 +73,10 @@ type rxQueue struct {
 	// deadline Wake set.
 	woken atomic.Bool
 
-	// view is the Frame ReadFrames hands out, kept so it never allocates.
+	// view is the Frame ReadFrames hands out, blk the Block ReadBlocks
+	// does, kept so they never allocate.
 	view dpdk.Frame
+	blk  Block
 
 	// The kernel's counters, accumulated (reading them resets them).
 	kpackets, kdrops, kfreeze atomic.Uint64
@@ -407,6 +409,94 @@ func (p *Port) ReadFrames(qi, max int, fn func(f *dpdk.Frame)) int {
 	c.RxPackets.Add(uint64(want))
 	c.RxBytes.Add(uint64(bytes))
 	return want
+}
+
+// Block is the frames of one TPACKET_V3 block, in place in the kernel's
+// ring, as ReadBlocks hands them over: Next steps through them. A capture
+// loop that writes frames out works on a whole block per call (one pass,
+// no callback per frame), as libpcap does.
+type Block struct {
+	ring  []byte
+	base  unsafe.Pointer
+	off   uintptr // ring offset of the next frame
+	left  int
+	bytes int // wire bytes of the frames Next returned
+}
+
+// Next fills f with the block's next frame and reports whether there was
+// one. f.Data points into the ring: valid until the callback returns.
+func (b *Block) Next(f *dpdk.Frame) bool {
+	for b.left > 0 {
+		b.left--
+		off := b.off
+		h := (*frameHdr)(unsafe.Add(b.base, off))
+		b.off += uintptr(h.Next_offset)
+		start := off + uintptr(h.Mac)
+		end := start + uintptr(h.Snaplen)
+		if end > uintptr(len(b.ring)) {
+			continue // a corrupt header; never seen, but do not read past the ring
+		}
+		f.Data = b.ring[start:end:end]
+		f.VLAN = 0
+		f.WireLen = int(h.Len)
+		if h.Status&unix.TP_STATUS_VLAN_VALID != 0 {
+			tpid, tci := vlanTag(h)
+			f.VLAN = uint32(tpid)<<16 | uint32(tci)
+			f.WireLen += 4
+		}
+		f.Timestamp = int64(h.Sec)*1e9 + int64(h.Nsec)
+		f.HWTimestamp = h.Status&unix.TP_STATUS_TS_RAW_HARDWARE != 0
+		b.bytes += f.WireLen
+		return true
+	}
+	return false
+}
+
+// Len is how many frames of the block Next has not returned yet.
+func (b *Block) Len() int { return b.left }
+
+// ReadBlocks calls fn once per block the kernel has handed over, until it
+// has passed max frames or more (whole blocks, so possibly more than max),
+// and returns how many frames it passed. Each block goes back to the
+// kernel when fn returns: fn must read every frame it wants with Next,
+// the others count as read. Like ReadFrames it never blocks.
+func (p *Port) ReadBlocks(qi, max int, fn func(b *Block)) int {
+	if qi < 0 || qi >= len(p.rx) || max <= 0 {
+		return 0
+	}
+	q := p.rx[qi]
+	if !q.guard.CompareAndSwap(0, 1) {
+		return 0
+	}
+	defer q.guard.Store(0)
+	n, bytes := 0, 0
+	for n < max {
+		if q.left == 0 {
+			bd := q.block(q.cur)
+			if atomic.LoadUint32(&bd.status)&unix.TP_STATUS_USER == 0 {
+				break
+			}
+			if q.left = int(bd.numPkts); q.left == 0 {
+				q.release() // the kernel does not retire empty blocks; be safe if it did
+				continue
+			}
+			q.frame = uintptr(q.cur)*q.bsize + uintptr(bd.offsetToFirst)
+		}
+		// (q.left > 0 here may be the rest of a block an RxBurst or
+		// ReadFrames call began.)
+		b := &q.blk
+		b.ring, b.base, b.off, b.left, b.bytes = q.ring, q.base, q.frame, q.left, 0
+		fn(b)
+		n += q.left
+		bytes += b.bytes
+		q.release()
+	}
+	if n > 0 {
+		c := &p.rxc[qi]
+		c.RxPackets.Add(uint64(n))
+		c.RxBytes.Add(uint64(bytes))
+	}
+	return n
 }
 
 // copyFrame copies the frame with header h (at ring offset off) into pkt and

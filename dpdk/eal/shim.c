@@ -288,6 +288,45 @@ uint16_t shim_rx(struct shim_rxq *q, uint16_t top, uint16_t nb)
 	return k;
 }
 
+// shim_rx_epb receives up to nb packets and writes each, its first snap
+// bytes straight from the mbuf, as a pcapng Enhanced Packet Block of
+// interface 0 stamped ts (the file's units) into out, in host byte order as
+// the Go writer does; *used is the bytes written. out must hold nb blocks
+// of 32 + snap rounded up to 4 bytes. One call per burst, no Go buffer per
+// packet: a capture's whole per-packet work in the loop that frees the
+// mbufs.
+uint16_t shim_rx_epb(struct shim_rxq *q, uint16_t nb, uint32_t snap, uint64_t ts, char *out, uint32_t *used)
+{
+	struct rte_mbuf **m = q->mbufs;
+	uint16_t n = rte_eth_rx_burst(q->port, q->queue, m, nb);
+	uint32_t off = 0;
+	if (unlikely(thread_state == 0))
+		thread_register();
+	q->too_big = 0;
+	*used = 0;
+	if (n == 0)
+		return 0;
+	rte_prefetch0(rte_pktmbuf_mtod(m[0], void *));
+	for (uint16_t i = 0; i < n; i++) {
+		if (i + 1 < n)
+			rte_prefetch0(rte_pktmbuf_mtod(m[i + 1], void *));
+		uint32_t len = m[i]->pkt_len;
+		uint32_t cap = RTE_MIN(len, snap);
+		uint32_t p = (28 + cap + 3) & ~3u;
+		char *b = out + off;
+		uint32_t h[7] = {6, p + 4, 0, (uint32_t)(ts >> 32), (uint32_t)ts, cap, len};
+		// The padding first: the data then overwrites what of it it covers.
+		*(unaligned_uint32_t *)(b + p - 4) = 0;
+		memcpy(b, h, sizeof(h));
+		copy_out(m[i], b + 28, cap);
+		*(unaligned_uint32_t *)(b + p) = p + 4;
+		off += p + 4;
+	}
+	rte_pktmbuf_free_bulk(m, n);
+	*used = off;
+	return n;
+}
+
 // shim_tx copies nb Go packets into fresh mbufs and transmits them; mbufs the
 // device did not take are freed here, so the Go side only has to free the Go
 // packets that were sent.

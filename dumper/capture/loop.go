@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/dpdk"
+	"github.com/rdma-appliance/appliance/dpdk/afpacket"
 	"github.com/rdma-appliance/appliance/dpdk/filter"
 )
 
@@ -112,6 +113,31 @@ func (l *Loop) RunFrames(handle func(*dpdk.Frame), started chan<- error) {
 		}
 	}, started)
 }
+
+// BlockReader is a port that hands over received frames a kernel block
+// at a time (afpacket's TPACKET_V3 ring).
+type BlockReader interface {
+	ReadBlocks(q, max int, fn func(b *afpacket.Block)) int
+}
+
+// RunBlocks polls until Stop, calling handleBlock with each block of
+// frames on a port that hands them over so (BlockReader) and filtered them
+// in the kernel or needs no filter: one call per block, the frames read in
+// place. On other ports it runs RunFrames with handle.
+func (l *Loop) RunBlocks(handleBlock func(*afpacket.Block), handle func(*dpdk.Frame), started chan<- error) {
+	br, ok := l.Port.(BlockReader)
+	if !ok || l.userFilter() != nil {
+		l.RunFrames(handle, started)
+		return
+	}
+	l.run(started, func(want int) int { return br.ReadBlocks(l.Queue, want, handleBlock) })
+}
+
+// RunPoll polls until Stop with poll, which takes up to want frames of
+// the loop's queue and returns how many it took: for a consumer that reads
+// the port its own way (a port writing capture records itself). No filter
+// runs in the loop.
+func (l *Loop) RunPoll(poll func(want int) int, started chan<- error) { l.run(started, poll) }
 
 func (l *Loop) burst() int {
 	if l.Burst <= 0 {

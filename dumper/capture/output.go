@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -78,6 +79,10 @@ type sink struct {
 
 	scratch  []byte
 	recBytes int64 // file size estimate: bytes of records appended
+	// rotBytes and rotAge are the size and age (ns from the first frame)
+	// at which the file rotates, math.MaxInt64 for never: one comparison
+	// each per frame.
+	rotBytes, rotAge int64
 }
 
 // statsSnapshot is what an Interface Statistics Block reports.
@@ -152,6 +157,13 @@ func (s *sink) open(now time.Time) error {
 		return fmt.Errorf("capture: %w", err)
 	}
 	s.w = w
+	s.rotBytes, s.rotAge = math.MaxInt64, math.MaxInt64
+	if o.rotating() && o.FileSize > 0 {
+		s.rotBytes = o.FileSize
+	}
+	if o.rotating() && o.FileDuration > 0 {
+		s.rotAge = int64(o.FileDuration)
+	}
 	s.cur = File{Path: path, Opened: now}
 	s.opened = now.UnixNano()
 	s.firstTS = 0
@@ -184,8 +196,7 @@ func (s *sink) write(data []byte, vlan uint32, ts int64, wireLen int) {
 		return
 	}
 	o := s.out
-	if o.rotating() && s.cur.Packets > 0 &&
-		(o.FileSize > 0 && s.recBytes >= o.FileSize || o.FileDuration > 0 && ts-s.firstTS >= int64(o.FileDuration)) {
+	if s.cur.Packets > 0 && (s.recBytes >= s.rotBytes || ts-s.firstTS >= s.rotAge) {
 		if err := s.rotate(time.Unix(0, ts)); err != nil {
 			s.fail(err)
 			s.unsaved.Add(1)

@@ -691,3 +691,47 @@ func TestLargeBlocks(t *testing.T) {
 		t.Fatalf("writer round trip: %d records", len(recs))
 	}
 }
+
+// TestWritePacketFastPath checks WritePacket's shortcut for pcapng records
+// against the general path (WritePacketOpts without options), byte for
+// byte: every length around the padding and the snap length, nanosecond
+// and microsecond files, and a buffer reused after flushes so stale bytes
+// would show in the padding.
+func TestWritePacketFastPath(t *testing.T) {
+	for _, micro := range []bool{false, true} {
+		var fast, slow bytes.Buffer
+		opts := WriterOptions{Format: FormatPcapNG, SnapLen: 64, Microsecond: micro, FlushSize: 4096}
+		wf, err := NewWriter(&fast, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws, err := NewWriter(&slow, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := make([]byte, 80)
+		for round := 0; round < 200; round++ {
+			for n := 0; n <= len(data); n++ {
+				for i := range data[:n] {
+					data[i] = byte(0xa0 + i + round)
+				}
+				ts := int64(1_700_000_000_123_456_789 + round*1000 + n)
+				if err := wf.WritePacket(ts, data[:n], n+round%3); err != nil {
+					t.Fatal(err)
+				}
+				if err := ws.WritePacketOpts(ts, data[:n], n+round%3, PacketOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := wf.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := ws.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(fast.Bytes(), slow.Bytes()) {
+			t.Fatalf("micro=%v: WritePacket wrote %d bytes differing from the general path's %d", micro, fast.Len(), slow.Len())
+		}
+	}
+}

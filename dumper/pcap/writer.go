@@ -397,6 +397,39 @@ func (w *Writer) AddInterface(ifc Interface) (int, error) {
 // every later call. Invalid arguments (a negative timestamp, say) only fail
 // that call.
 func (w *Writer) WritePacket(tsNanos int64, data []byte, origLen int) error {
+	if w.format == FormatPcapNG && w.err == nil && !w.closed && tsNanos >= 0 && uint(origLen) <= math.MaxUint32 &&
+		len(w.snap) > 0 {
+		// The common case of a capture loop, a pcapng record without
+		// options that fits the buffer, without the general path's checks
+		// and calls: a few stores and one copy.
+		caplen := min(len(data), w.snap[0])
+		p := pad4(28 + caplen)
+		blen := p + 4
+		if l := len(w.buf); l+blen <= cap(w.buf) {
+			units := uint64(tsNanos)
+			if !w.nano {
+				units /= 1e3
+			}
+			b := w.buf[l : l+blen : l+blen]
+			w.buf = w.buf[:l+blen]
+			// The padding (the buffer is reused) first: the header and the
+			// data then overwrite what of it they cover.
+			le.PutUint32(b[p-4:], 0)
+			le.PutUint32(b[0:], blockTypeEPB)
+			le.PutUint32(b[4:], uint32(blen))
+			le.PutUint32(b[8:], 0)
+			le.PutUint32(b[12:], uint32(units>>32))
+			le.PutUint32(b[16:], uint32(units))
+			le.PutUint32(b[20:], uint32(caplen))
+			le.PutUint32(b[24:], uint32(max(origLen, len(data))))
+			copy(b[28:], data[:caplen])
+			le.PutUint32(b[p:], uint32(blen))
+			if l+blen >= w.flushAt {
+				return w.flushBuf()
+			}
+			return nil
+		}
+	}
 	return w.writePacket(tsNanos, data, origLen, PacketOptions{})
 }
 
@@ -494,6 +527,41 @@ func (w *Writer) writePacket(ts int64, data []byte, origLen int, opts PacketOpti
 		p += putOption(b[p:], optEndOfOpt, "")
 	}
 	le.PutUint32(b[p:], uint32(blen))
+	return w.maybeFlush()
+}
+
+// Tail returns the free space at the end of the output buffer, at least n
+// bytes (flushing first when it has less), for a caller that writes whole
+// records itself (a port writing pcapng Enhanced Packet Blocks of interface
+// 0 straight from its packet buffers); Commit adds them to the output.
+// Records written so must match the file's format, timestamp resolution
+// and snap length. n must not exceed half the buffer size.
+func (w *Writer) Tail(n int) ([]byte, error) {
+	if w.err != nil {
+		return nil, w.err
+	}
+	if w.closed {
+		return nil, ErrClosed
+	}
+	if len(w.buf)+n > cap(w.buf) {
+		if cap(w.buf) < w.bufMax {
+			nb := make([]byte, len(w.buf), w.bufMax)
+			copy(nb, w.buf)
+			w.buf = nb
+		}
+		if len(w.buf)+n > cap(w.buf) {
+			if err := w.flushBuf(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return w.buf[len(w.buf):cap(w.buf)], nil
+}
+
+// Commit adds n bytes written into the slice Tail returned to the output,
+// writing the buffer out once it holds FlushSize bytes.
+func (w *Writer) Commit(n int) error {
+	w.buf = w.buf[:len(w.buf)+n]
 	return w.maybeFlush()
 }
 

@@ -55,6 +55,7 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 		err := Parse(frame, &p)
+		sameAsGeneral(t, frame, &p, err)
 		if len(frame) > header.EthernetHeaderLen {
 			_, _ = ICRC(frame[header.EthernetHeaderLen:]) // must not panic on anything
 		}
@@ -147,4 +148,47 @@ func FuzzICRC(f *testing.F) {
 			t.Fatalf("%s: flipping byte %d went unnoticed", info.Name, i)
 		}
 	})
+}
+
+// sameAsGeneral checks that Parse, whose common layouts take the one-pass
+// decodeCommon, decoded frame exactly as header's decoders do: the same
+// error, and on success the same packet.
+func sameAsGeneral(t *testing.T, frame []byte, p *Packet, err error) {
+	t.Helper()
+	var q Packet
+	gerr := parseGeneral(frame, UDPPort, false, &q)
+	if err != gerr || err == nil && *p != q {
+		t.Fatalf("Parse: %v %+v\nheader.Decode and parseTransport: %v %+v", err, *p, gerr, q)
+	}
+}
+
+// TestParseCommonPath: every vector, and every one-byte change of each in
+// the outer headers (and lengths cut), parses the same through
+// decodeCommon as through header's decoders; the vectors cover both
+// layouts decodeCommon takes (untagged and one 802.1Q tag).
+func TestParseCommonPath(t *testing.T) {
+	common := 0
+	for _, v := range loadVectors(t) {
+		var n header.Parsed
+		if decodeCommon(v.frame, &n) {
+			common++
+		}
+		f := append([]byte(nil), v.frame...)
+		var p Packet
+		sameAsGeneral(t, f, &p, Parse(f, &p))
+		for i := 0; i < min(len(f), 64); i++ {
+			orig := f[i]
+			for _, x := range []byte{0x00, 0xff, 0x45, 0x08, 0x81, 0x11, 0x40, 0x01, orig ^ 0x01, orig ^ 0x80} {
+				f[i] = x
+				sameAsGeneral(t, f, &p, Parse(f, &p))
+			}
+			f[i] = orig
+		}
+		for cut := len(f) - 1; cut >= 0 && cut > len(f)-80; cut-- {
+			sameAsGeneral(t, f[:cut], &p, Parse(f[:cut], &p))
+		}
+	}
+	if common == 0 {
+		t.Fatal("no vector takes the common path")
+	}
 }

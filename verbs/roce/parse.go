@@ -119,6 +119,60 @@ func ParseDecoded(frame []byte, port uint16, p *Packet) error {
 }
 
 func parse(frame []byte, port uint16, snapped bool, p *Packet) error {
+	if !snapped && decodeCommon(frame, &p.Net) {
+		return parseTransport(frame, port, p)
+	}
+	return parseGeneral(frame, port, snapped, p)
+}
+
+// decodeCommon decodes the outer layers of the frames RoCEv2 fabrics
+// carry nearly always (Ethernet, at most one 802.1Q tag, an IPv4 header
+// without options and not a fragment, UDP) in one pass, into exactly what
+// header.Decode would make of them; anything else, and anything Decode
+// would refuse, it leaves to parseGeneral by returning false. The layers
+// walk of Decode costs about as much as the RoCE headers themselves (the
+// profile of bench/wire), and this is the path of every packet a soft
+// RNIC, dumper or translator receives.
+func decodeCommon(frame []byte, n *header.Parsed) bool {
+	const (
+		eth  = header.EthernetHeaderLen
+		ipv4 = header.IPv4MinHeaderLen
+		udp  = header.UDPHeaderLen
+	)
+	if len(frame) < eth+header.VLANTagLen+ipv4+udp {
+		return false
+	}
+	l3, vlans := eth, 0
+	et := binary.BigEndian.Uint16(frame[12:14])
+	if et == header.EtherTypeVLAN {
+		et = binary.BigEndian.Uint16(frame[16:18])
+		l3, vlans = eth+header.VLANTagLen, 1
+	}
+	ip := frame[l3:]
+	if et != header.EtherTypeIPv4 || ip[0] != 0x45 || ip[9] != header.IPProtoUDP ||
+		binary.BigEndian.Uint16(ip[6:8])&0x3fff != 0 {
+		return false
+	}
+	tl := int(binary.BigEndian.Uint16(ip[2:4]))
+	if tl > len(ip) || tl < ipv4+udp {
+		return false
+	}
+	ul := int(binary.BigEndian.Uint16(ip[ipv4+4 : ipv4+6]))
+	if ul < udp || ul > tl-ipv4 {
+		return false
+	}
+	*n = header.Parsed{VLANs: vlans, L3Proto: header.EtherTypeIPv4, L3Off: l3, L3Len: tl,
+		L4Proto: header.IPProtoUDP, L4Off: l3 + ipv4, L4Len: ul, PayloadOff: l3 + ipv4 + udp, PayloadLen: ul - udp}
+	if vlans == 1 {
+		n.VLANOff[0] = eth
+	}
+	return true
+}
+
+// parseGeneral is parse through header's decoders: every layout they know
+// (two tags, QinQ, IPv6 and its extension headers, IPv4 options,
+// fragments, snapped frames) and every error they name.
+func parseGeneral(frame []byte, port uint16, snapped bool, p *Packet) error {
 	var err error
 	if snapped {
 		err = header.DecodeTruncated(frame, &p.Net)

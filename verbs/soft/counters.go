@@ -17,7 +17,7 @@ const (
 	CntNpECNMarkedRocePackets // np_ecn_marked_roce_packets: CE-marked packets received
 	CntRpCnpHandled           // rp_cnp_handled: CNPs acted on by the reaction point
 	CntRpCnpIgnored           // rp_cnp_ignored: CNPs received with DCQCN off
-	CntOutOfSequence          // out_of_sequence: responder saw a PSN beyond the expected one
+	CntOutOfSequence          // out_of_sequence: NAK sequence errors the responder sent (one per gap, as mlx5; UC: gaps seen)
 	CntPacketSeqErr           // packet_seq_err: requester received a NAK sequence error
 	CntLocalAckTimeoutErr     // local_ack_timeout_err: retransmission timer expired
 	CntImpliedNakSeqErr       // implied_nak_seq_err: READ/atomic response gap detected by the requester

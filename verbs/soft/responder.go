@@ -78,8 +78,11 @@ func (q *qp) responderInput(frame []byte, p *roce.Packet) {
 	}
 	diff := roce.ComparePSN(p.PSN, r.epsn)
 	if diff > 0 {
-		d.cnt.inc(CntOutOfSequence)
 		if !r.nakSent {
+			// mlx5 counts out_of_sequence once per NAK sequence error,
+			// not per packet dropped behind the gap: Lumina's checks,
+			// written from CX4-6 hardware, compare it with the NAKs.
+			d.cnt.inc(CntOutOfSequence)
 			r.nakSent = true
 			q.queueCtl(roce.NAKSyndrome(roce.NAKPSNSequenceError), r.epsn)
 			if d.prof.NAKTriggersCNP && d.prof.CNPEnable {

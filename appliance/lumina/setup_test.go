@@ -1,0 +1,201 @@
+package lumina
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+var updateSetup = flag.Bool("update-setup", false, "rewrite testdata/setup/*.golden")
+
+// e810Example is Lumina's example with E810 RNICs (dcqcn-enable, as
+// Lumina's host code reads it for Intel NICs) and a DSCP map of its own
+// on the requester.
+func e810Example(t *testing.T) []byte {
+	s := string(readUpstreamExample(t))
+	s = strings.ReplaceAll(s, "type: CX6", "type: E810")
+	s = strings.Replace(s, "ib-device: mlx5_0 # The ib device name of the RNIC", "ib-device: irdma0", 1)
+	s = strings.Replace(s, "    switch-port: 132 # The port number of the switch port that this NIC is connected to\n",
+		"    switch-port: 132\n    prio-dscp-map: {3: \"26,27\", 5: \"46,40\"}\n", 1)
+	s = strings.ReplaceAll(s, "    dcqcn-rp-enable: True\n", "    dcqcn-enable: true\n")
+	s = strings.ReplaceAll(s, "    dcqcn-rp-enable: False\n", "    dcqcn-enable: false\n")
+	return []byte(s)
+}
+
+// TestSetupPlanGolden holds the exact commands the hardware mode runs for
+// Lumina's example (ConnectX-6) and its E810 variant.
+func TestSetupPlanGolden(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		data []byte
+	}{{"example-cx6", readUpstreamExample(t)}, {"example-e810", e810Example(t)}} {
+		tt, err := DecodeTest(c.name+".yml", c.data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		if err := BuildPlan(tt, SetupOptions{}).WriteDry(&b); err != nil {
+			t.Fatal(err)
+		}
+		golden := filepath.Join("testdata", "setup", c.name+".golden")
+		if *updateSetup {
+			if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want, err := os.ReadFile(golden)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(b.Bytes(), want) {
+			t.Errorf("%s: the plan changed (go test -run TestSetupPlanGolden -update-setup to accept):\n%s", c.name, b.String())
+		}
+	}
+}
+
+// TestSetupPlanContent: the commands Lumina's host and switch code run
+// are in the plan, values from the file passed as arguments only.
+func TestSetupPlanContent(t *testing.T) {
+	tt, err := LoadTest(filepath.Join("testdata", "upstream", "example.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl := BuildPlan(tt, SetupOptions{})
+	var lines []string
+	for _, st := range pl.Steps {
+		lines = append(lines, st.Host+": "+shellJoin(st.Argv))
+	}
+	all := strings.Join(lines, "\n")
+	for _, w := range []string{
+		"requester: sudo ip addr replace 10.0.0.21/24 dev ens1",
+		"responder: sudo ip addr replace 10.0.0.32/24 dev ens1",
+		"requester: sudo mlnx_qos -i ens1 --trust=dscp",
+		"requester: sudo mlnx_qos -i ens1 --dscp2prio=set,26,3",
+		"requester: sudo sh -c 'v=$1; shift; for f do printf '\\''%s\\n'\\'' \"$v\" > \"$f\" || exit 1; done' lumina-write 0 /sys/class/net/ens1/ecn/roce_rp/enable/0",
+		"responder: sudo sh -c 'v=$1; shift; for f do printf '\\''%s\\n'\\'' \"$v\" > \"$f\" || exit 1; done' lumina-write 1 /sys/class/net/ens1/ecn/roce_rp/enable/0",
+		"/sys/class/net/ens1/ecn/roce_np/min_time_between_cnps",
+		"requester: sudo mlxreg -d 03:00.0 --reg_name ROCE_ACCL --set roce_slow_restart_en=1 --yes",
+		"requester: sudo mlxreg -d 03:00.0 --reg_name ROCE_ACCL --set roce_adp_retrans_en=0 --yes",
+		"requester-mirror: sh -c",
+		"appliance dump --port afpacket:ens1 --name requester-mirror --dir /path/to/lumina/code/on/mirror-server/pcap-result --file requester.pcap --snap-len 128 --num-pkts 16383 --rewrite-port 9741",
+		"env SDE=/path/to/bf-sde/on/switch SDE_INSTALL=/path/to/bf-sde/on/switch/install /path/to/bf-sde/on/switch/run_switchd.sh -p injector",
+		"appliance inject tofino -f /path/to/lumina/code/on/switch/injector.yml --sde /path/to/bf-sde/on/switch --listen :12345",
+	} {
+		if !strings.Contains(all, w) {
+			t.Errorf("plan lacks %q", w)
+		}
+	}
+	// Lumina's default map, DSCP by DSCP, on each host.
+	if n := strings.Count(all, "--dscp2prio=set,"); n != 2*64 {
+		t.Errorf("%d dscp2prio commands on the two hosts, want 64 each", n)
+	}
+}
+
+// fakeHost records commands and answers the reads with canned state.
+type fakeHost struct {
+	ran    []string
+	failOn string
+	answer map[string]string
+}
+
+func (f *fakeHost) Run(_ context.Context, h Access, argv []string) ([]byte, error) {
+	cmd := h.ControlIP + ": " + shellJoin(argv)
+	f.ran = append(f.ran, cmd)
+	if f.failOn != "" && strings.Contains(cmd, f.failOn) {
+		return nil, errors.New("exit status 1")
+	}
+	for k, v := range f.answer {
+		if strings.Contains(cmd, k) {
+			return []byte(v), nil
+		}
+	}
+	return nil, nil
+}
+
+// TestSetupRestoresOnFailure: a remote command that fails stops the plan
+// and what was changed is put back, in reverse order, from what was read
+// before: the addresses, the trust state and DSCP map, sysfs values.
+func TestSetupRestoresOnFailure(t *testing.T) {
+	tt, err := LoadTest(filepath.Join("testdata", "upstream", "example.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeHost{failOn: "192.168.1.12: sudo mlxreg -d 03:00.0 --reg_name ROCE_ACCL --set roce_adp_retrans_en=0", answer: map[string]string{
+		"ip -o addr show dev ens1": "2: ens1    inet 192.168.9.5/16 brd 192.168.255.255 scope global ens1\\       valid_lft forever\n" +
+			"2: ens1    inet6 fe80::1/64 scope link \\       valid_lft forever\n",
+		"mlnx_qos -i ens1": "DCBX mode: OS controlled\nPriority trust state: pcp\ndscp2prio mapping:\n\tprio:0 dscp:07,06,05,04,03,02,01,00,\n\tprio:1 dscp:15,14,13,12,11,10,09,08,\n",
+		"cat /sys/class/net/ens1/ecn/roce_np/min_time_between_cnps": "4\n",
+		"cat /sys/class/net/ens1/ecn/roce_rp/enable/0":              "1\n1\n1\n1\n1\n1\n1\n1\n",
+		"cat /sys/class/net/ens1/ecn/roce_np/enable/0":              "0\n0\n0\n0\n0\n0\n0\n0\n",
+		"mlxreg -d 03:00.0 --reg_name ROCE_ACCL --get":              "Field Name | Data\n====\nroce_adp_retrans_en | 0x00000001\n",
+	}}
+	a, err := BuildPlan(tt, SetupOptions{}).Execute(context.Background(), f)
+	if err == nil || !strings.Contains(err.Error(), "requester: adaptive-retrans (ROCE_ACCL.roce_adp_retrans_en): exit status 1") {
+		t.Fatalf("err %v", err)
+	}
+	i := slices.IndexFunc(f.ran, func(s string) bool { return strings.Contains(s, f.failOn) })
+	undo := strings.Join(f.ran[i+1:], "\n")
+	for _, w := range []string{
+		"lumina-write 0 /sys/class/net/ens1/ecn/roce_np/enable/0", // dcqcn-np-enable back to what cat said
+		"lumina-write 1 /sys/class/net/ens1/ecn/roce_rp/enable/7",
+		"lumina-write 4 /sys/class/net/ens1/ecn/roce_np/min_time_between_cnps",
+		"sudo mlnx_qos -i ens1 --trust=pcp",
+		"sudo mlnx_qos -i ens1 --dscp2prio=set,9,1",
+		"sudo ip addr add 192.168.9.5/16 dev ens1",
+	} {
+		if !strings.Contains(undo, w) {
+			t.Errorf("undo lacks %q:\n%s", w, undo)
+		}
+	}
+	if strings.Contains(undo, "fe80::1") || strings.Contains(undo, "192.168.1.13") || strings.Contains(undo, "roce_slow_restart_en") {
+		t.Errorf("undo touches what was not changed:\n%s", undo)
+	}
+	// In reverse: the sysfs values before the trust state before the
+	// addresses.
+	if strings.Index(undo, "min_time_between_cnps") > strings.Index(undo, "--trust=pcp") || strings.Index(undo, "--trust=pcp") > strings.Index(undo, "ip addr add") {
+		t.Errorf("undo out of order:\n%s", undo)
+	}
+	if a.Teardown(context.Background(), f) != nil || len(a.steps) != 0 {
+		t.Fatal("teardown after the failure had something left")
+	}
+}
+
+// FuzzHostState: the readers of what the hosts print before a change
+// (ip -o addr, mlnx_qos, mlxreg --get, lldptool APP) never panic, and
+// what they return is only ever values the restore commands can take:
+// prefixes ParseIPEntry accepts, DSCP 0..63 with priority 0..7, decimal
+// register values.
+func FuzzHostState(f *testing.F) {
+	f.Add([]byte("2: ens1    inet 10.0.0.1/24 brd 10.0.0.255 scope global ens1\\       valid_lft forever\n"))
+	f.Add([]byte("Priority trust state: dscp\ndscp2prio mapping:\n\tprio:0 dscp:07,06,05,04,03,02,01,00,\n"))
+	f.Add([]byte("Field Name | Data\n=====\nroce_adp_retrans_en | 0x00000001\nroce_slow_restart_en | 0x0\n"))
+	f.Add([]byte("APP DSCP: \n0:(1,5,9) local  hw (set)\n1:(3,5,26) local hw (set)\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, p := range parseIPAddrShow(b) {
+			if _, err := ParseIPEntry(p); err != nil {
+				t.Fatalf("address %q: %v", p, err)
+			}
+		}
+		q := parseMlnxQos(b)
+		if q.trust != "" && q.trust != "pcp" && q.trust != "dscp" {
+			t.Fatalf("trust %q", q.trust)
+		}
+		for _, m := range append(q.dscp2prio, parseLldpApp(b)...) {
+			if m.DSCP < 0 || m.DSCP > 63 || m.Prio < 0 || m.Prio > 7 {
+				t.Fatalf("mapping %+v", m)
+			}
+		}
+		for k, v := range parseMlxreg(b) {
+			if _, err := strconv.ParseUint(v, 10, 32); err != nil || k == "" {
+				t.Fatalf("register %q = %q", k, v)
+			}
+		}
+	})
+}
