@@ -108,7 +108,7 @@ type AnnealParams struct {
 	// Reheat is for online tuning, where the workload changes under the
 	// tuner (the paper's Figure 11): once the schedule has cooled the
 	// search goes on at tem_goal instead of the run ending, and whenever
-	// a re-measurement of x (line 7) moves f(x) by
+	// two re-measurements of x in a row (line 7) move f(x) by
 	// more than Reheat of its previous value, the workload has changed:
 	// the temperature and step restart from tem and s at x and the best
 	// so far restarts at x (it was the best of another workload). Zero:
@@ -187,7 +187,11 @@ type annealState struct {
 	S        float64      `json:"s"`
 	Accepted int          `json:"accepted_worse"`
 	Reheats  int          `json:"reheats,omitempty"`
-	RNG      *rng         `json:"rng"`
+	// Suspect is set after one re-measurement moved past the reheat
+	// fraction; Ref is f(x) before it, what the next one is held to.
+	Suspect bool    `json:"suspect,omitempty"`
+	Ref     float64 `json:"ref,omitempty"`
+	RNG     *rng    `json:"rng"`
 }
 
 // NewAnneal starts Algorithm 1 at start (a random point when nil).
@@ -282,6 +286,9 @@ func (a *Anneal) Tell(f float64) {
 func (a *Anneal) watch(f float64) bool {
 	st := &a.st
 	prev := st.FX
+	if st.Suspect {
+		prev = st.Ref
+	}
 	st.FX = f
 	r := st.Params.Reheat
 	if r > 0 && slices.Equal(st.X, st.BestX) {
@@ -290,8 +297,16 @@ func (a *Anneal) watch(f float64) bool {
 		st.FBest = f
 	}
 	if !(r > 0) || !(math.Abs(f-prev) > r*math.Max(math.Abs(prev), 1e-9)) {
+		st.Suspect = false
 		return false
 	}
+	// One window's noise is not a new workload: the move must show in
+	// two re-measurements in a row.
+	if !st.Suspect {
+		st.Suspect, st.Ref = true, prev
+		return false
+	}
+	st.Suspect = false
 	st.Tem, st.S, st.Iter = st.Params.Tem, st.Params.S, 0
 	st.BestX, st.FBest = slices.Clone(st.X), f
 	st.Reheats++
