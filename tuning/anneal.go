@@ -105,6 +105,15 @@ type AnnealParams struct {
 	// few units, so objectives in [0, 1] are scaled by 100 (percentage
 	// points). Zero means 1.
 	Scale float64 `json:"scale,omitempty"`
+	// Reheat is for online tuning, where the workload changes under the
+	// tuner (the paper's Figure 11): once the schedule has cooled the
+	// search goes on at tem_goal instead of the run ending, and whenever
+	// two re-measurements of x in a row (line 7) move f(x) by
+	// more than Reheat of its previous value, the workload has changed:
+	// the temperature and step restart from tem and s at x and the best
+	// so far restarts at x (it was the best of another workload). Zero:
+	// off, the run ends when cool, as Algorithm 1. Needs Remeasure.
+	Reheat float64 `json:"reheat,omitempty"`
 }
 
 // ForBudget is p with the cooling coefficient chosen so the temperature
@@ -142,6 +151,10 @@ func (a AnnealParams) Validate() error {
 		return fmt.Errorf("anneal: cooling coefficient %g: in (0, 1)", a.C)
 	case !(a.S > 0 && a.S <= 1):
 		return fmt.Errorf("anneal: step %g: in (0, 1]", a.S)
+	case a.Reheat < 0 || math.IsNaN(a.Reheat):
+		return fmt.Errorf("anneal: reheat %g: not negative", a.Reheat)
+	case a.Reheat > 0 && !a.Remeasure:
+		return errors.New("anneal: reheat watches re-measurements of x: it needs remeasure")
 	}
 	return nil
 }
@@ -173,7 +186,12 @@ type annealState struct {
 	Iter     int          `json:"iter"`
 	S        float64      `json:"s"`
 	Accepted int          `json:"accepted_worse"`
-	RNG      *rng         `json:"rng"`
+	Reheats  int          `json:"reheats,omitempty"`
+	// Suspect is set after one re-measurement moved past the reheat
+	// fraction; Ref is f(x) before it, what the next one is held to.
+	Suspect bool    `json:"suspect,omitempty"`
+	Ref     float64 `json:"ref,omitempty"`
+	RNG     *rng    `json:"rng"`
 }
 
 // NewAnneal starts Algorithm 1 at start (a random point when nil).
@@ -204,8 +222,14 @@ func (a *Anneal) Next() (Point, bool) {
 func (a *Anneal) startIteration() {
 	st := &a.st
 	if st.Tem <= st.Params.TemGoal {
-		st.Phase = phaseDone
-		return
+		if !(st.Params.Reheat > 0) {
+			st.Phase = phaseDone
+			return
+		}
+		// Online there is no end: the search goes on at the goal
+		// temperature (almost only improvements accepted) and line 7
+		// keeps watching f(x).
+		st.Tem = st.Params.TemGoal
 	}
 	if st.Params.Remeasure {
 		st.Phase, st.Pending = phaseCurrent, slices.Clone(st.X)
@@ -224,7 +248,7 @@ func (a *Anneal) Tell(f float64) {
 		st.Iter = 0
 		a.startIteration()
 	case phaseCurrent: // line 7
-		st.FX = f
+		a.watch(f)
 		st.Phase, st.Pending = phasePropose, a.perturb(st.X)
 	case phasePropose: // lines 10-21
 		xp := st.Pending
@@ -256,6 +280,41 @@ func (a *Anneal) Tell(f float64) {
 		a.startIteration()
 	}
 }
+
+// watch takes a re-measurement f of x and, online, reheats when it moved
+// by more than Reheat of the last one; it reports a reheat.
+func (a *Anneal) watch(f float64) bool {
+	st := &a.st
+	prev := st.FX
+	if st.Suspect {
+		prev = st.Ref
+	}
+	st.FX = f
+	r := st.Params.Reheat
+	if r > 0 && slices.Equal(st.X, st.BestX) {
+		// Online the latest judgement of a point is its value: an old,
+		// higher one would hold the best against every later proposal.
+		st.FBest = f
+	}
+	if !(r > 0) || !(math.Abs(f-prev) > r*math.Max(math.Abs(prev), 1e-9)) {
+		st.Suspect = false
+		return false
+	}
+	// One window's noise is not a new workload: the move must show in
+	// two re-measurements in a row.
+	if !st.Suspect {
+		st.Suspect, st.Ref = true, prev
+		return false
+	}
+	st.Suspect = false
+	st.Tem, st.S, st.Iter = st.Params.Tem, st.Params.S, 0
+	st.BestX, st.FBest = slices.Clone(st.X), f
+	st.Reheats++
+	return true
+}
+
+// Reheats is how many times an online run restarted its schedule.
+func (a *Anneal) Reheats() int { return a.st.Reheats }
 
 // perturb moves some dimensions by up to s of their range, uniformly,
 // and at least one dimension by one level so no evaluation is spent on

@@ -229,3 +229,49 @@ func TestStopsOnBadTelemetry(t *testing.T) {
 		}
 	}
 }
+
+// TestAnnealReheatTracksAChange: online, a cooled annealer holds x and
+// re-measures it instead of ending; when the landscape moves under it (the
+// peak jumps from one corner of Kmin to the other) the change in f(x)
+// restarts the schedule and the search finds the new peak.
+func TestAnnealReheatTracksAChange(t *testing.T) {
+	sp := PaperSpace("leaf")
+	p := PaperAnneal()
+	p.I, p.Reheat = 2, 0.05
+	p = p.ForBudget(60)
+	a, err := NewAnneal(&sp, p, 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peak := 0
+	f := func(x Point) float64 {
+		d := float64(x[0]-peak) / 10
+		return 1 - d*d
+	}
+	for i := range 400 {
+		if i == 200 {
+			peak = 10
+		}
+		x, ok := a.Next()
+		if !ok {
+			t.Fatalf("evaluation %d: the online annealer ended", i)
+		}
+		a.Tell(f(x))
+		if i == 199 {
+			if bx, _, _ := a.Best(); bx[0] > 1 {
+				t.Fatalf("before the change: best Kmin level %d, want 0 or 1", bx[0])
+			}
+		}
+	}
+	if a.Reheats() < 1 {
+		t.Fatal("the change did not reheat the schedule")
+	}
+	if bx, _, _ := a.Best(); bx[0] < 9 {
+		t.Fatalf("after the change: best Kmin level %d, want 9 or 10 (%d reheats)", bx[0], a.Reheats())
+	}
+	bad := PaperAnneal()
+	bad.Remeasure, bad.Reheat = false, 0.1
+	if err := bad.Validate(); err == nil {
+		t.Fatal("reheat without remeasure was accepted")
+	}
+}

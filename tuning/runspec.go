@@ -55,6 +55,11 @@ type TargetSpec struct {
 	Flows int `yaml:"flows"`
 	// INTSampleRate (simulator): report INT counts only (Eq. 16).
 	INTSampleRate float64 `yaml:"int-sample-rate"`
+	// Online (simulator): the scenario is an online one whose fabric runs
+	// on from one evaluation to the next while its workload changes; each
+	// evaluation changes the running switches' watermarks and is judged on
+	// the next telemetry window (Duration, default the scenario's).
+	Online bool `yaml:"online"`
 	// Switches, KnownHosts and Telemetry (switches).
 	Switches   []Switch `yaml:"switches"`
 	KnownHosts string   `yaml:"known-hosts"`
@@ -119,6 +124,11 @@ type AlgorithmSpec struct {
 	Remeasure *bool    `yaml:"remeasure"`
 	// CoolToBudget fits C so the schedule ends with the budget.
 	CoolToBudget *bool `yaml:"cool-to-budget"`
+	// Reheat (online) restarts the schedule when a re-measurement of x
+	// moved by more than this fraction; CoolWithin (online) fits C so
+	// each schedule cools within that many evaluations.
+	Reheat     *float64 `yaml:"reheat"`
+	CoolWithin int      `yaml:"cool-within"`
 	// Start is a baseline name to start from (random when empty).
 	Start string `yaml:"start"`
 }
@@ -139,11 +149,12 @@ type ObjectiveSpec struct {
 // this package (bench/tunesim), so whoever loads a run file supplies it;
 // without one, the kind is refused.
 type Simulator interface {
-	// Scenarios are the scenario names, for messages.
-	Scenarios() []string
+	// Scenarios are the scenario names, for messages: the online ones
+	// (a fabric that runs on while the tuner changes it) or the others.
+	Scenarios(online bool) []string
 	// Defaults are a scenario's tuned scopes and objective; false when
-	// there is no such scenario.
-	Defaults(scenario string) (scopes []string, obj Objective, ok bool)
+	// there is no such scenario of that kind.
+	Defaults(scenario string, online bool) (scopes []string, obj Objective, ok bool)
 	// Open makes the target of a run file's target section, with its
 	// bottleneck capacity (bit/s) and base RTT (ns) for the baselines.
 	Open(t TargetSpec) (tg Target, capacity float64, rtt int64, err error)
@@ -185,8 +196,12 @@ func (s *RunSpec) Validate(doc *spec.Doc) {
 	case "simulator":
 		if s.sim == nil {
 			doc.Errorf("target.kind", "simulator: not available here (the caller has no fabric simulator)")
-		} else if _, _, ok := s.sim.Defaults(s.Target.Scenario); !ok {
-			doc.Errorf("target.scenario", "%q: one of %s", s.Target.Scenario, strings.Join(s.sim.Scenarios(), ", "))
+		} else if _, _, ok := s.sim.Defaults(s.Target.Scenario, s.Target.Online); !ok {
+			kind := ""
+			if s.Target.Online {
+				kind = "online "
+			}
+			doc.Errorf("target.scenario", "%q: one of the %sscenarios %s", s.Target.Scenario, kind, strings.Join(s.sim.Scenarios(s.Target.Online), ", "))
 		}
 	case "fluid":
 		if s.Target.Flows < 0 {
@@ -226,8 +241,14 @@ func (s *RunSpec) Validate(doc *spec.Doc) {
 	default:
 		doc.Errorf("target.kind", "%q: simulator, fluid or switches", s.Target.Kind)
 	}
+	if s.Target.Online && s.Target.Kind != "simulator" {
+		doc.Errorf("target.online", "online is a simulator mode (switches are always online)")
+	}
 	if _, err := durationOf(s.Target.Duration, 0); err != nil {
 		doc.Errorf("target.duration", "%v", err)
+	}
+	if s.Algorithm.CoolWithin < 0 {
+		doc.Errorf("algorithm.cool-within", "%d: not negative", s.Algorithm.CoolWithin)
 	}
 	if _, err := durationOf(s.Timeout, 0); err != nil {
 		doc.Errorf("timeout", "%v", err)
@@ -283,7 +304,7 @@ func (s *RunSpec) BuildSpace() (Space, error) {
 		switch s.Target.Kind {
 		case "simulator":
 			if s.sim != nil {
-				scopes, _, _ = s.sim.Defaults(s.Target.Scenario)
+				scopes, _, _ = s.sim.Defaults(s.Target.Scenario, s.Target.Online)
 			}
 		case "fluid":
 			scopes = []string{"bottleneck"}
@@ -341,7 +362,7 @@ func (s *RunSpec) BuildSpace() (Space, error) {
 func (s *RunSpec) BuildObjective() (Objective, error) {
 	o := DefaultObjective()
 	if s.sim != nil && s.Target.Kind == "simulator" {
-		if _, so, ok := s.sim.Defaults(s.Target.Scenario); ok {
+		if _, so, ok := s.sim.Defaults(s.Target.Scenario, s.Target.Online); ok {
 			o = so
 		}
 	}
@@ -395,12 +416,28 @@ func (s *RunSpec) AnnealParams() (AnnealParams, error) {
 	}
 	if a.Remeasure != nil {
 		p.Remeasure = *a.Remeasure
-	} else if s.Target.Kind != "switches" {
+	} else if s.Target.Kind != "switches" && !s.Target.Online {
 		// The simulator and the fluid model are deterministic: a second
 		// look at x (line 7) returns the same f(x).
 		p.Remeasure = false
 	}
-	if s.Budget > 0 && (a.CoolToBudget == nil || *a.CoolToBudget) {
+	if s.Target.Online {
+		// A live network: the workload changes under the tuner, so the
+		// schedule restarts when f(x) moves (5% unless the file says).
+		p.Reheat = 0.05
+	}
+	if a.Reheat != nil {
+		p.Reheat = *a.Reheat
+	}
+	switch {
+	case a.CoolWithin > 0:
+		p = p.ForBudget(a.CoolWithin)
+	case p.Reheat > 0 && (a.CoolToBudget == nil || *a.CoolToBudget):
+		// Online a schedule cools within 60 evaluations (30 steps of
+		// line 7 and a proposal): the budget is the run's length, not
+		// one schedule's.
+		p = p.ForBudget(60)
+	case s.Budget > 0 && (a.CoolToBudget == nil || *a.CoolToBudget):
 		p = p.ForBudget(s.Budget)
 	}
 	return p, p.Validate()

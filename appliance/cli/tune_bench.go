@@ -14,7 +14,7 @@ import (
 var tuneBenchCmd = &Command{
 	Name:    "bench",
 	Summary: "annealing with a budget vs the exhaustive 3300-point grid and the baselines, per simulator scenario",
-	Usage:   "[--evals 330] [--seeds 5] [--out DIR] [--scenarios LIST] [--duration D] [--shard i/n]",
+	Usage:   "[--evals 330] [--seeds 10] [--out DIR] [--scenarios LIST] [--duration D] [--shard i/n]",
 	Long: `For each simulator scenario: every point of the paper's 3300-point space is simulated (the
 grid), then simulated annealing (Algorithm 1, cooled within the budget), random search and
 the adaptive-step hill climb run with --evals evaluations for each of --seeds seeds, an
@@ -26,6 +26,16 @@ annealing score is at least 99% of the grid's best and above every baseline.
 The simulator is deterministic for a configuration, so evaluations are memoised: the grid
 costs 3300 simulations per scenario (minutes on two cores; --duration shortens each), the
 methods then cost almost nothing. Prints the table and writes bench.txt and bench.json.
+
+Then the discrimination (as 'appliance tune discriminate' on the grids just measured):
+annealing, random search and the hill climb over --seeds seeds at equal budgets of 1, 3
+and 10% of each grid, and on every pair of scenarios' receiver switches tuned apart (3300^2
+points) at 330, 1000 and 3300 evaluations, under the fixed normalisation and the paper's
+Eq. 14 with the whole traversal as its history: median, worst, mean and standard deviation
+of the fraction of the grid's best reached, the share of the grid near its best and beating
+the best baseline, and whether annealing is ahead of both rivals by more than twice the
+standard error. Writes discrimination.txt, discrimination.json and the grids as
+landscape-SCENARIO.csv.gz.
 
 --shard i/n measures only part i of n of the grids' points (over every scenario: one array
 job of a batch system, Slurm arrays or Kubernetes indexed Jobs) and writes their telemetry
@@ -45,7 +55,7 @@ type tuneBenchOptions struct {
 // declare declares the flags bench and merge share.
 func (o *tuneBenchOptions) declare(fs *flag.FlagSet, scenUsage, durUsage string) {
 	fs.IntVar(&o.evals, "evals", 330, "annealing budget (10% of the grid)")
-	fs.IntVar(&o.seeds, "seeds", 5, "seeds per method (medians)")
+	fs.IntVar(&o.seeds, "seeds", 10, "seeds per method (medians, spreads)")
 	fs.StringVar(&o.out, "out", "tune-bench", "directory for bench.txt and bench.json")
 	fs.StringVar(&o.scen, "scenarios", "", scenUsage)
 	fs.DurationVar(&o.dur, "duration", 0, durUsage)
@@ -105,7 +115,7 @@ func runTuneBench(ctx context.Context, env *Env, o tuneBenchOptions) error {
 var tuneMergeCmd = &Command{
 	Name:    "merge",
 	Summary: "finish a sharded tune bench: the methods and baselines on the merged grids",
-	Usage:   "[--evals 330] [--seeds 5] [--out DIR] [--scenarios LIST] [--duration D] tune-bench-shard-*.json...",
+	Usage:   "[--evals 330] [--seeds 10] [--out DIR] [--scenarios LIST] [--duration D] tune-bench-shard-*.json...",
 	Long: `Reads the grid measurements 'appliance tune bench --shard i/n' wrote, runs annealing, random
 search, the hill climb and the baselines against them (only the baselines simulate) and
 prints and writes the table as 'tune bench' does. --scenarios and --duration must be those
@@ -146,6 +156,23 @@ func finishTuneBench(env *Env, rows []tunesim.BenchRow, o tunesim.BenchOptions, 
 		return err
 	}
 	if err := tunesim.WriteBench(out, rows, o); err != nil {
+		return err
+	}
+	var ls []*tunesim.Landscape
+	for _, r := range rows {
+		if r.Landscape != nil {
+			ls = append(ls, r.Landscape)
+		}
+	}
+	drows, err := tunesim.DiscriminateAll(ls, o.Seeds)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(env.Stdout)
+	if err := tunesim.WriteDiscrimination(env.Stdout, drows); err != nil {
+		return err
+	}
+	if err := tunesim.WriteDiscriminationFiles(out, drows, ls); err != nil {
 		return err
 	}
 	fmt.Fprintf(env.Stdout, "took %v; written to %s\n", time.Since(t0).Round(time.Second), out)

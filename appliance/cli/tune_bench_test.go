@@ -52,3 +52,33 @@ func TestTuneBenchShards(t *testing.T) {
 		t.Fatalf("missing shard: %d %s", code, errOut)
 	}
 }
+
+// TestTuneDiscriminate: tune discriminate runs the methods on measured
+// grids and writes its table; it wants files and two seeds at least.
+func TestTuneDiscriminate(t *testing.T) {
+	dir := t.TempDir()
+	land := filepath.Join("..", "..", "bench", "tunesim", "testdata", "landscape-incast-39.csv.gz")
+	code, out, errOut := runCLI(t, "tune", "discriminate", "--seeds", "3", "--out", dir, land)
+	if code != 0 || !strings.Contains(out, "incast-39") || !strings.Contains(out, "anneal ahead") {
+		t.Fatalf("%d %s %s", code, out, errOut)
+	}
+	for _, f := range []string{"discrimination.txt", "discrimination.json"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"tune", "discriminate"}, "want landscape files"},
+		{[]string{"tune", "discriminate", "--seeds", "1", land}, "at least 2"},
+		{[]string{"tune", "discriminate", filepath.Join(dir, "discrimination.txt")}, "discrimination.txt"},
+		{[]string{"tune", "online", "--steps", "0"}, "at least 1"},
+		{[]string{"tune", "online", "--scenario", "nope", "--steps", "1"}, `online scenario "nope"`},
+	} {
+		if code, _, errOut := runCLI(t, c.args...); code == 0 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: %d %s, want %q", c.args, code, errOut, c.want)
+		}
+	}
+}

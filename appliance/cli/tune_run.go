@@ -22,7 +22,13 @@ var tuneRunCmd = &Command{
 objective. Targets:
 
   simulator  a scenario of the fabric simulator (incast-2, incast-24, incast-39, mixed,
-             multihost) with the candidate watermarks on the tuned layers
+             multihost) with the candidate watermarks on the tuned layers; with
+             online: true an online scenario (fig11) instead: one fabric that keeps
+             running while its workload changes, each candidate written into the
+             running switches and judged on the next telemetry window (duration);
+             Algorithm 1 then re-measures x every iteration and restarts its
+             schedule when f(x) moves by algorithm.reheat (5%), each schedule cooled
+             within algorithm.cool-within evaluations (60)
   fluid      the fluid model of the paper's Section 4 (Table 4's parameters, N flows)
   switches   real switches: each candidate rendered in the switch's dialect (sonic, eos,
              nxos, vrp, comware) and pushed in one interactive SSH session per switch

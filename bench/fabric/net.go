@@ -627,8 +627,15 @@ func (n *network) build(g *topo.Graph, r *topo.Routes, flows []workload.Flow, cf
 		}
 		h.params.LineRate = n.ports[h.port].bw
 	}
-	n.flows = make([]flowState, len(flows))
-	for i, f := range flows {
+	n.flows = make([]flowState, 0, len(flows))
+	return n.addFlows(flows)
+}
+
+// addFlows checks flows and schedules their starts (a start already past
+// begins now). It adds nothing when one of them is refused.
+func (n *network) addFlows(flows []workload.Flow) error {
+	g := n.g
+	for _, f := range flows {
 		if f.Src < 0 || f.Src >= len(g.Nodes) || f.Dst < 0 || f.Dst >= len(g.Nodes) ||
 			n.nodeHost[f.Src] < 0 || n.nodeHost[f.Dst] < 0 || f.Src == f.Dst {
 			return fmt.Errorf("fabric: flow %d: %d -> %d: both ends must be distinct hosts", f.ID, f.Src, f.Dst)
@@ -639,9 +646,13 @@ func (n *network) build(g *topo.Graph, r *topo.Routes, flows []workload.Flow, cf
 		if f.Size <= 0 || f.Start < 0 {
 			return fmt.Errorf("fabric: flow %d: size %d, start %d", f.ID, f.Size, f.Start)
 		}
+	}
+	for _, f := range flows {
 		mtu := int64(n.hosts[n.nodeHost[f.Src]].cfg.MTU)
+		f.Start = max(f.Start, n.s.now) // its FCT counts from when it could start
+		i := len(n.flows)
+		n.flows = append(n.flows, flowState{f: f})
 		fs := &n.flows[i]
-		fs.f = f
 		fs.npkts = int32((f.Size + mtu - 1) / mtu)
 		fs.lastPktLen = int32(f.Size - int64(fs.npkts-1)*mtu)
 		fs.lastCNP = math.MinInt64 / 2

@@ -62,6 +62,9 @@ type BenchRow struct {
 	Pass        bool                        `json:"pass"`
 	Reason      string                      `json:"reason"`
 	Extra       map[string]tuning.Watermark `json:"-"`
+	// Landscape is the grid and the baselines as measured, for
+	// Discriminate (written to landscape-SCENARIO.csv.gz).
+	Landscape *Landscape `json:"-"`
 }
 
 // median of vs.
@@ -82,14 +85,14 @@ func (o *BenchOptions) say(format string, args ...any) {
 	o.Progress.Println(fmt.Sprintf(format, args...))
 }
 
-// Defaults fills what o leaves zero: 330 evaluations, 5 seeds, 2
+// Defaults fills what o leaves zero: 330 evaluations, 10 seeds, 2
 // workers, patience Evals/3, every scenario.
 func (o *BenchOptions) Defaults() {
 	if o.Evals <= 0 {
 		o.Evals = 330
 	}
 	if o.Seeds <= 0 {
-		o.Seeds = 5
+		o.Seeds = 10
 	}
 	if o.Workers <= 0 {
 		o.Workers = 2
@@ -413,6 +416,7 @@ func (g *benchGrid) finish(ctx context.Context, o BenchOptions, entries []GridEn
 	if err != nil {
 		return row, err
 	}
+	bl := map[string]tuning.Telemetry{}
 	for _, b := range tuning.Baselines(space.Cell, sc.Capacity, sc.RTT) {
 		c := tuning.Uniform(space.Cell, b.W, sc.Scopes...)
 		if err := tg.Apply(ctx, c); err != nil {
@@ -423,6 +427,10 @@ func (g *benchGrid) finish(ctx context.Context, o BenchOptions, entries []GridEn
 			return row, fmt.Errorf("baseline %s: %w", b.Name, err)
 		}
 		row.Baselines[b.Name], _ = obj.Score(tel, nil)
+		bl[b.Name] = tel
+	}
+	if row.Landscape, err = NewLandscape(sc, entries, bl); err != nil {
+		return row, err
 	}
 	row.Seconds = gridSeconds + time.Since(t0).Seconds()
 	var fails []string

@@ -528,21 +528,49 @@ type Simulator struct{}
 
 var _ tuning.Simulator = Simulator{}
 
-// Scenarios are the scenario names, sorted.
-func (Simulator) Scenarios() []string {
+// Scenarios are the scenario names, sorted: the online ones or the
+// others.
+func (Simulator) Scenarios(online bool) []string {
 	n := SimScenarioNames()
+	if online {
+		n = LiveScenarioNames()
+	}
 	sort.Strings(n)
 	return n
 }
 
 // Defaults are a scenario's scopes and objective.
-func (Simulator) Defaults(name string) ([]string, tuning.Objective, bool) {
+func (Simulator) Defaults(name string, online bool) ([]string, tuning.Objective, bool) {
+	if online {
+		sc, ok := LiveScenarios()[name]
+		return sc.Scopes, sc.Objective, ok
+	}
 	sc, ok := SimScenarios()[name]
 	return sc.Scopes, sc.Objective, ok
 }
 
-// Open makes the target of a run file's scenario.
+// Open makes the target of a run file's scenario: for an online one, the
+// fabric starts running here and runs on until the tuner is done, with the
+// file's duration as its telemetry window.
 func (Simulator) Open(ts tuning.TargetSpec) (tuning.Target, float64, int64, error) {
+	if ts.Online {
+		sc, ok := LiveScenarios()[ts.Scenario]
+		if !ok {
+			return nil, 0, 0, fmt.Errorf("online scenario %q: %s", ts.Scenario, strings.Join(LiveScenarioNames(), ", "))
+		}
+		if ts.Duration != "" {
+			d, err := time.ParseDuration(ts.Duration)
+			if err != nil || d <= 0 {
+				return nil, 0, 0, fmt.Errorf("online window %q: like 1ms", ts.Duration)
+			}
+			sc.Window = d
+		}
+		lt, err := NewLiveTarget(sc)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		return lt, sc.Capacity, sc.RTT, nil
+	}
 	st, err := NewSimTargetNamed(ts.Scenario)
 	if err != nil {
 		return nil, 0, 0, err
