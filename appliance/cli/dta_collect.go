@@ -71,6 +71,9 @@ func runDtaCollect(ctx context.Context, env *Env, o dtaCollectOptions) error {
 		s.Listen = o.listen
 	}
 	if o.exchange != "" {
+		if err := dtacollector.CheckExchange(o.exchange, s.ExchangeWildcard, s.Key != nil); err != nil {
+			return Usagef("--exchange %v", err)
+		}
 		s.Exchange = o.exchange
 	}
 	st, err := runCollector(ctx, env, s, &o.rnic, o.core)
