@@ -19,6 +19,8 @@ import (
 	"strings"
 	"syscall"
 	"text/tabwriter"
+
+	"github.com/rdma-appliance/appliance/internal/service"
 )
 
 // Command is a subcommand, possibly with subcommands of its own.
@@ -73,6 +75,8 @@ func run(parent context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetOutput(stderr)
 	level := root.String("log-level", "info", "log level: debug, info, warn, error")
 	format := root.String("log-format", "text", "log format: text or json")
+	tokenFile := root.String("token-file", os.Getenv("APPLIANCE_TOKEN_FILE"),
+		"bearer token for control endpoints: services off loopback take changes only with it, clients send it (default $APPLIANCE_TOKEN_FILE)")
 	root.Usage = func() { printRootUsage(stderr, root) }
 	if err := root.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -86,6 +90,16 @@ func run(parent context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	slog.SetDefault(log)
+	// One token per process: every service it runs requires it and every
+	// client it makes sends it.
+	var tok []byte
+	if *tokenFile != "" {
+		if tok, err = service.ReadToken(*tokenFile); err != nil {
+			fmt.Fprintln(stderr, "appliance: --token-file:", err)
+			return 2
+		}
+	}
+	service.SetDefaultToken(tok)
 	rest := root.Args()
 	if len(rest) == 0 {
 		printRootUsage(stderr, root)
