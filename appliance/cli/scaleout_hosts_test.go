@@ -74,7 +74,7 @@ func newScaleNet(t *testing.T, tag string) *scaleNet {
 	// The services listen on the control network, off loopback: they
 	// take changes only with the token, which every process shares.
 	n.token = filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(n.token, []byte("scale-out control token\n"), 0o600); err != nil {
+	if err := os.WriteFile(n.token, []byte("scale-out-control-token\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	n.net, err = freeControlNet(pid*2 + int(tag[0]))

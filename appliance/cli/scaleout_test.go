@@ -113,7 +113,7 @@ routes:
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var out, errOut bytes.Buffer
-	code := run(ctx, []string{"lumina", "run", "-f", testFile, "--json", "--dumper-port", "9200",
+	code := run(ctx, []string{"--token-file", n.token, "lumina", "run", "-f", testFile, "--json", "--dumper-port", "9200",
 		"--requester-device", "--nic afpacket:data" + afpOpts + " --gid 10.0.0.1",
 		"--responder-device", "--nic afpacket:data" + afpOpts + " --gid 10.0.1.1"}, &out, &errOut)
 	var sum lumina.Summary

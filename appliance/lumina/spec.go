@@ -157,6 +157,18 @@ func DecodeTest(name string, data []byte) (*Test, error) {
 	return validate(s, doc)
 }
 
+// validateAccess checks what the orchestrator passes to ssh and dials:
+// a control-ip that is an address or a host name (never an option), a
+// plain user name.
+func validateAccess(d *spec.Doc, key string, a Access) {
+	if a.ControlIP != "" && !ValidHost(a.ControlIP) {
+		d.Errorf(key+".control-ip", "%q: an IP address or a host name", a.ControlIP)
+	}
+	if a.Username != "" && !ValidUser(a.Username) {
+		d.Errorf(key+".username", "%q: a user name (letters, digits, '_', '-', '.')", a.Username)
+	}
+}
+
 var nicTypes = map[string]bool{"CX4": true, "CX5": true, "CX6": true, "E810": true}
 
 func validate(s TestSpec, d *spec.Doc) (*Test, error) {
@@ -190,6 +202,10 @@ func validate(s TestSpec, d *spec.Doc) (*Test, error) {
 				d.Errorf(fmt.Sprintf("%s.nic.ip-list[%d]", h.key, i), "%q is not an IP address", a)
 			}
 		}
+		validateAccess(d, h.key, h.h.Access)
+		if dev := h.h.NIC.IBDevice; dev != "" && !ValidIBDevice(dev) {
+			d.Errorf(h.key+".nic.ib-device", "%q: an RDMA device name (letters, digits, '_', '-', '.')", dev)
+		}
 		if v := h.h.RoCEParameters.MinTimeBetweenCNPs; v < 0 || v > 1_000_000 {
 			d.Errorf(h.key+".roce-parameters.min-time-between-cnps", "%d us: want 0..1000000", v)
 		}
@@ -198,6 +214,7 @@ func validate(s TestSpec, d *spec.Doc) (*Test, error) {
 		key string
 		m   MirrorSpec
 	}{{"requester-mirror", s.RequesterMirror}, {"responder-mirror", s.ResponderMirror}} {
+		validateAccess(d, m.key, m.m.Access)
 		pc := m.m.PktDumpConf
 		if pc.DumpFilename == "" || strings.ContainsRune(pc.DumpFilename, '/') {
 			d.Errorf(m.key+".pkt-dump-conf.dump-filename", "%q: a file name", pc.DumpFilename)
@@ -211,6 +228,7 @@ func validate(s TestSpec, d *spec.Doc) (*Test, error) {
 			d.Errorf(m.key+".pkt-dump-conf.num-pkts", "%d: must be 2^n - 1, e.g. 16383", n)
 		}
 	}
+	validateAccess(d, "switch", Access{ControlIP: s.Switch.ControlIP, Username: s.Switch.Username})
 	t.validateTraffic(&s.Traffic, d)
 	if err := d.Err(); err != nil {
 		return nil, err
