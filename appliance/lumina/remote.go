@@ -286,7 +286,8 @@ func (r *Runner) runRemote(ctx context.Context, rep int, dir string) (RepeatResu
 	// The intents go with the requester, which loads them with the
 	// metadata into the injector before traffic.
 	intents, _ := json.Marshal(inject.LoadRequest{Intents: t.Intents})
-	respArgs := append([]string{rm.binary(), "lumina", "trafficgen", "--role", "responder"},
+	// The responder's exchange listens where the requester dials it.
+	respArgs := append([]string{rm.binary(), "lumina", "trafficgen", "--role", "responder", "--bind", s.Responder.ControlIP},
 		append(hostDeviceArgs(s.Responder, rm.ResponderArgs), trafficArgs(t)...)...)
 	reqArgs := append([]string{rm.binary(), "lumina", "trafficgen", "--role", "requester", "--json",
 		"--seed", strconv.Itoa(rep + 1), "--injector", net.JoinHostPort(s.Switch.ControlIP, strconv.Itoa(s.Switch.ListenPort)),
