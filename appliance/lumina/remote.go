@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"net/netip"
 	"net/url"
 	"os"
@@ -397,11 +396,12 @@ func jsonPart(out []byte) []byte {
 }
 
 func fetch(ctx context.Context, rm *Remote, addr, name, local string) error {
-	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/v1/files/"+url.PathEscape(name), nil)
+	c := rm.client(addr)
+	req, err := c.NewRequest(ctx, "GET", "/v1/files/"+url.PathEscape(name), nil)
 	if err != nil {
 		return err
 	}
-	resp, err := rm.client(addr).HTTP.Do(req)
+	resp, err := c.HTTP.Do(req)
 	if err != nil {
 		return err
 	}

@@ -33,6 +33,17 @@ func NewClient(addr string) *Client {
 	return c
 }
 
+// NewRequest is a request to the service at path with the client's token,
+// for callers that stream the answer themselves (a dumper's files).
+func (c *Client) NewRequest(ctx context.Context, method, path string, body io.Reader) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.Base+path, body)
+	if err != nil {
+		return nil, err
+	}
+	c.authorize(req)
+	return req, nil
+}
+
 // authorize adds the token to a request.
 func (c *Client) authorize(req *http.Request) {
 	if c.Token != nil {

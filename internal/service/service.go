@@ -488,11 +488,26 @@ func (s *Service) guard(h http.Handler) http.Handler {
 	})
 }
 
-// authorize checks a mutating request's bearer token.
+// Private wraps a handler that serves what only the token's holders may
+// read (a dumper's captures hold the traffic): every method needs the
+// token, as a change does, when the service has one or listens off
+// loopback.
+func (s *Service) Private(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.authorize(r); err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="appliance"`)
+			WriteError(w, http.StatusUnauthorized, err)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// authorize checks a request's bearer token.
 func (s *Service) authorize(r *http.Request) error {
 	if s.Token == nil {
 		if s.offLoopback.Load() {
-			return errors.New("this service listens off loopback and has no token: it takes no changes (start it with --token-file or APPLIANCE_TOKEN_FILE)")
+			return errors.New("this service listens off loopback and has no token: it takes no changes and serves no private data (start it with --token-file or APPLIANCE_TOKEN_FILE)")
 		}
 		return nil
 	}
