@@ -52,10 +52,12 @@ func (d *Dumper) Register(s *service.Service) {
 	s.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) {
 		service.WriteJSON(w, http.StatusOK, d.Status())
 	})
-	s.HandleFunc("GET /v1/files", func(w http.ResponseWriter, _ *http.Request) {
+	// The captures hold the tested traffic: like the changes, they are
+	// for the token's holders only off loopback.
+	s.Handle("GET /v1/files", s.Private(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		service.WriteJSON(w, http.StatusOK, d.Files())
-	})
-	s.HandleFunc("GET /v1/files/{name}", func(w http.ResponseWriter, r *http.Request) {
+	})))
+	s.Handle("GET /v1/files/{name}", s.Private(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
 		for _, f := range d.Files() {
 			if f.Name != name {
@@ -77,7 +79,7 @@ func (d *Dumper) Register(s *service.Service) {
 			return
 		}
 		service.WriteError(w, http.StatusNotFound, fmt.Errorf("dumper %s: no file %q", d.cfg.Name, name))
-	})
+	})))
 	s.AddCheck("dumper "+d.cfg.Name+" workers", func() error {
 		if d.state.Load() != stateCapturing {
 			return nil

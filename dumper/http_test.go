@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"regexp"
 	"strings"
@@ -102,5 +103,44 @@ func TestHTTP(t *testing.T) {
 	}
 	if fs := d.Files(); len(fs) != 1 || fs[0].Packets != 7 {
 		t.Fatalf("files after the service stopped: %+v", fs)
+	}
+}
+
+// TestFilesPrivate: a dumper listening off loopback serves its captures,
+// which hold the tested traffic, only to the token's holders.
+func TestFilesPrivate(t *testing.T) {
+	_, port := newFeeder(t, 1, 64)
+	d, err := New(Config{Name: "rm1", Port: port, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	s := service.New("dump", "192.0.2.7:9200", nil)
+	s.Token = []byte("dumper token 0123456789")
+	d.Register(s)
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	get := func(path, auth string) int {
+		req, _ := http.NewRequest("GET", srv.URL+path, nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, p := range []string{"/v1/files", "/v1/files/rm1-0.pcap"} {
+		if code := get(p, ""); code != http.StatusUnauthorized {
+			t.Errorf("GET %s without the token: %d", p, code)
+		}
+	}
+	if code := get("/v1/files", "Bearer dumper token 0123456789"); code != http.StatusOK {
+		t.Errorf("GET /v1/files with the token: %d", code)
+	}
+	if code := get("/v1/status", ""); code != http.StatusOK {
+		t.Errorf("GET /v1/status: %d", code)
 	}
 }

@@ -19,6 +19,8 @@ import (
 	"strings"
 	"syscall"
 	"text/tabwriter"
+
+	"github.com/rdma-appliance/appliance/internal/service"
 )
 
 // Command is a subcommand, possibly with subcommands of its own.
@@ -73,6 +75,8 @@ func run(parent context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetOutput(stderr)
 	level := root.String("log-level", "info", "log level: debug, info, warn, error")
 	format := root.String("log-format", "text", "log format: text or json")
+	tokenFile := root.String("token-file", os.Getenv("APPLIANCE_TOKEN_FILE"),
+		"bearer token for control endpoints: services off loopback take changes only with it, clients send it (default $APPLIANCE_TOKEN_FILE)")
 	root.Usage = func() { printRootUsage(stderr, root) }
 	if err := root.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -86,6 +90,16 @@ func run(parent context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	slog.SetDefault(log)
+	// One token per process: every service it runs requires it and every
+	// client it makes sends it.
+	var tok []byte
+	if *tokenFile != "" {
+		if tok, err = service.ReadToken(*tokenFile); err != nil {
+			fmt.Fprintln(stderr, "appliance: --token-file:", err)
+			return 2
+		}
+	}
+	service.SetDefaultToken(tok)
 	rest := root.Args()
 	if len(rest) == 0 {
 		printRootUsage(stderr, root)
@@ -135,14 +149,15 @@ func dispatch(ctx context.Context, env *Env, cmds []*Command, path string, args 
 	fs.SetOutput(env.Stderr)
 	runFn := c.Flags(fs)
 	fs.Usage = func() { printCommandUsage(env.Stderr, path, c, fs) }
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printCommandUsage(env.Stdout, path, c, fs)
 			return 0
 		}
 		return 2
 	}
-	if err := runFn(ctx, env, fs.Args()); err != nil {
+	if err := runFn(ctx, env, pos); err != nil {
 		var ue *UsageError
 		if errors.As(err, &ue) {
 			fmt.Fprintf(env.Stderr, "%s: %s\n", path, ue.Msg)
@@ -153,6 +168,29 @@ func dispatch(ctx context.Context, env *Env, cmds []*Command, path string, args 
 		return 1
 	}
 	return 0
+}
+
+// parseInterspersed parses flags anywhere on the command line, as the
+// tools users know do (`pcap info f.pcap --json` takes --json as a flag,
+// not as a file): parsing resumes after each argument that is not a flag.
+// "--" ends the flags; what follows is arguments, even when it starts
+// with a dash.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if i := len(args) - len(rest); i > 0 && args[i-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
 }
 
 func printRootUsage(w io.Writer, root *flag.FlagSet) {

@@ -14,14 +14,21 @@ var dtaCollectCmd = &Command{
 	Usage:   "-f collector.yml (-d DEVICE | --nic PORT --gid IP) [flags]",
 	Long: `Allocates the memory of each primitive the file configures (on huge pages with
 huge-pages: true), registers it with the RDMA device and serves translators on the exchange
-address (TCP, :40050 by default): each translator's Hello gets an RC QP in RTR at its QPN and
-PSN and an Offer with the collector's address, QP, MTU, responder resources and regions. The
-translator then writes reports straight into memory; the collector's CPU only polls the Append
-lists (pollers per list, optionally pinned with cores:), counts WRITEs with immediate (push
-notifications) and reads memory when queried. The QP lives as long as the exchange's TCP
-connection. Serves until SIGTERM.
+address (TCP; by default the RDMA address, port 40050; a wildcard address only with
+exchange-wildcard: true). Off loopback the exchange needs key-file, a secret shared with the
+translators: each proves it holds the key (HMAC challenge-response; the key is never sent), and
+the collector proves it back. Translators may be limited to a list (translators: name and IP),
+and to max-translators at once; a connected translator's name and address are its own. Each
+admitted translator's Hello gets an RC QP in RTR at its QPN and PSN, its own registrations of
+the memory (WRITE, or atomics for key-increment only; revoked when it disconnects) and an Offer
+with the collector's address, QP, MTU, responder resources and regions. The translator then
+writes reports straight into memory; the collector's CPU only polls the Append lists (pollers
+per list, optionally pinned with cores:), counts WRITEs with immediate (push notifications) and
+reads memory when queried. The QP lives as long as the exchange's TCP connection. Serves until
+SIGTERM.
 
-The file (keys): name, exchange, listen, mtu, max-atomic, huge-pages, redundancy, recv-depth,
+The file (keys): name, exchange, exchange-wildcard, key-file, translators [{name, ip}],
+max-translators, listen, mtu, max-atomic, huge-pages, redundancy, recv-depth,
 key-write {slots, data-width}, key-increment {slots}, append {batch, lists [{id, entries,
 pollers, cores, recent}]}, sketches [{id, kind count-min|hyperloglog, columns, rows,
 reporters, group}], postcards {slots, hops, cache}. collector/dtacollector/testdata/collector.yml is
@@ -53,7 +60,7 @@ func dtaCollectFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) err
 	o.rnic.declare(fs)
 	fs.StringVar(&o.file, "f", "", "collector file (YAML)")
 	fs.StringVar(&o.listen, "listen", "", "HTTP address, overriding the file's")
-	fs.StringVar(&o.exchange, "exchange", "", "exchange address (TCP), overriding the file's")
+	fs.StringVar(&o.exchange, "exchange", "", "exchange address (TCP), overriding the file's (a wildcard needs exchange-wildcard, off loopback key-file)")
 	fs.IntVar(&o.core, "core", -1, "pin the thread that drives a software RNIC to this core")
 	fs.BoolVar(&o.json, "json", false, "print the final stats as JSON")
 	return bind(&o, &o.args, runDtaCollect)
@@ -71,6 +78,9 @@ func runDtaCollect(ctx context.Context, env *Env, o dtaCollectOptions) error {
 		s.Listen = o.listen
 	}
 	if o.exchange != "" {
+		if err := dtacollector.CheckExchange(o.exchange, s.ExchangeWildcard, s.Key != nil); err != nil {
+			return Usagef("--exchange %v", err)
+		}
 		s.Exchange = o.exchange
 	}
 	st, err := runCollector(ctx, env, s, &o.rnic, o.core)

@@ -35,12 +35,19 @@ func TestDtaCollectAndQuery(t *testing.T) {
 	yml := fmt.Sprintf(`name: clitest
 listen: %s
 exchange: %s
+key-file: dta.key
 key-write: {slots: 65536}
 key-increment: {slots: 1024}
 append:
   lists: [{id: 1, entries: 64, pollers: 2}]
 `, httpAddr, exAddr)
 	if err := os.WriteFile(file, []byte(yml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The key, relative to the collector's file: the translator must
+	// prove it holds it.
+	key := []byte("0123456789abcdef0123456789abcdef")
+	if err := os.WriteFile(filepath.Join(dir, "dta.key"), append(key, '\n'), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -76,7 +83,7 @@ append:
 	defer pool.Close()
 	mac := header.MAC(port.Info().MAC)
 	transIP := netip.MustParseAddr("10.9.0.100")
-	tcp, offer, err := dtamem.Dial(ctx, exAddr, dtamem.Hello{Name: "t0", IP: transIP, MAC: mac.String(), QPN: 0x42, PSN: 77})
+	tcp, offer, err := dtamem.Dial(ctx, exAddr, dtamem.Hello{Name: "t0", IP: transIP, MAC: mac.String(), QPN: 0x42, PSN: 77}, key)
 	if err != nil {
 		t.Fatal(err)
 	}

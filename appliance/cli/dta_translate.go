@@ -14,7 +14,9 @@ var dtaTranslateCmd = &Command{
 	Usage:   "-f translator.yml [--port DRIVER:DEV] [--listen ADDR]",
 	Long: `Polls a packet port for DTA reports (UDP 40040) and turns each into RDMA operations on one
 RC connection per collector, set up through the collector's exchange (TCP, port 40050 by
-default) and again whenever the collector goes away:
+default) and again whenever the collector goes away. With a collector's key-file the
+translator proves it holds the shared secret and takes an offer only from a collector that
+proves it too:
 
   Key-Write      N WRITEs of {CRC32(key), data} into the key's N slots
   Key-Increment  N FETCH_ADDs into a count-min array
@@ -29,7 +31,7 @@ reporters. Keyed reports go to collector KeyChecksum(key) mod collectors; Append
 Sketch-Merge to the collector that holds the list or sketch.
 
 The file (keys): name, listen, port, ip, mac, core, burst, pool, no-seqnum, data-width,
-flush-timeout, rdma-ack-every, collectors [{name, exchange}], reliability {disabled,
+flush-timeout, rdma-ack-every, collectors [{name, exchange, key-file}], reliability {disabled,
 ack-every, nack-interval}, flow-control {rate, burst, high-dscp, queue}, reconnect-min,
 reconnect-max.
 

@@ -20,7 +20,9 @@ var luminaTrafficgenCmd = &Command{
 	Summary: "Lumina's RC traffic generator on one host: the responder serves, the requester dials it",
 	Usage:   "--role responder|requester [device flags] [traffic flags] [RESPONDER-HOST]",
 	Long: `The two hosts of a Lumina test each run one side. The responder listens on
---listen-port (Lumina's traffic.listen-port); the requester connects to it, the two
+--listen-port (Lumina's traffic.listen-port) at --bind (loopback by default: the first peer
+to connect gets its QPs, so give the address the requester reaches); the requester
+connects to it, the two
 exchange their QPs' metadata over TCP, and the requester, before any traffic, pushes
 the connections' metadata and the test's intents to the injector (--injector, the
 software injector's or orchestrator's HTTP address; --intents FILE holds a load
@@ -30,20 +32,20 @@ The requester prints per-QP message completion times and goodput (--json: the
 whole result).
 
 Example, between two network namespaces:
-  nsB# appliance lumina trafficgen --role responder --nic afpacket:vethB --gid 10.9.1.1
+  nsB# appliance lumina trafficgen --role responder --bind 10.77.0.2 --nic afpacket:vethB --gid 10.9.1.1
   nsA# appliance lumina trafficgen --role requester --nic afpacket:vethA --gid 10.9.0.1 \
          --rdma-verb write --num-qps 4 --message-size 65536 10.77.0.2`,
 	Flags: luminaTrafficgenFlags,
 }
 
 type luminaTrafficgenOptions struct {
-	role, verb, qps, injector, intents, intentsJSON string
-	port, core, timeout, retry                      int
-	multi, json                                     bool
-	seed                                            uint64
-	p                                               trafficgen.Params
-	rnic                                            rnicFlags
-	args                                            []string
+	role, verb, qps, injector, intents, intentsJSON, bind string
+	port, core, timeout, retry                            int
+	multi, json                                           bool
+	seed                                                  uint64
+	p                                                     trafficgen.Params
+	rnic                                                  rnicFlags
+	args                                                  []string
 }
 
 func luminaTrafficgenFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
@@ -51,6 +53,7 @@ func luminaTrafficgenFlags(fs *flag.FlagSet) func(context.Context, *Env, []strin
 	o.rnic.declare(fs)
 	fs.StringVar(&o.role, "role", "", "responder or requester")
 	fs.IntVar(&o.port, "listen-port", 5000, "TCP port of the metadata exchange")
+	fs.StringVar(&o.bind, "bind", "127.0.0.1", "responder: the address the exchange listens on (0.0.0.0: every interface)")
 	fs.IntVar(&o.core, "core", -1, "pin the thread that drives a software RNIC to this core")
 	fs.StringVar(&o.verb, "rdma-verb", "write", "write, read, send or send_read")
 	fs.StringVar(&o.qps, "num-qps", "1", `QPs ("SEND,READ" counts for send_read)`)
@@ -124,7 +127,7 @@ func runLuminaTrafficgen(ctx context.Context, env *Env, o luminaTrafficgenOption
 	}
 	defer r.drive(o.core, "lumina traffic generator")()
 	if o.role == "responder" {
-		return respondTraffic(ctx, env, o.port, ep)
+		return respondTraffic(ctx, env, o.bind, o.port, ep)
 	}
 	var push func([]intent.Conn) error
 	if o.injector != "" {
@@ -156,8 +159,8 @@ func runLuminaTrafficgen(ctx context.Context, env *Env, o luminaTrafficgenOption
 
 // respondTraffic serves one test as the responder and says whether its
 // memory holds what was sent.
-func respondTraffic(ctx context.Context, env *Env, port int, ep trafficgen.Endpoint) error {
-	resp, err := trafficgen.Respond(ctx, port, ep, env.Log)
+func respondTraffic(ctx context.Context, env *Env, bind string, port int, ep trafficgen.Endpoint) error {
+	resp, err := trafficgen.Respond(ctx, bind, port, ep, env.Log)
 	if err != nil {
 		return err
 	}

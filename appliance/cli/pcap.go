@@ -2,9 +2,12 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"text/tabwriter"
 	"time"
 
@@ -52,12 +55,23 @@ func runPcapInfo(ctx context.Context, env *Env, o pcapInfoOptions) error {
 		infos = append(infos, ti)
 	}
 	if o.json {
-		return writeJSON(env.Stdout, infos)
+		if err := writeJSON(env.Stdout, infos); err != nil {
+			return err
+		}
+	} else {
+		for _, ti := range infos {
+			printTraceInfo(env.Stdout, ti)
+		}
 	}
+	// A trace that stopped early (truncated, corrupt) is summarised as far
+	// as it reads, and the exit status says it is damaged, as capinfos'.
+	var errs []error
 	for _, ti := range infos {
-		printTraceInfo(env.Stdout, ti)
+		if ti.Error != "" {
+			errs = append(errs, fmt.Errorf("%s: %s", ti.Path, ti.Error))
+		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func printTraceInfo(w io.Writer, ti trace.Info) {
@@ -79,6 +93,27 @@ func printTraceInfo(w io.Writer, ti trace.Info) {
 		fmt.Fprintf(tw, "    0x%02x\t%s\t%d\n", o.Opcode, o.Name, o.Count)
 	}
 	tw.Flush()
+}
+
+// convertAtomically converts into a scratch directory next to out and
+// renames the result into place, so a failed conversion leaves no partial
+// file (and an existing out untouched). The file keeps out's name inside
+// the directory, so whatever out's name says about the format still holds.
+func convertAtomically(ctx context.Context, in, out string, opts pcap.WriterOptions) (int64, error) {
+	dir, err := os.MkdirTemp(filepath.Dir(out), ".pcap-convert-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	tmp := filepath.Join(dir, filepath.Base(out))
+	n, err := pcap.Convert(ctx, in, tmp, opts)
+	if err != nil {
+		return n, err
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		return n, err
+	}
+	return n, nil
 }
 
 var pcapConvertCmd = &Command{
@@ -118,7 +153,7 @@ func runPcapConvert(ctx context.Context, env *Env, o pcapConvertOptions) error {
 	if o.zstd {
 		opts.Compress = pcap.CompressZstd
 	}
-	n, err := pcap.Convert(ctx, o.args[0], o.args[1], opts)
+	n, err := convertAtomically(ctx, o.args[0], o.args[1], opts)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -37,7 +38,8 @@ type scaleNet struct {
 	net    string // the control /24's first three octets: "198.18.N"
 	bin    string // this test binary, the appliance when re-executed
 	hosts  []*scaleHost
-	nData  int // ports on the data bridge so far
+	nData  int    // ports on the data bridge so far
+	token  string // the control token file every service and client uses
 }
 
 // scaleHost is one machine: a namespace with a control address.
@@ -69,6 +71,12 @@ func newScaleNet(t *testing.T, tag string) *scaleNet {
 	}
 	pid := os.Getpid()
 	n := &scaleNet{t: t, prefix: fmt.Sprintf("%sA%d%s", scaleReap, pid, tag), bin: bin}
+	// The services listen on the control network, off loopback: they
+	// take changes only with the token, which every process shares.
+	n.token = filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(n.token, []byte("scale-out-control-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	n.net, err = freeControlNet(pid*2 + int(tag[0]))
 	if err != nil {
 		t.Skip(err.Error())
@@ -185,7 +193,7 @@ func (n *scaleNet) dataPort(h *scaleHost, ifname, mac string) {
 // command is the appliance command line args run on h.
 func (n *scaleNet) command(ctx context.Context, h *scaleHost, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", h.NS, n.bin}, args...)...)
-	cmd.Env = append(os.Environ(), "APPLIANCE_CLI_EXEC=1")
+	cmd.Env = append(os.Environ(), "APPLIANCE_CLI_EXEC=1", "APPLIANCE_TOKEN_FILE="+n.token)
 	// Services die with this process, even when it is killed before its
 	// cleanups run (ip netns exec execs them, keeping the signal).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

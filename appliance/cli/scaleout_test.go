@@ -113,7 +113,7 @@ routes:
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var out, errOut bytes.Buffer
-	code := run(ctx, []string{"lumina", "run", "-f", testFile, "--json", "--dumper-port", "9200", "--setup=false",
+	code := run(ctx, []string{"--token-file", n.token, "lumina", "run", "-f", testFile, "--json", "--dumper-port", "9200", "--setup=false",
 		"--requester-device", "--nic afpacket:data" + afpOpts + " --gid 10.0.0.1",
 		"--responder-device", "--nic afpacket:data" + afpOpts + " --gid 10.0.1.1"}, &out, &errOut)
 	var sum lumina.Summary
@@ -228,6 +228,12 @@ func TestDTAScaleOut(t *testing.T) {
 	n.dataPort(tr, "data", "02:53:44:00:00:64")
 	n.dataPort(rp, "data", "02:53:44:00:00:32")
 	dir := t.TempDir()
+	// The exchanges are on the control network: the collectors and the
+	// translator share a key.
+	keyFile := filepath.Join(dir, "dta.key")
+	if err := os.WriteFile(keyFile, []byte("scale-out test key, 32 bytes..."), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	var collProcs []*scaleProc
 	for i, c := range colls {
 		n.dataPort(c, "data", fmt.Sprintf("02:53:44:00:00:0%d", i+1))
@@ -237,6 +243,7 @@ func TestDTAScaleOut(t *testing.T) {
 		}
 		spec := fmt.Sprintf(`name: %s
 exchange: "%s:40050"
+key-file: dta.key
 listen: %s:9300
 huge-pages: false
 redundancy: 2
@@ -264,8 +271,8 @@ port: "afpacket:data%s"
 ip: 10.9.1.100
 flush-timeout: 20ms
 collectors:
-  - {name: cola, exchange: "%s:40050"}
-  - {name: colb, exchange: "%s:40050"}
+  - {name: cola, exchange: "%s:40050", key-file: dta.key}
+  - {name: colb, exchange: "%s:40050", key-file: dta.key}
 `, tr.IP, afpOpts, colls[0].IP, colls[1].IP)
 	if err := os.WriteFile(trFile, []byte(trSpec), 0o644); err != nil {
 		t.Fatal(err)

@@ -23,8 +23,9 @@ func perfCommands() []*Command {
 			Summary: fmt.Sprintf("perftest-style %s bandwidth or latency test between two RDMA endpoints (ib_%s_bw, ib_%s_lat)", v, v, v),
 			Usage:   "[flags] [SERVER]",
 			Long: fmt.Sprintf(`Runs perftest's %[1]s test. Like ib_%[1]s_bw / ib_%[1]s_lat, the side started without an
-address is the server: it listens on --port (TCP, default %[2]d) and takes the client's
-parameters; the side given SERVER[:PORT] is the client. Both print perftest's columns.
+address is the server: it listens on --port (TCP, default %[2]d) at --bind (loopback by
+default: the first client gets its QPs and keys; give the address clients reach) and takes
+the client's parameters; the side given SERVER[:PORT] is the client. Both print perftest's columns.
 
 Each side uses an RDMA device (-d, e.g. ibv:mlx5_0 in builds with -tags rdma) or a
 software RNIC on a packet port (--nic afpacket:IFNAME --gid IP): one thread, pinned with
@@ -33,7 +34,7 @@ software RNIC on a packet port (--nic afpacket:IFNAME --gid IP): one thread, pin
 Examples:
   appliance verbs %[1]s --loopback -s 65536
   appliance verbs %[1]s --lat --loopback -a
-  server# appliance verbs %[1]s --nic afpacket:veth0 --gid 10.0.1.1
+  server# appliance verbs %[1]s --nic afpacket:veth0 --gid 10.0.1.1 --bind 10.0.0.1
   client# appliance verbs %[1]s --nic afpacket:veth1 --gid 10.0.1.2 10.0.0.1`, v, perftestPort),
 			Flags: perfFlags(v),
 		})
@@ -43,12 +44,12 @@ Examples:
 
 // perfOptions are a perftest command's flags.
 type perfOptions struct {
-	p             perftest.Params
-	atomic, cores string
-	tcpPort, core int
-	loop, json    bool
-	rnic          rnicFlags
-	server        string
+	p                   perftest.Params
+	atomic, cores, bind string
+	tcpPort, core       int
+	loop, json          bool
+	rnic                rnicFlags
+	server              string
 }
 
 func perfFlags(v perftest.Verb) func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
@@ -100,6 +101,7 @@ func (o *perfOptions) declare(fs *flag.FlagSet, v perftest.Verb) {
 	}
 	fs.IntVar(&o.tcpPort, "p", perftestPort, "TCP port of the exchange; alias --port")
 	fs.IntVar(&o.tcpPort, "port", perftestPort, "TCP port of the exchange (see -p)")
+	fs.StringVar(&o.bind, "bind", perftest.DefaultBind, "server: the address the exchange listens on (0.0.0.0: every interface)")
 	fs.BoolVar(&o.loop, "loopback", false, "run server and client in this process, two software RNICs on an in-process link")
 	fs.StringVar(&o.cores, "cores", "", "with --loopback: two cores to pin the server's and the client's thread to")
 	fs.IntVar(&o.core, "core", -1, "pin this side's thread (which drives a software RNIC) to a core")
@@ -131,7 +133,7 @@ func runPerf(ctx context.Context, env *Env, o perfOptions) error {
 		return err
 	}
 	defer r.Close()
-	side := perftest.SideOptions{Server: o.server, Port: o.tcpPort, Params: p, Report: report, Log: env.Log,
+	side := perftest.SideOptions{Server: o.server, Port: o.tcpPort, Bind: o.bind, Params: p, Report: report, Log: env.Log,
 		Config: perftest.Config{Device: r.Dev, Poll: r.Poll, GIDIndex: o.rnic.gidIndex, Port: o.rnic.ibPort}}
 	var res []perftest.Result
 	err = onThread(o.core, "verbs "+p.Verb.String(), func() error {

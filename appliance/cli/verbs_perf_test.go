@@ -86,7 +86,8 @@ func TestPerfTwoProcesses(t *testing.T) {
 				cmd.Env = append(os.Environ(), "APPLIANCE_CLI_EXEC=1")
 				return cmd
 			}
-			srv := side(v.NSA, v.IfA, "10.77.1.1")
+			// The server listens on loopback unless told.
+			srv := side(v.NSA, v.IfA, "10.77.1.1", "--bind", "10.77.0.1")
 			var sout, serr bytes.Buffer
 			srv.Stdout, srv.Stderr = &sout, &serr
 			if err := srv.Start(); err != nil {

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"net"
@@ -122,6 +123,7 @@ type dtaStage struct {
 	trPort, collPort   dpdk.Port
 	repPorts, switched []dpdk.Port
 	cs                 dtacollector.Spec
+	key                []byte // the exchange's, shared by collector and translator
 	exchange           string // the collector's exchange address
 	coll               *dtacollector.Collector
 	entries            *listEntries
@@ -189,6 +191,11 @@ append:
 	if s.cs, err = dtacollector.DecodeSpec("<lab dta collector>", yml); err != nil {
 		return err
 	}
+	// The lab's exchange is on loopback, where a key is optional; it
+	// authenticates anyway, so the lab runs the exchange as deployed.
+	s.key = make([]byte, 32)
+	_, _ = rand.Read(s.key)
+	s.cs.Key = s.key
 	// One poller per list: OnEntry sees a list's entries in order.
 	entries := &listEntries{m: map[uint32][]uint32{}}
 	s.entries = entries
@@ -220,6 +227,7 @@ func (s *dtaStage) startTranslator() error {
 	if err != nil {
 		return err
 	}
+	ts.Collectors[0].Key = s.key
 	if s.svc, err = dtatranslator.NewService(ts, s.trPort, s.pool, s.l.Log); err != nil {
 		return err
 	}

@@ -9,7 +9,8 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
+	"net/netip"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,8 +42,35 @@ var _ Executor = SSH{}
 
 // Run implements Executor.
 func (SSH) Run(ctx context.Context, h Access, argv []string) ([]byte, error) {
+	args, err := sshArgs(h, argv)
+	if err != nil {
+		return nil, err
+	}
+	target := args[len(args)-2]
+	c := exec.CommandContext(ctx, "ssh", args...)
+	var stderr bytes.Buffer
+	c.Stderr = &stderr
+	out, err := c.Output()
+	if err != nil {
+		return out, fmt.Errorf("ssh %s: %w: %s", target, err, strings.TrimSpace(lastLines(stderr.String(), 5)))
+	}
+	return out, nil
+}
+
+// sshArgs is ssh's command line for argv on h: options, "--", the
+// target and the command, each argument of argv quoted for the remote
+// shell.
+func sshArgs(h Access, argv []string) ([]string, error) {
 	if h.ControlIP == "" {
 		return nil, errors.New("no control-ip")
+	}
+	// The spec's loader checks these too; an Access from elsewhere must
+	// not become an ssh option ("-oProxyCommand=...") either.
+	if !ValidHost(h.ControlIP) {
+		return nil, fmt.Errorf("control-ip %q: an IP address or a host name", h.ControlIP)
+	}
+	if h.Username != "" && !ValidUser(h.Username) {
+		return nil, fmt.Errorf("username %q: a user name", h.Username)
 	}
 	args := []string{"-o", "BatchMode=yes", "-o", "ConnectTimeout=10"}
 	if h.SSHKeyFilepath != "" {
@@ -56,15 +84,58 @@ func (SSH) Run(ctx context.Context, h Access, argv []string) ([]byte, error) {
 	if h.Workspace != "" {
 		cmd = "cd " + shellQuote(h.Workspace) + " && " + cmd
 	}
-	args = append(args, target, cmd)
-	c := exec.CommandContext(ctx, "ssh", args...)
-	var stderr bytes.Buffer
-	c.Stderr = &stderr
-	out, err := c.Output()
-	if err != nil {
-		return out, fmt.Errorf("ssh %s: %w: %s", target, err, strings.TrimSpace(lastLines(stderr.String(), 5)))
+	// "--": whatever the target is, ssh takes no option after it.
+	return append(args, "--", target, cmd), nil
+}
+
+// ValidHost reports whether s is an IP address or a DNS host name
+// (RFC 1123 labels): what may follow ssh's "--" and go into a URL.
+func ValidHost(s string) bool {
+	if _, err := netip.ParseAddr(s); err == nil {
+		return true
 	}
-	return out, nil
+	if len(s) == 0 || len(s) > 253 {
+		return false
+	}
+	for _, l := range strings.Split(s, ".") {
+		if len(l) == 0 || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+			return false
+		}
+		for _, r := range l {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// ValidUser reports whether s is a plain user name (as useradd takes).
+func ValidUser(s string) bool {
+	return len(s) > 0 && len(s) <= 32 && s[0] != '-' && plain(s)
+}
+
+// ValidIBDevice reports whether s is an RDMA device name as the kernel
+// makes them (mlx5_0, rxe0, irdma-eth1): it becomes a sysfs path on the
+// host.
+func ValidIBDevice(s string) bool {
+	return len(s) > 0 && len(s) <= 64 && s != "." && s != ".." && s[0] != '-' && plain(s)
+}
+
+func plain(s string) bool {
+	return strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.')
+	}) < 0
+}
+
+// dumpPath is where a dumper's file is kept: the name is the dumper's
+// word, so it must be a plain local name, never a path out of dir.
+func dumpPath(dir, mirror, name string) (string, error) {
+	if !filepath.IsLocal(name) || name == "." || filepath.Base(name) != name || strings.ContainsAny(name, "\\/") ||
+		strings.IndexFunc(name, func(r rune) bool { return r < ' ' || r == 0x7f }) >= 0 {
+		return "", fmt.Errorf("dumper %s names a file %q: want a plain file name", mirror, name)
+	}
+	return filepath.Join(dir, "dumps", mirror+"-"+name), nil
 }
 
 func expandHome(p string) string {
@@ -250,7 +321,8 @@ func (r *Runner) runRemote(ctx context.Context, rep int, dir string) (RepeatResu
 	// The intents go with the requester, which loads them with the
 	// metadata into the injector before traffic.
 	intents, _ := json.Marshal(inject.LoadRequest{Intents: t.Intents})
-	respArgs := append([]string{rm.binary(), "lumina", "trafficgen", "--role", "responder"},
+	// The responder's exchange listens where the requester dials it.
+	respArgs := append([]string{rm.binary(), "lumina", "trafficgen", "--role", "responder", "--bind", s.Responder.ControlIP},
 		append(hostDeviceArgs(s.Responder, rm.ResponderArgs), trafficArgs(t)...)...)
 	reqArgs := append([]string{rm.binary(), "lumina", "trafficgen", "--role", "requester", "--json",
 		"--seed", strconv.Itoa(rep + 1), "--injector", net.JoinHostPort(s.Switch.ControlIP, strconv.Itoa(s.Switch.ListenPort)),
@@ -305,7 +377,10 @@ func (r *Runner) runRemote(ctx context.Context, rep int, dir string) (RepeatResu
 		src := trace.Source{Name: m.name}
 		for _, f := range dres[i].Files {
 			// Dumpers may name their files alike; keep them apart.
-			local := filepath.Join(dir, "dumps", m.name+"-"+f.Name)
+			local, err := dumpPath(dir, m.name, f.Name)
+			if err != nil {
+				return res, step(m.name, "listing its files", err)
+			}
 			if err := fetch(ctx, rm, rm.dumperAddr(m.spec), f.Name, local); err != nil {
 				return res, step(m.name, "fetching "+f.Name, err)
 			}
@@ -369,11 +444,12 @@ func jsonPart(out []byte) []byte {
 }
 
 func fetch(ctx context.Context, rm *Remote, addr, name, local string) error {
-	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/v1/files/"+name, nil)
+	c := rm.client(addr)
+	req, err := c.NewRequest(ctx, "GET", "/v1/files/"+url.PathEscape(name), nil)
 	if err != nil {
 		return err
 	}
-	resp, err := rm.client(addr).HTTP.Do(req)
+	resp, err := c.HTTP.Do(req)
 	if err != nil {
 		return err
 	}
@@ -408,9 +484,13 @@ func (rm *Remote) counters(ctx context.Context, h HostSpec) map[string]uint64 {
 	if port == 0 {
 		port = 1
 	}
-	script := fmt.Sprintf("cd /sys/class/infiniband/%s/ports/%d && for f in hw_counters/* counters/*; do echo ${f#*/} $(cat $f); done",
-		h.NIC.IBDevice, port)
-	out, err := rm.Exec.Run(ctx, h.Access, []string{"sh", "-c", script})
+	if !ValidIBDevice(h.NIC.IBDevice) {
+		return nil
+	}
+	// The script is a constant; the device and port reach it as its
+	// arguments ($1, $2), each quoted on the way through ssh.
+	const script = `cd "/sys/class/infiniband/$1/ports/$2" && for f in hw_counters/* counters/*; do echo ${f#*/} $(cat "$f"); done`
+	out, err := rm.Exec.Run(ctx, h.Access, []string{"sh", "-c", script, "sh", h.NIC.IBDevice, strconv.Itoa(port)})
 	if err != nil {
 		return nil
 	}

@@ -2,42 +2,103 @@ package lumina
 
 import (
 	"context"
-	"os/exec"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
-	"time"
 )
 
-func TestShellQuote(t *testing.T) {
-	for in, want := range map[string]string{
-		"appliance":         "appliance",
-		"--nic":             "--nic",
-		"ring:x.a":          "ring:x.a",
-		`{"intents": []}`:   `'{"intents": []}'`,
-		"it's":              `'it'\''s'`,
-		"":                  "''",
-		"10.0.0.1,10.0.0.2": "10.0.0.1,10.0.0.2",
-	} {
-		if got := shellQuote(in); got != want {
-			t.Errorf("%q: %s, want %s", in, got, want)
+// TestDumpPath: a dumper's file names are its word: only plain names
+// land in the results directory, none escapes it.
+func TestDumpPath(t *testing.T) {
+	dir := t.TempDir()
+	for _, bad := range []string{"../../x", "../x.pcap", "/etc/passwd", "a/b", `a\b`, "..", ".", "", "x\n.pcap", "x\x00"} {
+		if p, err := dumpPath(dir, "m0", bad); err == nil {
+			t.Errorf("%q accepted as %s", bad, p)
+		} else if !strings.Contains(err.Error(), "want a plain file name") {
+			t.Errorf("%q: %v", bad, err)
 		}
+	}
+	p, err := dumpPath(dir, "m0", "dump-0.pcap")
+	if err != nil || p != filepath.Join(dir, "dumps", "m0-dump-0.pcap") {
+		t.Fatalf("plain name: %q %v", p, err)
 	}
 }
 
-// TestSSHFailure: a machine that cannot be reached is an error that says
-// which and why, within the connect timeout.
-func TestSSHFailure(t *testing.T) {
-	if _, err := (SSH{}).Run(context.Background(), Access{}, []string{"true"}); err == nil {
-		t.Fatal("no control-ip accepted")
+// TestSSHArgs: a control-ip or user name that could be an ssh option is
+// refused, and the target always follows "--".
+func TestSSHArgs(t *testing.T) {
+	for _, a := range []Access{
+		{ControlIP: "-oProxyCommand=touch /tmp/pwned"},
+		{ControlIP: "host name"},
+		{ControlIP: "10.0.0.1", Username: "-oProxyCommand=x"},
+		{ControlIP: "10.0.0.1", Username: "a b"},
+	} {
+		if args, err := sshArgs(a, []string{"true"}); err == nil {
+			t.Errorf("%+v accepted: %q", a, args)
+		}
+		if _, err := (SSH{}).Run(context.Background(), a, []string{"true"}); err == nil {
+			t.Errorf("SSH.Run ran with %+v", a)
+		}
 	}
-	if _, err := exec.LookPath("ssh"); err != nil {
-		t.Skip("no ssh client")
+	args, err := sshArgs(Access{ControlIP: "lumina-host.example", Username: "lumina", Workspace: "/w s"}, []string{"echo", "a;b"})
+	if err != nil {
+		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	_, err := (SSH{}).Run(ctx, Access{ControlIP: "127.0.0.1", Username: "nobody", SSHKeyFilepath: "/nonexistent/key"},
-		[]string{"appliance", "version"})
-	if err == nil || !strings.Contains(err.Error(), "ssh nobody@127.0.0.1") {
-		t.Fatalf("unreachable host: %v", err)
+	i := slices.Index(args, "--")
+	if i < 0 || args[i+1] != "lumina@lumina-host.example" || args[i+2] != `cd '/w s' && echo 'a;b'` || len(args) != i+3 {
+		t.Fatalf("args %q", args)
+	}
+}
+
+// recorder is an Executor that records what it is asked to run.
+type recorder struct{ argv [][]string }
+
+func (r *recorder) Run(_ context.Context, _ Access, argv []string) ([]byte, error) {
+	r.argv = append(r.argv, argv)
+	return []byte("rx_packets 5\n"), nil
+}
+
+// TestCountersQuoted: the RNIC counters' script is a constant; the
+// device reaches it as an argument, and only a device name.
+func TestCountersQuoted(t *testing.T) {
+	rec := &recorder{}
+	rm := &Remote{Exec: rec}
+	h := HostSpec{Access: Access{ControlIP: "10.0.0.1"}}
+	h.NIC.IBDevice = "mlx5_0; touch /tmp/pwned"
+	if m := rm.counters(context.Background(), h); m != nil || len(rec.argv) != 0 {
+		t.Fatalf("a device name with a command ran: %v %q", m, rec.argv)
+	}
+	h.NIC.IBDevice = "mlx5_0"
+	if m := rm.counters(context.Background(), h); m["rx_packets"] != 5 {
+		t.Fatalf("counters %v", m)
+	}
+	argv := rec.argv[0]
+	if len(argv) != 6 || argv[0] != "sh" || argv[1] != "-c" || strings.Contains(argv[2], "mlx5_0") || argv[4] != "mlx5_0" || argv[5] != "1" {
+		t.Fatalf("argv %q", argv)
+	}
+}
+
+// TestSpecAccess: the test file's control-ip, username and ib-device are
+// checked where they are written.
+func TestSpecAccess(t *testing.T) {
+	data, err := os.ReadFile("testdata/tests/fast-retrans-20k.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(data)
+	s = strings.Replace(s, "control-ip: 192.168.1.11", `control-ip: "-oProxyCommand=x"`, 1)
+	s = strings.Replace(s, "username: lumina", `username: "a;b"`, 1)
+	s = strings.Replace(s, "ib-device: mlx5_0", `ib-device: "../../x"`, 1)
+	_, err = DecodeTest("t.yml", []byte(s))
+	for _, want := range []string{
+		`t.yml:13: switch.username: "a;b"`,
+		`t.yml:21: requester.control-ip: "-oProxyCommand=x"`,
+		`t.yml:28: requester.nic.ib-device: "../../x"`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("missing %q in %v", want, err)
+		}
 	}
 }

@@ -169,6 +169,18 @@ func DecodeTest(name string, data []byte) (*Test, error) {
 	return validate(s, doc)
 }
 
+// validateAccess checks what the orchestrator passes to ssh and dials:
+// a control-ip that is an address or a host name (never an option), a
+// plain user name.
+func validateAccess(d *spec.Doc, key string, a Access) {
+	if a.ControlIP != "" && !ValidHost(a.ControlIP) {
+		d.Errorf(key+".control-ip", "%q: an IP address or a host name", a.ControlIP)
+	}
+	if a.Username != "" && !ValidUser(a.Username) {
+		d.Errorf(key+".username", "%q: a user name (letters, digits, '_', '-', '.')", a.Username)
+	}
+}
+
 var nicTypes = map[string]bool{"CX4": true, "CX5": true, "CX6": true, "E810": true}
 
 // mirrorNICTypes are the dumper NICs Lumina's host code knows (XL710 only
@@ -324,6 +336,7 @@ func validate(s TestSpec, d *spec.Doc) (*Test, error) {
 		if h.h.RoCEParameters.DCQCNEnable != nil && strings.ToUpper(h.h.NIC.Type) != "E810" {
 			d.Errorf(h.key+".roce-parameters.dcqcn-enable", "an E810 (irdma) key; nic.type %s takes dcqcn-rp-enable and dcqcn-np-enable", h.h.NIC.Type)
 		}
+		validateAccess(d, h.key, h.h.Access)
 		if v := h.h.RoCEParameters.MinTimeBetweenCNPs; v < 0 || v > 1_000_000 {
 			d.Errorf(h.key+".roce-parameters.min-time-between-cnps", "%d us: want 0..1000000", v)
 		}
@@ -336,6 +349,7 @@ func validate(s TestSpec, d *spec.Doc) (*Test, error) {
 			d.Errorf(m.key+".nic.type", "%q: CX4, CX5, CX6, E810 or XL710", t)
 		}
 		validateNICNames(d, m.key+".nic", m.m.NIC)
+		validateAccess(d, m.key, m.m.Access)
 		pc := m.m.PktDumpConf
 		if pc.DumpFilename == "" || strings.ContainsRune(pc.DumpFilename, '/') {
 			d.Errorf(m.key+".pkt-dump-conf.dump-filename", "%q: a file name", pc.DumpFilename)
@@ -349,6 +363,7 @@ func validate(s TestSpec, d *spec.Doc) (*Test, error) {
 			d.Errorf(m.key+".pkt-dump-conf.num-pkts", "%d: must be 2^n - 1, e.g. 16383", n)
 		}
 	}
+	validateAccess(d, "switch", Access{ControlIP: s.Switch.ControlIP, Username: s.Switch.Username})
 	t.validateTraffic(&s.Traffic, d)
 	if err := d.Err(); err != nil {
 		return nil, err
@@ -362,7 +377,6 @@ func validate(s TestSpec, d *spec.Doc) (*Test, error) {
 // option of the tool it is passed to.
 var (
 	ifNameRE  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.@-]{0,14}$`)
-	ibDevRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 	pciAddrRE = regexp.MustCompile(`^([0-9A-Fa-f]{4}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]$`)
 )
 
@@ -370,8 +384,8 @@ func validateNICNames(d *spec.Doc, key string, n NICSpec) {
 	if n.IfName != "" && !ifNameRE.MatchString(n.IfName) {
 		d.Errorf(key+".if-name", "%q is not an interface name", n.IfName)
 	}
-	if n.IBDevice != "" && !ibDevRE.MatchString(n.IBDevice) {
-		d.Errorf(key+".ib-device", "%q is not an RDMA device name", n.IBDevice)
+	if n.IBDevice != "" && !ValidIBDevice(n.IBDevice) {
+		d.Errorf(key+".ib-device", "%q is not an RDMA device name (letters, digits, '_', '-', '.')", n.IBDevice)
 	}
 	if n.PCIAddr != "" && !pciAddrRE.MatchString(n.PCIAddr) {
 		d.Errorf(key+".pci-addr", "%q is not a PCI address (03:00.0 or 0000:03:00.0)", n.PCIAddr)

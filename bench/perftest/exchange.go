@@ -63,6 +63,9 @@ func ParseQPInfo(s string) (QPInfo, error) {
 	return q, nil
 }
 
+// MaxLine bounds a line of the exchange; longer ones end it.
+const MaxLine = 4096
+
 // ErrPeer is wrapped by errors the other side reported or caused (it closed
 // the stream, answered out of turn, or said ERR).
 var ErrPeer = errors.New("perftest: peer")
@@ -82,18 +85,23 @@ type peer struct {
 func newPeer(rw io.ReadWriter) *peer {
 	p := &peer{w: rw, lines: make(chan string, 16)}
 	go func() {
-		r := bufio.NewReaderSize(rw, 4096)
+		// Lines are bounded by the buffer: ReadString would grow without
+		// end for a peer that never sends a newline.
+		r := bufio.NewReaderSize(rw, MaxLine)
 		for {
-			line, err := r.ReadString('\n')
+			line, err := r.ReadSlice('\n')
 			if err != nil {
-				if err == io.EOF {
+				switch {
+				case errors.Is(err, bufio.ErrBufferFull):
+					err = fmt.Errorf("%w: a line over %d bytes", ErrPeer, MaxLine)
+				case err == io.EOF:
 					err = fmt.Errorf("%w closed the connection", ErrPeer)
 				}
 				p.rerr = err
 				close(p.lines)
 				return
 			}
-			p.lines <- strings.TrimRight(line, "\r\n")
+			p.lines <- strings.TrimRight(string(line), "\r\n")
 		}
 	}()
 	return p
@@ -111,7 +119,11 @@ func (p *peer) send(format string, a ...any) error {
 // fail tells the peer why this side gives up; best effort.
 func (p *peer) fail(err error) {
 	if !errors.Is(err, ErrPeer) {
-		_ = p.send("ERR %s", strings.ReplaceAll(err.Error(), "\n", " "))
+		msg := strings.ReplaceAll(err.Error(), "\n", " ")
+		if len(msg) > MaxLine/2 {
+			msg = msg[:MaxLine/2] + "..."
+		}
+		_ = p.send("ERR %s", msg)
 	}
 }
 

@@ -1,6 +1,7 @@
 package perftest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -13,6 +14,9 @@ import (
 // DefaultPort is perftest's TCP port for the exchange.
 const DefaultPort = 18515
 
+// DefaultBind is where a server listens unless told.
+const DefaultBind = "127.0.0.1"
+
 // SideOptions are one side of a test between two processes, as perftest's
 // binaries run it: the side without a server address is the server.
 type SideOptions struct {
@@ -20,7 +24,11 @@ type SideOptions struct {
 	Server string
 	// Port is the TCP port the server listens on, and the one a client
 	// dials when Server names none.
-	Port   int
+	Port int
+	// Bind is the address the server listens on: loopback when empty, as
+	// the exchange hands the server's QPs and keys to whoever connects
+	// first; a client on another host needs it set ("0.0.0.0" for all).
+	Bind   string
 	Config Config
 	// Params is the client's test; a server takes the client's.
 	Params Params
@@ -45,7 +53,7 @@ func RunSide(ctx context.Context, o SideOptions) ([]Result, error) {
 // serveOne listens on o.Port and serves the first client; the end of ctx
 // closes the listener, so a server nobody connects to still stops.
 func serveOne(ctx context.Context, o SideOptions) ([]Result, error) {
-	ln, err := net.Listen("tcp", ":"+strconv.Itoa(o.Port))
+	ln, err := net.Listen("tcp", net.JoinHostPort(cmp.Or(o.Bind, DefaultBind), strconv.Itoa(o.Port)))
 	if err != nil {
 		return nil, err
 	}

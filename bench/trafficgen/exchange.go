@@ -1,6 +1,7 @@
 package trafficgen
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -36,13 +37,20 @@ type message struct {
 	Error  string   `json:"error,omitempty"`
 }
 
+// MaxMessage bounds a message of the exchange (1024 QPs' metadata fit
+// many times over); a longer line ends it, as a json.Decoder would buffer
+// a peer's endless object without limit.
+const MaxMessage = 1 << 20
+
 type peer struct {
 	c   net.Conn
 	enc *json.Encoder
-	dec *json.Decoder
+	r   *bufio.Reader
 }
 
-func newPeer(c net.Conn) *peer { return &peer{c: c, enc: json.NewEncoder(c), dec: json.NewDecoder(c)} }
+func newPeer(c net.Conn) *peer {
+	return &peer{c: c, enc: json.NewEncoder(c), r: bufio.NewReaderSize(c, MaxMessage)}
+}
 
 func (p *peer) send(m message) error {
 	if err := p.enc.Encode(m); err != nil {
@@ -55,7 +63,14 @@ func (p *peer) send(m message) error {
 func (p *peer) recv(d time.Duration) (message, error) {
 	var m message
 	_ = p.c.SetReadDeadline(time.Now().Add(d))
-	if err := p.dec.Decode(&m); err != nil {
+	line, err := p.r.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) {
+		return m, fmt.Errorf("%w: a message over %d bytes", ErrPeer, MaxMessage)
+	}
+	if err != nil {
+		return m, fmt.Errorf("%w: %v", ErrPeer, err)
+	}
+	if err := json.Unmarshal(line, &m); err != nil {
 		return m, fmt.Errorf("%w: %v", ErrPeer, err)
 	}
 	if m.Error != "" {
@@ -65,7 +80,11 @@ func (p *peer) recv(d time.Duration) (message, error) {
 }
 
 func (p *peer) fail(err error) error {
-	_ = p.send(message{Error: err.Error()})
+	msg := err.Error()
+	if len(msg) > 4096 {
+		msg = msg[:4096] + "..."
+	}
+	_ = p.send(message{Error: msg})
 	return err
 }
 

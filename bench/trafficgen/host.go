@@ -45,15 +45,20 @@ type Response struct {
 	Correct, QPs int
 }
 
-// Respond listens on TCP port, serves one requester's test on ep and
-// checks its memory.
-func Respond(ctx context.Context, port int, ep Endpoint, log *slog.Logger) (*Response, error) {
-	ln, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
+// Respond listens on TCP port at bind (loopback when empty: the first
+// peer to connect gets QPs and keys, so listening where requesters on
+// other hosts reach it is asked for), serves one requester's test on ep
+// and checks its memory.
+func Respond(ctx context.Context, bind string, port int, ep Endpoint, log *slog.Logger) (*Response, error) {
+	if bind == "" {
+		bind = "127.0.0.1"
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(bind, strconv.Itoa(port)))
 	if err != nil {
 		return nil, err
 	}
 	defer ln.Close()
-	log.Info("responder listening", "port", port, "gid", ep.GID)
+	log.Info("responder listening", "addr", ln.Addr().String(), "gid", ep.GID)
 	tp, ok, err := Serve(ctx, ln, ep)
 	if err != nil {
 		return nil, err

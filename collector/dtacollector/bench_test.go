@@ -16,7 +16,7 @@ import (
 // holding keys 0..keys-1 with N = 2, written as the RNIC would.
 func benchCollector(b *testing.B, keys uint32) *Collector {
 	b.Helper()
-	s, err := DecodeSpec("bench.yml", []byte("redundancy: 2\nkey-write: {slots: 1048576}\n"))
+	s, err := DecodeSpec("bench.yml", []byte("exchange: 127.0.0.1:0\nredundancy: 2\nkey-write: {slots: 1048576}\n"))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -14,6 +14,7 @@
 package dtacollector
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -61,15 +62,28 @@ var (
 	ErrDevice = errors.New("dta collector: device")
 )
 
-// access is what translators may do to the primitives' memory.
-const access = verbs.AccessLocalWrite | verbs.AccessRemoteWrite | verbs.AccessRemoteAtomic
+// Access. The collector's own registration of a primitive's memory
+// grants no remote access: each translator gets registrations of its
+// own, with only the access its primitive needs (atomics for
+// Key-Increment's FETCH_ADDs, WRITE for the rest), deregistered when its
+// connection ends, so a gone translator's keys stop working and the
+// keys /v1/regions shows open nothing.
+const (
+	localAccess  = verbs.AccessLocalWrite
+	writeAccess  = verbs.AccessLocalWrite | verbs.AccessRemoteWrite
+	atomicAccess = verbs.AccessLocalWrite | verbs.AccessRemoteAtomic
+	// qpAccess is the union the QP allows; each MR narrows it.
+	qpAccess = verbs.AccessLocalWrite | verbs.AccessRemoteWrite | verbs.AccessRemoteAtomic
+)
 
 // primitive is one primitive's memory: a buffer outside the Go heap,
-// registered as one MR.
+// registered as one MR for the collector, and the access a translator's
+// own registration gets.
 type primitive struct {
-	name string
-	buf  []byte
-	mr   verbs.MR
+	name   string
+	buf    []byte
+	mr     verbs.MR
+	remote verbs.Access
 }
 
 // Collector hosts the primitives' memory on one RDMA device and serves
@@ -98,13 +112,21 @@ type Collector struct {
 	memMu  sync.RWMutex
 	closed bool
 
-	mu       sync.Mutex
-	conns    map[uint32]*connection // by the collector's QPN
-	cancel   context.CancelFunc     // Serve's
+	mu    sync.Mutex
+	conns map[uint32]*connection // by the collector's QPN
+	// byName and byIP bind a translator's QP and neighbour entry to the
+	// name it authenticated with: another translator may not take them
+	// while it is connected. Entries are reserved before the QP exists.
+	byName   map[string]netip.Addr
+	byIP     map[netip.Addr]string
+	allowed  map[string]netip.Addr // the spec's translators, when given
+	pending  atomic.Int64          // exchanges not done yet
+	cancel   context.CancelFunc    // Serve's
 	serving  bool
 	closing  bool
 	connects atomic.Uint64
 	refused  atomic.Uint64
+	authFail atomic.Uint64
 	pushes   atomic.Uint64
 	lastPush [recentPushes]Push
 	nPush    uint64
@@ -140,7 +162,17 @@ func New(s Spec, dev verbs.Device, opt Options) (*Collector, error) {
 	}
 	c := &Collector{spec: s, dev: dev, opt: opt, log: opt.Log.With("collector", s.Name), start: time.Now(),
 		sketchMem: map[uint16][]byte{}, lists: map[uint32]*list{}, conns: map[uint32]*connection{},
-		stopTicker: make(chan struct{})}
+		byName: map[string]netip.Addr{}, byIP: map[netip.Addr]string{}, stopTicker: make(chan struct{})}
+	if len(s.Translators) > 0 {
+		c.allowed = map[string]netip.Addr{}
+		for _, a := range s.Translators {
+			ip, err := netip.ParseAddr(a.IP)
+			if err != nil {
+				return nil, fmt.Errorf("dta collector: translator %s: %w", a.Name, err)
+			}
+			c.allowed[a.Name] = ip.Unmap()
+		}
+	}
 	if err := c.address(); err != nil {
 		return nil, err
 	}
@@ -212,14 +244,14 @@ func (c *Collector) allocate() error {
 	c.regions = c.spec.Geometry()
 	r := &c.regions
 	if kw := r.KeyWrite; kw != nil {
-		p, err := c.register("key-write", kw.Slots*uint64(dtamem.KeyWriteEntryLen(kw.DataWidth)))
+		p, err := c.register("key-write", kw.Slots*uint64(dtamem.KeyWriteEntryLen(kw.DataWidth)), writeAccess)
 		if err != nil {
 			return err
 		}
 		kw.Addr, kw.RKey, c.kwMem = p.mr.Addr(), p.mr.RKey(), p.buf
 	}
 	if ki := r.KeyIncrement; ki != nil {
-		p, err := c.register("key-increment", ki.Slots*8)
+		p, err := c.register("key-increment", ki.Slots*8, atomicAccess)
 		if err != nil {
 			return err
 		}
@@ -231,7 +263,7 @@ func (c *Collector) allocate() error {
 		for _, id := range ids {
 			total += align64(r.Lists[id].Entries * dtamem.AppendEntryLen)
 		}
-		p, err := c.register("append", total)
+		p, err := c.register("append", total, writeAccess)
 		if err != nil {
 			return err
 		}
@@ -253,7 +285,7 @@ func (c *Collector) allocate() error {
 			s := r.Sketches[id]
 			total += align64(uint64(s.Len()))
 		}
-		p, err := c.register("sketches", total)
+		p, err := c.register("sketches", total, writeAccess)
 		if err != nil {
 			return err
 		}
@@ -268,7 +300,7 @@ func (c *Collector) allocate() error {
 		}
 	}
 	if pc := r.Postcards; pc != nil {
-		p, err := c.register("postcards", pc.Slots*uint64(pc.RecordLen()))
+		p, err := c.register("postcards", pc.Slots*uint64(pc.RecordLen()), writeAccess)
 		if err != nil {
 			return err
 		}
@@ -286,8 +318,9 @@ func (c *Collector) listSpec(id uint32) ListSpec {
 	return ListSpec{ID: id, Pollers: 1, Recent: DefaultRecent}
 }
 
-// register maps n bytes for a primitive and registers them.
-func (c *Collector) register(name string, n uint64) (*primitive, error) {
+// register maps n bytes for a primitive and registers them for the
+// collector; remote is the access translators' registrations get.
+func (c *Collector) register(name string, n uint64, remote verbs.Access) (*primitive, error) {
 	if n > 1<<46 {
 		return nil, fmt.Errorf("dta collector: %s: %d bytes is beyond any host", name, n)
 	}
@@ -295,9 +328,9 @@ func (c *Collector) register(name string, n uint64) (*primitive, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dta collector: %s memory (%d bytes): %w", name, n, err)
 	}
-	p := &primitive{name: name, buf: buf}
+	p := &primitive{name: name, buf: buf, remote: remote}
 	c.prims = append(c.prims, p)
-	if p.mr, err = c.pd.RegMR(buf, access); err != nil {
+	if p.mr, err = c.pd.RegMR(buf, localAccess); err != nil {
 		return nil, fmt.Errorf("%w: registering %s memory (%d bytes): %w", ErrDevice, name, n, err)
 	}
 	return p, nil
@@ -426,6 +459,8 @@ type connection struct {
 	peer       string
 	qp         verbs.QP
 	cq         verbs.CQ
+	mrs        []verbs.MR     // the translator's own registrations
+	regions    dtamem.Regions // with their keys
 	since      time.Time
 	pushes     atomic.Uint64
 	recvErrors atomic.Uint64
@@ -433,25 +468,63 @@ type connection struct {
 	polled     chan struct{}
 }
 
+// exchangeTimeout bounds an exchange from accept to offer: a peer that
+// connects and says nothing (or dribbles) holds a pending slot no longer.
+const exchangeTimeout = 10 * time.Second
+
+// maxPending bounds the exchanges in progress at once, beyond the
+// connections: a flood of silent peers cannot hold more goroutines and
+// buffers than this.
+const maxPending = 16
+
 // handle runs one translator's exchange and keeps its QP for as long as
 // the TCP connection lasts.
 func (c *Collector) handle(ctx context.Context, tc net.Conn) {
 	defer tc.Close()
-	stop := context.AfterFunc(ctx, func() { tc.Close() })
-	defer stop()
-	_ = tc.SetDeadline(time.Now().Add(10 * time.Second))
-	r := dtamem.NewMsgReader(tc)
-	var h dtamem.Hello
-	if err := dtamem.ReadMsg(r, &h); err != nil {
+	peer := tc.RemoteAddr().String()
+	if c.pending.Add(1) > maxPending {
+		c.pending.Add(-1)
 		c.refused.Add(1)
-		c.log.Warn("exchange: no hello", "peer", tc.RemoteAddr().String(), "err", err)
+		c.log.Warn("exchange: too many exchanges in progress", "peer", peer, "max", maxPending)
 		return
 	}
+	pending := true
+	done := func() {
+		if pending {
+			pending = false
+			c.pending.Add(-1)
+		}
+	}
+	defer done()
+	stop := context.AfterFunc(ctx, func() { tc.Close() })
+	defer stop()
+	_ = tc.SetDeadline(time.Now().Add(exchangeTimeout))
+	// A Hello is small: the reader of a peer not yet authenticated is too.
+	r := bufio.NewReaderSize(tc, dtamem.MaxHelloLen)
+	a, err := dtamem.Accept(r, tc, c.spec.Name, c.spec.Key)
+	if a == nil {
+		c.refused.Add(1)
+		c.log.Warn("exchange: no hello", "peer", peer, "err", err)
+		return
+	}
+	h := a.Hello
 	refuse := func(err error) {
 		c.refused.Add(1)
-		c.log.Warn("translator refused", "translator", h.Name, "peer", tc.RemoteAddr().String(), "err", err)
+		if errors.Is(err, dtamem.ErrAuth) {
+			c.authFail.Add(1)
+		}
+		// The name is the peer's word: quoted, and only when valid.
+		name := h.Name
+		if !dtamem.ValidName(name) {
+			name = "?"
+		}
+		c.log.Warn("translator refused", "translator", name, "peer", peer, "err", err)
 		o := dtamem.Offer{Name: c.spec.Name, Error: err.Error()}
 		_ = dtamem.WriteMsg(tc, &o)
+	}
+	if err != nil {
+		refuse(err)
+		return
 	}
 	if err := h.Validate(); err != nil {
 		refuse(err)
@@ -461,25 +534,72 @@ func (c *Collector) handle(ctx context.Context, tc net.Conn) {
 		refuse(fmt.Errorf("dta collector: translator address %v and collector GID %v are of different IP versions", h.IP, c.ip))
 		return
 	}
-	conn, err := c.connect(h, tc.RemoteAddr().String())
+	if err := c.admit(h); err != nil {
+		refuse(err)
+		return
+	}
+	conn, err := c.connect(h, peer)
 	if err != nil {
+		c.release(h)
 		refuse(err)
 		return
 	}
 	defer c.disconnect(conn)
 	o := c.offer()
 	o.QPN = conn.qp.QPN()
-	if err := dtamem.WriteMsg(tc, &o); err != nil {
+	o.Regions = conn.regions
+	if err := a.Offer(tc, &o); err != nil {
 		c.log.Warn("exchange: sending the offer", "translator", h.Name, "err", err)
 		return
 	}
 	_ = tc.SetDeadline(time.Time{})
+	done()
 	c.connects.Add(1)
-	c.log.Info("translator connected", "translator", h.Name, "ip", h.IP, "translator_qpn", h.QPN, "qpn", o.QPN, "psn", h.PSN)
+	c.log.Info("translator connected", "translator", h.Name, "ip", h.IP, "translator_qpn", h.QPN, "qpn", o.QPN, "psn", h.PSN,
+		"authenticated", a.Authenticated)
 	// The translator never writes after its hello: a read returns when
-	// the connection ends or the collector stops.
+	// the connection ends or the collector stops. What it sends anyway is
+	// discarded a buffer at a time.
 	_, _ = io.Copy(io.Discard, r)
 	c.log.Info("translator gone", "translator", h.Name, "qpn", o.QPN, "pushes", conn.pushes.Load())
+}
+
+// admit checks a translator against the allow-list and the limits and
+// reserves its name and address: a second translator may not take the
+// QP or neighbour entry of one that is connected.
+func (c *Collector) admit(h dtamem.Hello) error {
+	ip := h.IP.Unmap()
+	if c.allowed != nil {
+		want, ok := c.allowed[h.Name]
+		if !ok {
+			return fmt.Errorf("dta collector: translator %q is not in the collector's translators", h.Name)
+		}
+		if want != ip {
+			return fmt.Errorf("dta collector: translator %q must connect from %v, not %v", h.Name, want, ip)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.byName[h.Name]; ok {
+		return fmt.Errorf("dta collector: translator %q is already connected", h.Name)
+	}
+	if owner, ok := c.byIP[ip]; ok {
+		return fmt.Errorf("dta collector: address %v belongs to translator %q, which is connected", ip, owner)
+	}
+	if len(c.byName) >= c.spec.MaxTranslators {
+		return fmt.Errorf("dta collector: %d translators connected, the most it serves (max-translators)", len(c.byName))
+	}
+	c.byName[h.Name] = ip
+	c.byIP[ip] = h.Name
+	return nil
+}
+
+// release undoes admit.
+func (c *Collector) release(h dtamem.Hello) {
+	c.mu.Lock()
+	delete(c.byName, h.Name)
+	delete(c.byIP, h.IP.Unmap())
+	c.mu.Unlock()
 }
 
 // neighborAdder is implemented by RNICs that keep their own neighbour
@@ -488,38 +608,52 @@ type neighborAdder interface {
 	AddNeighbor(ip netip.Addr, mac header.MAC)
 }
 
-// connect creates the translator's QP and takes it to RTR.
+// connect registers the translator's own view of the memory, creates its
+// QP and takes it to RTR.
 func (c *Collector) connect(h dtamem.Hello, peer string) (*connection, error) {
 	mac, err := header.ParseMAC(h.MAC)
 	if err != nil {
 		return nil, err
 	}
+	mrs, regions, err := c.registerFor(h.Name)
+	if err != nil {
+		return nil, err
+	}
+	dereg := func() {
+		for _, m := range mrs {
+			_ = m.Dereg()
+		}
+	}
 	depth := c.spec.RecvDepth
 	cq, err := c.dev.CreateCQ(verbs.CQAttr{CQE: depth + 16})
 	if err != nil {
+		dereg()
 		return nil, fmt.Errorf("%w: creating a CQ: %w", ErrDevice, err)
 	}
 	qp, err := c.pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTypeRC, SendCQ: cq, RecvCQ: cq,
 		Cap: verbs.QPCap{MaxSendWR: 1, MaxRecvWR: depth, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		cq.Destroy()
+		dereg()
 		return nil, fmt.Errorf("%w: creating a QP: %w", ErrDevice, err)
 	}
 	fail := func(err error) (*connection, error) {
 		qp.Destroy()
 		cq.Destroy()
+		dereg()
 		return nil, err
 	}
 	if na, ok := c.dev.(neighborAdder); ok {
 		// The soft RNIC answers from its own table: without the entry
 		// its ACKs would wait for ARP the translator may not answer.
+		// admit reserved the address for this translator.
 		na.AddNeighbor(h.IP.Unmap(), mac)
 	}
 	steps := []struct {
 		a verbs.QPAttr
 		m verbs.AttrMask
 	}{
-		{verbs.QPAttr{State: verbs.QPSInit, Port: uint8(c.opt.Port), AccessFlags: access},
+		{verbs.QPAttr{State: verbs.QPSInit, Port: uint8(c.opt.Port), AccessFlags: qpAccess},
 			verbs.AttrState | verbs.AttrPKeyIndex | verbs.AttrPort | verbs.AttrAccessFlags},
 		{verbs.QPAttr{State: verbs.QPSRTR, PathMTU: c.mtu, DestQPN: h.QPN, RQPSN: h.PSN,
 			MaxDestRdAtomic: uint8(c.spec.MaxAtomic), MinRNRTimer: 1,
@@ -537,7 +671,7 @@ func (c *Collector) connect(h dtamem.Hello, peer string) (*connection, error) {
 	if err := qp.PostRecv(wrs); err != nil {
 		return fail(fmt.Errorf("%w: posting receives: %w", ErrDevice, err))
 	}
-	conn := &connection{hello: h, peer: peer, qp: qp, cq: cq, since: time.Now(),
+	conn := &connection{hello: h, peer: peer, qp: qp, cq: cq, mrs: mrs, regions: regions, since: time.Now(),
 		done: make(chan struct{}), polled: make(chan struct{})}
 	c.mu.Lock()
 	c.conns[qp.QPN()] = conn
@@ -546,11 +680,59 @@ func (c *Collector) connect(h dtamem.Hello, peer string) (*connection, error) {
 	return conn, nil
 }
 
-// disconnect destroys a connection's QP and CQ.
+// registerFor registers every primitive's memory for one translator,
+// with the remote access its primitive needs, and returns the regions
+// with those keys.
+func (c *Collector) registerFor(name string) ([]verbs.MR, dtamem.Regions, error) {
+	keys := map[string]uint32{}
+	var mrs []verbs.MR
+	for _, p := range c.prims {
+		m, err := c.pd.RegMR(p.buf, p.remote)
+		if err != nil {
+			for _, m := range mrs {
+				_ = m.Dereg()
+			}
+			return nil, dtamem.Regions{}, fmt.Errorf("%w: registering %s memory for translator %s: %w", ErrDevice, p.name, name, err)
+		}
+		mrs = append(mrs, m)
+		keys[p.name] = m.RKey()
+	}
+	r := c.regions
+	if kw := r.KeyWrite; kw != nil {
+		k := *kw
+		k.RKey = keys["key-write"]
+		r.KeyWrite = &k
+	}
+	if ki := r.KeyIncrement; ki != nil {
+		k := *ki
+		k.RKey = keys["key-increment"]
+		r.KeyIncrement = &k
+	}
+	if r.Lists != nil {
+		r.Lists = maps.Clone(r.Lists)
+		for id, l := range r.Lists {
+			l.RKey = keys["append"]
+			r.Lists[id] = l
+		}
+	}
+	if r.Sketches != nil {
+		r.Sketches = maps.Clone(r.Sketches)
+		for id, s := range r.Sketches {
+			s.RKey = keys["sketches"]
+			r.Sketches[id] = s
+		}
+	}
+	if pc := r.Postcards; pc != nil {
+		k := *pc
+		k.RKey = keys["postcards"]
+		r.Postcards = &k
+	}
+	return mrs, r, nil
+}
+
+// disconnect destroys a connection's QP and CQ, revokes its keys and
+// frees its name and address.
 func (c *Collector) disconnect(conn *connection) {
-	c.mu.Lock()
-	delete(c.conns, conn.qp.QPN())
-	c.mu.Unlock()
 	close(conn.done)
 	<-conn.polled
 	if err := conn.qp.Destroy(); err != nil {
@@ -559,6 +741,17 @@ func (c *Collector) disconnect(conn *connection) {
 	if err := conn.cq.Destroy(); err != nil {
 		c.log.Warn("destroying a CQ", "err", err)
 	}
+	for _, m := range conn.mrs {
+		if err := m.Dereg(); err != nil {
+			c.log.Warn("deregistering a translator's memory", "translator", conn.hello.Name, "err", err)
+		}
+	}
+	// Listed until gone, so a translator that sees it gone can come back.
+	c.mu.Lock()
+	delete(c.conns, conn.qp.QPN())
+	delete(c.byName, conn.hello.Name)
+	delete(c.byIP, conn.hello.IP.Unmap())
+	c.mu.Unlock()
 }
 
 // completions takes the receive completions of WRITEs with immediate

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -42,11 +43,41 @@ type bed struct {
 	port dpdk.Port
 	pool *dpdk.Pool
 	mac  header.MAC
+	key  []byte // the spec's, which dial authenticates with
+	nd   *neighbors
 }
 
 func newBed(t *testing.T, yml string, opt Options) *bed {
 	t.Helper()
-	s, err := DecodeSpec("test.yml", []byte(yml))
+	return newBedWith(t, yml, opt, nil)
+}
+
+// neighbors records the neighbour entries the collector adds.
+type neighbors struct {
+	*soft.Device
+	mu    sync.Mutex
+	added []netip.Addr
+}
+
+func (n *neighbors) AddNeighbor(ip netip.Addr, mac header.MAC) {
+	n.mu.Lock()
+	n.added = append(n.added, ip)
+	n.mu.Unlock()
+	n.Device.AddNeighbor(ip, mac)
+}
+
+func (n *neighbors) list() []netip.Addr {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.added)
+}
+
+// newBedWith is newBed with the decoded spec changed by edit.
+func newBedWith(t *testing.T, yml string, opt Options, edit func(*Spec)) *bed {
+	t.Helper()
+	// The bed serves the exchange on loopback, where no key is needed;
+	// a test that wants one sets it in the spec.
+	s, err := DecodeSpec("test.yml", []byte("exchange: 127.0.0.1:0\n"+yml))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +98,11 @@ func newBed(t *testing.T, yml string, opt Options) *bed {
 	if opt.Log == nil {
 		opt.Log = slog.New(slog.DiscardHandler)
 	}
-	c, err := New(s, dev, opt)
+	if edit != nil {
+		edit(&s)
+	}
+	nd := &neighbors{Device: dev}
+	c, err := New(s, nd, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +127,7 @@ func newBed(t *testing.T, yml string, opt Options) *bed {
 		l.B().Close()
 		pool.Close()
 	})
-	return &bed{t: t, c: c, addr: ln.Addr().String(), port: l.A(), pool: pool, mac: header.MAC(l.A().Info().MAC)}
+	return &bed{t: t, c: c, addr: ln.Addr().String(), port: l.A(), pool: pool, mac: header.MAC(l.A().Info().MAC), key: s.Key, nd: nd}
 }
 
 // translator is the test's translator: one RC connection set up
@@ -111,7 +146,7 @@ func (b *bed) dial(qpn, psn uint32) *translator {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	tcp, offer, err := dtamem.Dial(ctx, b.addr, dtamem.Hello{Name: "trans0", IP: transIP, MAC: b.mac.String(), QPN: qpn, PSN: psn})
+	tcp, offer, err := dtamem.Dial(ctx, b.addr, dtamem.Hello{Name: "trans0", IP: transIP, MAC: b.mac.String(), QPN: qpn, PSN: psn}, b.key)
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -625,7 +660,7 @@ func TestRefusedHello(t *testing.T) {
 	// An IPv6 translator cannot reach an IPv4 GID.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, _, err = dtamem.Dial(ctx, b.addr, dtamem.Hello{Name: "v6", IP: netip.MustParseAddr("fd00::1"), MAC: "02:00:00:00:00:01", QPN: 5})
+	_, _, err = dtamem.Dial(ctx, b.addr, dtamem.Hello{Name: "v6", IP: netip.MustParseAddr("fd00::1"), MAC: "02:00:00:00:00:01", QPN: 5}, nil)
 	if err == nil || !contains(err.Error(), "different IP versions") {
 		t.Fatalf("IPv6 translator: %v", err)
 	}
@@ -648,7 +683,7 @@ func TestPinnedPollers(t *testing.T) {
 	if err != nil || st.Pollers[0].Core != 0 {
 		t.Fatalf("list 3: %+v %v", st, err)
 	}
-	s, err := DecodeSpec("again.yml", []byte(yml))
+	s, err := DecodeSpec("again.yml", []byte("exchange: 127.0.0.1:0\n"+yml))
 	if err != nil {
 		t.Fatal(err)
 	}

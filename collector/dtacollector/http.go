@@ -145,8 +145,10 @@ func (c *Collector) Register(h *service.Service) {
 	})
 	m.CounterFunc("appliance_dta_collector_connects_total", "Translators connected through the exchange.",
 		func() float64 { return float64(c.connects.Load()) })
-	m.CounterFunc("appliance_dta_collector_refused_total", "Exchanges refused (bad hello, QP setup failed).",
+	m.CounterFunc("appliance_dta_collector_refused_total", "Exchanges refused (bad hello, failed authentication, not admitted, limits, QP setup failed).",
 		func() float64 { return float64(c.refused.Load()) })
+	m.CounterFunc("appliance_dta_collector_auth_failures_total", "Exchanges refused because the peer did not prove it holds the key.",
+		func() float64 { return float64(c.authFail.Load()) })
 	m.CounterFunc("appliance_dta_collector_push_notifications_total", "WRITEs with immediate received (reports with the immediate flag).",
 		func() float64 { return float64(c.pushes.Load()) })
 	m.Collect("appliance_dta_collector_list_entries_total", "Append entries read by the list's pollers.", metrics.CounterType,

@@ -298,6 +298,7 @@ type Stats struct {
 	Connections int          `json:"connections"`
 	Connects    uint64       `json:"connects"`
 	Refused     uint64       `json:"refused"`
+	AuthFailed  uint64       `json:"auth_failed"`
 	Pushes      uint64       `json:"pushes"`
 	RecentPush  []Push       `json:"recent_pushes,omitempty"`
 	Lists       []ListStatus `json:"lists,omitempty"`
@@ -311,7 +312,7 @@ func (c *Collector) Stats() Stats {
 	nconn := len(c.conns)
 	c.mu.Unlock()
 	st := Stats{Name: c.spec.Name, Uptime: time.Since(c.start).Round(time.Millisecond).String(), Connections: nconn,
-		Connects: c.connects.Load(), Refused: c.refused.Load(), Pushes: pushes, RecentPush: recent, Memory: c.memory()}
+		Connects: c.connects.Load(), Refused: c.refused.Load(), AuthFailed: c.authFail.Load(), Pushes: pushes, RecentPush: recent, Memory: c.memory()}
 	for _, id := range c.listIDs {
 		st.Lists = append(st.Lists, c.lists[id].status(c.regions.Batch, 0))
 	}

@@ -5,10 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 
+	"github.com/rdma-appliance/appliance/internal/dtamem"
 	"github.com/rdma-appliance/appliance/internal/service"
 	"github.com/rdma-appliance/appliance/verbs"
 )
+
+// ExchangeAddr is where the exchange listens: the spec's address, or
+// by default the collector's RDMA address on port 40050.
+func (c *Collector) ExchangeAddr() string {
+	if c.spec.Exchange != "" {
+		return c.spec.Exchange
+	}
+	return net.JoinHostPort(c.ip.String(), strconv.Itoa(dtamem.ExchangePort))
+}
 
 // Run is the collector service (`appliance dta collect`): the collector
 // of s on dev serves translators on s.Exchange and queries on s.Listen
@@ -20,7 +31,7 @@ func Run(ctx context.Context, s Spec, dev verbs.Device, opt Options) (Stats, err
 		return Stats{}, err
 	}
 	defer c.Close()
-	ln, err := net.Listen("tcp", s.Exchange)
+	ln, err := net.Listen("tcp", c.ExchangeAddr())
 	if err != nil {
 		return Stats{}, fmt.Errorf("exchange: %w", err)
 	}

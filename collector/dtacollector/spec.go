@@ -3,6 +3,8 @@ package dtacollector
 import (
 	"fmt"
 	"net"
+	"net/netip"
+	"path/filepath"
 
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/internal/dtamem"
@@ -18,7 +20,10 @@ import (
 // reports.
 //
 //	name: collector0
-//	exchange: ":40050"          # TCP address of the translator exchange
+//	exchange: 10.9.0.1:40050    # TCP address of the translator exchange (default: the RDMA address)
+//	key-file: dta.key           # the secret translators prove they hold
+//	translators: [{name: t0, ip: 10.9.0.100}]   # only these (default: any with the key)
+//	max-translators: 64         # connections (QPs) at once
 //	listen: 127.0.0.1:9300      # HTTP: /metrics, /healthz, /v1/...
 //	mtu: 1024                   # path MTU offered (256..4096)
 //	max-atomic: 16              # responder resources (max_dest_rd_atomic)
@@ -35,8 +40,27 @@ import (
 type Spec struct {
 	// Name names the collector in its offers, logs and metrics.
 	Name string `yaml:"name"`
-	// Exchange is the TCP address translators dial (default ":40050").
-	Exchange string `yaml:"exchange"`
+	// Exchange is the TCP address translators dial. Empty is the
+	// collector's RDMA address (its GID) on port 40050: the exchange
+	// hands out remote access to memory, so it listens on no more
+	// interfaces than it must. A wildcard host (":40050", "0.0.0.0")
+	// needs ExchangeWildcard.
+	Exchange         string `yaml:"exchange"`
+	ExchangeWildcard bool   `yaml:"exchange-wildcard"`
+	// KeyFile holds the secret translators authenticate with (see
+	// dtamem.ReadKey); a relative path is taken from the file's
+	// directory. It is required unless the exchange is on loopback.
+	KeyFile string `yaml:"key-file"`
+	// Key is KeyFile's content, read by Validate; callers building a
+	// Spec in memory may set it themselves.
+	Key []byte `yaml:"-" json:"-"`
+	// Translators, when given, admits only these translators, each from
+	// its own address: a translator's neighbour entry and QP are bound
+	// to the name it authenticated with.
+	Translators []AllowSpec `yaml:"translators"`
+	// MaxTranslators bounds the connections (one QP and CQ each) served
+	// at once (default 64); exchanges not done yet are bounded too.
+	MaxTranslators int `yaml:"max-translators"`
 	// Listen is the HTTP address (default 127.0.0.1:9300).
 	Listen string `yaml:"listen"`
 	// MTU is the path MTU in bytes the collector's QPs use (default 1024).
@@ -60,6 +84,12 @@ type Spec struct {
 	Append       *AppendSpec       `yaml:"append"`
 	Sketches     []SketchSpec      `yaml:"sketches"`
 	Postcards    *PostcardSpec     `yaml:"postcards"`
+}
+
+// AllowSpec is a translator the collector admits.
+type AllowSpec struct {
+	Name string `yaml:"name"`
+	IP   string `yaml:"ip"`
 }
 
 // KeyWriteSpec sizes the Key-Write table.
@@ -135,7 +165,9 @@ const (
 	DefaultRedundancy = 2
 	DefaultRecvDepth  = 256
 	DefaultRecent     = 64
-	defaultBatch      = 4
+	// DefaultMaxTranslators bounds the connections of a collector.
+	DefaultMaxTranslators = 64
+	defaultBatch          = 4
 	// maxSlots keeps a table's byte size far from overflowing; memory
 	// beyond what the host has fails at allocation with the size named.
 	maxSlots = 1 << 36
@@ -160,6 +192,43 @@ func DecodeSpec(name string, data []byte) (Spec, error) {
 	return s, nil
 }
 
+// CheckExchange checks an exchange address: host:port, a wildcard host
+// only when wildcard is set, and a key unless the host is loopback
+// (the exchange hands out remote write access to the collector's
+// memory). Empty is the default: the collector's RDMA address, which
+// needs a key too.
+func CheckExchange(addr string, wildcard, haveKey bool) error {
+	host := ""
+	if addr != "" {
+		h, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			return fmt.Errorf("%q: want host:port (port %d by default; absent: the RDMA address)", addr, dtamem.ExchangePort)
+		}
+		host = h
+		if ip, err := netip.ParseAddr(h); h == "" || (err == nil && ip.IsUnspecified()) {
+			if !wildcard {
+				return fmt.Errorf("%q listens on every interface: name the address translators reach (or set exchange-wildcard: true)", addr)
+			}
+		}
+	}
+	if !haveKey && !isLoopback(host) {
+		what := fmt.Sprintf("%q is", addr)
+		if addr == "" {
+			what = "the default exchange (the RDMA address) is"
+		}
+		return fmt.Errorf("%s reachable off this host: set key-file, the secret translators must prove they hold", what)
+	}
+	return nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
 func pow2(n uint64) bool { return n > 0 && n&(n-1) == 0 }
 
 // Validate records every problem of s in doc and fills the defaults.
@@ -167,10 +236,37 @@ func (s *Spec) Validate(doc *spec.Doc) {
 	if s.Name == "" {
 		s.Name = "collector"
 	}
-	if s.Exchange == "" {
-		s.Exchange = fmt.Sprintf(":%d", dtamem.ExchangePort)
-	} else if _, _, err := net.SplitHostPort(s.Exchange); err != nil {
-		doc.Errorf("exchange", "%q: want [host]:port (port %d by default)", s.Exchange, dtamem.ExchangePort)
+	if s.KeyFile != "" {
+		p := s.KeyFile
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(filepath.Dir(doc.File), p)
+		}
+		k, err := dtamem.ReadKey(p)
+		if err != nil {
+			doc.Errorf("key-file", "%v", err)
+		}
+		s.Key = k
+	}
+	if err := CheckExchange(s.Exchange, s.ExchangeWildcard, s.Key != nil); err != nil {
+		doc.Errorf("exchange", "%v", err)
+	}
+	if s.MaxTranslators == 0 {
+		s.MaxTranslators = DefaultMaxTranslators
+	} else if s.MaxTranslators < 1 || s.MaxTranslators > 4096 {
+		doc.Errorf("max-translators", "%d: want 1..4096", s.MaxTranslators)
+	}
+	allowed := map[string]bool{}
+	for i, a := range s.Translators {
+		key := fmt.Sprintf("translators[%d]", i)
+		if !dtamem.ValidName(a.Name) {
+			doc.Errorf(key+".name", "%q: want 1..%d letters, digits, '.', '_' or '-'", a.Name, dtamem.MaxNameLen)
+		} else if allowed[a.Name] {
+			doc.Errorf(key+".name", "%q named twice", a.Name)
+		}
+		allowed[a.Name] = true
+		if _, err := netip.ParseAddr(a.IP); err != nil {
+			doc.Errorf(key+".ip", "%q: want the translator's RDMA address", a.IP)
+		}
 	}
 	if s.Listen == "" {
 		s.Listen = DefaultListen

@@ -2,6 +2,8 @@ package dtacollector
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -16,7 +18,7 @@ func TestLoadExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Exchange != ":40050" || s.Redundancy != 2 || s.KeyWrite.DataWidth != 4 || s.Append.Lists[1].Pollers != 1 ||
+	if s.Exchange != "127.0.0.1:40050" || s.Redundancy != 2 || s.KeyWrite.DataWidth != 4 || s.Append.Lists[1].Pollers != 1 ||
 		s.Append.Lists[0].Recent != DefaultRecent || len(s.Sketches) != 2 {
 		t.Fatalf("%+v", s)
 	}
@@ -28,11 +30,12 @@ func TestLoadExample(t *testing.T) {
 		t.Fatalf("geometry %+v", g)
 	}
 	// Defaults for a minimal file.
-	s, err = DecodeSpec("min.yml", []byte("key-increment: {slots: 1024}\n"))
+	s, err = DecodeSpec("min.yml", []byte("exchange: 127.0.0.1:40050\nkey-increment: {slots: 1024}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Name != "collector" || s.Listen != DefaultListen || s.MTU != 1024 || s.MaxAtomic != 16 || s.RecvDepth != 256 {
+	if s.Name != "collector" || s.Listen != DefaultListen || s.MTU != 1024 || s.MaxAtomic != 16 || s.RecvDepth != 256 ||
+		s.MaxTranslators != DefaultMaxTranslators || s.Key != nil {
 		t.Fatalf("defaults %+v", s)
 	}
 }
@@ -101,7 +104,33 @@ key-increment: {slots: 0}
 			`bad.yml:1: exchange: "nowhere"`,
 			`bad.yml:2: listen: "9300": want host:port`,
 		}},
-		{"nothing", "name: c\n", []string{"no primitive"}},
+		// The exchange hands out remote access to memory: not on every
+		// interface unless asked, never off loopback without a key.
+		{"wildcard", "exchange: \":40050\"\nkey-increment: {slots: 2}\n", []string{
+			`bad.yml:1: exchange: ":40050" listens on every interface`,
+		}},
+		{"wildcard v4", "exchange: 0.0.0.0:40050\nexchange-wildcard: true\nkey-increment: {slots: 2}\n", []string{
+			`bad.yml:1: exchange: "0.0.0.0:40050" is reachable off this host: set key-file`,
+		}},
+		{"no key", "exchange: 10.9.0.1:40050\nkey-increment: {slots: 2}\n", []string{
+			`bad.yml:1: exchange: "10.9.0.1:40050" is reachable off this host: set key-file`,
+		}},
+		{"default exchange", "key-increment: {slots: 2}\n", []string{
+			"bad.yml: exchange: the default exchange (the RDMA address) is reachable off this host",
+		}},
+		{"key file", "key-file: /nonexistent/dta.key\nkey-increment: {slots: 2}\n", []string{
+			"bad.yml:1: key-file: stat /nonexistent/dta.key: no such file",
+		}},
+		{"translators", `exchange: 127.0.0.1:40050
+translators:
+  - {name: "t 0", ip: 10.0.0.1}
+  - {name: t1, ip: nowhere}
+  - {name: t1, ip: 10.0.0.2}
+max-translators: 5000
+key-increment: {slots: 2}
+`, []string{"bad.yml:3: translators[0].name", "bad.yml:4: translators[1].ip", "bad.yml:5: translators[2].name: \"t1\" named twice",
+			"bad.yml:6: max-translators: 5000: want 1..4096"}},
+		{"nothing", "name: c\nexchange: 127.0.0.1:1\n", []string{"no primitive"}},
 		{"mtu", `mtu: 256
 append: {batch: 64, lists: [{id: 1, entries: 64}]}
 sketches: [{id: 1, kind: count-min, columns: 64, rows: 4, reporters: 1}]
@@ -125,6 +154,42 @@ sketches: [{id: 1, kind: count-min, columns: 64, rows: 4, reporters: 1}]
 				}
 			}
 		})
+	}
+}
+
+// TestSpecKeyFile: the key is read from a file relative to the spec's,
+// which may not be readable by every user nor too short.
+func TestSpecKeyFile(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "c.yml")
+	yml := "exchange: 10.9.0.1:40050\nkey-file: k\nkey-increment: {slots: 2}\n"
+	if err := os.WriteFile(file, []byte(yml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		key  string
+		mode os.FileMode
+		want string
+	}{
+		{"short\n", 0o600, "c.yml:2: key-file: " + filepath.Join(dir, "k") + ": key of 5 bytes, want at least 16"},
+		{"0123456789abcdef\n", 0o644, "lets every user read the key"},
+		{"0123456789abcdef\n", 0o640, ""},
+	} {
+		k := filepath.Join(dir, "k")
+		os.Remove(k)
+		if err := os.WriteFile(k, []byte(tc.key), tc.mode); err != nil {
+			t.Fatal(err)
+		}
+		s, err := LoadSpec(file)
+		if tc.want == "" {
+			if err != nil || string(s.Key) != "0123456789abcdef" {
+				t.Fatalf("key %q: %v", s.Key, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("key %q mode %v: %v, want %q", tc.key, tc.mode, err, tc.want)
+		}
 	}
 }
 

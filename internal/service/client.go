@@ -16,6 +16,9 @@ import (
 type Client struct {
 	Base string // "http://host:port"
 	HTTP *http.Client
+	// Token, when set, is sent as a bearer token (NewClient takes the
+	// process's, see SetDefaultToken).
+	Token []byte
 }
 
 // NewClient returns a client for addr ("host:port" or a URL).
@@ -23,7 +26,29 @@ func NewClient(addr string) *Client {
 	if !strings.Contains(addr, "://") {
 		addr = "http://" + addr
 	}
-	return &Client{Base: strings.TrimRight(addr, "/"), HTTP: &http.Client{Timeout: 30 * time.Second}}
+	c := &Client{Base: strings.TrimRight(addr, "/"), HTTP: &http.Client{Timeout: 30 * time.Second}}
+	if t := defaultToken.Load(); t != nil {
+		c.Token = *t
+	}
+	return c
+}
+
+// NewRequest is a request to the service at path with the client's token,
+// for callers that stream the answer themselves (a dumper's files).
+func (c *Client) NewRequest(ctx context.Context, method, path string, body io.Reader) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.Base+path, body)
+	if err != nil {
+		return nil, err
+	}
+	c.authorize(req)
+	return req, nil
+}
+
+// authorize adds the token to a request.
+func (c *Client) authorize(req *http.Request) {
+	if c.Token != nil {
+		req.Header.Set("Authorization", "Bearer "+string(c.Token))
+	}
 }
 
 // Do sends a JSON request (in may be nil) and decodes a JSON answer into out
@@ -41,9 +66,11 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 	if err != nil {
 		return err
 	}
-	if in != nil {
+	if in != nil || (method != http.MethodGet && method != http.MethodHead) {
+		// Services take changes only as JSON, with a body or not.
 		req.Header.Set("Content-Type", "application/json")
 	}
+	c.authorize(req)
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, c.Base+path, err)
@@ -76,6 +103,7 @@ func (c *Client) Get(ctx context.Context, path string) (int, []byte, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	c.authorize(req)
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
 		return 0, nil, err

@@ -4,23 +4,36 @@
 // checks, failing components named) and the service's own control endpoints;
 // structured logs; and a graceful stop that drains HTTP and runs the
 // service's flush hooks when the context ends (SIGTERM in the CLI).
+//
+// Control endpoints change what a service does (inject drops, stop a
+// capture, take results), so every request other than GET and HEAD must
+// say it is JSON (a web page cannot send that cross-origin without a
+// preflight the service never answers) and, when the service has a
+// token or listens off loopback, carry it as a bearer token. Read-only
+// endpoints (/metrics, /healthz, status) stay open. Bodies are bounded.
 package service
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
+	"net/netip"
+	"os"
 	"runtime"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -39,6 +52,14 @@ type Service struct {
 
 	// ShutdownTimeout bounds the graceful stop (default 10 s).
 	ShutdownTimeout time.Duration
+
+	// Token, when set, is the bearer token every mutating request must
+	// carry (New takes the process's, see SetDefaultToken). Without one,
+	// mutating requests are served only on a loopback listener.
+	Token []byte
+	// offLoopback is whether the listener is reachable from other hosts:
+	// judged from the configured address at New, from the bound one at Run.
+	offLoopback atomic.Bool
 
 	addr    string
 	mux     *http.ServeMux
@@ -76,6 +97,12 @@ func New(name, addr string, log *slog.Logger) *Service {
 	s := &Service{Name: name, Log: log.With("service", name), Metrics: metrics.NewRegistry(),
 		ShutdownTimeout: 10 * time.Second, addr: addr, mux: http.NewServeMux(), start: time.Now(),
 		routes: map[string]string{}, ready: make(chan struct{})}
+	if t := defaultToken.Load(); t != nil {
+		s.Token = *t
+	}
+	if host, _, err := net.SplitHostPort(addr); err != nil || !loopbackHost(host) {
+		s.offLoopback.Store(true)
+	}
 	// Each service's registry has its own runtime collectors: the
 	// library's default registry would be shared by every service of a
 	// test or the lab, and would refuse the second one's families.
@@ -89,7 +116,7 @@ func New(name, addr string, log *slog.Logger) *Service {
 		[]string{"version", "service", "goversion"}, func(emit func(metrics.Sample)) {
 			emit(metrics.Sample{Labels: []string{Version, name, runtime.Version()}, Value: 1})
 		})
-	s.handler = s.countRequests(s.mux)
+	s.handler = s.countRequests(s.guard(s.mux))
 	s.Handle("GET /metrics", s.Metrics.Handler(promLog{s.Log}))
 	s.HandleFunc("GET /healthz", s.serveHealth)
 	s.HandleFunc("GET /{$}", s.serveIndex)
@@ -171,7 +198,17 @@ func (s *Service) Run(ctx context.Context) error {
 	s.mu.Lock()
 	s.ln = ln
 	s.mu.Unlock()
-	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
+	if ap, err := netip.ParseAddrPort(ln.Addr().String()); err == nil {
+		s.offLoopback.Store(!ap.Addr().IsLoopback())
+	}
+	if s.offLoopback.Load() && s.Token == nil {
+		s.Log.Warn("listening off loopback without a token: control endpoints refuse every change (give one with --token-file or APPLIANCE_TOKEN_FILE)",
+			"addr", ln.Addr().String())
+	}
+	// Slow or endless clients are cut off: headers within 10 s, a
+	// request within a minute, idle keep-alives after two.
+	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
+		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	close(s.ready)
@@ -357,11 +394,132 @@ func WriteError(w http.ResponseWriter, status int, err error) {
 const MaxBody = 16 << 20
 
 // ReadJSON decodes a request body strictly (unknown fields are errors).
+// The service's handler bounds the body at MaxBody: a longer one fails
+// here, saying so.
 func ReadJSON(r *http.Request, v any) error {
-	dec := json.NewDecoder(io.LimitReader(r.Body, MaxBody))
+	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+			return fmt.Errorf("bad request body: over %d bytes: %w", mbe.Limit, err)
+		}
 		return fmt.Errorf("bad request body: %w", err)
+	}
+	return nil
+}
+
+// defaultToken is the process's token (SetDefaultToken).
+var defaultToken atomic.Pointer[[]byte]
+
+// SetDefaultToken sets the bearer token the services and clients made
+// after it use: the CLI reads it once from --token-file or
+// APPLIANCE_TOKEN_FILE. nil clears it.
+func SetDefaultToken(tok []byte) {
+	if tok == nil {
+		defaultToken.Store(nil)
+		return
+	}
+	defaultToken.Store(&tok)
+}
+
+// MinTokenLen is the shortest token accepted (128 bits).
+const MinTokenLen = 16
+
+// ReadToken reads a bearer token from a file: its bytes with surrounding
+// white space removed, at least MinTokenLen printable ASCII characters
+// (`head -c 32 /dev/urandom | base64`). A file every user may read is
+// refused, as ssh refuses such private keys.
+func ReadToken(path string) ([]byte, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("token: %w", err)
+	}
+	if fi.Mode().Perm()&0o007 != 0 {
+		return nil, fmt.Errorf("token: %s: mode %v lets every user read it (chmod o-rwx)", path, fi.Mode().Perm())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("token: %w", err)
+	}
+	b = bytes.TrimSpace(b)
+	if len(b) < MinTokenLen {
+		return nil, fmt.Errorf("token: %s: %d bytes, want at least %d", path, len(b), MinTokenLen)
+	}
+	for _, c := range b {
+		if c <= ' ' || c > '~' {
+			return nil, fmt.Errorf("token: %s: want printable ASCII without spaces (it travels in a header)", path)
+		}
+	}
+	return b, nil
+}
+
+// loopbackHost reports whether a listen host reaches only this host.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// guard bounds every body and lets a mutating request through only with
+// a JSON content type and, when required, the token.
+func (s *Service) guard(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+		switch r.Method {
+		case http.MethodGet, http.MethodHead:
+			h.ServeHTTP(w, r)
+			return
+		}
+		if err := s.authorize(r); err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="appliance"`)
+			WriteError(w, http.StatusUnauthorized, err)
+			return
+		}
+		// Every mutating request, with a body or not: an empty text/plain
+		// POST is what a web page may send anywhere without asking.
+		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+			WriteError(w, http.StatusUnsupportedMediaType,
+				fmt.Errorf("%s %s: want Content-Type: application/json", r.Method, r.URL.Path))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// Private wraps a handler that serves what only the token's holders may
+// read (a dumper's captures hold the traffic): every method needs the
+// token, as a change does, when the service has one or listens off
+// loopback.
+func (s *Service) Private(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.authorize(r); err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="appliance"`)
+			WriteError(w, http.StatusUnauthorized, err)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// authorize checks a request's bearer token.
+func (s *Service) authorize(r *http.Request) error {
+	if s.Token == nil {
+		if s.offLoopback.Load() {
+			return errors.New("this service listens off loopback and has no token: it takes no changes and serves no private data (start it with --token-file or APPLIANCE_TOKEN_FILE)")
+		}
+		return nil
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return errors.New("want Authorization: Bearer <token>")
+	}
+	// Hashes of equal length, compared in constant time: neither the
+	// token's bytes nor its length leak through timing.
+	a, b := sha256.Sum256([]byte(got)), sha256.Sum256(s.Token)
+	if subtle.ConstantTimeCompare(a[:], b[:]) != 1 {
+		return errors.New("wrong token")
 	}
 	return nil
 }

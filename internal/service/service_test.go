@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -188,5 +190,127 @@ func TestRequestsByRoute(t *testing.T) {
 	want := map[string]float64{"/v1/lists/{id} 200": 4, "other 405": 1, "other 404": 2, "/v1/lists/{id} 307": 1}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("requests by route %v, want %v", got, want)
+	}
+}
+
+// TestControlAccess: mutating requests on a listener off loopback need
+// the token (401 without, or when the service has none), every one needs
+// a JSON content type (415: a web page's simple POST), bodies are
+// bounded, and reads stay open.
+func TestControlAccess(t *testing.T) {
+	echo := func(s *Service) *httptest.Server {
+		s.HandleFunc("POST /echo", func(w http.ResponseWriter, r *http.Request) {
+			var in map[string]any
+			if err := ReadJSON(r, &in); err != nil {
+				WriteError(w, http.StatusBadRequest, err)
+				return
+			}
+			WriteJSON(w, http.StatusOK, in)
+		})
+		srv := httptest.NewServer(s.Handler())
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	do := func(srv *httptest.Server, method, path, ctype, auth, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		if ctype != "" {
+			req.Header.Set("Content-Type", ctype)
+		}
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	const tok = "0123456789abcdef-token"
+	const json = "application/json"
+
+	// Off loopback without a token: no changes at all, reads open.
+	open := echo(New("x", "192.0.2.1:9300", nil))
+	if code, out := do(open, "POST", "/echo", json, "", `{}`); code != 401 || !strings.Contains(out, "has no token") {
+		t.Fatalf("off loopback, no token: %d %s", code, out)
+	}
+	for _, p := range []string{"/metrics", "/healthz"} {
+		if code, _ := do(open, "GET", p, "", "", ""); code != 200 {
+			t.Fatalf("GET %s: %d", p, code)
+		}
+	}
+
+	s := New("x", "192.0.2.1:9300", nil)
+	s.Token = []byte(tok)
+	srv := echo(s)
+	for _, tc := range []struct {
+		ctype, auth, body string
+		code              int
+		want              string
+	}{
+		{json, "", `{}`, 401, "Bearer"},
+		{json, "Bearer wrong-token-wrong-token", `{}`, 401, "wrong token"},
+		{json, "Basic " + tok, `{}`, 401, "Bearer"},
+		{"text/plain", "Bearer " + tok, `{"a":1}`, 415, "application/json"},
+		{"", "Bearer " + tok, ``, 415, "application/json"},
+		{"application/json; charset=utf-8", "Bearer " + tok, `{"a":1}`, 200, `"a": 1`},
+		{json, "Bearer " + tok, `{"a":"` + strings.Repeat("x", MaxBody) + `"}`, 400, "over 16777216 bytes"},
+	} {
+		if code, out := do(srv, "POST", "/echo", tc.ctype, tc.auth, tc.body); code != tc.code || !strings.Contains(out, tc.want) {
+			t.Errorf("POST %q %q: %d %.200s, want %d %q", tc.ctype, tc.auth, code, out, tc.code, tc.want)
+		}
+	}
+	// DELETE and PUT are mutating too, even where no route takes them.
+	if code, _ := do(srv, "DELETE", "/echo", json, "", ""); code != 401 {
+		t.Fatalf("DELETE without the token: %d", code)
+	}
+
+	// The client sends the process's token and the content type.
+	SetDefaultToken([]byte(tok))
+	defer SetDefaultToken(nil)
+	var out map[string]int
+	if err := NewClient(srv.URL).Do(context.Background(), "POST", "/echo", map[string]int{"b": 2}, &out); err != nil || out["b"] != 2 {
+		t.Fatalf("client with the default token: %v %v", out, err)
+	}
+	SetDefaultToken(nil)
+
+	// On loopback without a token: changes are taken, but only as JSON.
+	lo := echo(New("x", "127.0.0.1:0", nil))
+	if code, _ := do(lo, "POST", "/echo", "text/plain", "", `{}`); code != 415 {
+		t.Fatalf("loopback text/plain: %d", code)
+	}
+	if code, _ := do(lo, "POST", "/echo", json, "", `{}`); code != 200 {
+		t.Fatalf("loopback JSON: %d", code)
+	}
+}
+
+// TestReadToken: a token file must be private enough and long enough.
+func TestReadToken(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		body string
+		mode os.FileMode
+		want string
+	}{
+		{"short", 0o600, "want at least 16"},
+		{"0123456789abcdef0123", 0o644, "lets every user read it"},
+		{"0123456789 abcdef0123", 0o600, "printable ASCII"},
+		{"  0123456789abcdef0123\n", 0o600, ""},
+	} {
+		p := filepath.Join(dir, "tok")
+		os.Remove(p)
+		if err := os.WriteFile(p, []byte(tc.body), tc.mode); err != nil {
+			t.Fatal(err)
+		}
+		tok, err := ReadToken(p)
+		if tc.want == "" {
+			if err != nil || string(tok) != "0123456789abcdef0123" {
+				t.Fatalf("%q: %q %v", tc.body, tok, err)
+			}
+		} else if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.body, err, tc.want)
+		}
 	}
 }

@@ -691,7 +691,7 @@ func (s *Service) connector(ctx context.Context, i int) {
 		psn := rand.Uint32() & roce.PSNMask
 		h := dtamem.Hello{Name: s.spec.Name, IP: s.addr, MAC: s.mac.String(), QPN: c.localQPN, PSN: psn}
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		tcp, offer, err := dtamem.Dial(dctx, c.spec.Exchange, h)
+		tcp, offer, err := dtamem.Dial(dctx, c.spec.Exchange, h, c.spec.Key)
 		cancel()
 		if err != nil {
 			c.lastErr.Store(err.Error())

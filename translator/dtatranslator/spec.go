@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"path/filepath"
 	"time"
 
 	"github.com/rdma-appliance/appliance/dpdk/header"
@@ -53,10 +54,19 @@ type Spec struct {
 	ReconnectMax time.Duration `yaml:"reconnect-max"`
 }
 
-// CollectorSpec names a collector and where its exchange listens.
+// CollectorSpec names a collector, where its exchange listens and the
+// key the translator authenticates with.
 type CollectorSpec struct {
 	Name     string `yaml:"name"`
 	Exchange string `yaml:"exchange"`
+	// KeyFile holds the secret shared with the collector (see
+	// dtamem.ReadKey); a relative path is taken from the file's
+	// directory. With a key the translator authenticates, and writes
+	// only into a collector that proves it holds the key too.
+	KeyFile string `yaml:"key-file"`
+	// Key is KeyFile's content, read by Validate; callers building a
+	// Spec in memory may set it themselves.
+	Key []byte `yaml:"-" json:"-"`
 }
 
 // ReliabilitySpec configures sequence tracking of retransmittable
@@ -103,6 +113,8 @@ func DecodeSpec(name string, data []byte) (Spec, error) {
 func (s *Spec) Validate(doc *spec.Doc) {
 	if s.Name == "" {
 		s.Name = "translator"
+	} else if !dtamem.ValidName(s.Name) {
+		doc.Errorf("name", "%q: want 1..%d letters, digits, '.', '_' or '-' (collectors refuse other names)", s.Name, dtamem.MaxNameLen)
 	}
 	if s.Listen == "" {
 		s.Listen = "127.0.0.1:9310"
@@ -154,6 +166,17 @@ func (s *Spec) Validate(doc *spec.Doc) {
 		names[s.Collectors[i].Name] = true
 		if _, _, err := net.SplitHostPort(c.Exchange); err != nil {
 			doc.Errorf(key+".exchange", "%q: want host:port of the collector's exchange (port %d by default)", c.Exchange, dtamem.ExchangePort)
+		}
+		if c.KeyFile != "" {
+			p := c.KeyFile
+			if !filepath.IsAbs(p) {
+				p = filepath.Join(filepath.Dir(doc.File), p)
+			}
+			k, err := dtamem.ReadKey(p)
+			if err != nil {
+				doc.Errorf(key+".key-file", "%v", err)
+			}
+			s.Collectors[i].Key = k
 		}
 	}
 	r := &s.Reliability

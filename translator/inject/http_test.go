@@ -33,6 +33,7 @@ func TestHTTPControl(t *testing.T) {
 	defer srv.Close()
 	do := func(method, path, body string) (int, string) {
 		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

@@ -138,3 +138,45 @@ func TestBadInput(t *testing.T) {
 		t.Fatalf("poll destroyed CQ: %v", err)
 	}
 }
+
+// TestKeysUnpredictable: an rkey is all that guards a region from a peer
+// that reaches a QP, so the same registrations on two devices get
+// different keys, a device's keys are not a sequence, and a
+// deregistered region's key opens nothing.
+func TestKeysUnpredictable(t *testing.T) {
+	keys := func(name string) []uint32 {
+		l := ring.NewLink(name, ring.Config{})
+		d, err := NewDevice(name, l.A(), Config{GIDs: []netip.Addr{netip.MustParseAddr("10.9.0.1")}, PoolSize: 64})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		pd, err := d.AllocPD()
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 64)
+		var ks []uint32
+		for range 4 {
+			mr, err := pd.RegMR(buf, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ks = append(ks, mr.RKey())
+			must(t, mr.Dereg())
+			if d.keys.lookup(mr.RKey()) != nil {
+				t.Fatalf("key %#x still opens a region after Dereg", mr.RKey())
+			}
+		}
+		return ks
+	}
+	a, b := keys("softkeys0"), keys("softkeys1")
+	if a[0] == b[0] {
+		t.Fatalf("two devices gave their first region the same key %#x", a[0])
+	}
+	for i := 1; i < len(a); i++ {
+		if a[i]>>8 == a[0]>>8 || (i > 1 && a[i]-a[i-1] == a[1]-a[0]) {
+			t.Fatalf("keys %#x follow a pattern", a)
+		}
+	}
+}

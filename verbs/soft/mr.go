@@ -1,7 +1,10 @@
 package soft
 
 import (
+	"crypto/rand"
+	"encoding/binary"
 	"fmt"
+	"maps"
 	"sync/atomic"
 	"unsafe"
 
@@ -97,15 +100,16 @@ func (p *pd) RegMR(buf []byte, access verbs.Access) (verbs.MR, error) {
 // per-region cost beyond the entry.
 const maxMRSize = 1 << 40
 
-// keyTable maps keys to regions. Keys are index<<8 | generation, like the
-// mlx5 mkey layout, so a stale key of a deregistered region does not match a
-// new region in the same slot. Lookups on the poll loop read an immutable
-// slice through an atomic pointer; registration copies it under the
-// device's object lock.
+// keyTable maps keys to regions. Keys are random (crypto/rand), not an
+// index and a generation: an rkey is the only thing between a peer that
+// can reach a QP and the region behind it, so a peer that saw one key
+// (its own) must not be able to guess another region's, or the next
+// one's. A stale key of a deregistered region is as unlikely to match a
+// new one as any guess (2^-32 per live region). Lookups on the poll loop
+// read an immutable map through an atomic pointer; registration copies
+// it under the device's object lock.
 type keyTable struct {
-	tab  atomic.Pointer[[]*mr]
-	gen  []uint8 // per slot, under the object lock
-	free []int   // free slots, under the object lock
+	tab atomic.Pointer[map[uint32]*mr]
 }
 
 func (t *keyTable) lookup(key uint32) *mr {
@@ -113,45 +117,39 @@ func (t *keyTable) lookup(key uint32) *mr {
 	if tp == nil {
 		return nil
 	}
-	tab := *tp
-	i := int(key >> 8)
-	if i >= len(tab) {
-		return nil
-	}
-	if m := tab[i]; m != nil && m.key == key {
-		return m
-	}
-	return nil
+	return (*tp)[key]
 }
 
 const maxMRs = 1 << 20
+
+// randomKey is a key no live region has. Keys are never 0 nor below
+// 256, a number a careless caller might pass.
+func randomKey(live map[uint32]*mr) uint32 {
+	var b [4]byte
+	for {
+		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+		k := binary.LittleEndian.Uint32(b[:])
+		if _, used := live[k]; k >= 256 && !used {
+			return k
+		}
+	}
+}
 
 func (d *Device) registerMR(m *mr) error {
 	d.objMu.Lock()
 	defer d.objMu.Unlock()
 	t := &d.keys
-	var old []*mr
+	var old map[uint32]*mr
 	if tp := t.tab.Load(); tp != nil {
 		old = *tp
 	}
-	var i int
-	if n := len(t.free); n > 0 {
-		i = t.free[n-1]
-		t.free = t.free[:n-1]
-	} else {
-		if len(t.gen) >= maxMRs {
-			return fmt.Errorf("soft: reg mr: %w: %d regions", verbs.ErrNoMemory, len(t.gen))
-		}
-		i = len(t.gen)
-		t.gen = append(t.gen, 0)
+	if len(old) >= maxMRs {
+		return fmt.Errorf("soft: reg mr: %w: %d regions", verbs.ErrNoMemory, len(old))
 	}
-	t.gen[i]++
-	// Keys start at index 1 so that no valid key is 0 or a small number a
-	// careless caller might pass.
-	m.key = uint32(i+1)<<8 | uint32(t.gen[i])
-	nt := make([]*mr, max(len(old), i+2))
-	copy(nt, old)
-	nt[i+1] = m
+	nt := make(map[uint32]*mr, len(old)+1)
+	maps.Copy(nt, old)
+	m.key = randomKey(old)
+	nt[m.key] = m
 	t.tab.Store(&nt)
 	return nil
 }
@@ -161,17 +159,10 @@ func (d *Device) unregisterMR(m *mr) {
 	defer d.objMu.Unlock()
 	t := &d.keys
 	tp := t.tab.Load()
-	if tp == nil {
+	if tp == nil || (*tp)[m.key] != m {
 		return
 	}
-	i := int(m.key >> 8)
-	old := *tp
-	if i >= len(old) || old[i] != m {
-		return
-	}
-	nt := make([]*mr, len(old))
-	copy(nt, old)
-	nt[i] = nil
+	nt := maps.Clone(*tp)
+	delete(nt, m.key)
 	t.tab.Store(&nt)
-	t.free = append(t.free, i-1)
 }

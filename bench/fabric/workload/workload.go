@@ -187,10 +187,12 @@ func ReadCSV(r io.Reader) ([]Flow, error) {
 		if err == io.EOF {
 			return flows, nil
 		}
-		line, _ := cr.FieldPos(0)
 		if err != nil {
+			// A csv.ParseError names its line; FieldPos would panic on a
+			// record that did not parse.
 			return nil, fmt.Errorf("workload: flow csv: %w", err)
 		}
+		line, _ := cr.FieldPos(0)
 		num := func(name string, lo, hi int64) (int64, error) {
 			i, ok := col[name]
 			if !ok {

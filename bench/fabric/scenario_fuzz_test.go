@@ -1,0 +1,19 @@
+package fabric
+
+import (
+	"os"
+	"testing"
+)
+
+// FuzzDecodeScenario: a scenario file decodes or is refused with a
+// positioned error, never a panic.
+func FuzzDecodeScenario(f *testing.F) {
+	if b, err := os.ReadFile("testdata/incast.yml"); err == nil {
+		f.Add(b)
+	}
+	f.Add([]byte("topology: {kind: fat-tree, k: 4}\n"))
+	f.Add([]byte("duration: -1s\nflows: [{src: 0, dst: 0, size: -1}]\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, _ = DecodeScenario("fuzz.yml", data)
+	})
+}

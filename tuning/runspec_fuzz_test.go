@@ -1,0 +1,20 @@
+package tuning
+
+import (
+	"testing"
+)
+
+// FuzzDecodeRunSpec: a tuning run file decodes or is refused with a
+// positioned error, never a panic.
+func FuzzDecodeRunSpec(f *testing.F) {
+	for _, c := range []string{
+		"target: {kind: fluid}\nspace: {pmax: {min: 1, max: 150, step: 10}}\n",
+		"target: {kind: switches, known-hosts: insecure, switches: [{name: leaf7, address: a:22, user: u, dialect: nxos, ports: [Ethernet1/1]}]}\n",
+		"target: {kind: fluid}\nalgorithm: {C: 1.5, method: anneal}\nbudget: 0\n",
+	} {
+		f.Add([]byte(c))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, _ = DecodeRunSpec("fuzz.yml", data, nil)
+	})
+}
