@@ -342,6 +342,7 @@ func (s *dtaStage) figures(row *Row, st dtatranslator.Status, took time.Duration
 	row.Figure("append", "%d", chk.appended)
 	row.Figure("sketch", "%d/%d", chk.skExact, chk.skKeys)
 	row.Figure("paths", "%d/%d", chk.pathFound, chk.paths)
+	row.Figure("paths_incomplete", "%d", chk.pathIncomplete)
 	lostPSNs := c.LostPSNs
 	row.Figure("rdma_lost", "%d", lostPSNs)
 	if short := chk.kiShort + chk.listShort + chk.skShort; short > 0 {
@@ -368,6 +369,7 @@ type dtaCheck struct {
 	appended         int
 	skKeys, skExact  int
 	paths, pathFound int
+	pathIncomplete   int
 	kiShort          int
 	listShort        int
 	skShort          int
@@ -461,6 +463,9 @@ func checkDTA(coll *dtacollector.Collector, reps []*dtatranslator.Reporter, entr
 		}
 		c.skExact++
 	}
+	// Postcards: every hop of a complete record is some reporter's path
+	// for the flow, and every hop an incomplete record holds; an
+	// incomplete record counts apart, not as a path found.
 	for _, r := range reps {
 		for k, path := range r.Truth.Postcards {
 			c.paths++
@@ -471,14 +476,19 @@ func checkDTA(coll *dtacollector.Collector, reps []*dtatranslator.Reporter, entr
 			if err != nil {
 				return c, err
 			}
-			if res.Complete && !reportedPath(reps, k, res.Hops) {
-				return c, fmt.Errorf("flow %d: path %v, reported %v", k, res.Hops, path)
+			if !reportedPath(reps, k, res.Path) {
+				return c, fmt.Errorf("flow %d: hops %v (mask %#x), reported %v", k, res.Hops, res.Mask, path)
+			}
+			if !res.Complete {
+				c.pathIncomplete++
+				continue
 			}
 			c.pathFound++
 		}
 	}
 	if c.kwFound < c.kwKeys*9/10 || c.pathFound < c.paths*9/10 {
-		return c, fmt.Errorf("too few answers: key-write %d/%d, paths %d/%d", c.kwFound, c.kwKeys, c.pathFound, c.paths)
+		return c, fmt.Errorf("too few answers: key-write %d/%d, complete paths %d/%d (%d incomplete)",
+			c.kwFound, c.kwKeys, c.pathFound, c.paths, c.pathIncomplete)
 	}
 	return c, nil
 }
@@ -494,11 +504,11 @@ func subsequence(got, want []uint32) bool {
 	return i == len(got)
 }
 
-// reportedPath: some reporter reported path for flow k (two may draw one
-// flow key; the last record stands).
-func reportedPath(reps []*dtatranslator.Reporter, k uint32, path []uint32) bool {
+// reportedPath: every hop path holds is some reporter's path for flow k
+// (two may draw one flow key; the last record stands).
+func reportedPath(reps []*dtatranslator.Reporter, k uint32, path dtamem.Path) bool {
 	for _, r := range reps {
-		if slices.Equal(r.Truth.Postcards[k], path) {
+		if want, ok := r.Truth.Postcards[k]; ok && len(path.Wrong(want)) == 0 {
 			return true
 		}
 	}

@@ -271,6 +271,7 @@ func TestDTAStage(t *testing.T) {
 	s.Wire.Enabled, s.Verbs.Enabled, s.Lumina.Enabled, s.LuminaTests.Enabled, s.Fabric.Enabled, s.Hawkeye.Enabled, s.Tuning.Enabled, s.Hostmesh.Enabled = false, false, false, false, false, false, false, false
 	s.DTA.Reports = 5000
 	l, row, b := runPassing(t, s)
+	t.Logf("figures %v", row.Figures)
 	for _, k := range []string{"key_write", "append", "sketch", "paths", "nacks"} {
 		if row.Figures[k] == "" || row.Figures[k] == "0" {
 			t.Errorf("figure %s = %q\n%s", k, row.Figures[k], b)
