@@ -22,7 +22,7 @@ notifications) and reads memory when queried. The QP lives as long as the exchan
 connection. Serves until SIGTERM.
 
 The file (keys): name, exchange, listen, mtu, max-atomic, huge-pages, redundancy, recv-depth,
-key-write {slots, data-width}, key-increment {slots}, append {batch, lists [{id, entries,
+layout per-slot-crc|dta-public, key-write {slots, data-width}, key-increment {slots}, append {batch, lists [{id, entries,
 pollers, cores, recent}]}, sketches [{id, kind count-min|hyperloglog, columns, rows,
 reporters, group}], postcards {slots, hops, cache}. collector/dtacollector/testdata/collector.yml is
 an example.

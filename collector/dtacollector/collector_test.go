@@ -43,6 +43,8 @@ type bed struct {
 	port dpdk.Port
 	pool *dpdk.Pool
 	mac  header.MAC
+	// layout is the one the test's translators say they write.
+	layout dtamem.Layout
 }
 
 func newBed(t *testing.T, yml string, opt Options) *bed {
@@ -112,7 +114,7 @@ func (b *bed) dial(qpn, psn uint32) *translator {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	tcp, offer, err := dtamem.Dial(ctx, b.addr, dtamem.Hello{Name: "trans0", IP: transIP, MAC: b.mac.String(), QPN: qpn, PSN: psn})
+	tcp, offer, err := dtamem.Dial(ctx, b.addr, dtamem.Hello{Name: "trans0", IP: transIP, MAC: b.mac.String(), QPN: qpn, PSN: psn, Layout: b.layout})
 	if err != nil {
 		b.t.Fatal(err)
 	}

@@ -102,7 +102,7 @@ func (c *Collector) KeyWrite(key uint32, consensus int) (KeyWriteResult, error) 
 	}
 	defer c.memMu.RUnlock()
 	res := KeyWriteResult{Key: key, N: n}
-	data, m, agreeing := dtamem.QueryKeyWriteConsensus(c.kwMem, key, n, kw.Slots, kw.DataWidth, consensus)
+	data, m, agreeing := c.regions.Layout.QueryKeyWriteConsensus(c.kwMem, key, n, kw.Slots, kw.DataWidth, consensus)
 	res.Matching = m
 	if m == 0 {
 		return res, fmt.Errorf("key-write key %d: %w in its %d slots", key, ErrNotFound, n)
@@ -136,7 +136,7 @@ func (c *Collector) KeyIncrement(key uint32) (KeyIncrementResult, error) {
 	}
 	defer c.memMu.RUnlock()
 	n := c.spec.Redundancy
-	return KeyIncrementResult{Key: key, N: n, Count: dtamem.QueryKeyIncrement(c.kiMem, key, n, ki.Slots)}, nil
+	return KeyIncrementResult{Key: key, N: n, Count: c.regions.Layout.QueryKeyIncrement(c.kiMem, key, n, ki.Slots)}, nil
 }
 
 // sketch finds a sketch.

@@ -44,6 +44,9 @@ type Hello struct {
 	MAC  string     `json:"mac"`
 	QPN  uint32     `json:"qpn"`
 	PSN  uint32     `json:"psn"`
+	// Layout is the memory layout the translator writes; a collector
+	// serving another refuses it, saying both (absent: the default).
+	Layout Layout `json:"layout,omitempty"`
 }
 
 // Offer is the collector's half.
@@ -151,6 +154,12 @@ func Dial(ctx context.Context, addr string, h Hello) (net.Conn, *Offer, error) {
 		c.Close()
 		return nil, nil, fmt.Errorf("dta: collector %s: %w", addr, err)
 	}
+	// A collector of before the layout was negotiated does not check
+	// the hello's: check its offer here too.
+	if o.Regions.Layout != h.Layout {
+		c.Close()
+		return nil, nil, fmt.Errorf("dta: collector %s: %w", addr, LayoutMismatch(h.Layout, o.Regions.Layout))
+	}
 	if _, err := o.Endpoint(); err != nil {
 		c.Close()
 		return nil, nil, err
@@ -160,4 +169,14 @@ func Dial(ctx context.Context, addr string, h Hello) (net.Conn, *Offer, error) {
 		return nil, nil, fmt.Errorf("dta: collector %s: its regions need WRITEs of %d bytes, over its path MTU %d", addr, w, o.MTU)
 	}
 	return c, &o, nil
+}
+
+// ErrLayout is a translator and a collector with different memory
+// layouts.
+var ErrLayout = errors.New("memory layouts differ")
+
+// LayoutMismatch is the error of a translator writing layout t to a
+// collector serving layout c.
+func LayoutMismatch(t, c Layout) error {
+	return fmt.Errorf("%w: the translator writes %s, the collector serves %s (set layout: the same in both spec files)", ErrLayout, t, c)
 }

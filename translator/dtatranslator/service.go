@@ -689,7 +689,7 @@ func (s *Service) connector(ctx context.Context, i int) {
 	wait := s.spec.ReconnectMin
 	for ctx.Err() == nil {
 		psn := rand.Uint32() & roce.PSNMask
-		h := dtamem.Hello{Name: s.spec.Name, IP: s.addr, MAC: s.mac.String(), QPN: c.localQPN, PSN: psn}
+		h := dtamem.Hello{Name: s.spec.Name, IP: s.addr, MAC: s.mac.String(), QPN: c.localQPN, PSN: psn, Layout: s.spec.MemLayout()}
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		tcp, offer, err := dtamem.Dial(dctx, c.spec.Exchange, h)
 		cancel()
