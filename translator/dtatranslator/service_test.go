@@ -514,6 +514,41 @@ func TestServiceMeter(t *testing.T) {
 	t.Logf("%d reports: %d written, %d dropped low, %d queued high, %d notices", s.Reports, written, s.MeteredDrops, s.Queued, s.Notices)
 }
 
+// TestServiceMeterHighOnly: the DTA paper's flow control end to end.
+// Only high-priority reports are retransmittable; at twice the meter's
+// rate every one of them is taken (none refused for good: every one
+// acknowledged), the low-priority ones are taken or dropped and counted,
+// never lost unaccounted, and the reporter slows down on the notices.
+func TestServiceMeterHighOnly(t *testing.T) {
+	b := newServiceBed(t, 1, func(s *Spec) {
+		s.FlowControl.Rate = 20000 // RDMA packets a second
+		s.FlowControl.Burst = 64
+	})
+	// Key-Write N=2: 2 RDMA packets a report, 20000 reports a second
+	// offer twice the meter's rate.
+	cfg := ReporterConfig{Keys: 5000, Redundancy: 2, Count: 4000, Seed: 5, HighShare: 0.25, Retransmittable: true, HighOnly: true, Rate: 20000}
+	cfg.Mix.KeyWrite = 1
+	r := b.reporter(t, 0, cfg)
+	if err := r.Run(context.Background(), 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	st := b.settle(t)
+	s := st.Stats
+	low := r.Stats.Sent - r.Stats.SentHigh
+	switch {
+	case r.Stats.Unacknowledged != 0:
+		t.Fatalf("%d high-priority reports never acknowledged", r.Stats.Unacknowledged)
+	case s.TakenHigh != r.Stats.SentHigh:
+		t.Fatalf("%d high-priority reports taken, %d sent", s.TakenHigh, r.Stats.SentHigh)
+	case s.TakenLow+s.DroppedLow != low || s.DroppedLow == 0:
+		t.Fatalf("low priority: %d taken + %d dropped != %d sent", s.TakenLow, s.DroppedLow, low)
+	case r.Stats.Congestion == 0 || r.Stats.SentSlowed == 0:
+		t.Fatalf("the reporter did not slow down: %+v", r.Stats)
+	}
+	t.Logf("high %d sent, all taken (%d refused then resent); low %d sent: %d taken, %d dropped; %d notices, %d reports sent slowed",
+		r.Stats.SentHigh, s.RefusedHigh, low, s.TakenLow, s.DroppedLow, r.Stats.Congestion, r.Stats.SentSlowed)
+}
+
 // TestServiceBadInput: malformed reports and frames for others are
 // counted and dropped; the loop goes on.
 func TestServiceBadInput(t *testing.T) {
