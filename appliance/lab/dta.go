@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
@@ -40,6 +41,28 @@ type DTASpec struct {
 	Redundancy int `yaml:"redundancy"`
 	// KeyWriteSlots sizes the Key-Write table.
 	KeyWriteSlots uint64 `yaml:"key-write-slots"`
+	// FlowControl is the stage's second configuration, its own row
+	// (dta-flow): DTA's flow control under loss and overload.
+	FlowControl DTAFlowSpec `yaml:"flow-control"`
+}
+
+// DTAFlowSpec is the dta-flow run: the reporters' links lose LinkLoss of
+// their frames (both ways), the translator meters its RDMA generation at
+// Meter packets a second, and the reporters offer Overload times that.
+// HighShare of the reports are high priority and retransmittable (the
+// reporters keep those alone); the rest are low priority, unnumbered,
+// dropped by the translator over the meter. High-priority reports must
+// all arrive, every low-priority one must be taken, dropped at the
+// translator or lost on a link, each counted, and the reporters must
+// slow down on the translator's congestion notices. The RDMA side stays
+// lossless (RoCE on a PFC class).
+type DTAFlowSpec struct {
+	Enabled   bool    `yaml:"enabled"`
+	Reports   int     `yaml:"reports"` // per reporter
+	Meter     float64 `yaml:"meter"`
+	Overload  float64 `yaml:"overload"`
+	HighShare float64 `yaml:"high-share"`
+	LinkLoss  float64 `yaml:"link-loss"`
 }
 
 func (v *DTASpec) validate(d *spec.Doc) {
@@ -67,6 +90,27 @@ func (v *DTASpec) validate(d *spec.Doc) {
 	if s := v.KeyWriteSlots; s == 0 || s&(s-1) != 0 || s > 1<<26 {
 		d.Errorf("dta.key-write-slots", "a power of two up to 2^26, got %d", s)
 	}
+	f := &v.FlowControl
+	if !f.Enabled {
+		return
+	}
+	if f.Reports < 100 || f.Reports > 10_000_000 {
+		d.Errorf("dta.flow-control.reports", "must be 100..10000000, got %d", f.Reports)
+	}
+	if f.Meter < 1000 {
+		d.Errorf("dta.flow-control.meter", "RDMA packets a second, at least 1000, got %g", f.Meter)
+	}
+	if f.Overload == 0 {
+		f.Overload = 2
+	} else if f.Overload < 0.1 || f.Overload > 10 {
+		d.Errorf("dta.flow-control.overload", "offered rate over the meter's, 0.1..10, got %g", f.Overload)
+	}
+	if f.HighShare <= 0 || f.HighShare >= 1 {
+		d.Errorf("dta.flow-control.high-share", "a share of the reports, in (0, 1), got %g", f.HighShare)
+	}
+	if f.LinkLoss < 0 || f.LinkLoss >= 0.2 {
+		d.Errorf("dta.flow-control.link-loss", "must be 0..0.2, got %g", f.LinkLoss)
+	}
 }
 
 // dtaSketch is the stage's Count-Min sketch id.
@@ -75,8 +119,16 @@ const dtaSketch = 1
 // runDTA wires reporters, the translator service and a collector on one
 // bridged segment of ring links, runs the reporters, and checks every
 // primitive through the collector's queries against what was reported.
-func runDTA(ctx context.Context, l *Lab, row *Row) error {
-	s := &dtaStage{l: l, v: l.Spec.DTA, name: fmt.Sprintf("labdta%d", time.Now().UnixNano()),
+func runDTA(ctx context.Context, l *Lab, row *Row) error { return runDTAStage(ctx, l, row, nil) }
+
+// runDTAFlow is the dta-flow row: the stage again under loss and
+// overload with the translator's flow control on.
+func runDTAFlow(ctx context.Context, l *Lab, row *Row) error {
+	return runDTAStage(ctx, l, row, &l.Spec.DTA.FlowControl)
+}
+
+func runDTAStage(ctx context.Context, l *Lab, row *Row, flow *DTAFlowSpec) error {
+	s := &dtaStage{l: l, v: l.Spec.DTA, flow: flow, name: fmt.Sprintf("labdta%d", time.Now().UnixNano()),
 		collIP: netip.MustParseAddr("10.9.0.1"), trIP: netip.MustParseAddr("10.9.0.100")}
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	defer s.close()
@@ -89,10 +141,25 @@ func runDTA(ctx context.Context, l *Lab, row *Row) error {
 	if err != nil {
 		return err
 	}
+	if flow != nil {
+		chk, err := checkDTA(s.coll, s.reps, s.entries, true, true)
+		if err == nil {
+			err = checkHigh(s.coll, s.reps, s.entries)
+		}
+		s.recordLists(took)
+		if err = s.flowFigures(row, st, took, chk, err); err != nil {
+			return err
+		}
+		row.Pass = true
+		return nil
+	}
 	// Over veth the kernel drops frames under load (its backlog queue
 	// is not PFC): there a count, list or sketch may fall short, but
 	// only by RDMA packets the translator knows it lost.
-	chk, err := checkDTA(s.coll, s.reps, s.entries, l.Netns)
+	chk, err := checkDTA(s.coll, s.reps, s.entries, l.Netns, false)
+	if err == nil {
+		err = chk.floors()
+	}
 	s.recordLists(took)
 	err = s.figures(row, st, took, chk, err)
 	if tbl := dtamem.FormatLoadTable(1<<16, dtamem.LoadFactorTable(1<<16, []float64{0.25, 0.5, 1, 2})); tbl != "" {
@@ -111,6 +178,8 @@ func runDTA(ctx context.Context, l *Lab, row *Row) error {
 type dtaStage struct {
 	l            *Lab
 	v            DTASpec
+	flow         *DTAFlowSpec // nil: the lossless run
+	lossy        []*lossyPort // the reporters' links, under flow
 	name         string
 	ctx          context.Context
 	cancel       context.CancelFunc
@@ -157,6 +226,15 @@ func (s *dtaStage) openLinks() error {
 	}
 	s.undo = append(s.undo, closeLinks)
 	s.trPort, s.collPort, s.repPorts, s.switched = near[0], near[1], near[2:], far
+	if f := s.flow; f != nil {
+		// The reporters' links lose frames, both ways, at the switch's
+		// end; the translator's and the collector's stay lossless.
+		for i := 2; i < len(far); i++ {
+			lp := &lossyPort{Port: far[i], loss: f.LinkLoss, rng: rand.New(rand.NewPCG(uint64(i), 23))}
+			s.lossy = append(s.lossy, lp)
+			s.switched[i] = lp
+		}
+	}
 	return nil
 }
 
@@ -215,8 +293,11 @@ append:
 // startTranslator starts the translator service and the switch between
 // them all, and waits for the collector connection.
 func (s *dtaStage) startTranslator() error {
-	ts, err := dtatranslator.DecodeSpec("<lab dta translator>", fmt.Appendf(nil,
-		"name: lab-translator\nip: %s\ncollectors:\n  - name: lab-collector\n    exchange: %s\n", s.trIP, s.exchange))
+	yml := fmt.Appendf(nil, "name: lab-translator\nip: %s\ncollectors:\n  - name: lab-collector\n    exchange: %s\n", s.trIP, s.exchange)
+	if f := s.flow; f != nil {
+		yml = fmt.Appendf(yml, "flow-control: {rate: %g, burst: 256, high-dscp: %d}\n", f.Meter, dtatranslator.HighDSCP)
+	}
+	ts, err := dtatranslator.DecodeSpec("<lab dta translator>", yml)
 	if err != nil {
 		return err
 	}
@@ -249,6 +330,14 @@ func (s *dtaStage) newReporters() error {
 			Redundancy: uint8(v.Redundancy), Lists: []uint32{uint32(i + 1)}, Hops: 5, Sketch: &sk, SketchID: dtaSketch,
 			Retransmittable: true, Loss: v.Loss, Count: uint64(v.Reports), Rate: v.Rate, Seed: uint64(i + 1)}
 		rc.Mix.KeyWrite, rc.Mix.Append, rc.Mix.KeyIncrement, rc.Mix.Postcarder = 3, 2, 2, 1
+		if f := s.flow; f != nil {
+			// Overload times the meter's rate in RDMA packets: a report
+			// costs N packets (Key-Write, Key-Increment) or one.
+			n := float64(v.Redundancy)
+			cost := (3*n + 2 + 2*n + 1) / 8
+			rc.Rate = f.Overload * f.Meter / cost / float64(v.Reporters)
+			rc.Count, rc.Loss, rc.HighShare, rc.HighOnly = uint64(f.Reports), 0, f.HighShare, true
+		}
 		var err error
 		if s.reps[i], err = dtatranslator.NewReporter(rc, s.repPorts[i], s.pool); err != nil {
 			return err
@@ -380,7 +469,7 @@ type dtaCheck struct {
 // never fall short; lists hold every entry in order; the sketch is the
 // reporters' merged; paths answer as reported. Over a lossy medium a
 // count, a list or a sketch count may fall short (counted), never over.
-func checkDTA(coll *dtacollector.Collector, reps []*dtatranslator.Reporter, entries *listEntries, lossy bool) (dtaCheck, error) {
+func checkDTA(coll *dtacollector.Collector, reps []*dtatranslator.Reporter, entries *listEntries, lossy, reordered bool) (dtaCheck, error) {
 	var c dtaCheck
 	// Key-Write: any value any reporter wrote (a value whose RDMA packets
 	// the translator lost leaves an older one: stale, not wrong).
@@ -431,7 +520,10 @@ func checkDTA(coll *dtacollector.Collector, reps []*dtatranslator.Reporter, entr
 		got := slices.Clone(entries.m[id])
 		entries.mu.Unlock()
 		if want := r.Truth.Append[id]; !slices.Equal(got, want) {
-			if !lossy || !subsequence(got, want) {
+			// Under flow control a high-priority entry lost on a link
+			// comes back resent after low-priority ones sent later:
+			// then the list holds reported entries, not in their order.
+			if !lossy || (!subsequence(got, want) && !(reordered && submultiset(got, want))) {
 				return c, fmt.Errorf("list %d: %d entries read, %d reported", id, len(got), len(want))
 			}
 			c.listShort += len(want) - len(got)
@@ -486,11 +578,32 @@ func checkDTA(coll *dtacollector.Collector, reps []*dtatranslator.Reporter, entr
 			c.pathFound++
 		}
 	}
+	return c, nil
+}
+
+// floors fails a lossless run whose queries answered too few keys and
+// paths (a run under flow control drops low-priority reports on purpose).
+func (c *dtaCheck) floors() error {
 	if c.kwFound < c.kwKeys*9/10 || c.pathFound < c.paths*9/10 {
-		return c, fmt.Errorf("too few answers: key-write %d/%d, complete paths %d/%d (%d incomplete)",
+		return fmt.Errorf("too few answers: key-write %d/%d, complete paths %d/%d (%d incomplete)",
 			c.kwFound, c.kwKeys, c.pathFound, c.paths, c.pathIncomplete)
 	}
-	return c, nil
+	return nil
+}
+
+// submultiset: every entry of got is one of want's, each as often at
+// most, in any order.
+func submultiset(got, want []uint32) bool {
+	n := map[uint32]int{}
+	for _, v := range want {
+		n[v]++
+	}
+	for _, v := range got {
+		if n[v]--; n[v] < 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // subsequence: got is want with some entries left out, in want's order.

@@ -558,6 +558,10 @@ func (r *Reporter) answer(a dtawire.Ack) {
 	}
 }
 
+// Rate is the reports a second the reporter was configured to send (0:
+// as fast as it can).
+func (r *Reporter) Rate() float64 { return r.cfg.Rate }
+
 // RateOf is reports a second over the run.
 func (s *ReporterStats) RateOf() float64 {
 	if s.ElapsedNs == 0 {
