@@ -293,7 +293,11 @@ append:
 // startTranslator starts the translator service and the switch between
 // them all, and waits for the collector connection.
 func (s *dtaStage) startTranslator() error {
-	yml := fmt.Appendf(nil, "name: lab-translator\nip: %s\ncollectors:\n  - name: lab-collector\n    exchange: %s\n", s.trIP, s.exchange)
+	// Postcarder flows (and Append batches) are flushed after 20 ms,
+	// not 1: on a loaded machine or under the race detector a flow's
+	// five postcards spread over more than a millisecond and its record
+	// would be written incomplete, which the check counts apart.
+	yml := fmt.Appendf(nil, "name: lab-translator\nip: %s\nflush-timeout: 20ms\ncollectors:\n  - name: lab-collector\n    exchange: %s\n", s.trIP, s.exchange)
 	if f := s.flow; f != nil {
 		yml = fmt.Appendf(yml, "flow-control: {rate: %g, burst: 256, high-dscp: %d}\n", f.Meter, dtatranslator.HighDSCP)
 	}
