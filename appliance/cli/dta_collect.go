@@ -29,7 +29,7 @@ SIGTERM.
 
 The file (keys): name, exchange, exchange-wildcard, key-file, translators [{name, ip}],
 max-translators, listen, mtu, max-atomic, huge-pages, redundancy, recv-depth,
-key-write {slots, data-width}, key-increment {slots}, append {batch, lists [{id, entries,
+layout per-slot-crc|dta-public, key-write {slots, data-width}, key-increment {slots}, append {batch, lists [{id, entries,
 pollers, cores, recent}]}, sketches [{id, kind count-min|hyperloglog, columns, rows,
 reporters, group}], postcards {slots, hops, cache}. collector/dtacollector/testdata/collector.yml is
 an example.

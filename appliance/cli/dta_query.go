@@ -27,7 +27,10 @@ the memory translators wrote into. WHAT is one of:
   keyincrement KEY          the key's count: the minimum of its N counters
   sketch ID count KEY       a Count-Min sketch's point count (an upper bound)
   sketch ID cardinality     a HyperLogLog sketch's distinct-key estimate
-  postcard KEY              a flow's path: each hop's postcard data
+  postcard KEY [HOP...]     a flow's path: each hop's postcard data, and the hops missing when
+                            the record was written before every hop reported; with HOPs (the
+                            path expected, one value per hop) every reported hop is checked
+                            and a hop that differs is an error
   list ID                   an Append list: entries read, rate, pollers, the latest --recent entries
   stats                     connections, push notifications, lists, memory
   regions                   what the collector offers translators (address, MTU, regions)
@@ -40,7 +43,8 @@ Examples:
   appliance dta query keywrite 10.0.0.1
   appliance dta query --consensus 2 keywrite 0x1234
   appliance dta query --collector 10.1.0.5:9300 sketch 7 count 42
-  appliance dta query --json list 1`,
+  appliance dta query --json list 1
+  appliance dta query postcard 42 101 102 103 104 105`,
 	Flags: dtaQueryFlags,
 }
 
@@ -110,7 +114,14 @@ func showPostcard(w io.Writer, r *dtacollector.PostcardResult) {
 	}
 	state := "complete"
 	if !r.Complete {
-		state = "incomplete: written before every hop reported"
+		miss := make([]string, len(r.Missing))
+		for i, h := range r.Missing {
+			miss[i] = strconv.Itoa(h)
+		}
+		state = fmt.Sprintf("incomplete: %d of %d hops, missing hop %s: written before they reported", r.Reported, len(r.Hops), strings.Join(miss, ", "))
+	}
+	if r.Expected != nil {
+		state += "; every reported hop as expected"
 	}
 	fmt.Fprintf(w, "flow %d: %s (%s)\n", r.Key, strings.Join(hops, " "), state)
 }

@@ -27,7 +27,9 @@ postcarder sends each flow's --hops postcards in a row. --sketch ID:KIND:COLUMNS
 keeps a sketch (count-min over Key-Write keys, hyperloglog over Key-Increment keys) and sends
 it as Sketch-Merge reports every --sketch-epoch reports and at the end. --loss drops a share
 of first transmissions on purpose, to exercise NACKs; --high-share sends that share with
-DSCP 46 (high priority at the translator).
+DSCP 46 (high priority at the translator); --high-only with --retransmittable numbers and
+keeps only those, as the DTA paper's reporters do (the low-priority rest is the translator's
+to drop under congestion).
 
 Example:
   appliance dta report --port afpacket:veth1 --ip 10.9.0.2 --translator 10.9.0.100 \
@@ -41,7 +43,7 @@ type dtaReportOptions struct {
 	rate, zipf, high, loss                         float64
 	count, seed                                    uint64
 	hops, epoch, width                             int
-	retx, imm, noSeq, json                         bool
+	retx, highOnly, imm, noSeq, json               bool
 	linger                                         time.Duration
 	args                                           []string
 }
@@ -67,6 +69,7 @@ func dtaReportFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) erro
 	fs.BoolVar(&o.retx, "retransmittable", false, "number reports and resend on NACK")
 	fs.BoolVar(&o.imm, "immediate", false, "set the immediate flag on Key-Writes (WRITE with immediate)")
 	fs.Float64Var(&o.high, "high-share", 0, "share of reports sent with DSCP 46")
+	fs.BoolVar(&o.highOnly, "high-only", false, "with --retransmittable: number and resend only the high-priority reports")
 	fs.Float64Var(&o.loss, "loss", 0, "share of first transmissions dropped on purpose")
 	fs.BoolVar(&o.noSeq, "no-seqnum", false, "the 2-byte base header")
 	fs.IntVar(&o.width, "data-width", 4, "Key-Write data bytes")
@@ -93,7 +96,7 @@ func (o *dtaReportOptions) config() (dtatranslator.ReporterConfig, error) {
 	}
 	cfg = dtatranslator.ReporterConfig{ID: uint16(o.id), SrcIP: src, DstIP: dst, Rate: o.rate, Count: o.count,
 		Keys: uint32(o.keys), Zipf: o.zipf, Redundancy: uint8(o.red), Hops: o.hops, SketchEpoch: o.epoch,
-		Retransmittable: o.retx, Immediate: o.imm, HighShare: o.high, Loss: o.loss, Seed: o.seed,
+		Retransmittable: o.retx, HighOnly: o.highOnly, Immediate: o.imm, HighShare: o.high, Loss: o.loss, Seed: o.seed,
 		Format: dtawire.Format{NoSeqnum: o.noSeq, DataWidth: o.width}}
 	if o.trMAC != "" {
 		if cfg.DstMAC, err = header.ParseMAC(o.trMAC); err != nil {
@@ -144,5 +147,8 @@ func runDtaReport(ctx context.Context, env *Env, o dtaReportOptions) error {
 	}
 	fmt.Fprintf(env.Stdout, "reporter %d: %d reports in %v (%.0f/s), %d lost on purpose, %d resent on %d NACKs, %d congestion notices\n",
 		cfg.ID, st.Sent, time.Duration(st.ElapsedNs).Round(time.Millisecond), st.RateOf(), st.Lost, st.Resent, st.NACKs, st.Congestion)
+	if st.SentHigh > 0 || st.SentSlowed > 0 {
+		fmt.Fprintf(env.Stdout, "  %d high priority, %d sent at half rate after congestion notices\n", st.SentHigh, st.SentSlowed)
+	}
 	return nil
 }

@@ -30,7 +30,7 @@ and queues high-priority ones (DSCP >= flow-control.high-dscp) under congestion,
 reporters. Keyed reports go to collector KeyChecksum(key) mod collectors; Append and
 Sketch-Merge to the collector that holds the list or sketch.
 
-The file (keys): name, listen, port, ip, mac, core, burst, pool, no-seqnum, data-width,
+The file (keys): name, listen, port, ip, mac, core, burst, pool, no-seqnum, data-width, layout,
 flush-timeout, rdma-ack-every, collectors [{name, exchange, key-file}], reliability {disabled,
 ack-every, nack-interval}, flow-control {rate, burst, high-dscp, queue}, reconnect-min,
 reconnect-max.

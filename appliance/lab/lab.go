@@ -121,6 +121,7 @@ var stages = []stage{
 	{"lumina", func(s Spec) bool { return s.Lumina.Enabled }, runLumina},
 	{"lumina-tests", func(s Spec) bool { return s.LuminaTests.Enabled }, runLuminaTests},
 	{"dta", func(s Spec) bool { return s.DTA.Enabled }, runDTA},
+	{"dta-flow", func(s Spec) bool { return s.DTA.Enabled && s.DTA.FlowControl.Enabled }, runDTAFlow},
 	{"fabric", func(s Spec) bool { return s.Fabric.Enabled }, runFabric},
 	{"hawkeye", func(s Spec) bool { return s.Hawkeye.Enabled }, runHawkeye},
 	{"tuning", func(s Spec) bool { return s.Tuning.Enabled }, runTuning},

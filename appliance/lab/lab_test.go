@@ -303,7 +303,9 @@ func TestDTAStage(t *testing.T) {
 	}
 	s.Wire.Enabled, s.Verbs.Enabled, s.Lumina.Enabled, s.LuminaTests.Enabled, s.Fabric.Enabled, s.Hawkeye.Enabled, s.Tuning.Enabled, s.Hostmesh.Enabled = false, false, false, false, false, false, false, false
 	s.DTA.Reports = 5000
+	s.DTA.FlowControl.Enabled = false
 	l, row, b := runPassing(t, s)
+	t.Logf("figures %v", row.Figures)
 	for _, k := range []string{"key_write", "append", "sketch", "paths", "nacks"} {
 		if row.Figures[k] == "" || row.Figures[k] == "0" {
 			t.Errorf("figure %s = %q\n%s", k, row.Figures[k], b)
@@ -311,6 +313,52 @@ func TestDTAStage(t *testing.T) {
 	}
 	if _, err := os.Stat(l.Path("dta-loadfactor.txt")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDTAFlowStage runs the dta-flow row: under 1% link loss and twice
+// the meter's rate, every high-priority report arrives, every
+// low-priority one is accounted for, and the reporters slow down.
+func TestDTAFlowStage(t *testing.T) {
+	s, err := LoadSpec("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Wire.Enabled, s.Verbs.Enabled, s.Lumina.Enabled, s.LuminaTests.Enabled, s.Fabric.Enabled, s.Hawkeye.Enabled, s.Tuning.Enabled, s.Hostmesh.Enabled = false, false, false, false, false, false, false, false
+	s.DTA.Reports = 100 // the lossless row, quickly
+	s.DTA.FlowControl.Reports = 5000
+	l := &Lab{Spec: s, OutDir: t.TempDir()}
+	rep, err := l.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != 2 || rep.Rows[1].System != "dta-flow" {
+		t.Fatalf("rows %+v", rep.Rows)
+	}
+	row := rep.Rows[1]
+	t.Logf("took %v, figures %v", row.Took, row.Figures)
+	if !row.Pass {
+		t.Fatalf("dta-flow failed: %s\n%v", row.Error, row.Figures)
+	}
+	for _, k := range []string{"high", "low", "notices", "slowed", "acks_lost"} {
+		if row.Figures[k] == "" {
+			t.Errorf("figure %s missing: %v", k, row.Figures)
+		}
+	}
+}
+
+func TestDTAFlowSpecErrors(t *testing.T) {
+	path := t.TempDir() + "/lab.yml"
+	yml := "dta:\n  enabled: true\n  reporters: 2\n  reports: 1000\n  keys: 5\n  redundancy: 2\n  key-write-slots: 1024\n" +
+		"  flow-control:\n    enabled: true\n    reports: 1000\n    meter: 10\n    high-share: 1\n    link-loss: 0.5\n"
+	if err := os.WriteFile(path, []byte(yml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := LoadSpec(path)
+	for _, want := range []string{"lab.yml:11: dta.flow-control.meter", "lab.yml:12: dta.flow-control.high-share", "lab.yml:13: dta.flow-control.link-loss"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("missing %q in %v", want, err)
+		}
 	}
 }
 

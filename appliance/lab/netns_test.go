@@ -10,7 +10,7 @@ import (
 	"github.com/rdma-appliance/appliance/dpdk/netns"
 )
 
-// TestNetnsStages: with Netns the lumina and dta stages run their packet
+// TestNetnsStages: with Netns the lumina, dta and dta-flow stages run their packet
 // paths over veth pairs between network namespaces and check the same
 // figures as in-process; the namespaces are gone afterwards. Needs root.
 func TestNetnsStages(t *testing.T) {
@@ -31,7 +31,7 @@ func TestNetnsStages(t *testing.T) {
 	}
 	var b strings.Builder
 	rep.WriteSummary(&b)
-	if !rep.Pass() || len(rep.Rows) != 2 {
+	if !rep.Pass() || len(rep.Rows) != 3 {
 		t.Fatalf("lab --netns:\n%s", b.String())
 	}
 	for _, r := range rep.Rows {

@@ -88,7 +88,7 @@ func BenchmarkPoller(b *testing.B) {
 			read := 0
 			b.ReportAllocs()
 			for read < b.N {
-				l := newList(1, ListSpec{ID: 1, Pollers: 1, Recent: DefaultRecent}, mem)
+				l := newList(1, ListSpec{ID: 1, Pollers: 1, Recent: DefaultRecent}, mem, dtamem.LayoutPerSlot)
 				p := l.pollers[0]
 				p.setCallback(cb)
 				for read < b.N {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 )
 
 // Query is one question to a collector's HTTP API (Register): its path,
@@ -28,7 +29,9 @@ const QueryWhat = "keywrite, keyincrement, sketch, postcard, list, stats, region
 // its arguments:
 //
 //	keywrite KEY, keyincrement KEY, sketch ID count KEY, sketch ID cardinality,
-//	postcard KEY, list ID, stats, regions, connections
+//	postcard KEY [HOP...], list ID, stats, regions, connections
+//
+// A postcard query with hops checks the record against that path.
 //
 // Keys are checked here (ParseKey), so a bad key never reaches the
 // collector.
@@ -37,7 +40,12 @@ func ParseQuery(args []string, o QueryOptions) (Query, error) {
 		return Query{}, errors.New("what to query? " + QueryWhat)
 	}
 	switch args[0] {
-	case "keywrite", "keyincrement", "postcard":
+	case "postcard":
+		if len(args) > 2 {
+			return postcardQuery(args)
+		}
+		return keyQuery(args, o)
+	case "keywrite", "keyincrement":
 		return keyQuery(args, o)
 	case "sketch":
 		return sketchQuery(args)
@@ -80,6 +88,20 @@ func keyQuery(args []string, o QueryOptions) (Query, error) {
 		return Query{"/v1/keyincrement/" + k, new(KeyIncrementResult)}, nil
 	}
 	return Query{"/v1/postcards/" + k, new(PostcardResult)}, nil
+}
+
+// postcardQuery is postcard KEY HOP...: the record checked against the
+// path.
+func postcardQuery(args []string) (Query, error) {
+	k, err := pathKey(args[1])
+	if err != nil {
+		return Query{}, err
+	}
+	hops := strings.Join(args[2:], ",")
+	if _, err := ParsePath(hops); err != nil {
+		return Query{}, err
+	}
+	return Query{"/v1/postcards/" + k + "?expect=" + url.QueryEscape(hops), new(PostcardResult)}, nil
 }
 
 // sketchQuery is sketch ID count KEY or sketch ID cardinality.

@@ -261,7 +261,7 @@ func (c *Collector) allocate() error {
 		ids := slices.Sorted(maps.Keys(r.Lists))
 		var total uint64
 		for _, id := range ids {
-			total += align64(r.Lists[id].Entries * dtamem.AppendEntryLen)
+			total += align64(r.Lists[id].Entries * uint64(r.Layout.AppendEntryLen()))
 		}
 		p, err := c.register("append", total, writeAccess)
 		if err != nil {
@@ -270,10 +270,10 @@ func (c *Collector) allocate() error {
 		off := uint64(0)
 		for _, id := range ids {
 			l := r.Lists[id]
-			n := l.Entries * dtamem.AppendEntryLen
+			n := l.Entries * uint64(r.Layout.AppendEntryLen())
 			l.Addr, l.RKey = p.mr.Addr()+off, p.mr.RKey()
 			r.Lists[id] = l
-			c.lists[id] = newList(id, c.listSpec(id), p.buf[off:off+n])
+			c.lists[id] = newList(id, c.listSpec(id), p.buf[off:off+n], r.Layout)
 			off += align64(n)
 		}
 		c.listIDs = ids
@@ -528,6 +528,10 @@ func (c *Collector) handle(ctx context.Context, tc net.Conn) {
 	}
 	if err := h.Validate(); err != nil {
 		refuse(err)
+		return
+	}
+	if l := c.regions.Layout; h.Layout != l {
+		refuse(fmt.Errorf("dta collector %s: %w", c.spec.Name, dtamem.LayoutMismatch(h.Layout, l)))
 		return
 	}
 	if h.IP.Unmap().Is4() != c.ip.Is4() {

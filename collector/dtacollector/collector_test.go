@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -45,6 +46,8 @@ type bed struct {
 	mac  header.MAC
 	key  []byte // the spec's, which dial authenticates with
 	nd   *neighbors
+	// layout is the one the test's translators say they write.
+	layout dtamem.Layout
 }
 
 func newBed(t *testing.T, yml string, opt Options) *bed {
@@ -146,7 +149,7 @@ func (b *bed) dial(qpn, psn uint32) *translator {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	tcp, offer, err := dtamem.Dial(ctx, b.addr, dtamem.Hello{Name: "trans0", IP: transIP, MAC: b.mac.String(), QPN: qpn, PSN: psn}, b.key)
+	tcp, offer, err := dtamem.Dial(ctx, b.addr, dtamem.Hello{Name: "trans0", IP: transIP, MAC: b.mac.String(), QPN: qpn, PSN: psn, Layout: b.layout}, b.key)
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -353,6 +356,11 @@ func load(t *testing.T) *loaded {
 			x.send(&dtawire.Report{Opcode: dtawire.OpPostcarder, Key: f, Hop: h, Data: u32(f*10 + uint32(h))})
 		}
 	}
+	// Flow 120: hops 1 and 3 never report, so the flush writes the
+	// record incomplete.
+	for _, h := range []uint8{0, 2} {
+		x.send(&dtawire.Report{Opcode: dtawire.OpPostcarder, Key: 120, Hop: h, Data: u32(1200 + uint32(h))})
+	}
 	x.settle()
 	for id, vals := range ld.lists {
 		want := uint64(len(vals))
@@ -416,6 +424,7 @@ func TestEndToEnd(t *testing.T) {
 	if _, err := c.Postcard(99); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("an unknown flow: %v", err)
 	}
+	checkPostcards(t, c, ld.paths)
 	// Push notifications: five Key-Writes with the immediate flag, N=2.
 	waitFor(t, "push notifications", func() bool { n, _ := c.Pushes(); return n == 10 })
 	_, recent := c.Pushes()
@@ -728,4 +737,35 @@ func TestTranslatorService(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the QP to go", func() bool { return len(b.c.Connections()) == 0 })
+}
+
+// checkPostcards: an incomplete record says so and names its missing
+// hops; a check against a path compares every hop of a complete record
+// and every reported hop of an incomplete one.
+func checkPostcards(t *testing.T, c *Collector, paths map[uint32][]uint32) {
+	t.Helper()
+	inc, err := c.Postcard(120)
+	if err != nil || inc.Complete || inc.Reported != 2 || fmt.Sprint(inc.Missing) != "[1 3]" || fmt.Sprint(inc.Hops) != "[1200 0 1202 0]" {
+		t.Fatalf("incomplete flow 120: %+v %v, want hops 0 and 2 of 4, 1 and 3 missing", inc, err)
+	}
+	for _, tc := range []struct {
+		key  uint32
+		want []uint32
+		err  error
+		says string
+	}{
+		{104, paths[104], nil, ""},
+		{104, []uint32{1040, 1041, 9, 1043}, ErrMismatch, "hop 2 has 1042, expected 9"},
+		{104, []uint32{1040, 1041, 1042, 7}, ErrMismatch, "hop 3 has 1043, expected 7"},
+		{104, []uint32{1, 1041, 1042, 1043}, ErrMismatch, "hop 0 has 1040, expected 1"},
+		{120, []uint32{1200, 5, 1202, 6}, nil, ""}, // the missing hops are not checked
+		{120, []uint32{1200, 1201, 1203, 1203}, ErrMismatch, "hop 2 has 1202, expected 1203"},
+		{104, []uint32{1040, 1041, 1042}, ErrBadQuery, "3 expected hops for a 4-hop table"},
+		{99, paths[104], ErrNotFound, "not found"},
+	} {
+		res, err := c.PostcardCheck(tc.key, tc.want)
+		if !errors.Is(err, tc.err) || (err != nil && !strings.Contains(err.Error(), tc.says)) {
+			t.Errorf("check %d against %v: %+v %v, want %v saying %q", tc.key, tc.want, res, err, tc.err, tc.says)
+		}
+	}
 }

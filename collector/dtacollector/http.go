@@ -23,13 +23,14 @@ import (
 //	GET /v1/keyincrement/{key}            KeyIncrementResult
 //	GET /v1/sketches/{id}/count/{key}     SketchCountResult (count-min)
 //	GET /v1/sketches/{id}/cardinality     CardinalityResult (hyperloglog)
-//	GET /v1/postcards/{key}               PostcardResult
+//	GET /v1/postcards/{key}?expect=h0,h1  PostcardResult (complete, missing hops); with expect,
+//	                                      every reported hop checked against the path (409 if not)
 //	GET /v1/lists                         []ListStatus
 //	GET /v1/lists/{id}?recent=n           ListStatus with the latest n entries
 //
 // Keys are decimal, 0x-hex or dotted IPv4. Unknown lists and sketches,
 // primitives the collector does not serve and absent keys answer 404,
-// disagreeing slots 409, malformed queries 400, each with the reason.
+// disagreeing slots and a path that differs 409, malformed queries 400, each with the reason.
 // /healthz fails while the device port is down or Serve is not running.
 func (c *Collector) Register(h *service.Service) {
 	h.HandleFunc("GET /v1/regions", func(w http.ResponseWriter, _ *http.Request) {
@@ -91,7 +92,14 @@ func (c *Collector) Register(h *service.Service) {
 			queryError(w, err)
 			return
 		}
-		respond(w, func() (any, error) { return c.Postcard(key) })
+		var want []uint32
+		if e := r.URL.Query().Get("expect"); e != "" {
+			if want, err = ParsePath(e); err != nil {
+				queryError(w, err)
+				return
+			}
+		}
+		respond(w, func() (any, error) { return c.PostcardCheck(key, want) })
 	})
 	h.HandleFunc("GET /v1/lists", func(w http.ResponseWriter, _ *http.Request) {
 		service.WriteJSON(w, http.StatusOK, c.Stats().Lists)
@@ -205,7 +213,7 @@ func StatusOf(err error) int {
 	switch {
 	case errors.Is(err, ErrNotServed), errors.Is(err, ErrUnknownList), errors.Is(err, ErrUnknownSketch), errors.Is(err, ErrNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, ErrNoConsensus):
+	case errors.Is(err, ErrNoConsensus), errors.Is(err, ErrMismatch):
 		return http.StatusConflict
 	case errors.Is(err, ErrBadQuery):
 		return http.StatusBadRequest

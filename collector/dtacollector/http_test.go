@@ -45,6 +45,20 @@ func TestHTTP(t *testing.T) {
 	if err := cl.Do(ctx, "GET", "/v1/postcards/104", nil, &pc); err != nil || !pc.Complete || pc.Hops[3] != 1043 {
 		t.Fatalf("postcard: %+v %v", pc, err)
 	}
+	if err := cl.Do(ctx, "GET", "/v1/postcards/104?expect=1040,1041,1042,1043", nil, &pc); err != nil || !pc.Complete || len(pc.Expected) != 4 {
+		t.Fatalf("postcard checked: %+v %v", pc, err)
+	}
+	if err := cl.Do(ctx, "GET", "/v1/postcards/104?expect=1040,1041,0x1,1043", nil, &pc); err == nil ||
+		!strings.Contains(err.Error(), "409") || !strings.Contains(err.Error(), "hop 2 has 1042, expected 1") {
+		t.Fatalf("postcard with a wrong hop: %v, want 409 naming hop 2", err)
+	}
+	if err := cl.Do(ctx, "GET", "/v1/postcards/104?expect=1040,x", nil, &pc); err == nil || !strings.Contains(err.Error(), "400") {
+		t.Fatalf("postcard with a bad path: %v, want 400", err)
+	}
+	var inc PostcardResult
+	if err := cl.Do(ctx, "GET", "/v1/postcards/120", nil, &inc); err != nil || inc.Complete || inc.Reported != 2 || len(inc.Missing) != 2 {
+		t.Fatalf("incomplete postcard: %+v %v", inc, err)
+	}
 	var ls ListStatus
 	if err := cl.Do(ctx, "GET", "/v1/lists/2?recent=3", nil, &ls); err != nil || ls.Read != 10 || len(ls.Recent) != 3 || ls.Recent[2].Data != 9 {
 		t.Fatalf("list: %+v %v", ls, err)
@@ -131,4 +145,17 @@ func get(t *testing.T, url string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+func TestParsePostcardQuery(t *testing.T) {
+	q, err := ParseQuery([]string{"postcard", "42", "101", "0x66", "103"}, QueryOptions{})
+	if err != nil || q.Path != "/v1/postcards/42?expect=101%2C0x66%2C103" {
+		t.Fatalf("postcard with a path: %+v %v", q, err)
+	}
+	if q, err := ParseQuery([]string{"postcard", "42"}, QueryOptions{}); err != nil || q.Path != "/v1/postcards/42" {
+		t.Fatalf("postcard: %+v %v", q, err)
+	}
+	if _, err := ParseQuery([]string{"postcard", "42", "1", "z"}, QueryOptions{}); err == nil || !strings.Contains(err.Error(), `hop 1 "z"`) {
+		t.Fatalf("postcard with a bad hop: %v", err)
+	}
 }

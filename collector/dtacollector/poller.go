@@ -21,6 +21,7 @@ type list struct {
 	id      uint32
 	spec    ListSpec
 	mem     []byte
+	layout  dtamem.Layout
 	entries uint64
 	pollers []*poller
 	// rate is entries a second over the last tick (float64 bits);
@@ -57,12 +58,13 @@ type poller struct {
 	loop dpdk.LoopStats
 }
 
-func newList(id uint32, s ListSpec, mem []byte) *list {
-	l := &list{id: id, spec: s, mem: mem, entries: uint64(len(mem) / dtamem.AppendEntryLen)}
+func newList(id uint32, s ListSpec, mem []byte, layout dtamem.Layout) *list {
+	l := &list{id: id, spec: s, mem: mem, layout: layout, entries: uint64(len(mem) / layout.AppendEntryLen())}
 	cores, _ := dpdk.ParseCoreList(s.Cores) // validated with the spec
 	for i := range s.Pollers {
 		p := &poller{list: l, index: i, core: -1, start: uint64(i), step: uint64(s.Pollers),
 			p: dtamem.NewPoller(mem, l.entries, uint64(i), uint64(s.Pollers))}
+		p.p.Layout = layout
 		if i < len(cores) && s.Cores != "" {
 			p.core = cores[i]
 		}
@@ -263,9 +265,15 @@ func (l *list) recent(n int) []Entry {
 	// The latest n positions below each poller's next: the ones it
 	// skipped hold no entry of theirs and are left out below.
 	var pos []uint64
+	// In the public layout only the latest half ring is the pollers'
+	// own: further back, they cleared it for the next lap.
+	depth := n
+	if l.layout == dtamem.LayoutPublic {
+		depth = min(n, int(l.entries/2/l.pollers[0].step))
+	}
 	for _, p := range l.pollers {
 		next := p.next.Load()
-		for j := 0; j < n && next >= p.start+p.step; j++ {
+		for j := 0; j < depth && next >= p.start+p.step; j++ {
 			next -= p.step
 			pos = append(pos, next)
 		}
@@ -274,10 +282,12 @@ func (l *list) recent(n int) []Entry {
 	pos = pos[len(pos)-min(len(pos), n):]
 	out := make([]Entry, 0, len(pos))
 	for _, q := range pos {
-		d, ok := dtamem.EntryAt(l.mem, l.entries, q)
+		d, ok := l.layout.EntryAt(l.mem, l.entries, q)
 		// Read the sequence again: the next lap may have written the
-		// data between the two reads.
-		if _, still := dtamem.EntryAt(l.mem, l.entries, q); ok && still {
+		// data between the two reads. (The public layout has none: its
+		// pollers keep the latest half ring, older entries read cleared
+		// or as the next lap's.)
+		if _, still := l.layout.EntryAt(l.mem, l.entries, q); ok && still {
 			out = append(out, Entry{Pos: q, Data: d})
 		}
 	}

@@ -16,7 +16,7 @@ import (
 )
 
 // Errors of queries, matched with errors.Is; the HTTP API maps them to
-// status codes (the first four to 404, ErrNoConsensus to 409,
+// status codes (the first four to 404, ErrNoConsensus and ErrMismatch to 409,
 // ErrBadQuery to 400).
 var (
 	// ErrNotServed: the collector does not host the primitive asked about.
@@ -29,6 +29,9 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrNoConsensus: fewer slots than asked agree on the key's data.
 	ErrNoConsensus = errors.New("no consensus")
+	// ErrMismatch: a postcard record's hops differ from the path it was
+	// checked against.
+	ErrMismatch = errors.New("path differs")
 	// ErrBadQuery: the query itself is wrong (a consensus beyond N, a
 	// point query on a HyperLogLog sketch...).
 	ErrBadQuery = errors.New("bad query")
@@ -99,7 +102,7 @@ func (c *Collector) KeyWrite(key uint32, consensus int) (KeyWriteResult, error) 
 	}
 	defer c.memMu.RUnlock()
 	res := KeyWriteResult{Key: key, N: n}
-	data, m, agreeing := dtamem.QueryKeyWriteConsensus(c.kwMem, key, n, kw.Slots, kw.DataWidth, consensus)
+	data, m, agreeing := c.regions.Layout.QueryKeyWriteConsensus(c.kwMem, key, n, kw.Slots, kw.DataWidth, consensus)
 	res.Matching = m
 	if m == 0 {
 		return res, fmt.Errorf("key-write key %d: %w in its %d slots", key, ErrNotFound, n)
@@ -133,7 +136,7 @@ func (c *Collector) KeyIncrement(key uint32) (KeyIncrementResult, error) {
 	}
 	defer c.memMu.RUnlock()
 	n := c.spec.Redundancy
-	return KeyIncrementResult{Key: key, N: n, Count: dtamem.QueryKeyIncrement(c.kiMem, key, n, ki.Slots)}, nil
+	return KeyIncrementResult{Key: key, N: n, Count: c.regions.Layout.QueryKeyIncrement(c.kiMem, key, n, ki.Slots)}, nil
 }
 
 // sketch finds a sketch.
@@ -201,26 +204,56 @@ type PostcardResult struct {
 	Key uint32 `json:"key"`
 	dtamem.Path
 	// Complete says every hop reported (the record was not evicted
-	// early).
-	Complete bool `json:"complete"`
+	// early); Reported counts the hops that did and Missing names those
+	// that did not, so an incomplete record never passes for a path.
+	Complete bool  `json:"complete"`
+	Reported int   `json:"reported"`
+	Missing  []int `json:"missing,omitempty"`
+	// Expected is the path asked to check the record against
+	// (PostcardCheck); every reported hop matched it.
+	Expected []uint32 `json:"expected,omitempty"`
 }
 
 // Postcard reads a flow's path from the postcard table.
-func (c *Collector) Postcard(key uint32) (PostcardResult, error) {
+func (c *Collector) Postcard(key uint32) (PostcardResult, error) { return c.PostcardCheck(key, nil) }
+
+// PostcardCheck reads a flow's path and, when want is not nil, checks
+// every hop of it against want: each hop of a complete record, each
+// reported hop of an incomplete one. A hop that differs is ErrMismatch
+// naming the hops; an incomplete record is an answer (Complete false,
+// Missing), not an error, since the hops it has are the flow's.
+func (c *Collector) PostcardCheck(key uint32, want []uint32) (PostcardResult, error) {
 	p := c.regions.Postcards
 	if p == nil {
 		return PostcardResult{}, fmt.Errorf("postcarder: %w", ErrNotServed)
 	}
+	if want != nil && len(want) != p.Hops {
+		return PostcardResult{}, fmt.Errorf("postcard key %d: %d expected hops for a %d-hop table: %w", key, len(want), p.Hops, ErrBadQuery)
+	}
 	if err := c.rlock(); err != nil {
 		return PostcardResult{}, err
 	}
-	defer c.memMu.RUnlock()
 	path, ok := dtamem.QueryPostcard(c.pcMem, p, key)
+	c.memMu.RUnlock()
 	if !ok {
 		return PostcardResult{}, fmt.Errorf("postcard key %d: %w (no record, or another flow's in its slot)", key, ErrNotFound)
 	}
-	full := ^uint32(0) >> (32 - p.Hops)
-	return PostcardResult{Key: key, Path: path, Complete: path.Mask == full}, nil
+	missing := path.Missing()
+	res := PostcardResult{Key: key, Path: path, Complete: len(missing) == 0, Reported: p.Hops - len(missing), Missing: missing, Expected: want}
+	if want == nil {
+		return res, nil
+	}
+	if wrong := path.Wrong(want); len(wrong) > 0 {
+		var b strings.Builder
+		for i, h := range wrong {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "hop %d has %d, expected %d", h, path.Hops[h], want[h])
+		}
+		return res, fmt.Errorf("postcard key %d: %s: %w", key, b.String(), ErrMismatch)
+	}
+	return res, nil
 }
 
 // List is an Append list's state with its latest recent entries (0:
@@ -335,4 +368,22 @@ func ParseKey(s string) (uint32, error) {
 		return 0, fmt.Errorf("key %q: want a number up to 2^32-1 (decimal or 0x-hex) or an IPv4 address: %w", s, ErrBadQuery)
 	}
 	return uint32(v), nil
+}
+
+// ParsePath reads a path to check a postcard record against: each hop's
+// data, comma-separated, decimal or 0x-hex.
+func ParsePath(s string) ([]uint32, error) {
+	f := strings.Split(s, ",")
+	if len(f) > dtamem.MaxHops {
+		return nil, fmt.Errorf("path %q: %d hops, at most %d: %w", s, len(f), dtamem.MaxHops, ErrBadQuery)
+	}
+	path := make([]uint32, len(f))
+	for i, h := range f {
+		v, err := strconv.ParseUint(strings.TrimSpace(h), 0, 32)
+		if err != nil {
+			return nil, fmt.Errorf("path %q: hop %d %q: want a number up to 2^32-1: %w", s, i, h, ErrBadQuery)
+		}
+		path[i] = uint32(v)
+	}
+	return path, nil
 }

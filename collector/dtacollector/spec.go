@@ -37,6 +37,7 @@ import (
 //	  lists: [{id: 1, entries: 65536, pollers: 2, cores: "2-3", recent: 64}]
 //	sketches: [{id: 7, kind: count-min, columns: 1024, rows: 4, reporters: 3, group: 16}]
 //	postcards: {slots: 65536, hops: 5, cache: 4096}
+//	layout: per-slot-crc        # or dta-public: the public DTA collector's memory layout
 type Spec struct {
 	// Name names the collector in its offers, logs and metrics.
 	Name string `yaml:"name"`
@@ -78,6 +79,12 @@ type Spec struct {
 	// WRITEs with immediate (push notifications) never meet an empty
 	// receive queue (default 256).
 	RecvDepth int `yaml:"recv-depth"`
+	// Layout is the memory layout (dtamem.Layout): per-slot-crc, the
+	// default, or dta-public, the public DTA collector's Key-Write slot
+	// hashing and 4-byte Append entries, for a Tofino running the public
+	// translator. Translators must write the same layout: the exchange
+	// refuses one that does not.
+	Layout string `yaml:"layout"`
 
 	KeyWrite     *KeyWriteSpec     `yaml:"key-write"`
 	KeyIncrement *KeyIncrementSpec `yaml:"key-increment"`
@@ -293,6 +300,10 @@ func (s *Spec) Validate(doc *spec.Doc) {
 	} else if s.RecvDepth < 1 || s.RecvDepth > 1<<14 {
 		doc.Errorf("recv-depth", "%d: want 1..16384", s.RecvDepth)
 	}
+	layout, err := dtamem.ParseLayout(s.Layout)
+	if err != nil {
+		doc.Errorf("layout", "%v", err)
+	}
 	served := 0
 	if kw := s.KeyWrite; kw != nil {
 		served++
@@ -313,7 +324,7 @@ func (s *Spec) Validate(doc *spec.Doc) {
 	}
 	if a := s.Append; a != nil {
 		served++
-		s.validateAppend(doc, a)
+		s.validateAppend(doc, a, layout)
 	}
 	ids := map[uint16]bool{}
 	for i := range s.Sketches {
@@ -371,13 +382,14 @@ func (s *Spec) Validate(doc *spec.Doc) {
 	}
 }
 
-func (s *Spec) validateAppend(doc *spec.Doc, a *AppendSpec) {
+func (s *Spec) validateAppend(doc *spec.Doc, a *AppendSpec, layout dtamem.Layout) {
+	el := layout.AppendEntryLen()
 	if a.Batch == 0 {
 		a.Batch = defaultBatch
 	} else if a.Batch < 1 || a.Batch > dtamem.MaxBatch {
 		doc.Errorf("append.batch", "%d: want 1..%d", a.Batch, dtamem.MaxBatch)
-	} else if s.MTU > 0 && a.Batch*dtamem.AppendEntryLen > s.MTU {
-		doc.Errorf("append.batch", "%d entries are %d bytes, over the mtu %d: one batch is one WRITE packet", a.Batch, a.Batch*dtamem.AppendEntryLen, s.MTU)
+	} else if s.MTU > 0 && a.Batch*el > s.MTU {
+		doc.Errorf("append.batch", "%d entries are %d bytes, over the mtu %d: one batch is one WRITE packet", a.Batch, a.Batch*el, s.MTU)
 	}
 	if len(a.Lists) == 0 {
 		doc.Errorf("append.lists", "at least one list")
@@ -458,6 +470,7 @@ func SketchKindName(k uint8) string {
 // addresses and keys filled in.
 func (s *Spec) Geometry() dtamem.Regions {
 	var r dtamem.Regions
+	r.Layout, _ = dtamem.ParseLayout(s.Layout) // validated
 	if kw := s.KeyWrite; kw != nil {
 		r.KeyWrite = &dtamem.KeyWriteRegion{Slots: kw.Slots, DataWidth: kw.DataWidth}
 	}

@@ -2,11 +2,13 @@ package dtacollector
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/rdma-appliance/appliance/internal/dtamem"
 	"github.com/rdma-appliance/appliance/internal/dtawire"
 	"github.com/rdma-appliance/appliance/internal/spec"
 )
@@ -196,7 +198,7 @@ func TestSpecKeyFile(t *testing.T) {
 // FuzzDecodeSpec: no input makes the loader panic, and what it accepts
 // is geometry the translator accepts too.
 func FuzzDecodeSpec(f *testing.F) {
-	for _, s := range []string{allSpec, "key-write: {slots: 1024}\n", "append: {lists: [{id: 1, entries: 8}]}\n"} {
+	for _, s := range []string{allSpec, "key-write: {slots: 1024}\n", "append: {lists: [{id: 1, entries: 8}]}\n", publicSpec} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -207,6 +209,27 @@ func FuzzDecodeSpec(f *testing.F) {
 		g := s.Geometry()
 		if err := g.Validate(); err != nil {
 			t.Fatalf("accepted a spec whose regions a translator refuses: %v\n%s", err, data)
+		}
+	})
+}
+
+// FuzzParsePath: no input makes the path parser panic, and a path it
+// accepts has 1..MaxHops hops that print back to themselves.
+func FuzzParsePath(f *testing.F) {
+	for _, s := range []string{"1,2,3", "0x10, 7", "", ",", "4294967296", strings.Repeat("1,", 40)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p, err := ParsePath(s)
+		if err != nil {
+			return
+		}
+		if len(p) < 1 || len(p) > dtamem.MaxHops {
+			t.Fatalf("%q: %d hops", s, len(p))
+		}
+		again, err := ParsePath(strings.Trim(strings.ReplaceAll(fmt.Sprint(p), " ", ","), "[]"))
+		if err != nil || fmt.Sprint(again) != fmt.Sprint(p) {
+			t.Fatalf("%q: %v prints to a path that reads %v %v", s, p, again, err)
 		}
 	})
 }

@@ -69,6 +69,9 @@ type Hello struct {
 	// Nonce is the translator's challenge to the collector (hex), sent
 	// when the translator has a key.
 	Nonce string `json:"nonce,omitempty"`
+	// Layout is the memory layout the translator writes; a collector
+	// serving another refuses it, saying both (absent: the default).
+	Layout Layout `json:"layout,omitempty"`
 }
 
 // Offer is the collector's half.
@@ -299,6 +302,12 @@ func Dial(ctx context.Context, addr string, h Hello, key []byte) (net.Conn, *Off
 		c.Close()
 		return nil, nil, fmt.Errorf("dta: collector %s: %w", addr, err)
 	}
+	// A collector of before the layout was negotiated does not check
+	// the hello's: check its offer here too.
+	if o.Regions.Layout != h.Layout {
+		c.Close()
+		return nil, nil, fmt.Errorf("dta: collector %s: %w", addr, LayoutMismatch(h.Layout, o.Regions.Layout))
+	}
 	if _, err := o.Endpoint(); err != nil {
 		c.Close()
 		return nil, nil, err
@@ -445,4 +454,14 @@ func (a *Accepted) Offer(w io.Writer, o *Offer) error {
 	}
 	_, err = w.Write(append(ol, append(pl, '\n')...))
 	return err
+}
+
+// ErrLayout is a translator and a collector with different memory
+// layouts.
+var ErrLayout = errors.New("memory layouts differ")
+
+// LayoutMismatch is the error of a translator writing layout t to a
+// collector serving layout c.
+func LayoutMismatch(t, c Layout) error {
+	return fmt.Errorf("%w: the translator writes %s, the collector serves %s (set layout: the same in both spec files)", ErrLayout, t, c)
 }

@@ -14,6 +14,7 @@ type KeyWriteTable struct {
 	Slots     uint64
 	N         int
 	DataWidth int
+	Layout    Layout
 }
 
 // NewKeyWriteTable allocates a table.
@@ -24,9 +25,9 @@ func NewKeyWriteTable(slots uint64, n, dataWidth int) *KeyWriteTable {
 // Put writes key's N slots.
 func (t *KeyWriteTable) Put(key uint32, data []byte) {
 	el := uint64(KeyWriteEntryLen(t.DataWidth))
-	sum := KeyChecksum(key)
+	sum := t.Layout.KeyChecksum(key)
 	for i := 0; i < t.N; i++ {
-		e := t.Mem[Slot(key, i, t.Slots)*el:][:el]
+		e := t.Mem[t.Layout.Slot(key, i, t.Slots)*el:][:el]
 		binary.BigEndian.PutUint32(e, sum)
 		copy(e[4:], data)
 	}
@@ -34,7 +35,7 @@ func (t *KeyWriteTable) Put(key uint32, data []byte) {
 
 // Get is QueryKeyWrite on the table.
 func (t *KeyWriteTable) Get(key uint32) ([]byte, bool) {
-	return QueryKeyWrite(t.Mem, key, t.N, t.Slots, t.DataWidth)
+	return t.Layout.QueryKeyWrite(t.Mem, key, t.N, t.Slots, t.DataWidth)
 }
 
 // LoadRow is one line of the load-factor experiment.
@@ -50,12 +51,20 @@ type LoadRow struct {
 // memory writes for queryability (N = 2 the sweet spot). Keys are written
 // in order, so the oldest are the ones overwritten.
 func LoadFactorTable(slots uint64, loads []float64) []LoadRow {
+	return LayoutPerSlot.LoadFactorTable(slots, loads)
+}
+
+// LoadFactorTable is the package's LoadFactorTable in the layout: the
+// public layout's correlated slots show as N > 1 doing no better than
+// N = 1.
+func (l Layout) LoadFactorTable(slots uint64, loads []float64) []LoadRow {
 	var rows []LoadRow
 	for _, lf := range loads {
 		row := LoadRow{Load: lf}
 		keys := int(lf * float64(slots))
 		for n := 1; n <= 4; n++ {
 			t := NewKeyWriteTable(slots, n, 4)
+			t.Layout = l
 			var d [4]byte
 			for k := 0; k < keys; k++ {
 				binary.BigEndian.PutUint32(d[:], uint32(k)*2654435761)

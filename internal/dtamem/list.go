@@ -43,6 +43,15 @@ type Poller struct {
 	Step    uint64 // 1, or the number of pollers sharing the list
 	// Lost counts this poller's positions skipped as holes.
 	Lost uint64
+	// Layout is the list's entry format. In LayoutPublic an entry has no
+	// sequence and a slot holds one when it is not zero, so the poller
+	// clears, for each position it reads, the slot half a ring ahead:
+	// the previous lap's entry there would otherwise pass for a new one
+	// when the poller gets to it. A writer more than half a ring ahead of
+	// the poller loses the entries it wrote there (the ring is then
+	// about to overrun anyway), and the latest half ring stays readable
+	// (Layout.EntryAt) for the collector's recent entries.
+	Layout Layout
 }
 
 // NewPoller reads positions start, start+step, ... of a list.
@@ -62,9 +71,13 @@ func (p *Poller) Next() uint64 { return p.next }
 func (p *Poller) Poll(max int, fn func(pos uint64, data uint32)) int {
 	n := 0
 	for n < max {
-		d, ok := EntryAt(p.Mem, p.Entries, p.next)
+		d, ok := p.Layout.EntryAt(p.Mem, p.Entries, p.next)
 		if !ok {
 			break
+		}
+		if p.Layout == LayoutPublic {
+			off := ((p.next + p.Entries/2) % p.Entries) * 4
+			clear(p.Mem[off : off+4])
 		}
 		fn(p.next, d)
 		p.next += p.Step
@@ -82,7 +95,7 @@ func (p *Poller) Poll(max int, fn func(pos uint64, data uint32)) int {
 func (p *Poller) Ahead(lookahead uint64) (uint64, bool) {
 	lookahead = min(lookahead, p.Entries-1)
 	for q := p.next + 1; q <= p.next+lookahead; q++ {
-		if _, ok := EntryAt(p.Mem, p.Entries, q); ok {
+		if _, ok := p.Layout.EntryAt(p.Mem, p.Entries, q); ok {
 			return q, true
 		}
 	}

@@ -63,14 +63,55 @@ type Path struct {
 	Hops []uint32 `json:"hops"` // by hop index; zero where Mask lacks the hop
 }
 
+// FullMask is the hop bitmap of a record every hop reported to.
+func (p *PostcardRegion) FullMask() uint32 { return ^uint32(0) >> (32 - p.Hops) }
+
+// Complete says every hop of the path reported: a record the translator
+// wrote before that (its flow evicted from the cache, or flushed after
+// waiting) holds only the hops that had.
+func (p Path) Complete() bool { return len(p.Hops) > 0 && p.Mask == ^uint32(0)>>(32-len(p.Hops)) }
+
+// Missing are the hops that did not report, in order (none when
+// complete).
+func (p Path) Missing() []int {
+	var m []int
+	for h := range p.Hops {
+		if p.Mask&(1<<h) == 0 {
+			m = append(m, h)
+		}
+	}
+	return m
+}
+
+// Wrong are the hops whose reported data differs from want's, the path
+// the flow is expected to have taken: every hop of a complete record is
+// compared, and of an incomplete one every hop that reported (a missing
+// hop is not wrong, Missing says it). A want of another length than the
+// record's makes every hop wrong.
+func (p Path) Wrong(want []uint32) []int {
+	var w []int
+	for h, d := range p.Hops {
+		switch {
+		case len(want) != len(p.Hops):
+			w = append(w, h)
+		case p.Mask&(1<<h) != 0 && d != want[h]:
+			w = append(w, h)
+		}
+	}
+	return w
+}
+
 // QueryPostcard reads a flow's record from a postcard table in collector
-// memory, or false when the slot holds another flow or none.
+// memory, or false when the slot holds another flow or none. A record
+// whose bitmap names hops beyond the table's is not one the translator
+// wrote (a translator with another geometry, or memory not a postcard
+// table's): false too, rather than hops that do not exist.
 func QueryPostcard(mem []byte, p *PostcardRegion, key uint32) (Path, bool) {
 	rl := p.RecordLen()
 	off := Slot(key, 0, p.Slots) * uint64(rl)
 	rec := mem[off : off+uint64(rl)]
 	mask := binary.BigEndian.Uint32(rec[4:])
-	if binary.BigEndian.Uint32(rec) != KeyChecksum(key) || mask == 0 {
+	if binary.BigEndian.Uint32(rec) != KeyChecksum(key) || mask == 0 || mask&^p.FullMask() != 0 {
 		return Path{}, false
 	}
 	path := Path{Mask: mask, Hops: make([]uint32, p.Hops)}

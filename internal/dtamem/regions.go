@@ -24,7 +24,7 @@ type KeyIncrementRegion struct {
 }
 
 // ListRegion is one Append list: a ring of Entries entries of
-// AppendEntryLen bytes at Addr.
+// Layout.AppendEntryLen bytes at Addr.
 type ListRegion struct {
 	Addr    uint64 `json:"addr"`
 	RKey    uint32 `json:"rkey"`
@@ -43,11 +43,17 @@ type Regions struct {
 	Sketches map[uint16]SketchRegion `json:"sketches,omitempty"`
 	// Postcards is the Postcarder flow table.
 	Postcards *PostcardRegion `json:"postcards,omitempty"`
+	// Layout is how the Key-Write and Key-Increment slots are hashed
+	// and the Append entries laid out (absent: the default).
+	Layout Layout `json:"layout,omitempty"`
 }
 
 // Validate checks the regions' geometry.
 func (r *Regions) Validate() error {
 	pow2 := func(n uint64) bool { return n > 0 && n&(n-1) == 0 }
+	if int(r.Layout) >= len(layoutNames) {
+		return fmt.Errorf("dta: unknown %v", r.Layout)
+	}
 	if kw := r.KeyWrite; kw != nil {
 		if !pow2(kw.Slots) {
 			return fmt.Errorf("dta: key-write slots %d: a power of two", kw.Slots)
@@ -88,7 +94,7 @@ func (r *Regions) MaxWrite() int {
 		n = KeyWriteEntryLen(max(kw.DataWidth, 4))
 	}
 	if len(r.Lists) > 0 {
-		n = max(n, r.BatchEntries()*AppendEntryLen)
+		n = max(n, r.BatchEntries()*r.Layout.AppendEntryLen())
 	}
 	for _, s := range r.Sketches {
 		n = max(n, s.GroupColumns()*s.ColumnLen())

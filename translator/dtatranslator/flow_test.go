@@ -154,6 +154,7 @@ func TestSpecErrors(t *testing.T) {
 		{"ip: 10.0.0.9\ncolectors: []\n", "colectors"},
 		{"ip: 10.0.0.9\ncollectors:\n  - exchange: a:1\nflow-control:\n  high-dscp: 99\n", "t.yml:5: flow-control.high-dscp"},
 		{"ip: 10.0.0.9\ncollectors:\n  - exchange: a:1\nflush-timeout: 2ms\nreliability:\n  ack-every: 200\n", "reliability.ack-every"},
+		{"ip: 10.0.0.9\nlayout: public\ncollectors:\n  - exchange: a:1\n", `t.yml:2: layout: layout "public": want per-slot-crc or dta-public`},
 	} {
 		_, err := DecodeSpec("t.yml", []byte(tc.yml))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

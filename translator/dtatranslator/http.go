@@ -59,6 +59,10 @@ func (s *Service) Register(h *service.Service) {
 		{"queued_total", "High-priority reports queued by the rate meter.", func(x *ServiceStats) uint64 { return x.Queued }},
 		{"queue_drops_total", "High-priority reports dropped because the queue was full.", func(x *ServiceStats) uint64 { return x.QueueDrops }},
 		{"congestion_notices_total", "Congestion notices sent to reporters.", func(x *ServiceStats) uint64 { return x.Notices }},
+		{"taken_high_reports_total", "High-priority reports taken (translated or queued).", func(x *ServiceStats) uint64 { return x.TakenHigh }},
+		{"taken_low_reports_total", "Low-priority reports taken (translated).", func(x *ServiceStats) uint64 { return x.TakenLow }},
+		{"refused_high_reports_total", "High-priority reports refused (full queue, backpressure): their reporters resend them.", func(x *ServiceStats) uint64 { return x.RefusedHigh }},
+		{"dropped_low_reports_total", "Low-priority reports dropped (over the meter, backpressure, a full queue): lost unless retransmittable.", func(x *ServiceStats) uint64 { return x.DroppedLow }},
 	} {
 		h.Metrics.CounterFunc("appliance_dta_translator_"+f.name, f.help, func() float64 {
 			st := s.Status()

@@ -60,6 +60,11 @@ type ReporterConfig struct {
 	Immediate       bool
 	// HighShare of reports are sent with DSCP 46 (high priority).
 	HighShare float64
+	// HighOnly numbers (makes retransmittable) only the high-priority
+	// reports, as the DTA paper has it: reporters keep the critical
+	// reports for resending, and the rest may be dropped under
+	// congestion. Needs Retransmittable.
+	HighOnly bool
 	// Loss drops this share of reports before they leave (the first
 	// transmission only), to exercise the translator's NACKs.
 	Loss float64
@@ -86,7 +91,12 @@ type ReporterStats struct {
 	NACKs        uint64    `json:"nacks"`
 	Congestion   uint64    `json:"congestion_notices"`
 	Unresendable uint64    `json:"unresendable"` // NACKs for reports no longer kept
-	TxDropped    uint64    `json:"tx_dropped"`
+	// SentHigh counts the reports sent at high priority (first
+	// transmissions); SentSlowed those sent while a congestion notice
+	// had the rate halved.
+	SentHigh   uint64 `json:"sent_high"`
+	SentSlowed uint64 `json:"sent_slowed"`
+	TxDropped  uint64 `json:"tx_dropped"`
 	// Unacknowledged is how many reports the translator had not
 	// acknowledged when Run returned: if it did not take them, they
 	// are lost.
@@ -105,7 +115,12 @@ type Truth struct {
 	KeyIncrement map[uint32]uint64   // sum per key
 	Append       map[uint32][]uint32 // entries per list, in order
 	Postcards    map[uint32][]uint32 // paths per flow key
-	Sketch       *dtamem.Sketch      // the reporter's sketch of the last epoch sent
+	// AppendHigh and KeyIncrementHigh are the Append entries and
+	// Key-Increment sums of the high-priority reports alone: what no
+	// congestion may take away.
+	AppendHigh       map[uint32][]uint32
+	KeyIncrementHigh map[uint32]uint64
+	Sketch           *dtamem.Sketch // the reporter's sketch of the last epoch sent
 }
 
 // Reporter is the emulator. One goroutine runs it.
@@ -123,12 +138,14 @@ type Reporter struct {
 	seq     uint8
 	kept    [256][maxQueued]byte // by sequence
 	keptLen [256]uint16
-	oldest  uint8 // oldest sequence not yet ACKed
-	frame   [2048]byte
-	tx      []*dpdk.Packet
-	rx      []*dpdk.Packet
-	parsed  header.Parsed
-	slow    int64 // until when the rate is halved (congestion notice)
+	// keptDSCP is each kept report's priority.
+	keptDSCP [256]uint8
+	oldest   uint8 // oldest sequence not yet ACKed
+	frame    [2048]byte
+	tx       []*dpdk.Packet
+	rx       []*dpdk.Packet
+	parsed   header.Parsed
+	slow     int64 // until when the rate is halved (congestion notice)
 	// lastAck is when the window last moved, lastResend when it was last
 	// resent on timeout.
 	lastAck, lastResend time.Time
@@ -181,6 +198,9 @@ func NewReporter(cfg ReporterConfig, port dpdk.Port, pool *dpdk.Pool) (*Reporter
 	if cfg.Loss < 0 || cfg.Loss >= 1 || cfg.HighShare < 0 || cfg.HighShare > 1 {
 		return nil, errors.New("dta: reporter: loss in [0,1) and high share in [0,1]")
 	}
+	if cfg.HighOnly && !cfg.Retransmittable {
+		return nil, errors.New("dta: reporter: high-only retransmission without retransmittable reports")
+	}
 	if cfg.Burst <= 0 {
 		cfg.Burst = 32
 	}
@@ -188,7 +208,7 @@ func NewReporter(cfg ReporterConfig, port dpdk.Port, pool *dpdk.Pool) (*Reporter
 		total: m.KeyWrite + m.Append + m.KeyIncrement + m.Postcarder,
 		tx:    make([]*dpdk.Packet, 0, cfg.Burst), rx: make([]*dpdk.Packet, cfg.Burst),
 		Truth: Truth{KeyWrite: map[uint32]uint32{}, KeyWriteAll: map[uint32][]uint32{}, KeyIncrement: map[uint32]uint64{}, Append: map[uint32][]uint32{},
-			Postcards: map[uint32][]uint32{}}}
+			Postcards: map[uint32][]uint32{}, AppendHigh: map[uint32][]uint32{}, KeyIncrementHigh: map[uint32]uint64{}}}
 	if r.total == 0 {
 		return nil, errors.New("dta: reporter: an empty mix")
 	}
@@ -359,8 +379,16 @@ func (r *Reporter) postcard() dtawire.Report {
 // send encodes a report, keeps it when retransmittable, and transmits it
 // unless Loss drops it.
 func (r *Reporter) send(rep *dtawire.Report) error {
-	rep.Retransmittable = r.cfg.Retransmittable
-	if r.cfg.Retransmittable {
+	var dscp uint8
+	if r.cfg.HighShare > 0 && r.rng.Float64() < r.cfg.HighShare {
+		dscp = HighDSCP
+	}
+	// With HighOnly, a low-priority report goes unnumbered: the
+	// translator may drop it under congestion (counted there) and
+	// nobody asks for it again.
+	numbered := r.cfg.Retransmittable && (!r.cfg.HighOnly || dscp == HighDSCP)
+	rep.Retransmittable = numbered
+	if numbered {
 		rep.Seq = r.seq
 		r.waitWindow()
 	}
@@ -369,23 +397,36 @@ func (r *Reporter) send(rep *dtawire.Report) error {
 		return err
 	}
 	r.keptLen[r.seq] = uint16(n)
+	r.keptDSCP[r.seq] = dscp
 	payload := r.kept[r.seq][:n]
-	if r.cfg.Retransmittable {
+	if numbered {
 		r.seq++
 	}
 	r.Stats.Sent++
 	r.Stats.ByOpcode[rep.Opcode]++
+	if dscp == HighDSCP {
+		r.Stats.SentHigh++
+		switch rep.Opcode {
+		case dtawire.OpAppend:
+			r.Truth.AppendHigh[rep.ListID] = append(r.Truth.AppendHigh[rep.ListID], binary.BigEndian.Uint32(rep.Data))
+		case dtawire.OpKeyIncrement:
+			r.Truth.KeyIncrementHigh[rep.Key] += rep.Counter
+		}
+	}
+	if time.Now().UnixNano() < r.slow {
+		r.Stats.SentSlowed++
+	}
 	if r.cfg.Loss > 0 && r.rng.Float64() < r.cfg.Loss {
 		r.Stats.Lost++
 		return nil
 	}
-	var dscp uint8
-	if r.cfg.HighShare > 0 && r.rng.Float64() < r.cfg.HighShare {
-		dscp = 46
-	}
 	r.transmit(payload, dscp)
 	return nil
 }
+
+// HighDSCP is the DSCP of the reporter's high-priority reports (EF, the
+// translator's default threshold).
+const HighDSCP = 46
 
 // RetransmitTimeout is how long a reporter waits for an ACK before it
 // resends its unacknowledged reports.
@@ -416,7 +457,10 @@ func (r *Reporter) waitWindow() {
 // resend transmits every kept report from seq on (go-back-N).
 func (r *Reporter) resend(seq uint8) {
 	for s := seq; s != r.seq; s++ {
-		r.transmit(r.kept[s][:r.keptLen[s]], 0)
+		// At the priority it was first sent with: a high-priority
+		// report resent as low would be dropped under the congestion
+		// that may have lost it.
+		r.transmit(r.kept[s][:r.keptLen[s]], r.keptDSCP[s])
 		r.Stats.Resent++
 	}
 	r.flush()
@@ -513,6 +557,10 @@ func (r *Reporter) answer(a dtawire.Ack) {
 		}
 	}
 }
+
+// Rate is the reports a second the reporter was configured to send (0:
+// as fast as it can).
+func (r *Reporter) Rate() float64 { return r.cfg.Rate }
 
 // RateOf is reports a second over the run.
 func (s *ReporterStats) RateOf() float64 {

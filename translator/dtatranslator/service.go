@@ -90,6 +90,15 @@ type ServiceStats struct {
 	QueueDrops    uint64 `json:"queue_drops"`
 	Notices       uint64 `json:"congestion_notices"`
 	AcksSent      uint64 `json:"acks_sent"`
+	// TakenHigh and TakenLow count the reports taken (translated or
+	// queued) by priority; RefusedHigh the high-priority ones refused
+	// (a full queue, backpressure: their reporters resend them) and
+	// DroppedLow the low-priority ones (over the meter, backpressure,
+	// a full queue), which are gone unless retransmittable.
+	TakenHigh   uint64 `json:"taken_high"`
+	TakenLow    uint64 `json:"taken_low"`
+	RefusedHigh uint64 `json:"refused_high"`
+	DroppedLow  uint64 `json:"dropped_low"`
 }
 
 // CollectorStatus is one collector's state in /v1/status.
@@ -336,8 +345,10 @@ func (s *Service) rdmaIn(frame []byte) {
 // reportIn runs a report through sequence tracking, the meter and the
 // collector's translator.
 func (s *Service) reportIn(frame []byte, ip header.IPv4) {
+	high := int(ip.DSCP()) >= s.spec.FlowControl.HighDSCP
 	if s.busy {
 		s.stats.Backpressured++
+		s.notTaken(high)
 		return
 	}
 	payload := s.rp.Net.Payload(frame)
@@ -361,7 +372,8 @@ func (s *Service) reportIn(frame []byte, ip header.IPv4) {
 			return
 		}
 	}
-	if !s.take(r, payload, src, srcMAC, int(ip.DSCP()) >= s.spec.FlowControl.HighDSCP) {
+	if !s.take(r, payload, src, srcMAC, high) {
+		s.notTaken(high)
 		if tracked {
 			// Not taken after all, and not acknowledged: the
 			// reporter's next report shows the gap and draws a NACK,
@@ -370,8 +382,24 @@ func (s *Service) reportIn(frame []byte, ip header.IPv4) {
 		}
 		return
 	}
+	if high {
+		s.stats.TakenHigh++
+	} else {
+		s.stats.TakenLow++
+	}
 	if acking {
 		s.sendAck(srcMAC, src, ack)
+	}
+}
+
+// notTaken counts a report the translator had no room for, by priority:
+// a retransmittable one is resent by its reporter, any other is lost
+// here, and so counted, never silently.
+func (s *Service) notTaken(high bool) {
+	if high {
+		s.stats.RefusedHigh++
+	} else {
+		s.stats.DroppedLow++
 	}
 }
 
@@ -689,7 +717,7 @@ func (s *Service) connector(ctx context.Context, i int) {
 	wait := s.spec.ReconnectMin
 	for ctx.Err() == nil {
 		psn := rand.Uint32() & roce.PSNMask
-		h := dtamem.Hello{Name: s.spec.Name, IP: s.addr, MAC: s.mac.String(), QPN: c.localQPN, PSN: psn}
+		h := dtamem.Hello{Name: s.spec.Name, IP: s.addr, MAC: s.mac.String(), QPN: c.localQPN, PSN: psn, Layout: s.spec.MemLayout()}
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		tcp, offer, err := dtamem.Dial(dctx, c.spec.Exchange, h, c.spec.Key)
 		cancel()

@@ -45,6 +45,12 @@ type Spec struct {
 	// packets (default 64).
 	RDMAAckEvery int `yaml:"rdma-ack-every"`
 
+	// Layout is the collector memory layout written (dtamem.Layout):
+	// per-slot-crc (default) or dta-public, the public DTA collector's.
+	// Every collector must serve the same: the exchange refuses a
+	// collector of another layout, saying both.
+	Layout string `yaml:"layout"`
+
 	Collectors  []CollectorSpec `yaml:"collectors"`
 	Reliability ReliabilitySpec `yaml:"reliability"`
 	FlowControl FlowSpec        `yaml:"flow-control"`
@@ -152,6 +158,9 @@ func (s *Spec) Validate(doc *spec.Doc) {
 	} else if s.RDMAAckEvery < 1 {
 		doc.Errorf("rdma-ack-every", "%d: at least 1", s.RDMAAckEvery)
 	}
+	if _, err := dtamem.ParseLayout(s.Layout); err != nil {
+		doc.Errorf("layout", "%v", err)
+	}
 	if len(s.Collectors) == 0 {
 		doc.Errorf("collectors", "at least one collector")
 	}
@@ -218,4 +227,10 @@ func (s *Spec) Validate(doc *spec.Doc) {
 	if s.ReconnectMin < 0 || s.ReconnectMax < s.ReconnectMin {
 		doc.Errorf("reconnect-max", "want 0 < reconnect-min <= reconnect-max")
 	}
+}
+
+// MemLayout is the layout the spec names (validated).
+func (s *Spec) MemLayout() dtamem.Layout {
+	l, _ := dtamem.ParseLayout(s.Layout)
+	return l
 }

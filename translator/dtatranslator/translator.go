@@ -92,7 +92,8 @@ func (t *Translator) appendEntry(r *dtawire.Report, emit Emit) error {
 	if l.n == 0 {
 		l.since = t.Now()
 	}
-	dtamem.PutEntry(l.entries[l.n*dtamem.AppendEntryLen:], l.head+uint64(l.n), r.Data)
+	el := t.Regions.Layout.AppendEntryLen()
+	t.Regions.Layout.PutEntry(l.entries[l.n*el:], l.head+uint64(l.n), r.Data)
 	l.n++
 	if l.n == t.Regions.BatchEntries() {
 		// The entry is gathered whatever the flush does: a batch that
@@ -107,8 +108,9 @@ func (t *Translator) flushList(l *appendList, emit Emit) error {
 	if l.n == 0 {
 		return nil
 	}
-	va := l.region.Addr + (l.head%l.region.Entries)*dtamem.AppendEntryLen
-	n, err := t.Conn.Write(t.buf[:], va, l.region.RKey, l.entries[:l.n*dtamem.AppendEntryLen], nil)
+	el := t.Regions.Layout.AppendEntryLen()
+	va := l.region.Addr + (l.head%l.region.Entries)*uint64(el)
+	n, err := t.Conn.Write(t.buf[:], va, l.region.RKey, l.entries[:l.n*el], nil)
 	if err := t.send(emit, n, err); err != nil {
 		return err
 	}
@@ -177,7 +179,7 @@ func (t *Translator) translate(r *dtawire.Report, emit Emit) error {
 			w = 4
 		}
 		e := t.entry[:4+w]
-		binary.BigEndian.PutUint32(e, dtamem.KeyChecksum(r.Key))
+		binary.BigEndian.PutUint32(e, t.Regions.Layout.KeyChecksum(r.Key))
 		clear(e[4:])
 		copy(e[4:], r.Data)
 		var imm *uint32
@@ -186,7 +188,7 @@ func (t *Translator) translate(r *dtawire.Report, emit Emit) error {
 			imm = &k
 		}
 		for n := 0; n < int(r.Redundancy); n++ {
-			va := kw.Addr + dtamem.Slot(r.Key, n, kw.Slots)*uint64(len(e))
+			va := kw.Addr + t.Regions.Layout.Slot(r.Key, n, kw.Slots)*uint64(len(e))
 			n, err := t.Conn.Write(t.buf[:], va, kw.RKey, e, imm)
 			if err := t.send(emit, n, err); err != nil {
 				return err
@@ -204,7 +206,7 @@ func (t *Translator) translate(r *dtawire.Report, emit Emit) error {
 			return ErrAtomicWindow
 		}
 		for n := 0; n < int(r.Redundancy); n++ {
-			va := ki.Addr + dtamem.KeyIncrementSlot(r.Key, n, ki.Slots)*8
+			va := ki.Addr + t.Regions.Layout.KeyIncrementSlot(r.Key, n, ki.Slots)*8
 			n, err := t.Conn.FetchAdd(t.buf[:], va, ki.RKey, r.Counter)
 			if err := t.send(emit, n, err); err != nil {
 				return err
