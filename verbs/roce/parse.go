@@ -161,11 +161,15 @@ func decodeCommon(frame []byte, n *header.Parsed) bool {
 	if ul < udp || ul > tl-ipv4 {
 		return false
 	}
-	*n = header.Parsed{VLANs: vlans, L3Proto: header.EtherTypeIPv4, L3Off: l3, L3Len: tl,
-		L4Proto: header.IPProtoUDP, L4Off: l3 + ipv4, L4Len: ul, PayloadOff: l3 + ipv4 + udp, PayloadLen: ul - udp}
+	// Field by field: a composite literal is built on the stack and copied.
+	n.VLANs, n.VLANOff = vlans, [header.MaxVLANTags]int{}
 	if vlans == 1 {
 		n.VLANOff[0] = eth
 	}
+	n.L3Proto, n.L3Off, n.L3Len = header.EtherTypeIPv4, l3, tl
+	n.L4Proto, n.L4Off, n.L4Len = header.IPProtoUDP, l3+ipv4, ul
+	n.PayloadOff, n.PayloadLen = l3+ipv4+udp, ul-udp
+	n.Fragment, n.Truncated = false, false
 	return true
 }
 
