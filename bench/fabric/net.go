@@ -122,11 +122,18 @@ type hostState struct {
 
 // flowState is one RC connection: sender and receiver.
 type flowState struct {
-	f          workload.Flow
-	npkts      int32
-	next, una  int32
-	rp         dcqcn.RP
-	rtoGen     int32
+	f         workload.Flow
+	npkts     int32
+	next, una int32
+	rp        dcqcn.RP
+	rtoGen    int32
+	// rtoAt is when the retransmission timer runs out. Progress moves it
+	// without scheduling anything: one timer event per flow is pending
+	// (rtoPending), and when it fires early it sleeps again until rtoAt.
+	// An event per ACK left the queue full of dead timers (the heap's
+	// pop was half of the simulator's time).
+	rtoAt      int64
+	rtoPending bool
 	started    bool
 	done       bool
 	end        int64
