@@ -12,11 +12,11 @@ package fabric
 // exactly what the heap alone gave.
 
 const (
-	bucketShift = 7 // 128 ns buckets
-	wheelBits   = 12
+	bucketShift = 4 // 16 ns buckets
+	wheelBits   = 13
 	wheelSize   = 1 << wheelBits
 	wheelMask   = wheelSize - 1
-	wheelSpan   = int64(wheelSize) << bucketShift // 524 us
+	wheelSpan   = int64(wheelSize) << bucketShift // 131 us
 )
 
 // bucket holds one bucket's events sorted on (t, seq), from head on.
@@ -114,7 +114,7 @@ func (q *eventQueue) popUntil(until int64) (event, bool) {
 			q.inWheel--
 			return e, true
 		}
-		// This bucket is empty: every event is at base+128 or later.
+		// This bucket is empty: every event is in a later one.
 		if q.base+1<<bucketShift > until {
 			return event{}, false
 		}
