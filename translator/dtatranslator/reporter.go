@@ -234,7 +234,7 @@ func NewReporter(cfg ReporterConfig, port dpdk.Port, pool *dpdk.Pool) (*Reporter
 func (r *Reporter) Run(ctx context.Context, linger time.Duration) error {
 	start := time.Now()
 	r.start = start
-	r.cache = r.pool.NewCache(2 * r.cfg.Burst)
+	r.cache = r.pool.NewCache(r.cfg.Burst)
 	defer func() { r.flush(); r.cache.Flush(); r.cache = nil }()
 	defer func() { r.Stats.ElapsedNs = time.Since(start).Nanoseconds() }()
 	var next float64 // when the next report is due, ns since start

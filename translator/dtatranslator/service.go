@@ -186,7 +186,7 @@ func NewService(s Spec, port dpdk.Port, pool *dpdk.Pool, log *slog.Logger) (*Ser
 	}
 	sv.seq.AckEvery, sv.seq.NackInterval = s.Reliability.AckEvery, int64(s.Reliability.NackInterval)
 	sv.emitFn = sv.emit
-	sv.cache = pool.NewCache(4 * s.Burst)
+	sv.cache = pool.NewCache(s.Burst) // a burst: small pools (256) keep their room for receive
 	sv.meter = Meter{Rate: s.FlowControl.Rate, Burst: float64(s.FlowControl.Burst)}
 	sv.queue.init(s.FlowControl.Queue)
 	sv.atomics.init(s.FlowControl.Queue)
