@@ -31,6 +31,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 
@@ -212,12 +213,28 @@ func SoftHostCounters(nicType string, c map[string]uint64) HostCounters {
 	return h
 }
 
+// maxCounterName bounds a counter's name: no driver names one anywhere
+// near it, and quoted (four characters a control byte) it stays within
+// the 1024 characters YAML allows an implicit key.
+const maxCounterName = 200
+
 // ParseHostCounters reads what hostCounterScript prints: "<dir> <name>
 // <value>" lines for the sysfs counters (dir hw_counters or counters)
 // and "ethtool <line>" for each line of ethtool -S. Lines that are not a
-// counter are skipped and counted in bad.
+// counter, names that are not UTF-8 or longer than maxCounterName, and a
+// name seen again in its section (a YAML mapping holds a key once) are
+// skipped and counted in bad.
 func ParseHostCounters(vendor string, out []byte) (h HostCounters, bad int) {
 	h.Vendor = vendor
+	seen := map[string]bool{}
+	add := func(sec string, list *[]NamedCount, k string, n uint64) {
+		if !utf8.ValidString(k) || len(k) > maxCounterName || seen[sec+"\x00"+k] {
+			bad++
+			return
+		}
+		seen[sec+"\x00"+k] = true
+		*list = append(*list, NamedCount{k, n})
+	}
 	for _, line := range strings.Split(string(out), "\n") {
 		line = strings.TrimSpace(line)
 		if line == "" {
@@ -239,7 +256,7 @@ func ParseHostCounters(vendor string, out []byte) (h HostCounters, bad int) {
 				}
 				continue
 			}
-			h.Ethtool = append(h.Ethtool, NamedCount{strings.TrimSpace(k), n})
+			add(SectionEthtool, &h.Ethtool, strings.TrimSpace(k), n)
 			continue
 		}
 		k, v, ok := strings.Cut(rest, " ")
@@ -250,9 +267,9 @@ func ParseHostCounters(vendor string, out []byte) (h HostCounters, bad int) {
 		}
 		switch src {
 		case "hw_counters":
-			h.HW = append(h.HW, NamedCount{k, n})
+			add(SectionHW, &h.HW, k, n)
 		case "counters":
-			h.Port = append(h.Port, NamedCount{k, n})
+			add(SectionPort, &h.Port, k, n)
 		default:
 			bad++
 		}
