@@ -204,9 +204,9 @@ func TestSetupETSRestore(t *testing.T) {
 		t.Errorf("lldptool restore %s", got)
 	}
 	for _, bad := range []string{
-		"tc: 0 ratelimit: unlimited, tsa: ets, bw: 50%\n priority:  0 1 2 3 4 5 6 7\n", // seven classes missing
+		"tc: 0 ratelimit: unlimited, tsa: ets, bw: 50%\n priority:  0 1 2 3 4 5 6 7\n",                                                                        // seven classes missing
 		"willing=yes\nup2tc=0:0,1:0,2:0,3:0,4:0,5:0,6:0,7:0\ntsa=0:ets,1:ets,2:strict,3:strict,4:strict,5:strict,6:strict,7:strict\ntcbw=50,40,0,0,0,0,0,0\n", // 90%
-		"willing=yes\nup2tc=0:0,1:0,2:0,3:0,4:0,5:0,6:0,7:0\ntcbw=100,0,0,0,0,0,0,0\n", // no tsa
+		"willing=yes\nup2tc=0:0,1:0,2:0,3:0,4:0,5:0,6:0,7:0\ntcbw=100,0,0,0,0,0,0,0\n",                                                                        // no tsa
 	} {
 		_, err1 := parseMlnxETS([]byte(bad))
 		_, err2 := parseLldpETS([]byte(bad))
