@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/rdma-appliance/appliance/appliance/lumina"
 	"github.com/rdma-appliance/appliance/collector/dtacollector"
 	"github.com/rdma-appliance/appliance/collector/luminaanalyzer"
@@ -23,7 +25,6 @@ import (
 	"github.com/rdma-appliance/appliance/dumper/trace"
 	"github.com/rdma-appliance/appliance/internal/dtamem"
 	"github.com/rdma-appliance/appliance/translator/dtatranslator"
-	"gopkg.in/yaml.v3"
 )
 
 // afpOpts shapes the scale-out tests' AF_PACKET ports: the kernel's
