@@ -127,7 +127,7 @@ func (tb *Testbed) Run(ctx context.Context, o RunOptions) (*EventRun, error) {
 }
 
 // settle waits until the switch has received every packet the RNICs
-// sent, the dumpers have received every copy the injector mirrored and
+// sent and the RNICs every packet the switch sent them, the dumpers have received every copy the injector mirrored and
 // the traffic has gone quiet, at most five seconds. The RNICs' own count
 // matters on a loaded machine: their timers run while the injector
 // waits for a core, so a requester can give up (retry exceeded) with
@@ -153,7 +153,14 @@ func (tb *Testbed) settle(ctx context.Context) {
 			s := d.Status()
 			got += s.Captured + s.ArenaFull + s.PortDropped
 		}
-		if rx >= sent && got >= st.Mirrored && st.Mirrored == last {
+		// What the switch sent the RNICs, they have read: a request
+		// still queued for a starved responder has its answer to come.
+		read := true
+		for _, l := range tb.hostLinks {
+			a, b := l.a.Stats(), l.b.Stats()
+			read = read && a.RxPackets+a.Dropped >= b.TxPackets
+		}
+		if read && rx >= sent && got >= st.Mirrored && st.Mirrored == last {
 			stable++
 		} else {
 			stable = 0
