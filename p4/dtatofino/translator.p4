@@ -78,7 +78,7 @@
  *     evictions have their own; the sequence distance is a keyless table,
  *     since as a statement the compiler folds it into conditions a gateway
  *     cannot evaluate. bf-p4c places the default build in 11 of Tofino 1's
- *     12 stages (ingress 9, egress 11) : one stage of headroom for the
+ *     12 stages (ingress 9, egress 11): one stage of headroom for the
  *     parts issue 23 adds (Sketch-Merge, Append batching, the meter).
  *   - Immediate reports are written as plain WRITEs (no ImmDt, no
  *     notification); the software translator writes them with immediate.

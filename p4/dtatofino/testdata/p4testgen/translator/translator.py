@@ -125,7 +125,7 @@ class AbstractTest(BfRuntimeTest):
         verify_no_other_packets(self, self.dev_id, timeout=2)
 
 class Test1(AbstractTest):
-    # Date generated: 2026-11-26-23:46:46.939
+    # Date generated: 2026-11-26-23:59:06.542
     # Current statement coverage: 0.12
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -295,7 +295,7 @@ class Test1(AbstractTest):
 
 
 class Test2(AbstractTest):
-    # Date generated: 2026-11-26-23:46:46.990
+    # Date generated: 2026-11-26-23:59:07.510
     # Current statement coverage: 0.13
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -456,7 +456,7 @@ class Test2(AbstractTest):
 
 
 class Test3(AbstractTest):
-    # Date generated: 2026-11-26-23:46:47.090
+    # Date generated: 2026-11-26-23:59:07.775
     # Current statement coverage: 0.18
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -674,7 +674,7 @@ class Test3(AbstractTest):
 
 
 class Test4(AbstractTest):
-    # Date generated: 2026-11-26-23:46:47.172
+    # Date generated: 2026-11-26-23:59:07.985
     # Current statement coverage: 0.18
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -845,7 +845,7 @@ class Test4(AbstractTest):
 
 
 class Test5(AbstractTest):
-    # Date generated: 2026-11-26-23:46:47.273
+    # Date generated: 2026-11-26-23:59:08.848
     # Current statement coverage: 0.19
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -1047,7 +1047,7 @@ class Test5(AbstractTest):
 
 
 class Test6(AbstractTest):
-    # Date generated: 2026-11-26-23:46:47.301
+    # Date generated: 2026-11-26-23:59:08.976
     # Current statement coverage: 0.19
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -1206,7 +1206,7 @@ class Test6(AbstractTest):
 
 
 class Test7(AbstractTest):
-    # Date generated: 2026-11-26-23:46:47.314
+    # Date generated: 2026-11-26-23:59:09.105
     # Current statement coverage: 0.19
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -1328,7 +1328,7 @@ class Test7(AbstractTest):
 
 
 class Test8(AbstractTest):
-    # Date generated: 2026-11-26-23:46:47.334
+    # Date generated: 2026-11-26-23:59:09.694
     # Current statement coverage: 0.19
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -1446,7 +1446,7 @@ class Test8(AbstractTest):
 
 
 class Test9(AbstractTest):
-    # Date generated: 2026-11-26-23:46:47.426
+    # Date generated: 2026-11-26-23:59:09.830
     # Current statement coverage: 0.2
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -1655,7 +1655,7 @@ class Test9(AbstractTest):
 
 
 class Test10(AbstractTest):
-    # Date generated: 2026-11-26-23:46:47.455
+    # Date generated: 2026-11-26-23:59:10.040
     # Current statement coverage: 0.21
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -1802,7 +1802,7 @@ class Test10(AbstractTest):
 
 
 class Test11(AbstractTest):
-    # Date generated: 2026-11-26-23:46:47.476
+    # Date generated: 2026-11-26-23:59:10.089
     # Current statement coverage: 0.21
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -1936,7 +1936,7 @@ class Test11(AbstractTest):
 
 
 class Test12(AbstractTest):
-    # Date generated: 2026-11-26-23:46:47.565
+    # Date generated: 2026-11-26-23:59:10.214
     # Current statement coverage: 0.21
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -2089,7 +2089,7 @@ class Test12(AbstractTest):
 
 
 class Test13(AbstractTest):
-    # Date generated: 2026-11-26-23:46:47.585
+    # Date generated: 2026-11-26-23:59:10.240
     # Current statement coverage: 0.3
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -2310,7 +2310,7 @@ class Test13(AbstractTest):
 
 
 class Test14(AbstractTest):
-    # Date generated: 2026-11-26-23:46:47.605
+    # Date generated: 2026-11-26-23:59:10.268
     # Current statement coverage: 0.3
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -2531,7 +2531,7 @@ class Test14(AbstractTest):
 
 
 class Test15(AbstractTest):
-    # Date generated: 2026-11-26-23:46:47.856
+    # Date generated: 2026-11-26-23:59:11.293
     # Current statement coverage: 0.57
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -2890,7 +2890,7 @@ class Test15(AbstractTest):
 
 
 class Test16(AbstractTest):
-    # Date generated: 2026-11-26-23:46:47.897
+    # Date generated: 2026-11-26-23:59:11.614
     # Current statement coverage: 0.75
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -3332,7 +3332,7 @@ class Test16(AbstractTest):
 
 
 class Test17(AbstractTest):
-    # Date generated: 2026-11-26-23:46:48.037
+    # Date generated: 2026-11-26-23:59:12.260
     # Current statement coverage: 0.76
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -3774,7 +3774,7 @@ class Test17(AbstractTest):
 
 
 class Test18(AbstractTest):
-    # Date generated: 2026-11-26-23:46:48.075
+    # Date generated: 2026-11-26-23:59:12.409
     # Current statement coverage: 0.76
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -4216,7 +4216,7 @@ class Test18(AbstractTest):
 
 
 class Test19(AbstractTest):
-    # Date generated: 2026-11-26-23:46:48.099
+    # Date generated: 2026-11-26-23:59:12.420
     # Current statement coverage: 0.76
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -4370,7 +4370,7 @@ class Test19(AbstractTest):
 
 
 class Test20(AbstractTest):
-    # Date generated: 2026-11-26-23:46:48.207
+    # Date generated: 2026-11-26-23:59:12.670
     # Current statement coverage: 0.76
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -4812,7 +4812,7 @@ class Test20(AbstractTest):
 
 
 class Test21(AbstractTest):
-    # Date generated: 2026-11-26-23:46:48.225
+    # Date generated: 2026-11-26-23:59:12.729
     # Current statement coverage: 0.76
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -4955,7 +4955,7 @@ class Test21(AbstractTest):
 
 
 class Test22(AbstractTest):
-    # Date generated: 2026-11-26-23:46:48.385
+    # Date generated: 2026-11-26-23:59:13.026
     # Current statement coverage: 0.76
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -5288,7 +5288,7 @@ class Test22(AbstractTest):
 
 
 class Test23(AbstractTest):
-    # Date generated: 2026-11-26-23:46:48.669
+    # Date generated: 2026-11-26-23:59:13.238
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -5741,7 +5741,7 @@ class Test23(AbstractTest):
 
 
 class Test24(AbstractTest):
-    # Date generated: 2026-11-26-23:46:48.713
+    # Date generated: 2026-11-26-23:59:13.283
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -6111,7 +6111,7 @@ class Test24(AbstractTest):
 
 
 class Test25(AbstractTest):
-    # Date generated: 2026-11-26-23:46:48.790
+    # Date generated: 2026-11-26-23:59:13.293
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -6255,7 +6255,7 @@ class Test25(AbstractTest):
 
 
 class Test26(AbstractTest):
-    # Date generated: 2026-11-26-23:46:48.802
+    # Date generated: 2026-11-26-23:59:13.326
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -6459,7 +6459,7 @@ class Test26(AbstractTest):
 
 
 class Test27(AbstractTest):
-    # Date generated: 2026-11-26-23:46:48.813
+    # Date generated: 2026-11-26-23:59:13.335
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -6603,7 +6603,7 @@ class Test27(AbstractTest):
 
 
 class Test28(AbstractTest):
-    # Date generated: 2026-11-26-23:46:48.977
+    # Date generated: 2026-11-26-23:59:13.642
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -7045,7 +7045,7 @@ class Test28(AbstractTest):
 
 
 class Test29(AbstractTest):
-    # Date generated: 2026-11-26-23:46:48.998
+    # Date generated: 2026-11-26-23:59:13.735
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -7204,7 +7204,7 @@ class Test29(AbstractTest):
 
 
 class Test30(AbstractTest):
-    # Date generated: 2026-11-26-23:46:49.159
+    # Date generated: 2026-11-26-23:59:14.125
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -7573,7 +7573,7 @@ class Test30(AbstractTest):
 
 
 class Test31(AbstractTest):
-    # Date generated: 2026-11-26-23:46:49.180
+    # Date generated: 2026-11-26-23:59:14.223
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -7936,7 +7936,7 @@ class Test31(AbstractTest):
 
 
 class Test32(AbstractTest):
-    # Date generated: 2026-11-26-23:46:49.235
+    # Date generated: 2026-11-26-23:59:14.692
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -8389,7 +8389,7 @@ class Test32(AbstractTest):
 
 
 class Test33(AbstractTest):
-    # Date generated: 2026-11-26-23:46:49.305
+    # Date generated: 2026-11-26-23:59:14.799
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -8602,7 +8602,7 @@ class Test33(AbstractTest):
 
 
 class Test34(AbstractTest):
-    # Date generated: 2026-11-26-23:46:49.321
+    # Date generated: 2026-11-26-23:59:15.023
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -8761,7 +8761,7 @@ class Test34(AbstractTest):
 
 
 class Test35(AbstractTest):
-    # Date generated: 2026-11-26-23:46:49.516
+    # Date generated: 2026-11-26-23:59:15.634
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -9154,7 +9154,7 @@ class Test35(AbstractTest):
 
 
 class Test36(AbstractTest):
-    # Date generated: 2026-11-26-23:46:49.541
+    # Date generated: 2026-11-26-23:59:15.789
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -9375,7 +9375,7 @@ class Test36(AbstractTest):
 
 
 class Test37(AbstractTest):
-    # Date generated: 2026-11-26-23:46:49.671
+    # Date generated: 2026-11-26-23:59:16.474
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -9762,7 +9762,7 @@ class Test37(AbstractTest):
 
 
 class Test38(AbstractTest):
-    # Date generated: 2026-11-26-23:46:49.787
+    # Date generated: 2026-11-26-23:59:16.746
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -10204,7 +10204,7 @@ class Test38(AbstractTest):
 
 
 class Test39(AbstractTest):
-    # Date generated: 2026-11-26-23:46:49.953
+    # Date generated: 2026-11-26-23:59:16.791
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -10562,7 +10562,7 @@ class Test39(AbstractTest):
 
 
 class Test40(AbstractTest):
-    # Date generated: 2026-11-26-23:46:49.983
+    # Date generated: 2026-11-26-23:59:16.845
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -10954,7 +10954,7 @@ class Test40(AbstractTest):
 
 
 class Test41(AbstractTest):
-    # Date generated: 2026-11-26-23:46:50.136
+    # Date generated: 2026-11-26-23:59:16.920
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -11276,7 +11276,7 @@ class Test41(AbstractTest):
 
 
 class Test42(AbstractTest):
-    # Date generated: 2026-11-26-23:46:50.264
+    # Date generated: 2026-11-26-23:59:17.124
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -11541,7 +11541,7 @@ class Test42(AbstractTest):
 
 
 class Test43(AbstractTest):
-    # Date generated: 2026-11-26-23:46:50.489
+    # Date generated: 2026-11-26-23:59:17.324
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -11994,7 +11994,7 @@ class Test43(AbstractTest):
 
 
 class Test44(AbstractTest):
-    # Date generated: 2026-11-26-23:46:50.584
+    # Date generated: 2026-11-26-23:59:17.505
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -12382,7 +12382,7 @@ class Test44(AbstractTest):
 
 
 class Test45(AbstractTest):
-    # Date generated: 2026-11-26-23:46:50.786
+    # Date generated: 2026-11-26-23:59:17.555
     # Current statement coverage: 0.78
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -12774,7 +12774,7 @@ class Test45(AbstractTest):
 
 
 class Test46(AbstractTest):
-    # Date generated: 2026-11-26-23:46:50.809
+    # Date generated: 2026-11-26-23:59:17.568
     # Current statement coverage: 0.78
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -12924,7 +12924,7 @@ class Test46(AbstractTest):
 
 
 class Test47(AbstractTest):
-    # Date generated: 2026-11-26-23:46:50.952
+    # Date generated: 2026-11-26-23:59:17.581
     # Current statement coverage: 0.78
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -13103,7 +13103,7 @@ class Test47(AbstractTest):
 
 
 class Test48(AbstractTest):
-    # Date generated: 2026-11-26-23:46:51.017
+    # Date generated: 2026-11-26-23:59:17.634
     # Current statement coverage: 0.78
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -13473,7 +13473,7 @@ class Test48(AbstractTest):
 
 
 class Test49(AbstractTest):
-    # Date generated: 2026-11-26-23:46:51.025
+    # Date generated: 2026-11-26-23:59:17.640
     # Current statement coverage: 0.78
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -13641,7 +13641,7 @@ class Test49(AbstractTest):
 
 
 class Test50(AbstractTest):
-    # Date generated: 2026-11-26-23:46:51.324
+    # Date generated: 2026-11-26-23:59:17.660
     # Current statement coverage: 0.78
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -13963,7 +13963,7 @@ class Test50(AbstractTest):
 
 
 class Test51(AbstractTest):
-    # Date generated: 2026-11-26-23:46:51.395
+    # Date generated: 2026-11-26-23:59:17.671
     # Current statement coverage: 0.78
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -14116,7 +14116,7 @@ class Test51(AbstractTest):
 
 
 class Test52(AbstractTest):
-    # Date generated: 2026-11-26-23:46:51.473
+    # Date generated: 2026-11-26-23:59:17.718
     # Current statement coverage: 0.78
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -14475,7 +14475,7 @@ class Test52(AbstractTest):
 
 
 class Test53(AbstractTest):
-    # Date generated: 2026-11-26-23:46:51.587
+    # Date generated: 2026-11-26-23:59:17.741
     # Current statement coverage: 0.78
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -14844,7 +14844,7 @@ class Test53(AbstractTest):
 
 
 class Test54(AbstractTest):
-    # Date generated: 2026-11-26-23:46:52.191
+    # Date generated: 2026-11-26-23:59:17.848
     # Current statement coverage: 0.84
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -15261,7 +15261,7 @@ class Test54(AbstractTest):
 
 
 class Test55(AbstractTest):
-    # Date generated: 2026-11-26-23:46:52.392
+    # Date generated: 2026-11-26-23:59:17.873
     # Current statement coverage: 0.84
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -15678,7 +15678,7 @@ class Test55(AbstractTest):
 
 
 class Test56(AbstractTest):
-    # Date generated: 2026-11-26-23:46:52.526
+    # Date generated: 2026-11-26-23:59:17.931
     # Current statement coverage: 0.84
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -15928,7 +15928,7 @@ class Test56(AbstractTest):
 
 
 class Test57(AbstractTest):
-    # Date generated: 2026-11-26-23:46:52.724
+    # Date generated: 2026-11-26-23:59:17.950
     # Current statement coverage: 0.84
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -16271,7 +16271,7 @@ class Test57(AbstractTest):
 
 
 class Test58(AbstractTest):
-    # Date generated: 2026-11-26-23:46:52.742
+    # Date generated: 2026-11-26-23:59:17.962
     # Current statement coverage: 0.84
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -16414,7 +16414,7 @@ class Test58(AbstractTest):
 
 
 class Test59(AbstractTest):
-    # Date generated: 2026-11-26-23:46:52.859
+    # Date generated: 2026-11-26-23:59:18.243
     # Current statement coverage: 0.84
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -16867,7 +16867,7 @@ class Test59(AbstractTest):
 
 
 class Test60(AbstractTest):
-    # Date generated: 2026-11-26-23:46:53.040
+    # Date generated: 2026-11-26-23:59:18.726
     # Current statement coverage: 0.84
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -17241,7 +17241,7 @@ class Test60(AbstractTest):
 
 
 class Test61(AbstractTest):
-    # Date generated: 2026-11-26-23:46:53.089
+    # Date generated: 2026-11-26-23:59:18.788
     # Current statement coverage: 0.84
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -17615,7 +17615,7 @@ class Test61(AbstractTest):
 
 
 class Test62(AbstractTest):
-    # Date generated: 2026-11-26-23:46:53.108
+    # Date generated: 2026-11-26-23:59:18.809
     # Current statement coverage: 0.84
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -17803,7 +17803,7 @@ class Test62(AbstractTest):
 
 
 class Test63(AbstractTest):
-    # Date generated: 2026-11-26-23:46:53.178
+    # Date generated: 2026-11-26-23:59:18.947
     # Current statement coverage: 0.84
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -18195,7 +18195,7 @@ class Test63(AbstractTest):
 
 
 class Test64(AbstractTest):
-    # Date generated: 2026-11-26-23:46:53.314
+    # Date generated: 2026-11-26-23:59:19.058
     # Current statement coverage: 0.84
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -18558,7 +18558,7 @@ class Test64(AbstractTest):
 
 
 class Test65(AbstractTest):
-    # Date generated: 2026-11-26-23:46:53.324
+    # Date generated: 2026-11-26-23:59:19.069
     # Current statement coverage: 0.84
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -18717,7 +18717,7 @@ class Test65(AbstractTest):
 
 
 class Test66(AbstractTest):
-    # Date generated: 2026-11-26-23:46:53.408
+    # Date generated: 2026-11-26-23:59:19.402
     # Current statement coverage: 0.84
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -19170,7 +19170,7 @@ class Test66(AbstractTest):
 
 
 class Test67(AbstractTest):
-    # Date generated: 2026-11-26-23:46:53.440
+    # Date generated: 2026-11-26-23:59:19.435
     # Current statement coverage: 0.84
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -19342,7 +19342,7 @@ class Test67(AbstractTest):
 
 
 class Test68(AbstractTest):
-    # Date generated: 2026-11-26-23:46:53.625
+    # Date generated: 2026-11-26-23:59:19.576
     # Current statement coverage: 0.84
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -19734,7 +19734,7 @@ class Test68(AbstractTest):
 
 
 class Test69(AbstractTest):
-    # Date generated: 2026-11-26-23:46:53.660
+    # Date generated: 2026-11-26-23:59:19.860
     # Current statement coverage: 0.84
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -19887,7 +19887,7 @@ class Test69(AbstractTest):
 
 
 class Test70(AbstractTest):
-    # Date generated: 2026-11-26-23:46:53.684
+    # Date generated: 2026-11-26-23:59:19.903
     # Current statement coverage: 0.84
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -20018,7 +20018,7 @@ class Test70(AbstractTest):
 
 
 class Test71(AbstractTest):
-    # Date generated: 2026-11-26-23:46:53.804
+    # Date generated: 2026-11-26-23:59:19.975
     # Current statement coverage: 0.84
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -20387,7 +20387,7 @@ class Test71(AbstractTest):
 
 
 class Test72(AbstractTest):
-    # Date generated: 2026-11-26-23:46:53.967
+    # Date generated: 2026-11-26-23:59:20.141
     # Current statement coverage: 0.84
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -20609,7 +20609,7 @@ class Test72(AbstractTest):
 
 
 class Test73(AbstractTest):
-    # Date generated: 2026-11-26-23:46:54.047
+    # Date generated: 2026-11-26-23:59:20.354
     # Current statement coverage: 0.84
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -20972,7 +20972,7 @@ class Test73(AbstractTest):
 
 
 class Test74(AbstractTest):
-    # Date generated: 2026-11-26-23:46:54.262
+    # Date generated: 2026-11-26-23:59:20.922
     # Current statement coverage: 0.86
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -21241,7 +21241,7 @@ class Test74(AbstractTest):
 
 
 class Test75(AbstractTest):
-    # Date generated: 2026-11-26-23:46:54.528
+    # Date generated: 2026-11-26-23:59:21.106
     # Current statement coverage: 0.86
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -21506,7 +21506,7 @@ class Test75(AbstractTest):
 
 
 class Test76(AbstractTest):
-    # Date generated: 2026-11-26-23:46:54.776
+    # Date generated: 2026-11-26-23:59:21.573
     # Current statement coverage: 0.86
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -21901,7 +21901,7 @@ class Test76(AbstractTest):
 
 
 class Test77(AbstractTest):
-    # Date generated: 2026-11-26-23:46:54.848
+    # Date generated: 2026-11-26-23:59:21.760
     # Current statement coverage: 0.86
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -22343,7 +22343,7 @@ class Test77(AbstractTest):
 
 
 class Test78(AbstractTest):
-    # Date generated: 2026-11-26-23:46:55.062
+    # Date generated: 2026-11-26-23:59:21.836
     # Current statement coverage: 0.86
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -22701,7 +22701,7 @@ class Test78(AbstractTest):
 
 
 class Test79(AbstractTest):
-    # Date generated: 2026-11-26-23:46:55.176
+    # Date generated: 2026-11-26-23:59:22.282
     # Current statement coverage: 0.86
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -23088,7 +23088,7 @@ class Test79(AbstractTest):
 
 
 class Test80(AbstractTest):
-    # Date generated: 2026-11-26-23:46:55.231
+    # Date generated: 2026-11-26-23:59:22.445
     # Current statement coverage: 0.86
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -23457,7 +23457,7 @@ class Test80(AbstractTest):
 
 
 class Test81(AbstractTest):
-    # Date generated: 2026-11-26-23:46:55.588
+    # Date generated: 2026-11-26-23:59:22.621
     # Current statement coverage: 0.86
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -23701,7 +23701,7 @@ class Test81(AbstractTest):
 
 
 class Test82(AbstractTest):
-    # Date generated: 2026-11-26-23:46:55.932
+    # Date generated: 2026-11-26-23:59:23.811
     # Current statement coverage: 0.86
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -24023,7 +24023,7 @@ class Test82(AbstractTest):
 
 
 class Test83(AbstractTest):
-    # Date generated: 2026-11-26-23:46:56.196
+    # Date generated: 2026-11-26-23:59:24.105
     # Current statement coverage: 0.86
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -24379,7 +24379,7 @@ class Test83(AbstractTest):
 
 
 class Test84(AbstractTest):
-    # Date generated: 2026-11-26-23:46:56.500
+    # Date generated: 2026-11-26-23:59:24.256
     # Current statement coverage: 0.86
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -24850,7 +24850,7 @@ class Test84(AbstractTest):
 
 
 class Test85(AbstractTest):
-    # Date generated: 2026-11-26-23:46:56.524
+    # Date generated: 2026-11-26-23:59:24.363
     # Current statement coverage: 0.86
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -24991,7 +24991,7 @@ class Test85(AbstractTest):
 
 
 class Test86(AbstractTest):
-    # Date generated: 2026-11-26-23:46:56.874
+    # Date generated: 2026-11-26-23:59:24.685
     # Current statement coverage: 0.86
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -25349,7 +25349,7 @@ class Test86(AbstractTest):
 
 
 class Test87(AbstractTest):
-    # Date generated: 2026-11-26-23:46:56.943
+    # Date generated: 2026-11-26-23:59:24.741
     # Current statement coverage: 0.86
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -25670,7 +25670,7 @@ class Test87(AbstractTest):
 
 
 class Test88(AbstractTest):
-    # Date generated: 2026-11-26-23:46:57.032
+    # Date generated: 2026-11-26-23:59:25.069
     # Current statement coverage: 0.86
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -26063,7 +26063,7 @@ class Test88(AbstractTest):
 
 
 class Test89(AbstractTest):
-    # Date generated: 2026-11-26-23:46:57.111
+    # Date generated: 2026-11-26-23:59:25.117
     # Current statement coverage: 0.86
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -26406,7 +26406,7 @@ class Test89(AbstractTest):
 
 
 class Test90(AbstractTest):
-    # Date generated: 2026-11-26-23:46:57.157
+    # Date generated: 2026-11-26-23:59:25.199
     # Current statement coverage: 0.86
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -26556,7 +26556,7 @@ class Test90(AbstractTest):
 
 
 class Test91(AbstractTest):
-    # Date generated: 2026-11-26-23:46:57.353
+    # Date generated: 2026-11-26-23:59:25.428
     # Current statement coverage: 0.86
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -26930,7 +26930,7 @@ class Test91(AbstractTest):
 
 
 class Test92(AbstractTest):
-    # Date generated: 2026-11-26-23:46:57.371
+    # Date generated: 2026-11-26-23:59:25.436
     # Current statement coverage: 0.86
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -27071,7 +27071,7 @@ class Test92(AbstractTest):
 
 
 class Test93(AbstractTest):
-    # Date generated: 2026-11-26-23:46:57.396
+    # Date generated: 2026-11-26-23:59:25.451
     # Current statement coverage: 0.86
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -27434,7 +27434,7 @@ class Test93(AbstractTest):
 
 
 class Test94(AbstractTest):
-    # Date generated: 2026-11-26-23:46:57.593
+    # Date generated: 2026-11-26-23:59:25.535
     # Current statement coverage: 0.86
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -27858,7 +27858,7 @@ class Test94(AbstractTest):
 
 
 class Test95(AbstractTest):
-    # Date generated: 2026-11-26-23:46:57.651
+    # Date generated: 2026-11-26-23:59:25.651
     # Current statement coverage: 0.86
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -28216,7 +28216,7 @@ class Test95(AbstractTest):
 
 
 class Test96(AbstractTest):
-    # Date generated: 2026-11-26-23:46:57.710
+    # Date generated: 2026-11-26-23:59:25.679
     # Current statement coverage: 0.86
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -28585,7 +28585,7 @@ class Test96(AbstractTest):
 
 
 class Test97(AbstractTest):
-    # Date generated: 2026-11-26-23:46:57.769
+    # Date generated: 2026-11-26-23:59:25.768
     # Current statement coverage: 0.86
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -29027,7 +29027,7 @@ class Test97(AbstractTest):
 
 
 class Test98(AbstractTest):
-    # Date generated: 2026-11-26-23:46:57.922
+    # Date generated: 2026-11-26-23:59:25.856
     # Current statement coverage: 0.86
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -29385,7 +29385,7 @@ class Test98(AbstractTest):
 
 
 class Test99(AbstractTest):
-    # Date generated: 2026-11-26-23:46:57.942
+    # Date generated: 2026-11-26-23:59:25.875
     # Current statement coverage: 0.86
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -29560,7 +29560,7 @@ class Test99(AbstractTest):
 
 
 class Test100(AbstractTest):
-    # Date generated: 2026-11-26-23:46:58.351
+    # Date generated: 2026-11-26-23:59:26.117
     # Current statement coverage: 0.86
     '''
     [P4Testgen MethodCall]: *.StartIngress();
