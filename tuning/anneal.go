@@ -445,6 +445,11 @@ func (a *Anneal) perturb(x Point) Point {
 	return p
 }
 
+// Judging is what the pending evaluation measures: "init" (the start
+// point), "current" (x again, line 7), "propose" (a perturbation) or
+// "done".
+func (a *Anneal) Judging() string { return a.st.Phase }
+
 // Best is x_best.
 func (a *Anneal) Best() (Point, float64, bool) {
 	return slices.Clone(a.st.BestX), a.st.FBest, a.st.BestX != nil
