@@ -84,10 +84,13 @@ type OnlineRun struct {
 
 // OnlineResult is the comparison.
 type OnlineResult struct {
-	Scenario string      `json:"scenario"`
-	Steps    int         `json:"steps"`
-	Tuned    OnlineRun   `json:"tuned"`
-	Reheats  int         `json:"reheats"`
+	Scenario string    `json:"scenario"`
+	Steps    int       `json:"steps"`
+	Tuned    OnlineRun `json:"tuned"`
+	Reheats  int       `json:"reheats"`
+	// ReheatAt are the steps (windows of the tuned run) whose judgement
+	// reheated the schedule.
+	ReheatAt []int       `json:"reheat_at"`
 	Base     []OnlineRun `json:"baselines"`
 	// Recovery is, per phase change of the tuned run, the steps until a
 	// window scored at least 98% of the best baseline's mean in that
@@ -152,7 +155,7 @@ func Online(ctx context.Context, o OnlineOptions) (OnlineResult, error) {
 	if _, err := tu.Run(ctx); err != nil {
 		return res, fmt.Errorf("online tuner: %w", err)
 	}
-	res.Reheats = opt.Reheats()
+	res.Reheats, res.ReheatAt = opt.Reheats(), rec.reheats
 	res.Tuned, err = summariseLive("bytetuning", lt, fixed, nil)
 	if err != nil {
 		return res, err
@@ -226,7 +229,17 @@ func recoveries(tr OnlineRun, ref map[string]float64) []Recovery {
 // it re-measures the annealer's current point or tries a proposal.
 type judgingRecorder struct {
 	*tuning.Anneal
-	kinds []string
+	kinds   []string
+	reheats []int
+}
+
+// Tell notes the windows whose judgement reheated the schedule.
+func (j *judgingRecorder) Tell(f float64) {
+	n := j.Anneal.Reheats()
+	j.Anneal.Tell(f)
+	if j.Anneal.Reheats() > n {
+		j.reheats = append(j.reheats, len(j.kinds)-1)
+	}
 }
 
 func (j *judgingRecorder) Next() (tuning.Point, bool) {
@@ -387,7 +400,7 @@ func WriteOnline(w io.Writer, r OnlineResult) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\n%s: %d steps, %d reheats. Scores: Eq. 14 summed over the watched switches, fixed normalisation.\n", r.Scenario, r.Steps, r.Reheats)
+	fmt.Fprintf(w, "\n%s: %d steps, %d reheats (at steps %v). Scores: Eq. 14 summed over the watched switches, fixed normalisation.\n", r.Scenario, r.Steps, r.Reheats, r.ReheatAt)
 	for _, ph := range phases {
 		var worse []string
 		t := r.Tuned.Phases[ph]
