@@ -117,17 +117,25 @@ func TestAnnealOnlineNoisyTarget(t *testing.T) {
 		bx, _, _ := a.Best()
 		return before, a.Reheats() - before, firstAfter, bx
 	}
-	p := OnlineTuning()
-	before, after, first, best := run(p)
-	t.Logf("sigma rule: %d reheats before the change, %d after (first %d windows after), best Kmin level %d", before, after, first, best[0])
-	if before != 0 {
-		t.Errorf("%d reheats on noise alone", before)
-	}
-	if first < 0 || first > 30 {
-		t.Errorf("the change reheated after %d windows, want within 30", first)
-	}
-	if best[0] < 8 {
-		t.Errorf("after the change the best Kmin level is %d, want 8 to 10", best[0])
+	for _, k := range []int{1, 2} {
+		p := OnlineTuning()
+		p.Samples = k
+		p = p.ForBudget(60)
+		before, after, first, best := run(p)
+		t.Logf("samples %d: %d reheats before the change, %d after (first %d windows after), best Kmin level %d", k, before, after, first, best[0])
+		if before != 0 {
+			t.Errorf("samples %d: %d reheats on noise alone", k, before)
+		}
+		if first < 0 || first > 30 {
+			t.Errorf("samples %d: the change reheated after %d windows, want within 30", k, first)
+		}
+		// With one window per judgement the search has 600 windows
+		// to find the new peak; with two it has half the judgements
+		// and its best is a noisier argmax: only the reheat is held
+		// to account there.
+		if k == 1 && best[0] < 8 {
+			t.Errorf("after the change the best Kmin level is %d, want 8 to 10", best[0])
+		}
 	}
 }
 

@@ -30,7 +30,7 @@ objective. Targets:
              schedule when the workload changed: algorithm.reheat-after (2)
              re-measurements in a row beyond algorithm.reheat-sigma (3) standard
              deviations of the measured window noise and algorithm.reheat (1%) of
-             f(x); algorithm.samples (1) windows per judgement, their mean or
+             f(x); algorithm.samples (2) windows per judgement, their mean or
              (aggregate: median) median; each schedule cooled within
              algorithm.cool-within evaluations (60)
   fluid      the fluid model of the paper's Section 4 (Table 4's parameters, N flows)

@@ -26,6 +26,10 @@ type OnlineOptions struct {
 	Anneal *tuning.AnnealParams
 	// ReceiverSide judges windows on the receiver-side switches only.
 	ReceiverSide bool
+	// Start is the preset the tuner starts from (a random point when
+	// empty), as a tuner deployed on a running fabric starts from the
+	// configuration it finds there.
+	Start string
 	// Window, when set, replaces the scenario's telemetry window (a
 	// multiple of it keeps whole periods of every phase in each window).
 	Window time.Duration
@@ -146,7 +150,15 @@ func Online(ctx context.Context, o OnlineOptions) (OnlineResult, error) {
 	if err != nil {
 		return res, err
 	}
-	opt, err := tuning.NewAnneal(&sp, ap, o.Seed, nil)
+	var start tuning.Point
+	if o.Start != "" {
+		c, err := tuning.BaselineConfig(o.Start, sp.Cell, sc.Capacity, sc.RTT, sc.Scopes...)
+		if err != nil {
+			return res, err
+		}
+		start = sp.Nearest(c)
+	}
+	opt, err := tuning.NewAnneal(&sp, ap, o.Seed, start)
 	if err != nil {
 		return res, err
 	}
