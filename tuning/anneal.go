@@ -107,13 +107,38 @@ type AnnealParams struct {
 	Scale float64 `json:"scale,omitempty"`
 	// Reheat is for online tuning, where the workload changes under the
 	// tuner (the paper's Figure 11): once the schedule has cooled the
-	// search goes on at tem_goal instead of the run ending, and whenever
-	// two re-measurements of x in a row (line 7) move f(x) by
-	// more than Reheat of its previous value, the workload has changed:
-	// the temperature and step restart from tem and s at x and the best
-	// so far restarts at x (it was the best of another workload). Zero:
+	// search goes on at tem_goal instead of the run ending, and when the
+	// re-measurements of x (line 7) show the workload changed, the
+	// temperature and step restart from tem and s at x and the best so
+	// far restarts at x (it was the best of another workload). Reheat is
+	// the smallest move that counts, as a fraction of f(x); ReheatSigma,
+	// when set, also requires the move to exceed that many standard
+	// deviations of the noise, measured from repeated re-measurements of
+	// one configuration (see Drift); ReheatAfter is how many
+	// re-measurements in a row must show the move (2 when 0). Both zero:
 	// off, the run ends when cool, as Algorithm 1. Needs Remeasure.
-	Reheat float64 `json:"reheat,omitempty"`
+	Reheat      float64 `json:"reheat,omitempty"`
+	ReheatSigma float64 `json:"reheat_sigma,omitempty"`
+	ReheatAfter int     `json:"reheat_after,omitempty"`
+	// Samples is how many measurements (telemetry windows) each judgement
+	// takes, of x at line 7 and of each proposal: their mean, or their
+	// median with Median, is f. One window of a live fabric is noisy; k
+	// of them cost k evaluations. 0 or 1: one.
+	Samples int  `json:"samples,omitempty"`
+	Median  bool `json:"median,omitempty"`
+}
+
+// online is whether the schedule restarts on a changed workload instead
+// of ending.
+func (p AnnealParams) online() bool { return p.Reheat > 0 || p.ReheatSigma > 0 }
+
+func (p AnnealParams) samples() int { return max(p.Samples, 1) }
+
+func (p AnnealParams) drift() *Drift {
+	if !p.online() {
+		return nil
+	}
+	return &Drift{Sigma: p.ReheatSigma, Floor: p.Reheat, After: max(p.ReheatAfter, 2)}
 }
 
 // ForBudget is p with the cooling coefficient chosen so the temperature
@@ -122,7 +147,7 @@ type AnnealParams struct {
 // 100 to 0.01, far beyond a budget of a few hundred evaluations, and a
 // run cut off while still hot is a random walk.
 func (p AnnealParams) ForBudget(evals int) AnnealParams {
-	iters := float64(evals - 1)
+	iters := float64(evals-1) / float64(p.samples())
 	if p.Remeasure {
 		iters /= 2
 	}
@@ -140,6 +165,23 @@ func PaperAnneal() AnnealParams {
 	return AnnealParams{I: 10, Tem: 100, TemGoal: 0.01, C: 0.99, S: 0.5, Remeasure: true, Scale: 100}
 }
 
+// OnlineTuning is the online setting of Algorithm 1 (run files with
+// online: true and 'tune online'): the paper's parameters with x
+// re-measured every iteration (line 7), two iterations per temperature,
+// each schedule cooled within 60 evaluations, and a reheat when three
+// noise deviations (measured, see Drift) and 1% of f(x) separate two
+// re-measurements in a row from x's earlier ones. Each judgement is the
+// mean of two windows: fig11's 2-to-1 alternates high and low 8 ms
+// windows (its closed-loop senders post every other period: lag-1
+// autocorrelation -0.9 under every preset), and with one window each the
+// re-measurements of x fell on the low windows and the proposals on the
+// high ones, so every proposal looked better.
+func OnlineTuning() AnnealParams {
+	p := PaperAnneal()
+	p.I, p.Reheat, p.ReheatSigma, p.ReheatAfter, p.Samples = 2, 0.01, 3, 2, 2
+	return p.ForBudget(60)
+}
+
 // Validate checks the parameters.
 func (a AnnealParams) Validate() error {
 	switch {
@@ -153,7 +195,13 @@ func (a AnnealParams) Validate() error {
 		return fmt.Errorf("anneal: step %g: in (0, 1]", a.S)
 	case a.Reheat < 0 || math.IsNaN(a.Reheat):
 		return fmt.Errorf("anneal: reheat %g: not negative", a.Reheat)
-	case a.Reheat > 0 && !a.Remeasure:
+	case a.ReheatSigma < 0 || math.IsNaN(a.ReheatSigma):
+		return fmt.Errorf("anneal: reheat sigma %g: not negative", a.ReheatSigma)
+	case a.ReheatAfter < 0 || a.ReheatAfter > noisePairs:
+		return fmt.Errorf("anneal: reheat after %d: 0 to %d", a.ReheatAfter, noisePairs)
+	case a.Samples < 0 || a.Samples > 100:
+		return fmt.Errorf("anneal: samples %d: 0 to 100", a.Samples)
+	case a.online() && !a.Remeasure:
 		return errors.New("anneal: reheat watches re-measurements of x: it needs remeasure")
 	}
 	return nil
@@ -187,11 +235,11 @@ type annealState struct {
 	S        float64      `json:"s"`
 	Accepted int          `json:"accepted_worse"`
 	Reheats  int          `json:"reheats,omitempty"`
-	// Suspect is set after one re-measurement moved past the reheat
-	// fraction; Ref is f(x) before it, what the next one is held to.
-	Suspect bool    `json:"suspect,omitempty"`
-	Ref     float64 `json:"ref,omitempty"`
-	RNG     *rng    `json:"rng"`
+	// Drift judges the re-measurements of x online; Acc holds the
+	// measurements of the pending point taken so far (Samples).
+	Drift *Drift    `json:"drift,omitempty"`
+	Acc   []float64 `json:"acc,omitempty"`
+	RNG   *rng      `json:"rng"`
 }
 
 // NewAnneal starts Algorithm 1 at start (a random point when nil).
@@ -204,7 +252,7 @@ func NewAnneal(s *Space, p AnnealParams, seed uint64, start Point) (*Anneal, err
 		start = randomPoint(s, g.r)
 	}
 	return &Anneal{space: s, st: annealState{Params: p, Phase: phaseInit, Pending: slices.Clone(start),
-		Tem: p.Tem, S: p.S, RNG: g}}, nil
+		Tem: p.Tem, S: p.S, Drift: p.drift(), RNG: g}}, nil
 }
 
 // Name is "anneal".
@@ -222,7 +270,7 @@ func (a *Anneal) Next() (Point, bool) {
 func (a *Anneal) startIteration() {
 	st := &a.st
 	if st.Tem <= st.Params.TemGoal {
-		if !(st.Params.Reheat > 0) {
+		if !st.Params.online() {
 			st.Phase = phaseDone
 			return
 		}
@@ -238,9 +286,19 @@ func (a *Anneal) startIteration() {
 	st.Phase, st.Pending = phasePropose, a.perturb(st.X)
 }
 
-// Tell advances the algorithm by one evaluation.
+// Tell advances the algorithm by one evaluation. With Samples above one
+// the pending point stays pending until its last measurement, and the
+// algorithm sees their mean (or median).
 func (a *Anneal) Tell(f float64) {
 	st := &a.st
+	if k := st.Params.samples(); k > 1 {
+		st.Acc = append(st.Acc, f)
+		if len(st.Acc) < k {
+			return
+		}
+		f = aggregate(st.Acc, st.Params.Median)
+		st.Acc = st.Acc[:0]
+	}
 	switch st.Phase {
 	case phaseInit: // lines 2-4
 		st.X, st.FX = st.Pending, f
@@ -249,11 +307,18 @@ func (a *Anneal) Tell(f float64) {
 		a.startIteration()
 	case phaseCurrent: // line 7
 		a.watch(f)
+		if st.Drift != nil && st.Drift.Run > 0 {
+			// f(x) moved past the noise once: look at x again before
+			// proposing, or an accepted proposal (after a drop nearly
+			// any point is "better") would start a new reference and
+			// the change would never be confirmed.
+			return
+		}
 		st.Phase, st.Pending = phasePropose, a.perturb(st.X)
 	case phasePropose: // lines 10-21
 		xp := st.Pending
 		if f-st.FX >= 0 {
-			st.X, st.FX = xp, f
+			a.move(xp, f)
 			st.S /= 2
 			if f-st.FBest >= 0 {
 				st.BestX, st.FBest = slices.Clone(xp), f
@@ -265,7 +330,7 @@ func (a *Anneal) Tell(f float64) {
 				scale = 1
 			}
 			if math.Exp(scale*(f-st.FX)/st.Tem) > st.RNG.r.Float64() {
-				st.X, st.FX = xp, f
+				a.move(xp, f)
 				st.Accepted++
 			}
 		}
@@ -281,32 +346,54 @@ func (a *Anneal) Tell(f float64) {
 	}
 }
 
-// watch takes a re-measurement f of x and, online, reheats when it moved
-// by more than Reheat of the last one; it reports a reheat.
+// move makes xp, measured f, the current point; its re-measurements
+// start a new drift reference.
+func (a *Anneal) move(xp Point, f float64) {
+	st := &a.st
+	if st.Drift != nil && !slices.Equal(xp, st.X) {
+		if f >= st.FX {
+			st.Drift.Improved()
+		} else {
+			st.Drift.Rebase()
+		}
+	}
+	st.X, st.FX = xp, f
+}
+
+// aggregate is the mean of v, or its median.
+func aggregate(v []float64, median bool) float64 {
+	if median {
+		s := slices.Clone(v)
+		slices.Sort(s)
+		n := len(s)
+		if n%2 == 1 {
+			return s[n/2]
+		}
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	sum := 0.0
+	for _, x := range v {
+		sum += x
+	}
+	return sum / float64(len(v))
+}
+
+// watch takes a re-measurement f of x and, online, reheats when the drift
+// test says the workload changed; it reports a reheat.
 func (a *Anneal) watch(f float64) bool {
 	st := &a.st
-	prev := st.FX
-	if st.Suspect {
-		prev = st.Ref
-	}
 	st.FX = f
-	r := st.Params.Reheat
-	if r > 0 && slices.Equal(st.X, st.BestX) {
+	if st.Drift == nil {
+		return false
+	}
+	if slices.Equal(st.X, st.BestX) {
 		// Online the latest judgement of a point is its value: an old,
 		// higher one would hold the best against every later proposal.
 		st.FBest = f
 	}
-	if !(r > 0) || !(math.Abs(f-prev) > r*math.Max(math.Abs(prev), 1e-9)) {
-		st.Suspect = false
+	if !st.Drift.Observe(f) {
 		return false
 	}
-	// One window's noise is not a new workload: the move must show in
-	// two re-measurements in a row.
-	if !st.Suspect {
-		st.Suspect, st.Ref = true, prev
-		return false
-	}
-	st.Suspect = false
 	st.Tem, st.S, st.Iter = st.Params.Tem, st.Params.S, 0
 	st.BestX, st.FBest = slices.Clone(st.X), f
 	st.Reheats++
@@ -363,6 +450,11 @@ func (a *Anneal) perturb(x Point) Point {
 	return p
 }
 
+// Judging is what the pending evaluation measures: "init" (the start
+// point), "current" (x again, line 7), "propose" (a perturbation) or
+// "done".
+func (a *Anneal) Judging() string { return a.st.Phase }
+
 // Best is x_best.
 func (a *Anneal) Best() (Point, float64, bool) {
 	return slices.Clone(a.st.BestX), a.st.FBest, a.st.BestX != nil
@@ -391,6 +483,9 @@ func (a *Anneal) Restore(b json.RawMessage) error {
 	}
 	if st.RNG == nil {
 		return errors.New("anneal state: no random generator state")
+	}
+	if st.Drift == nil {
+		st.Drift = st.Params.drift()
 	}
 	a.st = st
 	return nil

@@ -2,6 +2,7 @@ package tuning
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -129,6 +130,15 @@ type AlgorithmSpec struct {
 	// each schedule cools within that many evaluations.
 	Reheat     *float64 `yaml:"reheat"`
 	CoolWithin int      `yaml:"cool-within"`
+	// ReheatSigma and ReheatAfter (online) are the drift test: a reheat
+	// needs reheat-after re-measurements in a row beyond reheat-sigma
+	// standard deviations of the measured noise (and beyond reheat, now a
+	// floor). Samples is the windows per judgement, Aggregate how they
+	// combine (mean or median).
+	ReheatSigma *float64 `yaml:"reheat-sigma"`
+	ReheatAfter *int     `yaml:"reheat-after"`
+	Samples     *int     `yaml:"samples"`
+	Aggregate   string   `yaml:"aggregate"`
 	// Start is a baseline name to start from (random when empty).
 	Start string `yaml:"start"`
 }
@@ -250,6 +260,7 @@ func (s *RunSpec) Validate(doc *spec.Doc) {
 	if s.Algorithm.CoolWithin < 0 {
 		doc.Errorf("algorithm.cool-within", "%d: not negative", s.Algorithm.CoolWithin)
 	}
+	s.checkJudging(doc)
 	if _, err := durationOf(s.Timeout, 0); err != nil {
 		doc.Errorf("timeout", "%v", err)
 	}
@@ -398,6 +409,26 @@ func (s *RunSpec) BuildObjective() (Objective, error) {
 	return o, o.Validate()
 }
 
+// checkJudging names the key of a bad online judging setting.
+func (s *RunSpec) checkJudging(doc *spec.Doc) {
+	a := s.Algorithm
+	if v := a.ReheatSigma; v != nil && (*v < 0 || math.IsNaN(*v)) {
+		doc.Errorf("algorithm.reheat-sigma", "%g: not negative", *v)
+	}
+	if v := a.ReheatAfter; v != nil && (*v < 1 || *v > noisePairs) {
+		doc.Errorf("algorithm.reheat-after", "%d: 1 to %d", *v, noisePairs)
+	}
+	if v := a.Samples; v != nil && (*v < 1 || *v > 100) {
+		doc.Errorf("algorithm.samples", "%d: 1 to 100 windows per judgement", *v)
+	}
+	if a.Aggregate != "" && a.Aggregate != "mean" && a.Aggregate != "median" {
+		doc.Errorf("algorithm.aggregate", "%q: mean or median", a.Aggregate)
+	}
+	if (a.ReheatSigma != nil || a.ReheatAfter != nil) && !s.Target.Online && s.Target.Kind != "switches" {
+		doc.Errorf("algorithm.reheat-sigma", "the drift test is for online runs (target.online)")
+	}
+}
+
 // AnnealParams are Algorithm 1's inputs from the file (the paper's by
 // default, cooled within the budget unless cool-to-budget is false).
 func (s *RunSpec) AnnealParams() (AnnealParams, error) {
@@ -423,16 +454,30 @@ func (s *RunSpec) AnnealParams() (AnnealParams, error) {
 	}
 	if s.Target.Online {
 		// A live network: the workload changes under the tuner, so the
-		// schedule restarts when f(x) moves (5% unless the file says).
-		p.Reheat = 0.05
+		// schedule restarts when the drift test says f(x) moved
+		// (OnlineTuning's unless the file says).
+		o := OnlineTuning()
+		p.Reheat, p.ReheatSigma, p.ReheatAfter, p.Samples, p.Median = o.Reheat, o.ReheatSigma, o.ReheatAfter, o.Samples, o.Median
 	}
 	if a.Reheat != nil {
 		p.Reheat = *a.Reheat
 	}
+	if a.ReheatSigma != nil {
+		p.ReheatSigma = *a.ReheatSigma
+	}
+	if a.ReheatAfter != nil {
+		p.ReheatAfter = *a.ReheatAfter
+	}
+	if a.Samples != nil {
+		p.Samples = *a.Samples
+	}
+	if a.Aggregate != "" {
+		p.Median = a.Aggregate == "median"
+	}
 	switch {
 	case a.CoolWithin > 0:
 		p = p.ForBudget(a.CoolWithin)
-	case p.Reheat > 0 && (a.CoolToBudget == nil || *a.CoolToBudget):
+	case p.online() && (a.CoolToBudget == nil || *a.CoolToBudget):
 		// Online a schedule cools within 60 evaluations (30 steps of
 		// line 7 and a proposal): the budget is the run's length, not
 		// one schedule's.

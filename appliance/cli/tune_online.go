@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/bench/tunesim"
+	"github.com/rdma-appliance/appliance/tuning"
 )
 
 var tuneDiscriminateCmd = &Command{
@@ -81,21 +82,27 @@ func runTuneDiscriminate(_ context.Context, env *Env, o tuneDiscriminateOptions)
 var tuneOnlineCmd = &Command{
 	Name:    "online",
 	Summary: "online tuning on a running simulated fabric whose workload changes, against every preset",
-	Usage:   "[--scenario fig11] [--steps 240] [--seed 1] [--reheat 0.05] [--receiver-side] [--out DIR]",
+	Usage:   "[--scenario fig11] [--steps 240] [--seed 1] [--reheat 0.01] [--reheat-sigma 3] [--reheat-after 2] [--samples 1] [--median] [--window D] [--start PRESET] [--receiver-side] [--out DIR]",
 	Long: `Runs an online scenario twice over: first ByteTuning online, one fabric simulation that never
 restarts while its workload moves through phases (fig11: a k=4 fat tree, tuned per layer
 (tor, agg, core), whose traffic cycles through a 2-to-1 of 1 MB messages, a 12-to-1 incast
 of 64 KB bursts and a light 3-to-1 of 16 KB messages, 320 ms each); every step changes the
 running switches' watermarks and is judged on the next 8 ms telemetry window by Eq. 14 with
 the history normalisation; Algorithm 1 re-measures x every iteration and restarts its
-schedule when f(x) moves by 5% (the workload changed). Then every preset of Tables 2 and 3
-held fixed on the same fabric and workload for as many windows.
+schedule when the workload changed: when --reheat-after re-measurements in a row lie more
+than --reheat-sigma standard deviations of the window noise (measured from repeated
+re-measurements of one configuration) and more than --reheat of f(x) away from x's
+earlier re-measurements. --samples windows per judgement (mean, or --median) and a longer
+--window trade tuning steps for less noise. Then every preset of Tables 2 and 3 held fixed
+on the same fabric and workload for as many windows.
 
-Prints per phase the objective under the fixed normalisation, the rate delivered to the
+Prints per phase the objective under the fixed normalisation (its standard deviation over
+the phase's windows and the window-to-window noise), the rate delivered to the
 receiver, the mean queue of the watched switches, the P50/P99 FCT of the phase's messages
 and the drops, for the tuned run and every preset; the presets better than the tuned run on
 any metric; and after each phase change the steps until a tuned window scored 98% of the
-best preset's mean in that phase. Writes online.txt and online.json to --out. The
+best preset's mean in that phase; per phase the presets' spread against the noise of one
+window, and the tuned run's mean on windows at x against its windows on proposals. Writes online.txt and online.json to --out. The
 simulation is the cost: minutes on two cores.
 
 The same tuning from a run file: 'appliance tune run -f tune-online.yml' with target
@@ -107,7 +114,12 @@ type tuneOnlineOptions struct {
 	scenario, out string
 	steps         int
 	seed          uint64
-	reheat        float64
+	reheat, sigma float64
+	after         int
+	samples       int
+	median        bool
+	window        time.Duration
+	start         string
 	receiver      bool
 	args          []string
 }
@@ -117,7 +129,14 @@ func tuneOnlineFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) err
 	fs.StringVar(&o.scenario, "scenario", "fig11", "online scenario ("+strings.Join(tunesim.LiveScenarioNames(), ", ")+")")
 	fs.IntVar(&o.steps, "steps", 240, "tuning steps (telemetry windows) per run")
 	fs.Uint64Var(&o.seed, "seed", 1, "the tuner's seed")
-	fs.Float64Var(&o.reheat, "reheat", 0.05, "restart the schedule when a re-measurement of x moves f(x) by this fraction")
+	def := tunesim.OnlineAnneal()
+	fs.Float64Var(&o.reheat, "reheat", def.Reheat, "the smallest move of f(x), as a fraction of it, that can count as a changed workload")
+	fs.Float64Var(&o.sigma, "reheat-sigma", def.ReheatSigma, "a changed workload moves f(x) by more than this many standard deviations of the measured window noise (0: the fraction alone)")
+	fs.IntVar(&o.after, "reheat-after", def.ReheatAfter, "re-measurements of x in a row that must show the move")
+	fs.IntVar(&o.samples, "samples", max(def.Samples, 1), "telemetry windows per judgement (of x and of each proposal)")
+	fs.BoolVar(&o.median, "median", def.Median, "judge on the median of the samples, not their mean")
+	fs.StringVar(&o.start, "start", "", "start the tuner from this preset ("+strings.Join(tuning.BaselineNames(), ", ")+"; none: a random point)")
+	fs.DurationVar(&o.window, "window", 0, "telemetry window (0: the scenario's, 8ms for fig11; use a multiple of it)")
 	fs.StringVar(&o.out, "out", "tune-online", "directory for online.txt and online.json")
 	fs.BoolVar(&o.receiver, "receiver-side", false, "judge windows on the receiver-side switches only (the paper's telemetry compression), not every switch on the traffic's paths")
 	return bind(&o, &o.args, runTuneOnline)
@@ -130,13 +149,21 @@ func runTuneOnline(ctx context.Context, env *Env, o tuneOnlineOptions) error {
 	if o.steps < 1 {
 		return Usagef("--steps %d: at least 1", o.steps)
 	}
-	if !(o.reheat > 0) {
-		return Usagef("--reheat %g: positive (online the schedule must restart when the workload changes)", o.reheat)
+	if o.reheat < 0 || o.sigma < 0 || !(o.reheat > 0 || o.sigma > 0) {
+		return Usagef("--reheat %g, --reheat-sigma %g: not negative, one positive (online the schedule must restart when the workload changes)", o.reheat, o.sigma)
+	}
+	if o.samples < 1 || o.window < 0 {
+		return Usagef("--samples %d, --window %v: at least one sample, window not negative", o.samples, o.window)
 	}
 	ap := tunesim.OnlineAnneal()
-	ap.Reheat = o.reheat
+	ap.Reheat, ap.ReheatSigma, ap.ReheatAfter, ap.Samples, ap.Median = o.reheat, o.sigma, o.after, o.samples, o.median
+	// Each schedule cools within 60 evaluations (windows), as by default.
+	ap = ap.ForBudget(60)
+	if err := ap.Validate(); err != nil {
+		return Usagef("%v", err)
+	}
 	t0 := time.Now()
-	r, err := tunesim.Online(ctx, tunesim.OnlineOptions{Scenario: o.scenario, Steps: o.steps, Seed: o.seed, Anneal: &ap, ReceiverSide: o.receiver})
+	r, err := tunesim.Online(ctx, tunesim.OnlineOptions{Scenario: o.scenario, Steps: o.steps, Seed: o.seed, Anneal: &ap, ReceiverSide: o.receiver, Window: o.window, Start: o.start})
 	if err != nil {
 		return err
 	}

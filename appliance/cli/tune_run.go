@@ -27,8 +27,12 @@ objective. Targets:
              running while its workload changes, each candidate written into the
              running switches and judged on the next telemetry window (duration);
              Algorithm 1 then re-measures x every iteration and restarts its
-             schedule when f(x) moves by algorithm.reheat (5%), each schedule cooled
-             within algorithm.cool-within evaluations (60)
+             schedule when the workload changed: algorithm.reheat-after (2)
+             re-measurements in a row beyond algorithm.reheat-sigma (3) standard
+             deviations of the measured window noise and algorithm.reheat (1%) of
+             f(x); algorithm.samples (2) windows per judgement, their mean or
+             (aggregate: median) median; each schedule cooled within
+             algorithm.cool-within evaluations (60)
   fluid      the fluid model of the paper's Section 4 (Table 4's parameters, N flows)
   switches   real switches: each candidate rendered in the switch's dialect (sonic, eos,
              nxos, vrp, comware) and pushed in one interactive SSH session per switch

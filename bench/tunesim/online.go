@@ -26,17 +26,18 @@ type OnlineOptions struct {
 	Anneal *tuning.AnnealParams
 	// ReceiverSide judges windows on the receiver-side switches only.
 	ReceiverSide bool
+	// Start is the preset the tuner starts from (a random point when
+	// empty), as a tuner deployed on a running fabric starts from the
+	// configuration it finds there.
+	Start string
+	// Window, when set, replaces the scenario's telemetry window (a
+	// multiple of it keeps whole periods of every phase in each window).
+	Window time.Duration
 }
 
-// OnlineAnneal is the online setting of Algorithm 1: the paper's
-// parameters with x re-measured every iteration (line 7), two iterations
-// per temperature, each schedule cooled within 60 evaluations and
-// restarted when f(x) moves by 5%.
-func OnlineAnneal() tuning.AnnealParams {
-	p := tuning.PaperAnneal()
-	p.I, p.Reheat = 2, 0.05
-	return p.ForBudget(60)
-}
+// OnlineAnneal is the online setting of Algorithm 1
+// (tuning.OnlineTuning).
+func OnlineAnneal() tuning.AnnealParams { return tuning.OnlineTuning() }
 
 // PhaseStats are one run's windows in one phase of the workload.
 type PhaseStats struct {
@@ -53,6 +54,23 @@ type PhaseStats struct {
 	// P50 and P99 FCT of the phase's messages that completed, ns.
 	P50, P99 float64
 	Drops    uint64 `json:"drops"`
+	// ScoreSD is the standard deviation of the windows' scores: for a
+	// preset, held fixed, the measurement noise of one window (with
+	// the phase's own change at its start).
+	ScoreSD float64 `json:"score_sd"`
+	// Noise is the window-to-window noise of the score, as the tuner's
+	// drift test estimates it: the median absolute difference of
+	// consecutive windows in the phase, /0.6745/sqrt(2) (robust to the
+	// phase's transient at its start).
+	Noise float64 `json:"noise"`
+	// AtX and Proposals (the tuned run) are the mean scores of the
+	// windows that re-measured the tuner's current point and of those
+	// that tried a proposal, and how many of each: what tuning earns
+	// and what exploring costs.
+	AtX       float64 `json:"at_x,omitempty"`
+	NAtX      int     `json:"n_at_x,omitempty"`
+	Proposals float64 `json:"proposals,omitempty"`
+	NProposal int     `json:"n_proposals,omitempty"`
 }
 
 // OnlineRun is one run (the tuner or a baseline) over the whole schedule.
@@ -63,14 +81,20 @@ type OnlineRun struct {
 	// trace).
 	Scores []float64 `json:"scores"`
 	Phase  []string  `json:"phase"`
+	// Judging is, per window of the tuned run, what it measured: "x"
+	// (line 7, or the start), or "proposal".
+	Judging []string `json:"judging,omitempty"`
 }
 
 // OnlineResult is the comparison.
 type OnlineResult struct {
-	Scenario string      `json:"scenario"`
-	Steps    int         `json:"steps"`
-	Tuned    OnlineRun   `json:"tuned"`
-	Reheats  int         `json:"reheats"`
+	Scenario string    `json:"scenario"`
+	Steps    int       `json:"steps"`
+	Tuned    OnlineRun `json:"tuned"`
+	Reheats  int       `json:"reheats"`
+	// ReheatAt are the steps (windows of the tuned run) whose judgement
+	// reheated the schedule.
+	ReheatAt []int       `json:"reheat_at"`
 	Base     []OnlineRun `json:"baselines"`
 	// Recovery is, per phase change of the tuned run, the steps until a
 	// window scored at least 98% of the best baseline's mean in that
@@ -87,7 +111,17 @@ type Recovery struct {
 	At    int     `json:"at_step"`
 	Steps int     `json:"steps"`
 	Ref   float64 `json:"reference"`
+	// Sustained is the steps until the mean of SustainWindows windows in
+	// a row first reached 98% of the reference (-1: never within the
+	// phase). One window can get there by luck: fig11's 2-to-1 alternates
+	// high and low windows (its closed-loop senders post every other
+	// 8 ms, a 16 ms period), so Steps alone flatters.
+	Sustained int `json:"sustained"`
 }
+
+// SustainWindows is how many windows the sustained recovery averages:
+// two of fig11's longest periods.
+const SustainWindows = 4
 
 // Online runs the comparison.
 func Online(ctx context.Context, o OnlineOptions) (OnlineResult, error) {
@@ -100,6 +134,9 @@ func Online(ctx context.Context, o OnlineOptions) (OnlineResult, error) {
 		o.Steps = 240
 	}
 	sc.ReceiverSide = sc.ReceiverSide || o.ReceiverSide
+	if o.Window > 0 {
+		sc.Window = o.Window
+	}
 	ap := OnlineAnneal()
 	if o.Anneal != nil {
 		ap = *o.Anneal
@@ -113,19 +150,30 @@ func Online(ctx context.Context, o OnlineOptions) (OnlineResult, error) {
 	if err != nil {
 		return res, err
 	}
-	opt, err := tuning.NewAnneal(&sp, ap, o.Seed, nil)
+	var start tuning.Point
+	if o.Start != "" {
+		c, err := tuning.BaselineConfig(o.Start, sp.Cell, sc.Capacity, sc.RTT, sc.Scopes...)
+		if err != nil {
+			return res, err
+		}
+		start = sp.Nearest(c)
+	}
+	opt, err := tuning.NewAnneal(&sp, ap, o.Seed, start)
 	if err != nil {
 		return res, err
 	}
-	tu := &tuning.Tuner{Space: &sp, Objective: sc.Objective, Target: lt, Optimizer: opt, Budget: o.Steps, Interval: sc.Window}
+	rec := &judgingRecorder{Anneal: opt}
+	tu := &tuning.Tuner{Space: &sp, Objective: sc.Objective, Target: lt, Optimizer: rec, Budget: o.Steps, Interval: sc.Window}
 	if _, err := tu.Run(ctx); err != nil {
 		return res, fmt.Errorf("online tuner: %w", err)
 	}
-	res.Reheats = opt.Reheats()
+	res.Reheats, res.ReheatAt = opt.Reheats(), rec.reheats
 	res.Tuned, err = summariseLive("bytetuning", lt, fixed, nil)
 	if err != nil {
 		return res, err
 	}
+	res.Tuned.Judging = rec.kinds[:min(len(rec.kinds), len(res.Tuned.Scores))]
+	splitJudging(&res.Tuned)
 	for _, b := range tuning.Baselines(sp.Cell, sc.Capacity, sc.RTT) {
 		bt, err := NewLiveTarget(sc)
 		if err != nil {
@@ -155,22 +203,98 @@ func Online(ctx context.Context, o OnlineOptions) (OnlineResult, error) {
 			ref[ph] = max(ref[ph], st.Score)
 		}
 	}
-	tr := res.Tuned
+	res.Recovery = recoveries(res.Tuned, ref)
+	res.Seconds = time.Since(t0).Seconds()
+	return res, nil
+}
+
+// recoveries is, per phase change of the tuned run tr, how soon its
+// windows reached 98% of the phase's reference score ref.
+func recoveries(tr OnlineRun, ref map[string]float64) []Recovery {
+	var out []Recovery
 	for i := 1; i < len(tr.Phase); i++ {
 		if tr.Phase[i] == tr.Phase[i-1] {
 			continue
 		}
-		r := Recovery{Phase: tr.Phase[i], At: i, Steps: -1, Ref: ref[tr.Phase[i]]}
+		r := Recovery{Phase: tr.Phase[i], At: i, Steps: -1, Sustained: -1, Ref: ref[tr.Phase[i]]}
 		for j := i; j < len(tr.Phase) && tr.Phase[j] == tr.Phase[i]; j++ {
-			if tr.Scores[j] >= 0.98*r.Ref {
+			if r.Steps < 0 && tr.Scores[j] >= 0.98*r.Ref {
 				r.Steps = j - i
-				break
+			}
+			e := j + SustainWindows
+			if r.Sustained < 0 && e <= len(tr.Phase) && tr.Phase[e-1] == tr.Phase[i] {
+				m := 0.0
+				for _, v := range tr.Scores[j:e] {
+					m += v
+				}
+				if m/SustainWindows >= 0.98*r.Ref {
+					r.Sustained = j - i
+				}
 			}
 		}
-		res.Recovery = append(res.Recovery, r)
+		out = append(out, r)
 	}
-	res.Seconds = time.Since(t0).Seconds()
-	return res, nil
+	return out
+}
+
+// judgingRecorder notes, for every evaluation the tuner asks for, whether
+// it re-measures the annealer's current point or tries a proposal.
+type judgingRecorder struct {
+	*tuning.Anneal
+	kinds   []string
+	reheats []int
+}
+
+// Tell notes the windows whose judgement reheated the schedule.
+func (j *judgingRecorder) Tell(f float64) {
+	n := j.Anneal.Reheats()
+	j.Anneal.Tell(f)
+	if j.Anneal.Reheats() > n {
+		j.reheats = append(j.reheats, len(j.kinds)-1)
+	}
+}
+
+func (j *judgingRecorder) Next() (tuning.Point, bool) {
+	p, ok := j.Anneal.Next()
+	if ok {
+		k := "proposal"
+		if j.Anneal.Judging() != "propose" {
+			k = "x"
+		}
+		j.kinds = append(j.kinds, k)
+	}
+	return p, ok
+}
+
+// splitJudging fills the tuned run's per-phase means of the windows at x
+// and of the proposals.
+func splitJudging(run *OnlineRun) {
+	type acc struct{ x, p, nx, np float64 }
+	a := map[string]*acc{}
+	for i, k := range run.Judging {
+		ph := run.Phase[i]
+		if a[ph] == nil {
+			a[ph] = &acc{}
+		}
+		if k == "x" {
+			a[ph].x += run.Scores[i]
+			a[ph].nx++
+		} else {
+			a[ph].p += run.Scores[i]
+			a[ph].np++
+		}
+	}
+	for ph, v := range a {
+		st := run.Phases[ph]
+		st.NAtX, st.NProposal = int(v.nx), int(v.np)
+		if v.nx > 0 {
+			st.AtX = v.x / v.nx
+		}
+		if v.np > 0 {
+			st.Proposals = v.p / v.np
+		}
+		run.Phases[ph] = st
+	}
 }
 
 // summariseLive scores a live run's windows by phase. tels are the
@@ -204,6 +328,7 @@ func summariseLive(name string, lt *LiveTarget, fixed tuning.Objective, tels []t
 		}
 		a.Windows++
 		a.Score += f
+		a.ScoreSD += f * f
 		a.Drops += tel.Drops
 		a.Throughput += lt.delivered(tel, dst[ph])
 		q, n := 0.0, 0
@@ -224,9 +349,17 @@ func summariseLive(name string, lt *LiveTarget, fixed tuning.Objective, tels []t
 			fcts[ph.Name] = append(fcts[ph.Name], float64(f.FCT))
 		}
 	}
+	diffs := map[string][]float64{}
+	for i := 1; i < len(run.Scores); i++ {
+		if run.Phase[i] == run.Phase[i-1] {
+			diffs[run.Phase[i]] = append(diffs[run.Phase[i]], math.Abs(run.Scores[i]-run.Scores[i-1]))
+		}
+	}
 	for ph, a := range acc {
+		a.Noise = tuning.Percentile(diffs[ph], 50) / 0.6745 / math.Sqrt2
 		k := float64(a.Windows)
 		a.Score /= k
+		a.ScoreSD = math.Sqrt(max(a.ScoreSD/k-a.Score*a.Score, 0))
 		a.Throughput /= k
 		a.Queue /= k
 		a.P50, a.P99 = tuning.Percentile(fcts[ph], 50), tuning.Percentile(fcts[ph], 99)
@@ -267,19 +400,19 @@ func WriteOnline(w io.Writer, r OnlineResult) error {
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "phase\trun\tscore\tGbit/s to rx\tqueue KB\tP50 FCT us\tP99 FCT us\tdrops\t")
+	fmt.Fprintln(tw, "phase\trun\tscore\tsd\tnoise\tGbit/s to rx\tqueue KB\tP50 FCT us\tP99 FCT us\tdrops\t")
 	runs := append([]OnlineRun{r.Tuned}, r.Base...)
 	for _, ph := range phases {
 		for _, run := range runs {
 			st := run.Phases[ph]
-			fmt.Fprintf(tw, "%s\t%s\t%.4f\t%.2f\t%.1f\t%.0f\t%.0f\t%d\t\n", ph, run.Name, st.Score, st.Throughput/1e9, st.Queue/1024,
-				st.P50/1e3, st.P99/1e3, st.Drops)
+			fmt.Fprintf(tw, "%s\t%s\t%.4f\t%.4f\t%.4f\t%.2f\t%.1f\t%.0f\t%.0f\t%d\t\n", ph, run.Name, st.Score, st.ScoreSD, st.Noise,
+				st.Throughput/1e9, st.Queue/1024, st.P50/1e3, st.P99/1e3, st.Drops)
 		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\n%s: %d steps, %d reheats. Scores: Eq. 14 summed over the watched switches, fixed normalisation.\n", r.Scenario, r.Steps, r.Reheats)
+	fmt.Fprintf(w, "\n%s: %d steps, %d reheats (at steps %v). Scores: Eq. 14 summed over the watched switches, fixed normalisation.\n", r.Scenario, r.Steps, r.Reheats, r.ReheatAt)
 	for _, ph := range phases {
 		var worse []string
 		t := r.Tuned.Phases[ph]
@@ -315,15 +448,25 @@ func WriteOnline(w io.Writer, r OnlineResult) error {
 			lo, hi = min(lo, b.Phases[ph].Score), max(hi, b.Phases[ph].Score)
 		}
 		// When every preset scores within a few percent, "within 2% of
-		// the best" says nothing about tracking: print the spread.
-		fmt.Fprintf(w, "%s: presets score %.4f to %.4f (spread %.2f%% of the best); tuned %.4f\n", ph, lo, hi, 100*(hi-lo)/hi, r.Tuned.Phases[ph].Score)
+		// the best" says nothing about tracking: print the spread, and
+		// the noise of one window it must be told apart from.
+		var ns []float64
+		for _, b := range r.Base {
+			ns = append(ns, b.Phases[ph].Noise)
+		}
+		t := r.Tuned.Phases[ph]
+		fmt.Fprintf(w, "%s: presets score %.4f to %.4f (spread %.2f%% of the best, %.1f times the presets' median window noise %.4f); tuned %.4f: %.4f at x (%d windows), %.4f on proposals (%d)\n",
+			ph, lo, hi, 100*(hi-lo)/hi, (hi-lo)/max(tuning.Percentile(ns, 50), 1e-12), tuning.Percentile(ns, 50), t.Score, t.AtX, t.NAtX, t.Proposals, t.NProposal)
+	}
+	steps := func(n int) string {
+		if n < 0 {
+			return "not within the phase"
+		}
+		return fmt.Sprintf("%d steps", n)
 	}
 	for _, rc := range r.Recovery {
-		s := "not within the phase"
-		if rc.Steps >= 0 {
-			s = fmt.Sprintf("%d steps", rc.Steps)
-		}
-		fmt.Fprintf(w, "phase change to %s at step %d: 98%% of the best preset's mean (%.4f) after %s\n", rc.Phase, rc.At, rc.Ref, s)
+		fmt.Fprintf(w, "phase change to %s at step %d: 98%% of the best preset's mean (%.4f) after %s in one window, %s in %d windows in a row\n",
+			rc.Phase, rc.At, rc.Ref, steps(rc.Steps), steps(rc.Sustained), SustainWindows)
 	}
 	return nil
 }

@@ -69,10 +69,86 @@ func TestOnlineRunSpecErrors(t *testing.T) {
 		{"target: {kind: simulator, scenario: fig11}\n", "tune.yml:1: target.scenario"},
 		{"target: {kind: fluid, online: true}\n", "tune.yml:1: target.online"},
 		{"target: {kind: simulator, scenario: fig11, online: true}\nalgorithm: {remeasure: false, reheat: 0.1}\n", "reheat watches re-measurements"},
+		{"target: {kind: simulator, scenario: fig11, online: true}\nalgorithm:\n  samples: 0\n", "tune.yml:3: algorithm.samples: 0: 1 to 100"},
+		{"target: {kind: simulator, scenario: fig11, online: true}\nalgorithm:\n  aggregate: mode\n", "tune.yml:3: algorithm.aggregate: \"mode\": mean or median"},
+		{"target: {kind: simulator, scenario: fig11, online: true}\nalgorithm:\n  reheat-sigma: -1\n", "tune.yml:3: algorithm.reheat-sigma: -1: not negative"},
+		{"target: {kind: simulator, scenario: fig11, online: true}\nalgorithm:\n  reheat-after: 0\n", "tune.yml:3: algorithm.reheat-after: 0: 1 to 64"},
+		{"target: {kind: simulator, scenario: incast-2}\nalgorithm:\n  reheat-sigma: 3\n", "tune.yml:3: algorithm.reheat-sigma: the drift test is for online runs"},
 	} {
 		_, err := tuning.DecodeRunSpec("tune.yml", []byte(c.yaml), Simulator{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: %v, want %q", c.yaml, err, c.want)
 		}
+	}
+}
+
+// TestOnlineRunSpecJudging: an online run file gets the drift test and
+// one window per judgement unless it says otherwise.
+func TestOnlineRunSpecJudging(t *testing.T) {
+	rs, err := tuning.DecodeRunSpec("tune.yml", []byte("target: {kind: simulator, scenario: fig11, online: true}\n"), Simulator{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := rs.AnnealParams()
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := tuning.OnlineTuning()
+	if p.ReheatSigma != def.ReheatSigma || p.Reheat != def.Reheat || p.ReheatAfter != def.ReheatAfter || p.Samples != def.Samples {
+		t.Fatalf("online defaults %+v, want %+v", p, def)
+	}
+	rs, err = tuning.DecodeRunSpec("tune.yml", []byte("target: {kind: simulator, scenario: fig11, online: true}\n"+
+		"algorithm: {reheat: 0.02, reheat-sigma: 4, reheat-after: 3, samples: 3, aggregate: median}\n"), Simulator{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err = rs.AnnealParams(); err != nil {
+		t.Fatal(err)
+	}
+	if p.Reheat != 0.02 || p.ReheatSigma != 4 || p.ReheatAfter != 3 || p.Samples != 3 || !p.Median {
+		t.Fatalf("file's judging not taken: %+v", p)
+	}
+}
+
+// TestRecoveries: a tuned trace that alternates high and low windows (as
+// fig11's 2-to-1 does) reaches 98% of the reference in one lucky window
+// at once, but its 4-window mean only when the low windows come up; a
+// phase it never reaches is -1 on both counts. The windows at x and on
+// proposals are averaged apart.
+func TestRecoveries(t *testing.T) {
+	tr := OnlineRun{Phases: map[string]PhaseStats{}}
+	add := func(ph string, kind string, v ...float64) {
+		for _, f := range v {
+			tr.Scores, tr.Phase, tr.Judging = append(tr.Scores, f), append(tr.Phase, ph), append(tr.Judging, kind)
+		}
+	}
+	add("a", "x", 10, 10)
+	// b: reference 10. High 10, low 9 (mean 9.5 < 9.8) for 6 windows,
+	// then high 10, low 9.8 (mean 9.9).
+	for range 3 {
+		add("b", "x", 10)
+		add("b", "proposal", 9)
+	}
+	for range 3 {
+		add("b", "x", 10)
+		add("b", "proposal", 9.8)
+	}
+	add("c", "x", 1, 1, 1)
+	got := recoveries(tr, map[string]float64{"a": 10, "b": 10, "c": 10})
+	want := []Recovery{{Phase: "b", At: 2, Steps: 0, Sustained: 6, Ref: 10}, {Phase: "c", At: 14, Steps: -1, Sustained: -1, Ref: 10}}
+	if len(got) != len(want) {
+		t.Fatalf("recoveries %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("recovery %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	for _, ph := range []string{"a", "b", "c"} {
+		tr.Phases[ph] = PhaseStats{}
+	}
+	splitJudging(&tr)
+	if b := tr.Phases["b"]; b.AtX != 10 || b.NAtX != 6 || b.NProposal != 6 || b.Proposals < 9.39 || b.Proposals > 9.41 {
+		t.Fatalf("phase b at x %g (%d), proposals %g (%d); want 10 (6), 9.4 (6)", b.AtX, b.NAtX, b.Proposals, b.NProposal)
 	}
 }
