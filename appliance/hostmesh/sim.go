@@ -29,6 +29,11 @@ type SimConfig struct {
 	BatchEvery int64
 	// Prio is the class probes travel in (the RDMA class, lossless).
 	Prio uint8
+	// PGPollEvery is how often a poller reads every switch port's ingress
+	// discards of the probes' class (the switches' PG drop counters, as
+	// gNMI or SONiC's counterpoll pg-drop sample them) and uploads the
+	// changes as a batch of its own; 0 turns the poller off.
+	PGPollEvery int64
 	Seed uint64
 }
 
@@ -68,6 +73,8 @@ type SimAgent struct {
 	// pauses are each host node's PFC counters of the probes' class, as
 	// its RNIC keeps them: [0] the frames it sent, [1] those it received.
 	pauses map[int]*[2]pauseAcct
+	// pgLast are the switch ports' PG drop counters at the last poll.
+	pgLast map[[2]int]pgReading
 	// Counters of the harness: ICMP answers the switches sent and held
 	// back by their rate limit.
 	ICMPSent, ICMPLimited uint64
@@ -98,7 +105,7 @@ type simTrace struct {
 func NewSimAgent(s *fabric.Sim, cfg SimConfig, sink func(hostmeshanalyzer.Batch)) (*SimAgent, error) {
 	g := s.Graph()
 	a := &SimAgent{sim: s, cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x51a6)), probes: map[uint64]simProbe{},
-		traces: map[uint64]*simTrace{}, icmpAt: map[int]int64{}, sink: sink, pauses: map[int]*[2]pauseAcct{},
+		traces: map[uint64]*simTrace{}, icmpAt: map[int]int64{}, sink: sink, pauses: map[int]*[2]pauseAcct{}, pgLast: map[[2]int]pgReading{},
 		nodeHost: make([]int, len(g.Nodes)), nodeRNIC: make([]int, len(g.Nodes))}
 	if a.cfg.Prio == 0 {
 		a.cfg.Prio = fabric.PrioData
@@ -233,12 +240,52 @@ func (a *SimAgent) Start(start, end int64) {
 		}
 		a.every(start+be, be, end+int64(cc.Timeout)+2*be, func(int64) { a.flush(hi) })
 	}
+	if pe := a.cfg.PGPollEvery; pe > 0 {
+		a.pollSwitches(start)
+		a.every(start+a.rng.Int64N(pe), pe, end+int64(a.hosts[0].core.Config().Timeout)+2*pe, a.pollSwitches)
+	}
 }
 
-// Flush uploads every agent's batch now.
+// Flush uploads every agent's batch now, and the switch poller's.
 func (a *SimAgent) Flush() {
 	for hi := range a.hosts {
 		a.flush(hi)
+	}
+	if a.cfg.PGPollEvery > 0 {
+		a.pollSwitches(a.sim.Now())
+	}
+}
+
+// PGPoller is the Host of the switch poller's batches.
+const PGPoller = "pg-poller"
+
+type pgReading struct {
+	at int64
+	n  uint64
+}
+
+// pollSwitches reads every switch port's ingress discards of the probes'
+// priority group, cumulative as the switch keeps them, and uploads the
+// ports' changes since the last poll.
+func (a *SimAgent) pollSwitches(now int64) {
+	g := a.sim.Graph()
+	var recs []hostmeshanalyzer.PGDrop
+	for _, sw := range g.Switches() {
+		for port := range a.sim.NumPorts(sw) {
+			st, err := a.sim.PortCounters(sw, port)
+			if err != nil {
+				continue
+			}
+			k, cur := [2]int{sw, port}, st.PGDrops[a.cfg.Prio]
+			if last, ok := a.pgLast[k]; ok && cur > last.n && now > last.at {
+				recs = append(recs, hostmeshanalyzer.PGDrop{Switch: g.Nodes[sw].Name, Port: fmt.Sprintf("port%d", port),
+					PG: int(a.cfg.Prio), From: last.at, To: now, Discards: cur - last.n})
+			}
+			a.pgLast[k] = pgReading{now, cur}
+		}
+	}
+	if a.sink != nil && len(recs) > 0 {
+		a.sink(hostmeshanalyzer.Batch{Host: PGPoller, PGDrops: recs})
 	}
 }
 
