@@ -34,7 +34,7 @@ type SimConfig struct {
 	// gNMI or SONiC's counterpoll pg-drop sample them) and uploads the
 	// changes as a batch of its own; 0 turns the poller off.
 	PGPollEvery int64
-	Seed uint64
+	Seed        uint64
 }
 
 // Probe packet tags: what a simulated UD packet is, and its key.

@@ -24,7 +24,7 @@ type DiscardStatus struct {
 	// switch next to it.
 	SlowOver int `json:"slow_over,omitempty"`
 	SlowNear int `json:"slow_near,omitempty"`
-	discards  float64
+	discards float64
 }
 
 // losslessDiscards is step 0b, from the switches' ingress discard counters
