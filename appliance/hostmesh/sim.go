@@ -73,8 +73,8 @@ type SimAgent struct {
 	// pauses are each host node's PFC counters of the probes' class, as
 	// its RNIC keeps them: [0] the frames it sent, [1] those it received.
 	pauses map[int]*[2]pauseAcct
-	// pgLast are the switch ports' PG drop counters at the last poll.
-	pgLast map[[2]int]pgReading
+	// pg turns the switch ports' PG drop counters into their changes.
+	pg PGPoller
 	// Counters of the harness: ICMP answers the switches sent and held
 	// back by their rate limit.
 	ICMPSent, ICMPLimited uint64
@@ -105,11 +105,12 @@ type simTrace struct {
 func NewSimAgent(s *fabric.Sim, cfg SimConfig, sink func(hostmeshanalyzer.Batch)) (*SimAgent, error) {
 	g := s.Graph()
 	a := &SimAgent{sim: s, cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x51a6)), probes: map[uint64]simProbe{},
-		traces: map[uint64]*simTrace{}, icmpAt: map[int]int64{}, sink: sink, pauses: map[int]*[2]pauseAcct{}, pgLast: map[[2]int]pgReading{},
+		traces: map[uint64]*simTrace{}, icmpAt: map[int]int64{}, sink: sink, pauses: map[int]*[2]pauseAcct{},
 		nodeHost: make([]int, len(g.Nodes)), nodeRNIC: make([]int, len(g.Nodes))}
 	if a.cfg.Prio == 0 {
 		a.cfg.Prio = fabric.PrioData
 	}
+	a.pg.PG = int(a.cfg.Prio)
 	byMachine := map[string][]int{}
 	for _, h := range g.Hosts() {
 		byMachine[g.Nodes[h].Machine] = append(byMachine[g.Nodes[h].Machine], h)
@@ -256,13 +257,8 @@ func (a *SimAgent) Flush() {
 	}
 }
 
-// PGPoller is the Host of the switch poller's batches.
-const PGPoller = "pg-poller"
-
-type pgReading struct {
-	at int64
-	n  uint64
-}
+// SimPGPoller is the Host of the simulated switch poller's batches.
+const SimPGPoller = "pg-poller"
 
 // pollSwitches reads every switch port's ingress discards of the probes'
 // priority group, cumulative as the switch keeps them, and uploads the
@@ -271,21 +267,16 @@ func (a *SimAgent) pollSwitches(now int64) {
 	g := a.sim.Graph()
 	var recs []hostmeshanalyzer.PGDrop
 	for _, sw := range g.Switches() {
+		var counts []PGCount
 		for port := range a.sim.NumPorts(sw) {
-			st, err := a.sim.PortCounters(sw, port)
-			if err != nil {
-				continue
+			if st, err := a.sim.PortCounters(sw, port); err == nil {
+				counts = append(counts, PGCount{Port: fmt.Sprintf("port%d", port), PG: a.pg.PG, Drops: st.PGDrops[a.cfg.Prio]})
 			}
-			k, cur := [2]int{sw, port}, st.PGDrops[a.cfg.Prio]
-			if last, ok := a.pgLast[k]; ok && cur > last.n && now > last.at {
-				recs = append(recs, hostmeshanalyzer.PGDrop{Switch: g.Nodes[sw].Name, Port: fmt.Sprintf("port%d", port),
-					PG: int(a.cfg.Prio), From: last.at, To: now, Discards: cur - last.n})
-			}
-			a.pgLast[k] = pgReading{now, cur}
 		}
+		recs = a.pg.Changes(recs, g.Nodes[sw].Name, counts, now)
 	}
 	if a.sink != nil && len(recs) > 0 {
-		a.sink(hostmeshanalyzer.Batch{Host: PGPoller, PGDrops: recs})
+		a.sink(hostmeshanalyzer.Batch{Host: SimPGPoller, PGDrops: recs})
 	}
 }
 
