@@ -97,11 +97,13 @@ func (w *window) losslessDiscards(recs []PGDrop) {
 				break
 			}
 		}
-		if sw == "" {
-			sw = cmp.Or(of[r.SrcKey()], of[r.DstKey()])
-			if w.discarding[sw] == nil {
-				continue
+		for _, k := range [2]string{r.SrcKey(), r.DstKey()} {
+			if sw == "" && w.discarding[of[k]] != nil {
+				sw = of[k]
 			}
+		}
+		if sw == "" {
+			continue
 		}
 		w.charged[i] = sw
 		st := w.discarding[sw]
