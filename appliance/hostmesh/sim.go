@@ -242,8 +242,10 @@ func (a *SimAgent) Start(start, end int64) {
 		a.every(start+be, be, end+int64(cc.Timeout)+2*be, func(int64) { a.flush(hi) })
 	}
 	if pe := a.cfg.PGPollEvery; pe > 0 {
+		// The poller's phase is its own, not drawn from the agents'
+		// random source: with it or without it the agents probe alike.
 		a.pollSwitches(start)
-		a.every(start+a.rng.Int64N(pe), pe, end+int64(a.hosts[0].core.Config().Timeout)+2*pe, a.pollSwitches)
+		a.every(start+pe/2, pe, end+int64(a.hosts[0].core.Config().Timeout)+2*pe, a.pollSwitches)
 	}
 }
 
