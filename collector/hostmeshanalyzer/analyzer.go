@@ -119,7 +119,10 @@ type Analyzer struct {
 	pfc     []pfcSample
 	pgdrops []PGDrop
 	held    map[string]int64 // RNIC -> anomalous until (ns)
-	down    map[string]bool
+	// discardHeld: switch -> until when (ns) it counts as discarding
+	// after its lossless class last did.
+	discardHeld map[string]int64
+	down        map[string]bool
 	// Counters: results and batches taken, results dropped (over the
 	// bound, or too old for any window), switch counter records dropped
 	// as malformed (PGDrop.Valid).
@@ -128,7 +131,8 @@ type Analyzer struct {
 
 // NewAnalyzer makes an analyzer.
 func NewAnalyzer(cfg Config) *Analyzer {
-	return &Analyzer{cfg: cfg.withDefaults(), paths: map[Tuple]*Path{}, held: map[string]int64{}, down: map[string]bool{}}
+	return &Analyzer{cfg: cfg.withDefaults(), paths: map[Tuple]*Path{}, held: map[string]int64{}, down: map[string]bool{},
+		discardHeld: map[string]int64{}}
 }
 
 // Config is the analyzer's configuration with defaults filled in.

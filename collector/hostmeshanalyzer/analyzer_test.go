@@ -473,6 +473,24 @@ func TestLosslessDiscards(t *testing.T) {
 	if a.Malformed != 3 {
 		t.Fatalf("malformed records counted %d, want 3", a.Malformed)
 	}
+	// The next window, without discards: the switch is held, the slow
+	// probes over it are still its; a lost one is not its discard.
+	slowOver := func(p probe) (bool, int64, int64) {
+		if k++; p.dst == 2 {
+			return k%40 == 0, 60000, 3000
+		}
+		return healthy(p)
+	}
+	r = analyzeOne(t, a, c.batches(win, 200, slowOver), 2*win)
+	if len(r.Discards) != 1 || !r.Discards[0].Held || r.Discards[0].Timeouts != 0 || r.Discards[0].SlowOver == 0 ||
+		!slices.ContainsFunc(r.Suspects, func(s Suspect) bool { return s.Name == "rail2" && strings.Contains(s.Alert, "(held)") }) {
+		t.Fatalf("held: discards %+v suspects %+v", r.Discards, r.Suspects)
+	}
+	// Past the hold (a minute) it is forgotten.
+	r = analyzeOne(t, a, c.batches(5*win, 200, slowOver), 6*win)
+	if len(r.Discards) != 0 || slices.ContainsFunc(r.Suspects, func(s Suspect) bool { return s.Basis == "discards" }) {
+		t.Fatalf("after the hold: discards %+v suspects %+v", r.Discards, r.Suspects)
+	}
 	// Another group's discards (the lossy PG 0) are not the lossless
 	// class's.
 	r = analyzeOne(t, NewAnalyzer(Config{}), drops(c.batches(0, 200, fault), 0), win)

@@ -15,8 +15,11 @@ import (
 // probes over it that timed out, and the slow probes over it or over a
 // switch next to it.
 type DiscardStatus struct {
-	Switch    string   `json:"switch"`
-	Discards  uint64   `json:"discards"`
+	Switch   string `json:"switch"`
+	Discards uint64 `json:"discards"`
+	// Held: it discarded none in this window, but did within Hold
+	// before it.
+	Held      bool     `json:"held,omitempty"`
 	Ports     []string `json:"ports"`
 	Traversed int      `json:"traversed"` // probes of the window over it
 	Timeouts  int      `json:"timeouts_over,omitempty"`
@@ -38,7 +41,9 @@ type DiscardStatus struct {
 // into it and, PFC holding the senders (short headroom still pauses) or
 // uncontrolled senders filling their uplinks (PFC off does not), on the
 // links one switch further: slow probes over a switch next to it are its
-// ripples (castVotes charges them). Without a discard nothing is charged:
+// ripples (castVotes charges them). A switch that discarded within Hold
+// before the window is held: the slow probes over it and next to it are
+// still its, the lost ones are not. Without a discard nothing is charged:
 // a lossless class with proper headroom never discards, whatever the
 // load, and the other steps judge the window as before. Like a storm, a
 // discarding switch hides a second fault on the probes charged to it: in
@@ -72,6 +77,19 @@ func (w *window) losslessDiscards(recs []PGDrop) {
 			continue
 		}
 		st.Ports = sortedKeys(ports[sw])
+		w.a.discardHeld[sw] = w.end + int64(w.c.Hold)
+	}
+	// A switch that discarded lately is held as an RNIC is: the incast
+	// that overflowed it outlives its discards (an RC flow that gave up
+	// leaves the others at line rate, their queues standing where they
+	// converge), and the probes those queues delay are still its.
+	for sw, until := range w.a.discardHeld {
+		switch {
+		case until <= w.start:
+			delete(w.a.discardHeld, sw)
+		case w.discarding[sw] == nil:
+			w.discarding[sw] = &DiscardStatus{Switch: sw, Held: true}
+		}
 	}
 	if len(w.discarding) == 0 {
 		return
@@ -102,7 +120,9 @@ func (w *window) losslessDiscards(recs []PGDrop) {
 				sw = of[k]
 			}
 		}
-		if sw == "" {
+		// A held switch discarded nothing in this window: a probe lost
+		// over it is not its discard.
+		if sw == "" || r.Timeout && w.discarding[sw].Held {
 			continue
 		}
 		w.charged[i] = sw
@@ -184,10 +204,14 @@ func (w *window) discardSuspects() []Suspect {
 		if st.Timeouts == 0 && st.SlowOver < w.c.MinVotes {
 			continue
 		}
+		what := fmt.Sprintf("its lossless class (PG %d) discarded %d frames at %s", w.c.LosslessPG, st.Discards, strings.Join(st.Ports, ", "))
+		if st.Held {
+			what = fmt.Sprintf("its lossless class (PG %d) discarded frames within the last %v (held)", w.c.LosslessPG, w.c.Hold)
+		}
 		sus = append(sus, Suspect{Kind: KindSwitch, Name: sw, Basis: "discards", Evidence: st.Timeouts + st.SlowOver + st.SlowNear,
 			Share: share(st.Timeouts+st.SlowOver, st.Traversed),
-			Alert: fmt.Sprintf("ALERT switch %s: its lossless class (PG %d) discarded %d frames at %s; of the %d probes over it %d timed out and %d were slow, %d slow next to it (PFC off or headroom short?)",
-				sw, w.c.LosslessPG, st.Discards, strings.Join(st.Ports, ", "), st.Traversed, st.Timeouts, st.SlowOver, st.SlowNear)})
+			Alert: fmt.Sprintf("ALERT switch %s: %s; of the %d probes over it %d timed out and %d were slow, %d slow next to it (PFC off or headroom short?)",
+				sw, what, st.Traversed, st.Timeouts, st.SlowOver, st.SlowNear)})
 	}
 	slices.SortFunc(w.rep.Discards, func(x, y DiscardStatus) int {
 		return cmp.Or(cmp.Compare(y.Discards, x.Discards), cmp.Compare(x.Switch, y.Switch))
