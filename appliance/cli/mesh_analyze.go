@@ -26,6 +26,8 @@ Switches' ingress discards of the lossless class (--lossless-pg, 3 by default), 
 mesh pgdrop' reads and posts them, name a switch with PFC off or its headroom too short: the
 probes over it that time out, and the slow probes over it or a switch next to it, are charged to
 it, and it is alerted on ahead of the voting when a probe over it was lost or several were slow.
+Like an anomalous RNIC it is held for --hold: its incast outlives its discards, and the slow probes
+over it and next to it stay its.
 
 FILE holds batches as 'appliance mesh probe --out' and 'appliance mesh pgdrop --out' write them
 (JSON, one after another).
