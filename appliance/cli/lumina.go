@@ -29,7 +29,12 @@ responder-mirror, traffic with data-pkt-events), validates it as Lumina does, an
 it num-repeats times. Each repeat lands in result-path/<timestamp>/<repeat>/: the
 dumpers' files (dumps/), the merged trace (aggregate-pcap-filename), meta.json (the
 connections' metadata, intents and entries with hits, injector and RNIC counters),
-trafficgen.json, integrity.json and the analyzers' results.
+trafficgen.json, integrity.json and the analyzers' results. Each repeat is also written
+in Lumina's own layout in result-path/<repeat>/ (the test file, pcap-result/,
+switch-result/ with the message and state snapshots, rdma-result/ with the requester's
+and responder's counters at start and finish, ethtool -S included), so Lumina's
+lumina-analyzer reads it unchanged; result-path/0, 1, ... of an earlier run are removed
+first, as Lumina's orchestrator does.
 
 Without --lab the test runs on the machines it names: the software injector
 ('appliance inject run') answers on switch.control-ip:listen-port, each dumper

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/rdma-appliance/appliance/appliance/lumina"
 	"github.com/rdma-appliance/appliance/collector/dtacollector"
 	"github.com/rdma-appliance/appliance/collector/luminaanalyzer"
@@ -168,6 +170,30 @@ routes:
 	}
 	if written[0]+written[1] != integ.Packets || max(written[0], written[1])-min(written[0], written[1]) > 1 {
 		t.Fatalf("dumpers wrote %v of %d copies: not spread half and half", written, integ.Packets)
+	}
+	// Lumina's layout, from the remote mode: the injector's ports by
+	// role, so Lumina's integrity relation holds on the state snapshot;
+	// no counter files, since these hosts have no RDMA device in sysfs.
+	if rep.LuminaDir != filepath.Join(s.ResultPath, "0") {
+		t.Fatalf("lumina dir %q", rep.LuminaDir)
+	}
+	var state struct {
+		Counter struct{ Ingress, Egress map[int]uint64 }
+	}
+	if err := yamlFile(filepath.Join(rep.LuminaDir, lumina.LuminaSwitchDir, lumina.LuminaStateSnapshot), &state); err != nil {
+		t.Fatal(err)
+	}
+	in := state.Counter.Ingress[s.Requester.NIC.SwitchPort] + state.Counter.Ingress[s.Responder.NIC.SwitchPort]
+	mirrored := state.Counter.Egress[s.RequesterMirror.NIC.SwitchPort] + state.Counter.Egress[s.ResponderMirror.NIC.SwitchPort]
+	if in != integ.Packets || mirrored != integ.Packets {
+		t.Fatalf("state snapshot: %d in, %d mirrored, %d captured: %+v", in, mirrored, integ.Packets, state.Counter)
+	}
+	var qps []map[string]any
+	if err := yamlFile(filepath.Join(rep.LuminaDir, lumina.LuminaSwitchDir, lumina.LuminaMessageSnapshot), &qps); err != nil || len(qps) != len(meta.Conns) {
+		t.Fatalf("message snapshot: %v, %d QPs for %d connections", err, len(qps), len(meta.Conns))
+	}
+	if _, err := os.Stat(filepath.Join(rep.LuminaDir, lumina.LuminaRDMADir, lumina.LuminaReqStart)); !os.IsNotExist(err) {
+		t.Fatalf("counter file without counters: %v", err)
 	}
 	t.Logf("%d packets over %s; dumpers %s wrote %v; %s", integ.Packets, strings.Join([]string{inj.NS, req.NS, resp.NS,
 		dumpers[0].NS, dumpers[1].NS}, ", "), strings.Join(names, ", "), written, rep.Analysis)
@@ -472,4 +498,12 @@ collectors:
 			t.Errorf("%s: %v\n%s", p.name, err, lastLines(p.out.String(), 20))
 		}
 	}
+}
+
+func yamlFile(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return yaml.Unmarshal(b, v)
 }

@@ -141,23 +141,28 @@ func TestNetnsTwoHosts(t *testing.T) {
 	// 5 ms in the switch on its link to host 0's r2: probes to r2 wait.
 	delayed.set(5 * time.Millisecond)
 	sink.take(t)
-	time.Sleep(*netnsPhase)
-	rs := sink.take(t)
 	var to, other []int64
-	for _, r := range rs {
-		if r.Timeout {
-			continue
-		}
-		if r.Host == "h0" && r.Dst == "r2" {
-			to = append(to, r.NetworkNs)
-		} else if r.Host == "h1" || (r.Dst != "r2" && r.Src != "r2") {
-			other = append(other, r.NetworkNs)
+	// A loaded machine probes less: up to three phases for ten probes.
+	for i := 0; i < 3 && len(to) < 10; i++ {
+		time.Sleep(*netnsPhase)
+		for _, r := range sink.take(t) {
+			if r.Timeout {
+				continue
+			}
+			if r.Host == "h0" && r.Dst == "r2" {
+				to = append(to, r.NetworkNs)
+			} else if r.Host == "h1" || (r.Dst != "r2" && r.Src != "r2") {
+				other = append(other, r.NetworkNs)
+			}
 		}
 	}
 	mto, mother := med(to), med(other)
 	t.Logf("delay phase: to h0/r2 median %v over %d probes, elsewhere %v over %d (healthy %v)", time.Duration(mto), len(to),
 		time.Duration(mother), len(other), time.Duration(base))
-	if len(to) < 10 || mto < mother+4_000_000 || mother > base+2_000_000 {
+	// The delay shows on r2's link and is confined to it: elsewhere
+	// gains less than half of what r2 gains (scheduling delays on a
+	// loaded machine reach every link alike).
+	if len(to) < 10 || mto < mother+4_000_000 || mother-base > (mto-base)/2 {
 		t.Fatalf("the 5 ms do not show: to r2 %v, elsewhere %v", time.Duration(mto), time.Duration(mother))
 	}
 	delayed.set(0)
@@ -168,6 +173,11 @@ func TestNetnsTwoHosts(t *testing.T) {
 		t.Fatalf("link down: %v %s", err, out)
 	}
 	rep = phase("link cut")
+	// A loaded machine probes less, and a probe counts as lost only
+	// after its timeout: give the cut up to two more phases to show.
+	for i := 0; i < 2 && rep.First(hostmeshanalyzer.KindRNIC) == ""; i++ {
+		rep = phase("link cut, again")
+	}
 	if rep.First(hostmeshanalyzer.KindRNIC) != "h1/r1" {
 		t.Fatalf("the cut link of h1/r1 was not localized: %v", rep.Alerts)
 	}

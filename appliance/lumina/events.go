@@ -126,25 +126,41 @@ func (tb *Testbed) Run(ctx context.Context, o RunOptions) (*EventRun, error) {
 	return run, err
 }
 
-// settle waits until the dumpers have received every copy the injector
-// mirrored and the traffic has gone quiet, at most two seconds.
+// settle waits until the switch has received every packet the RNICs
+// sent and the RNICs every packet the switch sent them, the dumpers have received every copy the injector mirrored and
+// the traffic has gone quiet, at most five seconds. The RNICs' own count
+// matters on a loaded machine: their timers run while the injector
+// waits for a core, so a requester can give up (retry exceeded) with
+// its last retransmissions still queued in front of the switch, and a
+// quiet injector then only means a starved one.
 func (tb *Testbed) settle(ctx context.Context) {
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(5 * time.Second)
 	var last uint64
 	for stable := 0; stable < 5 && time.Now().Before(deadline) && ctx.Err() == nil; {
 		time.Sleep(10 * time.Millisecond)
+		sent := tb.Req.Counter(soft.CntTxPackets) + tb.Resp.Counter(soft.CntTxPackets)
 		st := tb.Injector.Stats()
-		var got uint64
+		var got, rx uint64
 		for _, ps := range st.Ports {
-			if ps.Role == "mirror" {
+			switch ps.Role {
+			case "mirror":
 				got += ps.TxDropped // copies a full dumper queue refused
+			case "traffic":
+				rx += ps.RxPackets
 			}
 		}
 		for _, d := range tb.Dumpers {
 			s := d.Status()
 			got += s.Captured + s.ArenaFull + s.PortDropped
 		}
-		if got >= st.Mirrored && st.Mirrored == last {
+		// What the switch sent the RNICs, they have read: a request
+		// still queued for a starved responder has its answer to come.
+		read := true
+		for _, l := range tb.hostLinks {
+			a, b := l.a.Stats(), l.b.Stats()
+			read = read && a.RxPackets+a.Dropped >= b.TxPackets
+		}
+		if read && rx >= sent && got >= st.Mirrored && st.Mirrored == last {
 			stable++
 		} else {
 			stable = 0

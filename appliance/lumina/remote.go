@@ -404,14 +404,15 @@ func (r *Runner) runRemote(ctx context.Context, rep int, dir string) (RepeatResu
 	// Counters the hosts would not give stay unknown (nil): the analyzers
 	// then skip the counter checks.
 	var reqCnt, respCnt map[string]uint64
+	var reqAfter, respAfter *HostCounters
 	if reqBefore != nil {
-		if after := rm.counters(ctx, s.Requester); after != nil {
-			reqCnt = diff(after, reqBefore)
+		if reqAfter = rm.counters(ctx, s.Requester); reqAfter != nil {
+			reqCnt = diff(reqAfter.Flat(), reqBefore.Flat())
 		}
 	}
 	if respBefore != nil {
-		if after := rm.counters(ctx, s.Responder); after != nil {
-			respCnt = diff(after, respBefore)
+		if respAfter = rm.counters(ctx, s.Responder); respAfter != nil {
+			respCnt = diff(respAfter.Flat(), respBefore.Flat())
 		}
 	}
 	// The events as the trace shows them, the injector's hit counters
@@ -427,7 +428,16 @@ func (r *Runner) runRemote(ctx context.Context, rep int, dir string) (RepeatResu
 		return res, step("analysis", "checking the events against the trace", err)
 	}
 	r.record(&res, run)
-	if err := errors.Join(r.writeRun(dir, run), r.writeMeta(dir, rep, run, reqCnt, respCnt)); err != nil {
+	// A start snapshot without its finish is of no use to Lumina's
+	// analyzer: both or neither.
+	if reqAfter == nil {
+		reqBefore = nil
+	}
+	if respAfter == nil {
+		respBefore = nil
+	}
+	if err := errors.Join(r.writeRun(dir, run), r.writeMeta(dir, rep, run, reqCnt, respCnt),
+		r.writeLumina(&res, merged, run, reqBefore, reqAfter, respBefore, respAfter)); err != nil {
 		return res, err
 	}
 	return res, r.analyze(ctx, dir, &res)
@@ -474,9 +484,20 @@ func fetch(ctx context.Context, rm *Remote, addr, name, local string) error {
 	return f.Close()
 }
 
-// counters reads an RNIC's mlx5 counters (hw_counters and the port
-// counters) from sysfs on its host; nil when they cannot be read.
-func (rm *Remote) counters(ctx context.Context, h HostSpec) map[string]uint64 {
+// hostCounterScript prints an RNIC's counters as Lumina's counter dump
+// reads them: each sysfs counter (hw_counters and the port counters) as
+// "<dir> <name> <value>", then each line of ethtool -S prefixed with
+// "ethtool". It is a constant; the device, port and interface reach it as
+// its arguments ($1, $2, $3), each quoted on the way through ssh. A NIC
+// with no ethtool statistics (or no if-name) just gives none.
+const hostCounterScript = `cd "/sys/class/infiniband/$1/ports/$2" || exit 1
+for f in hw_counters/* counters/*; do [ -f "$f" ] && echo "${f%%/*}" "${f#*/}" $(cat "$f"); done
+[ -n "$3" ] && ethtool -S "$3" 2>/dev/null | while IFS= read -r l; do echo "ethtool $l"; done
+exit 0`
+
+// counters reads an RNIC's counters on its host, by section; nil when
+// they cannot be read.
+func (rm *Remote) counters(ctx context.Context, h HostSpec) *HostCounters {
 	if h.NIC.IBDevice == "" {
 		return nil
 	}
@@ -487,22 +508,15 @@ func (rm *Remote) counters(ctx context.Context, h HostSpec) map[string]uint64 {
 	if !ValidIBDevice(h.NIC.IBDevice) {
 		return nil
 	}
-	// The script is a constant; the device and port reach it as its
-	// arguments ($1, $2), each quoted on the way through ssh.
-	const script = `cd "/sys/class/infiniband/$1/ports/$2" && for f in hw_counters/* counters/*; do echo ${f#*/} $(cat "$f"); done`
-	out, err := rm.Exec.Run(ctx, h.Access, []string{"sh", "-c", script, "sh", h.NIC.IBDevice, strconv.Itoa(port)})
+	out, err := rm.Exec.Run(ctx, h.Access, []string{"sh", "-c", hostCounterScript, "sh", h.NIC.IBDevice, strconv.Itoa(port), h.NIC.IfName})
 	if err != nil {
 		return nil
 	}
-	m := map[string]uint64{}
-	for _, line := range strings.Split(string(out), "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), " ")
-		if n, err := strconv.ParseUint(v, 10, 64); ok && err == nil {
-			m[k] = n
-		}
-	}
-	if len(m) == 0 {
+	hc, _ := ParseHostCounters(NICVendor(h.NIC.Type), out)
+	if len(hc.Port)+len(hc.HW) == 0 {
 		return nil
 	}
-	return m
+	sortCounts(hc.Port)
+	sortCounts(hc.HW)
+	return &hc
 }

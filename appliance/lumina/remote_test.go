@@ -57,7 +57,7 @@ type recorder struct{ argv [][]string }
 
 func (r *recorder) Run(_ context.Context, _ Access, argv []string) ([]byte, error) {
 	r.argv = append(r.argv, argv)
-	return []byte("rx_packets 5\n"), nil
+	return []byte("hw_counters out_of_sequence 3\ncounters port_rcv_packets 5\nethtool NIC statistics:\nethtool      rx_discards_phy: 2\n"), nil
 }
 
 // TestCountersQuoted: the RNIC counters' script is a constant; the
@@ -70,12 +70,19 @@ func TestCountersQuoted(t *testing.T) {
 	if m := rm.counters(context.Background(), h); m != nil || len(rec.argv) != 0 {
 		t.Fatalf("a device name with a command ran: %v %q", m, rec.argv)
 	}
-	h.NIC.IBDevice = "mlx5_0"
-	if m := rm.counters(context.Background(), h); m["rx_packets"] != 5 {
+	h.NIC.IBDevice, h.NIC.IfName = "mlx5_0", "ens1f0"
+	hc := rm.counters(context.Background(), h)
+	if hc == nil {
+		t.Fatal("no counters")
+	}
+	if m := hc.Flat(); m["port_rcv_packets"] != 5 || m["out_of_sequence"] != 3 || len(m) != 2 {
 		t.Fatalf("counters %v", m)
 	}
+	if len(hc.Ethtool) != 1 || hc.Ethtool[0] != (NamedCount{"rx_discards_phy", 2}) {
+		t.Fatalf("ethtool %v", hc.Ethtool)
+	}
 	argv := rec.argv[0]
-	if len(argv) != 6 || argv[0] != "sh" || argv[1] != "-c" || strings.Contains(argv[2], "mlx5_0") || argv[4] != "mlx5_0" || argv[5] != "1" {
+	if len(argv) != 7 || argv[0] != "sh" || argv[1] != "-c" || strings.Contains(argv[2], "mlx5_0") || argv[4] != "mlx5_0" || argv[5] != "1" || argv[6] != "ens1f0" {
 		t.Fatalf("argv %q", argv)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/rdma-appliance/appliance/bench/trafficgen"
 	"github.com/rdma-appliance/appliance/collector/luminaanalyzer"
 	"github.com/rdma-appliance/appliance/internal/intent"
+	"github.com/rdma-appliance/appliance/internal/mirror"
 	"github.com/rdma-appliance/appliance/verbs/soft"
 )
 
@@ -60,6 +61,9 @@ type RepeatResult struct {
 	Analysis   string  `json:"analysis,omitempty"`
 	AnalysisOK bool    `json:"analysis_ok"`
 	Error      string  `json:"error,omitempty"`
+	// LuminaDir is the repeat in Lumina's own layout
+	// (result-path/<repeat>/), for lumina-analyzer.
+	LuminaDir string `json:"lumina_dir,omitempty"`
 }
 
 // Summary is the whole run.
@@ -96,6 +100,11 @@ func (r *Runner) Run(ctx context.Context) (*Summary, error) {
 	}
 	sum := &Summary{Test: t.Doc.File, Dir: top}
 	var errs []error
+	// As Lumina's orchestrator does: no iteration of an earlier run
+	// stays to be read as this one's.
+	if err := removeOldIters(t.Spec.ResultPath); err != nil {
+		return nil, fmt.Errorf("lumina: result-path: %w", err)
+	}
 	if !r.Lab && r.Remote.Setup {
 		r.say("lumina: setting up the machines as Lumina's orchestrator does")
 		a, err := r.Remote.setup(ctx, t)
@@ -222,11 +231,18 @@ func (r *Runner) repeat(ctx context.Context, rep int, dir string) (RepeatResult,
 	merged := filepath.Join(dir, s.AggregatePcapFilename)
 	run, err := tb.Run(ctx, RunOptions{Params: p, Intents: t.Intents, Merged: merged, MultiGID: tr.MultiGID})
 	if run != nil {
+		reqAfter, respAfter := tb.Req.Counters(), tb.Resp.Counters()
 		r.record(&res, run)
 		if werr := r.writeRun(dir, run); werr != nil && err == nil {
 			err = werr
 		}
-		if werr := r.writeMeta(dir, rep, run, diff(tb.Req.Counters(), reqBefore), diff(tb.Resp.Counters(), respBefore)); werr != nil && err == nil {
+		if werr := r.writeMeta(dir, rep, run, diff(reqAfter, reqBefore), diff(respAfter, respBefore)); werr != nil && err == nil {
+			err = werr
+		}
+		rq, rs := s.Requester.NIC.Type, s.Responder.NIC.Type
+		c := [4]HostCounters{SoftHostCounters(rq, reqBefore), SoftHostCounters(rq, reqAfter),
+			SoftHostCounters(rs, respBefore), SoftHostCounters(rs, respAfter)}
+		if werr := r.writeLumina(&res, merged, run, &c[0], &c[1], &c[2], &c[3]); werr != nil && err == nil {
 			err = werr
 		}
 	}
@@ -340,6 +356,43 @@ func (r *Runner) writeRun(dir string, run *EventRun) error {
 	// What the trace says of each intent, beside the trace.
 	write("events.json", run.Events)
 	return errors.Join(errs...)
+}
+
+// writeLumina writes the repeat in Lumina's layout (result-path/<repeat>/)
+// from what the run collected; counters a host did not give are nil.
+func (r *Runner) writeLumina(res *RepeatResult, merged string, run *EventRun, reqStart, reqFinish, respStart, respFinish *HostCounters) error {
+	t := r.Test
+	s := &t.Spec
+	ports := portsOf(s)
+	it := &LuminaIter{Dir: filepath.Join(s.ResultPath, fmt.Sprint(res.Repeat)), TestName: filepath.Base(t.Doc.File),
+		TestFile: t.Raw, AggregateName: s.AggregatePcapFilename, Messages: []QPInfo{},
+		ReqStart: reqStart, ReqFinish: reqFinish, RespStart: respStart, RespFinish: respFinish}
+	if _, err := os.Stat(merged); err == nil {
+		it.Merged = merged
+	}
+	if run.Traffic != nil {
+		it.Messages = MessageSnapshot(run.Traffic.Conns(), t.Verb, t.SendQPs, ports.req, ports.resp)
+	}
+	if run.Capture != nil {
+		it.State = stateSnapshot(run.Capture.Injector, ports, run.Entries, run.Hits)
+		for _, src := range run.Capture.Sources {
+			md := MirrorDump{Paths: src.Paths}
+			switch src.Name {
+			case "requester-mirror":
+				md.DumpFilename = s.RequesterMirror.PktDumpConf.DumpFilename
+			case "responder-mirror":
+				md.DumpFilename = s.ResponderMirror.PktDumpConf.DumpFilename
+			}
+			it.Dumps = append(it.Dumps, md)
+		}
+	} else {
+		it.State = stateSnapshot(mirror.InjectorStats{}, ports, run.Entries, run.Hits)
+	}
+	if err := WriteLuminaIter(it); err != nil {
+		return fmt.Errorf("lumina layout: %w", err)
+	}
+	res.LuminaDir = it.Dir
+	return nil
 }
 
 func nicConfig(h HostSpec) luminaanalyzer.NICConfig {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -44,6 +45,10 @@ type Step struct {
 	// Save, when set, reads the state Argv changes; it runs first and
 	// its output goes to Restore.
 	Save []string
+	// Check, when set, tells whether Save's output can be put back: a
+	// step whose state cannot be read well enough to restore it is not
+	// run, so nothing is changed that could not be undone.
+	Check func(saved []byte) error
 	// Restore returns the commands that undo Argv, given Save's output
 	// and Argv's (a daemon's PID); nil when there is nothing to undo.
 	Restore func(saved, out []byte) [][]string
@@ -73,6 +78,11 @@ func (pl *Plan) Execute(ctx context.Context, ex Executor) (*Applied, error) {
 		if len(st.Save) > 0 {
 			var err error
 			if saved, err = ex.Run(ctx, st.Access, st.Save); err != nil {
+				return a, errors.Join(step(st.Host, "reading the state before: "+st.Why, err), a.Teardown(ctx, ex))
+			}
+		}
+		if st.Check != nil {
+			if err := st.Check(saved); err != nil {
 				return a, errors.Join(step(st.Host, "reading the state before: "+st.Why, err), a.Teardown(ctx, ex))
 			}
 		}
@@ -256,7 +266,15 @@ func (pl *Plan) mlnxSteps(role string, acc Access, h HostSpec) {
 	}
 	// Lumina's fair sharing: priority p in TC p, ETS with equal weights.
 	pl.add(Step{Host: role, Access: acc, Why: "ETS across the eight traffic classes",
-		Argv: []string{"sudo", "mlnx_qos", "-i", dev, "-p", "0,1,2,3,4,5,6,7", "-s", "ets,ets,ets,ets,ets,ets,ets,ets", "-t", "12,13,12,13,12,13,12,13"}})
+		Save:  []string{"sudo", "mlnx_qos", "-i", dev},
+		Argv:  []string{"sudo", "mlnx_qos", "-i", dev, "-p", "0,1,2,3,4,5,6,7", "-s", "ets,ets,ets,ets,ets,ets,ets,ets", "-t", "12,13,12,13,12,13,12,13"},
+		Check: func(saved []byte) error { _, err := parseMlnxETS(saved); return err },
+		Restore: func(saved, _ []byte) [][]string {
+			if e, err := parseMlnxETS(saved); err == nil {
+				return [][]string{e.mlnxQosArgv(dev)}
+			}
+			return nil
+		}, RestoreWhat: "the priority-to-TC map, TSA and bandwidths mlnx_qos showed before"})
 	rp := h.RoCEParameters
 	ecn := "/sys/class/net/" + dev + "/ecn/"
 	sysfs := func(why, value string, files ...string) {
@@ -312,8 +330,16 @@ func (pl *Plan) intelSteps(role string, acc Access, h HostSpec) {
 		added = append(added, m)
 	}
 	pl.add(Step{Host: role, Access: acc, Why: "ETS: priorities to four traffic classes",
+		Save: []string{"sudo", "lldptool", "-t", "-i", dev, "-V", "ETS-CFG", "-c", "willing", "up2tc", "tsa", "tcbw"},
 		Argv: []string{"sudo", "lldptool", "-Ti", dev, "-V", "ETS-CFG", "willing=no", "up2tc=0:0,1:1,2:2,3:3,4:0,5:1,6:2,7:3",
-			"tsa=0:ets,1:ets,2:ets,3:ets,4:strict,5:strict,6:strict,7:strict", "tcbw=25,25,25,25,0,0,0,0"}})
+			"tsa=0:ets,1:ets,2:ets,3:ets,4:strict,5:strict,6:strict,7:strict", "tcbw=25,25,25,25,0,0,0,0"},
+		Check: func(saved []byte) error { _, err := parseLldpETS(saved); return err },
+		Restore: func(saved, _ []byte) [][]string {
+			if e, err := parseLldpETS(saved); err == nil {
+				return [][]string{e.lldptoolArgv(dev)}
+			}
+			return nil
+		}, RestoreWhat: "willing, up2tc, tsa and tcbw as lldptool showed them before"})
 	pl.add(Step{Host: role, Access: acc, Why: "read the DSCP map before", Save: []string{"sudo", "lldptool", "-t", "-i", dev, "-V", "APP", "-c"},
 		Argv: []string{"true"},
 		Restore: func(saved, _ []byte) [][]string {
@@ -472,4 +498,196 @@ func parseLldpApp(b []byte) []DSCPPrio {
 		out = append(out, DSCPPrio{DSCP: d, Prio: p})
 	}
 	return out
+}
+
+// etsConf is a port's ETS configuration as a restore command takes it:
+// each priority's traffic class, each class's transmission selection
+// algorithm and bandwidth share (percent; 0 for a class that is not ETS).
+type etsConf struct {
+	willing string // lldptool only: yes or no
+	up2tc   [8]int
+	tsa     [8]string
+	bw      [8]int
+}
+
+// valid holds a configuration to what the tools accept back: every class
+// has an algorithm, ETS shares are 0..100 and sum to 100 when any class
+// is ETS, other classes have none.
+func (e *etsConf) valid() error {
+	sum, ets := 0, false
+	for tc := 0; tc < 8; tc++ {
+		switch e.tsa[tc] {
+		case "ets":
+			ets = true
+		case "strict", "vendor":
+			if e.bw[tc] != 0 {
+				return fmt.Errorf("tc %d is %s with a %d%% share", tc, e.tsa[tc], e.bw[tc])
+			}
+		default:
+			return fmt.Errorf("no transmission selection for tc %d", tc)
+		}
+		if e.bw[tc] < 0 || e.bw[tc] > 100 {
+			return fmt.Errorf("tc %d share %d%%", tc, e.bw[tc])
+		}
+		sum += e.bw[tc]
+	}
+	if ets && sum != 100 {
+		return fmt.Errorf("ETS shares sum to %d%%", sum)
+	}
+	return nil
+}
+
+func joinInts(v []int, prefix bool) string {
+	parts := make([]string, len(v))
+	for i, x := range v {
+		if prefix {
+			parts[i] = fmt.Sprintf("%d:%d", i, x)
+		} else {
+			parts[i] = strconv.Itoa(x)
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// mlnxQosArgv puts the configuration back with mlnx_qos.
+func (e *etsConf) mlnxQosArgv(dev string) []string {
+	argv := []string{"sudo", "mlnx_qos", "-i", dev, "-p", joinInts(e.up2tc[:], false), "-s", strings.Join(e.tsa[:], ",")}
+	if slices.Contains(e.tsa[:], "ets") {
+		argv = append(argv, "-t", joinInts(e.bw[:], false))
+	}
+	return argv
+}
+
+// lldptoolArgv puts the configuration back with lldptool.
+func (e *etsConf) lldptoolArgv(dev string) []string {
+	tsa := make([]string, 8)
+	for i, t := range e.tsa {
+		tsa[i] = fmt.Sprintf("%d:%s", i, t)
+	}
+	return []string{"sudo", "lldptool", "-Ti", dev, "-V", "ETS-CFG", "willing=" + e.willing, "up2tc=" + joinInts(e.up2tc[:], true),
+		"tsa=" + strings.Join(tsa, ","), "tcbw=" + joinInts(e.bw[:], false)}
+}
+
+var (
+	mlnxTCRE   = regexp.MustCompile(`^tc:\s*([0-7])\s+ratelimit:[^,]*,\s*tsa:\s*(strict|ets|vendor)(?:,\s*bw:\s*(\d{1,3})%)?$`)
+	mlnxPrioRE = regexp.MustCompile(`^priority:((?:\s+[0-7])+)$`)
+)
+
+// parseMlnxETS reads the traffic classes mlnx_qos -i DEV lists:
+//
+//	tc: 0 ratelimit: unlimited, tsa: ets, bw: 12%
+//	         priority:  0
+//
+// It fails unless all eight classes and all eight priorities are there,
+// each once, with shares mlnx_qos would take back.
+func parseMlnxETS(b []byte) (etsConf, error) {
+	var e etsConf
+	var seenTC, seenPrio [8]bool
+	tc := -1
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if m := mlnxTCRE.FindStringSubmatch(line); m != nil {
+			tc = int(m[1][0] - '0')
+			if seenTC[tc] {
+				return e, fmt.Errorf("mlnx_qos lists tc %d twice", tc)
+			}
+			seenTC[tc] = true
+			e.tsa[tc] = m[2]
+			if m[3] != "" {
+				e.bw[tc], _ = strconv.Atoi(m[3])
+			}
+			continue
+		}
+		if strings.HasPrefix(line, "tc:") {
+			return e, fmt.Errorf("mlnx_qos: unreadable traffic class %q", line)
+		}
+		if m := mlnxPrioRE.FindStringSubmatch(line); m != nil && tc >= 0 {
+			for _, f := range strings.Fields(m[1]) {
+				p := int(f[0] - '0')
+				if seenPrio[p] {
+					return e, fmt.Errorf("mlnx_qos puts priority %d in two traffic classes", p)
+				}
+				seenPrio[p] = true
+				e.up2tc[p] = tc
+			}
+		}
+	}
+	for i := 0; i < 8; i++ {
+		if !seenTC[i] {
+			return e, fmt.Errorf("mlnx_qos shows no tc %d: the ETS configuration cannot be restored", i)
+		}
+		if !seenPrio[i] {
+			return e, fmt.Errorf("mlnx_qos shows priority %d in no traffic class: the ETS configuration cannot be restored", i)
+		}
+	}
+	return e, e.valid()
+}
+
+var lldpETSRE = regexp.MustCompile(`^(willing|up2tc|tsa|tcbw)=(\S+)$`)
+
+// parseLldpETS reads lldptool -t -V ETS-CFG -c willing up2tc tsa tcbw:
+// "willing=yes", "up2tc=0:0,1:0,...", "tsa=0:ets,...", "tcbw=25,25,...".
+// It fails unless all four are there, once, each covering the eight
+// priorities or classes.
+func parseLldpETS(b []byte) (etsConf, error) {
+	var e etsConf
+	seen := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		m := lldpETSRE.FindStringSubmatch(strings.TrimSpace(line))
+		if m == nil {
+			continue
+		}
+		if seen[m[1]] {
+			return e, fmt.Errorf("lldptool shows %s twice", m[1])
+		}
+		seen[m[1]] = true
+		if m[1] == "willing" {
+			if m[2] != "yes" && m[2] != "no" {
+				return e, fmt.Errorf("lldptool willing=%s", m[2])
+			}
+			e.willing = m[2]
+			continue
+		}
+		parts := strings.Split(m[2], ",")
+		if len(parts) != 8 {
+			return e, fmt.Errorf("lldptool %s=%s: want 8 entries", m[1], m[2])
+		}
+		switch m[1] {
+		case "tcbw":
+			for i, p := range parts {
+				v, err := strconv.Atoi(p)
+				if err != nil || v < 0 || v > 100 {
+					return e, fmt.Errorf("lldptool tcbw=%s", m[2])
+				}
+				e.bw[i] = v
+			}
+		default:
+			var got [8]bool
+			for _, p := range parts {
+				k, v, ok := strings.Cut(p, ":")
+				if !ok || len(k) != 1 || k[0] < '0' || k[0] > '7' || got[k[0]-'0'] {
+					return e, fmt.Errorf("lldptool %s=%s", m[1], m[2])
+				}
+				i := int(k[0] - '0')
+				got[i] = true
+				if m[1] == "tsa" {
+					if v != "ets" && v != "strict" {
+						return e, fmt.Errorf("lldptool %s=%s", m[1], m[2])
+					}
+					e.tsa[i] = v
+				} else {
+					if len(v) != 1 || v[0] < '0' || v[0] > '7' {
+						return e, fmt.Errorf("lldptool %s=%s", m[1], m[2])
+					}
+					e.up2tc[i] = int(v[0] - '0')
+				}
+			}
+		}
+	}
+	for _, k := range []string{"willing", "up2tc", "tsa", "tcbw"} {
+		if !seen[k] {
+			return e, fmt.Errorf("lldptool shows no %s: the ETS configuration cannot be restored", k)
+		}
+	}
+	return e, e.valid()
 }

@@ -130,7 +130,7 @@ func TestSetupRestoresOnFailure(t *testing.T) {
 	f := &fakeHost{failOn: "192.168.1.12: sudo mlxreg -d 03:00.0 --reg_name ROCE_ACCL --set roce_adp_retrans_en=0", answer: map[string]string{
 		"ip -o addr show dev ens1": "2: ens1    inet 192.168.9.5/16 brd 192.168.255.255 scope global ens1\\       valid_lft forever\n" +
 			"2: ens1    inet6 fe80::1/64 scope link \\       valid_lft forever\n",
-		"mlnx_qos -i ens1": "DCBX mode: OS controlled\nPriority trust state: pcp\ndscp2prio mapping:\n\tprio:0 dscp:07,06,05,04,03,02,01,00,\n\tprio:1 dscp:15,14,13,12,11,10,09,08,\n",
+		"mlnx_qos -i ens1": mlnxQosVendor,
 		"cat /sys/class/net/ens1/ecn/roce_np/min_time_between_cnps": "4\n",
 		"cat /sys/class/net/ens1/ecn/roce_rp/enable/0":              "1\n1\n1\n1\n1\n1\n1\n1\n",
 		"cat /sys/class/net/ens1/ecn/roce_np/enable/0":              "0\n0\n0\n0\n0\n0\n0\n0\n",
@@ -148,6 +148,7 @@ func TestSetupRestoresOnFailure(t *testing.T) {
 		"lumina-write 4 /sys/class/net/ens1/ecn/roce_np/min_time_between_cnps",
 		"sudo mlnx_qos -i ens1 --trust=pcp",
 		"sudo mlnx_qos -i ens1 --dscp2prio=set,9,1",
+		"sudo mlnx_qos -i ens1 -p 1,0,2,3,4,5,6,7 -s vendor,vendor,vendor,vendor,vendor,vendor,vendor,vendor",
 		"sudo ip addr add 192.168.9.5/16 dev ens1",
 	} {
 		if !strings.Contains(undo, w) {
@@ -157,13 +158,92 @@ func TestSetupRestoresOnFailure(t *testing.T) {
 	if strings.Contains(undo, "fe80::1") || strings.Contains(undo, "192.168.1.13") || strings.Contains(undo, "roce_slow_restart_en") {
 		t.Errorf("undo touches what was not changed:\n%s", undo)
 	}
-	// In reverse: the sysfs values before the trust state before the
-	// addresses.
-	if strings.Index(undo, "min_time_between_cnps") > strings.Index(undo, "--trust=pcp") || strings.Index(undo, "--trust=pcp") > strings.Index(undo, "ip addr add") {
+	// In reverse: the sysfs values before ETS before the trust state
+	// before the addresses.
+	if strings.Index(undo, "min_time_between_cnps") > strings.Index(undo, "-s vendor") || strings.Index(undo, "-s vendor") > strings.Index(undo, "--trust=pcp") ||
+		strings.Index(undo, "--trust=pcp") > strings.Index(undo, "ip addr add") {
 		t.Errorf("undo out of order:\n%s", undo)
 	}
 	if a.Teardown(context.Background(), f) != nil || len(a.steps) != 0 {
 		t.Fatal("teardown after the failure had something left")
+	}
+}
+
+// mlnxQosVendor is mlnx_qos -i on a ConnectX left at the driver's
+// defaults: trust pcp, vendor TSA, priority 1 in tc 0 and 0 in tc 1.
+const mlnxQosVendor = "DCBX mode: OS controlled\nPriority trust state: pcp\ndscp2prio mapping:\n" +
+	"\tprio:0 dscp:07,06,05,04,03,02,01,00,\n\tprio:1 dscp:15,14,13,12,11,10,09,08,\n" +
+	"Receive buffer size (bytes): 130944,130944,0,0,0,0,0,0,\nCable len: 7\nPFC configuration:\n" +
+	"\tpriority    0   1   2   3   4   5   6   7\n\tenabled     0   0   0   0   0   0   0   0\n" +
+	"tc: 0 ratelimit: unlimited, tsa: vendor\n\t priority:  1\ntc: 1 ratelimit: unlimited, tsa: vendor\n\t priority:  0\n" +
+	"tc: 2 ratelimit: unlimited, tsa: vendor\n\t priority:  2\ntc: 3 ratelimit: unlimited, tsa: vendor\n\t priority:  3\n" +
+	"tc: 4 ratelimit: unlimited, tsa: vendor\n\t priority:  4\ntc: 5 ratelimit: unlimited, tsa: vendor\n\t priority:  5\n" +
+	"tc: 6 ratelimit: unlimited, tsa: vendor\n\t priority:  6\ntc: 7 ratelimit: unlimited, tsa: vendor\n\t priority:  7\n"
+
+// TestSetupETSRestore: the ETS configuration Lumina's setup overwrites is
+// read first and put back, with mlnx_qos (ConnectX) and lldptool (E810);
+// when it cannot be read whole, the step is refused before it changes
+// anything and what ran before it is undone.
+func TestSetupETSRestore(t *testing.T) {
+	e, err := parseMlnxETS([]byte("tc: 0 ratelimit: unlimited, tsa: strict\n priority:  7\n" +
+		"tc: 1 ratelimit: unlimited, tsa: ets, bw: 40%\n priority:  0  1\n priority:  2\n" +
+		"tc: 2 ratelimit: unlimited, tsa: ets, bw: 60%\n priority:  3\n priority:  4\n priority:  5\n priority:  6\n" +
+		"tc: 3 ratelimit: 10 Gbps, tsa: vendor\ntc: 4 ratelimit: unlimited, tsa: vendor\ntc: 5 ratelimit: unlimited, tsa: vendor\n" +
+		"tc: 6 ratelimit: unlimited, tsa: vendor\ntc: 7 ratelimit: unlimited, tsa: vendor\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := shellJoin(e.mlnxQosArgv("ens1")); got != "sudo mlnx_qos -i ens1 -p 1,1,1,2,2,2,2,0 -s strict,ets,ets,vendor,vendor,vendor,vendor,vendor -t 0,40,60,0,0,0,0,0" {
+		t.Errorf("mlnx_qos restore %s", got)
+	}
+	l, err := parseLldpETS([]byte("willing=yes\nup2tc=0:0,1:0,2:0,3:0,4:0,5:0,6:0,7:0\ntsa=0:ets,1:strict,2:strict,3:strict,4:strict,5:strict,6:strict,7:strict\ntcbw=100,0,0,0,0,0,0,0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := shellJoin(l.lldptoolArgv("ens2")); got != "sudo lldptool -Ti ens2 -V ETS-CFG willing=yes up2tc=0:0,1:0,2:0,3:0,4:0,5:0,6:0,7:0 tsa=0:ets,1:strict,2:strict,3:strict,4:strict,5:strict,6:strict,7:strict tcbw=100,0,0,0,0,0,0,0" {
+		t.Errorf("lldptool restore %s", got)
+	}
+	for _, bad := range []string{
+		"tc: 0 ratelimit: unlimited, tsa: ets, bw: 50%\n priority:  0 1 2 3 4 5 6 7\n",                                                                        // seven classes missing
+		"willing=yes\nup2tc=0:0,1:0,2:0,3:0,4:0,5:0,6:0,7:0\ntsa=0:ets,1:ets,2:strict,3:strict,4:strict,5:strict,6:strict,7:strict\ntcbw=50,40,0,0,0,0,0,0\n", // 90%
+		"willing=yes\nup2tc=0:0,1:0,2:0,3:0,4:0,5:0,6:0,7:0\ntcbw=100,0,0,0,0,0,0,0\n",                                                                        // no tsa
+	} {
+		_, err1 := parseMlnxETS([]byte(bad))
+		_, err2 := parseLldpETS([]byte(bad))
+		if err1 == nil || err2 == nil {
+			t.Errorf("%q read as restorable", bad)
+		}
+	}
+
+	// The E810 variant: the ETS restore runs when a later step fails.
+	tt, err := DecodeTest("e810.yml", e810Example(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeHost{failOn: "192.168.1.12: sudo mkdir -p /sys/kernel/config/irdma/irdma0", answer: map[string]string{
+		"ETS-CFG -c": "willing=yes\nup2tc=0:0,1:0,2:0,3:0,4:0,5:0,6:0,7:0\ntsa=0:ets,1:strict,2:strict,3:strict,4:strict,5:strict,6:strict,7:strict\ntcbw=100,0,0,0,0,0,0,0\n",
+	}}
+	if _, err := BuildPlan(tt, SetupOptions{}).Execute(context.Background(), f); err == nil {
+		t.Fatal("the failing step did not stop the plan")
+	}
+	if undo := strings.Join(f.ran, "\n"); !strings.Contains(undo, "sudo lldptool -Ti ens1 -V ETS-CFG willing=yes up2tc=0:0,1:0,2:0,3:0,4:0,5:0,6:0,7:0 tsa=0:ets,1:strict") {
+		t.Errorf("ETS not restored:\n%s", undo)
+	}
+
+	// Unreadable ETS state on a ConnectX: the ETS step never runs, the
+	// DSCP map set before it is put back.
+	ex, err := LoadTest(filepath.Join("testdata", "upstream", "example.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f = &fakeHost{answer: map[string]string{"mlnx_qos -i ens1": "Priority trust state: pcp\n"}}
+	_, err = BuildPlan(ex, SetupOptions{}).Execute(context.Background(), f)
+	if err == nil || !strings.Contains(err.Error(), "requester: reading the state before: ETS across the eight traffic classes: mlnx_qos shows no tc 0") {
+		t.Fatalf("err %v", err)
+	}
+	ran := strings.Join(f.ran, "\n")
+	if strings.Contains(ran, "-s ets,ets") || !strings.Contains(ran, "sudo mlnx_qos -i ens1 --trust=pcp") {
+		t.Errorf("ETS applied, or the trust state not restored:\n%s", ran)
 	}
 }
 
@@ -177,6 +257,8 @@ func FuzzHostState(f *testing.F) {
 	f.Add([]byte("Priority trust state: dscp\ndscp2prio mapping:\n\tprio:0 dscp:07,06,05,04,03,02,01,00,\n"))
 	f.Add([]byte("Field Name | Data\n=====\nroce_adp_retrans_en | 0x00000001\nroce_slow_restart_en | 0x0\n"))
 	f.Add([]byte("APP DSCP: \n0:(1,5,9) local  hw (set)\n1:(3,5,26) local hw (set)\n"))
+	f.Add([]byte(mlnxQosVendor))
+	f.Add([]byte("willing=no\nup2tc=0:0,1:1,2:2,3:3,4:0,5:1,6:2,7:3\ntsa=0:ets,1:ets,2:ets,3:ets,4:strict,5:strict,6:strict,7:strict\ntcbw=25,25,25,25,0,0,0,0\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for _, p := range parseIPAddrShow(b) {
 			if _, err := ParseIPEntry(p); err != nil {
@@ -190,6 +272,18 @@ func FuzzHostState(f *testing.F) {
 		for _, m := range append(q.dscp2prio, parseLldpApp(b)...) {
 			if m.DSCP < 0 || m.DSCP > 63 || m.Prio < 0 || m.Prio > 7 {
 				t.Fatalf("mapping %+v", m)
+			}
+		}
+		for _, parse := range []func([]byte) (etsConf, error){parseMlnxETS, parseLldpETS} {
+			if e, err := parse(b); err == nil {
+				if e.valid() != nil {
+					t.Fatalf("invalid ETS %+v read", e)
+				}
+				for tc, p := range e.up2tc {
+					if p < 0 || p > 7 || tc > 7 {
+						t.Fatalf("up2tc %v", e.up2tc)
+					}
+				}
 			}
 		}
 		for k, v := range parseMlxreg(b) {

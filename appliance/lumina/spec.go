@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/bits"
 	"net/netip"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -146,17 +147,19 @@ type Test struct {
 	SendQPs  int
 	Intents  []intent.Intent
 	Geometry intent.Geometry
+	// Raw is the file as read: Lumina's result layout keeps a copy of the
+	// test file in each iteration's directory.
+	Raw []byte
 }
 
 // LoadTest reads and validates a Lumina test file; every problem is
 // reported with its file, line and key.
 func LoadTest(path string) (*Test, error) {
-	var s TestSpec
-	doc, err := spec.LoadFile(path, &s)
+	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("reading config: %w", err)
 	}
-	return validate(s, doc)
+	return DecodeTest(path, data)
 }
 
 // DecodeTest is LoadTest for YAML in memory.
@@ -166,7 +169,11 @@ func DecodeTest(name string, data []byte) (*Test, error) {
 	if err != nil {
 		return nil, err
 	}
-	return validate(s, doc)
+	t, err := validate(s, doc)
+	if t != nil {
+		t.Raw = data
+	}
+	return t, err
 }
 
 // validateAccess checks what the orchestrator passes to ssh and dials:

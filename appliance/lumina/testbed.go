@@ -86,6 +86,9 @@ type Testbed struct {
 	loopErr error
 	names   []string
 	weights []int
+	// hostLinks are the RNICs' links to the switch, whose counters tell
+	// settle whether the RNICs have read what the switch sent them.
+	hostLinks []link
 }
 
 // link is one connection of the testbed: end a on the host side, end b on
@@ -171,6 +174,7 @@ func NewTestbed(cfg TestbedConfig) (tb *Testbed, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("lumina testbed: responder link: %w", err)
 	}
+	tb.hostLinks = []link{req, resp}
 	icfg := inject.Config{Pool: tb.pool, IterMode: cfg.IterMode, Balance: cfg.Balance, RewritePort: cfg.RewritePort,
 		MirrorSnap: cfg.MirrorSnap, Seed: 1,
 		Traffic: []inject.TrafficPort{{Name: "requester", Port: req.b}, {Name: "responder", Port: resp.b}},

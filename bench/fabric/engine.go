@@ -8,7 +8,7 @@
 //
 // The engine is a discrete-event loop over integer nanoseconds. Events and
 // packets live in preallocated pools indexed by int32 and the event queue is
-// a 4-ary heap of small structs, so a running simulation allocates nothing
+// a calendar queue of small structs (queue.go), so a running simulation allocates nothing
 // per packet or event once its pools have grown to the in-flight maximum;
 // memory is bounded by the topology and the packets in flight, not by the
 // simulated time. One goroutine runs a simulation; the same seed gives the
@@ -43,56 +43,6 @@ const (
 	evInject                    // a faulty host sends a PAUSE (a host)
 	evUser                      // Sim.At callbacks (a index)
 )
-
-// eventQueue is a 4-ary min-heap on (t, seq): seq breaks ties in the
-// order events were scheduled, which makes runs deterministic.
-type eventQueue struct {
-	h   []event
-	seq uint64
-}
-
-func (q *eventQueue) less(i, j int) bool {
-	a, b := &q.h[i], &q.h[j]
-	return a.t < b.t || (a.t == b.t && a.seq < b.seq)
-}
-
-func (q *eventQueue) push(e event) {
-	q.seq++
-	e.seq = q.seq
-	q.h = append(q.h, e)
-	i := len(q.h) - 1
-	for i > 0 {
-		p := (i - 1) / 4
-		if !q.less(i, p) {
-			break
-		}
-		q.h[i], q.h[p] = q.h[p], q.h[i]
-		i = p
-	}
-}
-
-func (q *eventQueue) pop() event {
-	top := q.h[0]
-	n := len(q.h) - 1
-	q.h[0] = q.h[n]
-	q.h = q.h[:n]
-	i := 0
-	for {
-		m := i
-		c := 4*i + 1
-		for k := c; k < c+4 && k < n; k++ {
-			if q.less(k, m) {
-				m = k
-			}
-		}
-		if m == i {
-			break
-		}
-		q.h[i], q.h[m] = q.h[m], q.h[i]
-		i = m
-	}
-	return top
-}
 
 // Sim is a running simulation.
 type Sim struct {
@@ -129,6 +79,7 @@ func (s *Sim) schedule(t int64, kind uint8, a, b int32) {
 // At runs f at simulated time t (hooks and experiments use it to inject
 // faults or read state mid-run).
 func (s *Sim) At(t int64, f func(*Sim)) {
+	t = max(t, s.now) // the past is now: time does not run backwards
 	// Slots of callbacks that ran are reused: periodic callbacks keep
 	// the table as small as the callbacks pending.
 	var i int32
@@ -180,15 +131,15 @@ var ErrCanceled = errors.New("fabric: run canceled")
 // every few thousand events.
 func (s *Sim) Run(ctx context.Context, until int64) (*Results, error) {
 	nextProgress := s.now + s.ProgressEvery
-	for n := 0; len(s.q.h) > 0; n++ {
-		if s.q.h[0].t > until {
-			break
-		}
+	for n := 0; ; n++ {
 		if n&4095 == 0 && ctx.Err() != nil {
 			s.finish(s.now)
 			return s.res, ErrCanceled
 		}
-		e := s.q.pop()
+		e, ok := s.q.popUntil(until)
+		if !ok {
+			break
+		}
 		s.now = e.t
 		s.Events++
 		s.dispatch(e)
@@ -197,7 +148,7 @@ func (s *Sim) Run(ctx context.Context, until int64) (*Results, error) {
 			nextProgress = s.now + s.ProgressEvery
 		}
 	}
-	if until > s.now && len(s.q.h) > 0 {
+	if until > s.now && s.q.len() > 0 {
 		s.now = until
 	}
 	s.finish(s.now)

@@ -190,9 +190,12 @@ func (n *network) retire(fi int32) {
 // armRTO restarts a flow's retransmission timer.
 func (n *network) armRTO(fi int32) {
 	fs := &n.flows[fi]
-	fs.rtoGen++
 	h := &n.hosts[n.nodeHost[fs.f.Src]]
-	n.s.schedule(n.s.now+h.cfg.RTO, evRTO, fi, fs.rtoGen)
+	fs.rtoAt = n.s.now + h.cfg.RTO
+	if !fs.rtoPending {
+		fs.rtoPending = true
+		n.s.schedule(fs.rtoAt, evRTO, fi, fs.rtoGen)
+	}
 }
 
 // rto: no progress for a timeout; send again from the first
@@ -200,6 +203,13 @@ func (n *network) armRTO(fi int32) {
 func (n *network) rto(fi, gen int32) {
 	fs := &n.flows[fi]
 	if fs.done || fs.failed || gen != fs.rtoGen {
+		return
+	}
+	fs.rtoPending = false
+	if fs.rtoAt > n.s.now {
+		// Progress since the event was scheduled: sleep until then.
+		fs.rtoPending = true
+		n.s.schedule(fs.rtoAt, evRTO, fi, gen)
 		return
 	}
 	if fs.next > fs.una {

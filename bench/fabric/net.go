@@ -70,13 +70,17 @@ type port struct {
 	cur       int32
 	ctrl      queue
 	q         [NumPrio]queue
-	paused    [NumPrio]int64 // paused until
-	pausedAt  [NumPrio]int64 // when the current pause began (accounting)
-	wakeAt    int64
-	rr        int
-	credit    [NumPrio]int
-	pg        [NumPrio]pgState
-	st        PortStats
+	// queued has bit p set while q[p] holds packets: most kicks find
+	// every queue empty, and the scheduler then does nothing but clear
+	// the WRR credits, as a pass over empty queues would.
+	queued   uint8
+	paused   [NumPrio]int64 // paused until
+	pausedAt [NumPrio]int64 // when the current pause began (accounting)
+	wakeAt   int64
+	rr       int
+	credit   [NumPrio]int
+	pg       [NumPrio]pgState
+	st       PortStats
 }
 
 // pgState is an ingress priority group's share of the MMU.
@@ -127,11 +131,18 @@ type hostState struct {
 
 // flowState is one RC connection: sender and receiver.
 type flowState struct {
-	f          workload.Flow
-	npkts      int32
-	next, una  int32
-	rp         dcqcn.RP
-	rtoGen     int32
+	f         workload.Flow
+	npkts     int32
+	next, una int32
+	rp        dcqcn.RP
+	rtoGen    int32
+	// rtoAt is when the retransmission timer runs out. Progress moves it
+	// without scheduling anything: one timer event per flow is pending
+	// (rtoPending), and when it fires early it sleeps again until rtoAt.
+	// An event per ACK left the queue full of dead timers (the heap's
+	// pop was half of the simulator's time).
+	rtoAt      int64
+	rtoPending bool
 	started    bool
 	done       bool
 	end        int64
@@ -279,6 +290,10 @@ func (n *network) pausedFor(pi int32, prio uint8) bool {
 // (weight 0) highest first, then weighted round robin, skipping paused
 // priorities.
 func (n *network) switchNext(pt *port) int32 {
+	if pt.queued == 0 {
+		pt.credit = [NumPrio]int{}
+		return -1
+	}
 	pi := n.nodePorts[pt.node][pt.num]
 	sw := &n.switches[pt.sw]
 	for prio := NumPrio - 1; prio >= 0; prio-- {
@@ -309,6 +324,9 @@ func (n *network) switchNext(pt *port) int32 {
 // its buffer at the ingress it was charged to.
 func (n *network) leaveSwitch(pt *port, pi int32, prio int) int32 {
 	i := n.dequeue(&pt.q[prio])
+	if pt.q[prio].n == 0 {
+		pt.queued &^= 1 << prio
+	}
 	p := n.pkt(i)
 	if n.hooks != nil && n.hooks.Dequeue != nil {
 		n.hooks.Dequeue(int(pt.sw), int(pt.num), p, pt.q[prio].bytes)
@@ -447,6 +465,7 @@ func (n *network) switchRx(in *port, pi, i int32) {
 	}
 	p.Enq = n.s.now
 	n.enqueue(q, i)
+	out.queued |= 1 << prio
 	if q.bytes > out.st.MaxQueue {
 		out.st.MaxQueue = q.bytes
 	}

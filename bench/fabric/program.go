@@ -107,6 +107,7 @@ func (s *Sim) Send(node, port int, p Packet) error {
 		n.enqueue(&n.hosts[pt.host].ctl, i)
 	} else {
 		n.enqueue(&pt.q[p.Prio], i)
+		pt.queued |= 1 << p.Prio
 	}
 	n.kick(pi)
 	return nil

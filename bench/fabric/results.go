@@ -138,7 +138,7 @@ func (n *network) sample() {
 			s.series.Write(b)
 		}
 	}
-	if len(s.q.h) > 0 {
+	if s.q.len() > 0 {
 		s.schedule(s.now+s.cfg.SampleInterval, evSample, 0, 0)
 	}
 }

@@ -49,11 +49,14 @@
 //     ingress mirror session when the reporter asks for ACKs. Unlike the
 //     software tracker, the first expected number is the control plane's
 //     (Peer.FirstSeq), NACKs are not spaced by an interval, every 16th
-//     ACK goes by sequence number rather than by count, the answer is the
-//     report turned around (UDP 40040 -> 40044, no UDP checksum) rather
-//     than a new datagram, and there is no rate meter or CPU queue for
-//     high-priority reports. The reporter program counts the answers but
-//     keeps no reports to resend.
+//     ACK goes by sequence number rather than by count, and there is no
+//     rate meter or CPU queue for high-priority reports. The answer is the
+//     software translator's datagram (UDP 40044 -> 40044, DF, with the UDP
+//     checksum; a mirrored ACK's checksum is 0), written over the report:
+//     the report's bytes the parser did not take stay behind it as link
+//     padding. As in software, a report that does not parse (unknown
+//     opcode, N outside 1..8) moves no sequence number. The reporter
+//     program counts the answers but keeps no reports to resend.
 //   - Postcard outcomes are counted in postcard_events (held, complete,
 //     bad hop) and evictions in postcard_evictions: the postcard that
 //     evicts a flow is held too, and a Tofino counter takes one count per

@@ -78,7 +78,7 @@
  *     evictions have their own; the sequence distance is a keyless table,
  *     since as a statement the compiler folds it into conditions a gateway
  *     cannot evaluate. bf-p4c places the default build in 11 of Tofino 1's
- *     12 stages (ingress 10, egress 11): one stage of headroom for the
+ *     12 stages (ingress 9, egress 11): one stage of headroom for the
  *     parts issue 23 adds (Sketch-Merge, Append batching, the meter).
  *   - Immediate reports are written as plain WRITEs (no ImmDt, no
  *     notification); the software translator writes them with immediate.
@@ -103,8 +103,16 @@
  *     resends from (translator/dtatranslator's SeqTracker, with two differences: the
  *     control plane sets the first expected number instead of the first
  *     report, and every report after a gap draws a NACK, with no interval
- *     between repeated NACKs). Compiled with -DDTA_NO_SEQNUM, the base
- *     header is the 2-byte form and there is no tracking.
+ *     between repeated NACKs). A report the software translator could not
+ *     parse (an opcode neither knows, N outside 1..8) moves no sequence
+ *     number, as there. The answers are the software translator's
+ *     datagrams (from UDP 40044, DF, ID 0, DSCP 0, TTL 64, with the UDP
+ *     checksum, except a mirrored ACK's, which is 0: computed in the egress
+ *     deparser it costs a twelfth egress stage); a Tofino cannot cut a
+ *     frame, so the report's bytes the parser did not take stay behind
+ *     the datagram, where receivers see link padding. Compiled with
+ *     -DDTA_NO_SEQNUM, the base header is the 2-byte form and there is no
+ *     tracking.
  *
  * Builds make p4check compiles besides the default (the ICRC hashes need
  * more stages than Tofino 1 has; see the README's table):
@@ -113,6 +121,19 @@
  */
 #include <core.p4>
 #include <tna.p4>
+
+/* The replication id of an egress packet: a multicast copy's, 0 for a
+ * unicast packet. P4Testgen's Tofino model misreads the whole egress of a
+ * program that reads egress_rid (it makes the field one bit wide; see
+ * p4/internal/stf/testdata/egress_rid), and the only packets it follows
+ * into egress are unicast, whose replication id is 0. make p4check
+ * generates the tests with -DP4TESTGEN, which reads that 0 instead; the
+ * switch builds read the field. */
+#ifdef P4TESTGEN
+#define EGRESS_RID(eg_md) 16w0
+#else
+#define EGRESS_RID(eg_md) eg_md.egress_rid
+#endif
 
 typedef bit<48> mac_addr_t;
 typedef bit<32> ipv4_addr_t;
@@ -132,6 +153,10 @@ const bit<8> OP_KEY_WRITE     = 0x01;
 const bit<8> OP_APPEND        = 0x02;
 const bit<8> OP_KEY_INCREMENT = 0x03;
 const bit<8> OP_POSTCARDER    = 0x04;
+const bit<8> OP_SKETCH_MERGE  = 0x05;
+/* The largest N the software translator parses (dtawire.MaxRedundancy):
+ * a report beyond it is malformed, one beyond MAX_REDUNDANCY refused. */
+const bit<32> PARSED_REDUNDANCY = 8;
 
 /* RoCEv2 RC opcodes and the AETH syndrome of a PSN sequence error NAK. */
 const bit<8> RC_WRITE_ONLY = 0x0a;
@@ -368,6 +393,7 @@ struct ig_metadata_t {
     bit<1>         is_report;
     bit<1>         is_answer;
     bit<1>         refused;
+    bit<1>         malformed;
     bit<3>         reason;
     ack_mirror_h   ack_mirror;
 }
@@ -444,6 +470,7 @@ parser IngressParser(packet_in pkt,
         md.is_report = 0;
         md.is_answer = 0;
         md.refused = 0;
+        md.malformed = 0;
         md.reason = DROP_NO_TARGET;
         transition parse_ethernet;
     }
@@ -692,12 +719,15 @@ control Ingress(inout headers_t hdr,
         ipv4_addr_t to = hdr.ipv4.src_addr;
         hdr.ipv4.src_addr = hdr.ipv4.dst_addr;
         hdr.ipv4.dst_addr = to;
+        hdr.ipv4.dscp = 0;
+        hdr.ipv4.ecn = 0;
         hdr.ipv4.total_len = IP_LEN_ACK;
+        hdr.ipv4.identification = 0;
+        hdr.ipv4.flags = 2;
         hdr.ipv4.ttl = 64;
-        hdr.udp.src_port = DTA_PORT;
+        hdr.udp.src_port = DTA_ACK_PORT;
         hdr.udp.dst_port = DTA_ACK_PORT;
         hdr.udp.length = UDP_LEN_ACK;
-        hdr.udp.checksum = 0;
         ig_tm_md.ucast_egress_port = ig_intr_md.ingress_port;
         md.bounced = 1;
     }
@@ -731,8 +761,23 @@ control Ingress(inout headers_t hdr,
             report_pkts.count(hdr.dta.opcode);
             hdr.bridge.pkt_type = PKT_REPORT;
             hdr.bridge.collector = md.collector;
+            if (hdr.key_write.isValid()) {
+                md.redundancy = hdr.key_write.redundancy;
+            } else if (hdr.key_increment.isValid()) {
+                md.redundancy = hdr.key_increment.redundancy;
+            }
+            /* A report the software translator cannot parse (an opcode
+             * it does not know, N outside 1..PARSED_REDUNDANCY) moves no
+             * sequence number there, nor here. */
+            if (hdr.key_write.isValid() || hdr.key_increment.isValid()) {
+                if (md.redundancy == 0 || (bit<32>)md.redundancy > PARSED_REDUNDANCY) {
+                    md.malformed = 1;
+                }
+            } else if (!hdr.append.isValid() && !hdr.postcard.isValid() && hdr.dta.opcode != OP_SKETCH_MERGE) {
+                md.malformed = 1;
+            }
 #ifndef DTA_NO_SEQNUM
-            if (hdr.dta.retransmittable == 1) {
+            if (hdr.dta.retransmittable == 1 && md.malformed == 0) {
                 if (reporter.apply().hit) {
                     md.expected = seq_check.execute(md.reporter);
                     seq_delta.apply();
@@ -761,11 +806,6 @@ control Ingress(inout headers_t hdr,
                 hdr.bridge.pkt_type = PKT_FORWARD;
                 drop_reports.count(md.reason);
             } else {
-                if (hdr.key_write.isValid()) {
-                    md.redundancy = hdr.key_write.redundancy;
-                } else if (hdr.key_increment.isValid()) {
-                    md.redundancy = hdr.key_increment.redundancy;
-                }
                 if (hdr.key_write.isValid() || hdr.key_increment.isValid()) {
                     /* Groups exist for N = 1..MAX_REDUNDANCY only. */
                     if (md.redundancy == 0 || (bit<32>)md.redundancy > MAX_REDUNDANCY) {
@@ -814,6 +854,7 @@ control IngressDeparser(packet_out pkt,
      * selectors"); the type test below selects the session instead. */
     Mirror() mirror;
     Checksum() ipv4_csum;
+    Checksum() udp_csum;
 
     apply {
         if (ig_dprsr_md.mirror_type == MIRROR_ACK) {
@@ -826,6 +867,14 @@ control IngressDeparser(packet_out pkt,
             hdr.ipv4.flags, hdr.ipv4.frag_offset,
             hdr.ipv4.ttl, hdr.ipv4.protocol,
             hdr.ipv4.src_addr, hdr.ipv4.dst_addr});
+        /* An answer carries the UDP checksum the software translator's
+         * does (pseudo-header, UDP header, the 2-byte DTA ACK). */
+        if (hdr.ack.isValid()) {
+            hdr.udp.checksum = udp_csum.update({
+                hdr.ipv4.src_addr, hdr.ipv4.dst_addr, 8w0, hdr.ipv4.protocol, hdr.udp.length,
+                hdr.udp.src_port, hdr.udp.dst_port, hdr.udp.length,
+                hdr.ack.seqnum, hdr.ack.nack, hdr.ack.reserved});
+        }
         pkt.emit(hdr);
     }
 }
@@ -1256,18 +1305,25 @@ control Egress(inout eg_headers_t hdr,
             ipv4_addr_t back = hdr.ipv4.src_addr;
             hdr.ipv4.src_addr = hdr.ipv4.dst_addr;
             hdr.ipv4.dst_addr = back;
+            hdr.ipv4.dscp = 0;
+            hdr.ipv4.ecn = 0;
             hdr.ipv4.total_len = IP_LEN_ACK;
+            hdr.ipv4.identification = 0;
+            hdr.ipv4.flags = 2;
             hdr.ipv4.ttl = 64;
-            hdr.udp.src_port = DTA_PORT;
+            hdr.udp.src_port = DTA_ACK_PORT;
             hdr.udp.dst_port = DTA_ACK_PORT;
             hdr.udp.length = UDP_LEN_ACK;
+            /* Unlike the bounced answers' (and the software
+             * translator's), no UDP checksum: in the egress deparser it
+             * costs the egress a twelfth stage. */
             hdr.udp.checksum = 0;
         } else if (hdr.bridge.pkt_type == PKT_RESYNC) {
             psn_resync.execute(hdr.bridge.collector);
             psn_resyncs.count(hdr.bridge.collector);
             eg_dprsr_md.drop_ctl = 1;
         } else if (hdr.bridge.pkt_type == PKT_REPORT) {
-            bit<8> n = eg_intr_md.egress_rid[7:0];
+            bit<8> n = EGRESS_RID(eg_intr_md)[7:0];
             if (hdr.key_write.isValid()) {
                 md.key = hdr.key_write.key;
                 md.emit = 1;

@@ -15,8 +15,7 @@ import (
 // the tests route IPv4 (most of them), drop what is not IPv4, consume
 // pause frames and drop polling packets (P4Testgen finds no path that
 // sends one on: the event stamps hinge on the switch clock, which it does
-// not know); and P4Testgen misparses this program's egress (it reads
-// egress_rid). The replay keeps the tests loadable and says, per test,
+// not know). The replay keeps the tests loadable and says, per test,
 // why none runs; what hawkeyesim does is checked against the paper in
 // its own package.
 func TestSTF(t *testing.T) {
@@ -27,9 +26,6 @@ func TestSTF(t *testing.T) {
 }
 
 func telemetryModel(tc *stf.Test) ([]stf.Output, string, error) {
-	if tc.EgressMisparsed() {
-		return nil, "P4Testgen misparsed the egress (its expected packet is not the program's; see stf.EgressMisparsed)", nil
-	}
 	if len(tc.In) < 14 {
 		return nil, "a frame shorter than Ethernet", nil
 	}

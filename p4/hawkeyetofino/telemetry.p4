@@ -68,6 +68,19 @@
 #include <core.p4>
 #include <tna.p4>
 
+/* The replication id of an egress packet: a multicast copy's, 0 for a
+ * unicast packet. P4Testgen's Tofino model misreads the whole egress of a
+ * program that reads egress_rid (it makes the field one bit wide; see
+ * p4/internal/stf/testdata/egress_rid), and the only packets it follows
+ * into egress are unicast, whose replication id is 0. make p4check
+ * generates the tests with -DP4TESTGEN, which reads that 0 instead; the
+ * switch builds read the field. */
+#ifdef P4TESTGEN
+#define EGRESS_RID(eg_md) 16w0
+#else
+#define EGRESS_RID(eg_md) eg_md.egress_rid
+#endif
+
 typedef bit<48> mac_addr_t;
 typedef bit<32> ipv4_addr_t;
 
@@ -876,7 +889,7 @@ control Egress(inout eg_headers_t hdr,
                 md.paused = pause_check.execute(md.port_idx);
                 md.recent_pause = last_pause_recent.execute(md.port_idx);
                 md.recent_traffic = pair_seen_recent.execute(md.pair_idx);
-                if (eg_intr_md.egress_rid == 0) {
+                if (EGRESS_RID(eg_intr_md) == 0) {
                     /* The victim-path copy: ask the next switch about PFC
                      * when this egress is paused. */
                     hdr.poll.poll_type = POLL_FLOW;

@@ -128,6 +128,7 @@ type Reporter struct {
 	cfg   ReporterConfig
 	port  dpdk.Port
 	pool  *dpdk.Pool
+	cache *dpdk.Cache // Run's, in front of pool
 	rng   *rand.Rand
 	zipf  *rand.Zipf
 	total int
@@ -145,7 +146,9 @@ type Reporter struct {
 	tx       []*dpdk.Packet
 	rx       []*dpdk.Packet
 	parsed   header.Parsed
-	slow     int64 // until when the rate is halved (congestion notice)
+	slow     int64 // until when the rate is halved (congestion notice), ns since start
+	start    time.Time
+	now      int64 // ns since start, read once a report
 	// lastAck is when the window last moved, lastResend when it was last
 	// resent on timeout.
 	lastAck, lastResend time.Time
@@ -230,12 +233,16 @@ func NewReporter(cfg ReporterConfig, port dpdk.Port, pool *dpdk.Pool) (*Reporter
 // acknowledged (Stats.Unacknowledged counts those that were not).
 func (r *Reporter) Run(ctx context.Context, linger time.Duration) error {
 	start := time.Now()
+	r.start = start
+	r.cache = r.pool.NewCache(r.cfg.Burst)
+	defer func() { r.flush(); r.cache.Flush(); r.cache = nil }()
 	defer func() { r.Stats.ElapsedNs = time.Since(start).Nanoseconds() }()
 	var next float64 // when the next report is due, ns since start
 	// A flow's postcards go out together: the last flow is finished.
 	for ctx.Err() == nil && (r.cfg.Count == 0 || r.Stats.Sent < r.cfg.Count || r.hop > 0) {
 		r.receive()
-		now := float64(time.Since(start).Nanoseconds())
+		r.now = time.Since(start).Nanoseconds()
+		now := float64(r.now)
 		if r.cfg.Rate > 0 {
 			if now < next {
 				r.flush()
@@ -413,7 +420,7 @@ func (r *Reporter) send(rep *dtawire.Report) error {
 			r.Truth.KeyIncrementHigh[rep.Key] += rep.Counter
 		}
 	}
-	if time.Now().UnixNano() < r.slow {
+	if r.now < r.slow {
 		r.Stats.SentSlowed++
 	}
 	if r.cfg.Loss > 0 && r.rng.Float64() < r.cfg.Loss {
@@ -475,11 +482,11 @@ func (r *Reporter) transmit(payload []byte, dscp uint8) {
 		r.Stats.TxDropped++
 		return
 	}
-	p := r.pool.Get()
+	p := r.get()
 	for tries := 0; p == nil && tries < 1000; tries++ {
 		r.flush()
 		time.Sleep(10 * time.Microsecond)
-		p = r.pool.Get()
+		p = r.get()
 	}
 	if p == nil {
 		r.Stats.TxDropped++
@@ -490,6 +497,18 @@ func (r *Reporter) transmit(payload []byte, dscp uint8) {
 	if len(r.tx) == cap(r.tx) {
 		r.flush()
 	}
+}
+
+// get takes a packet buffer from Run's cache, or from the pool outside Run.
+func (r *Reporter) get() *dpdk.Packet {
+	if r.cache == nil {
+		return r.pool.Get()
+	}
+	var one [1]*dpdk.Packet
+	if r.cache.GetBulk(one[:]) == 0 {
+		return nil
+	}
+	return one[0]
 }
 
 // flush transmits queued datagrams, waiting a little for a full port.
@@ -535,7 +554,7 @@ func (r *Reporter) answer(a dtawire.Ack) {
 	switch {
 	case a.Congested:
 		r.Stats.Congestion++
-		r.slow = time.Now().UnixNano() + int64(10*time.Millisecond)
+		r.slow = time.Since(r.start).Nanoseconds() + int64(10*time.Millisecond)
 	case a.NACK:
 		r.Stats.NACKs++
 		if !r.cfg.Retransmittable {

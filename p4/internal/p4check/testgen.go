@@ -23,9 +23,16 @@ import (
 // depend on a register (ITER, sequence numbers, flow slots) are explored;
 // the STF back end cannot set registers and treats what a register returns
 // as unknown.
+//
+// The programs are preprocessed with -DP4TESTGEN (TestgenDefine): where
+// P4Testgen's Tofino model is known to be wrong about a construct, a
+// program reads, under that macro, the value the switch has on every path
+// P4Testgen can take (egress_rid, which it misreads, is 0 for the unicast
+// packets it follows into egress; see translator.p4's EGRESS_RID).
 const (
-	TestCount  = 100
-	PathPolicy = "GREEDY_STATEMENT_SEARCH"
+	TestCount     = 100
+	PathPolicy    = "GREEDY_STATEMENT_SEARCH"
+	TestgenDefine = "-DP4TESTGEN"
 )
 
 // Backends are P4Testgen's back ends the sets are generated with.
@@ -66,8 +73,9 @@ func stamp(p p4build.Program) (string, error) {
 		return "", err
 	}
 	return fmt.Sprintf("p4testgen tests of %s (make p4check regenerates them when the program changes)\n"+
-		"program sha256 %s\nback ends %s: gen.sh %s OUT %d %s -- --path-selection %s --print-coverage\n",
-		p.Path, sha(src), strings.Join(Backends, ", "), p.Path, TestCount, strings.Join(p4build.Includes(p.Path), " "), PathPolicy), nil
+		"program sha256 %s\nback ends %s: gen.sh %s OUT %d %s %s -- --path-selection %s --print-coverage\n",
+		p.Path, sha(src), strings.Join(Backends, ", "), p.Path, TestCount, strings.Join(p4build.Includes(p.Path), " "), TestgenDefine,
+		PathPolicy), nil
 }
 
 // testSets checks every program's test set against its stamp, or with
@@ -115,7 +123,7 @@ func generate(tools p4build.Tools, p p4build.Program, dir, stampText string) err
 			out = filepath.Join(tmp, "ptf")
 		}
 		args := append([]string{p.Path, out, strconv.Itoa(TestCount)}, p4build.Includes(p.Path)...)
-		args = append(args, "--", "--path-selection", PathPolicy, "--print-coverage")
+		args = append(args, TestgenDefine, "--", "--path-selection", PathPolicy, "--print-coverage")
 		if b == "PTF" {
 			args = append(args, "--test-name", p.Name())
 		}

@@ -6,7 +6,11 @@
  * cannot know) is enough for its egress parser to read the bridged header
  * and the frame at the wrong offset: its tests expect source MAC 2 and
  * show the misread in their traces. Without the egress_rid test it
- * expects 1. TestEgressMisparseReproducer keeps the finding current.
+ * expects 1. The cause, in p4c's testgen/targets/tofino/tofino/
+ * cmd_stepper.cpp: egress_rid is initialised as an unknown of
+ * "sixteenBitType", which is IR::Type_Bits::get(1). The programs under p4/
+ * read the field through EGRESS_RID(), 0 in the -DP4TESTGEN builds.
+ * TestEgressMisparseReproducer keeps the finding current.
  */
 #include <core.p4>
 #include <tna.p4>

@@ -125,7 +125,7 @@ class AbstractTest(BfRuntimeTest):
         verify_no_other_packets(self, self.dev_id, timeout=2)
 
 class Test1(AbstractTest):
-    # Date generated: 2026-11-26-15:54:54.778
+    # Date generated: 2026-11-26-23:34:25.960
     # Current statement coverage: 0.5
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -369,7 +369,7 @@ class Test1(AbstractTest):
 
 
 class Test2(AbstractTest):
-    # Date generated: 2026-11-26-15:54:54.878
+    # Date generated: 2026-11-26-23:34:26.224
     # Current statement coverage: 0.51
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -612,7 +612,7 @@ class Test2(AbstractTest):
 
 
 class Test3(AbstractTest):
-    # Date generated: 2026-11-26-15:54:55.048
+    # Date generated: 2026-11-26-23:34:26.435
     # Current statement coverage: 0.52
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -856,7 +856,7 @@ class Test3(AbstractTest):
 
 
 class Test4(AbstractTest):
-    # Date generated: 2026-11-26-15:54:55.096
+    # Date generated: 2026-11-26-23:34:26.514
     # Current statement coverage: 0.54
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -1100,7 +1100,7 @@ class Test4(AbstractTest):
 
 
 class Test5(AbstractTest):
-    # Date generated: 2026-11-26-15:54:55.136
+    # Date generated: 2026-11-26-23:34:26.577
     # Current statement coverage: 0.54
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -1298,7 +1298,7 @@ class Test5(AbstractTest):
 
 
 class Test6(AbstractTest):
-    # Date generated: 2026-11-26-15:54:55.206
+    # Date generated: 2026-11-26-23:34:26.729
     # Current statement coverage: 0.55
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -1542,7 +1542,7 @@ class Test6(AbstractTest):
 
 
 class Test7(AbstractTest):
-    # Date generated: 2026-11-26-15:54:55.267
+    # Date generated: 2026-11-26-23:34:26.799
     # Current statement coverage: 0.56
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -1785,7 +1785,7 @@ class Test7(AbstractTest):
 
 
 class Test8(AbstractTest):
-    # Date generated: 2026-11-26-15:54:55.292
+    # Date generated: 2026-11-26-23:34:26.837
     # Current statement coverage: 0.57
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -1902,7 +1902,7 @@ class Test8(AbstractTest):
 
 
 class Test9(AbstractTest):
-    # Date generated: 2026-11-26-15:54:55.446
+    # Date generated: 2026-11-26-23:34:26.943
     # Current statement coverage: 0.57
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -2146,7 +2146,7 @@ class Test9(AbstractTest):
 
 
 class Test10(AbstractTest):
-    # Date generated: 2026-11-26-15:54:55.484
+    # Date generated: 2026-11-26-23:34:27.101
     # Current statement coverage: 0.58
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -2392,7 +2392,7 @@ class Test10(AbstractTest):
 
 
 class Test11(AbstractTest):
-    # Date generated: 2026-11-26-15:54:55.529
+    # Date generated: 2026-11-26-23:34:27.220
     # Current statement coverage: 0.58
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -2635,7 +2635,7 @@ class Test11(AbstractTest):
 
 
 class Test12(AbstractTest):
-    # Date generated: 2026-11-26-15:54:55.545
+    # Date generated: 2026-11-26-23:34:27.286
     # Current statement coverage: 0.58
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -2878,7 +2878,7 @@ class Test12(AbstractTest):
 
 
 class Test13(AbstractTest):
-    # Date generated: 2026-11-26-15:54:55.565
+    # Date generated: 2026-11-26-23:34:27.344
     # Current statement coverage: 0.58
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -3121,7 +3121,7 @@ class Test13(AbstractTest):
 
 
 class Test14(AbstractTest):
-    # Date generated: 2026-11-26-15:54:55.579
+    # Date generated: 2026-11-26-23:34:27.398
     # Current statement coverage: 0.58
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -3318,7 +3318,7 @@ class Test14(AbstractTest):
 
 
 class Test15(AbstractTest):
-    # Date generated: 2026-11-26-15:54:55.654
+    # Date generated: 2026-11-26-23:34:27.456
     # Current statement coverage: 0.58
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -3516,7 +3516,7 @@ class Test15(AbstractTest):
 
 
 class Test16(AbstractTest):
-    # Date generated: 2026-11-26-15:54:55.679
+    # Date generated: 2026-11-26-23:34:27.526
     # Current statement coverage: 0.58
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -3746,7 +3746,7 @@ class Test16(AbstractTest):
 
 
 class Test17(AbstractTest):
-    # Date generated: 2026-11-26-15:54:55.866
+    # Date generated: 2026-11-26-23:34:28.001
     # Current statement coverage: 0.67
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -3999,7 +3999,7 @@ class Test17(AbstractTest):
 
 
 class Test18(AbstractTest):
-    # Date generated: 2026-11-26-15:54:56.136
+    # Date generated: 2026-11-26-23:34:28.295
     # Current statement coverage: 0.67
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -4252,7 +4252,7 @@ class Test18(AbstractTest):
 
 
 class Test19(AbstractTest):
-    # Date generated: 2026-11-26-15:54:57.087
+    # Date generated: 2026-11-26-23:34:28.610
     # Current statement coverage: 0.68
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -4553,7 +4553,7 @@ class Test19(AbstractTest):
 
 
 class Test20(AbstractTest):
-    # Date generated: 2026-11-26-15:54:57.597
+    # Date generated: 2026-11-26-23:34:28.934
     # Current statement coverage: 0.7
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -4853,7 +4853,7 @@ class Test20(AbstractTest):
 
 
 class Test21(AbstractTest):
-    # Date generated: 2026-11-26-15:54:57.898
+    # Date generated: 2026-11-26-23:34:29.184
     # Current statement coverage: 0.7
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -5106,7 +5106,7 @@ class Test21(AbstractTest):
 
 
 class Test22(AbstractTest):
-    # Date generated: 2026-11-26-15:54:58.012
+    # Date generated: 2026-11-26-23:34:29.267
     # Current statement coverage: 0.7
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -5335,7 +5335,7 @@ class Test22(AbstractTest):
 
 
 class Test23(AbstractTest):
-    # Date generated: 2026-11-26-15:54:58.066
+    # Date generated: 2026-11-26-23:34:29.333
     # Current statement coverage: 0.7
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -5476,7 +5476,7 @@ class Test23(AbstractTest):
 
 
 class Test24(AbstractTest):
-    # Date generated: 2026-11-26-15:54:58.171
+    # Date generated: 2026-11-26-23:34:29.438
     # Current statement coverage: 0.7
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -5720,7 +5720,7 @@ class Test24(AbstractTest):
 
 
 class Test25(AbstractTest):
-    # Date generated: 2026-11-26-15:54:58.523
+    # Date generated: 2026-11-26-23:34:29.656
     # Current statement coverage: 0.7
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -5972,7 +5972,7 @@ class Test25(AbstractTest):
 
 
 class Test26(AbstractTest):
-    # Date generated: 2026-11-26-15:54:58.735
+    # Date generated: 2026-11-26-23:34:30.054
     # Current statement coverage: 0.7
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -6272,7 +6272,7 @@ class Test26(AbstractTest):
 
 
 class Test27(AbstractTest):
-    # Date generated: 2026-11-26-15:54:59.307
+    # Date generated: 2026-11-26-23:34:30.467
     # Current statement coverage: 0.74
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -6517,7 +6517,7 @@ class Test27(AbstractTest):
 
 
 class Test28(AbstractTest):
-    # Date generated: 2026-11-26-15:54:59.668
+    # Date generated: 2026-11-26-23:34:31.114
     # Current statement coverage: 0.74
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -6817,7 +6817,7 @@ class Test28(AbstractTest):
 
 
 class Test29(AbstractTest):
-    # Date generated: 2026-11-26-15:55:00.016
+    # Date generated: 2026-11-26-23:34:31.735
     # Current statement coverage: 0.74
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -7102,7 +7102,7 @@ class Test29(AbstractTest):
 
 
 class Test30(AbstractTest):
-    # Date generated: 2026-11-26-15:55:00.052
+    # Date generated: 2026-11-26-23:34:31.818
     # Current statement coverage: 0.74
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -7348,7 +7348,7 @@ class Test30(AbstractTest):
 
 
 class Test31(AbstractTest):
-    # Date generated: 2026-11-26-15:55:00.091
+    # Date generated: 2026-11-26-23:34:31.980
     # Current statement coverage: 0.74
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -7590,7 +7590,7 @@ class Test31(AbstractTest):
 
 
 class Test32(AbstractTest):
-    # Date generated: 2026-11-26-15:55:00.429
+    # Date generated: 2026-11-26-23:34:32.649
     # Current statement coverage: 0.74
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -7891,7 +7891,7 @@ class Test32(AbstractTest):
 
 
 class Test33(AbstractTest):
-    # Date generated: 2026-11-26-15:55:00.646
+    # Date generated: 2026-11-26-23:34:32.987
     # Current statement coverage: 0.74
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -8178,7 +8178,7 @@ class Test33(AbstractTest):
 
 
 class Test34(AbstractTest):
-    # Date generated: 2026-11-26-15:55:00.861
+    # Date generated: 2026-11-26-23:34:33.304
     # Current statement coverage: 0.74
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -8422,7 +8422,7 @@ class Test34(AbstractTest):
 
 
 class Test35(AbstractTest):
-    # Date generated: 2026-11-26-15:55:00.895
+    # Date generated: 2026-11-26-23:34:33.378
     # Current statement coverage: 0.74
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -8621,7 +8621,7 @@ class Test35(AbstractTest):
 
 
 class Test36(AbstractTest):
-    # Date generated: 2026-11-26-15:55:00.930
+    # Date generated: 2026-11-26-23:34:33.431
     # Current statement coverage: 0.75
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -8815,7 +8815,7 @@ class Test36(AbstractTest):
 
 
 class Test37(AbstractTest):
-    # Date generated: 2026-11-26-15:55:01.100
+    # Date generated: 2026-11-26-23:34:33.671
     # Current statement coverage: 0.75
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -9111,7 +9111,7 @@ class Test37(AbstractTest):
 
 
 class Test38(AbstractTest):
-    # Date generated: 2026-11-26-15:55:01.150
+    # Date generated: 2026-11-26-23:34:33.729
     # Current statement coverage: 0.75
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -9356,7 +9356,7 @@ class Test38(AbstractTest):
 
 
 class Test39(AbstractTest):
-    # Date generated: 2026-11-26-15:55:01.245
+    # Date generated: 2026-11-26-23:34:33.994
     # Current statement coverage: 0.75
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -9601,7 +9601,7 @@ class Test39(AbstractTest):
 
 
 class Test40(AbstractTest):
-    # Date generated: 2026-11-26-15:55:01.612
+    # Date generated: 2026-11-26-23:34:34.254
     # Current statement coverage: 0.75
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -9897,7 +9897,7 @@ class Test40(AbstractTest):
 
 
 class Test41(AbstractTest):
-    # Date generated: 2026-11-26-15:55:01.647
+    # Date generated: 2026-11-26-23:34:34.312
     # Current statement coverage: 0.75
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -10095,7 +10095,7 @@ class Test41(AbstractTest):
 
 
 class Test42(AbstractTest):
-    # Date generated: 2026-11-26-15:55:01.737
+    # Date generated: 2026-11-26-23:34:34.387
     # Current statement coverage: 0.75
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -10338,7 +10338,7 @@ class Test42(AbstractTest):
 
 
 class Test43(AbstractTest):
-    # Date generated: 2026-11-26-15:55:01.856
+    # Date generated: 2026-11-26-23:34:34.449
     # Current statement coverage: 0.75
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -10568,7 +10568,7 @@ class Test43(AbstractTest):
 
 
 class Test44(AbstractTest):
-    # Date generated: 2026-11-26-15:55:02.451
+    # Date generated: 2026-11-26-23:34:35.043
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -10870,7 +10870,7 @@ class Test44(AbstractTest):
 
 
 class Test45(AbstractTest):
-    # Date generated: 2026-11-26-15:55:02.567
+    # Date generated: 2026-11-26-23:34:35.214
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -11113,7 +11113,7 @@ class Test45(AbstractTest):
 
 
 class Test46(AbstractTest):
-    # Date generated: 2026-11-26-15:55:02.905
+    # Date generated: 2026-11-26-23:34:35.520
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -11413,7 +11413,7 @@ class Test46(AbstractTest):
 
 
 class Test47(AbstractTest):
-    # Date generated: 2026-11-26-15:55:02.935
+    # Date generated: 2026-11-26-23:34:35.558
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -11610,7 +11610,7 @@ class Test47(AbstractTest):
 
 
 class Test48(AbstractTest):
-    # Date generated: 2026-11-26-15:55:03.462
+    # Date generated: 2026-11-26-23:34:35.938
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -11897,7 +11897,7 @@ class Test48(AbstractTest):
 
 
 class Test49(AbstractTest):
-    # Date generated: 2026-11-26-15:55:03.618
+    # Date generated: 2026-11-26-23:34:36.303
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -12149,7 +12149,7 @@ class Test49(AbstractTest):
 
 
 class Test50(AbstractTest):
-    # Date generated: 2026-11-26-15:55:04.006
+    # Date generated: 2026-11-26-23:34:36.600
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -12448,7 +12448,7 @@ class Test50(AbstractTest):
 
 
 class Test51(AbstractTest):
-    # Date generated: 2026-11-26-15:55:04.052
+    # Date generated: 2026-11-26-23:34:36.664
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -12689,7 +12689,7 @@ class Test51(AbstractTest):
 
 
 class Test52(AbstractTest):
-    # Date generated: 2026-11-26-15:55:04.128
+    # Date generated: 2026-11-26-23:34:36.886
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -12932,7 +12932,7 @@ class Test52(AbstractTest):
 
 
 class Test53(AbstractTest):
-    # Date generated: 2026-11-26-15:55:04.180
+    # Date generated: 2026-11-26-23:34:36.948
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -13175,7 +13175,7 @@ class Test53(AbstractTest):
 
 
 class Test54(AbstractTest):
-    # Date generated: 2026-11-26-15:55:04.344
+    # Date generated: 2026-11-26-23:34:37.366
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -13471,7 +13471,7 @@ class Test54(AbstractTest):
 
 
 class Test55(AbstractTest):
-    # Date generated: 2026-11-26-15:55:04.412
+    # Date generated: 2026-11-26-23:34:37.455
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -13599,7 +13599,7 @@ class Test55(AbstractTest):
 
 
 class Test56(AbstractTest):
-    # Date generated: 2026-11-26-15:55:04.759
+    # Date generated: 2026-11-26-23:34:37.736
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -13852,7 +13852,7 @@ class Test56(AbstractTest):
 
 
 class Test57(AbstractTest):
-    # Date generated: 2026-11-26-15:55:04.912
+    # Date generated: 2026-11-26-23:34:37.868
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -14095,7 +14095,7 @@ class Test57(AbstractTest):
 
 
 class Test58(AbstractTest):
-    # Date generated: 2026-11-26-15:55:05.022
+    # Date generated: 2026-11-26-23:34:37.930
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -14339,7 +14339,7 @@ class Test58(AbstractTest):
 
 
 class Test59(AbstractTest):
-    # Date generated: 2026-11-26-15:55:05.440
+    # Date generated: 2026-11-26-23:34:38.372
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -14639,7 +14639,7 @@ class Test59(AbstractTest):
 
 
 class Test60(AbstractTest):
-    # Date generated: 2026-11-26-15:55:05.674
+    # Date generated: 2026-11-26-23:34:38.772
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -14924,7 +14924,7 @@ class Test60(AbstractTest):
 
 
 class Test61(AbstractTest):
-    # Date generated: 2026-11-26-15:55:06.038
+    # Date generated: 2026-11-26-23:34:38.855
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -15167,7 +15167,7 @@ class Test61(AbstractTest):
 
 
 class Test62(AbstractTest):
-    # Date generated: 2026-11-26-15:55:06.068
+    # Date generated: 2026-11-26-23:34:38.926
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -15412,7 +15412,7 @@ class Test62(AbstractTest):
 
 
 class Test63(AbstractTest):
-    # Date generated: 2026-11-26-15:55:06.128
+    # Date generated: 2026-11-26-23:34:39.020
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -15656,7 +15656,7 @@ class Test63(AbstractTest):
 
 
 class Test64(AbstractTest):
-    # Date generated: 2026-11-26-15:55:06.288
+    # Date generated: 2026-11-26-23:34:39.229
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -15909,7 +15909,7 @@ class Test64(AbstractTest):
 
 
 class Test65(AbstractTest):
-    # Date generated: 2026-11-26-15:55:06.515
+    # Date generated: 2026-11-26-23:34:39.638
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -16208,7 +16208,7 @@ class Test65(AbstractTest):
 
 
 class Test66(AbstractTest):
-    # Date generated: 2026-11-26-15:55:06.571
+    # Date generated: 2026-11-26-23:34:39.704
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -16452,7 +16452,7 @@ class Test66(AbstractTest):
 
 
 class Test67(AbstractTest):
-    # Date generated: 2026-11-26-15:55:07.091
+    # Date generated: 2026-11-26-23:34:39.984
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -16752,7 +16752,7 @@ class Test67(AbstractTest):
 
 
 class Test68(AbstractTest):
-    # Date generated: 2026-11-26-15:55:07.109
+    # Date generated: 2026-11-26-23:34:40.017
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -16950,7 +16950,7 @@ class Test68(AbstractTest):
 
 
 class Test69(AbstractTest):
-    # Date generated: 2026-11-26-15:55:07.183
+    # Date generated: 2026-11-26-23:34:40.093
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -17194,7 +17194,7 @@ class Test69(AbstractTest):
 
 
 class Test70(AbstractTest):
-    # Date generated: 2026-11-26-15:55:07.281
+    # Date generated: 2026-11-26-23:34:40.407
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -17438,7 +17438,7 @@ class Test70(AbstractTest):
 
 
 class Test71(AbstractTest):
-    # Date generated: 2026-11-26-15:55:07.317
+    # Date generated: 2026-11-26-23:34:40.453
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -17636,7 +17636,7 @@ class Test71(AbstractTest):
 
 
 class Test72(AbstractTest):
-    # Date generated: 2026-11-26-15:55:07.382
+    # Date generated: 2026-11-26-23:34:40.523
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -17879,7 +17879,7 @@ class Test72(AbstractTest):
 
 
 class Test73(AbstractTest):
-    # Date generated: 2026-11-26-15:55:07.441
+    # Date generated: 2026-11-26-23:34:40.599
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -18124,7 +18124,7 @@ class Test73(AbstractTest):
 
 
 class Test74(AbstractTest):
-    # Date generated: 2026-11-26-15:55:07.904
+    # Date generated: 2026-11-26-23:34:40.952
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -18377,7 +18377,7 @@ class Test74(AbstractTest):
 
 
 class Test75(AbstractTest):
-    # Date generated: 2026-11-26-15:55:07.987
+    # Date generated: 2026-11-26-23:34:41.079
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -18607,7 +18607,7 @@ class Test75(AbstractTest):
 
 
 class Test76(AbstractTest):
-    # Date generated: 2026-11-26-15:55:08.038
+    # Date generated: 2026-11-26-23:34:41.151
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -18834,7 +18834,7 @@ class Test76(AbstractTest):
 
 
 class Test77(AbstractTest):
-    # Date generated: 2026-11-26-15:55:08.248
+    # Date generated: 2026-11-26-23:34:41.633
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -19033,7 +19033,7 @@ class Test77(AbstractTest):
 
 
 class Test78(AbstractTest):
-    # Date generated: 2026-11-26-15:55:08.464
+    # Date generated: 2026-11-26-23:34:42.132
     # Current statement coverage: 0.77
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -19286,7 +19286,7 @@ class Test78(AbstractTest):
 
 
 class Test79(AbstractTest):
-    # Date generated: 2026-11-26-15:55:08.660
+    # Date generated: 2026-11-26-23:34:42.469
     # Current statement coverage: 0.79
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -19531,7 +19531,7 @@ class Test79(AbstractTest):
 
 
 class Test80(AbstractTest):
-    # Date generated: 2026-11-26-15:55:08.700
+    # Date generated: 2026-11-26-23:34:42.595
     # Current statement coverage: 0.79
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -19776,7 +19776,7 @@ class Test80(AbstractTest):
 
 
 class Test81(AbstractTest):
-    # Date generated: 2026-11-26-15:55:09.011
+    # Date generated: 2026-11-26-23:34:42.880
     # Current statement coverage: 0.79
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -20029,7 +20029,7 @@ class Test81(AbstractTest):
 
 
 class Test82(AbstractTest):
-    # Date generated: 2026-11-26-15:55:09.030
+    # Date generated: 2026-11-26-23:34:42.967
     # Current statement coverage: 0.79
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -20259,7 +20259,7 @@ class Test82(AbstractTest):
 
 
 class Test83(AbstractTest):
-    # Date generated: 2026-11-26-15:55:09.090
+    # Date generated: 2026-11-26-23:34:43.384
     # Current statement coverage: 0.79
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -20504,7 +20504,7 @@ class Test83(AbstractTest):
 
 
 class Test84(AbstractTest):
-    # Date generated: 2026-11-26-15:55:09.108
+    # Date generated: 2026-11-26-23:34:43.461
     # Current statement coverage: 0.79
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -20734,7 +20734,7 @@ class Test84(AbstractTest):
 
 
 class Test85(AbstractTest):
-    # Date generated: 2026-11-26-15:55:09.124
+    # Date generated: 2026-11-26-23:34:43.520
     # Current statement coverage: 0.79
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -20977,7 +20977,7 @@ class Test85(AbstractTest):
 
 
 class Test86(AbstractTest):
-    # Date generated: 2026-11-26-15:55:09.469
+    # Date generated: 2026-11-26-23:34:43.787
     # Current statement coverage: 0.79
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -21278,7 +21278,7 @@ class Test86(AbstractTest):
 
 
 class Test87(AbstractTest):
-    # Date generated: 2026-11-26-15:55:10.209
+    # Date generated: 2026-11-26-23:34:44.759
     # Current statement coverage: 0.79
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -21579,7 +21579,7 @@ class Test87(AbstractTest):
 
 
 class Test88(AbstractTest):
-    # Date generated: 2026-11-26-15:55:10.261
+    # Date generated: 2026-11-26-23:34:44.958
     # Current statement coverage: 0.79
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -21823,7 +21823,7 @@ class Test88(AbstractTest):
 
 
 class Test89(AbstractTest):
-    # Date generated: 2026-11-26-15:55:10.676
+    # Date generated: 2026-11-26-23:34:46.950
     # Current statement coverage: 0.79
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -22119,7 +22119,7 @@ class Test89(AbstractTest):
 
 
 class Test90(AbstractTest):
-    # Date generated: 2026-11-26-15:55:10.827
+    # Date generated: 2026-11-26-23:34:47.343
     # Current statement coverage: 0.81
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -22365,7 +22365,7 @@ class Test90(AbstractTest):
 
 
 class Test91(AbstractTest):
-    # Date generated: 2026-11-26-15:55:10.871
+    # Date generated: 2026-11-26-23:34:47.480
     # Current statement coverage: 0.81
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -22607,7 +22607,7 @@ class Test91(AbstractTest):
 
 
 class Test92(AbstractTest):
-    # Date generated: 2026-11-26-15:55:10.920
+    # Date generated: 2026-11-26-23:34:47.645
     # Current statement coverage: 0.81
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -22852,7 +22852,7 @@ class Test92(AbstractTest):
 
 
 class Test93(AbstractTest):
-    # Date generated: 2026-11-26-15:55:11.083
+    # Date generated: 2026-11-26-23:34:47.803
     # Current statement coverage: 0.81
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -23097,7 +23097,7 @@ class Test93(AbstractTest):
 
 
 class Test94(AbstractTest):
-    # Date generated: 2026-11-26-15:55:11.217
+    # Date generated: 2026-11-26-23:34:47.828
     # Current statement coverage: 0.81
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -23343,7 +23343,7 @@ class Test94(AbstractTest):
 
 
 class Test95(AbstractTest):
-    # Date generated: 2026-11-26-15:55:11.542
+    # Date generated: 2026-11-26-23:34:48.247
     # Current statement coverage: 0.81
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -23588,7 +23588,7 @@ class Test95(AbstractTest):
 
 
 class Test96(AbstractTest):
-    # Date generated: 2026-11-26-15:55:11.588
+    # Date generated: 2026-11-26-23:34:48.364
     # Current statement coverage: 0.81
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -23787,7 +23787,7 @@ class Test96(AbstractTest):
 
 
 class Test97(AbstractTest):
-    # Date generated: 2026-11-26-15:55:11.675
+    # Date generated: 2026-11-26-23:34:48.646
     # Current statement coverage: 0.81
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -24029,7 +24029,7 @@ class Test97(AbstractTest):
 
 
 class Test98(AbstractTest):
-    # Date generated: 2026-11-26-15:55:11.853
+    # Date generated: 2026-11-26-23:34:49.775
     # Current statement coverage: 0.81
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -24274,7 +24274,7 @@ class Test98(AbstractTest):
 
 
 class Test99(AbstractTest):
-    # Date generated: 2026-11-26-15:55:12.065
+    # Date generated: 2026-11-26-23:34:50.731
     # Current statement coverage: 0.81
     '''
     [P4Testgen MethodCall]: *.StartIngress();
@@ -24570,7 +24570,7 @@ class Test99(AbstractTest):
 
 
 class Test100(AbstractTest):
-    # Date generated: 2026-11-26-15:55:12.283
+    # Date generated: 2026-11-26-23:34:51.338
     # Current statement coverage: 0.81
     '''
     [P4Testgen MethodCall]: *.StartIngress();
