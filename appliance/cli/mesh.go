@@ -5,5 +5,5 @@ package cli
 var meshCmd = &Command{
 	Name:    "mesh",
 	Summary: "Hostmesh: probe between a host's RNICs over UD, analyze, evaluate in the simulator",
-	Sub:     []*Command{meshAnalyzeCmd, meshEvalCmd, meshMergeCmd, meshProbeCmd},
+	Sub:     []*Command{meshAnalyzeCmd, meshEvalCmd, meshMergeCmd, meshPGDropCmd, meshProbeCmd},
 }

@@ -22,7 +22,15 @@ traced paths (Hostmesh's Algorithm 1). Each window reports the SLA percentiles (
 host processing delay and one-way network latency, the RNIC and switch-network drop rates,
 the ranked suspects and alert lines.
 
-FILE holds batches as 'appliance mesh probe --out' writes them (JSON, one after another).
+Switches' ingress discards of the lossless class (--lossless-pg, 3 by default), as 'appliance
+mesh pgdrop' reads and posts them, name a switch with PFC off or its headroom too short: the
+probes over it that time out, and the slow probes over it or a switch next to it, are charged to
+it, and it is alerted on ahead of the voting when a probe over it was lost or several were slow.
+Like an anomalous RNIC it is held for --hold: its incast outlives its discards, and the slow probes
+over it and next to it stay its.
+
+FILE holds batches as 'appliance mesh probe --out' and 'appliance mesh pgdrop --out' write them
+(JSON, one after another).
 With --serve the analyzer listens (POST /v1/results from agents, GET /v1/report, /v1/reports,
 /metrics, /healthz) and analyzes a window every --window.`,
 	Flags: meshAnalyzeFlags,
@@ -32,6 +40,7 @@ type meshAnalyzeOptions struct {
 	window, hold time.Duration
 	serve        string
 	json         bool
+	losslessPG   int
 	args         []string
 }
 
@@ -41,11 +50,15 @@ func meshAnalyzeFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) er
 	fs.DurationVar(&o.hold, "hold", time.Minute, "how long an anomalous RNIC's probes count as RNIC problems")
 	fs.StringVar(&o.serve, "serve", "", "listen on this address as the analyzer service")
 	fs.BoolVar(&o.json, "json", false, "print the reports as JSON")
+	fs.IntVar(&o.losslessPG, "lossless-pg", 3, "switches' priority group of the probes' lossless class, whose discards name a switch")
 	return bind(&o, &o.args, runMeshAnalyze)
 }
 
 func runMeshAnalyze(ctx context.Context, env *Env, o meshAnalyzeOptions) error {
-	cfg := hostmeshanalyzer.Config{Window: o.window, Hold: o.hold}
+	if o.losslessPG < 1 || o.losslessPG > 15 {
+		return Usagef("--lossless-pg %d: want a priority group 1 to 15 (PG 0 is the lossy default)", o.losslessPG)
+	}
+	cfg := hostmeshanalyzer.Config{Window: o.window, Hold: o.hold, LosslessPG: o.losslessPG}
 	if o.serve != "" {
 		if len(o.args) > 0 {
 			return Usagef("--serve takes no file")

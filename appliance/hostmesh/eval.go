@@ -56,6 +56,12 @@ const Scale = 1000
 // evaluation's runs, and a timeout still ends well inside a 20 ms window.
 const SimTimeout = 5 * time.Millisecond
 
+// PGPollEvery is how often the simulated switch poller reads the switches'
+// PG drop counters: every second at the paper's scale, as a gNMI sample
+// subscription or SONiC's `counterpoll pg-drop interval 1000` reads them
+// (SONiC's default is every 10 s).
+const PGPollEvery = time.Second / Scale
+
 // SimCoreConfig is the agent configuration at simulator scale.
 func SimCoreConfig() Config {
 	return Config{Interval: 100 * time.Millisecond / Scale, Timeout: SimTimeout,
@@ -65,7 +71,7 @@ func SimCoreConfig() Config {
 // SimAnalyzerConfig is the analyzer configuration at simulator scale.
 func SimAnalyzerConfig() hostmeshanalyzer.Config {
 	return hostmeshanalyzer.Config{Window: 20 * time.Second / Scale, Hold: time.Minute / Scale, ProcessingMin: 5 * time.Microsecond,
-		HighLatencyMin: 2 * time.Microsecond, HighLatencyFactor: 1.5}
+		HighLatencyMin: 2 * time.Microsecond, HighLatencyFactor: 1.5, LosslessPG: fabric.PrioData}
 }
 
 // The timeline of a run, in windows of the analyzer: the agents probe from
@@ -196,7 +202,7 @@ func runScenario(ctx context.Context, fault string, seed uint64, sc Scenario, rn
 	}
 	an := hostmeshanalyzer.NewAnalyzer(acfg)
 	ag, err := NewSimAgent(s, SimConfig{Core: ccfg, PostDelay: [2]int64{1000, 3000}, PollDelay: [2]int64{1000, 4000},
-		ICMPEvery: 2000, Seed: seed}, func(b hostmeshanalyzer.Batch) { an.Add(&b) })
+		ICMPEvery: 2000, PGPollEvery: int64(PGPollEvery), Seed: seed}, func(b hostmeshanalyzer.Batch) { an.Add(&b) })
 	if err != nil {
 		return nil, err
 	}

@@ -29,7 +29,12 @@ type SimConfig struct {
 	BatchEvery int64
 	// Prio is the class probes travel in (the RDMA class, lossless).
 	Prio uint8
-	Seed uint64
+	// PGPollEvery is how often a poller reads every switch port's ingress
+	// discards of the probes' class (the switches' PG drop counters, as
+	// gNMI or SONiC's counterpoll pg-drop sample them) and uploads the
+	// changes as a batch of its own; 0 turns the poller off.
+	PGPollEvery int64
+	Seed        uint64
 }
 
 // Probe packet tags: what a simulated UD packet is, and its key.
@@ -68,6 +73,8 @@ type SimAgent struct {
 	// pauses are each host node's PFC counters of the probes' class, as
 	// its RNIC keeps them: [0] the frames it sent, [1] those it received.
 	pauses map[int]*[2]pauseAcct
+	// pg turns the switch ports' PG drop counters into their changes.
+	pg PGPoller
 	// Counters of the harness: ICMP answers the switches sent and held
 	// back by their rate limit.
 	ICMPSent, ICMPLimited uint64
@@ -103,6 +110,7 @@ func NewSimAgent(s *fabric.Sim, cfg SimConfig, sink func(hostmeshanalyzer.Batch)
 	if a.cfg.Prio == 0 {
 		a.cfg.Prio = fabric.PrioData
 	}
+	a.pg.PG = int(a.cfg.Prio)
 	byMachine := map[string][]int{}
 	for _, h := range g.Hosts() {
 		byMachine[g.Nodes[h].Machine] = append(byMachine[g.Nodes[h].Machine], h)
@@ -233,12 +241,44 @@ func (a *SimAgent) Start(start, end int64) {
 		}
 		a.every(start+be, be, end+int64(cc.Timeout)+2*be, func(int64) { a.flush(hi) })
 	}
+	if pe := a.cfg.PGPollEvery; pe > 0 {
+		// The poller's phase is its own, not drawn from the agents'
+		// random source: with it or without it the agents probe alike.
+		a.pollSwitches(start)
+		a.every(start+pe/2, pe, end+int64(a.hosts[0].core.Config().Timeout)+2*pe, a.pollSwitches)
+	}
 }
 
-// Flush uploads every agent's batch now.
+// Flush uploads every agent's batch now, and the switch poller's.
 func (a *SimAgent) Flush() {
 	for hi := range a.hosts {
 		a.flush(hi)
+	}
+	if a.cfg.PGPollEvery > 0 {
+		a.pollSwitches(a.sim.Now())
+	}
+}
+
+// SimPGPoller is the Host of the simulated switch poller's batches.
+const SimPGPoller = "pg-poller"
+
+// pollSwitches reads every switch port's ingress discards of the probes'
+// priority group, cumulative as the switch keeps them, and uploads the
+// ports' changes since the last poll.
+func (a *SimAgent) pollSwitches(now int64) {
+	g := a.sim.Graph()
+	var recs []hostmeshanalyzer.PGDrop
+	for _, sw := range g.Switches() {
+		var counts []PGCount
+		for port := range a.sim.NumPorts(sw) {
+			if st, err := a.sim.PortCounters(sw, port); err == nil {
+				counts = append(counts, PGCount{Port: fmt.Sprintf("port%d", port), PG: a.pg.PG, Drops: st.PGDrops[a.cfg.Prio]})
+			}
+		}
+		recs = a.pg.Changes(recs, g.Nodes[sw].Name, counts, now)
+	}
+	if a.sink != nil && len(recs) > 0 {
+		a.sink(hostmeshanalyzer.Batch{Host: SimPGPoller, PGDrops: recs})
 	}
 }
 

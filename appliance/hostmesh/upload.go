@@ -59,10 +59,10 @@ func (u *Uploader) Push(ctx context.Context, b hostmeshanalyzer.Batch) error {
 		return nil
 	}
 	u.pending = append(u.pending, b)
-	u.held += len(b.Results)
+	u.held += batchSize(&b)
 	for u.held > u.MaxResults && len(u.pending) > 1 {
-		u.held -= len(u.pending[0].Results)
-		u.Dropped += uint64(len(u.pending[0].Results))
+		u.held -= batchSize(&u.pending[0])
+		u.Dropped += uint64(batchSize(&u.pending[0]))
 		u.pending = u.pending[1:]
 	}
 	for len(u.pending) > 0 {
@@ -72,12 +72,17 @@ func (u *Uploader) Push(ctx context.Context, b hostmeshanalyzer.Batch) error {
 			return err
 		}
 		u.Delivered++
-		u.held -= len(u.pending[0].Results)
+		u.held -= batchSize(&u.pending[0])
 		u.pending = u.pending[1:]
 	}
 	u.LastError = ""
 	return nil
 }
+
+// batchSize is what a batch counts against MaxResults: its results, and
+// the records of a switch poller's batch (which has no results, and would
+// otherwise pile up without bound while the analyzer is down).
+func batchSize(b *hostmeshanalyzer.Batch) int { return len(b.Results) + len(b.PGDrops) }
 
 // SetAnalyzer points the uploader at another analyzer address.
 func (u *Uploader) SetAnalyzer(addr string) {

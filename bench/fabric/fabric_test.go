@@ -156,6 +156,17 @@ func TestIncastHeadroom(t *testing.T) {
 		if !tc.lossless && res.Stats.Drops == 0 {
 			t.Fatalf("headroom %d: no drop", tc.headroom)
 		}
+		// The drops are the ingress priority groups' of the flows'
+		// priority, as a switch counts them per port and group.
+		var pg [NumPrio]uint64
+		for _, pr := range res.Ports {
+			for p, d := range pr.PGDrops {
+				pg[p] += d
+			}
+		}
+		if prio := PrioData; pg[prio] != res.Stats.Drops || pg[prio] != sumAll(pg) {
+			t.Fatalf("headroom %d: %d drops, by priority group %v (flows on %d, the default)", tc.headroom, res.Stats.Drops, pg, prio)
+		}
 		t.Logf("headroom %d B: drops %d, pauses %d, flows done %d", tc.headroom, res.Stats.Drops, res.Stats.PauseFrames, done)
 	}
 }
@@ -491,4 +502,11 @@ func TestRailOptimized(t *testing.T) {
 		t.Fatalf("%d flows, %d drops", len(res.Flows), res.Stats.Drops)
 	}
 	t.Logf("%d flows, p99 FCT %d ns, %d CNPs, %d XOFF", len(res.Flows), res.FCTPercentile(99), res.Stats.CNPs, res.Stats.PauseFrames)
+}
+
+func sumAll(v [NumPrio]uint64) (n uint64) {
+	for _, x := range v {
+		n += x
+	}
+	return n
 }

@@ -99,6 +99,11 @@ type PortStats struct {
 	PauseRx            uint64 // PAUSE frames received on this port (XOFF and XON)
 	PausedNs           int64  // time this egress spent paused, summed over priorities
 	MaxQueue           int64  // deepest egress queue seen, bytes
+	// PGDrops are Drops by ingress priority group (the priority here), as
+	// switches count them (SAI_INGRESS_PRIORITY_GROUP_STAT_DROPPED_PACKETS,
+	// SONiC's `show priority-group drop counters`): a lossless group
+	// discards only when its headroom is short or PFC is off for it.
+	PGDrops [NumPrio]uint64
 }
 
 // switchState is one switch's MMU.
@@ -442,6 +447,7 @@ func (n *network) switchRx(in *port, pi, i int32) {
 	prio := p.Prio
 	if !n.admit(sw, in, pi, p) {
 		in.st.Drops++
+		in.st.PGDrops[prio]++
 		st.Drops++
 		n.s.freePacket(i)
 		return

@@ -62,6 +62,11 @@ type Config struct {
 	// PFC spreads the pause to every switch and RNIC whose traffic waits
 	// behind it.
 	PFCStormShare float64
+	// LosslessPG is the switches' ingress priority group of the probes'
+	// (lossless) class, whose discards step 0b reads (3, as the RDMA class
+	// maps on SONiC and as mesh probe's --pfc-prio; 0 means the default,
+	// PG 0 being the lossy group).
+	LosslessPG int
 	// MaxResults bounds the results kept (1,000,000): a flood from a
 	// broken agent cannot exhaust memory.
 	MaxResults int
@@ -86,6 +91,9 @@ func (c Config) withDefaults() Config {
 	def(&c.MinExplainShare, 0.2)
 	def(&c.ProcessingFactor, 4)
 	def(&c.PFCStormShare, 0.01)
+	if c.LosslessPG == 0 {
+		c.LosslessPG = 3
+	}
 	if c.MinProbes == 0 {
 		c.MinProbes = 10
 	}
@@ -109,16 +117,22 @@ type Analyzer struct {
 	results []Result
 	paths   map[Tuple]*Path
 	pfc     []pfcSample
+	pgdrops []PGDrop
 	held    map[string]int64 // RNIC -> anomalous until (ns)
-	down    map[string]bool
+	// discardHeld: switch -> until when (ns) it counts as discarding
+	// after its lossless class last did.
+	discardHeld map[string]int64
+	down        map[string]bool
 	// Counters: results and batches taken, results dropped (over the
-	// bound, or too old for any window).
-	Batches, Taken, Dropped uint64
+	// bound, or too old for any window), switch counter records dropped
+	// as malformed (PGDrop.Valid).
+	Batches, Taken, Dropped, Malformed uint64
 }
 
 // NewAnalyzer makes an analyzer.
 func NewAnalyzer(cfg Config) *Analyzer {
-	return &Analyzer{cfg: cfg.withDefaults(), paths: map[Tuple]*Path{}, held: map[string]int64{}, down: map[string]bool{}}
+	return &Analyzer{cfg: cfg.withDefaults(), paths: map[Tuple]*Path{}, held: map[string]int64{}, down: map[string]bool{},
+		discardHeld: map[string]int64{}}
 }
 
 // Config is the analyzer's configuration with defaults filled in.
@@ -159,6 +173,16 @@ func (a *Analyzer) Add(b *Batch) {
 			continue
 		}
 		a.pfc = append(a.pfc, pfcSample{key: p.Key(b.Host), PFC: p})
+	}
+	for _, d := range b.PGDrops {
+		switch {
+		case d.Valid() != nil:
+			a.Malformed++
+		case len(a.pgdrops) >= a.cfg.MaxResults:
+			a.Dropped++
+		default:
+			a.pgdrops = append(a.pgdrops, d)
+		}
 	}
 }
 
@@ -310,8 +334,11 @@ type Report struct {
 	RNICs []RNICStatus `json:"rnics"`
 	// PFC are the RNICs that sent or received pause frames in the window,
 	// storming ones first.
-	PFC   []PFCStatus `json:"pfc,omitempty"`
-	Links []Vote      `json:"links"`
+	PFC []PFCStatus `json:"pfc,omitempty"`
+	// Discards are the switches whose lossless class discarded frames in
+	// the window, most discards first.
+	Discards []DiscardStatus `json:"discards,omitempty"`
+	Links    []Vote          `json:"links"`
 	// Basis is what Links and Switches are ranked by: "drops" or
 	// "latency".
 	Basis string `json:"basis"`
@@ -405,7 +432,14 @@ func (a *Analyzer) Analyze(end int64) *Report {
 			a.pfc = append(a.pfc, p)
 		}
 	}
-	return a.analyze(start, end, win, pfc)
+	pg := a.pgdrops
+	a.pgdrops = nil
+	for _, d := range pg {
+		if d.To > end {
+			a.pgdrops = append(a.pgdrops, d)
+		}
+	}
+	return a.analyze(start, end, win, pfc, pg)
 }
 
 // pathOf is the traced path of a result, nil if none is known.
@@ -435,9 +469,18 @@ type window struct {
 	// wait behind a storm (their timeouts and delays are the storm's).
 	storms map[string]*PFCStatus
 	behind []bool
+	// discarding are the switches whose lossless class discarded;
+	// charged says which of them a result is charged to ("" for none),
+	// rippleOf which discarding switch a neighbour's slow probes are
+	// charged to. aside are the results behind a storm or charged to a
+	// discarding switch: the RNIC counts leave them out.
+	discarding map[string]*DiscardStatus
+	charged    []string
+	rippleOf   map[string]string
+	aside      []bool
 }
 
-func (a *Analyzer) analyze(start, end int64, win []Result, pfc []pfcSample) *Report {
+func (a *Analyzer) analyze(start, end int64, win []Result, pfc []pfcSample, pg []PGDrop) *Report {
 	w := &window{a: a, c: &a.cfg, start: start, end: end, win: win,
 		rep: &Report{Start: start, End: end, Probes: len(win)}}
 	w.paths = make([][]string, len(win))
@@ -448,10 +491,16 @@ func (a *Analyzer) analyze(start, end int64, win []Result, pfc []pfcSample) *Rep
 		}
 	}
 	w.pfcStorms(pfc)
+	w.losslessDiscards(pg)
+	w.aside = make([]bool, len(win))
+	for i := range win {
+		w.aside[i] = w.behind[i] || w.charged[i] != ""
+	}
 	w.anomalousRNICs()
 	w.slaPercentiles()
 	sus := w.rnicSuspects()
 	sus = append(sus, w.voting()...)
+	sus = append(sus, w.discardSuspects()...)
 	sus = append(sus, w.overloadedHosts()...)
 	sus = append(sus, w.stormSuspects()...)
 	w.rankSuspects(sus)
@@ -614,7 +663,7 @@ func (w *window) anomalousRNICs() {
 	for k := range held {
 		st := &RNICStatus{RNIC: k, Held: !w.a.down[k], Down: w.a.down[k], Anomalous: true}
 		for i := range w.win {
-			if (w.win[i].SrcKey() == k || w.win[i].DstKey() == k) && !w.behind[i] {
+			if (w.win[i].SrcKey() == k || w.win[i].DstKey() == k) && !w.aside[i] {
 				st.count(w.win[i].DstKey() == k, w.win[i].Timeout)
 			}
 		}
@@ -686,7 +735,7 @@ func (w *window) flagRound(status map[string]*RNICStatus, explained map[string]s
 	for i := range w.win {
 		r := &w.win[i]
 		s, d := r.SrcKey(), r.DstKey()
-		if w.flagged[s] || w.flagged[d] || w.behind[i] {
+		if w.flagged[s] || w.flagged[d] || w.aside[i] {
 			continue
 		}
 		for j, k := range [2]string{s, d} {
@@ -706,7 +755,7 @@ func (w *window) flagRound(status map[string]*RNICStatus, explained map[string]s
 		if st.Probes < w.c.MinProbes || st.Rate <= w.c.TimeoutFraction || explained[k] != "" {
 			continue
 		}
-		if l := w.a.confined(w.win, w.paths, w.behind, k, w.flagged); l != "" {
+		if l := w.a.confined(w.win, w.paths, w.aside, k, w.flagged); l != "" {
 			explained[k] = l
 			continue
 		}
@@ -824,6 +873,18 @@ func (w *window) castVotes() ballots {
 			rep.HighLatency++
 		}
 		abnormal := (r.Timeout && !rnicProblem) || high
+		// A probe over a switch whose lossless class discards is its,
+		// and so is a slow one next to it (its incast's queues): they
+		// vote for nothing else.
+		if sw := cmp.Or(w.charged[i], w.rippleCharge(p)); abnormal && sw != "" && (w.charged[i] != "" || high) {
+			switch st := w.discarding[sw]; {
+			case high && w.charged[i] != "":
+				st.SlowOver++
+			case high:
+				st.SlowNear++
+			}
+			abnormal = false
+		}
 		if p == nil {
 			if abnormal {
 				rep.Unlocalized++
@@ -1187,7 +1248,7 @@ func (w *window) stillFailing(st *RNICStatus) bool {
 	for k, v := range w.flagged {
 		others[k] = v && k != st.RNIC
 	}
-	return w.a.confined(w.win, w.paths, w.behind, st.RNIC, others) == ""
+	return w.a.confined(w.win, w.paths, w.aside, st.RNIC, others) == ""
 }
 
 // rankSuspects is step 5: every suspect of the window in one ranking
@@ -1200,7 +1261,7 @@ func (w *window) stillFailing(st *RNICStatus) bool {
 // carried (an RNIC that loses every probe to it before a link that loses
 // a third of its probes), then the one that explains more probes.
 func (w *window) rankSuspects(sus []Suspect) {
-	basis := map[string]int{"pfc": 0, "drops": 1, "latency": 2, "processing": 3}
+	basis := map[string]int{"pfc": 0, "discards": 1, "drops": 2, "latency": 3, "processing": 4}
 	kind := map[string]int{KindRNIC: 0, KindLink: 1, KindSwitch: 2, KindHost: 3}
 	slices.SortStableFunc(sus, func(x, y Suspect) int {
 		return cmp.Or(cmp.Compare(basis[x.Basis], basis[y.Basis]), cmp.Compare(y.Share, x.Share), cmp.Compare(y.Evidence, x.Evidence),
@@ -1220,12 +1281,12 @@ func (w *window) rankSuspects(sus []Suspect) {
 // the one most of the timeouts left cross first, until the probes over
 // the rest are healthy; if that takes more than three quarters of the
 // RNIC's traced probes, the fault is the RNIC's.
-func (a *Analyzer) confined(win []Result, paths [][]string, behind []bool, k string, flagged map[string]bool) string {
+func (a *Analyzer) confined(win []Result, paths [][]string, aside []bool, k string, flagged map[string]bool) string {
 	var mine []int
 	var all RNICStatus
 	for i := range win {
 		r := &win[i]
-		if (r.SrcKey() == k || r.DstKey() == k) && !flagged[r.SrcKey()] && !flagged[r.DstKey()] && !behind[i] {
+		if (r.SrcKey() == k || r.DstKey() == k) && !flagged[r.SrcKey()] && !flagged[r.DstKey()] && !aside[i] {
 			all.count(r.DstKey() == k, r.Timeout)
 			// Probes of untraced 5-tuples can neither confirm nor
 			// refute.

@@ -415,3 +415,99 @@ func TestPFCStorm(t *testing.T) {
 		t.Fatalf("split sample: %+v / %+v", r1.PFC, r2.PFC)
 	}
 }
+
+// TestLosslessDiscards: a rail switch whose lossless class discards (PFC
+// off or headroom short) loses some of the probes over it, and its
+// incast's queues delay probes over a spine next to it. With its PG drop
+// counters the switch is the one suspect, the delays charged to it; other
+// priority groups' discards and malformed records count for nothing, and
+// discards while the probes over it pass unharmed raise no alert.
+func TestLosslessDiscards(t *testing.T) {
+	c := &cluster{hosts: 4, rnics: 4, rng: rand.New(rand.NewPCG(9, 9))}
+	k := 0
+	fault := func(p probe) (bool, int64, int64) {
+		k++
+		switch {
+		case (p.src == 2 || p.dst == 2) && k%4 == 0:
+			return true, 0, 0
+		case p.src != 2 && p.dst != 2 && p.spine == 1 && k%2 == 0:
+			return false, 60000, 3000
+		}
+		return healthy(p)
+	}
+	drops := func(bs []Batch, pg int) []Batch {
+		return append(bs, Batch{Host: "poller", PGDrops: []PGDrop{
+			{Switch: "rail2", Port: "Ethernet8", PG: pg, From: 0, To: win / 2, Discards: 700},
+			{Switch: "rail2", Port: "Ethernet12", PG: pg, From: win / 2, To: win, Discards: 300},
+			{Switch: "", Port: "Ethernet0", PG: pg, From: 0, To: win, Discards: 5},
+			{Switch: "rail1", Port: "Ethernet0", PG: 99, From: 0, To: win, Discards: 5},
+			{Switch: "rail1", Port: "Ethernet0", PG: pg, From: win, To: 0, Discards: 5},
+		}})
+	}
+	// Without the counters the probing alone does not name the switch.
+	r := analyzeOne(t, NewAnalyzer(Config{}), c.batches(0, 200, fault), win)
+	if len(r.Suspects) == 0 || slices.ContainsFunc(r.Suspects, func(s Suspect) bool { return s.Basis == "discards" }) {
+		t.Fatalf("without counters: %+v", r.Suspects)
+	}
+	// Probes of a 5-tuple never traced, to an RNIC under the switch,
+	// are its too: the RNIC hangs off it on every path.
+	untraced := func(bs []Batch) []Batch {
+		for k := range 60 {
+			bs[3].Results = append(bs[3].Results, Result{Host: "m3", Src: "n0", Dst: "n2", SrcIP: ip(3, 0), DstIP: ip(3, 2), SPort: 0xd000,
+				Seq: uint64(1000 + k), At: int64(k) * int64(time.Millisecond), Timeout: true})
+		}
+		return bs
+	}
+	a := NewAnalyzer(Config{})
+	r = analyzeOne(t, a, untraced(drops(c.batches(0, 200, fault), 3)), win)
+	if len(r.Suspects) != 1 || r.Suspects[0].Kind != KindSwitch || r.Suspects[0].Name != "rail2" || r.Suspects[0].Basis != "discards" {
+		t.Fatalf("discards: suspects %+v", r.Suspects)
+	}
+	d := r.Discards
+	if len(d) != 1 || d[0].Discards != 1000 || !slices.Equal(d[0].Ports, []string{"Ethernet12", "Ethernet8"}) || d[0].Timeouts == 0 || d[0].SlowNear == 0 {
+		t.Fatalf("discards: %+v", d)
+	}
+	if r.SwitchProblems != d[0].Timeouts || r.RNICProblems != 0 || len(r.RNICs) > 0 && r.RNICs[0].Anomalous {
+		t.Fatalf("discards: %d switch problems, %d RNIC problems, RNICs %+v", r.SwitchProblems, r.RNICProblems, r.RNICs)
+	}
+	if a.Malformed != 3 {
+		t.Fatalf("malformed records counted %d, want 3", a.Malformed)
+	}
+	// The next window, without discards: the switch is held, the slow
+	// probes over it are still its; a lost one is not its discard.
+	slowOver := func(p probe) (bool, int64, int64) {
+		if k++; p.dst == 2 {
+			return k%40 == 0, 60000, 3000
+		}
+		return healthy(p)
+	}
+	r = analyzeOne(t, a, c.batches(win, 200, slowOver), 2*win)
+	if len(r.Discards) != 1 || !r.Discards[0].Held || r.Discards[0].Timeouts != 0 || r.Discards[0].SlowOver == 0 ||
+		!slices.ContainsFunc(r.Suspects, func(s Suspect) bool { return s.Name == "rail2" && strings.Contains(s.Alert, "(held)") }) {
+		t.Fatalf("held: discards %+v suspects %+v", r.Discards, r.Suspects)
+	}
+	// Past the hold (a minute) it is forgotten.
+	r = analyzeOne(t, a, c.batches(5*win, 200, slowOver), 6*win)
+	if len(r.Discards) != 0 || slices.ContainsFunc(r.Suspects, func(s Suspect) bool { return s.Basis == "discards" }) {
+		t.Fatalf("after the hold: discards %+v suspects %+v", r.Discards, r.Suspects)
+	}
+	// Another group's discards (the lossy PG 0) are not the lossless
+	// class's.
+	r = analyzeOne(t, NewAnalyzer(Config{}), drops(c.batches(0, 200, fault), 0), win)
+	if len(r.Discards) != 0 || slices.ContainsFunc(r.Suspects, func(s Suspect) bool { return s.Basis == "discards" }) {
+		t.Fatalf("PG 0: discards %+v suspects %+v", r.Discards, r.Suspects)
+	}
+	// Discards the probes did not suffer from: reported, not alerted.
+	r = analyzeOne(t, NewAnalyzer(Config{}), drops(c.batches(0, 200, healthy), 3), win)
+	if len(r.Discards) != 1 || len(r.Suspects) != 0 {
+		t.Fatalf("unharmed: discards %+v suspects %+v", r.Discards, r.Suspects)
+	}
+	// A record spanning two windows counts in each for its share.
+	a = NewAnalyzer(Config{})
+	a.Add(&Batch{Host: "poller", PGDrops: []PGDrop{{Switch: "s", Port: "p", PG: 3, From: win / 2, To: win + win/2, Discards: 10}}})
+	a.Add(&Batch{Host: "m0", Results: []Result{{Host: "m0", Src: "n0", Dst: "n1", At: 1}}})
+	r1, r2 := a.Analyze(win), a.Analyze(2*win)
+	if len(r1.Discards) != 1 || r1.Discards[0].Discards != 5 || len(r2.Discards) != 1 || r2.Discards[0].Discards != 5 {
+		t.Fatalf("split record: %+v / %+v", r1.Discards, r2.Discards)
+	}
+}

@@ -11,6 +11,7 @@ func FuzzBatch(f *testing.F) {
 	f.Add([]byte(`{"host":"h1","results":[{"host":"h1","src":"r0","dst":"r1","src_ip":"10.0.0.1","dst_ip":"10.0.0.2","sport":49152,"seq":1,"at_ns":1000,"network_ns":5000,"processing_ns":2000}]}`))
 	f.Add([]byte(`{"host":"h1","results":[{"host":"h1","src":"r0","dst":"r1","at_ns":-9223372036854775808,"timeout":true}],"paths":[{"src_ip":"a","dst_ip":"b","sport":1,"hops":["s1","s1"]}],"down":["r0"],"counters":{"x":18446744073709551615}}`))
 	f.Add([]byte(`{"results":[{"at_ns":9223372036854775807,"network_ns":-1,"processing_ns":9223372036854775807}]}`))
+	f.Add([]byte(`{"host":"poller","pg_drops":[{"switch":"rail0","port":"Ethernet8","pg":3,"from_ns":0,"to_ns":1000,"discards":7},{"switch":"","port":"x","pg":-1,"from_ns":5,"to_ns":1,"discards":18446744073709551615}],"results":[{"host":"h1","src":"r0","dst":"r1","at_ns":500,"timeout":true}],"paths":[{"host":"h1","src":"r0","dst":"r1","hops":["rail0"],"complete":true}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var b Batch
 		if json.Unmarshal(data, &b) != nil {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -64,6 +65,7 @@ func (s *Service) Register(h *service.Service) {
 	m.CounterFunc("appliance_hostmesh_batches_total", "batches taken from agents", func() float64 { return float64(s.A.counts()[0]) })
 	m.CounterFunc("appliance_hostmesh_results_total", "probe results taken", func() float64 { return float64(s.A.counts()[1]) })
 	m.CounterFunc("appliance_hostmesh_results_dropped_total", "probe results dropped over the bound", func() float64 { return float64(s.A.counts()[2]) })
+	m.CounterFunc("appliance_hostmesh_switch_records_malformed_total", "switch PG drop records dropped as malformed", func() float64 { return float64(s.A.counts()[3]) })
 	last := func(f func(*Report) float64) func() float64 {
 		return func() float64 {
 			if rs := s.Reports(); len(rs) > 0 {
@@ -79,10 +81,10 @@ func (s *Service) Register(h *service.Service) {
 	m.GaugeFunc("appliance_hostmesh_alerts", "alert lines of the last window", last(func(r *Report) float64 { return float64(len(r.Alerts)) }))
 }
 
-func (a *Analyzer) counts() [3]uint64 {
+func (a *Analyzer) counts() [4]uint64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return [3]uint64{a.Batches, a.Taken, a.Dropped}
+	return [4]uint64{a.Batches, a.Taken, a.Dropped, a.Malformed}
 }
 
 // Reports are the last windows' reports, oldest first.
@@ -222,6 +224,13 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		fmt.Fprintf(w, "pfc %s: sent %d pauses (%s, %.1f%%), received %d (%s)%s\n", p.RNIC, p.TxPause, d(p.TxPauseNs), 100*p.TxShare,
 			p.RxPause, d(p.RxPauseNs), note)
+	}
+	for i, d := range r.Discards {
+		if i == 3 {
+			break
+		}
+		fmt.Fprintf(w, "discards %s: %d lossless frames at %s; of %d probes over it %d timed out, %d slow (%d slow next to it)\n", d.Switch, d.Discards,
+			strings.Join(d.Ports, ", "), d.Traversed, d.Timeouts, d.SlowOver, d.SlowNear)
 	}
 	for i, v := range r.Links {
 		if i == 3 {

@@ -103,6 +103,46 @@ type Batch struct {
 	Counters map[string]uint64 `json:"counters,omitempty"`
 	// PFC are the RNICs' pause counters since the last batch.
 	PFC []PFC `json:"pfc,omitempty"`
+	// PGDrops are switches' ingress discards per priority group since the
+	// last batch: what a switch poller (appliance mesh pgdrop, or the
+	// simulator's) uploads, with Host naming the poller.
+	PGDrops []PGDrop `json:"pg_drops,omitempty"`
+}
+
+// PGDrop is one switch port's ingress discards of one priority group over
+// an interval of the poller's clock (the agents' clock: both are the
+// hosts' synchronized wall clocks), as switches count them (SAI's
+// SAI_INGRESS_PRIORITY_GROUP_STAT_DROPPED_PACKETS, SONiC's `show
+// priority-group drop counters`). A lossless group discards only when a
+// frame arrives after its XOFF with the headroom full: headroom too short
+// for the cable, or PFC off for the class (section 5, problem #5). Probing
+// sees that as lost probes and queues; only the switch can say it was its
+// lossless class that dropped them.
+type PGDrop struct {
+	// Switch is the switch's name as its ICMP answers name it in the
+	// probes' traced paths; Port is its own name of the ingress port.
+	Switch string `json:"switch"`
+	Port   string `json:"port"`
+	PG     int    `json:"pg"`
+	// From and To bound the interval, ns.
+	From     int64  `json:"from_ns"`
+	To       int64  `json:"to_ns"`
+	Discards uint64 `json:"discards"`
+}
+
+// Valid says what is wrong with a record, nil when nothing is: a switch,
+// a port, a priority group of 0-15 (switches have 8 or 16) and an
+// interval that does not run backwards.
+func (d *PGDrop) Valid() error {
+	switch {
+	case d.Switch == "" || d.Port == "":
+		return fmt.Errorf("pg drop: switch %q port %q: both must be named", d.Switch, d.Port)
+	case d.PG < 0 || d.PG > 15:
+		return fmt.Errorf("pg drop %s %s: priority group %d: 0-15", d.Switch, d.Port, d.PG)
+	case d.To < d.From:
+		return fmt.Errorf("pg drop %s %s: interval %d..%d runs backwards", d.Switch, d.Port, d.From, d.To)
+	}
+	return nil
 }
 
 // PFC is one RNIC's PFC counters of the probes' (lossless) class over an
