@@ -387,19 +387,7 @@ func (p *Port) ReadFrames(qi, max int, fn func(f *dpdk.Frame)) int {
 	var bytes int
 	for i := 0; i < want; i++ {
 		h, off := q.next()
-		start := off + uintptr(h.Mac)
-		end := start + uintptr(h.Snaplen)
-		if end <= uintptr(len(q.ring)) {
-			f.Data = q.ring[start:end:end]
-			f.VLAN = 0
-			f.WireLen = int(h.Len)
-			if h.Status&unix.TP_STATUS_VLAN_VALID != 0 {
-				tpid, tci := vlanTag(h)
-				f.VLAN = uint32(tpid)<<16 | uint32(tci)
-				f.WireLen += 4
-			}
-			f.Timestamp = int64(h.Sec)*1e9 + int64(h.Nsec)
-			f.HWTimestamp = h.Status&unix.TP_STATUS_TS_RAW_HARDWARE != 0
+		if frameAt(q.ring, off, h, f) {
 			bytes += f.WireLen
 			fn(f)
 		}
@@ -431,25 +419,35 @@ func (b *Block) Next(f *dpdk.Frame) bool {
 		off := b.off
 		h := (*frameHdr)(unsafe.Add(b.base, off))
 		b.off += uintptr(h.Next_offset)
-		start := off + uintptr(h.Mac)
-		end := start + uintptr(h.Snaplen)
-		if end > uintptr(len(b.ring)) {
-			continue // a corrupt header; never seen, but do not read past the ring
+		if !frameAt(b.ring, off, h, f) {
+			continue
 		}
-		f.Data = b.ring[start:end:end]
-		f.VLAN = 0
-		f.WireLen = int(h.Len)
-		if h.Status&unix.TP_STATUS_VLAN_VALID != 0 {
-			tpid, tci := vlanTag(h)
-			f.VLAN = uint32(tpid)<<16 | uint32(tci)
-			f.WireLen += 4
-		}
-		f.Timestamp = int64(h.Sec)*1e9 + int64(h.Nsec)
-		f.HWTimestamp = h.Status&unix.TP_STATUS_TS_RAW_HARDWARE != 0
 		b.bytes += f.WireLen
 		return true
 	}
 	return false
+}
+
+// frameAt fills f with the frame whose header h is at ring offset off; it
+// reports false for a header pointing past the ring (a corrupt header;
+// never seen, but the ring must not be read past its end).
+func frameAt(ring []byte, off uintptr, h *frameHdr, f *dpdk.Frame) bool {
+	start := off + uintptr(h.Mac)
+	end := start + uintptr(h.Snaplen)
+	if end > uintptr(len(ring)) {
+		return false
+	}
+	f.Data = ring[start:end:end]
+	f.VLAN = 0
+	f.WireLen = int(h.Len)
+	if h.Status&unix.TP_STATUS_VLAN_VALID != 0 {
+		tpid, tci := vlanTag(h)
+		f.VLAN = uint32(tpid)<<16 | uint32(tci)
+		f.WireLen += 4
+	}
+	f.Timestamp = int64(h.Sec)*1e9 + int64(h.Nsec)
+	f.HWTimestamp = h.Status&unix.TP_STATUS_TS_RAW_HARDWARE != 0
+	return true
 }
 
 // Len is how many frames of the block Next has not returned yet.
