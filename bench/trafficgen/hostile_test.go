@@ -9,10 +9,10 @@ import (
 	"time"
 )
 
-// TestOversizedMessage: a requester that never ends its message is cut
-// off at MaxMessage with a clear error; the responder does not buffer it
-// without end (a json.Decoder on the connection did).
-func TestOversizedMessage(t *testing.T) {
+// serveHostile runs Serve against a peer that sends b and holds the
+// connection open for hold, and returns Serve's error.
+func serveHostile(t *testing.T, ctx context.Context, b []byte, hold time.Duration) error {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -24,12 +24,21 @@ func TestOversizedMessage(t *testing.T) {
 			return
 		}
 		defer c.Close()
-		// An object that never closes: valid JSON so far, no newline.
-		_, _ = c.Write([]byte(`{"params": {"rdma_verb": "` + strings.Repeat("w", 2*MaxMessage)))
+		_, _ = c.Write(b)
+		time.Sleep(hold)
 	}()
+	_, _, err = Serve(ctx, ln, Endpoint{})
+	return err
+}
+
+// TestOversizedMessage: a requester that never ends its message is cut
+// off at MaxMessage with a clear error; the responder does not buffer it
+// without end (a json.Decoder on the connection did).
+func TestOversizedMessage(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, _, err = Serve(ctx, ln, Endpoint{})
+	// An object that never closes: valid JSON so far, no newline.
+	err := serveHostile(t, ctx, []byte(`{"params": {"rdma_verb": "`+strings.Repeat("w", 2*MaxMessage)), 0)
 	if !errors.Is(err, ErrPeer) || !strings.Contains(err.Error(), "a message over 1048576 bytes") {
 		t.Fatalf("oversized message: %v", err)
 	}
@@ -38,21 +47,7 @@ func TestOversizedMessage(t *testing.T) {
 // TestGarbage: a line that is not a message ends the exchange as the
 // peer's fault, with no QP made.
 func TestGarbage(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		_, _ = c.Write([]byte("GET / HTTP/1.0\r\n\r\n"))
-		time.Sleep(time.Second)
-	}()
-	_, _, err = Serve(context.Background(), ln, Endpoint{})
+	err := serveHostile(t, context.Background(), []byte("GET / HTTP/1.0\r\n\r\n"), time.Second)
 	if !errors.Is(err, ErrPeer) {
 		t.Fatalf("garbage: %v", err)
 	}
