@@ -259,17 +259,26 @@ static inline void copy_out(struct rte_mbuf *m, char *dst, uint32_t len)
 // shim_rx receives up to nb packets and copies packet i into Go buffer
 // dst[top-1-i]: Go keeps its spare buffers as a stack of which [0, top) are
 // ready, so taking them from the top leaves the rest where they are.
-uint16_t shim_rx(struct shim_rxq *q, uint16_t top, uint16_t nb)
+// rx_begin receives a burst into q->mbufs for the receive calls below and
+// prefetches its first packet's data.
+static inline uint16_t rx_begin(struct shim_rxq *q, uint16_t nb)
 {
-	struct rte_mbuf **m = q->mbufs;
-	uint16_t n = rte_eth_rx_burst(q->port, q->queue, m, nb);
-	uint16_t k = 0;
+	uint16_t n = rte_eth_rx_burst(q->port, q->queue, q->mbufs, nb);
 	if (unlikely(thread_state == 0))
 		thread_register();
 	q->too_big = 0;
+	if (n > 0)
+		rte_prefetch0(rte_pktmbuf_mtod(q->mbufs[0], void *));
+	return n;
+}
+
+uint16_t shim_rx(struct shim_rxq *q, uint16_t top, uint16_t nb)
+{
+	struct rte_mbuf **m = q->mbufs;
+	uint16_t n = rx_begin(q, nb);
+	uint16_t k = 0;
 	if (n == 0)
 		return 0;
-	rte_prefetch0(rte_pktmbuf_mtod(m[0], void *));
 	for (uint16_t i = 0; i < n; i++) {
 		if (i + 1 < n)
 			rte_prefetch0(rte_pktmbuf_mtod(m[i + 1], void *));
@@ -298,15 +307,11 @@ uint16_t shim_rx(struct shim_rxq *q, uint16_t top, uint16_t nb)
 uint16_t shim_rx_epb(struct shim_rxq *q, uint16_t nb, uint32_t snap, uint64_t ts, char *out, uint32_t *used)
 {
 	struct rte_mbuf **m = q->mbufs;
-	uint16_t n = rte_eth_rx_burst(q->port, q->queue, m, nb);
+	uint16_t n = rx_begin(q, nb);
 	uint32_t off = 0;
-	if (unlikely(thread_state == 0))
-		thread_register();
-	q->too_big = 0;
 	*used = 0;
 	if (n == 0)
 		return 0;
-	rte_prefetch0(rte_pktmbuf_mtod(m[0], void *));
 	for (uint16_t i = 0; i < n; i++) {
 		if (i + 1 < n)
 			rte_prefetch0(rte_pktmbuf_mtod(m[i + 1], void *));
