@@ -171,11 +171,8 @@ func TestVerbsSpecErrors(t *testing.T) {
 // experiment: the trace passes integrity, every event shows as intended,
 // and per-packet round-robin keeps every balancing round whole.
 func TestLuminaStage(t *testing.T) {
-	s, err := LoadSpec("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Wire.Enabled, s.Verbs.Enabled, s.LuminaTests.Enabled, s.DTA.Enabled, s.Fabric.Enabled, s.Hawkeye.Enabled, s.Tuning.Enabled, s.Hostmesh.Enabled = false, false, false, false, false, false, false, false
+	s := onlySpec(t)
+	s.Lumina.Enabled = true
 	s.Lumina.BalanceRounds = 2
 	l, row, b := runPassing(t, s)
 	want := map[string]string{"integrity": "ok", "events": "drop:1,ecn:2,bit-error:1", "retransmitted": "2", "icrc_drops": "1",
@@ -201,11 +198,8 @@ func TestLuminaStage(t *testing.T) {
 // with no event at all. The injector, which had nothing to count, used
 // to let both pass.
 func TestLuminaStageIntentNeverFires(t *testing.T) {
-	s, err := LoadSpec("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Wire.Enabled, s.Verbs.Enabled, s.LuminaTests.Enabled, s.DTA.Enabled, s.Fabric.Enabled, s.Hawkeye.Enabled, s.Tuning.Enabled, s.Hostmesh.Enabled = false, false, false, false, false, false, false, false
+	s := onlySpec(t)
+	s.Lumina.Enabled = true
 	s.Lumina.BalanceRounds = 0
 	for _, c := range []struct {
 		events []LuminaEvent
@@ -261,11 +255,8 @@ func TestLuminaTestsStage(t *testing.T) {
 	if raceEnabled {
 		t.Skip("timing verdicts of the analyzers are not meaningful under the race detector")
 	}
-	s, err := LoadSpec("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Wire.Enabled, s.Verbs.Enabled, s.Lumina.Enabled, s.DTA.Enabled, s.Fabric.Enabled, s.Hawkeye.Enabled, s.Tuning.Enabled, s.Hostmesh.Enabled = false, false, false, false, false, false, false, false
+	s := onlySpec(t)
+	s.LuminaTests.Enabled = true
 	l, row, b := runPassing(t, s)
 	if !strings.Contains(row.Figures["timeout-retries"], "retries=exact(7)") || !strings.Contains(row.Figures["cnp-pacing"], "per-dest-ip") ||
 		strings.Contains(row.Figures["cnp-pacing"], "per-port") || !strings.Contains(row.Figures["fast-retrans-20k"], "nack-gen=") {
@@ -297,11 +288,8 @@ func runPassing(t *testing.T, s Spec) (*Lab, Row, string) {
 // TestDTAStage runs the DTA stage: every primitive reported, 1% lost and
 // recovered, and the collector's answers checked against what was sent.
 func TestDTAStage(t *testing.T) {
-	s, err := LoadSpec("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Wire.Enabled, s.Verbs.Enabled, s.Lumina.Enabled, s.LuminaTests.Enabled, s.Fabric.Enabled, s.Hawkeye.Enabled, s.Tuning.Enabled, s.Hostmesh.Enabled = false, false, false, false, false, false, false, false
+	s := onlySpec(t)
+	s.DTA.Enabled = true
 	s.DTA.Reports = 5000
 	s.DTA.FlowControl.Enabled = false
 	l, row, b := runPassing(t, s)
@@ -320,11 +308,8 @@ func TestDTAStage(t *testing.T) {
 // the meter's rate, every high-priority report arrives, every
 // low-priority one is accounted for, and the reporters slow down.
 func TestDTAFlowStage(t *testing.T) {
-	s, err := LoadSpec("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Wire.Enabled, s.Verbs.Enabled, s.Lumina.Enabled, s.LuminaTests.Enabled, s.Fabric.Enabled, s.Hawkeye.Enabled, s.Tuning.Enabled, s.Hostmesh.Enabled = false, false, false, false, false, false, false, false
+	s := onlySpec(t)
+	s.DTA.Enabled = true
 	s.DTA.Reports = 100 // the lossless row, quickly
 	s.DTA.FlowControl.Reports = 5000
 	l := &Lab{Spec: s, OutDir: t.TempDir()}
@@ -379,11 +364,8 @@ func TestDTASpecErrors(t *testing.T) {
 // TestFabricStage runs the fabric stage: lossless, CNPs, the incast
 // finished, two identical runs.
 func TestFabricStage(t *testing.T) {
-	s, err := LoadSpec("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Wire.Enabled, s.Verbs.Enabled, s.Lumina.Enabled, s.LuminaTests.Enabled, s.DTA.Enabled, s.Hawkeye.Enabled, s.Tuning.Enabled, s.Hostmesh.Enabled = false, false, false, false, false, false, false, false
+	s := onlySpec(t)
+	s.Fabric.Enabled = true
 	l, row, b := runPassing(t, s)
 	if row.Figures["deterministic"] != "true" || row.Figures["drops"] != "0" {
 		t.Fatalf("figures:\n%s", b)
@@ -402,11 +384,8 @@ func TestFabricStage(t *testing.T) {
 // TestHawkeyeStage runs the Hawkeye stage on one trace of the two types
 // it must show (a PFC storm, an in-loop deadlock).
 func TestHawkeyeStage(t *testing.T) {
-	s, err := LoadSpec("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Wire.Enabled, s.Verbs.Enabled, s.Lumina.Enabled, s.LuminaTests.Enabled, s.DTA.Enabled, s.Fabric.Enabled, s.Tuning.Enabled, s.Hostmesh.Enabled = false, false, false, false, false, false, false, false
+	s := onlySpec(t)
+	s.Hawkeye.Enabled = true
 	s.Hawkeye.Traces = 1
 	s.Hawkeye.Anomalies = []string{"pfc-storm", "in-loop-deadlock"}
 	l, row, b := runPassing(t, s)
@@ -457,11 +436,8 @@ func TestHawkeyeSpecErrors(t *testing.T) {
 
 // TestTuningStage runs the ByteTuning stage.
 func TestTuningStage(t *testing.T) {
-	s, err := LoadSpec("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Wire.Enabled, s.Verbs.Enabled, s.Lumina.Enabled, s.LuminaTests.Enabled, s.DTA.Enabled, s.Fabric.Enabled, s.Hawkeye.Enabled, s.Hostmesh.Enabled = false, false, false, false, false, false, false, false
+	s := onlySpec(t)
+	s.Tuning.Enabled = true
 	_, row, b := runPassing(t, s)
 	if row.Figures["evals"] == "" || row.Figures["watermark"] == "" {
 		t.Fatalf("figures:\n%s", b)
@@ -470,13 +446,25 @@ func TestTuningStage(t *testing.T) {
 
 // TestHostmeshStage runs the Hostmesh stage.
 func TestHostmeshStage(t *testing.T) {
-	s, err := LoadSpec("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Wire.Enabled, s.Verbs.Enabled, s.Lumina.Enabled, s.LuminaTests.Enabled, s.DTA.Enabled, s.Fabric.Enabled, s.Hawkeye.Enabled, s.Tuning.Enabled = false, false, false, false, false, false, false, false
+	s := onlySpec(t)
+	s.Hostmesh.Enabled = true
 	_, row, b := runPassing(t, s)
 	if row.Figures["named"] == "" || row.Figures["named"] != row.Figures["truth"] || row.Figures["false_alerts"] != "0" || row.Figures["detect_s"] == "" {
 		t.Fatalf("figures:\n%s", b)
 	}
+}
+
+// onlySpec is the default spec with every stage off, for a test that
+// turns on the stages it runs.
+func onlySpec(t *testing.T) Spec {
+	t.Helper()
+	s, err := LoadSpec("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, on := range []*bool{&s.Wire.Enabled, &s.Verbs.Enabled, &s.Lumina.Enabled, &s.LuminaTests.Enabled, &s.DTA.Enabled,
+		&s.Fabric.Enabled, &s.Hawkeye.Enabled, &s.Tuning.Enabled, &s.Hostmesh.Enabled} {
+		*on = false
+	}
+	return s
 }
