@@ -240,6 +240,15 @@ func (c *Cache) GetBulk(pkts []*Packet) int {
 	return n
 }
 
+// Get takes one packet, or nil when the pool is empty.
+func (c *Cache) Get() *Packet {
+	var one [1]*Packet
+	if c.GetBulk(one[:]) == 0 {
+		return nil
+	}
+	return one[0]
+}
+
 // PutBulk frees packets into the cache; packets of other pools go straight to
 // theirs, and the cache flushes down to its size when it overflows.
 func (c *Cache) PutBulk(pkts []*Packet) {

@@ -239,3 +239,26 @@ func TestOrigLenAndPortIDs(t *testing.T) {
 		t.Fatalf("port ids %d %d", a, b)
 	}
 }
+
+// TestCacheGet: Get takes one packet at a time through the cache and
+// answers nil once the pool is empty; a flush gives them all back.
+func TestCacheGet(t *testing.T) {
+	p, err := NewPool("cg", 3, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c := p.NewCache(2)
+	var got []*Packet
+	for pkt := c.Get(); pkt != nil; pkt = c.Get() {
+		got = append(got, pkt)
+	}
+	if len(got) != 3 || p.Available() != 0 {
+		t.Fatalf("got %d packets, %d left in the pool", len(got), p.Available())
+	}
+	c.PutBulk(got)
+	c.Flush()
+	if p.Available() != 3 {
+		t.Fatalf("%d back in the pool, want 3", p.Available())
+	}
+}

@@ -504,11 +504,7 @@ func (r *Reporter) get() *dpdk.Packet {
 	if r.cache == nil {
 		return r.pool.Get()
 	}
-	var one [1]*dpdk.Packet
-	if r.cache.GetBulk(one[:]) == 0 {
-		return nil
-	}
-	return one[0]
+	return r.cache.Get()
 }
 
 // flush transmits queued datagrams, waiting a little for a full port.

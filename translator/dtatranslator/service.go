@@ -650,12 +650,11 @@ func (s *Service) send(frame []byte) bool {
 			return false
 		}
 	}
-	var one [1]*dpdk.Packet
-	if s.cache.GetBulk(one[:]) == 0 {
+	p := s.cache.Get()
+	if p == nil {
 		s.stats.TxDropped++
 		return false
 	}
-	p := one[0]
 	if p.CopyFrom(frame) != len(frame) {
 		p.Free()
 		s.stats.TxDropped++
