@@ -69,6 +69,30 @@ type Doc struct {
 	File string
 	root *yaml.Node
 	errs Errors
+	more int // problems past MaxErrors, counted, not listed
+}
+
+// MaxErrors bounds the problems listed for one file. A file that repeats a
+// block thousands of times (or a fuzzer's input) would otherwise cost time
+// and memory quadratic in its size to report; the first problems are the
+// ones an operator fixes first, and the rest are counted.
+const MaxErrors = 50
+
+// add records a problem, or counts it once MaxErrors are listed.
+func (d *Doc) add(errs *Errors, e *Error) {
+	if len(*errs) >= MaxErrors {
+		d.more++
+		return
+	}
+	*errs = append(*errs, e)
+}
+
+// listed closes a list of problems with the count of those not listed.
+func (d *Doc) listed(errs Errors) Errors {
+	if d.more > 0 {
+		errs = append(errs, &Error{File: d.File, Msg: fmt.Sprintf("%d more problems not listed", d.more)})
+	}
+	return errs
 }
 
 // LoadFile reads path and decodes it strictly into v (a pointer to a struct).
@@ -100,9 +124,10 @@ func Decode(name string, data []byte, v any) (*Doc, error) {
 		return nil, fmt.Errorf("spec: Decode needs a non-nil pointer, got %T", v)
 	}
 	var errs Errors
-	d.check(body, rv.Type().Elem(), "", &errs)
+	c := checker{d: d, errs: &errs, seen: map[checked]bool{}}
+	c.check(body, rv.Type().Elem(), "")
 	if len(errs) > 0 {
-		return nil, errs
+		return nil, d.listed(errs)
 	}
 	if err := body.Decode(v); err != nil {
 		return nil, d.yamlError(err)
@@ -130,9 +155,9 @@ func (d *Doc) yamlError(err error) error {
 			e.Msg = sm[2]
 			e.Key = d.keyAtLine(e.Line)
 		}
-		errs = append(errs, e)
+		d.add(&errs, e)
 	}
-	return errs
+	return d.listed(errs)
 }
 
 var (
@@ -140,11 +165,32 @@ var (
 	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
 )
 
-// check walks the YAML tree against the Go type and records keys the type
-// does not have. Types that decode themselves are trusted with their subtree.
-func (d *Doc) check(n *yaml.Node, t reflect.Type, path string, errs *Errors) {
+// checker walks the YAML tree against the Go type and records keys the type
+// does not have and keys a mapping repeats. Types that decode themselves are
+// trusted with their subtree.
+type checker struct {
+	d    *Doc
+	errs *Errors
+	// seen holds the anchored nodes already checked against a type: a
+	// document of nested aliases ("billion laughs") expands exponentially,
+	// and checking one anchor once per type finds every problem it has.
+	seen map[checked]bool
+}
+
+type checked struct {
+	n *yaml.Node
+	t reflect.Type
+}
+
+func (c *checker) check(n *yaml.Node, t reflect.Type, path string) {
 	for n.Kind == yaml.AliasNode && n.Alias != nil {
 		n = n.Alias
+	}
+	if n.Anchor != "" {
+		if c.seen[checked{n, t}] {
+			return
+		}
+		c.seen[checked{n, t}] = true
 	}
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -157,35 +203,59 @@ func (d *Doc) check(n *yaml.Node, t reflect.Type, path string, errs *Errors) {
 		if n.Kind != yaml.MappingNode {
 			return // yaml.v3 reports the type mismatch with its line
 		}
+		c.unique(n, path)
 		fields := yamlFields(t)
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, val := n.Content[i], n.Content[i+1]
 			if k.Value == "<<" { // merge key: check the merged mapping instead
-				d.check(val, t, path, errs)
+				c.check(val, t, path)
 				continue
 			}
 			f, ok := fields[k.Value]
 			if !ok {
-				*errs = append(*errs, &Error{File: d.File, Line: k.Line, Column: k.Column, Key: join(path, k.Value),
+				c.d.add(c.errs, &Error{File: c.d.File, Line: k.Line, Column: k.Column, Key: join(path, k.Value),
 					Msg: "unknown key" + suggest(k.Value, fields)})
 				continue
 			}
-			d.check(val, f, join(path, k.Value), errs)
+			c.check(val, f, join(path, k.Value))
 		}
 	case reflect.Map:
 		if n.Kind != yaml.MappingNode {
 			return
 		}
+		c.unique(n, path)
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			d.check(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value), errs)
+			c.check(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value))
 		}
 	case reflect.Slice, reflect.Array:
 		if n.Kind != yaml.SequenceNode {
 			return
 		}
-		for i, c := range n.Content {
-			d.check(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i), errs)
+		for i, e := range n.Content {
+			c.check(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i))
 		}
+	}
+}
+
+// unique reports each repeated key of a mapping against its first
+// definition. yaml.v3 checks this too, but compares every pair of keys and
+// reports every pair, which is quadratic in the keys of one mapping.
+func (c *checker) unique(n *yaml.Node, path string) {
+	if len(n.Content) < 4 {
+		return
+	}
+	first := make(map[string]*yaml.Node, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		if k.Kind != yaml.ScalarNode || k.Value == "<<" {
+			continue
+		}
+		if f, ok := first[k.Value]; ok {
+			c.d.add(c.errs, &Error{File: c.d.File, Line: k.Line, Column: k.Column, Key: join(path, k.Value),
+				Msg: fmt.Sprintf("mapping key %q already defined at line %d", k.Value, f.Line)})
+			continue
+		}
+		first[k.Value] = k
 	}
 }
 
@@ -333,6 +403,10 @@ func (d *Doc) Line(path string) int {
 // Errorf records a validation problem at the key path. Validation collects
 // every problem and returns them together with Err.
 func (d *Doc) Errorf(path, format string, args ...any) {
+	if len(d.errs) >= MaxErrors {
+		d.more++
+		return
+	}
 	d.errs = append(d.errs, &Error{File: d.File, Line: d.Line(path), Key: path, Msg: fmt.Sprintf(format, args...)})
 }
 
@@ -341,7 +415,7 @@ func (d *Doc) Err() error {
 	if d == nil || len(d.errs) == 0 {
 		return nil
 	}
-	return d.errs
+	return d.listed(d.errs)
 }
 
 // keyAtLine returns the dotted path of the first key on a line, for errors

@@ -2,6 +2,7 @@ package spec
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -126,4 +127,82 @@ func FuzzDecode(f *testing.F) {
 			_ = d.Line("requester.nic.type")
 		}
 	})
+}
+
+// A file that repeats its blocks names each repeated key once, against its
+// first definition, and lists at most MaxErrors problems: yaml.v3 alone
+// reports every pair of repeats, quadratic in the file (a fuzzer's 90 KB
+// input took over a second).
+func TestRepeatedKeysBounded(t *testing.T) {
+	var s testSpec
+	_, err := Decode("t.yml", []byte(strings.Repeat(good, 3)), &s)
+	var es Errors
+	if !errors.As(err, &es) {
+		t.Fatalf("want Errors, got %v", err)
+	}
+	if es[0].Line != 15 || es[0].Key != "num-repeats" || es[0].Msg != `mapping key "num-repeats" already defined at line 1` {
+		t.Fatalf("first problem: %+v", es[0])
+	}
+	// 4 top-level keys, repeated twice: 8 problems, each once.
+	if len(es) != 8 {
+		t.Fatalf("%d problems, want 8:\n%v", len(es), err)
+	}
+	for _, e := range es {
+		if !strings.Contains(e.Msg, "already defined at line") || strings.Contains(e.Msg, "line 15") {
+			t.Fatalf("not against the first definition: %v", e)
+		}
+	}
+
+	_, err = Decode("t.yml", []byte(strings.Repeat(good, 200)), &s)
+	if !errors.As(err, &es) || len(es) != MaxErrors+1 {
+		t.Fatalf("want %d listed problems and a count, got %d", MaxErrors, len(es))
+	}
+	if last := es[len(es)-1]; last.Msg != fmt.Sprintf("%d more problems not listed", 199*4-MaxErrors) {
+		t.Fatalf("last: %v", last)
+	}
+
+	labels := "labels:\n" + strings.Repeat("  k: v\n", 3)
+	_, err = Decode("t.yml", []byte(labels), &s)
+	if err == nil || !strings.Contains(err.Error(), `t.yml:3: labels.k: mapping key "k" already defined at line 2`) {
+		t.Fatalf("map keys: %v", err)
+	}
+}
+
+// Nested aliases expand exponentially; each anchor is checked once.
+func TestAliasBombChecked(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("a0: &a0 [{qpn: 0, psn: \"1\", type: drop, bogus: 1}]\n")
+	for i := 1; i < 40; i++ {
+		fmt.Fprintf(&b, "a%d: &a%d [*a%d, *a%d]\n", i, i, i-1, i-1)
+	}
+	var s map[string][]any
+	if _, err := Decode("t.yml", []byte(b.String()), &s); err == nil || !strings.Contains(err.Error(), "excessive aliasing") {
+		t.Fatalf("2^39 expansion: %v", err)
+	}
+	var typed struct {
+		A0     []event   `yaml:"a0"`
+		Events [][]event `yaml:"e"`
+	}
+	_, err := Decode("t.yml", []byte("a0: &x [{qpn: 0, psn: \"1\", type: drop, bogus: 1}]\ne: [*x, *x, *x]\n"), &typed)
+	if err == nil || strings.Count(err.Error(), "bogus") != 1 {
+		t.Fatalf("an anchor's problem is listed once: %v", err)
+	}
+}
+
+func TestErrorfBounded(t *testing.T) {
+	var s testSpec
+	d, err := Decode("t.yml", []byte(good), &s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 1000; i++ {
+		d.Errorf(fmt.Sprintf("data-pkt-events[%d]", i), "bad %d", i)
+	}
+	var es Errors
+	if !errors.As(d.Err(), &es) || len(es) != MaxErrors+1 || es[MaxErrors].Msg != "950 more problems not listed" {
+		t.Fatalf("got %d: %v", len(es), es[len(es)-1])
+	}
+	if d.Err().Error() != d.Err().Error() {
+		t.Fatal("Err changes between calls")
+	}
 }
