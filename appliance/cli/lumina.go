@@ -49,7 +49,10 @@ orchestrator does: the ip-list assigned with its prefixes (ip addr replace), tru
 and the DSCP-to-priority map (prio-dscp-map or Lumina's default; mlnx_qos on CX4-6,
 lldptool on E810), the DCQCN/CNP knobs (mlx5 sysfs ecn/roce_np, ecn/roce_rp and the
 ROCE_ACCL register for adaptive-retrans and slow-restart; irdma's configfs for the E810's
-dcqcn-enable), switchd with the injector program from sde-path and the injector's
+dcqcn-enable), the injector file written from the test as Lumina writes its switch
+config (the four ports at their switch-port, port-speed and fec-type; a route per
+ip-list address to its NIC's MAC, read from the host; --injector-file names one of
+your own instead), switchd with the injector program from sde-path and the injector's
 control API ('appliance inject tofino', bfshell), and a dumper on each mirror server.
 Each change is read first and put back after the run, or at once when a later command
 fails. Every value reaches the hosts as a quoted argument. --dry-run prints these
@@ -71,10 +74,10 @@ Ready-made tests are in appliance/lumina/testdata/tests.`,
 }
 
 type luminaRunOptions struct {
-	file, ready, iter, resultPath, binary, reqArgs, respArgs string
-	lab, json, dryRun, setup                                 bool
-	dumperPort                                               int
-	args                                                     []string
+	file, ready, iter, resultPath, binary, reqArgs, respArgs, injFile string
+	lab, json, dryRun, setup                                          bool
+	dumperPort                                                        int
+	args                                                              []string
 }
 
 func luminaRunFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
@@ -90,6 +93,7 @@ func luminaRunFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) erro
 	fs.StringVar(&o.reqArgs, "requester-device", "", "without --lab: device flags for the requester's traffic generator (default -d ibv:<ib-device> -i <ib-port>)")
 	fs.StringVar(&o.respArgs, "responder-device", "", "without --lab: the same for the responder")
 	fs.BoolVar(&o.setup, "setup", true, "without --lab: set the machines up as Lumina does (addresses, DSCP, DCQCN knobs, injector, dumpers) and restore them after")
+	fs.StringVar(&o.injFile, "injector-file", "", "without --lab: an injector file already on the switch, used as it is (default: written from the test to <switch workspace>/injector.yml)")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the setup commands per machine (what --setup runs) and exit")
 	return bind(&o, &o.args, runLuminaRun)
 }
@@ -119,7 +123,7 @@ func (o *luminaRunOptions) runner(env *Env) (*lumina.Runner, error) {
 	if o.lab {
 		r.Analyze = lumina.AnalyzeRunOptions(lumina.SoftOptions())
 	} else {
-		r.Remote = &lumina.Remote{Exec: remoteExec, Binary: o.binary, DumperPort: o.dumperPort,
+		r.Remote = &lumina.Remote{Exec: remoteExec, Binary: o.binary, DumperPort: o.dumperPort, InjectorFile: o.injFile,
 			RequesterArgs: strings.Fields(o.reqArgs), ResponderArgs: strings.Fields(o.respArgs), Setup: o.setup}
 	}
 	if !o.json {
@@ -137,7 +141,7 @@ func runLuminaRun(ctx context.Context, env *Env, o luminaRunOptions) error {
 		return err
 	}
 	if o.dryRun {
-		pl := lumina.BuildPlan(r.Test, lumina.SetupOptions{Binary: o.binary, DumperPort: o.dumperPort})
+		pl := lumina.BuildPlan(r.Test, lumina.SetupOptions{Binary: o.binary, DumperPort: o.dumperPort, InjectorFile: o.injFile})
 		return pl.WriteDry(env.Stdout)
 	}
 	sum, runErr := r.Run(ctx)

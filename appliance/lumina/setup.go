@@ -54,6 +54,11 @@ type Step struct {
 	Restore func(saved, out []byte) [][]string
 	// RestoreWhat describes Restore for the dry run.
 	RestoreWhat string
+	// ID names the step's output for a later step's Fill.
+	ID string
+	// Fill, when set, makes the command from earlier steps' outputs (by
+	// ID) when the step runs; Argv is then what the dry run prints.
+	Fill func(outs map[string][]byte) ([]string, error)
 }
 
 // Applied is a plan as far as it ran: the steps that ran, with what
@@ -72,8 +77,16 @@ type appliedStep struct {
 // names the machine and the step.
 func (pl *Plan) Execute(ctx context.Context, ex Executor) (*Applied, error) {
 	a := &Applied{}
+	outs := map[string][]byte{}
 	for i := range pl.Steps {
 		st := &pl.Steps[i]
+		argv := st.Argv
+		if st.Fill != nil {
+			var err error
+			if argv, err = st.Fill(outs); err != nil {
+				return a, errors.Join(step(st.Host, st.Why, err), a.Teardown(ctx, ex))
+			}
+		}
 		var saved []byte
 		if len(st.Save) > 0 {
 			var err error
@@ -86,9 +99,12 @@ func (pl *Plan) Execute(ctx context.Context, ex Executor) (*Applied, error) {
 				return a, errors.Join(step(st.Host, "reading the state before: "+st.Why, err), a.Teardown(ctx, ex))
 			}
 		}
-		out, err := ex.Run(ctx, st.Access, st.Argv)
+		out, err := ex.Run(ctx, st.Access, argv)
 		if err != nil {
 			return a, errors.Join(step(st.Host, st.Why, err), a.Teardown(ctx, ex))
+		}
+		if st.ID != "" {
+			outs[st.ID] = out
 		}
 		a.steps = append(a.steps, appliedStep{st, saved, out})
 	}
@@ -140,8 +156,10 @@ type SetupOptions struct {
 	// "appliance"); DumperPort the dumpers' HTTP port (default 9200).
 	Binary     string
 	DumperPort int
-	// InjectorFile is the injector's file on the switch (inject.Spec
-	// with the Tofino keys; default <switch workspace>/injector.yml).
+	// InjectorFile is an injector file already on the switch (inject.Spec
+	// with the Tofino keys), used as it is. Empty, the plan writes one
+	// from the test to <switch workspace>/injector.yml, as Lumina's
+	// orchestrator writes its switch config, and restores that path after.
 	InjectorFile string
 	// Program is the P4 program switchd loads (default "injector",
 	// p4/luminatofino's).
@@ -194,7 +212,8 @@ func BuildPlan(t *Test, o SetupOptions) *Plan {
 	if o.Program == "" {
 		o.Program = "injector"
 	}
-	if o.InjectorFile == "" {
+	generate := o.InjectorFile == ""
+	if generate {
 		o.InjectorFile = path.Join(s.Switch.Workspace, "injector.yml")
 	}
 	pl := &Plan{}
@@ -210,15 +229,35 @@ func BuildPlan(t *Test, o SetupOptions) *Plan {
 	}{{"requester-mirror", s.RequesterMirror}, {"responder-mirror", s.ResponderMirror}} {
 		pl.mirrorSteps(m.role, m.m, s.RewriteUDPDstPort, o)
 	}
+	if generate {
+		for _, h := range []struct {
+			role string
+			h    HostSpec
+		}{{"requester", s.Requester}, {"responder", s.Responder}} {
+			pl.add(readMACStep(h.role, h.h.Access.login(), h.h.NIC.IfName))
+		}
+		pl.injectorFileStep(t, s.Switch.access(), o.InjectorFile)
+	}
 	pl.switchSteps(s, o)
 	return pl
 }
 
 func (pl *Plan) add(st Step) { pl.Steps = append(pl.Steps, st) }
 
+// login is how the plan reaches a machine: its commands name their paths,
+// so they run in the login directory rather than a workspace that may
+// not exist yet.
+func (a Access) login() Access {
+	return Access{ControlIP: a.ControlIP, Username: a.Username, SSHKeyFilepath: a.SSHKeyFilepath}
+}
+
+func (sw SwitchSpec) access() Access {
+	return Access{ControlIP: sw.ControlIP, Username: sw.Username, SSHKeyFilepath: sw.SSHKeyFilepath}
+}
+
 // hostSteps configure an RDMA host as host.py's config_traffic_gen does.
 func (pl *Plan) hostSteps(role string, h HostSpec) {
-	acc := Access{ControlIP: h.ControlIP, Username: h.Username, SSHKeyFilepath: h.SSHKeyFilepath}
+	acc := h.Access.login()
 	dev := h.NIC.IfName
 	// Lumina flushes the NIC's addresses and assigns the ip-list with
 	// its prefixes; the addresses it had come back at teardown.
@@ -375,7 +414,7 @@ func (pl *Plan) intelSteps(role string, acc Access, h HostSpec) {
 
 // mirrorSteps start a dumper on a mirror server's NIC.
 func (pl *Plan) mirrorSteps(role string, m MirrorSpec, rewrite int, o SetupOptions) {
-	acc := Access{ControlIP: m.ControlIP, Username: m.Username, SSHKeyFilepath: m.SSHKeyFilepath}
+	acc := m.Access.login()
 	dir := path.Join(m.Workspace, "pcap-result")
 	pl.add(Step{Host: role, Access: acc, Why: "result directory", Argv: []string{"mkdir", "-p", dir}})
 	pc := m.PktDumpConf
@@ -390,7 +429,7 @@ func (pl *Plan) mirrorSteps(role string, m MirrorSpec, rewrite int, o SetupOptio
 // the injector's control API, which loads the entries with bfshell.
 func (pl *Plan) switchSteps(s *TestSpec, o SetupOptions) {
 	sw := s.Switch
-	acc := Access{ControlIP: sw.ControlIP, Username: sw.Username, SSHKeyFilepath: sw.SSHKeyFilepath}
+	acc := sw.access()
 	sde := strings.TrimSuffix(sw.SDEPath, "/")
 	pl.add(Step{Host: "switch", Access: acc, Why: "switchd with " + o.Program + " (sde-path)",
 		Argv: []string{"sudo", "sh", "-c", background, "lumina-bg", path.Join(sw.Workspace, "switchd.log"),

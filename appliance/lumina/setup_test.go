@@ -11,6 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/rdma-appliance/appliance/p4/luminatofino"
+	"github.com/rdma-appliance/appliance/translator/inject"
 )
 
 var updateSetup = flag.Bool("update-setup", false, "rewrite testdata/setup/*.golden")
@@ -292,4 +295,109 @@ func FuzzHostState(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestInjectorFileGenerated: without an injector file of the user's, the
+// plan reads the hosts' MACs and writes the injector file from the test,
+// one the Tofino control plane takes (ports at their dev port, a route
+// per ip-list address to its host's MAC), and removes it after the run;
+// a MAC that does not parse stops the plan before the switch is touched.
+func TestInjectorFileGenerated(t *testing.T) {
+	tt, err := LoadTest(filepath.Join("testdata", "upstream", "example.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := InjectorFile(tt, map[string]string{"requester": "0c:42:a1:00:00:01", "responder": "0c:42:a1:00:00:02"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := inject.DecodeSpec("injector.yml", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := luminatofino.FromSpec(s, inject.LoadRequest{Geometry: tt.Geometry}); err != nil {
+		t.Fatalf("the Tofino control plane refuses the file: %v\n%s", err, b)
+	}
+	if len(s.Ports) != 4 || s.Ports[0].DevPort != tt.Spec.Requester.NIC.SwitchPort || s.Ports[3].DevPort != tt.Spec.ResponderMirror.NIC.SwitchPort ||
+		s.Ports[2].Role != "mirror" || s.Ports[0].Speed != tt.Spec.Switch.PortSpeed || s.Ports[0].FEC != tt.Spec.Switch.FECType {
+		t.Errorf("ports %+v", s.Ports)
+	}
+	if n := len(tt.Spec.Requester.NIC.IPList) + len(tt.Spec.Responder.NIC.IPList); len(s.Routes) != n {
+		t.Errorf("%d routes, want one per ip-list address (%d)", len(s.Routes), n)
+	}
+	if r := s.Routes[0]; r.Prefix != "10.0.0.1/32" || r.Port != "requester" || r.MAC != "0c:42:a1:00:00:01" {
+		t.Errorf("route %+v", r)
+	}
+	for _, bad := range []map[string]string{
+		{"requester": "0c:42:a1:00:00:01", "responder": "0c:42:a1:00:00:02\n$(reboot)"},
+		{"requester": "", "responder": "0c:42:a1:00:00:02"},
+	} {
+		if _, err := InjectorFile(tt, bad); err == nil {
+			t.Errorf("MACs %q accepted", bad)
+		}
+	}
+	dup := *tt
+	dup.Spec.ResponderMirror.NIC.SwitchPort = dup.Spec.Requester.NIC.SwitchPort
+	if _, err := InjectorFile(&dup, map[string]string{"requester": "0c:42:a1:00:00:01", "responder": "0c:42:a1:00:00:02"}); err == nil ||
+		!strings.Contains(err.Error(), "both on switch-port") {
+		t.Errorf("a switch-port used twice: %v", err)
+	}
+
+	// The plan: the file written from the MACs read, removed after.
+	f := &fakeHost{answer: map[string]string{
+		"192.168.1.12: cat /sys/class/net/ens1/address": "0c:42:a1:00:00:01\n",
+		"192.168.1.13: cat /sys/class/net/ens1/address": "0c:42:a1:00:00:02\n",
+		"lumina-save":                "absent\n",
+		"mlnx_qos -i ens1":           mlnxQosVendor,
+		"--reg_name ROCE_ACCL --get": "Field Name | Data\n====\nroce_adp_retrans_en | 0x00000001\nroce_slow_restart_en | 0x0\n",
+		"run_switchd.sh":             "4242\n",
+		"inject tofino":              "4343\n",
+		"appliance dump":             "4444\n",
+	}}
+	a, err := BuildPlan(tt, SetupOptions{}).Execute(context.Background(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := shellJoin([]string{"sh", "-c", writeFile, "lumina-write", "/path/to/lumina/code/on/switch/injector.yml", string(b)})
+	if !slices.Contains(f.ran, "192.168.1.11: "+want) {
+		t.Errorf("the injector file written is not the one from the MACs read:\n%s", strings.Join(f.ran, "\n"))
+	}
+	f.ran = nil
+	if err := a.Teardown(context.Background(), f); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(f.ran, "192.168.1.11: rm -f -- /path/to/lumina/code/on/switch/injector.yml") {
+		t.Errorf("the generated file is not removed:\n%s", strings.Join(f.ran, "\n"))
+	}
+
+	// A file that was there comes back; an unreadable MAC stops the
+	// plan with the switch untouched and the hosts restored.
+	f.answer["lumina-save"] = "present\nold: file\n"
+	if a, err = BuildPlan(tt, SetupOptions{}).Execute(context.Background(), f); err != nil {
+		t.Fatal(err)
+	}
+	f.ran = nil
+	a.Teardown(context.Background(), f)
+	if !slices.Contains(f.ran, "192.168.1.11: "+shellJoin([]string{"sh", "-c", writeFile, "lumina-write", "/path/to/lumina/code/on/switch/injector.yml", "old: file\n"})) {
+		t.Errorf("the file that was there is not put back:\n%s", strings.Join(f.ran, "\n"))
+	}
+	f.answer["192.168.1.13: cat /sys/class/net/ens1/address"] = "cat: /sys/class/net/ens1/address: No such file\n"
+	f.ran = nil
+	_, err = BuildPlan(tt, SetupOptions{}).Execute(context.Background(), f)
+	if err == nil || !strings.Contains(err.Error(), "switch: write the injector file") || !strings.Contains(err.Error(), "the responder's NIC MAC") {
+		t.Fatalf("err %v", err)
+	}
+	for _, c := range f.ran {
+		if strings.HasPrefix(c, "192.168.1.11: ") {
+			t.Errorf("the switch was touched: %s", c)
+		}
+	}
+
+	// A file of the user's is used as it is: no MAC read, nothing written.
+	pl := BuildPlan(tt, SetupOptions{InjectorFile: "/etc/lumina/injector.yml"})
+	for _, st := range pl.Steps {
+		if st.ID != "" || st.Fill != nil {
+			t.Errorf("step %q with a file of the user's", st.Why)
+		}
+	}
 }
