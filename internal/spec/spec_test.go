@@ -202,7 +202,8 @@ func TestErrorfBounded(t *testing.T) {
 	if !errors.As(d.Err(), &es) || len(es) != MaxErrors+1 || es[MaxErrors].Msg != "950 more problems not listed" {
 		t.Fatalf("got %d: %v", len(es), es[len(es)-1])
 	}
-	if d.Err().Error() != d.Err().Error() {
-		t.Fatal("Err changes between calls")
+	first := d.Err().Error()
+	if again := d.Err().Error(); again != first {
+		t.Fatalf("Err changes between calls:\n%s\n%s", first, again)
 	}
 }
