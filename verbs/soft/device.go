@@ -21,7 +21,8 @@
 // ICRC on transmit and receive; ECN-CE to CNP with a pacer whose scope is
 // per port, per destination IP or per QP; optionally DCQCN rate control at
 // the reaction point, pacing each RC QP (package dcqcn); mlx5-named
-// counters; completion timestamps from dpdk.Nanotime. Behaviours in which
+// counters; completion timestamps from dpdk.Nanotime or the clock the caller
+// gives (Config.Clock, for virtual time). Behaviours in which
 // ConnectX generations differ come from a Profile.
 //
 // UC QPs carry SEND and WRITE over a connection without acknowledgements.
@@ -82,6 +83,13 @@ type Config struct {
 	// Backoff paces the idle loop (default dpdk.DefaultBackoff with a
 	// 50 us longest sleep).
 	Backoff *dpdk.Backoff
+	// Clock is the device's time source in nanoseconds: the loop's time
+	// (timers, CNP pacing), completion timestamps and the DCQCN rate
+	// limiter all read it. Nil means dpdk.Nanotime. A simulation that
+	// steps the device with Poll gives it virtual time, so the device's
+	// timing is the model's and not the host's; such a clock must not be
+	// zero (zero means "unset" for the device's timers).
+	Clock func() int64
 }
 
 // Device is a software RNIC on one port queue. It implements verbs.Device.
@@ -97,6 +105,7 @@ type Device struct {
 	owned bool // the pool is ours
 	burst int
 	bo    dpdk.Backoff
+	clock func() int64 // Config.Clock or dpdk.Nanotime
 
 	maxMTU int
 
@@ -162,7 +171,10 @@ func NewDevice(name string, port dpdk.Port, cfg Config) (*Device, error) {
 		return nil, fmt.Errorf("%w: queue %d of %d", ErrConfig, cfg.Queue, pi.RxQueues)
 	}
 	d := &Device{name: name, port: port, queue: cfg.Queue, prof: cfg.Profile.withDefaults(), mac: cfg.MAC,
-		neigh: map[roce.GID]*neighbor{}, events: make(chan verbs.AsyncEvent, eventQueue)}
+		neigh: map[roce.GID]*neighbor{}, events: make(chan verbs.AsyncEvent, eventQueue), clock: cfg.Clock}
+	if d.clock == nil {
+		d.clock = dpdk.Nanotime
+	}
 	if d.mac.IsZero() {
 		d.mac = pi.MAC
 	}
@@ -292,7 +304,7 @@ func (d *Device) QPRate(qpn uint32) (rate float64, limited, ok bool) {
 	if q == nil || !d.prof.DCQCNRate || q.typ == verbs.QPTypeUD {
 		return 0, false, false
 	}
-	q.rp.Advance(dpdk.Nanotime())
+	q.rp.Advance(d.clock())
 	return q.rp.Rate(), q.rp.Limited(), true
 }
 
@@ -447,7 +459,7 @@ func (d *Device) Poll() bool {
 // poll is one loop iteration: receive and process a burst, flush the ACKs
 // the burst made due, run timers, let QPs transmit, transmit the burst.
 func (d *Device) poll() bool {
-	d.now = dpdk.Nanotime()
+	d.now = d.clock()
 	n := d.port.RxBurst(d.queue, d.rxb)
 	for i := 0; i < n; i++ {
 		d.input(d.rxb[i])
@@ -740,3 +752,42 @@ func unregister(d *Device) {
 }
 
 func init() { verbs.Register(provider{}) }
+
+// NextEvent reports the earliest time, on the device's clock, at which one
+// of its timers is due: a retransmission deadline, the end of an RNR or
+// NAK-reaction hold, a DCQCN pacing slot of a QP with requests waiting, a
+// neighbour solicitation retry. ok is false when no timer
+// runs. A discrete-event simulation that steps the device with Poll jumps
+// its virtual clock to this time when nothing else is due; a timer that is
+// already due reports a time at or before the device's last poll.
+func (d *Device) NextEvent() (t int64, ok bool) {
+	d.lockLoop()
+	defer d.unlockLoop()
+	take := func(v int64) {
+		if v != 0 && (!ok || v < t) {
+			t, ok = v, true
+		}
+	}
+	for _, q := range d.active {
+		r := &q.req
+		take(r.deadline)
+		take(r.holdUntil)
+		if d.prof.DCQCNRate && q.typ != verbs.QPTypeUD {
+			pending := r.next != q.sq.tail.Load()
+			if q.typ == verbs.QPTypeUC {
+				pending = q.sqCons != q.sq.tail.Load()
+			}
+			if pending {
+				take(q.rp.NextTx())
+			}
+		}
+	}
+	if d.arpPending > 0 {
+		for _, n := range d.neigh {
+			if n.state == neighIncomplete {
+				take(n.next)
+			}
+		}
+	}
+	return t, ok
+}
