@@ -38,6 +38,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"runtime"
 	"sort"
@@ -90,6 +91,14 @@ type Config struct {
 	// timing is the model's and not the host's; such a clock must not be
 	// zero (zero means "unset" for the device's timers).
 	Clock func() int64
+	// Reproducible, for simulations whose traces must not change between
+	// runs: memory keys come from a generator seeded with Seed instead of
+	// crypto/rand, and regions get addresses from a per-device counter
+	// (an I/O virtual address space, as an IOMMU gives) instead of their
+	// host addresses, which differ from run to run. Keys are then
+	// guessable: for tests and twins, never for a device peers can reach.
+	Reproducible bool
+	Seed         uint64
 }
 
 // Device is a software RNIC on one port queue. It implements verbs.Device.
@@ -106,6 +115,10 @@ type Device struct {
 	burst int
 	bo    dpdk.Backoff
 	clock func() int64 // Config.Clock or dpdk.Nanotime
+	// Reproducible mode (under objMu): the key generator and the next
+	// region address.
+	keyRNG   *rand.Rand
+	nextIOVA uint64
 
 	maxMTU int
 
@@ -174,6 +187,10 @@ func NewDevice(name string, port dpdk.Port, cfg Config) (*Device, error) {
 		neigh: map[roce.GID]*neighbor{}, events: make(chan verbs.AsyncEvent, eventQueue), clock: cfg.Clock}
 	if d.clock == nil {
 		d.clock = dpdk.Nanotime
+	}
+	if cfg.Reproducible {
+		d.keyRNG = rand.New(rand.NewPCG(cfg.Seed, 0x6b657973))
+		d.nextIOVA = iovaBase
 	}
 	if d.mac.IsZero() {
 		d.mac = pi.MAC
