@@ -772,8 +772,8 @@ func init() { verbs.Register(provider{}) }
 
 // NextEvent reports the earliest time, on the device's clock, at which one
 // of its timers is due: a retransmission deadline, the end of an RNR or
-// NAK-reaction hold, a DCQCN pacing slot of a QP with requests waiting, a
-// neighbour solicitation retry. ok is false when no timer
+// NAK-reaction hold, a delayed NAK, a DCQCN pacing slot of a QP with
+// requests waiting, a neighbour solicitation retry. ok is false when no timer
 // runs. A discrete-event simulation that steps the device with Poll jumps
 // its virtual clock to this time when nothing else is due; a timer that is
 // already due reports a time at or before the device's last poll.
@@ -789,6 +789,9 @@ func (d *Device) NextEvent() (t int64, ok bool) {
 		r := &q.req
 		take(r.deadline)
 		take(r.holdUntil)
+		if q.resp.ctlPending {
+			take(q.resp.ctlAt)
+		}
 		if d.prof.DCQCNRate && q.typ != verbs.QPTypeUD {
 			pending := r.next != q.sq.tail.Load()
 			if q.typ == verbs.QPTypeUC {

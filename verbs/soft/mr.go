@@ -2,10 +2,10 @@ package soft
 
 import (
 	"crypto/rand"
-	mrand "math/rand/v2"
 	"encoding/binary"
 	"fmt"
 	"maps"
+	mrand "math/rand/v2"
 	"sync/atomic"
 	"unsafe"
 
