@@ -266,8 +266,12 @@ func NewDevice(name string, port dpdk.Port, cfg Config) (*Device, error) {
 	d.maxMTU = maxMTU.Bytes()
 	d.cache = d.pool.NewCache(4 * d.burst)
 	d.rxb = make([]*dpdk.Packet, d.burst)
-	d.txq = make([]*dpdk.Packet, 4*d.burst)
-	d.txlen = make([]int, 4*d.burst)
+	txCap := 4 * d.burst
+	if d.prof.TxPipeline > 0 {
+		txCap = max(d.prof.TxPipeline, d.burst)
+	}
+	d.txq = make([]*dpdk.Packet, txCap)
+	d.txlen = make([]int, txCap)
 	d.info = verbs.DeviceInfo{Name: name, Provider: "soft", Netdev: pi.Name, NodeGUID: macToGUID(d.mac), Ports: 1,
 		MaxQP: maxQPs, MaxQPWR: maxQPWR, MaxSGE: maxSGE, MaxCQE: maxCQE, MaxMRSize: maxMRSize,
 		MaxQPRdAtom: maxRdAtomic, MaxInline: maxInline, CompletionTimestamps: true, ClockHz: 1e9}
@@ -789,6 +793,9 @@ func (d *Device) NextEvent() (t int64, ok bool) {
 		r := &q.req
 		take(r.deadline)
 		take(r.holdUntil)
+		if r.nakPending {
+			take(r.nakAt)
+		}
 		if q.resp.ctlPending {
 			take(q.resp.ctlAt)
 		}

@@ -69,6 +69,12 @@ type Profile struct {
 	// go-back-N retransmission (CX4 does it in firmware: ~150-200 us; CX5
 	// and CX6 in hardware: a few microseconds).
 	NAKReactionDelay time.Duration
+	// TxPipeline is how many built frames the NIC holds that its port has
+	// not sent yet (0: four bursts). A port that takes frames only at its
+	// line rate, as the Lumina twin's links do, keeps it full while a
+	// message lasts, and a retransmission waits behind it: the growth of
+	// the retransmission latency with message size in Lumina's Figure 10.
+	TxPipeline int
 	// NAKGenerationDelay is the responder's time from receiving an
 	// out-of-sequence packet to sending its NAK (Lumina's Figure 8: about
 	// 1.1 us at the switch for CX4, CX5 and CX6, the path to and from the
@@ -116,6 +122,12 @@ const (
 	nakGeneration  = 900 * time.Nanosecond
 	nakReactionCX4 = 175 * time.Microsecond
 	nakReactionCX5 = 3 * time.Microsecond
+	// txPipelineCX5 is the CX5/CX6 transmit pipeline in 1 KB frames: in
+	// Figure 10 (CX6, fifth packet of a WRITE dropped, back to back) the
+	// retransmission latency starts growing at about 50 KB, when the
+	// message outlasts the NAK's round and processing, and stops at about
+	// 120 KB, when the pipeline is full: 120 - 54 = 66 frames.
+	txPipelineCX5 = 66
 )
 
 // Named presets. The numbers are the ones Lumina measured; where a generation
@@ -125,10 +137,10 @@ var (
 		NAKTriggersCNP: false, NAKReactionDelay: nakReactionCX4, NAKGenerationDelay: nakGeneration, AckEvery: 16, MaxInflight: 1024,
 		ARPInterval: defaultARPInterval, ARPRetries: 5}
 	ProfileCX5 = Profile{Name: "cx5", CNPEnable: true, CNPScope: CNPPerDestIP, MinTimeBetweenCNPs: 4 * time.Microsecond,
-		NAKTriggersCNP: true, NAKReactionDelay: nakReactionCX5, NAKGenerationDelay: nakGeneration, AckEvery: 16, MaxInflight: 1024,
+		NAKTriggersCNP: true, NAKReactionDelay: nakReactionCX5, NAKGenerationDelay: nakGeneration, TxPipeline: txPipelineCX5, AckEvery: 16, MaxInflight: 1024,
 		ARPInterval: defaultARPInterval, ARPRetries: 5}
 	ProfileCX6 = Profile{Name: "cx6", CNPEnable: true, CNPScope: CNPPerPort, MinTimeBetweenCNPs: 4 * time.Microsecond,
-		NAKTriggersCNP: true, NAKReactionDelay: nakReactionCX5, NAKGenerationDelay: nakGeneration, AckEvery: 16, MaxInflight: 1024,
+		NAKTriggersCNP: true, NAKReactionDelay: nakReactionCX5, NAKGenerationDelay: nakGeneration, TxPipeline: txPipelineCX5, AckEvery: 16, MaxInflight: 1024,
 		ARPInterval: defaultARPInterval, ARPRetries: 5}
 )
 

@@ -1,0 +1,77 @@
+package lumina
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	"github.com/rdma-appliance/appliance/collector/luminaanalyzer"
+)
+
+// oneDropTest is the paper's §6.2 setting as a test file: the ready-made
+// 20 KB sweep's file with one connection, one WRITE of size bytes, packet
+// psn (from 0) dropped, both NICs of type nic.
+func oneDropTest(t *testing.T, nic string, size, psn int) *Test {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "tests", "fast-retrans-20k.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	s = regexp.MustCompile(`(?s)  data-pkt-events:.*`).ReplaceAllString(s, fmt.Sprintf("  data-pkt-events:\n    - {qpn: 0, psn: %d, type: drop, iter: 1}\n", psn))
+	s = regexp.MustCompile(`num-qps: \d+`).ReplaceAllString(s, "num-qps: 1")
+	s = regexp.MustCompile(`message-size: \d+`).ReplaceAllString(s, fmt.Sprintf("message-size: %d", size))
+	s = regexp.MustCompile(`type: CX5`).ReplaceAllString(s, "type: "+nic)
+	tt, err := DecodeTest("one-drop.yml", []byte(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tt
+}
+
+// retransLatency runs a Figure 10 test on the twin and returns the
+// retransmission latency of its one NAK (first out-of-order packet to the
+// retransmission, at the switch) in microseconds.
+func retransLatency(t *testing.T, nic string, size int) float64 {
+	t.Helper()
+	rep, _ := runTwin(t, oneDropTest(t, nic, size, 4), nil)
+	if !rep.Valid {
+		t.Fatalf("%d bytes: repeat %+v", size, rep)
+	}
+	r, err := luminaanalyzer.AnalyzeDir(context.Background(), rep.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Retransmission.NACK) != 1 || r.Retransmission.NACK[0].TotalNs < 0 {
+		t.Fatalf("%d bytes: NACK records %+v", size, r.Retransmission.NACK)
+	}
+	return float64(r.Retransmission.NACK[0].TotalNs) / 1e3
+}
+
+// TestTwinFig10 reproduces Lumina's Figure 10(a) on the twin: CX6, the
+// fifth packet of one WRITE dropped, the message size swept from 10 KB to
+// 200 KB. The paper's retransmission latency is flat at its "ideal" 4.5 us
+// for short messages, starts growing at about 50 KB and is constant from
+// about 120 KB; the twin's pipeline gives the same shape.
+func TestTwinFig10(t *testing.T) {
+	sizes := []int{10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 110, 120, 140, 160, 200}
+	lat := map[int]float64{}
+	for _, kb := range sizes {
+		lat[kb] = retransLatency(t, "CX6", kb*1024)
+		t.Logf("%3d KB: retransmission latency %.2f us", kb, lat[kb])
+	}
+	for i, kb := range sizes {
+		switch {
+		case kb <= 50 && math.Abs(lat[kb]-4.5) > 0.45:
+			t.Errorf("%d KB: %.2f us, the paper's short messages take about 4.5 us", kb, lat[kb])
+		case kb > 50 && kb <= 120 && lat[kb] <= lat[sizes[i-1]]:
+			t.Errorf("%d KB: %.2f us, not above %d KB's %.2f us: no growth between 50 and 120 KB", kb, lat[kb], sizes[i-1], lat[sizes[i-1]])
+		case kb > 120 && math.Abs(lat[kb]-lat[120]) > 0.02*lat[120]:
+			t.Errorf("%d KB: %.2f us, 120 KB %.2f us: not constant beyond 120 KB", kb, lat[kb], lat[120])
+		}
+	}
+}
