@@ -159,6 +159,7 @@ type Device struct {
 	rp         roce.Packet
 	bld        roce.Builder
 	now        int64
+	rr         int // the QP the next output pass starts with
 }
 
 var (
@@ -491,9 +492,24 @@ func (d *Device) poll() bool {
 	}
 	busy := n > 0
 	d.arpTimers()
-	for _, q := range d.active {
-		if q.output() {
-			busy = true
+	// The QPs take turns at the transmit queue, starting one further on
+	// each pass, as a NIC arbitrates between its send queues: in a fixed
+	// order the first QP would take every slot a port that paces at line
+	// rate frees, and the others would wait for it to finish (Lumina's
+	// Table 3 has three QPs' packets interleaved on one port).
+	if k := len(d.active); k > 0 {
+		d.rr++
+		if d.rr >= k {
+			d.rr = 0
+		}
+		for i := range k {
+			j := d.rr + i
+			if j >= k {
+				j -= k
+			}
+			if d.active[j].output() {
+				busy = true
+			}
 		}
 	}
 	if d.txn > 0 {
