@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
-	"regexp"
 	"testing"
 
 	"github.com/rdma-appliance/appliance/collector/luminaanalyzer"
@@ -23,25 +21,16 @@ import (
 // reaction off, both NICs of type nic.
 func cnpTableTest(t *testing.T, nic string) *Test {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "tests", "cnp-pacing.yml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(b)
 	ev := "  data-pkt-events:\n"
 	for q := range 3 {
 		ev += fmt.Sprintf("    - {qpn: %d, psn: 49, type: ecn, iter: 1}\n    - {qpn: %d, psn: 949, type: ecn, iter: 1}\n", q, q)
 	}
-	s = regexp.MustCompile(`(?s)  data-pkt-events:.*`).ReplaceAllString(s, ev)
-	s = regexp.MustCompile(`num-msgs-per-qp: \d+`).ReplaceAllString(s, "num-msgs-per-qp: 1")
-	s = regexp.MustCompile(`message-size: \d+`).ReplaceAllString(s, "message-size: 1048576")
-	s = regexp.MustCompile(`min-time-between-cnps: \d+`).ReplaceAllString(s, "min-time-between-cnps: 50")
-	s = regexp.MustCompile(`type: CX5`).ReplaceAllString(s, "type: "+nic)
-	tt, err := DecodeTest("cnp-table.yml", []byte(s))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tt
+	return editedReady(t, "cnp-pacing.yml", "cnp-table.yml",
+		[2]string{`(?s)  data-pkt-events:.*`, ev},
+		[2]string{`num-msgs-per-qp: \d+`, "num-msgs-per-qp: 1"},
+		[2]string{`message-size: \d+`, "message-size: 1048576"},
+		[2]string{`min-time-between-cnps: \d+`, "min-time-between-cnps: 50"},
+		[2]string{`type: CX5`, "type: " + nic})
 }
 
 // TestTwinCNPTables runs Lumina's Tables 3 and 4 on the twin: the times of

@@ -12,25 +12,36 @@ import (
 	"github.com/rdma-appliance/appliance/collector/luminaanalyzer"
 )
 
+// editedReady is a ready-made test file with edits applied, each a
+// regular expression and its replacement, decoded as name: the paper's
+// settings written as Lumina's test files.
+func editedReady(t *testing.T, file, name string, edits ...[2]string) *Test {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "tests", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	for _, e := range edits {
+		s = regexp.MustCompile(e[0]).ReplaceAllString(s, e[1])
+	}
+	tt, err := DecodeTest(name, []byte(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tt
+}
+
 // oneDropTest is the paper's §6.2 setting as a test file: the ready-made
 // 20 KB sweep's file with one connection, one WRITE of size bytes, packet
 // psn (from 0) dropped, both NICs of type nic.
 func oneDropTest(t *testing.T, nic string, size, psn int) *Test {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "tests", "fast-retrans-20k.yml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(b)
-	s = regexp.MustCompile(`(?s)  data-pkt-events:.*`).ReplaceAllString(s, fmt.Sprintf("  data-pkt-events:\n    - {qpn: 0, psn: %d, type: drop, iter: 1}\n", psn))
-	s = regexp.MustCompile(`num-qps: \d+`).ReplaceAllString(s, "num-qps: 1")
-	s = regexp.MustCompile(`message-size: \d+`).ReplaceAllString(s, fmt.Sprintf("message-size: %d", size))
-	s = regexp.MustCompile(`type: CX5`).ReplaceAllString(s, "type: "+nic)
-	tt, err := DecodeTest("one-drop.yml", []byte(s))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tt
+	return editedReady(t, "fast-retrans-20k.yml", "one-drop.yml",
+		[2]string{`(?s)  data-pkt-events:.*`, fmt.Sprintf("  data-pkt-events:\n    - {qpn: 0, psn: %d, type: drop, iter: 1}\n", psn)},
+		[2]string{`num-qps: \d+`, "num-qps: 1"},
+		[2]string{`message-size: \d+`, fmt.Sprintf("message-size: %d", size)},
+		[2]string{`type: CX5`, "type: " + nic})
 }
 
 // retransLatency runs a Figure 10 test on the twin and returns the
