@@ -86,3 +86,52 @@ func TestTwinFig10(t *testing.T) {
 		}
 	}
 }
+
+// mct runs one WRITE of size bytes on the twin (CX6) with an event of
+// type ev on its fifth packet and returns its completion time as the
+// traffic generator measured it, in microseconds of virtual time.
+func mct(t *testing.T, size int, ev string) float64 {
+	t.Helper()
+	tt := editedReady(t, "fast-retrans-20k.yml", "fig10b.yml",
+		[2]string{`(?s)  data-pkt-events:.*`, "  data-pkt-events:\n    - {qpn: 0, psn: 4, type: " + ev + ", iter: 1}\n"},
+		[2]string{`num-qps: \d+`, "num-qps: 1"},
+		[2]string{`message-size: \d+`, fmt.Sprintf("message-size: %d", size)},
+		[2]string{`type: CX5`, "type: CX6"})
+	rep, _ := runTwin(t, tt, nil)
+	if !rep.Valid || rep.Traffic != "ok" {
+		t.Fatalf("%d bytes, %s: repeat %+v", size, ev, rep)
+	}
+	m, err := luminaanalyzer.ReadMeta(rep.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.MCT) != 1 || len(m.MCT[0]) != 1 {
+		t.Fatalf("MCTs %v", m.MCT)
+	}
+	return float64(m.MCT[0][0]) / 1e3
+}
+
+// TestTwinFig10b reproduces Lumina's Figure 10(b) on the twin: the
+// message completion time the traffic generator measures (virtual time)
+// with the fifth packet dropped ("actual") against the same message
+// without a loss (an ECN mark on the same packet: no retransmission, the
+// reaction point off) plus the paper's fixed "ideal" 4.5 us. Up to 50 KB
+// actual and ideal agree (within 10% of 4.5 us); between 50 and 120 KB the
+// actual MCT grows faster than the ideal one; beyond, both grow alike.
+func TestTwinFig10b(t *testing.T) {
+	sizes := []int{10, 30, 50, 70, 90, 110, 120, 160, 200}
+	excess := map[int]float64{}
+	for i, kb := range sizes {
+		base, drop := mct(t, kb*1024, "ecn"), mct(t, kb*1024, "drop")
+		excess[kb] = drop - (base + 4.5)
+		t.Logf("%3d KB: actual MCT %.2f us, ideal %.2f us", kb, drop, base+4.5)
+		switch {
+		case kb <= 50 && math.Abs(excess[kb]) > 0.45:
+			t.Errorf("%d KB: actual MCT %.2f us off the ideal %.2f us", kb, drop, base+4.5)
+		case kb > 50 && kb <= 120 && excess[kb] <= excess[sizes[i-1]]:
+			t.Errorf("%d KB: actual MCT does not grow faster than the ideal one (%.2f us over it, %.2f at %d KB)", kb, excess[kb], excess[sizes[i-1]], sizes[i-1])
+		case kb > 120 && math.Abs(excess[kb]-excess[120]) > 0.1:
+			t.Errorf("%d KB: actual MCT %.2f us over the ideal, %.2f at 120 KB: not parallel beyond 120 KB", kb, excess[kb], excess[120])
+		}
+	}
+}
