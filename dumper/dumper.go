@@ -86,6 +86,16 @@ type Config struct {
 	// load-balancing experiment of the Lumina paper (Figure 7b). Copies
 	// beyond it wait in the port's queue and overflow it.
 	Capacity float64
+	// Stepped starts no worker goroutines: the caller moves each queue's
+	// packets into the arenas with Poll, between its own steps (the Lumina
+	// twin on virtual time runs every part of the testbed from one
+	// goroutine, so its runs are deterministic). Capacity and Cores do
+	// not apply.
+	Stepped bool
+	// Now is the wall clock read at Start (the epoch that extends the
+	// copies' 48-bit timestamps, the capture's duration); nil means
+	// time.Now. A simulation gives its virtual clock.
+	Now func() time.Time
 }
 
 // Status is the dumper's state and counters.
@@ -289,9 +299,13 @@ func (d *Dumper) Start() error {
 	}
 	d.stop.Store(false)
 	d.base = d.cfg.Port.Stats()
-	d.started = time.Now()
+	d.started = d.now()
 	for _, w := range d.workers {
 		w.reset(d.started.UnixNano())
+	}
+	if d.cfg.Stepped {
+		d.state.Store(stateCapturing)
+		return nil
 	}
 	start := make(chan error, len(d.workers))
 	for _, w := range d.workers {
@@ -329,6 +343,12 @@ func (d *Dumper) Stop(ctx context.Context) (*Result, error) {
 func (d *Dumper) stopLocked(ctx context.Context, write bool) (*Result, error) {
 	d.stop.Store(true)
 	d.wg.Wait()
+	if d.cfg.Stepped {
+		// What the caller's last steps left in the queues, as a worker
+		// drains its queue when it stops.
+		for d.pollLocked() > 0 {
+		}
+	}
 	d.state.Store(stateStopped)
 	if d.cfg.Claims != nil {
 		for _, w := range d.workers {
@@ -339,7 +359,7 @@ func (d *Dumper) stopLocked(ctx context.Context, write bool) (*Result, error) {
 	}
 	st := d.statusLocked()
 	res := &Result{Name: d.cfg.Name, Captured: st.Captured, ArenaFull: st.ArenaFull, PortDropped: st.PortDropped,
-		Duration: time.Since(d.started)}
+		Duration: d.now().Sub(d.started)}
 	for _, w := range st.Workers {
 		res.MaxStall = max(res.MaxStall, w.MaxStall)
 		res.LostService = max(res.LostService, w.LostService)
@@ -420,6 +440,38 @@ func (d *Dumper) statusLocked() Status {
 	st.Port = ps
 	st.PortDropped = ps.Dropped + ps.RxNoBuf
 	return st
+}
+
+func (d *Dumper) now() time.Time {
+	if d.cfg.Now != nil {
+		return d.cfg.Now()
+	}
+	return time.Now()
+}
+
+// Poll moves what waits in each queue of a Stepped dumper into its
+// arenas, a burst per queue, and returns how many packets it took (0 when
+// the dumper is not capturing or not Stepped).
+func (d *Dumper) Poll() int {
+	if !d.cfg.Stepped || d.state.Load() != stateCapturing {
+		return 0
+	}
+	return d.pollLocked()
+}
+
+func (d *Dumper) pollLocked() int {
+	total := 0
+	for _, w := range d.workers {
+		n := d.cfg.Port.RxBurst(w.queue, w.bufs)
+		if n == 0 {
+			continue
+		}
+		w.capture(w.bufs[:n])
+		dpdk.FreeBulk(w.bufs[:n])
+		clear(w.bufs[:n])
+		total += n
+	}
+	return total
 }
 
 // Close stops a running capture without writing it and releases the

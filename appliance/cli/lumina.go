@@ -69,13 +69,18 @@ that never fired makes the repeat invalid.
 RNICs configured from nic.type (CX4, CX5, CX6; E810 behaves as CX5) and
 roce-parameters (dcqcn-np-enable, min-time-between-cnps, dcqcn-rp-enable,
 adaptive-retrans), the software injector, two dumpers with the file's pkt-dump-conf.
+The testbed runs on virtual time: one goroutine steps the RNICs, the injector and
+the dumpers in a discrete-event loop, the links have the switch's port-speed and a
+50 ns propagation delay, the switch a 1 MiB buffer per egress port, the RNICs the
+processing delays of their profiles; two runs give the same trace, byte for byte,
+and its timings are the NIC model's. --wall-clock runs it on goroutines instead.
 Ready-made tests are in appliance/lumina/testdata/tests.`,
 	Flags: luminaRunFlags,
 }
 
 type luminaRunOptions struct {
 	file, ready, iter, resultPath, binary, reqArgs, respArgs, injFile string
-	lab, json, dryRun, setup                                          bool
+	lab, json, dryRun, setup, wallClock                               bool
 	dumperPort                                                        int
 	args                                                              []string
 }
@@ -85,6 +90,7 @@ func luminaRunFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) erro
 	fs.StringVar(&o.file, "f", "", "Lumina test file")
 	fs.StringVar(&o.ready, "ready", "", "run a ready-made test instead: "+strings.Join(lumina.ReadyMade(), ", "))
 	fs.BoolVar(&o.lab, "lab", false, "run on this machine's in-process testbed")
+	fs.BoolVar(&o.wallClock, "wall-clock", false, "with --lab: run the testbed on goroutines and this host's clock instead of virtual time (timings are then the host's, and runs differ)")
 	fs.StringVar(&o.iter, "iter-mode", "paper", "injector ITER rule: paper (the paper's) or p4 (the public P4 program's)")
 	fs.StringVar(&o.resultPath, "result-path", "", "override the file's result-path")
 	fs.BoolVar(&o.json, "json", false, "print the summary as JSON")
@@ -119,7 +125,7 @@ func (o *luminaRunOptions) runner(env *Env) (*lumina.Runner, error) {
 	if o.resultPath != "" {
 		t.Spec.ResultPath = o.resultPath
 	}
-	r := &lumina.Runner{Test: t, Lab: o.lab, IterMode: mode, Analyze: analyzeHook}
+	r := &lumina.Runner{Test: t, Lab: o.lab, IterMode: mode, Analyze: analyzeHook, WallClock: o.wallClock}
 	if o.lab {
 		r.Analyze = lumina.AnalyzeRunOptions(lumina.SoftOptions())
 	} else {

@@ -77,6 +77,9 @@ type RunOptions struct {
 // merged and checked.
 func (tb *Testbed) Run(ctx context.Context, o RunOptions) (*EventRun, error) {
 	p := o.Params.Defaults()
+	if tb.Cfg.Virtual {
+		p.Driver = tb
+	}
 	intents, merged := o.Intents, o.Merged
 	g := intent.Geometry{Verb: p.Verb, MessageSize: p.MessageSize, MTU: p.MTU, NumMessages: p.MsgsPerQP}
 	icrcBefore := tb.Req.Counter(soft.CntRxICRCEncapsulated) + tb.Resp.Counter(soft.CntRxICRCEncapsulated)
@@ -134,6 +137,10 @@ func (tb *Testbed) Run(ctx context.Context, o RunOptions) (*EventRun, error) {
 // its last retransmissions still queued in front of the switch, and a
 // quiet injector then only means a starved one.
 func (tb *Testbed) settle(ctx context.Context) {
+	if tb.Cfg.Virtual {
+		tb.drain()
+		return
+	}
 	deadline := time.Now().Add(5 * time.Second)
 	var last uint64
 	for stable := 0; stable < 5 && time.Now().Before(deadline) && ctx.Err() == nil; {

@@ -40,6 +40,10 @@ type Runner struct {
 	// Testbed, when set, adjusts the lab's testbed before it is built
 	// (tests and the lab use it to give an RNIC another profile).
 	Testbed func(*TestbedConfig)
+	// WallClock runs the lab's testbed on goroutines and the host's
+	// clock instead of virtual time (twin.go): its timings are then this
+	// machine's, and two runs differ.
+	WallClock bool
 }
 
 // RepeatResult is one repeat's outcome.
@@ -207,13 +211,17 @@ func (r *Runner) repeat(ctx context.Context, rep int, dir string) (RepeatResult,
 	cfg := TestbedConfig{Name: fmt.Sprintf("lumina%d-%d", os.Getpid(), rep), Dir: filepath.Join(dir, "dumps"),
 		RequesterIP: reqIP, RequesterExtra: reqExtra, ResponderIP: respIP, ResponderExtra: respExtra,
 		Requester: profile(s.Requester), Responder: profile(s.Responder), IterMode: r.IterMode,
-		RewritePort: uint16(s.RewriteUDPDstPort),
+		RewritePort: uint16(s.RewriteUDPDstPort), Virtual: !r.WallClock,
 		Dumpers: []DumperSpec{
 			{Name: "requester-mirror", File: s.RequesterMirror.PktDumpConf.DumpFilename,
 				SnapLen: s.RequesterMirror.PktDumpConf.SnapLen, NumPkts: s.RequesterMirror.PktDumpConf.NumPkts},
 			{Name: "responder-mirror", File: s.ResponderMirror.PktDumpConf.DumpFilename,
 				SnapLen: s.ResponderMirror.PktDumpConf.SnapLen, NumPkts: s.ResponderMirror.PktDumpConf.NumPkts},
 		}}
+	if s.Switch.PortSpeed != "" {
+		// Validated when the file was loaded.
+		cfg.SpeedMbps, _ = ParsePortSpeed(s.Switch.PortSpeed)
+	}
 	if r.Testbed != nil {
 		r.Testbed(&cfg)
 	}

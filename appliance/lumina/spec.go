@@ -194,6 +194,21 @@ var nicTypes = map[string]bool{"CX4": true, "CX5": true, "CX6": true, "E810": tr
 // captures: it has no RDMA).
 var mirrorNICTypes = map[string]bool{"CX4": true, "CX5": true, "CX6": true, "E810": true, "XL710": true}
 
+// ParsePortSpeed reads a switch port speed as Lumina writes it (10G,
+// 25G, 40G, 50G, 100G, 200G, 400G) into Mbit/s: the rate of the virtual
+// testbed's links.
+func ParsePortSpeed(v string) (int, error) {
+	g, ok := strings.CutSuffix(strings.ToUpper(strings.TrimSpace(v)), "G")
+	if ok {
+		switch g {
+		case "10", "25", "40", "50", "100", "200", "400":
+			n, _ := strconv.Atoi(g)
+			return n * 1000, nil
+		}
+	}
+	return 0, fmt.Errorf("%q: one of 10G, 25G, 40G, 50G, 100G, 200G, 400G", v)
+}
+
 // ParseIPEntry reads one ip-list entry: an address ("10.0.0.1") or an
 // address with its prefix length ("10.0.0.1/24"), which Lumina's host code
 // hands to `ip addr replace` as it is. A bare address is a host prefix
@@ -301,6 +316,11 @@ func validate(s TestSpec, d *spec.Doc) (*Test, error) {
 	}
 	if s.RewriteUDPDstPort < 1 || s.RewriteUDPDstPort > 65535 || s.RewriteUDPDstPort == 4791 {
 		d.Errorf("rewrite-udp-dst-port", "%d: a UDP port other than 4791 (RoCEv2's)", s.RewriteUDPDstPort)
+	}
+	if s.Switch.PortSpeed != "" {
+		if _, err := ParsePortSpeed(s.Switch.PortSpeed); err != nil {
+			d.Errorf("switch.port-speed", "%v", err)
+		}
 	}
 	if s.AggregatePcapFilename == "" {
 		d.Errorf("aggregate-pcap-filename", "missing: the merged trace's file name")

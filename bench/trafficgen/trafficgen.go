@@ -52,6 +52,49 @@ type Params struct {
 	BarrierSync bool
 	// Seed fixes the initial PSNs and the data pattern.
 	Seed uint64
+	// Driver, when set, is the clock of the run and what waits for
+	// completions: a simulation that steps the devices on virtual time
+	// (the Lumina twin) runs them while the generator waits, so message
+	// completion times are the model's. Nil: the wall clock, and devices
+	// that run on their own.
+	Driver Driver `json:"-"`
+}
+
+// Driver is the time and the waiting of a run on a simulated testbed.
+type Driver interface {
+	// Now is the simulation's time.
+	Now() time.Time
+	// Wait runs the simulation until notify has a value (which it takes),
+	// the time reaches until (when not zero) or ctx ends; it fails when
+	// nothing is left to happen, so a run can never wait forever.
+	Wait(ctx context.Context, notify <-chan struct{}, until time.Time) error
+}
+
+// wallClock is the Driver of runs on devices that run themselves.
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+
+func (wallClock) Wait(ctx context.Context, notify <-chan struct{}, until time.Time) error {
+	wait := time.Millisecond
+	if !until.IsZero() {
+		wait = min(wait, max(time.Until(until), 0))
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-notify:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+func (p Params) driver() Driver {
+	if p.Driver == nil {
+		return wallClock{}
+	}
+	return p.Driver
 }
 
 // Defaults fills what is zero.
@@ -403,9 +446,10 @@ func Run(ctx context.Context, req, resp Endpoint, p Params, ready func([]intent.
 	}
 	a.prepare(p, true)
 	b.prepare(p, false)
-	start := time.Now()
+	clock := p.driver()
+	start := clock.Now()
 	runErr := run(ctx, a, bi, p, res, b.postRecv(p), b.cq)
-	res.finish(p, time.Since(start), a.check(p, true, res.bytes()), b.check(p, false, res.bytes()))
+	res.finish(p, clock.Now().Sub(start), a.check(p, true, res.bytes()), b.check(p, false, res.bytes()))
 	return res, runErr
 }
 
@@ -457,6 +501,7 @@ func (r *Result) finish(p Params, el time.Duration, reqOK, respOK []bool) {
 // its own receives posted), and rcq, when set, is the responder's CQ to
 // reap alongside.
 func run(ctx context.Context, a *side, remote []QPInfo, p Params, res *Result, postRecv func(i, m int) error, rcq verbs.CQ) error {
+	clock := p.driver()
 	type qstate struct{ posted, done, failed int }
 	st := make([]qstate, p.NumQPs)
 	postedAt := make([][]time.Time, p.NumQPs)
@@ -487,14 +532,14 @@ func run(ctx context.Context, a *side, remote []QPInfo, p Params, res *Result, p
 				}
 			}
 		}
-		postedAt[i][m] = time.Now()
+		postedAt[i][m] = clock.Now()
 		if err := a.qps[i].PostSend([]verbs.SendWR{wr}); err != nil {
 			return err
 		}
 		st[i].posted++
 		return nil
 	}
-	start := time.Now()
+	start := clock.Now()
 	// fill posts what the QP's tx-depth and pace allow; it reports the
 	// time of the next paced message when that holds the QP back.
 	fill := func(i int, round int) (time.Time, error) {
@@ -502,7 +547,7 @@ func run(ctx context.Context, a *side, remote []QPInfo, p Params, res *Result, p
 		for s.failed == 0 && s.posted < p.MsgsPerQP && s.posted-s.done < p.TxDepth && s.posted <= round {
 			if p.Rate > 0 {
 				due := start.Add(time.Duration(float64(s.posted) * float64(p.MessageSize) * 8 / p.Rate * 1e9))
-				if time.Now().Before(due) {
+				if clock.Now().Before(due) {
 					return due, nil
 				}
 			}
@@ -550,14 +595,8 @@ func run(ctx context.Context, a *side, remote []QPInfo, p Params, res *Result, p
 			_, _ = rcq.Poll(rwcs[:])
 		}
 		if n == 0 {
-			wait := time.Millisecond
-			if !next.IsZero() {
-				wait = min(wait, max(time.Until(next), 0))
-			}
-			select {
-			case <-a.cq.Notify():
-			case <-time.After(wait):
-			case <-ctx.Done():
+			if err := clock.Wait(ctx, a.cq.Notify(), next); err != nil {
+				return err
 			}
 			continue
 		}
@@ -575,7 +614,7 @@ func run(ctx context.Context, a *side, remote []QPInfo, p Params, res *Result, p
 				}
 				s.failed++
 			} else {
-				q.MCT = append(q.MCT, time.Since(postedAt[i][m]))
+				q.MCT = append(q.MCT, clock.Now().Sub(postedAt[i][m]))
 				q.Bytes += int64(p.MessageSize)
 				s.done++
 			}

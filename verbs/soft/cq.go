@@ -5,7 +5,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/verbs"
 )
 
@@ -52,7 +51,7 @@ func (d *Device) CreateCQ(attr verbs.CQAttr) (verbs.CQ, error) {
 // it and raises EventCQErr.
 func (c *cq) push(wc *verbs.WC) {
 	if c.ts {
-		wc.Timestamp = dpdk.Nanotime()
+		wc.Timestamp = c.dev.clock()
 	}
 	c.mu.Lock()
 	if c.n == len(c.ring) {

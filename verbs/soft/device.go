@@ -21,7 +21,8 @@
 // ICRC on transmit and receive; ECN-CE to CNP with a pacer whose scope is
 // per port, per destination IP or per QP; optionally DCQCN rate control at
 // the reaction point, pacing each RC QP (package dcqcn); mlx5-named
-// counters; completion timestamps from dpdk.Nanotime. Behaviours in which
+// counters; completion timestamps from dpdk.Nanotime or the clock the caller
+// gives (Config.Clock, for virtual time). Behaviours in which
 // ConnectX generations differ come from a Profile.
 //
 // UC QPs carry SEND and WRITE over a connection without acknowledgements.
@@ -37,6 +38,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"runtime"
 	"sort"
@@ -82,6 +84,21 @@ type Config struct {
 	// Backoff paces the idle loop (default dpdk.DefaultBackoff with a
 	// 50 us longest sleep).
 	Backoff *dpdk.Backoff
+	// Clock is the device's time source in nanoseconds: the loop's time
+	// (timers, CNP pacing), completion timestamps and the DCQCN rate
+	// limiter all read it. Nil means dpdk.Nanotime. A simulation that
+	// steps the device with Poll gives it virtual time, so the device's
+	// timing is the model's and not the host's; such a clock must not be
+	// zero (zero means "unset" for the device's timers).
+	Clock func() int64
+	// Reproducible, for simulations whose traces must not change between
+	// runs: memory keys come from a generator seeded with Seed instead of
+	// crypto/rand, and regions get addresses from a per-device counter
+	// (an I/O virtual address space, as an IOMMU gives) instead of their
+	// host addresses, which differ from run to run. Keys are then
+	// guessable: for tests and twins, never for a device peers can reach.
+	Reproducible bool
+	Seed         uint64
 }
 
 // Device is a software RNIC on one port queue. It implements verbs.Device.
@@ -97,6 +114,11 @@ type Device struct {
 	owned bool // the pool is ours
 	burst int
 	bo    dpdk.Backoff
+	clock func() int64 // Config.Clock or dpdk.Nanotime
+	// Reproducible mode (under objMu): the key generator and the next
+	// region address.
+	keyRNG   *rand.Rand
+	nextIOVA uint64
 
 	maxMTU int
 
@@ -137,6 +159,7 @@ type Device struct {
 	rp         roce.Packet
 	bld        roce.Builder
 	now        int64
+	rr         int // the QP the next output pass starts with
 }
 
 var (
@@ -162,7 +185,14 @@ func NewDevice(name string, port dpdk.Port, cfg Config) (*Device, error) {
 		return nil, fmt.Errorf("%w: queue %d of %d", ErrConfig, cfg.Queue, pi.RxQueues)
 	}
 	d := &Device{name: name, port: port, queue: cfg.Queue, prof: cfg.Profile.withDefaults(), mac: cfg.MAC,
-		neigh: map[roce.GID]*neighbor{}, events: make(chan verbs.AsyncEvent, eventQueue)}
+		neigh: map[roce.GID]*neighbor{}, events: make(chan verbs.AsyncEvent, eventQueue), clock: cfg.Clock}
+	if d.clock == nil {
+		d.clock = dpdk.Nanotime
+	}
+	if cfg.Reproducible {
+		d.keyRNG = rand.New(rand.NewPCG(cfg.Seed, 0x6b657973))
+		d.nextIOVA = iovaBase
+	}
 	if d.mac.IsZero() {
 		d.mac = pi.MAC
 	}
@@ -237,8 +267,12 @@ func NewDevice(name string, port dpdk.Port, cfg Config) (*Device, error) {
 	d.maxMTU = maxMTU.Bytes()
 	d.cache = d.pool.NewCache(4 * d.burst)
 	d.rxb = make([]*dpdk.Packet, d.burst)
-	d.txq = make([]*dpdk.Packet, 4*d.burst)
-	d.txlen = make([]int, 4*d.burst)
+	txCap := 4 * d.burst
+	if d.prof.TxPipeline > 0 {
+		txCap = max(d.prof.TxPipeline, d.burst)
+	}
+	d.txq = make([]*dpdk.Packet, txCap)
+	d.txlen = make([]int, txCap)
 	d.info = verbs.DeviceInfo{Name: name, Provider: "soft", Netdev: pi.Name, NodeGUID: macToGUID(d.mac), Ports: 1,
 		MaxQP: maxQPs, MaxQPWR: maxQPWR, MaxSGE: maxSGE, MaxCQE: maxCQE, MaxMRSize: maxMRSize,
 		MaxQPRdAtom: maxRdAtomic, MaxInline: maxInline, CompletionTimestamps: true, ClockHz: 1e9}
@@ -292,7 +326,7 @@ func (d *Device) QPRate(qpn uint32) (rate float64, limited, ok bool) {
 	if q == nil || !d.prof.DCQCNRate || q.typ == verbs.QPTypeUD {
 		return 0, false, false
 	}
-	q.rp.Advance(dpdk.Nanotime())
+	q.rp.Advance(d.clock())
 	return q.rp.Rate(), q.rp.Limited(), true
 }
 
@@ -447,7 +481,7 @@ func (d *Device) Poll() bool {
 // poll is one loop iteration: receive and process a burst, flush the ACKs
 // the burst made due, run timers, let QPs transmit, transmit the burst.
 func (d *Device) poll() bool {
-	d.now = dpdk.Nanotime()
+	d.now = d.clock()
 	n := d.port.RxBurst(d.queue, d.rxb)
 	for i := 0; i < n; i++ {
 		d.input(d.rxb[i])
@@ -458,9 +492,24 @@ func (d *Device) poll() bool {
 	}
 	busy := n > 0
 	d.arpTimers()
-	for _, q := range d.active {
-		if q.output() {
-			busy = true
+	// The QPs take turns at the transmit queue, starting one further on
+	// each pass, as a NIC arbitrates between its send queues: in a fixed
+	// order the first QP would take every slot a port that paces at line
+	// rate frees, and the others would wait for it to finish (Lumina's
+	// Table 3 has three QPs' packets interleaved on one port).
+	if k := len(d.active); k > 0 {
+		d.rr++
+		if d.rr >= k {
+			d.rr = 0
+		}
+		for i := range k {
+			j := d.rr + i
+			if j >= k {
+				j -= k
+			}
+			if d.active[j].output() {
+				busy = true
+			}
 		}
 	}
 	if d.txn > 0 {
@@ -740,3 +789,48 @@ func unregister(d *Device) {
 }
 
 func init() { verbs.Register(provider{}) }
+
+// NextEvent reports the earliest time, on the device's clock, at which one
+// of its timers is due: a retransmission deadline, the end of an RNR or
+// NAK-reaction hold, a delayed NAK, a DCQCN pacing slot of a QP with
+// requests waiting, a neighbour solicitation retry. ok is false when no timer
+// runs. A discrete-event simulation that steps the device with Poll jumps
+// its virtual clock to this time when nothing else is due; a timer that is
+// already due reports a time at or before the device's last poll.
+func (d *Device) NextEvent() (t int64, ok bool) {
+	d.lockLoop()
+	defer d.unlockLoop()
+	take := func(v int64) {
+		if v != 0 && (!ok || v < t) {
+			t, ok = v, true
+		}
+	}
+	for _, q := range d.active {
+		r := &q.req
+		take(r.deadline)
+		take(r.holdUntil)
+		if r.nakPending {
+			take(r.nakAt)
+		}
+		if q.resp.ctlPending {
+			take(q.resp.ctlAt)
+		}
+		if d.prof.DCQCNRate && q.typ != verbs.QPTypeUD {
+			pending := r.next != q.sq.tail.Load()
+			if q.typ == verbs.QPTypeUC {
+				pending = q.sqCons != q.sq.tail.Load()
+			}
+			if pending {
+				take(q.rp.NextTx())
+			}
+		}
+	}
+	if d.arpPending > 0 {
+		for _, n := range d.neigh {
+			if n.state == neighIncomplete {
+				take(n.next)
+			}
+		}
+	}
+	return t, ok
+}

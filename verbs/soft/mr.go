@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"maps"
+	mrand "math/rand/v2"
 	"sync/atomic"
 	"unsafe"
 
@@ -135,6 +136,19 @@ func randomKey(live map[uint32]*mr) uint32 {
 	}
 }
 
+// iovaBase is where a reproducible device's region addresses start.
+const iovaBase = 0x7f0000000000
+
+// seededKey is randomKey from a seeded generator.
+func seededKey(r *mrand.Rand, live map[uint32]*mr) uint32 {
+	for {
+		k := r.Uint32()
+		if _, used := live[k]; k >= 256 && !used {
+			return k
+		}
+	}
+}
+
 func (d *Device) registerMR(m *mr) error {
 	d.objMu.Lock()
 	defer d.objMu.Unlock()
@@ -148,7 +162,15 @@ func (d *Device) registerMR(m *mr) error {
 	}
 	nt := make(map[uint32]*mr, len(old)+1)
 	maps.Copy(nt, old)
-	m.key = randomKey(old)
+	if d.keyRNG != nil {
+		// Reproducible: the same registrations give the same keys and
+		// addresses, run after run.
+		m.key = seededKey(d.keyRNG, old)
+		m.addr = d.nextIOVA
+		d.nextIOVA += (uint64(len(m.buf))+4095)&^4095 + 4096 // a guard page between regions
+	} else {
+		m.key = randomKey(old)
+	}
 	nt[m.key] = m
 	t.tab.Store(&nt)
 	return nil

@@ -69,6 +69,17 @@ type Profile struct {
 	// go-back-N retransmission (CX4 does it in firmware: ~150-200 us; CX5
 	// and CX6 in hardware: a few microseconds).
 	NAKReactionDelay time.Duration
+	// TxPipeline is how many built frames the NIC holds that its port has
+	// not sent yet (0: four bursts). A port that takes frames only at its
+	// line rate, as the Lumina twin's links do, keeps it full while a
+	// message lasts, and a retransmission waits behind it: the growth of
+	// the retransmission latency with message size in Lumina's Figure 10.
+	TxPipeline int
+	// NAKGenerationDelay is the responder's time from receiving an
+	// out-of-sequence packet to sending its NAK (Lumina's Figure 8: about
+	// 1.1 us at the switch for CX4, CX5 and CX6, the path to and from the
+	// switch included). Zero sends it in the same loop iteration.
+	NAKGenerationDelay time.Duration
 
 	// FaultSkipNAKedPSN breaks Go-back-N on purpose: after a NAK sequence
 	// error the requester resumes one packet after the NAKed PSN, so the
@@ -95,17 +106,41 @@ type Profile struct {
 // timeout late) and loaded hosts; Linux itself waits a second per try.
 const defaultARPInterval = 100 * time.Millisecond
 
+// The NAK timings of the presets, from Lumina's Figures 8 and 9 (20 KB and
+// 100 KB WRITEs, one packet dropped), which are measured at the switch:
+// each figure is the NIC's own time plus the path between the switch and
+// the NIC. The parameters are the NIC's share, the figure less the path of
+// the Lumina twin's links (2 x 50 ns propagation and a 1 KB frame's 88 ns
+// at 100 Gbit/s, about 0.2 us), so the twin's analyzers, reading its
+// trace as Lumina's read the switch's, find the paper's figures:
+//   - NACK generation: ~1.1 us on CX4, CX5 and CX6 (the CX4's 13 us when
+//     one of the last packets of a message is lost is not modelled);
+//   - NACK reaction: 150-200 us on CX4 (go-back-N in firmware), 3-6 us on
+//     CX5 and CX6 (in hardware; the retransmission then waits behind the
+//     frames already in the transmit pipeline).
+const (
+	nakGeneration  = 900 * time.Nanosecond
+	nakReactionCX4 = 175 * time.Microsecond
+	nakReactionCX5 = 3 * time.Microsecond
+	// txPipelineCX5 is the CX5/CX6 transmit pipeline in 1 KB frames: in
+	// Figure 10 (CX6, fifth packet of a WRITE dropped, back to back) the
+	// retransmission latency starts growing at about 50 KB, when the
+	// message outlasts the NAK's round and processing, and stops at about
+	// 120 KB, when the pipeline is full: 120 - 54 = 66 frames.
+	txPipelineCX5 = 66
+)
+
 // Named presets. The numbers are the ones Lumina measured; where a generation
 // was not measured, the next one's behaviour is used.
 var (
 	ProfileCX4 = Profile{Name: "cx4", CNPEnable: true, CNPScope: CNPPerDestIP, MinTimeBetweenCNPs: 4 * time.Microsecond,
-		NAKTriggersCNP: false, NAKReactionDelay: 150 * time.Microsecond, AckEvery: 16, MaxInflight: 1024,
+		NAKTriggersCNP: false, NAKReactionDelay: nakReactionCX4, NAKGenerationDelay: nakGeneration, AckEvery: 16, MaxInflight: 1024,
 		ARPInterval: defaultARPInterval, ARPRetries: 5}
 	ProfileCX5 = Profile{Name: "cx5", CNPEnable: true, CNPScope: CNPPerDestIP, MinTimeBetweenCNPs: 4 * time.Microsecond,
-		NAKTriggersCNP: true, NAKReactionDelay: 0, AckEvery: 16, MaxInflight: 1024,
+		NAKTriggersCNP: true, NAKReactionDelay: nakReactionCX5, NAKGenerationDelay: nakGeneration, TxPipeline: txPipelineCX5, AckEvery: 16, MaxInflight: 1024,
 		ARPInterval: defaultARPInterval, ARPRetries: 5}
 	ProfileCX6 = Profile{Name: "cx6", CNPEnable: true, CNPScope: CNPPerPort, MinTimeBetweenCNPs: 4 * time.Microsecond,
-		NAKTriggersCNP: true, NAKReactionDelay: 0, AckEvery: 16, MaxInflight: 1024,
+		NAKTriggersCNP: true, NAKReactionDelay: nakReactionCX5, NAKGenerationDelay: nakGeneration, TxPipeline: txPipelineCX5, AckEvery: 16, MaxInflight: 1024,
 		ARPInterval: defaultARPInterval, ARPRetries: 5}
 )
 

@@ -30,8 +30,14 @@ type reqState struct {
 	deadline   int64 // retransmission timer; 0 when off
 	retries    int   // consecutive retries without progress (timeouts and NAKs)
 	rnrRetries int
-	holdUntil  int64 // no transmission before (RNR wait, NAK reaction)
-	sinceAck   int   // packets since the last AckReq
+	holdUntil  int64 // no transmission before (RNR wait)
+	// A NAK sequence error the requester is still reacting to: go-back-N
+	// to nakPSN at nakAt (Profile.NAKReactionDelay); meanwhile the QP
+	// sends on, as a NIC's pipeline does before the NAK is processed.
+	nakPending bool
+	nakAt      int64
+	nakPSN     uint32
+	sinceAck   int // packets since the last AckReq
 	retired    uint64
 
 	impliedSet bool
@@ -103,6 +109,15 @@ func (q *qp) rcOutput() bool {
 		if st := verbs.QPState(q.state.Load()); st != verbs.QPSRTS && st != verbs.QPSSQD {
 			return did
 		}
+	}
+	if r.nakPending && d.now >= r.nakAt {
+		r.nakPending = false
+		// Unless a timeout went back further meanwhile, or the PSN was
+		// acknowledged.
+		if roce.ComparePSN(r.nakPSN, r.una) >= 0 && roce.ComparePSN(r.nakPSN, r.psn) < 0 {
+			q.rewind(r.nakPSN)
+		}
+		did = true
 	}
 	if r.holdUntil != 0 {
 		if d.now < r.holdUntil {
@@ -300,6 +315,7 @@ func (q *qp) timeout() {
 	d := q.dev
 	r := &q.req
 	r.deadline = 0
+	r.nakPending = false // the timeout goes back to the oldest unacknowledged PSN
 	if r.head == r.started || r.una == r.sentEnd {
 		return
 	}
@@ -475,13 +491,18 @@ func (q *qp) requesterInput(frame []byte, p *roce.Packet) {
 					return
 				}
 				r.retries++
+				to := psn
 				if d.prof.FaultSkipNAKedPSN {
-					q.rewind(roce.AddPSN(psn, 1))
-				} else {
-					q.rewind(psn)
+					to = roce.AddPSN(psn, 1)
 				}
 				if dl := int64(d.prof.NAKReactionDelay); dl > 0 {
-					r.holdUntil = d.now + dl
+					// The retransmission starts when the NIC has processed
+					// the NAK; the frames it sends meanwhile, and those
+					// already in its transmit pipeline, go out before it
+					// (Lumina §6.2: retransmissions cannot preempt them).
+					r.nakPending, r.nakAt, r.nakPSN = true, d.now+dl, to
+				} else {
+					q.rewind(to)
 				}
 			case roce.NAKRemoteAccessError:
 				q.fail(&sq.slots[r.head&sq.mask], verbs.WCRemAccessErr, uint32(syn))

@@ -31,6 +31,7 @@ type respState struct {
 	ctlPending bool // a NAK or RNR NAK waits behind queued responses
 	ctlSyn     roce.Syndrome
 	ctlPSN     uint32
+	ctlAt      int64 // a delayed NAK sequence error goes at this time
 
 	res            []rdRes
 	resSeq, outSeq uint64
@@ -85,6 +86,9 @@ func (q *qp) responderInput(frame []byte, p *roce.Packet) {
 			d.cnt.inc(CntOutOfSequence)
 			r.nakSent = true
 			q.queueCtl(roce.NAKSyndrome(roce.NAKPSNSequenceError), r.epsn)
+			if dl := int64(d.prof.NAKGenerationDelay); dl > 0 {
+				r.ctlAt = d.now + dl
+			}
 			if d.prof.NAKTriggersCNP && d.prof.CNPEnable {
 				d.sendCNP(q, frame, p)
 			}
@@ -394,7 +398,7 @@ func (q *qp) queueCtl(syn roce.Syndrome, psn uint32) {
 	if r.ctlPending && r.ctlSyn.IsNAK() && r.ctlSyn.NAKCode() != roce.NAKPSNSequenceError {
 		return
 	}
-	r.ctlPending, r.ctlSyn, r.ctlPSN = true, syn, psn
+	r.ctlPending, r.ctlSyn, r.ctlPSN, r.ctlAt = true, syn, psn, 0
 	r.ackPending = false
 	if syn.IsRNRNAK() || (syn.IsNAK() && syn.NAKCode() != roce.NAKPSNSequenceError) {
 		r.nakSent = true
@@ -471,8 +475,11 @@ func (q *qp) respOutput() bool {
 		return did
 	}
 	if r.ctlPending {
+		if r.ctlAt != 0 && d.now < r.ctlAt {
+			return did // the NIC is still generating the NAK
+		}
 		if q.sendCtl(r.ctlSyn, r.ctlPSN) {
-			r.ctlPending = false
+			r.ctlPending, r.ctlAt = false, 0
 			did = true
 		}
 	} else if r.ackPending {
