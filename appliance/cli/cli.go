@@ -148,13 +148,17 @@ func dispatch(ctx context.Context, env *Env, cmds []*Command, path string, args 
 	fs := flag.NewFlagSet(path, flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
 	runFn := c.Flags(fs)
-	fs.Usage = func() { printCommandUsage(env.Stderr, path, c, fs) }
+	// The usage is printed here, once: to stdout for --help (as the tools
+	// users know do, so `--help | less` works), to stderr after the flag
+	// package's error. Printed from fs.Usage too, --help went to both.
+	fs.Usage = func() {}
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printCommandUsage(env.Stdout, path, c, fs)
 			return 0
 		}
+		printCommandUsage(env.Stderr, path, c, fs)
 		return 2
 	}
 	if err := runFn(ctx, env, pos); err != nil {

@@ -152,3 +152,22 @@ func TestVerbsDevices(t *testing.T) {
 		t.Fatalf("verbs devices --json: %d %q", code, out)
 	}
 }
+
+// TestHelpOnce: a command's --help is printed once, to stdout, and a bad
+// flag prints its error and the usage to stderr only (the flag package
+// printed the usage to stderr as well as the --help to stdout, so `2>&1`
+// showed it twice and docs/commands held every page twice).
+func TestHelpOnce(t *testing.T) {
+	for _, path := range [][]string{{"lumina", "run"}, {"dump"}, {"dta", "collect"}, {"pcap", "info"}} {
+		name := "appliance " + strings.Join(path, " ")
+		code, out, errOut := runCLI(t, append(path, "--help")...)
+		if code != 0 || strings.Count(out, "Usage: "+name) != 1 || errOut != "" {
+			t.Errorf("%s --help: %d, usage %d times on stdout, stderr %q", name, code, strings.Count(out, "Usage: "), errOut)
+		}
+		code, out, errOut = runCLI(t, append(path, "--no-such-flag")...)
+		if code != 2 || out != "" || !strings.Contains(errOut, "flag provided but not defined: -no-such-flag") ||
+			strings.Count(errOut, "Usage: "+name) != 1 {
+			t.Errorf("%s --no-such-flag: %d, stdout %q, stderr %q", name, code, out, errOut)
+		}
+	}
+}
