@@ -63,7 +63,10 @@ type ReporterConfig struct {
 	// HighOnly numbers (makes retransmittable) only the high-priority
 	// reports, as the DTA paper has it: reporters keep the critical
 	// reports for resending, and the rest may be dropped under
-	// congestion. Needs Retransmittable.
+	// congestion. Needs Retransmittable. A full window then holds back
+	// the high-priority reports alone (up to Window of them wait, in
+	// order, for room); the low-priority ones go on at the rate, as a
+	// switch's telemetry does not stop for its retransmission buffer.
 	HighOnly bool
 	// Loss drops this share of reports before they leave (the first
 	// transmission only), to exercise the translator's NACKs.
@@ -75,6 +78,12 @@ type ReporterConfig struct {
 	Count uint64
 	Seed  uint64
 	Burst int
+	// CatchUp is how far behind its schedule a paced reporter may fall
+	// and still make up for it with a burst (default 10 ms, the Go
+	// scheduler's preemption quantum: a goroutine woken from its sleep
+	// on a host whose cores are all busy may wait that long for one). A
+	// longer stall (a full window, a paused port) is not made up for.
+	CatchUp time.Duration
 }
 
 // Window is how many reports a reporter keeps for resending: half the
@@ -96,10 +105,20 @@ type ReporterStats struct {
 	// had the rate halved.
 	SentHigh   uint64 `json:"sent_high"`
 	SentSlowed uint64 `json:"sent_slowed"`
-	TxDropped  uint64 `json:"tx_dropped"`
+	// Held counts the high-priority reports (HighOnly) that waited for
+	// room in the window while low-priority ones went on; WindowWaitNs
+	// is how long the whole reporter waited for a full window (every
+	// report, or with HighOnly a full hold as well).
+	Held         uint64 `json:"held"`
+	WindowWaitNs int64  `json:"window_wait_ns"`
+	// SendingNs is how long the reports took to go out, first
+	// transmissions only: ElapsedNs less the lingering for the last
+	// ACKs and NACKs.
+	SendingNs int64  `json:"sending_ns"`
+	TxDropped uint64 `json:"tx_dropped"`
 	// Unacknowledged is how many reports the translator had not
-	// acknowledged when Run returned: if it did not take them, they
-	// are lost.
+	// acknowledged when Run returned (with those still held, never
+	// sent): if it did not take them, they are lost.
 	Unacknowledged uint64 `json:"unacknowledged"`
 	ElapsedNs      int64  `json:"elapsed_ns"`
 }
@@ -142,6 +161,13 @@ type Reporter struct {
 	// keptDSCP is each kept report's priority.
 	keptDSCP [256]uint8
 	oldest   uint8 // oldest sequence not yet ACKed
+	// held are the high-priority reports waiting for room in the window
+	// (HighOnly), encoded without their sequence number, oldest first.
+	held     [Window][maxQueued]byte
+	heldLen  [Window]uint16
+	heldHead int
+	heldN    int
+	parsedRp dtawire.Report // a held report, parsed back to be numbered
 	frame    [2048]byte
 	tx       []*dpdk.Packet
 	rx       []*dpdk.Packet
@@ -207,6 +233,11 @@ func NewReporter(cfg ReporterConfig, port dpdk.Port, pool *dpdk.Pool) (*Reporter
 	if cfg.Burst <= 0 {
 		cfg.Burst = 32
 	}
+	if cfg.CatchUp <= 0 {
+		// With 1 ms, reporters on a loaded two-core machine sent a
+		// sixth under their rate (the lab's dta-flow row).
+		cfg.CatchUp = 10 * time.Millisecond
+	}
 	r := &Reporter{cfg: cfg, port: port, pool: pool, rng: rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.ID))),
 		total: m.KeyWrite + m.Append + m.KeyIncrement + m.Postcarder,
 		tx:    make([]*dpdk.Packet, 0, cfg.Burst), rx: make([]*dpdk.Packet, cfg.Burst),
@@ -241,6 +272,9 @@ func (r *Reporter) Run(ctx context.Context, linger time.Duration) error {
 	// A flow's postcards go out together: the last flow is finished.
 	for ctx.Err() == nil && (r.cfg.Count == 0 || r.Stats.Sent < r.cfg.Count || r.hop > 0) {
 		r.receive()
+		if err := r.release(); err != nil {
+			return err
+		}
 		r.now = time.Since(start).Nanoseconds()
 		now := float64(r.now)
 		if r.cfg.Rate > 0 {
@@ -255,7 +289,7 @@ func (r *Reporter) Run(ctx context.Context, linger time.Duration) error {
 			if int64(now) < r.slow {
 				gap *= 2
 			}
-			next = max(next+gap, now-1e6) // no catch-up burst after a stall
+			next = max(next+gap, now-float64(r.cfg.CatchUp))
 		}
 		if err := r.one(); err != nil {
 			return err
@@ -267,19 +301,24 @@ func (r *Reporter) Run(ctx context.Context, linger time.Duration) error {
 		}
 	}
 	r.flush()
+	r.Stats.SendingNs = time.Since(start).Nanoseconds()
 	// Linger for NACKs, and resend a tail no ACK has covered: lost last
-	// reports leave the translator no gap to see.
+	// reports leave the translator no gap to see. Held reports go out as
+	// the window opens.
 	defer func() {
 		if r.cfg.Retransmittable {
-			r.Stats.Unacknowledged = uint64(uint8(r.seq - r.oldest))
+			r.Stats.Unacknowledged = uint64(uint8(r.seq-r.oldest)) + uint64(r.heldN)
 		}
 	}()
 	for deadline := time.Now().Add(linger); time.Now().Before(deadline) && ctx.Err() == nil; {
-		if r.cfg.Retransmittable && r.seq == r.oldest {
+		if r.cfg.Retransmittable && r.seq == r.oldest && r.heldN == 0 {
 			break // the translator took every report
 		}
 		if r.receive() == 0 {
 			time.Sleep(100 * time.Microsecond)
+		}
+		if err := r.release(); err != nil {
+			return err
 		}
 		if r.cfg.Retransmittable && r.seq != r.oldest && time.Since(r.lastAck) > RetransmitTimeout &&
 			time.Since(r.lastResend) > RetransmitTimeout {
@@ -384,7 +423,8 @@ func (r *Reporter) postcard() dtawire.Report {
 }
 
 // send encodes a report, keeps it when retransmittable, and transmits it
-// unless Loss drops it.
+// unless Loss drops it; with HighOnly, a high-priority report that finds
+// the window full (or others held before it) is held until there is room.
 func (r *Reporter) send(rep *dtawire.Report) error {
 	var dscp uint8
 	if r.cfg.HighShare > 0 && r.rng.Float64() < r.cfg.HighShare {
@@ -395,19 +435,18 @@ func (r *Reporter) send(rep *dtawire.Report) error {
 	// nobody asks for it again.
 	numbered := r.cfg.Retransmittable && (!r.cfg.HighOnly || dscp == HighDSCP)
 	rep.Retransmittable = numbered
-	if numbered {
-		rep.Seq = r.seq
+	var err error
+	switch {
+	case numbered && r.cfg.HighOnly && (r.heldN > 0 || uint8(r.seq-r.oldest) >= Window):
+		err = r.hold(rep)
+	case numbered:
 		r.waitWindow()
+		err = r.emit(rep, dscp)
+	default:
+		err = r.emit(rep, dscp)
 	}
-	n, err := r.cfg.Format.Encode(r.kept[r.seq][:], rep)
 	if err != nil {
 		return err
-	}
-	r.keptLen[r.seq] = uint16(n)
-	r.keptDSCP[r.seq] = dscp
-	payload := r.kept[r.seq][:n]
-	if numbered {
-		r.seq++
 	}
 	r.Stats.Sent++
 	r.Stats.ByOpcode[rep.Opcode]++
@@ -423,11 +462,71 @@ func (r *Reporter) send(rep *dtawire.Report) error {
 	if r.now < r.slow {
 		r.Stats.SentSlowed++
 	}
+	return nil
+}
+
+// emit encodes a report (numbered with the next sequence when it is
+// retransmittable), keeps it, and transmits it unless Loss drops it.
+func (r *Reporter) emit(rep *dtawire.Report, dscp uint8) error {
+	if rep.Retransmittable {
+		rep.Seq = r.seq
+	}
+	n, err := r.cfg.Format.Encode(r.kept[r.seq][:], rep)
+	if err != nil {
+		return err
+	}
+	r.keptLen[r.seq] = uint16(n)
+	r.keptDSCP[r.seq] = dscp
+	payload := r.kept[r.seq][:n]
+	if rep.Retransmittable {
+		r.seq++
+	}
 	if r.cfg.Loss > 0 && r.rng.Float64() < r.cfg.Loss {
 		r.Stats.Lost++
 		return nil
 	}
 	r.transmit(payload, dscp)
+	return nil
+}
+
+// hold keeps a high-priority report until the window has room for it,
+// behind those already held; with Window of them held, it waits for
+// room (the reporter's buffer is full: everything waits).
+func (r *Reporter) hold(rep *dtawire.Report) error {
+	if r.heldN == Window {
+		r.waitWindow()
+		if err := r.release(); err != nil {
+			return err
+		}
+	}
+	i := (r.heldHead + r.heldN) % Window
+	n, err := r.cfg.Format.Encode(r.held[i][:], rep)
+	if err != nil {
+		return err
+	}
+	r.heldLen[i] = uint16(n)
+	r.heldN++
+	r.Stats.Held++
+	return nil
+}
+
+// release numbers and sends the held reports, oldest first, while the
+// window has room.
+func (r *Reporter) release() error {
+	for r.heldN > 0 && uint8(r.seq-r.oldest) < Window {
+		h := r.held[r.heldHead][:r.heldLen[r.heldHead]]
+		if err := r.cfg.Format.Parse(h, &r.parsedRp); err != nil {
+			return err
+		}
+		r.parsedRp.Retransmittable = true
+		// Encoded into the kept slot, which does not overlap the held
+		// bytes the parsed report points into.
+		if err := r.emit(&r.parsedRp, HighDSCP); err != nil {
+			return err
+		}
+		r.heldHead = (r.heldHead + 1) % Window
+		r.heldN--
+	}
 	return nil
 }
 
@@ -448,6 +547,7 @@ func (r *Reporter) waitWindow() {
 	}
 	r.flush()
 	start := time.Now()
+	defer func() { r.Stats.WindowWaitNs += time.Since(start).Nanoseconds() }()
 	for uint8(r.seq-r.oldest) >= Window {
 		if r.receive() == 0 {
 			time.Sleep(20 * time.Microsecond)
