@@ -185,9 +185,14 @@ type Reporter struct {
 	// resend started from.
 	lastAck, lastResend time.Time
 	resentFrom          uint8
-	// rto is the retransmission timeout: RetransmitTimeout, doubled by
-	// every timeout that goes unanswered up to MaxRetransmitTimeout.
-	rto time.Duration
+	// rto is the retransmission timeout: from the round trips measured
+	// (srtt, rttvar), doubled by every timeout that goes unanswered up
+	// to MaxRetransmitTimeout. sentAt is when each kept report first went
+	// out, resent whether it was sent again since (its ACK then times
+	// no round trip: Karn's rule).
+	rto, srtt, rttvar time.Duration
+	sentAt            [256]time.Time
+	resent            [256]bool
 
 	flow     uint32 // Postcarder: the flow being reported and its next hop
 	hop      int
@@ -489,6 +494,7 @@ func (r *Reporter) emit(rep *dtawire.Report, dscp uint8) error {
 	r.keptDSCP[r.seq] = dscp
 	payload := r.kept[r.seq][:n]
 	if rep.Retransmittable {
+		r.sentAt[r.seq], r.resent[r.seq] = time.Now(), false
 		r.seq++
 	}
 	if r.cfg.Loss > 0 && r.rng.Float64() < r.cfg.Loss {
@@ -544,19 +550,46 @@ func (r *Reporter) release() error {
 // translator's default threshold).
 const HighDSCP = 46
 
-// RetransmitTimeout is how long a reporter waits for an ACK before it
-// resends its unacknowledged reports; each resend that goes unanswered
-// doubles the wait, up to MaxRetransmitTimeout, and an ACK or a NACK
-// brings it back. Without the backoff a translator behind its reports (a
-// busy host, a paused port) got a window of resends every 5 ms, queued
-// in front of what it had to answer: under the race detector on a loaded
-// machine TestServiceBackpressure's reporter resent 1.4 million reports
-// for 8000, waited more than a second for an ACK, gave up its oldest
-// reports, and never had the rest acknowledged.
+// RetransmitTimeout is how long a reporter waits at least for an ACK
+// before it resends its unacknowledged reports. Longer round trips
+// lengthen the wait, as TCP's (RFC 6298: the smoothed round trip plus
+// four times its variation, from ACKs of reports sent once), each resend
+// that goes unanswered doubles it up to MaxRetransmitTimeout, and an ACK
+// or a NACK brings it back. With a fixed 5 ms a translator behind its
+// reports (a busy host, a paused port) got a window of resends every
+// 5 ms, queued in front of what it had to answer: under the race
+// detector on a loaded machine TestServiceBackpressure's reporter resent
+// 1.4 million reports for 8000, waited more than a second for an ACK,
+// gave up its oldest reports, and never had the rest acknowledged.
 const (
 	RetransmitTimeout    = 5 * time.Millisecond
-	MaxRetransmitTimeout = 200 * time.Millisecond
+	MaxRetransmitTimeout = 500 * time.Millisecond
 )
+
+// baseRTO is the retransmission timeout the round trips measured call
+// for, without backoff.
+func (r *Reporter) baseRTO() time.Duration {
+	return min(max(RetransmitTimeout, r.srtt+4*r.rttvar), MaxRetransmitTimeout)
+}
+
+// sampleRTT takes the round trip of the report an ACK names, unless it
+// was resent.
+func (r *Reporter) sampleRTT(seq uint8) {
+	if r.resent[seq] || r.sentAt[seq].IsZero() {
+		return
+	}
+	rtt := time.Since(r.sentAt[seq])
+	if r.srtt == 0 {
+		r.srtt, r.rttvar = rtt, rtt/2
+		return
+	}
+	d := r.srtt - rtt
+	if d < 0 {
+		d = -d
+	}
+	r.rttvar = (3*r.rttvar + d) / 4
+	r.srtt = (7*r.srtt + rtt) / 8
+}
 
 // timedOut: nothing acknowledged and nothing resent for the current
 // retransmission timeout.
@@ -571,8 +604,12 @@ func (r *Reporter) resendOnTimeout() {
 	r.rto = min(2*r.rto, MaxRetransmitTimeout)
 }
 
+// giveUpAfter is how long a full window waits for an ACK before its
+// oldest report is given up: four of the longest retransmission timeouts.
+const giveUpAfter = 4 * MaxRetransmitTimeout
+
 // waitWindow holds the next report while Window reports await their ACK,
-// resending them on timeout; after a second without an ACK, the oldest
+// resending them on timeout; after giveUpAfter without an ACK, the oldest
 // is given up (counted when a NACK asks for it).
 func (r *Reporter) waitWindow() {
 	if uint8(r.seq-r.oldest) < Window {
@@ -586,7 +623,7 @@ func (r *Reporter) waitWindow() {
 			time.Sleep(20 * time.Microsecond)
 		}
 		switch waited := time.Since(start); {
-		case waited > time.Second:
+		case waited > giveUpAfter:
 			r.oldest = r.seq - Window + 1
 		case r.timedOut():
 			r.resendOnTimeout()
@@ -601,6 +638,7 @@ func (r *Reporter) resend(seq uint8) {
 		// report resent as low would be dropped under the congestion
 		// that may have lost it.
 		r.transmit(r.kept[s][:r.keptLen[s]], r.keptDSCP[s])
+		r.resent[s] = true
 		r.Stats.Resent++
 	}
 	r.flush()
@@ -706,13 +744,14 @@ func (r *Reporter) answer(a dtawire.Ack) {
 			return
 		}
 		r.oldest = a.Seq
-		r.lastAck, r.rto = time.Now(), RetransmitTimeout
+		r.lastAck, r.rto = time.Now(), r.baseRTO()
 		r.resend(a.Seq)
 	default:
 		r.Stats.ACKs++
 		if r.cfg.Retransmittable && uint8(a.Seq-r.oldest) < uint8(r.seq-r.oldest) {
+			r.sampleRTT(a.Seq)
 			r.oldest = a.Seq + 1
-			r.lastAck, r.rto = time.Now(), RetransmitTimeout
+			r.lastAck, r.rto = time.Now(), r.baseRTO()
 		}
 	}
 }

@@ -243,3 +243,29 @@ func TestReporterBackoff(t *testing.T) {
 		t.Fatalf("after the ACK: timeout %v, %d unacknowledged", r.rto, uint8(r.seq-r.oldest))
 	}
 }
+
+// TestReporterRTT: the retransmission timeout follows the round trips the
+// ACKs of reports sent once measure (a translator 30 ms away is not sent
+// a window every 5 ms).
+func TestReporterRTT(t *testing.T) {
+	l := newReporterLink(t, fmt.Sprintf("rtt%p", t))
+	cfg := l.config()
+	cfg.Count, cfg.Retransmittable = 10, true
+	cfg.Mix.Append, cfg.Lists = 1, []uint32{1}
+	r, err := NewReporter(cfg, l.near, l.pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Run(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(30 * time.Millisecond)
+	l.ack(dtawire.Ack{Seq: 9})
+	for r.Stats.ACKs == 0 {
+		r.receive()
+	}
+	// A first round trip R of at least 30 ms: R + 4 R/2.
+	if r.srtt < 30*time.Millisecond || r.rto < 90*time.Millisecond || r.timedOut() {
+		t.Fatalf("round trip %v, timeout %v", r.srtt, r.rto)
+	}
+}
