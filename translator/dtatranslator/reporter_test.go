@@ -183,12 +183,11 @@ finished:
 	}
 }
 
-// TestReporterNACKInFlight: the translator repeats a NACK while its gap
-// stands; a resend from that number already on its way is not sent
-// again (each repeat used to resend the window, on a loaded host every
-// millisecond).
-func TestReporterNACKInFlight(t *testing.T) {
-	l := newReporterLink(t, fmt.Sprintf("nif%p", t))
+// sendTen runs a reporter of ten numbered Append reports on a link of
+// its own, lingering that long for their ACKs (none comes unless the test
+// sends it).
+func sendTen(t *testing.T, name string, linger time.Duration) (*reporterLink, *Reporter) {
+	l := newReporterLink(t, fmt.Sprintf("%s%p", name, t))
 	cfg := l.config()
 	cfg.Count, cfg.Retransmittable = 10, true
 	cfg.Mix.Append, cfg.Lists = 1, []uint32{1}
@@ -196,15 +195,31 @@ func TestReporterNACKInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Run(context.Background(), 0); err != nil {
+	if err := r.Run(context.Background(), linger); err != nil {
 		t.Fatal(err)
 	}
-	// Reports 0..9 are out, none acknowledged; two NACKs for 3 arrive
-	// together, then an ACK of everything.
-	l.ack(dtawire.Ack{Seq: 3, NACK: true}, dtawire.Ack{Seq: 3, NACK: true})
-	for r.Stats.NACKs < 2 {
+	return l, r
+}
+
+// answer sends the reporter the translator's answers and has it read
+// them all.
+func (l *reporterLink) answer(r *Reporter, as ...dtawire.Ack) {
+	before := r.Stats.ACKs + r.Stats.NACKs
+	l.ack(as...)
+	for r.Stats.ACKs+r.Stats.NACKs < before+uint64(len(as)) {
 		r.receive()
 	}
+}
+
+// TestReporterNACKInFlight: the translator repeats a NACK while its gap
+// stands; a resend from that number already on its way is not sent
+// again (each repeat used to resend the window, on a loaded host every
+// millisecond).
+func TestReporterNACKInFlight(t *testing.T) {
+	l, r := sendTen(t, "nif", 0)
+	// Reports 0..9 are out, none acknowledged; two NACKs for 3 arrive
+	// together.
+	l.answer(r, dtawire.Ack{Seq: 3, NACK: true}, dtawire.Ack{Seq: 3, NACK: true})
 	if r.Stats.NACKsInFlight != 1 || r.Stats.Resent != 7 {
 		t.Fatalf("two NACKs for 3: %d not acted on (want 1), %d resent (want 7, reports 3..9 once)", r.Stats.NACKsInFlight, r.Stats.Resent)
 	}
@@ -215,19 +230,9 @@ func TestReporterNACKInFlight(t *testing.T) {
 // not sent a window every RetransmitTimeout; an ACK brings the timeout
 // back.
 func TestReporterBackoff(t *testing.T) {
-	l := newReporterLink(t, fmt.Sprintf("bo%p", t))
-	cfg := l.config()
-	cfg.Count, cfg.Retransmittable = 10, true
-	cfg.Mix.Append, cfg.Lists = 1, []uint32{1}
-	r, err := NewReporter(cfg, l.near, l.pool)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// 400 ms unanswered: 5+10+20+40+80+160 ms make at most 6 timeouts
 	// (a slow host makes fewer); a fixed 5 ms would make about 80.
-	if err := r.Run(context.Background(), 400*time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
+	l, r := sendTen(t, "bo", 400*time.Millisecond)
 	st := r.Stats
 	if st.Timeouts == 0 || st.Timeouts > 6 || st.Resent != 10*st.Timeouts || st.Unacknowledged != 10 {
 		t.Fatalf("timeouts %d (want 1..6), resent %d (10 each), unacknowledged %d", st.Timeouts, st.Resent, st.Unacknowledged)
@@ -235,10 +240,8 @@ func TestReporterBackoff(t *testing.T) {
 	if r.rto <= RetransmitTimeout {
 		t.Fatalf("timeout %v after %d unanswered resends", r.rto, st.Timeouts)
 	}
-	l.ack(dtawire.Ack{Seq: 9})
-	for r.Stats.ACKs == 0 {
-		r.receive()
-	}
+	// Every report was resent: its ACK times no round trip.
+	l.answer(r, dtawire.Ack{Seq: 9})
 	if r.rto != RetransmitTimeout || r.oldest != r.seq {
 		t.Fatalf("after the ACK: timeout %v, %d unacknowledged", r.rto, uint8(r.seq-r.oldest))
 	}
@@ -248,22 +251,9 @@ func TestReporterBackoff(t *testing.T) {
 // ACKs of reports sent once measure (a translator 30 ms away is not sent
 // a window every 5 ms).
 func TestReporterRTT(t *testing.T) {
-	l := newReporterLink(t, fmt.Sprintf("rtt%p", t))
-	cfg := l.config()
-	cfg.Count, cfg.Retransmittable = 10, true
-	cfg.Mix.Append, cfg.Lists = 1, []uint32{1}
-	r, err := NewReporter(cfg, l.near, l.pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Run(context.Background(), 0); err != nil {
-		t.Fatal(err)
-	}
+	l, r := sendTen(t, "rtt", 0)
 	time.Sleep(30 * time.Millisecond)
-	l.ack(dtawire.Ack{Seq: 9})
-	for r.Stats.ACKs == 0 {
-		r.receive()
-	}
+	l.answer(r, dtawire.Ack{Seq: 9})
 	// A first round trip R of at least 30 ms: R + 4 R/2.
 	if r.srtt < 30*time.Millisecond || r.rto < 90*time.Millisecond || r.timedOut() {
 		t.Fatalf("round trip %v, timeout %v", r.srtt, r.rto)
