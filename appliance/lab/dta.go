@@ -184,7 +184,7 @@ type dtaStage struct {
 	v            DTASpec
 	flow         *DTAFlowSpec // nil: the lossless run
 	lossy        []*lossyPort // the reporters' links, under flow
-	tap          *offerTap    // the translator's port, under flow
+	tap          *offerTap    // the switch's port toward the translator, under flow
 	name         string
 	ctx          context.Context
 	cancel       context.CancelFunc
