@@ -19,8 +19,10 @@ var dtaReportCmd = &Command{
 	Usage:   "--port DRIVER:DEV --ip IP --translator IP [flags]",
 	Long: `Sends DTA reports (UDP 40041 -> 40040, the public generators' ports and 3-byte base
 header) to a translator from a packet port, as a switch would, and handles the
-translator's ACKs, NACKs (go-back-N resend from the NACKed number, 128 reports kept) and
-congestion notices (the rate halves for 10 ms).
+translator's ACKs, NACKs (go-back-N resend from the NACKed number, 128 reports kept; a NACK
+repeated within 5 ms of a resend from its number is not acted on) and congestion notices
+(the rate halves for 10 ms). Without an ACK the window is resent after 5 ms, the wait
+doubling up to 200 ms while resends go unanswered.
 
 --mix weighs the primitives, e.g. keywrite=4,append=2,keyincrement=1,postcarder=1;
 postcarder sends each flow's --hops postcards in a row. --sketch ID:KIND:COLUMNSxROWS:REPORTERS
@@ -29,7 +31,8 @@ it as Sketch-Merge reports every --sketch-epoch reports and at the end. --loss d
 of first transmissions on purpose, to exercise NACKs; --high-share sends that share with
 DSCP 46 (high priority at the translator); --high-only with --retransmittable numbers and
 keeps only those, as the DTA paper's reporters do (the low-priority rest is the translator's
-to drop under congestion).
+to drop under congestion); a full window then holds back the high-priority reports alone, in
+order, and the low-priority ones go on at the rate.
 
 Example:
   appliance dta report --port afpacket:veth1 --ip 10.9.0.2 --translator 10.9.0.100 \

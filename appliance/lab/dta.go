@@ -49,7 +49,10 @@ type DTASpec struct {
 
 // DTAFlowSpec is the dta-flow run: the reporters' links lose LinkLoss of
 // their frames (both ways), the translator meters its RDMA generation at
-// Meter packets a second, and the reporters offer Overload times that.
+// Meter packets a second, and the translator must be offered at least 90%
+// of Overload times that in new reports, measured where the switch hands
+// them to its link (the reporters are set to twice Overload: the
+// congestion notices halve their rate).
 // HighShare of the reports are high priority and retransmittable (the
 // reporters keep those alone); the rest are low priority, unnumbered,
 // dropped by the translator over the meter. High-priority reports must
@@ -181,6 +184,7 @@ type dtaStage struct {
 	v            DTASpec
 	flow         *DTAFlowSpec // nil: the lossless run
 	lossy        []*lossyPort // the reporters' links, under flow
+	tap          *offerTap    // the switch's port toward the translator, under flow
 	name         string
 	ctx          context.Context
 	cancel       context.CancelFunc
@@ -229,6 +233,8 @@ func (s *dtaStage) openLinks() error {
 	s.undo = append(s.undo, closeLinks)
 	s.trPort, s.collPort, s.repPorts, s.switched = near[0], near[1], near[2:], far
 	if f := s.flow; f != nil {
+		s.tap = &offerTap{Port: far[0]}
+		s.switched[0] = s.tap
 		// The reporters' links lose frames, both ways, at the switch's
 		// end; the translator's and the collector's stay lossless.
 		for i := 2; i < len(far); i++ {
@@ -306,7 +312,11 @@ func (s *dtaStage) startTranslator() error {
 	// would be written incomplete, which the check counts apart.
 	yml := fmt.Appendf(nil, "name: lab-translator\nip: %s\nflush-timeout: 20ms\ncollectors:\n  - name: lab-collector\n    exchange: %s\n", s.trIP, s.exchange)
 	if f := s.flow; f != nil {
-		yml = fmt.Appendf(yml, "flow-control: {rate: %g, burst: 256, high-dscp: %d}\n", f.Meter, dtatranslator.HighDSCP)
+		// The bucket holds 25 ms of the rate (256 packets at least):
+		// the lab's goroutines share a few cores, and a translator kept
+		// off its core for milliseconds would otherwise lose the tokens
+		// of that time while its reports wait in the rings.
+		yml = fmt.Appendf(yml, "flow-control: {rate: %g, burst: %d, high-dscp: %d}\n", f.Meter, max(256, int(f.Meter/40)), dtatranslator.HighDSCP)
 	}
 	ts, err := dtatranslator.DecodeSpec("<lab dta translator>", yml)
 	if err != nil {
@@ -343,12 +353,20 @@ func (s *dtaStage) newReporters() error {
 			Retransmittable: true, Loss: v.Loss, Count: uint64(v.Reports), Rate: v.Rate, Seed: uint64(i + 1)}
 		rc.Mix.KeyWrite, rc.Mix.Append, rc.Mix.KeyIncrement, rc.Mix.Postcarder = 3, 2, 2, 1
 		if f := s.flow; f != nil {
-			// Overload times the meter's rate in RDMA packets: a report
-			// costs N packets (Key-Write, Key-Increment) or one.
-			n := float64(v.Redundancy)
-			cost := (3*n + 2 + 2*n + 1) / 8
-			rc.Rate = f.Overload * f.Meter / cost / float64(v.Reporters)
+			// Overload times the meter's rate in RDMA packets (a report
+			// of the mix costs N packets, Key-Write and Key-Increment, or
+			// one; the sketch's columns at the end one each), twice:
+			// under overload the congestion notices keep the reporters
+			// at half their rate, where they still offer it.
+			n, cols := float64(v.Redundancy), float64(sk.Columns)
+			cost := (float64(f.Reports)*(3*n+2+2*n+1)/8 + cols) / (float64(f.Reports) + cols)
+			rc.Rate = 2 * f.Overload * f.Meter / cost / float64(v.Reporters)
 			rc.Count, rc.Loss, rc.HighShare, rc.HighOnly = uint64(f.Reports), 0, f.HighShare, true
+			// The lab's goroutines share a few busy cores, where a
+			// reporter may wait a hundred milliseconds for one; a
+			// switch does not, so the reporters make up for such a wait
+			// and keep to their rate on average.
+			rc.CatchUp = time.Second
 		}
 		var err error
 		if s.reps[i], err = dtatranslator.NewReporter(rc, s.repPorts[i], s.pool); err != nil {
@@ -369,6 +387,9 @@ func (s *dtaStage) newReporters() error {
 // how long that took and the translator's status then.
 func (s *dtaStage) runReporters() (time.Duration, dtatranslator.Status, error) {
 	t0 := time.Now()
+	if s.tap != nil {
+		s.tap.begin()
+	}
 	errs := make([]error, len(s.reps))
 	var rwg sync.WaitGroup
 	for i, r := range s.reps {

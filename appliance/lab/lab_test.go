@@ -311,7 +311,14 @@ func TestDTAFlowStage(t *testing.T) {
 	s := onlySpec(t)
 	s.DTA.Enabled = true
 	s.DTA.Reports = 100 // the lossless row, quickly
-	s.DTA.FlowControl.Reports = 5000
+	// A meter the reporters overload twice on a loaded two-core machine
+	// (the default spec's 10000 packets/s needs about 12000 reports/s),
+	// lower again under the race detector, with the reports for about
+	// two seconds.
+	s.DTA.FlowControl.Meter, s.DTA.FlowControl.Reports = 2000, 2000
+	if raceEnabled {
+		s.DTA.FlowControl.Meter, s.DTA.FlowControl.Reports = 1000, 1000
+	}
 	l := &Lab{Spec: s, OutDir: t.TempDir()}
 	rep, err := l.Run(context.Background())
 	if err != nil {
@@ -325,7 +332,7 @@ func TestDTAFlowStage(t *testing.T) {
 	if !row.Pass {
 		t.Fatalf("dta-flow failed: %s\n%v", row.Error, row.Figures)
 	}
-	for _, k := range []string{"high", "low", "notices", "slowed", "acks_lost"} {
+	for _, k := range []string{"high", "low", "notices", "slowed", "acks_lost", "meter", "offered"} {
 		if row.Figures[k] == "" {
 			t.Errorf("figure %s missing: %v", k, row.Figures)
 		}

@@ -168,6 +168,14 @@ func (m *Meter) Take(n int, now int64) bool {
 	return true
 }
 
+// Refund gives back n tokens Take spent on a report that could not be
+// sent after all.
+func (m *Meter) Refund(n int) {
+	if m.Rate > 0 {
+		m.tokens = min(m.Burst, m.tokens+float64(n))
+	}
+}
+
 // Cost is how many RDMA packets a report may produce at most: what the
 // meter is asked for before translating it.
 func Cost(r *dtawire.Report) int {

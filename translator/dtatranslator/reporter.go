@@ -63,7 +63,10 @@ type ReporterConfig struct {
 	// HighOnly numbers (makes retransmittable) only the high-priority
 	// reports, as the DTA paper has it: reporters keep the critical
 	// reports for resending, and the rest may be dropped under
-	// congestion. Needs Retransmittable.
+	// congestion. Needs Retransmittable. A full window then holds back
+	// the high-priority reports alone (up to Window of them wait, in
+	// order, for room); the low-priority ones go on at the rate, as a
+	// switch's telemetry does not stop for its retransmission buffer.
 	HighOnly bool
 	// Loss drops this share of reports before they leave (the first
 	// transmission only), to exercise the translator's NACKs.
@@ -75,6 +78,12 @@ type ReporterConfig struct {
 	Count uint64
 	Seed  uint64
 	Burst int
+	// CatchUp is how far behind its schedule a paced reporter may fall
+	// and still make up for it with a burst (default 10 ms, the Go
+	// scheduler's preemption quantum: a goroutine woken from its sleep
+	// on a host whose cores are all busy may wait that long for one). A
+	// longer stall (a full window, a paused port) is not made up for.
+	CatchUp time.Duration
 }
 
 // Window is how many reports a reporter keeps for resending: half the
@@ -91,15 +100,30 @@ type ReporterStats struct {
 	NACKs        uint64    `json:"nacks"`
 	Congestion   uint64    `json:"congestion_notices"`
 	Unresendable uint64    `json:"unresendable"` // NACKs for reports no longer kept
+	// NACKsInFlight counts NACKs not acted on: a resend from the number
+	// they name had gone out less than RetransmitTimeout before.
+	NACKsInFlight uint64 `json:"nacks_in_flight"`
+	// Timeouts counts the window's resends for want of an ACK.
+	Timeouts uint64 `json:"timeouts"`
 	// SentHigh counts the reports sent at high priority (first
 	// transmissions); SentSlowed those sent while a congestion notice
 	// had the rate halved.
 	SentHigh   uint64 `json:"sent_high"`
 	SentSlowed uint64 `json:"sent_slowed"`
-	TxDropped  uint64 `json:"tx_dropped"`
+	// Held counts the high-priority reports (HighOnly) that waited for
+	// room in the window while low-priority ones went on; WindowWaitNs
+	// is how long the whole reporter waited for a full window (every
+	// report, or with HighOnly a full hold as well).
+	Held         uint64 `json:"held"`
+	WindowWaitNs int64  `json:"window_wait_ns"`
+	// SendingNs is how long the reports took to go out, first
+	// transmissions only: ElapsedNs less the lingering for the last
+	// ACKs and NACKs.
+	SendingNs int64  `json:"sending_ns"`
+	TxDropped uint64 `json:"tx_dropped"`
 	// Unacknowledged is how many reports the translator had not
-	// acknowledged when Run returned: if it did not take them, they
-	// are lost.
+	// acknowledged when Run returned (with those still held, never
+	// sent): if it did not take them, they are lost.
 	Unacknowledged uint64 `json:"unacknowledged"`
 	ElapsedNs      int64  `json:"elapsed_ns"`
 }
@@ -142,6 +166,13 @@ type Reporter struct {
 	// keptDSCP is each kept report's priority.
 	keptDSCP [256]uint8
 	oldest   uint8 // oldest sequence not yet ACKed
+	// held are the high-priority reports waiting for room in the window
+	// (HighOnly), encoded without their sequence number, oldest first.
+	held     [Window][maxQueued]byte
+	heldLen  [Window]uint16
+	heldHead int
+	heldN    int
+	parsedRp dtawire.Report // a held report, parsed back to be numbered
 	frame    [2048]byte
 	tx       []*dpdk.Packet
 	rx       []*dpdk.Packet
@@ -150,8 +181,18 @@ type Reporter struct {
 	start    time.Time
 	now      int64 // ns since start, read once a report
 	// lastAck is when the window last moved, lastResend when it was last
-	// resent on timeout.
+	// resent (on a timeout or a NACK), and resentFrom the number that
+	// resend started from.
 	lastAck, lastResend time.Time
+	resentFrom          uint8
+	// rto is the retransmission timeout: from the round trips measured
+	// (srtt, rttvar), doubled by every timeout that goes unanswered up
+	// to MaxRetransmitTimeout. sentAt is when each kept report first went
+	// out, resent whether it was sent again since (its ACK then times
+	// no round trip: Karn's rule).
+	rto, srtt, rttvar time.Duration
+	sentAt            [256]time.Time
+	resent            [256]bool
 
 	flow     uint32 // Postcarder: the flow being reported and its next hop
 	hop      int
@@ -207,6 +248,11 @@ func NewReporter(cfg ReporterConfig, port dpdk.Port, pool *dpdk.Pool) (*Reporter
 	if cfg.Burst <= 0 {
 		cfg.Burst = 32
 	}
+	if cfg.CatchUp <= 0 {
+		// With 1 ms, reporters on a loaded two-core machine sent a
+		// sixth under their rate (the lab's dta-flow row).
+		cfg.CatchUp = 10 * time.Millisecond
+	}
 	r := &Reporter{cfg: cfg, port: port, pool: pool, rng: rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.ID))),
 		total: m.KeyWrite + m.Append + m.KeyIncrement + m.Postcarder,
 		tx:    make([]*dpdk.Packet, 0, cfg.Burst), rx: make([]*dpdk.Packet, cfg.Burst),
@@ -223,6 +269,7 @@ func NewReporter(cfg ReporterConfig, port dpdk.Port, pool *dpdk.Pool) (*Reporter
 	}
 	r.oldest = r.seq
 	r.lastAck = time.Now()
+	r.rto = RetransmitTimeout
 	return r, nil
 }
 
@@ -241,6 +288,9 @@ func (r *Reporter) Run(ctx context.Context, linger time.Duration) error {
 	// A flow's postcards go out together: the last flow is finished.
 	for ctx.Err() == nil && (r.cfg.Count == 0 || r.Stats.Sent < r.cfg.Count || r.hop > 0) {
 		r.receive()
+		if err := r.release(); err != nil {
+			return err
+		}
 		r.now = time.Since(start).Nanoseconds()
 		now := float64(r.now)
 		if r.cfg.Rate > 0 {
@@ -255,7 +305,7 @@ func (r *Reporter) Run(ctx context.Context, linger time.Duration) error {
 			if int64(now) < r.slow {
 				gap *= 2
 			}
-			next = max(next+gap, now-1e6) // no catch-up burst after a stall
+			next = max(next+gap, now-float64(r.cfg.CatchUp))
 		}
 		if err := r.one(); err != nil {
 			return err
@@ -267,23 +317,27 @@ func (r *Reporter) Run(ctx context.Context, linger time.Duration) error {
 		}
 	}
 	r.flush()
+	r.Stats.SendingNs = time.Since(start).Nanoseconds()
 	// Linger for NACKs, and resend a tail no ACK has covered: lost last
-	// reports leave the translator no gap to see.
+	// reports leave the translator no gap to see. Held reports go out as
+	// the window opens.
 	defer func() {
 		if r.cfg.Retransmittable {
-			r.Stats.Unacknowledged = uint64(uint8(r.seq - r.oldest))
+			r.Stats.Unacknowledged = uint64(uint8(r.seq-r.oldest)) + uint64(r.heldN)
 		}
 	}()
 	for deadline := time.Now().Add(linger); time.Now().Before(deadline) && ctx.Err() == nil; {
-		if r.cfg.Retransmittable && r.seq == r.oldest {
+		if r.cfg.Retransmittable && r.seq == r.oldest && r.heldN == 0 {
 			break // the translator took every report
 		}
 		if r.receive() == 0 {
 			time.Sleep(100 * time.Microsecond)
 		}
-		if r.cfg.Retransmittable && r.seq != r.oldest && time.Since(r.lastAck) > RetransmitTimeout &&
-			time.Since(r.lastResend) > RetransmitTimeout {
-			r.resend(r.oldest)
+		if err := r.release(); err != nil {
+			return err
+		}
+		if r.cfg.Retransmittable && r.seq != r.oldest && r.timedOut() {
+			r.resendOnTimeout()
 		}
 		r.flush()
 	}
@@ -384,7 +438,8 @@ func (r *Reporter) postcard() dtawire.Report {
 }
 
 // send encodes a report, keeps it when retransmittable, and transmits it
-// unless Loss drops it.
+// unless Loss drops it; with HighOnly, a high-priority report that finds
+// the window full (or others held before it) is held until there is room.
 func (r *Reporter) send(rep *dtawire.Report) error {
 	var dscp uint8
 	if r.cfg.HighShare > 0 && r.rng.Float64() < r.cfg.HighShare {
@@ -395,19 +450,18 @@ func (r *Reporter) send(rep *dtawire.Report) error {
 	// nobody asks for it again.
 	numbered := r.cfg.Retransmittable && (!r.cfg.HighOnly || dscp == HighDSCP)
 	rep.Retransmittable = numbered
-	if numbered {
-		rep.Seq = r.seq
+	var err error
+	switch {
+	case numbered && r.cfg.HighOnly && (r.heldN > 0 || uint8(r.seq-r.oldest) >= Window):
+		err = r.hold(rep)
+	case numbered:
 		r.waitWindow()
+		err = r.emit(rep, dscp)
+	default:
+		err = r.emit(rep, dscp)
 	}
-	n, err := r.cfg.Format.Encode(r.kept[r.seq][:], rep)
 	if err != nil {
 		return err
-	}
-	r.keptLen[r.seq] = uint16(n)
-	r.keptDSCP[r.seq] = dscp
-	payload := r.kept[r.seq][:n]
-	if numbered {
-		r.seq++
 	}
 	r.Stats.Sent++
 	r.Stats.ByOpcode[rep.Opcode]++
@@ -423,6 +477,26 @@ func (r *Reporter) send(rep *dtawire.Report) error {
 	if r.now < r.slow {
 		r.Stats.SentSlowed++
 	}
+	return nil
+}
+
+// emit encodes a report (numbered with the next sequence when it is
+// retransmittable), keeps it, and transmits it unless Loss drops it.
+func (r *Reporter) emit(rep *dtawire.Report, dscp uint8) error {
+	if rep.Retransmittable {
+		rep.Seq = r.seq
+	}
+	n, err := r.cfg.Format.Encode(r.kept[r.seq][:], rep)
+	if err != nil {
+		return err
+	}
+	r.keptLen[r.seq] = uint16(n)
+	r.keptDSCP[r.seq] = dscp
+	payload := r.kept[r.seq][:n]
+	if rep.Retransmittable {
+		r.sentAt[r.seq], r.resent[r.seq] = time.Now(), false
+		r.seq++
+	}
 	if r.cfg.Loss > 0 && r.rng.Float64() < r.cfg.Loss {
 		r.Stats.Lost++
 		return nil
@@ -431,32 +505,128 @@ func (r *Reporter) send(rep *dtawire.Report) error {
 	return nil
 }
 
+// hold keeps a high-priority report until the window has room for it,
+// behind those already held; with Window of them held, it waits for
+// room (the reporter's buffer is full: everything waits).
+func (r *Reporter) hold(rep *dtawire.Report) error {
+	if r.heldN == Window {
+		r.waitWindow()
+		if err := r.release(); err != nil {
+			return err
+		}
+	}
+	i := (r.heldHead + r.heldN) % Window
+	n, err := r.cfg.Format.Encode(r.held[i][:], rep)
+	if err != nil {
+		return err
+	}
+	r.heldLen[i] = uint16(n)
+	r.heldN++
+	r.Stats.Held++
+	return nil
+}
+
+// release numbers and sends the held reports, oldest first, while the
+// window has room.
+func (r *Reporter) release() error {
+	for r.heldN > 0 && uint8(r.seq-r.oldest) < Window {
+		h := r.held[r.heldHead][:r.heldLen[r.heldHead]]
+		if err := r.cfg.Format.Parse(h, &r.parsedRp); err != nil {
+			return err
+		}
+		r.parsedRp.Retransmittable = true
+		// Encoded into the kept slot, which does not overlap the held
+		// bytes the parsed report points into.
+		if err := r.emit(&r.parsedRp, HighDSCP); err != nil {
+			return err
+		}
+		r.heldHead = (r.heldHead + 1) % Window
+		r.heldN--
+	}
+	return nil
+}
+
 // HighDSCP is the DSCP of the reporter's high-priority reports (EF, the
 // translator's default threshold).
 const HighDSCP = 46
 
-// RetransmitTimeout is how long a reporter waits for an ACK before it
-// resends its unacknowledged reports.
-const RetransmitTimeout = 5 * time.Millisecond
+// RetransmitTimeout is how long a reporter waits at least for an ACK
+// before it resends its unacknowledged reports. Longer round trips
+// lengthen the wait, as TCP's (RFC 6298: the smoothed round trip plus
+// four times its variation, from ACKs of reports sent once), each resend
+// that goes unanswered doubles it up to MaxRetransmitTimeout, and an ACK
+// or a NACK brings it back. With a fixed 5 ms a translator behind its
+// reports (a busy host, a paused port) got a window of resends every
+// 5 ms, queued in front of what it had to answer: under the race
+// detector on a loaded machine TestServiceBackpressure's reporter resent
+// 1.4 million reports for 8000, waited more than a second for an ACK,
+// gave up its oldest reports, and never had the rest acknowledged.
+const (
+	RetransmitTimeout    = 5 * time.Millisecond
+	MaxRetransmitTimeout = 500 * time.Millisecond
+)
+
+// baseRTO is the retransmission timeout the round trips measured call
+// for, without backoff.
+func (r *Reporter) baseRTO() time.Duration {
+	return min(max(RetransmitTimeout, r.srtt+4*r.rttvar), MaxRetransmitTimeout)
+}
+
+// sampleRTT takes the round trip of the report an ACK names, unless it
+// was resent.
+func (r *Reporter) sampleRTT(seq uint8) {
+	if r.resent[seq] || r.sentAt[seq].IsZero() {
+		return
+	}
+	rtt := time.Since(r.sentAt[seq])
+	if r.srtt == 0 {
+		r.srtt, r.rttvar = rtt, rtt/2
+		return
+	}
+	d := r.srtt - rtt
+	if d < 0 {
+		d = -d
+	}
+	r.rttvar = (3*r.rttvar + d) / 4
+	r.srtt = (7*r.srtt + rtt) / 8
+}
+
+// timedOut: nothing acknowledged and nothing resent for the current
+// retransmission timeout.
+func (r *Reporter) timedOut() bool {
+	return time.Since(r.lastAck) > r.rto && time.Since(r.lastResend) > r.rto
+}
+
+// resendOnTimeout resends the window and backs the timeout off.
+func (r *Reporter) resendOnTimeout() {
+	r.resend(r.oldest)
+	r.Stats.Timeouts++
+	r.rto = min(2*r.rto, MaxRetransmitTimeout)
+}
+
+// giveUpAfter is how long a full window waits for an ACK before its
+// oldest report is given up: four of the longest retransmission timeouts.
+const giveUpAfter = 4 * MaxRetransmitTimeout
 
 // waitWindow holds the next report while Window reports await their ACK,
-// resending them after RetransmitTimeout without one; after a second
-// without any, the oldest is given up (counted when a NACK asks for it).
+// resending them on timeout; after giveUpAfter without an ACK, the oldest
+// is given up (counted when a NACK asks for it).
 func (r *Reporter) waitWindow() {
 	if uint8(r.seq-r.oldest) < Window {
 		return
 	}
 	r.flush()
 	start := time.Now()
+	defer func() { r.Stats.WindowWaitNs += time.Since(start).Nanoseconds() }()
 	for uint8(r.seq-r.oldest) >= Window {
 		if r.receive() == 0 {
 			time.Sleep(20 * time.Microsecond)
 		}
 		switch waited := time.Since(start); {
-		case waited > time.Second:
+		case waited > giveUpAfter:
 			r.oldest = r.seq - Window + 1
-		case time.Since(r.lastAck) > RetransmitTimeout && time.Since(r.lastResend) > RetransmitTimeout:
-			r.resend(r.oldest)
+		case r.timedOut():
+			r.resendOnTimeout()
 		}
 	}
 }
@@ -468,10 +638,11 @@ func (r *Reporter) resend(seq uint8) {
 		// report resent as low would be dropped under the congestion
 		// that may have lost it.
 		r.transmit(r.kept[s][:r.keptLen[s]], r.keptDSCP[s])
+		r.resent[s] = true
 		r.Stats.Resent++
 	}
 	r.flush()
-	r.lastResend = time.Now()
+	r.lastResend, r.resentFrom = time.Now(), seq
 }
 
 // transmit queues one report datagram.
@@ -561,14 +732,26 @@ func (r *Reporter) answer(a dtawire.Ack) {
 			r.Stats.Unresendable++
 			return
 		}
+		// The translator repeats its NACK every NACK interval (1 ms)
+		// while the gap stands, which on a loaded host is shorter than
+		// the way there and back: a resend from that number that went
+		// out less than RetransmitTimeout ago is on its way, and another
+		// would add a window of duplicates (and as many ACKs) to a
+		// translator already behind. Should that resend be lost, the
+		// NACK after RetransmitTimeout asks again.
+		if a.Seq == r.resentFrom && time.Since(r.lastResend) < RetransmitTimeout {
+			r.Stats.NACKsInFlight++
+			return
+		}
 		r.oldest = a.Seq
-		r.lastAck = time.Now()
+		r.lastAck, r.rto = time.Now(), r.baseRTO()
 		r.resend(a.Seq)
 	default:
 		r.Stats.ACKs++
 		if r.cfg.Retransmittable && uint8(a.Seq-r.oldest) < uint8(r.seq-r.oldest) {
+			r.sampleRTT(a.Seq)
 			r.oldest = a.Seq + 1
-			r.lastAck = time.Now()
+			r.lastAck, r.rto = time.Now(), r.baseRTO()
 		}
 	}
 }

@@ -502,7 +502,14 @@ func (s *Service) holder(has func(*dtamem.Regions) bool) *collector {
 	return down
 }
 
-// drainQueue re-injects queued reports while the meter allows.
+// drainQueue re-injects queued reports while the meter allows. A report
+// that cannot go out yet gives its tokens back: spent again on every
+// poll while it waited, they would starve the meter, and the queue would
+// hold every low-priority report out (they are dropped while anything
+// waits) at a fraction of the metered rate. A Key-Increment that finds
+// the atomic window full moves on to the atomics' queue, metered, so the
+// high-priority reports behind it do not wait for the collector's
+// atomic responses (Key-Increments add up in any order).
 func (s *Service) drainQueue() {
 	for s.queue.n > 0 {
 		payload, src := s.queue.peek()
@@ -512,10 +519,16 @@ func (s *Service) drainQueue() {
 			s.stats.Malformed++
 			continue
 		}
-		if !s.meter.Take(Cost(r), s.now) {
+		cost := Cost(r)
+		if !s.meter.Take(cost, s.now) {
 			return
 		}
 		if done, _ := s.translate(r, nil, src); !done {
+			if r.Opcode == dtawire.OpKeyIncrement && s.atomics.push(payload, src) {
+				s.queue.pop()
+				continue
+			}
+			s.meter.Refund(cost)
 			return
 		}
 		s.queue.pop()
