@@ -85,8 +85,12 @@ type ConnStats struct {
 // collector's QP, starting at psn.
 func NewConn(local, collector dtamem.Endpoint, psn uint32) *Conn {
 	c := &Conn{next: psn & roce.PSNMask, acked: (psn - 1) & roce.PSNMask, AckEvery: 64, MaxAtomic: 16}
+	// DF and the default partition key, as RNICs send (verbs/soft does
+	// too): a responder checks the partition key, and the Tofino
+	// translator's packets carry the same headers, ICRC included.
 	c.b = roce.Builder{SrcMAC: local.MAC, DstMAC: collector.MAC, SrcGID: local.GID, DstGID: collector.GID,
-		HopLimit: roce.DefaultHopLimit, DestQP: collector.QPN, FlowLabel: roce.FlowLabelFromQPNs(local.QPN, collector.QPN)}
+		HopLimit: roce.DefaultHopLimit, DontFragment: true, PKey: roce.DefaultPKey, DestQP: collector.QPN,
+		FlowLabel: roce.FlowLabelFromQPNs(local.QPN, collector.QPN)}
 	return c
 }
 
