@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 
-	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
 
@@ -39,13 +38,12 @@ var icrcShapes = [...]icrcShape{
 }
 
 // roceBuilder is the builder of the packets translator.p4 sends to
-// collector c (what rdma_conn's set_conn writes): DF, TTL 64, IP ID 0,
-// the default partition key, no migration request, the UDP source port
-// udpSrcPort gives, the translator's DSCP; smac is the MAC of the port
-// towards the collector.
-func (t *Translator) roceBuilder(c *Collector, smac header.MAC) roce.Builder {
+// collector c (what rdma_conn's set_conn writes), but for the MACs, which
+// the ICRC does not cover: DF, TTL 64, IP ID 0, the default partition
+// key, no migration request, the UDP source port udpSrcPort gives, the
+// translator's DSCP.
+func (t *Translator) roceBuilder(c *Collector) roce.Builder {
 	return roce.Builder{
-		SrcMAC: smac, DstMAC: c.MAC,
 		SrcGID: roce.GIDFromAddr(t.IP), DstGID: roce.GIDFromAddr(c.IP),
 		TrafficClass: t.DSCP << 2, HopLimit: roce.DefaultHopLimit, DontFragment: true,
 		SrcPort: t.udpSrcPort(c), PKey: roce.DefaultPKey, DestQP: c.QPN,
@@ -58,7 +56,7 @@ func (t *Translator) icrcPrefixes(c *Collector) [len(icrcShapes)]uint32 {
 	var out [len(icrcShapes)]uint32
 	buf := make([]byte, 256)
 	for i, sh := range icrcShapes {
-		b := t.roceBuilder(c, header.MAC{})
+		b := t.roceBuilder(c)
 		b.Opcode, b.DMALen = sh.opcode, uint32(sh.data)
 		n, err := b.Build(buf, make([]byte, sh.data))
 		if err != nil {

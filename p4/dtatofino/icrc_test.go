@@ -279,6 +279,22 @@ func TestICRCFieldLists(t *testing.T) {
 	if len(got) != len(want) {
 		t.Errorf("%d ICRC hashes in %s, the model has %d", len(got), translatorP4, len(want))
 	}
+	// Each hash is chosen by the report's primitive, which drop_dta()
+	// invalidates: the choice comes first (P4Testgen's coverage found a
+	// version where every shape took the record's hash).
+	body := string(src[strings.Index(string(src), "hdr.icrc.setValid();"):])
+	for _, w := range []string{
+		`if \(hdr\.key_write\.isValid\(\) \|\| hdr\.append\.isValid\(\)\) \{\s*bit<32> c = icrc_hash_write8\.get`,
+		`\} else if \(hdr\.key_increment\.isValid\(\)\) \{\s*bit<32> c = icrc_hash_atomic\.get`,
+		`\} else \{\s*bit<32> c = icrc_hash_record\.get`,
+	} {
+		if !regexp.MustCompile(w).MatchString(body) {
+			t.Errorf("%s does not choose the ICRC hash as the model does: %q", translatorP4, w)
+		}
+	}
+	if d, h := strings.Index(body, "drop_dta();"), strings.LastIndex(body, "icrc_hash_"); d < 0 || d < h {
+		t.Errorf("%s invalidates the report's headers before the ICRC hashes read which one it was", translatorP4)
+	}
 	ps := p4test.Parse(t, translatorP4)
 	p := ps.Polys["poly_icrc"]
 	if p != (p4test.CRCPoly{Coeff: 0x04c11db7, Reversed: true, Init: 0, Xor: 0xffffffff}) {
@@ -312,10 +328,8 @@ func TestICRCFieldLists(t *testing.T) {
 // from such a start.
 func TestICRCMatchesSoftware(t *testing.T) {
 	tr := twoCollectors(t)
-	tr.DSCP = 0 // the software translator marks no DSCP
 	tr.Collectors[0].PSN = 1
 	tr.Collectors[1].PSN = 1<<24 - 63
-	tr.Collectors[1].UDPSrcPort = 0 // the software translator's port, from the QPNs
 	script, err := tr.Script()
 	if err != nil {
 		t.Fatal(err)
@@ -328,7 +342,8 @@ func TestICRCMatchesSoftware(t *testing.T) {
 		c := &tr.Collectors[i]
 		local := dtamem.Endpoint{MAC: tr.portByName(c.Port).MAC, GID: roce.GIDFromAddr(tr.IP), QPN: tr.QPN}
 		remote := dtamem.Endpoint{MAC: c.MAC, GID: roce.GIDFromAddr(c.IP), QPN: c.QPN}
-		conns[i] = dtatranslator.NewConn(local, remote, c.PSN)
+		conns[i] = dtatranslator.NewConnWith(local, remote, c.PSN,
+			dtatranslator.ConnHeaders{UDPSrcPort: c.UDPSrcPort, DSCP: tr.DSCP})
 		conns[i].MaxAtomic = 256
 		rg := dtamem.Regions{KeyWrite: c.KeyWrite, KeyIncrement: c.KeyIncrement, Lists: c.Lists, Batch: 1}
 		if c.Postcards != nil {

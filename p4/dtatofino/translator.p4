@@ -1521,7 +1521,6 @@ control Egress(inout eg_headers_t hdr,
                     hdr.ipv4.total_len = IP_LEN_RECORD;
                     hdr.udp.length = UDP_LEN_RECORD;
                 }
-                drop_dta();
                 hdr.icrc.setValid();
                 /* The ICRC, from the prefix state of the collector and
                  * shape, over the fields that vary, read where they are
@@ -1556,6 +1555,8 @@ control Egress(inout eg_headers_t hdr,
                     hdr.icrc.b2 = c[23:16];
                     hdr.icrc.b3 = c[31:24];
                 }
+                /* After the ICRC's choice of shape, which reads them. */
+                drop_dta();
                 rdma_pkts.count(hdr.bridge.collector);
             }
         }
