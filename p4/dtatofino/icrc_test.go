@@ -195,11 +195,7 @@ func (m *pipeModel) packet(t *testing.T, coll, shape int, vaHi, vaLo, rkey uint3
 	}
 	psn := m.psn[coll]
 	m.psn[coll]++
-	if m.ack[coll] >= 64 {
-		m.ack[coll] = 1
-	} else {
-		m.ack[coll]++
-	}
+	m.ack[coll] = ackStep(m.ack[coll])
 	ack := m.ack[coll] >> 6 & 1
 	opcode := byte(roce.RCWriteOnly)
 	ipLen, udpLen := m.ps.Consts["IP_LEN_WRITE8"], m.ps.Consts["UDP_LEN_WRITE8"]
@@ -478,4 +474,43 @@ func (t *Translator) portByName(name string) *Port {
 		}
 	}
 	return nil
+}
+
+// ackStep is translator.p4's ack_next: the period's next place, whose
+// bit 6 is the packet's AckReq.
+func ackStep(v uint32) uint32 {
+	if v >= 64 {
+		return 1
+	}
+	return v + 1
+}
+
+// TestAckPhase: from the value the script installs for a first PSN (and
+// a resync writes for the PSN a NAK names), the packets that ask for an
+// ACK are those whose PSN is a multiple of 64, through the 24-bit wrap.
+func TestAckPhase(t *testing.T) {
+	src, err := os.ReadFile(translatorP4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{
+		`ack_next = \{\s*void apply\(inout bit<8> value, out bit<8> rv\) \{\s*if \(value >= 64\) \{\s*value = 1;\s*\} else \{\s*` +
+			`value = value \+ 1;\s*\}\s*rv = value;`,
+		`md\.phase = hdr\.bth\.psn\[5:0\] - 1;\s*ack_resync\.execute`,
+		`hdr\.bth\.ack_req = md\.ack\[6:6\];`,
+	} {
+		if !regexp.MustCompile(w).Match(src) {
+			t.Errorf("%s's ACK period is not what ackStep and ackPhase model: %q", translatorP4, w)
+		}
+	}
+	for _, first := range []uint32{0, 1, 2, 63, 64, 65, 1000, 1<<24 - 1, 1<<24 - 64, 1<<24 - 63} {
+		v := ackPhase(first)
+		for k := range uint32(200) {
+			psn := (first + k) & roce.PSNMask
+			v = ackStep(v)
+			if got, want := v>>6&1 == 1, psn%64 == 0; got != want {
+				t.Fatalf("first PSN %#x: PSN %#x asks for an ACK: %v, want %v", first, psn, got, want)
+			}
+		}
+	}
 }
