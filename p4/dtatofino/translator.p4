@@ -78,15 +78,16 @@
  *     action does one ALU operation per field, so an entry's address is
  *     computed in steps (slot within the region, times the entry size,
  *     plus the base); a stateful ALU outputs one kind of value, so the
- *     postcard bitmap register returns the bitmap before the update for a
- *     new flow and after it for a known one; a counter serves one table
- *     per packet, so
- *     evictions have their own; the sequence distance is a keyless table,
- *     since as a statement the compiler folds it into conditions a gateway
- *     cannot evaluate; the postcard cache index is a hash of its own and the
- *     bitmap register tells a completed record by a 0, so the chain to
- *     the PSN is short enough for the ICRC hash after it. The README's
- *     resource table has the stages bf-p4c places each build in.
+ *     postcard bitmap register returns the bitmap before the update and
+ *     a known flow is complete when it held every other hop; a counter
+ *     serves one table per packet, so evictions have their own; the
+ *     sequence distance is a keyless table, since as a statement the
+ *     compiler folds it into conditions a gateway cannot evaluate; the
+ *     postcard cache index is a hash of its own and
+ *     the bitmap register is a byte, which a gateway compares with the
+ *     hop's complement, so the chain to the PSN is short enough for the
+ *     ICRC hash after it. The README's resource table has the stages
+ *     bf-p4c places each build in.
  *   - Immediate reports are written as plain WRITEs (no ImmDt, no
  *     notification); the software translator writes them with immediate.
  *   - Atomics are not windowed: the software translator keeps FETCH_ADDs
@@ -447,10 +448,9 @@ struct eg_metadata_t {
     bit<32>     seq;
     cache_idx_t cache;
     bit<32>     old_key;
-    bit<32>     mask;
-    bit<32>     old_mask;
-    bit<32>     hop_bit;
-    bit<32>     hop_rest;
+    bit<8>      old_mask;
+    bit<8>      hop_bit;
+    bit<8>      hop_rest;
     bit<1>      hop_ok;
     bit<1>      emit;
     bit<1>      send;
@@ -921,7 +921,6 @@ parser EgressParser(packet_in pkt,
         md.seq = 0;
         md.cache = 0;
         md.old_key = 0;
-        md.mask = 0;
         md.old_mask = 0;
         md.hop_bit = 0;
         md.hop_rest = 0;
@@ -1217,7 +1216,7 @@ control Egress(inout eg_headers_t hdr,
 
     /* ---- Postcarder ----------------------------------------------------- */
 
-    action hop(bit<32> bit_of, bit<32> rest) {
+    action hop(bit<8> bit_of, bit<8> rest) {
         md.hop_bit = bit_of;
         md.hop_rest = rest;
         md.hop_ok = 1;
@@ -1251,27 +1250,28 @@ control Egress(inout eg_headers_t hdr,
         }
     };
 
-    /* The hops reported so far. A new flow starts from its hop (the old
-     * bitmap comes back, for the eviction count); the last missing hop
-     * clears it, so the flow's next postcard starts a new record. A
-     * stateful ALU outputs one kind of value on every branch: the bitmap
-     * before the update for a new flow, after it for a known one, where 0
-     * says the record is complete (its bitmap is then POSTCARD_FULL). */
-    Register<bit<32>, cache_idx_t>(POSTCARD_CACHE, 0) pc_mask;
-    RegisterAction<bit<32>, cache_idx_t, bit<32>>(pc_mask) pc_mask_new = {
-        void apply(inout bit<32> value, out bit<32> rv) {
+    /* The hops reported so far (POSTCARD_HOPS bits: a byte, which a
+     * gateway compares with another). A new flow starts from its hop; the
+     * last missing hop clears it, so the flow's next postcard starts a new
+     * record. Both return the bitmap before the update (a stateful ALU
+     * outputs one kind of value on every branch): the eviction count
+     * tests it, and a known flow is complete when it was every other
+     * hop's (the record's bitmap is then POSTCARD_FULL). */
+    Register<bit<8>, cache_idx_t>(POSTCARD_CACHE, 0) pc_mask;
+    RegisterAction<bit<8>, cache_idx_t, bit<8>>(pc_mask) pc_mask_new = {
+        void apply(inout bit<8> value, out bit<8> rv) {
             rv = value;
             value = md.hop_bit;
         }
     };
-    RegisterAction<bit<32>, cache_idx_t, bit<32>>(pc_mask) pc_mask_add = {
-        void apply(inout bit<32> value, out bit<32> rv) {
+    RegisterAction<bit<8>, cache_idx_t, bit<8>>(pc_mask) pc_mask_add = {
+        void apply(inout bit<8> value, out bit<8> rv) {
+            rv = value;
             if (value == md.hop_rest) {
                 value = 0;
             } else {
                 value = value | md.hop_bit;
             }
-            rv = value;
         }
     };
 
@@ -1471,8 +1471,8 @@ control Egress(inout eg_headers_t hdr,
                         }
                         postcard_events.count(PC_HELD);
                     } else {
-                        md.mask = pc_mask_add.execute(md.cache);
-                        if (md.mask == 0) {
+                        md.old_mask = pc_mask_add.execute(md.cache);
+                        if (md.old_mask == md.hop_rest) {
                             postcard_events.count(PC_COMPLETE);
                             md.emit = 1;
                         } else {
