@@ -42,9 +42,9 @@
  *     (the control plane checks), so an offset is one 32-bit add.
  *   - A RegisterAction touches its register once per pass, so the postcard
  *     cache is a key register, a hop-bitmap register and one data register
- *     per hop. The bitmap register returns the full bitmap and clears
- *     itself when the last hop arrives, so the next postcard of the flow
- *     starts a new record. A flow pushed out of the cache by another before
+ *     per hop. The bitmap register clears itself when the last hop
+ *     arrives (the record's bitmap is then full), so the next postcard of
+ *     the flow starts a new record. A flow pushed out of the cache by another before
  *     it completed is counted, not written (the software translator writes
  *     the partial record, and also flushes old flows on a timer, which a
  *     data plane without a CPU cannot).
