@@ -36,13 +36,14 @@
 //     cache before that is counted, not written, and there is no flush
 //     timer.
 //   - Sketch-Merge is left to the software translator.
-//   - The ICRC is zero unless translator.p4 is compiled with -DDTA_ICRC,
-//     which computes it with a CRC-32 Hash over the masked headers of each
-//     packet shape. bf-p4c fits that build on Tofino 2 (18 of 20 stages)
-//     but not on Tofino 1 (18 of 12: the hashes wait for every header
-//     field the egress writes); without it the collector's RNIC must not
-//     check the ICRC, as with the public translator. The software
-//     translator always sends a valid ICRC.
+//   - The ICRC is computed in the data plane from a per-collector prefix
+//     state: the control plane runs the CRC over the headers that are the
+//     same in every packet of a shape to a collector (icrc.go) and
+//     installs it with the connection; the egress hashes what varies.
+//     A Go model of the egress (icrc_test.go) builds the same packets, ICRC
+//     included, as the software translator, byte for byte. The AckReq bit
+//     (every PSN that is a multiple of 64) comes from a register of its
+//     own, ack_phase, which the script sets from the first PSN.
 //   - Reporter tracking follows translator/dtatranslator's SeqTracker: a gap bounces
 //     the report back as a NACK of the expected number, a duplicate as a
 //     cumulative ACK, and every 16th in-order report is ACKed through an
@@ -64,9 +65,10 @@
 //
 // The tests check every name the scripts use against the P4 sources and
 // against bf-p4c's bfrt.json of the build each script loads, run p4c's
-// front end on both programs (with and without -DDTA_ICRC and
-// -DDTA_NO_SEQNUM), and replay P4Testgen's tests of the programs against
-// the software translator's parts that decide the same things (see
+// front end on both programs (with and without -DDTA_NO_SEQNUM), hold the
+// egress to a Go model that sends what the software translator sends, and
+// replay P4Testgen's tests of the programs against the software
+// translator's parts that decide the same things (see
 // TestSTFTranslator; make p4check compiles every build with bf-p4c and
 // the README has the resources).
 package dtatofino

@@ -18,7 +18,7 @@ var (
 	translatorClear = map[string][]string{
 		bfrt.Ingress: {"ipv4_fwd", "collector", "collector_qp", "redundancy_group", "append_list", "report_pkts", "drop_reports"},
 		bfrt.Egress: {"rdma_conn", "key_write_region", "key_increment_region", "postcard_region", "list_region",
-			"psn", "list_head", "list_seq", "pc_key", "pc_mask", "pc_hop0", "pc_hop1", "pc_hop2", "pc_hop3", "pc_hop4",
+			"psn", "ack_phase", "list_head", "list_seq", "pc_key", "pc_mask", "pc_hop0", "pc_hop1", "pc_hop2", "pc_hop3", "pc_hop4",
 			"rdma_pkts", "psn_resyncs", "postcard_events", "postcard_evictions"},
 	}
 	// Only in the build with sequence numbers.
@@ -159,8 +159,11 @@ func (t Translator) Script() (string, error) {
 		s.Line("%s.collector.add_with_set_collector(dst_addr=%s, idx=%d, port=%s)", ig, bfrt.PyIP(c.IP), i, bfrt.PortVar(c.Port))
 		s.Line("%s.collector_qp.add_with_set_collector(src_addr=%s, dst_qpn=%#x, idx=%d, port=%s)",
 			ig, bfrt.PyIP(c.IP), t.QPN, i, bfrt.PortVar(c.Port))
-		s.Line("%s.rdma_conn.add_with_set_conn(collector=%d, dmac=%s, smac=%s, src_addr=%s, dst_addr=%s, dscp=%d, udp_src_port=%d, dst_qpn=%#x)",
-			eg, i, bfrt.PyMAC(c.MAC), bfrt.PyMAC(pl.ports[c.Port].MAC), bfrt.PyIP(t.IP), bfrt.PyIP(c.IP), t.DSCP, t.udpSrcPort(c), c.QPN)
+		icrc := t.icrcPrefixes(c)
+		s.Line("%s.rdma_conn.add_with_set_conn(collector=%d, dmac=%s, smac=%s, src_addr=%s, dst_addr=%s, dscp=%d, udp_src_port=%d, dst_qpn=%#x, "+
+			"icrc_write8=%#x, icrc_atomic=%#x, icrc_record=%#x)",
+			eg, i, bfrt.PyMAC(c.MAC), bfrt.PyMAC(pl.ports[c.Port].MAC), bfrt.PyIP(t.IP), bfrt.PyIP(c.IP), t.DSCP, t.udpSrcPort(c), c.QPN,
+			icrc[0], icrc[1], icrc[2])
 		if kw := c.KeyWrite; kw != nil {
 			s.regionEntry("key_write_region", "collector", i, region{kw.Addr, kw.RKey, kw.Slots, EntryLen})
 		}
@@ -171,6 +174,7 @@ func (t Translator) Script() (string, error) {
 			s.regionEntry("postcard_region", "collector", i, region{pc.Addr, pc.RKey, pc.Slots, RecordLen})
 		}
 		s.Line("%s.psn.mod(REGISTER_INDEX=%d, f1=%d)", eg, i, c.PSN)
+		s.Line("%s.ack_phase.mod(REGISTER_INDEX=%d, f1=%d)", eg, i, ackPhase(c.PSN))
 	}
 	s.Blank()
 

@@ -27,10 +27,12 @@ const (
 // (translator/dtatranslator): SeqTracker judges retransmittable reports
 // (with the expected number the test sets in expected_seq), Translator
 // refuses a report whose primitive or list the collector does not serve,
-// Conn takes a collector's ACKs and NAKs. The replay compares drops and
-// the reporters' answers; the RDMA packets the egress builds are not
-// mapped (see the skip reasons), and what the twins send where the switch
-// sends is checked by the package's other tests.
+// Conn takes a collector's ACKs and NAKs, and an Append's WRITE is the
+// twin's on the connection the test's rdma_conn entry describes
+// (appendModel). The replay compares drops, the reporters' answers and
+// the Appends; postcards are not mapped (see the skip reasons), and
+// TestICRCMatchesSoftware compares every RDMA packet the egress builds
+// with the twin's.
 func TestSTFTranslator(t *testing.T) {
 	stf.Replay(t, "testdata/p4testgen/translator", translatorModel, stf.Known{})
 }
@@ -70,7 +72,7 @@ func translatorModel(tc *stf.Test) ([]stf.Output, string, error) {
 	collectors := map[[4]byte]coll{}
 	answers := map[[2]uint64]coll{}
 	groups := map[[2]uint64]uint64{}
-	lists := map[[2]uint64]bool{}
+	lists := map[[2]uint64]uint64{} // (collector, list id) -> list index
 	reporters := map[[4]byte]bool{}
 	for _, e := range tc.Adds {
 		switch e.Table {
@@ -88,7 +90,7 @@ func translatorModel(tc *stf.Test) ([]stf.Output, string, error) {
 		case "Ingress.append_list":
 			c, _ := e.Key("collector")
 			l, _ := e.Key("list_id")
-			lists[[2]uint64{c.Uint(), l.Uint()}] = true
+			lists[[2]uint64{c.Uint(), l.Uint()}] = e.Uint("idx")
 		case "Ingress.reporter":
 			a, _ := e.Key("src_addr")
 			reporters[[4]byte(a.Value())] = true
@@ -174,9 +176,8 @@ func translatorModel(tc *stf.Test) ([]stf.Output, string, error) {
 			// Group 0 replicates to nobody: as a collector without the
 			// region, the report goes nowhere.
 		case dtawire.OpAppend:
-			if lists[[2]uint64{c.idx, uint64(r.ListID)}] {
-				return nil, "an Append sent to the collector's egress: the switch's WRITE carries the connection the test's rdma_conn " +
-					"entry makes up, the twin's its own (GIDs, UDP source port from the QPNs); not mapped", nil
+			if idx, ok := lists[[2]uint64{c.idx, uint64(r.ListID)}]; ok {
+				return appendModel(tc, c.idx, c.port, idx, &r)
 			}
 		case dtawire.OpPostcarder:
 			return nil, "a postcard, which the egress gathers in registers the twin keeps apart (postcard cache slots): not mapped", nil
@@ -227,4 +228,78 @@ func ownMAC(tc *stf.Test) header.MAC {
 
 func ipv4(a [4]byte) uint32 {
 	return uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+}
+
+// appendModel replays an Append that reaches the collector's egress: the
+// twin's connection is the one the test's rdma_conn entry installs (MACs,
+// addresses, DSCP, UDP source port, QPN), its list the list_region entry,
+// its PSN and ACK period the registers a PTF test sets. The switch sends
+// nothing without a connection. Its WRITE is the twin's followed by the
+// report's bytes the parser did not take (a Tofino cannot cut a frame).
+func appendModel(tc *stf.Test, coll, port, list uint64, r *dtawire.Report) ([]stf.Output, string, error) {
+	var conn, region *stf.Entry
+	for i := range tc.Adds {
+		e := &tc.Adds[i]
+		k, _ := e.Key("collector")
+		l, _ := e.Key("list")
+		switch {
+		case e.Table == "Egress.rdma_conn" && k.Uint() == coll:
+			conn = e
+		case e.Table == "Egress.list_region" && l.Uint() == list:
+			region = e
+		}
+	}
+	if conn == nil {
+		return nil, "", nil
+	}
+	var psn, ackPhase uint64
+	for _, reg := range tc.Registers {
+		v := reg.Value.Uint64()
+		switch {
+		case reg.Name == "Egress.psn" && uint64(reg.Index) == coll:
+			psn = v
+		case reg.Name == "Egress.ack_phase" && uint64(reg.Index) == coll:
+			ackPhase = v
+		case (reg.Name == "Egress.list_head" || reg.Name == "Egress.list_seq") && uint64(reg.Index) == list && v != 0:
+			return nil, "the test starts the list's ring elsewhere than 0, where the twin's list starts", nil
+		}
+	}
+	if conn.Uint("udp_src_port") == 0 {
+		// The control plane derives the port from the QPNs, as the twin
+		// does for 0: never 0 (roce.FlowLabelToUDPSrcPort).
+		return nil, "a connection with UDP source port 0, which the control plane never installs and the twin reads as " +
+			"derive it from the QPNs", nil
+	}
+	var smac, dmac header.MAC
+	copy(dmac[:], conn.Bytes("dmac", 6))
+	copy(smac[:], conn.Bytes("smac", 6))
+	local := dtamem.Endpoint{MAC: smac, GID: roce.GIDFromIPv4([4]byte(conn.Bytes("src_addr", 4)))}
+	remote := dtamem.Endpoint{MAC: dmac, GID: roce.GIDFromIPv4([4]byte(conn.Bytes("dst_addr", 4))), QPN: uint32(conn.Uint("dst_qpn"))}
+	c := dtatranslator.NewConnWith(local, remote, uint32(psn),
+		dtatranslator.ConnHeaders{UDPSrcPort: uint16(conn.Uint("udp_src_port")), DSCP: uint8(conn.Uint("dscp"))})
+	// The switch asks for an ACK when ack_phase goes from 63 to 64.
+	if ackPhase == 63 {
+		c.AckEvery = 1
+	}
+	// Without a region the switch writes at VA 0 with rkey 0: ring 0
+	// of one entry. The twin's lists have a power of two of entries;
+	// the offset of the ring's first entry is 0 whatever their number.
+	reg := dtamem.ListRegion{Entries: 1}
+	if region != nil {
+		reg = dtamem.ListRegion{Addr: region.Uint("base_hi")<<32 | region.Uint("base_lo"), RKey: uint32(region.Uint("rkey")), Entries: 1}
+	}
+	tr, err := dtatranslator.NewTranslator(c, dtamem.Regions{Lists: map[uint32]dtamem.ListRegion{r.ListID: reg}, Batch: 1})
+	if err != nil {
+		return nil, "", err
+	}
+	var outs []stf.Output
+	parsed := header.EthernetHeaderLen + header.IPv4MinHeaderLen + header.UDPHeaderLen + dtawire.Format{}.BaseLen()
+	n, _ := (dtawire.Format{}).Len(dtawire.OpAppend)
+	parsed += n
+	err = tr.Translate(r, func(f []byte) error {
+		frame := append(append([]byte(nil), f...), tc.In[min(parsed, len(tc.In)):]...)
+		outs = append(outs, stf.Output{Port: int(port), Frame: frame})
+		return nil
+	})
+	return outs, "", err
 }

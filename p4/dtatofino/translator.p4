@@ -42,9 +42,9 @@
  *     (the control plane checks), so an offset is one 32-bit add.
  *   - A RegisterAction touches its register once per pass, so the postcard
  *     cache is a key register, a hop-bitmap register and one data register
- *     per hop. The bitmap register returns the full bitmap and clears
- *     itself when the last hop arrives, so the next postcard of the flow
- *     starts a new record. A flow pushed out of the cache by another before
+ *     per hop. The bitmap register clears itself when the last hop
+ *     arrives (the record's bitmap is then full), so the next postcard of
+ *     the flow starts a new record. A flow pushed out of the cache by another before
  *     it completed is counted, not written (the software translator writes
  *     the partial record, and also flushes old flows on a timer, which a
  *     data plane without a CPU cannot).
@@ -56,30 +56,38 @@
  *   - The ICRC: the RoCE invariant CRC covers the masked IP and UDP
  *     headers, the transport headers and the payload. The public translator
  *     left it invalid and the collector's RNIC had to be told not to check
- *     it; the software translator computes it. Here the ICRC field is zero
- *     unless the program is compiled with -DDTA_ICRC, which computes it with
- *     one Hash (CRC-32 IEEE) per packet shape over the masked fields, the
- *     way the ICRC is defined: eight 0xff bytes, the IPv4 header with
- *     DSCP/ECN, TTL and checksum all ones, the UDP header with checksum all
- *     ones, the BTH with its reserved byte all ones, then the rest. That is
- *     70-86 bytes of hash input per shape, after every field the egress
- *     writes: bf-p4c fits it in 18 egress stages, on Tofino 2 but not on
- *     Tofino 1 (12). A prefix the control plane precomputes per collector
- *     (the invariant headers, as the software translator does) would
- *     shorten the input and the chain. Without it, the collector must
- *     disable ICRC checking.
+ *     it; this one computes it, as the software translator does. A CRC is
+ *     linear: everything up to the BTH's destination QP (eight 0xff bytes,
+ *     the masked IPv4 and UDP headers, opcode, P_Key, QPN) is the same in
+ *     every packet of one shape to one collector, so the control plane
+ *     runs the CRC over it once per (collector, shape) and installs, in
+ *     rdma_conn, the four bytes that lead a CRC register from 0 to the
+ *     state it leaves (a Tofino Hash cannot start from a run-time state;
+ *     it can hash a field first). The egress hashes those four bytes and
+ *     the 28-48 bytes that vary (AckReq and PSN, the RETH or AtomicETH,
+ *     the payload) with initial value 0: one Hash per shape, over the
+ *     values where they are computed rather than the headers written from
+ *     them, so the hash runs beside those writes. The AckReq bit comes
+ *     from a register of its own (ack_phase) beside the PSN's, since
+ *     testing the PSN's low bits would take a stage before the hash.
+ *     p4/dtatofino's tests hold the field lists to a Go model of this
+ *     egress that builds the same packets, ICRC included, as the software
+ *     translator, byte for byte, on the lab's report mix.
  *   - Tofino's rules shaped the pipeline: a table's hit is tested in an if
  *     of its own (flags tell reports and answers from other traffic); an
  *     action does one ALU operation per field, so an entry's address is
  *     computed in steps (slot within the region, times the entry size,
  *     plus the base); a stateful ALU outputs one kind of value, so the
  *     postcard bitmap register returns the bitmap before the update and
- *     egress adds the hop; a counter serves one table per packet, so
- *     evictions have their own; the sequence distance is a keyless table,
- *     since as a statement the compiler folds it into conditions a gateway
- *     cannot evaluate. bf-p4c places the default build in 11 of Tofino 1's
- *     12 stages (ingress 9, egress 11): one stage of headroom for the
- *     parts issue 23 adds (Sketch-Merge, Append batching, the meter).
+ *     a known flow is complete when it held every other hop; a counter
+ *     serves one table per packet, so evictions have their own; the
+ *     sequence distance is a keyless table, since as a statement the
+ *     compiler folds it into conditions a gateway cannot evaluate; the
+ *     postcard cache index is a hash of its own and
+ *     the bitmap register is a byte, which a gateway compares with the
+ *     hop's complement, so the chain to the PSN is short enough for the
+ *     ICRC hash after it. The README's resource table has the stages
+ *     bf-p4c places each build in.
  *   - Immediate reports are written as plain WRITEs (no ImmDt, no
  *     notification); the software translator writes them with immediate.
  *   - Atomics are not windowed: the software translator keeps FETCH_ADDs
@@ -89,10 +97,11 @@
  *     rate needs.
  *   - PSN: one register cell per collector, read and incremented by every
  *     RDMA packet in egress (its low 24 bits are the PSN). Every 64th PSN
- *     asks for an ACK, like the software translator. A NAK (PSN sequence
- *     error) from the collector is sent to the collector's egress pipe and
- *     writes the PSN it names into the register; the control plane can
- *     write it too (Translator.Script's psn initial value).
+ *     asks for an ACK, like the software translator (ack_phase counts the
+ *     period). A NAK (PSN sequence error) from the collector is sent to
+ *     the collector's egress pipe and writes the PSN it names into both
+ *     registers; the control plane can write them too
+ *     (Translator.Script's psn initial value).
  *   - Reporter flow control: for retransmittable reports, a register per
  *     reporter holds the next expected sequence number. A report with it is
  *     translated (and, when the reporter asks for ACKs, every 16th is
@@ -114,10 +123,9 @@
  *     -DDTA_NO_SEQNUM, the base header is the 2-byte form and there is no
  *     tracking.
  *
- * Builds make p4check compiles besides the default (the ICRC hashes need
- * more stages than Tofino 1 has; see the README's table):
+ * Builds make p4check compiles besides the default (see the README's
+ * table):
  *   p4check: build -DDTA_NO_SEQNUM
- *   p4check: build -DDTA_ICRC tofino2 nofit=tofino1
  */
 #include <core.p4>
 #include <tna.p4>
@@ -344,8 +352,12 @@ header record_h {
     bit<32> hop4;
 }
 
+/* The ICRC, little-endian: b0 is its least significant byte. */
 header icrc_h {
-    bit<32> crc;
+    bit<8> b0;
+    bit<8> b1;
+    bit<8> b2;
+    bit<8> b3;
 }
 
 /* Ingress -> egress with every packet. */
@@ -430,14 +442,15 @@ struct eg_metadata_t {
     bit<32>     off_lo;
     bit<32>     va_lo;
     bit<32>     psn;
+    bit<8>      ack;
+    bit<6>      phase;
     bit<32>     head;
     bit<32>     seq;
     cache_idx_t cache;
     bit<32>     old_key;
-    bit<32>     mask;
-    bit<32>     old_mask;
-    bit<32>     hop_bit;
-    bit<32>     hop_rest;
+    bit<8>      old_mask;
+    bit<8>      hop_bit;
+    bit<8>      hop_rest;
     bit<1>      hop_ok;
     bit<1>      emit;
     bit<1>      send;
@@ -446,6 +459,9 @@ struct eg_metadata_t {
     bit<32>     h2;
     bit<32>     h3;
     bit<32>     h4;
+    bit<32>     icrc_write8;
+    bit<32>     icrc_atomic;
+    bit<32>     icrc_record;
 }
 
 /*************************************************************************
@@ -899,11 +915,12 @@ parser EgressParser(packet_in pkt,
         md.off_lo = 0;
         md.va_lo = 0;
         md.psn = 0;
+        md.ack = 0;
+        md.phase = 0;
         md.head = 0;
         md.seq = 0;
         md.cache = 0;
         md.old_key = 0;
-        md.mask = 0;
         md.old_mask = 0;
         md.hop_bit = 0;
         md.hop_rest = 0;
@@ -915,6 +932,9 @@ parser EgressParser(packet_in pkt,
         md.h2 = 0;
         md.h3 = 0;
         md.h4 = 0;
+        md.icrc_write8 = 0;
+        md.icrc_atomic = 0;
+        md.icrc_record = 0;
         transition select(pkt.lookahead<bit<8>>()) {
             PKT_ACK: parse_ack_mirror;
             default: parse_bridge;
@@ -1034,14 +1054,18 @@ control Egress(inout eg_headers_t hdr,
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, poly_slot2) slot2;
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, poly_slot3) slot3;
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, poly_checksum) key_checksum;
+    /* The same CRC, whose low bits index the postcard cache. */
+    CRCPolynomial<bit<32>>(32w0x04c11db7, true, false, false, 32w0xffffffff, 32w0xffffffff) poly_cache;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, poly_cache) cache_index;
 
-#ifdef DTA_ICRC
-    /* The ICRC, one hash per packet shape (see the top). */
-    CRCPolynomial<bit<32>>(32w0x04c11db7, true, false, false, 32w0xffffffff, 32w0xffffffff) poly_icrc;
-    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, poly_icrc) icrc_write8;
-    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, poly_icrc) icrc_atomic;
-    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, poly_icrc) icrc_record;
-#endif
+    /* The ICRC, one hash per packet shape over what varies from packet
+     * to packet (see the top): the hash starts from the collector's
+     * prefix state, which rdma_conn installs. Reflected, initial value 0
+     * (the prefix is the state) and final xor all ones, as hash/crc32. */
+    CRCPolynomial<bit<32>>(32w0x04c11db7, true, false, false, 32w0x00000000, 32w0xffffffff) poly_icrc;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, poly_icrc) icrc_hash_write8;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, poly_icrc) icrc_hash_atomic;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, poly_icrc) icrc_hash_record;
 
     /* ---- the connection to each collector ----------------------------- */
 
@@ -1059,10 +1083,38 @@ control Egress(inout eg_headers_t hdr,
         }
     };
 
+    /* Per collector: its last PSN's place in the period of 64 PSNs
+     * that ask for an ACK, p mod 64 with 64 standing for 0 (0 for a
+     * PSN just before one asking, as after a resync), so that bit 6 of
+     * the next packet's value says whether it asks. The PSN register
+     * cannot tell: a stateful ALU outputs its value, and testing its
+     * low bits takes a stage after it, which the ICRC hash (that
+     * covers the bit) would wait for. */
+    Register<bit<8>, coll_idx_t>(COLLECTOR_SLOTS, 0) ack_phase;
+    RegisterAction<bit<8>, coll_idx_t, bit<8>>(ack_phase) ack_next = {
+        void apply(inout bit<8> value, out bit<8> rv) {
+            if (value >= 64) {
+                value = 1;
+            } else {
+                value = value + 1;
+            }
+            rv = value;
+        }
+    };
+    RegisterAction<bit<8>, coll_idx_t, bit<8>>(ack_phase) ack_resync = {
+        void apply(inout bit<8> value) {
+            value = (bit<8>)md.phase;
+        }
+    };
+
     /* Ethernet, IPv4, UDP and BTH of the translator's RC connection to a
      * collector. */
     action set_conn(mac_addr_t dmac, mac_addr_t smac, ipv4_addr_t src_addr, ipv4_addr_t dst_addr,
-                    bit<6> dscp, bit<16> udp_src_port, bit<24> dst_qpn) {
+                    bit<6> dscp, bit<16> udp_src_port, bit<24> dst_qpn,
+                    bit<32> icrc_write8, bit<32> icrc_atomic, bit<32> icrc_record) {
+        md.icrc_write8 = icrc_write8;
+        md.icrc_atomic = icrc_atomic;
+        md.icrc_record = icrc_record;
         hdr.ethernet.dst_addr = dmac;
         hdr.ethernet.src_addr = smac;
         hdr.ipv4.version = 4;
@@ -1081,7 +1133,7 @@ control Egress(inout eg_headers_t hdr,
         hdr.udp.checksum = 0;
         hdr.bth.setValid();
         hdr.bth.solicited = 0;
-        hdr.bth.mig_req = 1;
+        hdr.bth.mig_req = 0;
         hdr.bth.pad_count = 0;
         hdr.bth.tver = 0;
         hdr.bth.pkey = 0xffff;
@@ -1164,7 +1216,7 @@ control Egress(inout eg_headers_t hdr,
 
     /* ---- Postcarder ----------------------------------------------------- */
 
-    action hop(bit<32> bit_of, bit<32> rest) {
+    action hop(bit<8> bit_of, bit<8> rest) {
         md.hop_bit = bit_of;
         md.hop_rest = rest;
         md.hop_ok = 1;
@@ -1198,20 +1250,22 @@ control Egress(inout eg_headers_t hdr,
         }
     };
 
-    /* The hops reported so far. A new flow starts from its hop (the old
-     * bitmap comes back, for the eviction count); the last missing hop
-     * clears it, so the flow's next postcard starts a new record. Both
-     * return the bitmap before the update (a stateful ALU outputs one
-     * kind of value on every branch): egress adds the hop's bit. */
-    Register<bit<32>, cache_idx_t>(POSTCARD_CACHE, 0) pc_mask;
-    RegisterAction<bit<32>, cache_idx_t, bit<32>>(pc_mask) pc_mask_new = {
-        void apply(inout bit<32> value, out bit<32> rv) {
+    /* The hops reported so far (POSTCARD_HOPS bits: a byte, which a
+     * gateway compares with another). A new flow starts from its hop; the
+     * last missing hop clears it, so the flow's next postcard starts a new
+     * record. Both return the bitmap before the update (a stateful ALU
+     * outputs one kind of value on every branch): the eviction count
+     * tests it, and a known flow is complete when it was every other
+     * hop's (the record's bitmap is then POSTCARD_FULL). */
+    Register<bit<8>, cache_idx_t>(POSTCARD_CACHE, 0) pc_mask;
+    RegisterAction<bit<8>, cache_idx_t, bit<8>>(pc_mask) pc_mask_new = {
+        void apply(inout bit<8> value, out bit<8> rv) {
             rv = value;
             value = md.hop_bit;
         }
     };
-    RegisterAction<bit<32>, cache_idx_t, bit<32>>(pc_mask) pc_mask_add = {
-        void apply(inout bit<32> value, out bit<32> rv) {
+    RegisterAction<bit<8>, cache_idx_t, bit<8>>(pc_mask) pc_mask_add = {
+        void apply(inout bit<8> value, out bit<8> rv) {
             rv = value;
             if (value == md.hop_rest) {
                 value = 0;
@@ -1277,16 +1331,13 @@ control Egress(inout eg_headers_t hdr,
         hdr.postcard.setInvalid();
     }
 
-    action write8(bit<32> word0, bit<32> word1) {
+    action write8() {
         hdr.bth.opcode = RC_WRITE_ONLY;
         hdr.reth.setValid();
         hdr.reth.va_hi = va_hi;
         hdr.reth.va_lo = md.va_lo;
         hdr.reth.rkey = rkey_of;
         hdr.reth.dma_len = 8;
-        hdr.entry.setValid();
-        hdr.entry.word0 = word0;
-        hdr.entry.word1 = word1;
         hdr.ipv4.total_len = IP_LEN_WRITE8;
         hdr.udp.length = UDP_LEN_WRITE8;
     }
@@ -1320,10 +1371,21 @@ control Egress(inout eg_headers_t hdr,
             hdr.udp.checksum = 0;
         } else if (hdr.bridge.pkt_type == PKT_RESYNC) {
             psn_resync.execute(hdr.bridge.collector);
+            /* The PSN before the one the collector expects (6-bit
+             * arithmetic: mod 64). */
+            md.phase = hdr.bth.psn[5:0] - 1;
+            ack_resync.execute(hdr.bridge.collector);
             psn_resyncs.count(hdr.bridge.collector);
             eg_dprsr_md.drop_ctl = 1;
         } else if (hdr.bridge.pkt_type == PKT_REPORT) {
             bit<8> n = EGRESS_RID(eg_intr_md)[7:0];
+            /* The connection's headers first, whether or not the report
+             * ends in a packet (a held postcard is dropped below): the
+             * PSN and the ICRC wait on nothing else. The hit alone in its
+             * if, as Tofino wants it. */
+            if (rdma_conn.apply().hit) {
+                md.send = 1;
+            }
             if (hdr.key_write.isValid()) {
                 md.key = hdr.key_write.key;
                 md.emit = 1;
@@ -1340,6 +1402,10 @@ control Egress(inout eg_headers_t hdr,
                 md.seq = seq_next.execute(hdr.bridge.list);
             } else if (hdr.postcard.isValid()) {
                 md.key = hdr.postcard.key;
+                /* The flow's cache index, the low bits of CRC32(key) (the
+                 * software translator's), from a hash of its own so the
+                 * cache is read without waiting for the checksum. */
+                md.cache = cache_index.get({hdr.postcard.key})[11:0];
                 n = 0;
                 postcard_region.apply();
                 hop_bits.apply();
@@ -1357,6 +1423,17 @@ control Egress(inout eg_headers_t hdr,
                 md.slot = slot3.get({md.key, 8w3});
             }
             md.checksum = key_checksum.get({md.key});
+            /* An 8-byte entry's words as soon as they are known, so the
+             * ICRC hash does not wait for the header writes below. */
+            if (hdr.key_write.isValid()) {
+                hdr.entry.setValid();
+                hdr.entry.word0 = md.checksum;
+                hdr.entry.word1 = hdr.key_write.data;
+            } else if (hdr.append.isValid()) {
+                hdr.entry.setValid();
+                hdr.entry.word0 = hdr.append.data;
+                hdr.entry.word1 = md.seq;
+            }
 
             /* The entry's address, one ALU operation per step (an action
              * does one operation per field, and every step needs the one
@@ -1380,53 +1457,42 @@ control Egress(inout eg_headers_t hdr,
                 if (md.hop_ok == 0) {
                     postcard_events.count(PC_BAD_HOP);
                 } else {
-                    md.cache = md.checksum[11:0];
                     md.old_key = pc_key_swap.execute(md.cache);
-                    if (md.old_key != md.key) {
-                        md.old_mask = pc_mask_new.execute(md.cache);
-                        md.mask = md.hop_bit;
-                        if (md.old_mask != 0) {
-                            postcard_evictions.count(0);
-                        }
-                    } else {
-                        md.old_mask = pc_mask_add.execute(md.cache);
-                        md.mask = md.old_mask | md.hop_bit;
-                    }
                     md.h0 = pc_hop0_update.execute(md.cache);
                     md.h1 = pc_hop1_update.execute(md.cache);
                     md.h2 = pc_hop2_update.execute(md.cache);
                     md.h3 = pc_hop3_update.execute(md.cache);
                     md.h4 = pc_hop4_update.execute(md.cache);
-                    if (md.mask == POSTCARD_FULL) {
-                        postcard_events.count(PC_COMPLETE);
-                        md.emit = 1;
-                    } else {
+                    if (md.old_key != md.key) {
+                        /* A new flow: held (a record has several hops). */
+                        md.old_mask = pc_mask_new.execute(md.cache);
+                        if (md.old_mask != 0) {
+                            postcard_evictions.count(0);
+                        }
                         postcard_events.count(PC_HELD);
+                    } else {
+                        md.old_mask = pc_mask_add.execute(md.cache);
+                        if (md.old_mask == md.hop_rest) {
+                            postcard_events.count(PC_COMPLETE);
+                            md.emit = 1;
+                        } else {
+                            postcard_events.count(PC_HELD);
+                        }
                     }
                 }
             }
 
-            /* The hit alone in its if, as Tofino wants it. */
-            if (md.emit == 1) {
-                if (rdma_conn.apply().hit) {
-                    md.send = 1;
-                }
-            }
-            if (md.send == 0) {
+            if (md.emit == 0 || md.send == 0) {
                 eg_dprsr_md.drop_ctl = 1;
             } else {
                 md.psn = psn_next.execute(hdr.bridge.collector);
+                /* An ACK every 64 packets, as the software translator
+                 * asks: PSNs that are multiples of 64. */
+                md.ack = ack_next.execute(hdr.bridge.collector);
                 hdr.bth.psn = md.psn[23:0];
-                /* An ACK every 64 packets, as the software translator asks. */
-                if (md.psn[5:0] == 0) {
-                    hdr.bth.ack_req = 1;
-                } else {
-                    hdr.bth.ack_req = 0;
-                }
-                if (hdr.key_write.isValid()) {
-                    write8(md.checksum, hdr.key_write.data);
-                } else if (hdr.append.isValid()) {
-                    write8(hdr.append.data, md.seq);
+                hdr.bth.ack_req = md.ack[6:6];
+                if (hdr.key_write.isValid() || hdr.append.isValid()) {
+                    write8();
                 } else if (hdr.key_increment.isValid()) {
                     hdr.bth.opcode = RC_FETCH_ADD;
                     hdr.atomic_eth.setValid();
@@ -1446,7 +1512,7 @@ control Egress(inout eg_headers_t hdr,
                     hdr.reth.dma_len = RECORD_LEN;
                     hdr.record.setValid();
                     hdr.record.checksum = md.checksum;
-                    hdr.record.mask = md.mask;
+                    hdr.record.mask = POSTCARD_FULL;
                     hdr.record.hop0 = md.h0;
                     hdr.record.hop1 = md.h1;
                     hdr.record.hop2 = md.h2;
@@ -1455,46 +1521,42 @@ control Egress(inout eg_headers_t hdr,
                     hdr.ipv4.total_len = IP_LEN_RECORD;
                     hdr.udp.length = UDP_LEN_RECORD;
                 }
-                drop_dta();
                 hdr.icrc.setValid();
-                hdr.icrc.crc = 0;
-#ifdef DTA_ICRC
-                bit<32> c = 0;
-                if (hdr.entry.isValid()) {
-                    c = icrc_write8.get({64w0xffffffffffffffff,
-                        hdr.ipv4.version, hdr.ipv4.ihl, 8w0xff, hdr.ipv4.total_len,
-                        hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset,
-                        8w0xff, hdr.ipv4.protocol, 16w0xffff, hdr.ipv4.src_addr, hdr.ipv4.dst_addr,
-                        hdr.udp.src_port, hdr.udp.dst_port, hdr.udp.length, 16w0xffff,
-                        hdr.bth.opcode, hdr.bth.solicited, hdr.bth.mig_req, hdr.bth.pad_count, hdr.bth.tver,
-                        hdr.bth.pkey, 8w0xff, hdr.bth.dst_qp, hdr.bth.ack_req, hdr.bth.resv7, hdr.bth.psn,
-                        hdr.reth.va_hi, hdr.reth.va_lo, hdr.reth.rkey, hdr.reth.dma_len,
+                /* The ICRC, from the prefix state of the collector and
+                 * shape, over the fields that vary, read where they are
+                 * computed rather than from the headers written above, so
+                 * the hash runs beside those writes. It goes on the wire
+                 * least significant byte first. */
+                if (hdr.key_write.isValid() || hdr.append.isValid()) {
+                    bit<32> c = icrc_hash_write8.get({md.icrc_write8,
+                        md.ack[6:6], 7w0, md.psn[23:0],
+                        va_hi, md.va_lo, rkey_of, 32w8,
                         hdr.entry.word0, hdr.entry.word1});
-                } else if (hdr.atomic_eth.isValid()) {
-                    c = icrc_atomic.get({64w0xffffffffffffffff,
-                        hdr.ipv4.version, hdr.ipv4.ihl, 8w0xff, hdr.ipv4.total_len,
-                        hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset,
-                        8w0xff, hdr.ipv4.protocol, 16w0xffff, hdr.ipv4.src_addr, hdr.ipv4.dst_addr,
-                        hdr.udp.src_port, hdr.udp.dst_port, hdr.udp.length, 16w0xffff,
-                        hdr.bth.opcode, hdr.bth.solicited, hdr.bth.mig_req, hdr.bth.pad_count, hdr.bth.tver,
-                        hdr.bth.pkey, 8w0xff, hdr.bth.dst_qp, hdr.bth.ack_req, hdr.bth.resv7, hdr.bth.psn,
-                        hdr.atomic_eth.va_hi, hdr.atomic_eth.va_lo, hdr.atomic_eth.rkey,
-                        hdr.atomic_eth.swap_add, hdr.atomic_eth.compare});
+                    hdr.icrc.b0 = c[7:0];
+                    hdr.icrc.b1 = c[15:8];
+                    hdr.icrc.b2 = c[23:16];
+                    hdr.icrc.b3 = c[31:24];
+                } else if (hdr.key_increment.isValid()) {
+                    bit<32> c = icrc_hash_atomic.get({md.icrc_atomic,
+                        md.ack[6:6], 7w0, md.psn[23:0],
+                        va_hi, md.va_lo, rkey_of,
+                        hdr.key_increment.counter, 64w0});
+                    hdr.icrc.b0 = c[7:0];
+                    hdr.icrc.b1 = c[15:8];
+                    hdr.icrc.b2 = c[23:16];
+                    hdr.icrc.b3 = c[31:24];
                 } else {
-                    c = icrc_record.get({64w0xffffffffffffffff,
-                        hdr.ipv4.version, hdr.ipv4.ihl, 8w0xff, hdr.ipv4.total_len,
-                        hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset,
-                        8w0xff, hdr.ipv4.protocol, 16w0xffff, hdr.ipv4.src_addr, hdr.ipv4.dst_addr,
-                        hdr.udp.src_port, hdr.udp.dst_port, hdr.udp.length, 16w0xffff,
-                        hdr.bth.opcode, hdr.bth.solicited, hdr.bth.mig_req, hdr.bth.pad_count, hdr.bth.tver,
-                        hdr.bth.pkey, 8w0xff, hdr.bth.dst_qp, hdr.bth.ack_req, hdr.bth.resv7, hdr.bth.psn,
-                        hdr.reth.va_hi, hdr.reth.va_lo, hdr.reth.rkey, hdr.reth.dma_len,
-                        hdr.record.checksum, hdr.record.mask, hdr.record.hop0, hdr.record.hop1,
-                        hdr.record.hop2, hdr.record.hop3, hdr.record.hop4});
+                    bit<32> c = icrc_hash_record.get({md.icrc_record,
+                        md.ack[6:6], 7w0, md.psn[23:0],
+                        va_hi, md.va_lo, rkey_of, RECORD_LEN,
+                        md.checksum, POSTCARD_FULL, md.h0, md.h1, md.h2, md.h3, md.h4});
+                    hdr.icrc.b0 = c[7:0];
+                    hdr.icrc.b1 = c[15:8];
+                    hdr.icrc.b2 = c[23:16];
+                    hdr.icrc.b3 = c[31:24];
                 }
-                /* The ICRC goes on the wire least significant byte first. */
-                hdr.icrc.crc = c[7:0] ++ c[15:8] ++ c[23:16] ++ c[31:24];
-#endif
+                /* After the ICRC's choice of shape, which reads them. */
+                drop_dta();
                 rdma_pkts.count(hdr.bridge.collector);
             }
         }

@@ -84,9 +84,30 @@ type ConnStats struct {
 // NewConn makes the translator's side of a connection from local to the
 // collector's QP, starting at psn.
 func NewConn(local, collector dtamem.Endpoint, psn uint32) *Conn {
+	return NewConnWith(local, collector, psn, ConnHeaders{})
+}
+
+// ConnHeaders are header fields of a connection's packets that do not
+// follow from its endpoints: a translator configured apart from them (the
+// Tofino translator's control plane installs each in a table entry) sets
+// them here.
+type ConnHeaders struct {
+	// UDPSrcPort is the packets' UDP source port (0: derived from the
+	// QPNs, roce.FlowLabelFromQPNs).
+	UDPSrcPort uint16
+	// DSCP marks the packets (0..63).
+	DSCP uint8
+}
+
+// NewConnWith is NewConn with the header fields h.
+func NewConnWith(local, collector dtamem.Endpoint, psn uint32, h ConnHeaders) *Conn {
 	c := &Conn{next: psn & roce.PSNMask, acked: (psn - 1) & roce.PSNMask, AckEvery: 64, MaxAtomic: 16}
+	// DF and the default partition key, as RNICs send (verbs/soft does
+	// too): a responder checks the partition key, and the Tofino
+	// translator's packets carry the same headers, ICRC included.
 	c.b = roce.Builder{SrcMAC: local.MAC, DstMAC: collector.MAC, SrcGID: local.GID, DstGID: collector.GID,
-		HopLimit: roce.DefaultHopLimit, DestQP: collector.QPN, FlowLabel: roce.FlowLabelFromQPNs(local.QPN, collector.QPN)}
+		HopLimit: roce.DefaultHopLimit, DontFragment: true, PKey: roce.DefaultPKey, DestQP: collector.QPN,
+		FlowLabel: roce.FlowLabelFromQPNs(local.QPN, collector.QPN), SrcPort: h.UDPSrcPort, TrafficClass: h.DSCP << 2}
 	return c
 }
 

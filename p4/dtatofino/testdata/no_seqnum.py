@@ -39,6 +39,7 @@ bfrt.dta_translator.pipe.Egress.key_increment_region.clear()
 bfrt.dta_translator.pipe.Egress.postcard_region.clear()
 bfrt.dta_translator.pipe.Egress.list_region.clear()
 bfrt.dta_translator.pipe.Egress.psn.clear()
+bfrt.dta_translator.pipe.Egress.ack_phase.clear()
 bfrt.dta_translator.pipe.Egress.list_head.clear()
 bfrt.dta_translator.pipe.Egress.list_seq.clear()
 bfrt.dta_translator.pipe.Egress.pc_key.clear()
@@ -75,9 +76,10 @@ bfrt.dta_translator.pipe.Ingress.translator_cfg.set_default_with_set_translator(
 # collectors[0] c0: 192.168.7.2 qpn 0x101 on coll, psn 0
 bfrt.dta_translator.pipe.Ingress.collector.add_with_set_collector(dst_addr=ip('192.168.7.2'), idx=0, port=port_coll)
 bfrt.dta_translator.pipe.Ingress.collector_qp.add_with_set_collector(src_addr=ip('192.168.7.2'), dst_qpn=0x100, idx=0, port=port_coll)
-bfrt.dta_translator.pipe.Egress.rdma_conn.add_with_set_conn(collector=0, dmac=mac('0c:42:a1:00:0b:01'), smac=mac('02:00:00:00:0b:01'), src_addr=ip('192.168.7.1'), dst_addr=ip('192.168.7.2'), dscp=0, udp_src_port=49412, dst_qpn=0x101)
+bfrt.dta_translator.pipe.Egress.rdma_conn.add_with_set_conn(collector=0, dmac=mac('0c:42:a1:00:0b:01'), smac=mac('02:00:00:00:0b:01'), src_addr=ip('192.168.7.1'), dst_addr=ip('192.168.7.2'), dscp=0, udp_src_port=49412, dst_qpn=0x101, icrc_write8=0x19416e4e, icrc_atomic=0xd5e255f3, icrc_record=0x579f3329)
 bfrt.dta_translator.pipe.Egress.key_write_region.add_with_set_region(collector=0, base_hi=0x0, base_lo=0x1000, rkey=0x1, slot_mask=0x3ff)  # 1024 x 8 B
 bfrt.dta_translator.pipe.Egress.psn.mod(REGISTER_INDEX=0, f1=0)
+bfrt.dta_translator.pipe.Egress.ack_phase.mod(REGISTER_INDEX=0, f1=63)
 
 # Append lists: (collector, list id) -> list index; head and sequence start at 0.
 

@@ -40,6 +40,7 @@ bfrt.translator.pipe.Egress.key_increment_region.clear()
 bfrt.translator.pipe.Egress.postcard_region.clear()
 bfrt.translator.pipe.Egress.list_region.clear()
 bfrt.translator.pipe.Egress.psn.clear()
+bfrt.translator.pipe.Egress.ack_phase.clear()
 bfrt.translator.pipe.Egress.list_head.clear()
 bfrt.translator.pipe.Egress.list_seq.clear()
 bfrt.translator.pipe.Egress.pc_key.clear()
@@ -93,16 +94,18 @@ bfrt.translator.pipe.Ingress.ipv4_fwd.add_with_forward(dst_addr=ip('10.9.0.1'), 
 # collectors[0] kv: 10.9.0.1 qpn 0x2c1 on collector-a, psn 1000
 bfrt.translator.pipe.Ingress.collector.add_with_set_collector(dst_addr=ip('10.9.0.1'), idx=0, port=port_collector_a)
 bfrt.translator.pipe.Ingress.collector_qp.add_with_set_collector(src_addr=ip('10.9.0.1'), dst_qpn=0x11, idx=0, port=port_collector_a)
-bfrt.translator.pipe.Egress.rdma_conn.add_with_set_conn(collector=0, dmac=mac('0c:42:a1:00:09:01'), smac=mac('02:00:00:00:0a:01'), src_addr=ip('10.9.0.254'), dst_addr=ip('10.9.0.1'), dscp=26, udp_src_port=61137, dst_qpn=0x2c1)
+bfrt.translator.pipe.Egress.rdma_conn.add_with_set_conn(collector=0, dmac=mac('0c:42:a1:00:09:01'), smac=mac('02:00:00:00:0a:01'), src_addr=ip('10.9.0.254'), dst_addr=ip('10.9.0.1'), dscp=26, udp_src_port=61137, dst_qpn=0x2c1, icrc_write8=0xba61b120, icrc_atomic=0x76c28a9d, icrc_record=0xf4bfec47)
 bfrt.translator.pipe.Egress.key_write_region.add_with_set_region(collector=0, base_hi=0x7f00, base_lo=0x0, rkey=0x1234, slot_mask=0xfffff)  # 1048576 x 8 B
 bfrt.translator.pipe.Egress.key_increment_region.add_with_set_region(collector=0, base_hi=0x7f00, base_lo=0x10000000, rkey=0x1235, slot_mask=0xffff)  # 65536 x 8 B
 bfrt.translator.pipe.Egress.psn.mod(REGISTER_INDEX=0, f1=1000)
+bfrt.translator.pipe.Egress.ack_phase.mod(REGISTER_INDEX=0, f1=39)
 # collectors[1] paths: 10.9.0.2 qpn 0x2c2 on collector-b, psn 16777200
 bfrt.translator.pipe.Ingress.collector.add_with_set_collector(dst_addr=ip('10.9.0.2'), idx=1, port=port_collector_b)
 bfrt.translator.pipe.Ingress.collector_qp.add_with_set_collector(src_addr=ip('10.9.0.2'), dst_qpn=0x11, idx=1, port=port_collector_b)
-bfrt.translator.pipe.Egress.rdma_conn.add_with_set_conn(collector=1, dmac=mac('0c:42:a1:00:09:02'), smac=mac('02:00:00:00:0a:02'), src_addr=ip('10.9.0.254'), dst_addr=ip('10.9.0.2'), dscp=26, udp_src_port=50000, dst_qpn=0x2c2)
+bfrt.translator.pipe.Egress.rdma_conn.add_with_set_conn(collector=1, dmac=mac('0c:42:a1:00:09:02'), smac=mac('02:00:00:00:0a:02'), src_addr=ip('10.9.0.254'), dst_addr=ip('10.9.0.2'), dscp=26, udp_src_port=50000, dst_qpn=0x2c2, icrc_write8=0x3d3d8aae, icrc_atomic=0xf19eb113, icrc_record=0x73e3d7c9)
 bfrt.translator.pipe.Egress.postcard_region.add_with_set_region(collector=1, base_hi=0x1, base_lo=0x0, rkey=0x99, slot_mask=0xffff)  # 65536 x 28 B
 bfrt.translator.pipe.Egress.psn.mod(REGISTER_INDEX=1, f1=16777200)
+bfrt.translator.pipe.Egress.ack_phase.mod(REGISTER_INDEX=1, f1=47)
 
 # Append lists: (collector, list id) -> list index; head and sequence start at 0.
 bfrt.translator.pipe.Ingress.append_list.add_with_set_list(collector=0, list_id=3, idx=0)  # kv
