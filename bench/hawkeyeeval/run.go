@@ -78,6 +78,10 @@ const (
 type Incident struct {
 	Time int64 `json:"time_ns"`
 	Flow int   `json:"flow"`
+	// RTT is what crossed the agent's threshold (a stalled flow's wait
+	// for an ACK), Base what it was compared with.
+	RTT  int64 `json:"rtt_ns"`
+	Base int64 `json:"base_ns"`
 	// Victim: the flow suffered the injected anomaly (one of the
 	// anomaly's own flows, or a background flow caught after the anomaly
 	// began that the counterfactual run did not catch). Expect are the
@@ -283,7 +287,7 @@ func runTrace(ctx context.Context, tr *Trace, o RunOptions, full bool) (*run, er
 		if !full {
 			return
 		}
-		in := &pending{Incident: Incident{Time: p.Time, Flow: int(p.Flow)}, poll: p, read: p.Time + readDelay}
+		in := &pending{Incident: Incident{Time: p.Time, Flow: int(p.Flow), RTT: p.RTT, Base: p.Base}, poll: p, read: p.Time + readDelay}
 		current[p.Event] = in
 		r.incidents = append(r.incidents, in)
 		sim.At(in.read, func(*fabric.Sim) { col.read(in) })

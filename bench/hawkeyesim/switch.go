@@ -148,7 +148,9 @@ func (f *flowEntry) record() hawkeyewire.FlowRecord {
 // portCounters is an egress port's epoch registers.
 type portCounters struct {
 	packets, paused, pauseFrames uint32
-	qsum                         uint64
+	// pauseSent: XOFF frames this switch sent out of the port.
+	pauseSent uint32
+	qsum      uint64
 }
 
 // epochSlot is one epoch of the ring.
@@ -392,8 +394,16 @@ func (pr *Program) evict(st *switchState, epoch int64, fe *flowEntry) {
 
 // pause is the Pause hook: PFC frames received by a switch port set its
 // pause timer from the quanta (512 bit times each at the port's speed;
-// 0 resumes) and count in the epoch's port registers.
+// 0 resumes) and count in the epoch's port registers; an XOFF a switch
+// sent counts at its own port too (the MAC's transmitted-PFC counter,
+// which the CPU poller reads with the registers).
 func (pr *Program) pause(node, port int, prio uint8, quanta uint16) {
+	if quanta > 0 {
+		if peer, pp := pr.sim.Peer(node, port); pr.sim.SwitchOf(peer) >= 0 {
+			st := &pr.sw[pr.sim.SwitchOf(peer)]
+			st.slot(pr.sim.Now(), pr.cfg.EpochShift).ports[pp].pauseSent++
+		}
+	}
 	si := pr.sim.SwitchOf(node)
 	if si < 0 {
 		return

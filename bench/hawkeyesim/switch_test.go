@@ -408,7 +408,7 @@ func checkReports(t *testing.T, rs []hawkeyewire.SwitchReport, cfg Config) {
 				t.Errorf("%s: empty epoch %d reported", r.Switch, e.ID)
 			}
 			for _, p := range e.Ports {
-				if p.Packets == 0 && p.Paused == 0 && p.PauseFrames == 0 && !p.PausedNow {
+				if p.Packets == 0 && p.Paused == 0 && p.PauseFrames == 0 && p.PauseSent == 0 && !p.PausedNow {
 					t.Errorf("%s: empty port record %+v", r.Switch, p)
 				}
 			}
