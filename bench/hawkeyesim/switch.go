@@ -182,9 +182,9 @@ type switchState struct {
 	evHead     int
 	evN        int
 	evLost     int64 // newest epoch that lost an evicted flow to the ring's bound; MinInt64 none
-	// seen[event][0] flow trace, [1] PFC trace: when handled, +1 (0:
-	// never).
-	seen        [256][2]int64
+	// seen: when each event of each victim was handled, per trace kind
+	// (0 flow trace, 1 PFC trace).
+	seen        map[seenKey]int64
 	lastCollect int64
 	lastEvent   int   // event id of the last collection, -1 none
 	lastEventAt int64 // when
@@ -245,7 +245,7 @@ func New(sim *fabric.Sim, cfg Config) (*Program, error) {
 		}
 		node := sim.NodeOfSwitch(si)
 		np := sim.NumPorts(node)
-		st := switchState{node: node, sw: si, name: g.Nodes[node].Name, nports: np, bw: make([]float64, np),
+		st := switchState{node: node, sw: si, name: g.Nodes[node].Name, nports: np, bw: make([]float64, np), seen: map[seenKey]int64{},
 			peerSw: make([]bool, np), pauseUntil: make([]int64, np*fabric.NumPrio), ev: make([]evicted, cfg.MaxEvicted),
 			evLost: math.MinInt64, lastCollect: math.MinInt64 / 2, lastEvent: -1, lastReused: -1}
 		for p, ref := range g.Ports(node) {

@@ -545,6 +545,43 @@ func TestDuplicates(t *testing.T) {
 	}
 }
 
+// TestEventIDReuse: a poll for another victim that reuses an event id
+// inside the dedup interval (ids are 8 bits: a fabric's hosts wrap them
+// within it) is traced as a new event, not dropped as a duplicate.
+func TestEventIDReuse(t *testing.T) {
+	n := incastNet(t)
+	flows := incastFlows(t, n)
+	if len(flows) < 2 {
+		t.Fatal("the incast needs two flows")
+	}
+	s := newSim(t, n, noCC(), flows...)
+	pr, _ := New(s, DefaultConfig())
+	s.SetHooks(pr.Hooks())
+	var visits []Visit
+	pr.OnVisit = func(v Visit) { visits = append(visits, v) }
+	runTo(t, s, 300_000)
+	for f := range int32(2) {
+		src, _ := s.FlowEnds(f)
+		if err := s.Send(src, 0, PollPacket(s, f, 77, fabric.PrioControl)); err != nil {
+			t.Fatal(err)
+		}
+		runTo(t, s, 300_000+int64(f+1)*20_000)
+	}
+	if pr.Stats.Duplicates != 0 || len(visits) < 4 {
+		t.Fatalf("%d visits, stats %+v", len(visits), pr.Stats)
+	}
+	first := visits[0].Switch
+	n2 := 0
+	for _, v := range visits {
+		if v.Switch == first {
+			n2++
+		}
+	}
+	if n2 != 2 {
+		t.Fatalf("switch %s handled event 77 %d times, want once per victim", first, n2)
+	}
+}
+
 // TestChainHooks: every hook sees each event in order; a consumed packet
 // stops there.
 func TestChainHooks(t *testing.T) {
