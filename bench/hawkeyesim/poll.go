@@ -54,6 +54,9 @@ type Visit struct {
 	// Sent are the ports the switch sent polling packets through, with
 	// the type each carried.
 	Sent []SentPoll
+	// Quiet: a flow trace only, at a hop where the victim's egress was
+	// neither paused nor queued (Config.QuietQdepth): not collected.
+	Quiet bool
 }
 
 // SentPoll is a polling packet a switch sent on.
@@ -92,7 +95,8 @@ func (pr *Program) poll(sw, in int, p *fabric.Packet) {
 	if t&hawkeyewire.TypeFlow != 0 && pr.firstTime(st, flow, ev, 0, now) {
 		handled = true
 		_, dst := pr.sim.FlowEnds(flow)
-		if o := pr.sim.NextHop(st.node, dst, pr.sim.FlowHash(flow)); o >= 0 && st.peerSw[o] {
+		o := pr.sim.NextHop(st.node, dst, pr.sim.FlowHash(flow))
+		if o >= 0 && st.peerSw[o] {
 			out := hawkeyewire.TypeFlow
 			if pr.paused(st, slots, o, now) {
 				out |= hawkeyewire.TypePFC
@@ -100,6 +104,8 @@ func (pr *Program) poll(sw, in int, p *fabric.Packet) {
 			}
 			pr.send(st, o, p, out, in, ev, &visit)
 		}
+		visit.Quiet = pr.cfg.QuietQdepth > 0 && t&hawkeyewire.TypePFC == 0 && o >= 0 &&
+			!pr.paused(st, slots, o, now) && queue(slots, o) < pr.cfg.QuietQdepth
 	}
 	if t&hawkeyewire.TypePFC != 0 && pr.firstTime(st, flow, ev, 1, now) {
 		handled = true
@@ -119,7 +125,24 @@ func (pr *Program) poll(sw, in int, p *fabric.Packet) {
 	if pr.OnVisit != nil {
 		pr.OnVisit(visit)
 	}
-	pr.trigger(st, ev, FlowKeyOf(pr.sim, flow), now)
+	if !visit.Quiet {
+		pr.trigger(st, ev, FlowKeyOf(pr.sim, flow), now)
+	}
+}
+
+// queue is port o's average queue at enqueue (bytes) over the epochs
+// read, 0 without packets.
+func queue(slots []*epochSlot, o int) float64 {
+	var n uint32
+	var q uint64
+	for _, s := range slots {
+		n += s.ports[o].packets
+		q += s.ports[o].qsum
+	}
+	if n == 0 {
+		return 0
+	}
+	return float64(q) / float64(n)
 }
 
 // seenKey is what a switch deduplicates polling packets by: the victim

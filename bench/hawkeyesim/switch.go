@@ -45,6 +45,15 @@ type Config struct {
 	// PFC never pauses, strict above data, as the paper puts them with
 	// CNPs.
 	PollPrio uint8
+	// QuietQdepth (bytes), when positive, keeps a switch's CPU out of a
+	// flow trace where the victim's egress was neither paused nor queued
+	// (an average queue below this over the epochs read): the polling
+	// packet goes on, but the switch mirrors it to no CPU, and its
+	// telemetry, which holds nothing about the victim's delay, is not
+	// collected (the paper's poller drops useless telemetry; this drops
+	// it in the data plane, per switch). A PFC trace always collects.
+	// p4/hawkeyetofino does not do this.
+	QuietQdepth float64
 	// MinPaused is how many paused packets in the epochs read make a port
 	// count as paused for tracing when its pause timer has run out.
 	MinPaused uint32

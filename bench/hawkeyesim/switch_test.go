@@ -582,6 +582,45 @@ func TestEventIDReuse(t *testing.T) {
 	}
 }
 
+// TestQuietHops: with QuietQdepth, a flow-trace hop where the victim's
+// egress was neither paused nor queued is not collected; the hops of the
+// incast's queue and its PFC trace are.
+func TestQuietHops(t *testing.T) {
+	for _, quiet := range []float64{0, 2000} {
+		n := incastNet(t)
+		s := newSim(t, n, noCC(), incastFlows(t, n)...)
+		cfg := DefaultConfig()
+		cfg.QuietQdepth = quiet
+		acfg := DefaultAgentConfig()
+		acfg.Threshold = 1 << 30
+		sys, _ := Attach(s, cfg, acfg)
+		var visits []Visit
+		sys.Program.OnVisit = func(v Visit) { visits = append(visits, v) }
+		runTo(t, s, 500_000)
+		if _, err := sys.Agent.Poll(0); err != nil {
+			t.Fatal(err)
+		}
+		runTo(t, s, 520_000)
+		var loud, hushed int
+		for _, v := range visits {
+			switch {
+			case v.Quiet && v.Type&hawkeyewire.TypePFC != 0:
+				t.Fatalf("a PFC trace at %s was quiet", v.Switch)
+			case v.Quiet:
+				hushed++
+			default:
+				loud++
+			}
+		}
+		if int(sys.Program.Stats.Collections) != loud {
+			t.Fatalf("quiet %v: %d collections for %d collected visits", quiet, sys.Program.Stats.Collections, loud)
+		}
+		if quiet == 0 && hushed != 0 || quiet > 0 && (hushed == 0 || loud == 0) {
+			t.Fatalf("quiet %v: %d quiet visits, %d collected: %+v", quiet, hushed, loud, visits)
+		}
+	}
+}
+
 // TestChainHooks: every hook sees each event in order; a consumed packet
 // stops there.
 func TestChainHooks(t *testing.T) {
