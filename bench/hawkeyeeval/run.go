@@ -67,6 +67,8 @@ const (
 	// drain: an incast's or a storm's queue still delays flows this long
 	// after its last flow finished.
 	drain = 200_000
+	// quietQdepth (bytes): the analyzer's MinContention.
+	quietQdepth = 2000
 	// pauseWindow: the pauses that can have delayed a flow caught at t
 	// are those of the last half millisecond (a PAUSE holds a 100G port
 	// for at most 335 us; a lasting one is refreshed).
@@ -78,6 +80,10 @@ const (
 type Incident struct {
 	Time int64 `json:"time_ns"`
 	Flow int   `json:"flow"`
+	// RTT is what crossed the agent's threshold (a stalled flow's wait
+	// for an ACK), Base what it was compared with.
+	RTT  int64 `json:"rtt_ns"`
+	Base int64 `json:"base_ns"`
 	// Victim: the flow suffered the injected anomaly (one of the
 	// anomaly's own flows, or a background flow caught after the anomaly
 	// began that the counterfactual run did not catch). Expect are the
@@ -227,6 +233,9 @@ func runTrace(ctx context.Context, tr *Trace, o RunOptions, full bool) (*run, er
 	cfg.EpochShift = o.Params.EpochShift
 	cfg.ReadDelay = readDelay
 	cfg.CollectInterval = collectInterval
+	// A hop where the victim met neither pause nor a queue of the
+	// analyzer's least contention has nothing to say about its delay.
+	cfg.QuietQdepth = quietQdepth
 	// The evaluation reads the switches itself, for every method alike
 	// (same moment, same epochs, same interval between two collections
 	// of a switch): Hawkeye's own CPU pollers would only read the same
@@ -283,7 +292,7 @@ func runTrace(ctx context.Context, tr *Trace, o RunOptions, full bool) (*run, er
 		if !full {
 			return
 		}
-		in := &pending{Incident: Incident{Time: p.Time, Flow: int(p.Flow)}, poll: p, read: p.Time + readDelay}
+		in := &pending{Incident: Incident{Time: p.Time, Flow: int(p.Flow), RTT: p.RTT, Base: p.Base}, poll: p, read: p.Time + readDelay}
 		current[p.Event] = in
 		r.incidents = append(r.incidents, in)
 		sim.At(in.read, func(*fabric.Sim) { col.read(in) })
@@ -520,9 +529,14 @@ func (c *collector) read(in *pending) {
 	}
 	traced, onPath := map[int]bool{}, map[int]bool{}
 	for _, v := range in.visits {
-		traced[idx[v.Switch]] = true
+		// The victim-only baseline polls the whole path; Hawkeye's
+		// switches where the victim was neither paused nor queued
+		// mirror the poll to no CPU (hawkeyesim.Config.QuietQdepth).
 		if v.Type&hawkeyewire.TypeFlow != 0 {
 			onPath[idx[v.Switch]] = true
+		}
+		if !v.Quiet {
+			traced[idx[v.Switch]] = true
 		}
 	}
 	fresh := map[int]hawkeyewire.SwitchReport{}

@@ -54,6 +54,9 @@ type Visit struct {
 	// Sent are the ports the switch sent polling packets through, with
 	// the type each carried.
 	Sent []SentPoll
+	// Quiet: a flow trace only, at a hop where the victim's egress was
+	// neither paused nor queued (Config.QuietQdepth): not collected.
+	Quiet bool
 }
 
 // SentPoll is a polling packet a switch sent on.
@@ -89,10 +92,11 @@ func (pr *Program) poll(sw, in int, p *fabric.Packet) {
 	visit := Visit{Time: now, Switch: st.name, Event: ev, Type: t, Ingress: in}
 	handled := false
 	victimOut := -1
-	if t&hawkeyewire.TypeFlow != 0 && pr.firstTime(st, ev, 0, now) {
+	if t&hawkeyewire.TypeFlow != 0 && pr.firstTime(st, flow, ev, 0, now) {
 		handled = true
 		_, dst := pr.sim.FlowEnds(flow)
-		if o := pr.sim.NextHop(st.node, dst, pr.sim.FlowHash(flow)); o >= 0 && st.peerSw[o] {
+		o := pr.sim.NextHop(st.node, dst, pr.sim.FlowHash(flow))
+		if o >= 0 && st.peerSw[o] {
 			out := hawkeyewire.TypeFlow
 			if pr.paused(st, slots, o, now) {
 				out |= hawkeyewire.TypePFC
@@ -100,8 +104,10 @@ func (pr *Program) poll(sw, in int, p *fabric.Packet) {
 			}
 			pr.send(st, o, p, out, in, ev, &visit)
 		}
+		visit.Quiet = pr.cfg.QuietQdepth > 0 && t&hawkeyewire.TypePFC == 0 && o >= 0 &&
+			!pr.paused(st, slots, o, now) && queue(slots, o) < pr.cfg.QuietQdepth
 	}
-	if t&hawkeyewire.TypePFC != 0 && pr.firstTime(st, ev, 1, now) {
+	if t&hawkeyewire.TypePFC != 0 && pr.firstTime(st, flow, ev, 1, now) {
 		handled = true
 		for o := range st.nports {
 			if o == in || o == victimOut || !st.peerSw[o] {
@@ -119,16 +125,48 @@ func (pr *Program) poll(sw, in int, p *fabric.Packet) {
 	if pr.OnVisit != nil {
 		pr.OnVisit(visit)
 	}
-	pr.trigger(st, ev, FlowKeyOf(pr.sim, flow), now)
+	if !visit.Quiet {
+		pr.trigger(st, ev, FlowKeyOf(pr.sim, flow), now)
+	}
 }
 
-// firstTime marks event ev's trace kind k handled at st, reporting
-// whether it was new.
-func (pr *Program) firstTime(st *switchState, ev uint8, k int, now int64) bool {
-	if at := st.seen[ev][k]; at != 0 && now-(at-1) < pr.cfg.DedupNs {
+// queue is port o's average queue at enqueue (bytes) over the epochs
+// read, 0 without packets.
+func queue(slots []*epochSlot, o int) float64 {
+	var n uint32
+	var q uint64
+	for _, s := range slots {
+		n += s.ports[o].packets
+		q += s.ports[o].qsum
+	}
+	if n == 0 {
+		return 0
+	}
+	return float64(q) / float64(n)
+}
+
+// seenKey is what a switch deduplicates polling packets by: the victim
+// (its 5-tuple, which the polling header carries; the paper drops
+// polling packets "with the same 5-tuple within a certain time
+// interval"), the event id and the trace kind. The 8-bit event id alone
+// wraps after 256 polls: with a fabric's hosts detecting hundreds of
+// victims within the interval, a new victim's poll reusing an id was
+// dropped as a duplicate and its anomaly went untraced.
+// (p4/hawkeyetofino still keys its seen registers by event id alone.)
+type seenKey struct {
+	victim int32
+	ev     uint8
+	k      uint8
+}
+
+// firstTime marks event ev of victim flow's trace kind k handled at st,
+// reporting whether it was new.
+func (pr *Program) firstTime(st *switchState, flow int32, ev uint8, k uint8, now int64) bool {
+	key := seenKey{flow, ev, k}
+	if at, ok := st.seen[key]; ok && now-at < pr.cfg.DedupNs {
 		return false
 	}
-	st.seen[ev][k] = now + 1
+	st.seen[key] = now
 	return true
 }
 

@@ -16,7 +16,8 @@ import (
 //	header   switch id 2, event 1, flags 1 (bit 0: truncated), records 2, sequence 2
 //	epoch    kind 1, epoch id 4, start (48-bit ns) 6, pad 1            = 12
 //	port     kind 1, port 2, packets 4, paused 4, qdepth sum 8,
-//	         pause frames 4, paused-now 1, pause left (ns) 4          = 28
+//	         pause frames 4, paused-now 1, pause left (ns) 4,
+//	         pause frames sent 4                                      = 32
 //	meter    kind 1, in 2, out 2, bytes 8                             = 13
 //	flow     kind 1, 5-tuple 13, in 2, out 2, packets 4,
 //	         qdepth sum 8, paused 4                                   = 34
@@ -30,7 +31,7 @@ const (
 	ReportOverhead   = 14 + 20 + 8 + ReportHeaderLen + 4
 	ReportHeaderLen  = 8
 	EpochRecordLen   = 12
-	PortRecordLen    = 28
+	PortRecordLen    = 32
 	MeterRecordLen   = 13
 	FlowRecordLen    = 34
 	EvictedRecordLen = 38
@@ -207,7 +208,8 @@ func (pr *Program) collect(st *switchState, now int64) hawkeyewire.SwitchReport 
 			if !k.add(PortRecordLen) {
 				break
 			}
-			rec := hawkeyewire.PortRecord{Port: p, Packets: pc.packets, Paused: pc.paused, QdepthSum: pc.qsum, PauseFrames: pc.pauseFrames}
+			rec := hawkeyewire.PortRecord{Port: p, Packets: pc.packets, Paused: pc.paused, QdepthSum: pc.qsum, PauseFrames: pc.pauseFrames,
+				PauseSent: pc.pauseSent}
 			if newest {
 				rec.PausedNow = now
 				rec.PauseLeftNs = max(st.pauseLeft(p, pr.sim.Now()), 0)

@@ -45,6 +45,15 @@ type Config struct {
 	// PFC never pauses, strict above data, as the paper puts them with
 	// CNPs.
 	PollPrio uint8
+	// QuietQdepth (bytes), when positive, keeps a switch's CPU out of a
+	// flow trace where the victim's egress was neither paused nor queued
+	// (an average queue below this over the epochs read): the polling
+	// packet goes on, but the switch mirrors it to no CPU, and its
+	// telemetry, which holds nothing about the victim's delay, is not
+	// collected (the paper's poller drops useless telemetry; this drops
+	// it in the data plane, per switch). A PFC trace always collects.
+	// p4/hawkeyetofino does not do this.
+	QuietQdepth float64
 	// MinPaused is how many paused packets in the epochs read make a port
 	// count as paused for tracing when its pause timer has run out.
 	MinPaused uint32
@@ -148,7 +157,9 @@ func (f *flowEntry) record() hawkeyewire.FlowRecord {
 // portCounters is an egress port's epoch registers.
 type portCounters struct {
 	packets, paused, pauseFrames uint32
-	qsum                         uint64
+	// pauseSent: XOFF frames this switch sent out of the port.
+	pauseSent uint32
+	qsum      uint64
 }
 
 // epochSlot is one epoch of the ring.
@@ -180,9 +191,9 @@ type switchState struct {
 	evHead     int
 	evN        int
 	evLost     int64 // newest epoch that lost an evicted flow to the ring's bound; MinInt64 none
-	// seen[event][0] flow trace, [1] PFC trace: when handled, +1 (0:
-	// never).
-	seen        [256][2]int64
+	// seen: when each event of each victim was handled, per trace kind
+	// (0 flow trace, 1 PFC trace).
+	seen        map[seenKey]int64
 	lastCollect int64
 	lastEvent   int   // event id of the last collection, -1 none
 	lastEventAt int64 // when
@@ -243,7 +254,7 @@ func New(sim *fabric.Sim, cfg Config) (*Program, error) {
 		}
 		node := sim.NodeOfSwitch(si)
 		np := sim.NumPorts(node)
-		st := switchState{node: node, sw: si, name: g.Nodes[node].Name, nports: np, bw: make([]float64, np),
+		st := switchState{node: node, sw: si, name: g.Nodes[node].Name, nports: np, bw: make([]float64, np), seen: map[seenKey]int64{},
 			peerSw: make([]bool, np), pauseUntil: make([]int64, np*fabric.NumPrio), ev: make([]evicted, cfg.MaxEvicted),
 			evLost: math.MinInt64, lastCollect: math.MinInt64 / 2, lastEvent: -1, lastReused: -1}
 		for p, ref := range g.Ports(node) {
@@ -392,8 +403,16 @@ func (pr *Program) evict(st *switchState, epoch int64, fe *flowEntry) {
 
 // pause is the Pause hook: PFC frames received by a switch port set its
 // pause timer from the quanta (512 bit times each at the port's speed;
-// 0 resumes) and count in the epoch's port registers.
+// 0 resumes) and count in the epoch's port registers; an XOFF a switch
+// sent counts at its own port too (the MAC's transmitted-PFC counter,
+// which the CPU poller reads with the registers).
 func (pr *Program) pause(node, port int, prio uint8, quanta uint16) {
+	if quanta > 0 {
+		if peer, pp := pr.sim.Peer(node, port); pr.sim.SwitchOf(peer) >= 0 {
+			st := &pr.sw[pr.sim.SwitchOf(peer)]
+			st.slot(pr.sim.Now(), pr.cfg.EpochShift).ports[pp].pauseSent++
+		}
+	}
 	si := pr.sim.SwitchOf(node)
 	if si < 0 {
 		return

@@ -408,7 +408,7 @@ func checkReports(t *testing.T, rs []hawkeyewire.SwitchReport, cfg Config) {
 				t.Errorf("%s: empty epoch %d reported", r.Switch, e.ID)
 			}
 			for _, p := range e.Ports {
-				if p.Packets == 0 && p.Paused == 0 && p.PauseFrames == 0 && !p.PausedNow {
+				if p.Packets == 0 && p.Paused == 0 && p.PauseFrames == 0 && p.PauseSent == 0 && !p.PausedNow {
 					t.Errorf("%s: empty port record %+v", r.Switch, p)
 				}
 			}
@@ -542,6 +542,82 @@ func TestDuplicates(t *testing.T) {
 	runTo(t, s, 320_000)
 	if pr.Stats.Duplicates == 0 || pr.Stats.Collections != 4 {
 		t.Fatalf("stats %+v", pr.Stats)
+	}
+}
+
+// TestEventIDReuse: a poll for another victim that reuses an event id
+// inside the dedup interval (ids are 8 bits: a fabric's hosts wrap them
+// within it) is traced as a new event, not dropped as a duplicate.
+func TestEventIDReuse(t *testing.T) {
+	n := incastNet(t)
+	flows := incastFlows(t, n)
+	if len(flows) < 2 {
+		t.Fatal("the incast needs two flows")
+	}
+	s := newSim(t, n, noCC(), flows...)
+	pr, _ := New(s, DefaultConfig())
+	s.SetHooks(pr.Hooks())
+	var visits []Visit
+	pr.OnVisit = func(v Visit) { visits = append(visits, v) }
+	runTo(t, s, 300_000)
+	for f := range int32(2) {
+		src, _ := s.FlowEnds(f)
+		if err := s.Send(src, 0, PollPacket(s, f, 77, fabric.PrioControl)); err != nil {
+			t.Fatal(err)
+		}
+		runTo(t, s, 300_000+int64(f+1)*20_000)
+	}
+	if pr.Stats.Duplicates != 0 || len(visits) < 4 {
+		t.Fatalf("%d visits, stats %+v", len(visits), pr.Stats)
+	}
+	first := visits[0].Switch
+	n2 := 0
+	for _, v := range visits {
+		if v.Switch == first {
+			n2++
+		}
+	}
+	if n2 != 2 {
+		t.Fatalf("switch %s handled event 77 %d times, want once per victim", first, n2)
+	}
+}
+
+// TestQuietHops: with QuietQdepth, a flow-trace hop where the victim's
+// egress was neither paused nor queued is not collected; the hops of the
+// incast's queue and its PFC trace are.
+func TestQuietHops(t *testing.T) {
+	for _, quiet := range []float64{0, 2000} {
+		n := incastNet(t)
+		s := newSim(t, n, noCC(), incastFlows(t, n)...)
+		cfg := DefaultConfig()
+		cfg.QuietQdepth = quiet
+		acfg := DefaultAgentConfig()
+		acfg.Threshold = 1 << 30
+		sys, _ := Attach(s, cfg, acfg)
+		var visits []Visit
+		sys.Program.OnVisit = func(v Visit) { visits = append(visits, v) }
+		runTo(t, s, 500_000)
+		if _, err := sys.Agent.Poll(0); err != nil {
+			t.Fatal(err)
+		}
+		runTo(t, s, 520_000)
+		var loud, hushed int
+		for _, v := range visits {
+			switch {
+			case v.Quiet && v.Type&hawkeyewire.TypePFC != 0:
+				t.Fatalf("a PFC trace at %s was quiet", v.Switch)
+			case v.Quiet:
+				hushed++
+			default:
+				loud++
+			}
+		}
+		if int(sys.Program.Stats.Collections) != loud {
+			t.Fatalf("quiet %v: %d collections for %d collected visits", quiet, sys.Program.Stats.Collections, loud)
+		}
+		if quiet == 0 && hushed != 0 || quiet > 0 && (hushed == 0 || loud == 0) {
+			t.Fatalf("quiet %v: %d quiet visits, %d collected: %+v", quiet, hushed, loud, visits)
+		}
 	}
 }
 

@@ -36,7 +36,7 @@ var (
 					"evicted": flowFields,
 					"epochs": {required: []string{"id", "start_ns", "ports", "flows", "meters"},
 						lists: map[string]*fields{
-							"ports":  {required: []string{"port", "packets", "paused", "qdepth_sum", "pause_frames", "paused_now", "pause_left_ns"}},
+							"ports":  {required: []string{"port", "packets", "paused", "qdepth_sum", "pause_frames", "paused_now", "pause_left_ns"}, optional: []string{"pause_sent"}},
 							"flows":  flowFields,
 							"meters": {required: []string{"in", "out", "bytes"}},
 						}},

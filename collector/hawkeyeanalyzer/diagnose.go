@@ -560,8 +560,14 @@ func (g *Graph) classify(pi int) Origin {
 	if p.Packets > 0 {
 		pausedFrac = float64(p.Paused) / float64(p.Packets)
 	}
+	// A queue that a single flow holds at a port its host paused is the
+	// pause's, not contention: on links of one speed one flow cannot
+	// outrun its last hop, so only the pause can have queued it (the
+	// port's average queue mixes the packets before the pause with
+	// those behind it, so its contention estimate is not zero).
+	single := len(contributors) < 2
 	switch {
-	case hostPaused && (!contended || pausedFrac >= 0.5 || p.Packets == 0):
+	case hostPaused && (!contended || pausedFrac >= 0.5 || p.Packets == 0 || single):
 		o.Kind, o.Host = "host_injection", p.PeerHost
 		o.Why = fmt.Sprintf("paused by host %s (%d pause frames, %d of %d packets enqueued paused) with %.0f B of local contention",
 			p.PeerHost, p.PauseFrames, p.Paused, p.Packets, p.Contention)
@@ -672,6 +678,14 @@ func (g *Graph) diagnoseUnpaused(d *Diagnosis, path []int) {
 		d.Path = g.upstreamPath(best)
 		d.explain("the victim was never paused, but its hop %s is congested by flow contention (%.0f B) and pauses %d upstream port(s): the victim is inside the initially congested queue",
 			p.ID, p.Contention, len(g.in[best]))
+	} else if g.pausing[best] {
+		// The paused neighbours were not polled (the victim was never
+		// paused, so its polling packet traced no PFC), but the switch's
+		// own counters say the queue paused them.
+		d.Type = Incast
+		d.Path = []string{p.ID}
+		d.explain("the victim was never paused, but its hop %s is congested by flow contention (%.0f B) and its switch sent PFC pauses out of ports that feed it: the victim is inside the initially congested queue",
+			p.ID, p.Contention)
 	} else {
 		d.Type = Contention
 		d.explain("the victim was never paused; its hop %s holds %.0f B of local flow contention and pauses no upstream port", p.ID, p.Contention)

@@ -617,3 +617,67 @@ func TestDecodeStrict(t *testing.T) {
 		t.Fatalf("the error should name the field: %v", err)
 	}
 }
+
+// TestPauseSentUnpolled: a burst flow inside the incast's queue is never
+// paused, so its poll traces no PFC and the paused upstream switches send
+// nothing. Without the congested switch's transmitted-PFC counter the
+// queue looks like plain contention; with it (SW4 sent XOFF out of port
+// 2, which feeds SW4:1) it is the incast's.
+func TestPauseSentUnpolled(t *testing.T) {
+	for _, sent := range []uint32{0, 30} {
+		c := newIncast()
+		c.s.victim = c.bursts[0]
+		tel := without(c.s.telemetry(), "SW1", "SW2")
+		if sent > 0 {
+			found := false
+			for ri := range tel.Reports {
+				r := &tel.Reports[ri]
+				if r.Switch != "SW4" {
+					continue
+				}
+				e := &r.Epochs[len(r.Epochs)-1]
+				for pi := range e.Ports {
+					if e.Ports[pi].Port == 2 {
+						e.Ports[pi].PauseSent, found = sent, true
+					}
+				}
+				if !found {
+					e.Ports = append(e.Ports, hawkeyewire.PortRecord{Port: 2, PauseSent: sent})
+					found = true
+				}
+			}
+			if !found {
+				t.Fatal("no report from SW4")
+			}
+		}
+		d := Diagnose(tel, Options{})
+		want := Contention
+		if sent > 0 {
+			want = Incast
+		}
+		if d.Type != want {
+			t.Fatalf("pause sent %d: %s, want %s (%v)", sent, d.Type, want, d.Explanation)
+		}
+		if d.Initiator != c.sw41 || len(d.RootCauses) == 0 || !slices.Contains(c.bursts, *d.RootCauses[0].Flow) {
+			t.Fatalf("pause sent %d: initiator %s, root causes %+v", sent, d.Initiator, d.RootCauses)
+		}
+	}
+}
+
+// TestStormSingleFlowQueue: the port to a pausing host holds one flow,
+// most of whose packets (those enqueued before the pauses began) were
+// not paused, so the port's contention estimate passes MinContention.
+// One flow cannot outrun its last hop: the queue is the host's pause,
+// and the diagnosis a storm from that host.
+func TestStormSingleFlowQueue(t *testing.T) {
+	s := newScenario()
+	s.host("SW1", 1, "H1").link("SW2", 1, "SW1", 2).host("SW2", 2, "H2")
+	f := s.flow("H2", "H1", 4001)
+	s.hop("SW2", f, 2, 1, 100, 10, 1000).hop("SW1", f, 2, 1, 100, 30, 50000)
+	s.pause("SW1", 1, 5)
+	s.victim = f
+	d := Diagnose(s.telemetry(), Options{})
+	if d.Type != Storm || len(d.RootCauses) == 0 || d.RootCauses[0].Host != "H1" {
+		t.Fatalf("%s, root causes %+v (%v)", d.Type, d.RootCauses, d.Explanation)
+	}
+}

@@ -27,6 +27,12 @@ func FuzzDiagnose(f *testing.F) {
 		}
 		f.Add(b)
 	}
+	// A port record with the optional transmitted-PFC counter.
+	ps := c.s.telemetry()
+	ps.Reports[0].Epochs[0].Ports[0].PauseSent = 7
+	if b, err := json.Marshal(ps); err == nil {
+		f.Add(b)
+	}
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`{"victim":{"src":1},"reports":[{"switch":"a","truncated":true,"epochs":[{}]}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {

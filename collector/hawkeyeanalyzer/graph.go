@@ -102,8 +102,11 @@ type PortNode struct {
 	Paused      uint64  `json:"paused"`
 	QdepthSum   float64 `json:"qdepth_sum"`
 	PauseFrames uint64  `json:"pause_frames"`
-	PausedNow   bool    `json:"paused_now,omitempty"`
-	PauseLeftNs int64   `json:"pause_left_ns,omitempty"`
+	// PauseSent: XOFF frames the switch sent out of the port (its
+	// ingress queue from there paused the neighbour).
+	PauseSent   uint64 `json:"pause_sent,omitempty"`
+	PausedNow   bool   `json:"paused_now,omitempty"`
+	PauseLeftNs int64  `json:"pause_left_ns,omitempty"`
 	// Qdepth is the average queue depth at enqueue (bytes).
 	Qdepth float64 `json:"qdepth"`
 	// Contention (bytes) is the part of the average queue built by local
@@ -207,6 +210,10 @@ type Graph struct {
 	out      [][]int // port edges out of each port
 	in       [][]int // port edges into each port
 	pfEdges  [][]int // port-flow edges of each port
+	// pausing: ports whose switch sent XOFF out of an ingress port that
+	// fed them (a port-pair meter from a port with PauseSent): their
+	// queue paused a neighbour, polled or not.
+	pausing  map[int]bool
 	topo     *topology
 	reported map[string]bool
 	hostName map[uint32]string
@@ -323,6 +330,7 @@ type portAgg struct {
 	paused      uint64
 	qdepthSum   float64
 	pauseFrames uint64
+	pauseSent   uint64
 	pausedNow   bool
 	pauseLeft   int64
 	truncated   bool
@@ -558,6 +566,7 @@ func (s *epochSums) addEpoch(g *Graph, m map[int]int, name string, e *hawkeyewir
 		p.paused += uint64(pr.Paused)
 		p.qdepthSum += float64(pr.QdepthSum)
 		p.pauseFrames += uint64(pr.PauseFrames)
+		p.pauseSent += uint64(pr.PauseSent)
 		p.pausedNow = p.pausedNow || pr.PausedNow
 		p.pauseLeft = max(p.pauseLeft, pr.PauseLeftNs)
 	}
@@ -587,7 +596,7 @@ func (g *Graph) addPortVertices(s *epochSums) []int {
 		portPerm[tmp] = i
 		g.portIdx[id] = i
 		n := PortNode{ID: id.String(), Port: id, Record: a.record, Packets: a.packets, Paused: a.paused,
-			QdepthSum: a.qdepthSum, PauseFrames: a.pauseFrames, PausedNow: a.pausedNow,
+			QdepthSum: a.qdepthSum, PauseFrames: a.pauseFrames, PauseSent: a.pauseSent, PausedNow: a.pausedNow,
 			PauseLeftNs: a.pauseLeft, Truncated: a.truncated}
 		if p, ok := g.topo.links[id]; ok {
 			n.Peer = p.String()
@@ -772,6 +781,14 @@ func (g *Graph) buildPortEdges(meters map[meterKey]uint64) {
 		}
 		return cmp.Compare(a.out, b.out)
 	})
+	g.pausing = map[int]bool{}
+	for _, k := range mk {
+		in, ok1 := g.portIdx[PortID{k.sw, k.in}]
+		out, ok2 := g.portIdx[PortID{k.sw, k.out}]
+		if ok1 && ok2 && g.Ports[in].PauseSent > 0 {
+			g.pausing[out] = true
+		}
+	}
 	cand := make([][]PortEdge, len(g.Ports))
 	for _, k := range mk {
 		up, ok := g.topo.links[PortID{k.sw, k.in}]

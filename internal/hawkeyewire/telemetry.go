@@ -46,6 +46,11 @@ type PortRecord struct {
 	PauseFrames uint32 `json:"pause_frames"`
 	PausedNow   bool   `json:"paused_now"`
 	PauseLeftNs int64  `json:"pause_left_ns"`
+	// PauseSent is how many XOFF frames the switch sent out of this port
+	// (upstream, because its ingress queue from there passed XOFF): the
+	// MAC's transmitted-PFC counter. It says that a queue of this switch
+	// paused its neighbour even when the neighbour is not polled.
+	PauseSent uint32 `json:"pause_sent,omitempty"`
 }
 
 // MeterRecord is a port-pair traffic meter: bytes that came in on In and
