@@ -147,7 +147,7 @@ func runLuminaRun(ctx context.Context, env *Env, o luminaRunOptions) error {
 		return err
 	}
 	if o.dryRun {
-		pl := lumina.BuildPlan(r.Test, lumina.SetupOptions{Binary: o.binary, DumperPort: o.dumperPort, InjectorFile: o.injFile})
+		pl := lumina.BuildPlan(r.Test, lumina.SetupOptions{Binary: o.binary, DumperPort: o.dumperPort, InjectorFile: o.injFile, IterMode: r.IterMode})
 		return pl.WriteDry(env.Stdout)
 	}
 	sum, runErr := r.Run(ctx)

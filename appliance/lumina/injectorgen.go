@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/rdma-appliance/appliance/dpdk/header"
+	"github.com/rdma-appliance/appliance/internal/intent"
 	"github.com/rdma-appliance/appliance/translator/inject"
 )
 
@@ -32,7 +33,7 @@ func injectorPortMAC(devPort int) string {
 
 // InjectorSpec builds the injector file of a test. macs holds the NIC
 // MAC of the requester and the responder by role, as read from the hosts.
-func InjectorSpec(t *Test, macs map[string]string) inject.Spec {
+func InjectorSpec(t *Test, mode intent.IterMode, macs map[string]string) inject.Spec {
 	s := &t.Spec
 	port := func(name, role string, n NICSpec) inject.PortSpec {
 		p := inject.PortSpec{Name: name, Role: role, DevPort: n.SwitchPort, Speed: s.Switch.PortSpeed,
@@ -44,7 +45,7 @@ func InjectorSpec(t *Test, macs map[string]string) inject.Spec {
 		}
 		return p
 	}
-	is := inject.Spec{Name: "injector", IterMode: "paper", Balance: "wrr", RewriteUDPDstPort: s.RewriteUDPDstPort,
+	is := inject.Spec{Name: "injector", IterMode: mode.String(), Balance: "wrr", RewriteUDPDstPort: s.RewriteUDPDstPort,
 		Ports: []inject.PortSpec{
 			port("requester", "traffic", s.Requester.NIC),
 			port("responder", "traffic", s.Responder.NIC),
@@ -67,18 +68,18 @@ func InjectorSpec(t *Test, macs map[string]string) inject.Spec {
 // and checks it as the injector will load it: a MAC that did not parse, a
 // switch-port used twice or anything else the injector would refuse is an
 // error here, before the switch is touched.
-func InjectorFile(t *Test, macs map[string]string) ([]byte, error) {
+func InjectorFile(t *Test, mode intent.IterMode, macs map[string]string) ([]byte, error) {
 	for _, role := range []string{"requester", "responder"} {
 		if _, err := header.ParseMAC(macs[role]); err != nil {
 			return nil, fmt.Errorf("the %s's NIC MAC %q: %w", role, macs[role], err)
 		}
 	}
-	b := renderInjector(t, InjectorSpec(t, macs))
+	b := renderInjector(t, InjectorSpec(t, mode, macs))
 	if _, err := inject.DecodeSpec("injector.yml", b); err != nil {
 		return nil, fmt.Errorf("the injector file written from the test: %w", err)
 	}
 	seen := map[int]string{}
-	for _, p := range InjectorSpec(t, macs).Ports {
+	for _, p := range InjectorSpec(t, mode, macs).Ports {
 		if other, dup := seen[p.DevPort]; dup {
 			return nil, fmt.Errorf("the injector file written from the test: %s and %s are both on switch-port %d", other, p.Name, p.DevPort)
 		}
@@ -132,8 +133,8 @@ const writeFile = `umask 022; printf '%s' "$2" > "$1"`
 
 // injectorFileStep writes the injector file on the switch from the MACs
 // the earlier steps read; whatever was at that path comes back after.
-func (pl *Plan) injectorFileStep(t *Test, acc Access, file string) {
-	dry := InjectorSpec(t, map[string]string{"requester": "<requester MAC>", "responder": "<responder MAC>"})
+func (pl *Plan) injectorFileStep(t *Test, acc Access, file string, mode intent.IterMode) {
+	dry := InjectorSpec(t, mode, map[string]string{"requester": "<requester MAC>", "responder": "<responder MAC>"})
 	dryYAML := renderInjector(t, dry)
 	argv := func(content []byte) []string {
 		return []string{"sh", "-c", writeFile, "lumina-write", file, string(content)}
@@ -147,7 +148,7 @@ func (pl *Plan) injectorFileStep(t *Test, acc Access, file string) {
 			for _, role := range []string{"requester", "responder"} {
 				macs[role] = strings.TrimSpace(string(outs["mac:"+role]))
 			}
-			b, err := InjectorFile(t, macs)
+			b, err := InjectorFile(t, mode, macs)
 			if err != nil {
 				return nil, err
 			}

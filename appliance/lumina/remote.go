@@ -195,14 +195,14 @@ type Remote struct {
 	// injector under sde-path, the dumpers) and restores them after;
 	// without it they must be set up and the services running.
 	Setup bool
-	// InjectorFile is the injector's file on the switch for Setup
-	// (default <switch workspace>/injector.yml).
+	// InjectorFile is an injector file already on the switch for Setup
+	// (default: written from the test, SetupOptions.InjectorFile).
 	InjectorFile string
 }
 
 // setup runs the test's plan and waits for the services it started.
-func (rm *Remote) setup(ctx context.Context, t *Test) (*Applied, error) {
-	pl := BuildPlan(t, SetupOptions{Binary: rm.binary(), DumperPort: rm.DumperPort, InjectorFile: rm.InjectorFile})
+func (rm *Remote) setup(ctx context.Context, t *Test, mode intent.IterMode) (*Applied, error) {
+	pl := BuildPlan(t, SetupOptions{Binary: rm.binary(), DumperPort: rm.DumperPort, InjectorFile: rm.InjectorFile, IterMode: mode})
 	a, err := pl.Execute(ctx, rm.Exec)
 	if err != nil {
 		return nil, fmt.Errorf("setting up the machines: %w", err)

@@ -111,7 +111,7 @@ func (r *Runner) Run(ctx context.Context) (*Summary, error) {
 	}
 	if !r.Lab && r.Remote.Setup {
 		r.say("lumina: setting up the machines as Lumina's orchestrator does")
-		a, err := r.Remote.setup(ctx, t)
+		a, err := r.Remote.setup(ctx, t, r.IterMode)
 		if err != nil {
 			return sum, err
 		}

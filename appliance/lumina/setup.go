@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/rdma-appliance/appliance/internal/intent"
 )
 
 // A Plan is what Lumina's orchestrator does to the machines of a test
@@ -164,6 +166,9 @@ type SetupOptions struct {
 	// Program is the P4 program switchd loads (default "injector",
 	// p4/luminatofino's).
 	Program string
+	// IterMode is the injector's ITER rule, written into the injector
+	// file (the test file has no key for it).
+	IterMode intent.IterMode
 }
 
 // sysfsWrite is the fixed script that writes $1 into each file named
@@ -236,7 +241,7 @@ func BuildPlan(t *Test, o SetupOptions) *Plan {
 		}{{"requester", s.Requester}, {"responder", s.Responder}} {
 			pl.add(readMACStep(h.role, h.h.Access.login(), h.h.NIC.IfName))
 		}
-		pl.injectorFileStep(t, s.Switch.access(), o.InjectorFile)
+		pl.injectorFileStep(t, s.Switch.access(), o.InjectorFile, o.IterMode)
 	}
 	pl.switchSteps(s, o)
 	return pl

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rdma-appliance/appliance/internal/intent"
 	"github.com/rdma-appliance/appliance/p4/luminatofino"
 	"github.com/rdma-appliance/appliance/translator/inject"
 )
@@ -307,7 +308,7 @@ func TestInjectorFileGenerated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := InjectorFile(tt, map[string]string{"requester": "0c:42:a1:00:00:01", "responder": "0c:42:a1:00:00:02"})
+	b, err := InjectorFile(tt, intent.IterPaper, map[string]string{"requester": "0c:42:a1:00:00:01", "responder": "0c:42:a1:00:00:02"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,6 +323,13 @@ func TestInjectorFileGenerated(t *testing.T) {
 		s.Ports[2].Role != "mirror" || s.Ports[0].Speed != tt.Spec.Switch.PortSpeed || s.Ports[0].FEC != tt.Spec.Switch.FECType {
 		t.Errorf("ports %+v", s.Ports)
 	}
+	if s.IterMode != "paper" || s.Balance != "wrr" || s.RewriteUDPDstPort != tt.Spec.RewriteUDPDstPort {
+		t.Errorf("iter-mode %q, balance %q, rewrite port %d", s.IterMode, s.Balance, s.RewriteUDPDstPort)
+	}
+	if b4, err := InjectorFile(tt, intent.IterP4, map[string]string{"requester": "0c:42:a1:00:00:01", "responder": "0c:42:a1:00:00:02"}); err != nil ||
+		!strings.Contains(string(b4), "iter-mode: p4\n") {
+		t.Errorf("--iter-mode p4 not in the file: %v\n%s", err, b4)
+	}
 	if n := len(tt.Spec.Requester.NIC.IPList) + len(tt.Spec.Responder.NIC.IPList); len(s.Routes) != n {
 		t.Errorf("%d routes, want one per ip-list address (%d)", len(s.Routes), n)
 	}
@@ -332,13 +340,13 @@ func TestInjectorFileGenerated(t *testing.T) {
 		{"requester": "0c:42:a1:00:00:01", "responder": "0c:42:a1:00:00:02\n$(reboot)"},
 		{"requester": "", "responder": "0c:42:a1:00:00:02"},
 	} {
-		if _, err := InjectorFile(tt, bad); err == nil {
+		if _, err := InjectorFile(tt, intent.IterPaper, bad); err == nil {
 			t.Errorf("MACs %q accepted", bad)
 		}
 	}
 	dup := *tt
 	dup.Spec.ResponderMirror.NIC.SwitchPort = dup.Spec.Requester.NIC.SwitchPort
-	if _, err := InjectorFile(&dup, map[string]string{"requester": "0c:42:a1:00:00:01", "responder": "0c:42:a1:00:00:02"}); err == nil ||
+	if _, err := InjectorFile(&dup, intent.IterPaper, map[string]string{"requester": "0c:42:a1:00:00:01", "responder": "0c:42:a1:00:00:02"}); err == nil ||
 		!strings.Contains(err.Error(), "both on switch-port") {
 		t.Errorf("a switch-port used twice: %v", err)
 	}
