@@ -91,3 +91,33 @@ func (t *Translator) flushPostcards(now, timeout int64, emit Emit) error {
 	}
 	return nil
 }
+
+// PostcardFlow is a flow the postcard cache holds: its key, the bitmap of
+// the hops that reported, and their data (by hop index).
+type PostcardFlow struct {
+	Key  uint32
+	Mask uint32
+	Hops [dtamem.MaxHops]uint32
+}
+
+// HoldPostcards puts f in the cache slot that postcards of key at use (f's
+// own key, or another that shares its slot) as if f's postcards had
+// arrived there; the flow the slot held is dropped unwritten, and f waits
+// for its timeout from now. It exists to replay a switch's state: the
+// Tofino translator keeps the same cache in registers, one slot per cell
+// index, and a test of it starts from the cells it sets (p4/dtatofino's
+// replay of P4Testgen's tests). A Mask of 0 leaves the slot empty; a Mask
+// with every hop (a flow that is written, never held) or with hops beyond
+// the region's is refused.
+func (t *Translator) HoldPostcards(at uint32, f PostcardFlow) error {
+	pc := t.postcards
+	if pc == nil {
+		return ErrNoRegion
+	}
+	if f.Mask&^pc.full != 0 || f.Mask == pc.full {
+		return fmt.Errorf("%w: bitmap %#x held in a %d-hop postcard cache", ErrSketchGeometry, f.Mask, pc.region.Hops)
+	}
+	c := &pc.flows[dtamem.KeyChecksum(at)&uint32(len(pc.flows)-1)]
+	*c = flowCard{key: f.Key, valid: f.Mask != 0, mask: f.Mask, since: t.Now(), hops: f.Hops}
+	return nil
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -235,6 +236,71 @@ func TestPostcarder(t *testing.T) {
 	r := dtawire.Report{Opcode: dtawire.OpPostcarder, Key: 1, Hop: 5, Data: []byte{0, 0, 0, 1}}
 	if err := tr.Translate(&r, b.emit); !errors.Is(err, ErrSketchGeometry) {
 		t.Fatalf("hop past the table: %v", err)
+	}
+}
+
+// TestHoldPostcards: a flow put in the cache completes with the data it
+// was given and the last hop's; a flow held in another key's slot is
+// evicted by that key's postcard with what it held; an empty bitmap leaves
+// the slot empty, and bitmaps no held flow has are refused.
+func TestHoldPostcards(t *testing.T) {
+	reg := dtamem.SketchRegion{Kind: dtawire.SketchCountMin, Columns: 16, Rows: 1, Reporters: 1}
+	pr := &dtamem.PostcardRegion{Slots: 1024, Hops: 5, Cache: 16}
+	b, tr, _ := sketchBed(t, reg, pr)
+	mem := b.mem[reg.Len():]
+	card := func(key uint32, hop uint8, data uint32) {
+		t.Helper()
+		var d [4]byte
+		binary.BigEndian.PutUint32(d[:], data)
+		r := dtawire.Report{Opcode: dtawire.OpPostcarder, Key: key, Hop: hop, Data: d[:]}
+		if err := tr.Translate(&r, b.emit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold := func(at uint32, f PostcardFlow) {
+		t.Helper()
+		if err := tr.HoldPostcards(at, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Flow 7 holds hops 0, 1, 3 and 4; its hop 2 completes it.
+	hold(7, PostcardFlow{Key: 7, Mask: 0x1b, Hops: [dtamem.MaxHops]uint32{70, 71, 0, 73, 74}})
+	card(7, 2, 72)
+	// Flow x is held in y's slot (y's own slot in the cache: x's
+	// checksum need not lead there); y's postcard evicts it.
+	x, y := uint32(300), uint32(301)
+	hold(y, PostcardFlow{Key: x, Mask: 0x04, Hops: [dtamem.MaxHops]uint32{2: 302}})
+	card(y, 0, 3010)
+	// An empty bitmap: the slot holds nothing, so flow 9's postcard is
+	// the first of a new flow and nothing is written.
+	hold(9, PostcardFlow{Key: 8, Mask: 0})
+	card(9, 1, 91)
+	b.settle()
+	if tr.Stats.PostcardsComplete != 1 || tr.Stats.PostcardsEvicted != 1 {
+		t.Fatalf("stats %+v", tr.Stats)
+	}
+	if p, ok := dtamem.QueryPostcard(mem, pr, 7); !ok || p.Mask != 0x1f || !slices.Equal(p.Hops, []uint32{70, 71, 72, 73, 74}) {
+		t.Fatalf("completed flow: %+v %v", p, ok)
+	}
+	if p, ok := dtamem.QueryPostcard(mem, pr, x); !ok || p.Mask != 0x04 || p.Hops[2] != 302 {
+		t.Fatalf("evicted flow: %+v %v", p, ok)
+	}
+	for _, k := range []uint32{8, 9, y} {
+		if _, ok := dtamem.QueryPostcard(mem, pr, k); ok {
+			t.Fatalf("flow %d written", k)
+		}
+	}
+	for _, m := range []uint32{0x1f, 0x20, 0x80} {
+		if err := tr.HoldPostcards(1, PostcardFlow{Key: 1, Mask: m}); !errors.Is(err, ErrSketchGeometry) {
+			t.Errorf("bitmap %#x: %v", m, err)
+		}
+	}
+	none, err := NewTranslator(b.conn, dtamem.Regions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := none.HoldPostcards(1, PostcardFlow{Key: 1, Mask: 1}); !errors.Is(err, ErrNoRegion) {
+		t.Errorf("without a postcard table: %v", err)
 	}
 }
 
