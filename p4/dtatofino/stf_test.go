@@ -230,45 +230,36 @@ func ipv4(a [4]byte) uint32 {
 	return uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
 }
 
-// appendModel replays an Append that reaches the collector's egress: the
-// twin's connection is the one the test's rdma_conn entry installs (MACs,
-// addresses, DSCP, UDP source port, QPN), its list the list_region entry,
-// its PSN and ACK period the registers a PTF test sets. The switch sends
-// nothing without a connection. Its WRITE is the twin's followed by the
-// report's bytes the parser did not take (a Tofino cannot cut a frame).
-func appendModel(tc *stf.Test, coll, port, list uint64, r *dtawire.Report) ([]stf.Output, string, error) {
-	var conn, region *stf.Entry
+// twinConn is the twin's connection to collector coll as the test's
+// rdma_conn entry installs it (MACs, addresses, DSCP, UDP source port,
+// QPN), with the PSN and ACK period the registers a PTF test sets, or nil
+// without an entry: the switch then sends nothing. A skip reason comes
+// back for what the control plane never installs.
+func twinConn(tc *stf.Test, coll uint64) (*dtatranslator.Conn, string) {
+	var conn *stf.Entry
 	for i := range tc.Adds {
 		e := &tc.Adds[i]
-		k, _ := e.Key("collector")
-		l, _ := e.Key("list")
-		switch {
-		case e.Table == "Egress.rdma_conn" && k.Uint() == coll:
+		if k, _ := e.Key("collector"); e.Table == "Egress.rdma_conn" && k.Uint() == coll {
 			conn = e
-		case e.Table == "Egress.list_region" && l.Uint() == list:
-			region = e
 		}
 	}
 	if conn == nil {
-		return nil, "", nil
+		return nil, ""
 	}
 	var psn, ackPhase uint64
 	for _, reg := range tc.Registers {
-		v := reg.Value.Uint64()
 		switch {
 		case reg.Name == "Egress.psn" && uint64(reg.Index) == coll:
-			psn = v
+			psn = reg.Value.Uint64()
 		case reg.Name == "Egress.ack_phase" && uint64(reg.Index) == coll:
-			ackPhase = v
-		case (reg.Name == "Egress.list_head" || reg.Name == "Egress.list_seq") && uint64(reg.Index) == list && v != 0:
-			return nil, "the test starts the list's ring elsewhere than 0, where the twin's list starts", nil
+			ackPhase = reg.Value.Uint64()
 		}
 	}
 	if conn.Uint("udp_src_port") == 0 {
 		// The control plane derives the port from the QPNs, as the twin
 		// does for 0: never 0 (roce.FlowLabelToUDPSrcPort).
 		return nil, "a connection with UDP source port 0, which the control plane never installs and the twin reads as " +
-			"derive it from the QPNs", nil
+			"derive it from the QPNs"
 	}
 	var smac, dmac header.MAC
 	copy(dmac[:], conn.Bytes("dmac", 6))
@@ -280,6 +271,42 @@ func appendModel(tc *stf.Test, coll, port, list uint64, r *dtawire.Report) ([]st
 	// The switch asks for an ACK when ack_phase goes from 63 to 64.
 	if ackPhase == 63 {
 		c.AckEvery = 1
+	}
+	return c, ""
+}
+
+// rdmaOut is the switch's RDMA packet for the twin's frame f: a Tofino
+// cannot cut a frame, so the report's bytes its parser did not take (past
+// the base header and op's) follow the twin's packet.
+func rdmaOut(tc *stf.Test, port uint64, op dtawire.Opcode, f []byte) stf.Output {
+	parsed := header.EthernetHeaderLen + header.IPv4MinHeaderLen + header.UDPHeaderLen + dtawire.Format{}.BaseLen()
+	n, _ := (dtawire.Format{}).Len(op)
+	parsed += n
+	return stf.Output{Port: int(port), Frame: append(append([]byte(nil), f...), tc.In[min(parsed, len(tc.In)):]...)}
+}
+
+// appendModel replays an Append that reaches the collector's egress: the
+// twin's connection is twinConn's, its list the list_region entry, and
+// the switch sends nothing without a connection.
+func appendModel(tc *stf.Test, coll, port, list uint64, r *dtawire.Report) ([]stf.Output, string, error) {
+	var region *stf.Entry
+	for i := range tc.Adds {
+		e := &tc.Adds[i]
+		if l, _ := e.Key("list"); e.Table == "Egress.list_region" && l.Uint() == list {
+			region = e
+		}
+	}
+	c, skip := twinConn(tc, coll)
+	if c == nil && skip == "" {
+		return nil, "", nil
+	}
+	for _, reg := range tc.Registers {
+		if (reg.Name == "Egress.list_head" || reg.Name == "Egress.list_seq") && uint64(reg.Index) == list && reg.Value.Sign() != 0 {
+			return nil, "the test starts the list's ring elsewhere than 0, where the twin's list starts", nil
+		}
+	}
+	if skip != "" {
+		return nil, skip, nil
 	}
 	// Without a region the switch writes at VA 0 with rkey 0: ring 0
 	// of one entry. The twin's lists have a power of two of entries;
@@ -293,12 +320,8 @@ func appendModel(tc *stf.Test, coll, port, list uint64, r *dtawire.Report) ([]st
 		return nil, "", err
 	}
 	var outs []stf.Output
-	parsed := header.EthernetHeaderLen + header.IPv4MinHeaderLen + header.UDPHeaderLen + dtawire.Format{}.BaseLen()
-	n, _ := (dtawire.Format{}).Len(dtawire.OpAppend)
-	parsed += n
 	err = tr.Translate(r, func(f []byte) error {
-		frame := append(append([]byte(nil), f...), tc.In[min(parsed, len(tc.In)):]...)
-		outs = append(outs, stf.Output{Port: int(port), Frame: frame})
+		outs = append(outs, rdmaOut(tc, port, dtawire.OpAppend, f))
 		return nil
 	})
 	return outs, "", err
