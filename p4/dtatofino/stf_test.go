@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/rdma-appliance/appliance/dpdk/header"
@@ -27,14 +30,21 @@ const (
 // (translator/dtatranslator): SeqTracker judges retransmittable reports
 // (with the expected number the test sets in expected_seq), Translator
 // refuses a report whose primitive or list the collector does not serve,
-// Conn takes a collector's ACKs and NAKs, and an Append's WRITE is the
-// twin's on the connection the test's rdma_conn entry describes
-// (appendModel). The replay compares drops, the reporters' answers and
-// the Appends; postcards are not mapped (see the skip reasons), and
-// TestICRCMatchesSoftware compares every RDMA packet the egress builds
-// with the twin's.
+// Conn takes a collector's ACKs and NAKs, an Append's WRITE is the twin's
+// on the connection the test's rdma_conn entry describes (appendModel),
+// and a postcard meets the twin's flow cache holding the cell the test
+// sets in the switch's (postcardModel). The replay compares drops, the
+// reporters' answers, the Appends and the postcard records, and each
+// postcard's outcome (held, complete, refused hop) with the switch's in
+// the trace; TestICRCMatchesSoftware compares every RDMA packet the egress
+// builds with the twin's.
 func TestSTFTranslator(t *testing.T) {
+	postcards = map[string]int{}
 	stf.Replay(t, "testdata/p4testgen/translator", translatorModel, stf.Known{})
+	t.Logf("postcard outcomes the twin and the switch agreed on: %v", postcards)
+	if postcards["held"] == 0 || postcards["complete"] == 0 || postcards["bad hop"] == 0 {
+		t.Errorf("the set exercises too few postcard outcomes (%v): were the trace patterns of switchPostcard renamed?", postcards)
+	}
 }
 
 // TestSTFReporter: reporter.p4's tests forward IPv4 (with a report rule
@@ -180,7 +190,7 @@ func translatorModel(tc *stf.Test) ([]stf.Output, string, error) {
 				return appendModel(tc, c.idx, c.port, idx, &r)
 			}
 		case dtawire.OpPostcarder:
-			return nil, "a postcard, which the egress gathers in registers the twin keeps apart (postcard cache slots): not mapped", nil
+			return postcardModel(tc, c.idx, c.port, &r)
 		}
 		conn := dtatranslator.NewConn(dtamem.Endpoint{}, dtamem.Endpoint{}, 0)
 		tr, err := dtatranslator.NewTranslator(conn, regions)
@@ -325,4 +335,158 @@ func appendModel(tc *stf.Test, coll, port, list uint64, r *dtawire.Report) ([]st
 		return nil
 	})
 	return outs, "", err
+}
+
+// Reasons a postcard test is not replayed.
+const (
+	evicted = "a postcard that evicts another flow from its cache slot: the switch counts the evicted partial " +
+		"record (postcard_evictions), the twin writes it (by design, as translator.p4's header and program.go say)"
+	unheldBitmap = "a cache cell holding a bitmap neither the switch nor the twin ever holds (hops beyond the " +
+		"record's 5, or all 5: such a flow is written and its bitmap cleared)"
+	badPostcardRegion = "a postcard region the control plane refuses to install (not a power of two of slots, or " +
+		"crossing a 4 GiB boundary)"
+)
+
+// postcards counts the postcard outcomes TestSTFTranslator compared.
+var postcards map[string]int
+
+var (
+	pcEventRE    = regexp.MustCompile(`postcard_events\.count\((\d)\);`)
+	pcEvictionRE = regexp.MustCompile(`postcard_evictions\.count\(`)
+	pcCacheRE    = regexp.MustCompile(`^\[AssignmentStatement\]: md\.cache = cache_index\.get\(.*\| Computed: md\.cache = (\d+);`)
+)
+
+// switchPostcard is what the switch did with the test's postcard,
+// from P4Testgen's trace: the postcard_events index it counted
+// ("held", "complete", "bad hop") or "evicted" when it also counted an
+// eviction, "" when the postcard never reached the egress's cache; and
+// the cache cell it read (P4Testgen computes every Hash as 0).
+func switchPostcard(tc *stf.Test) (outcome string, cell int, read bool) {
+	for _, l := range tc.Trace {
+		if m := pcCacheRE.FindStringSubmatch(l); m != nil {
+			cell, _ = strconv.Atoi(m[1])
+			read = true
+		}
+		if pcEvictionRE.MatchString(l) {
+			outcome = "evicted"
+		}
+		if m := pcEventRE.FindStringSubmatch(l); m != nil && outcome != "evicted" {
+			outcome = [...]string{"held", "complete", "bad hop"}[m[1][0]-'0']
+		}
+	}
+	return outcome, cell, read
+}
+
+// postcardModel replays a postcard that reaches the collector's egress.
+// The twin's postcard table is the postcard_region entry (none: VA 0,
+// rkey 0, one slot, as the switch writes without it), its cache the one
+// the switch keeps in registers: the cell the test sets (pc_key, pc_mask,
+// pc_hop0..4 at the index the packet reads) goes into the twin's slot for
+// the postcard's key (HoldPostcards), since the switch and the twin index
+// the cache by the same CRC32 of the key while P4Testgen computes the
+// hash as 0. A bitmap of 0 is an empty cell on both: the switch tells a
+// known flow by its key and the twin by its valid flag, and either way the
+// postcard starts a new record. The twin's decision (held, complete,
+// refused hop, eviction) must be the switch's in the trace, and a record
+// it writes is the switch's WRITE, sent only with an rdma_conn entry.
+func postcardModel(tc *stf.Test, coll, port uint64, r *dtawire.Report) ([]stf.Output, string, error) {
+	pr := dtamem.PostcardRegion{Slots: 1, Hops: PostcardHops, Cache: PostcardCache}
+	for i := range tc.Adds {
+		e := &tc.Adds[i]
+		if k, _ := e.Key("collector"); e.Table == "Egress.postcard_region" && k.Uint() == coll {
+			pr.Addr = e.Uint("base_hi")<<32 | e.Uint("base_lo")
+			pr.RKey = uint32(e.Uint("rkey"))
+			pr.Slots = e.Uint("slot_mask") + 1
+			if (region{pr.Addr, pr.RKey, pr.Slots, RecordLen}).check("postcard_region") != nil {
+				return nil, badPostcardRegion, nil
+			}
+		}
+	}
+	c, connSkip := twinConn(tc, coll)
+	conn := c
+	if conn == nil {
+		conn = dtatranslator.NewConn(dtamem.Endpoint{}, dtamem.Endpoint{}, 0)
+	}
+	tr, err := dtatranslator.NewTranslator(conn, dtamem.Regions{Postcards: &pr})
+	if err != nil {
+		return nil, "", err
+	}
+	tr.Now = func() int64 { return 0 }
+	want, cell, read := switchPostcard(tc)
+	if read && want == "" {
+		return nil, "", fmt.Errorf("the trace reads postcard cache cell %d but counts no outcome: switchPostcard's patterns "+
+			"no longer match the program", cell)
+	}
+	var held dtatranslator.PostcardFlow
+	set := false
+	for _, reg := range tc.Registers {
+		if !read || reg.Index != cell || !strings.HasPrefix(reg.Name, "Egress.pc_") {
+			continue
+		}
+		set = true
+		v := uint32(reg.Value.Uint64())
+		switch name := strings.TrimPrefix(reg.Name, "Egress.pc_"); {
+		case name == "key":
+			held.Key = v
+		case name == "mask":
+			held.Mask = v
+		case strings.HasPrefix(name, "hop"):
+			h, err := strconv.Atoi(strings.TrimPrefix(name, "hop"))
+			if err != nil || h >= PostcardHops {
+				return nil, "", fmt.Errorf("register %s: no hop of the record", reg.Name)
+			}
+			held.Hops[h] = v
+		default:
+			return nil, "", fmt.Errorf("register %s: not a postcard cache register", reg.Name)
+		}
+	}
+	if set {
+		if err := tr.HoldPostcards(r.Key, held); errors.Is(err, dtatranslator.ErrSketchGeometry) {
+			if want == "evicted" && held.Key != r.Key {
+				// The switch evicts whatever non-zero bitmap the cell
+				// holds; the twin would write the flow it held.
+				return nil, evicted, nil
+			}
+			return nil, unheldBitmap, nil
+		} else if err != nil {
+			return nil, "", err
+		}
+	}
+	var frames [][]byte
+	err = tr.Translate(r, func(f []byte) error {
+		frames = append(frames, append([]byte(nil), f...))
+		return nil
+	})
+	got := "held"
+	switch {
+	case errors.Is(err, dtatranslator.ErrSketchGeometry):
+		got = "bad hop"
+	case err != nil:
+		return nil, "", err
+	case tr.Stats.PostcardsEvicted > 0:
+		got = "evicted"
+	case tr.Stats.PostcardsComplete > 0:
+		got = "complete"
+	}
+	if want != "" && got != want {
+		return nil, "", fmt.Errorf("postcard key %#x hop %d on cell {key %#x, bitmap %#x}: the switch's outcome is %s, the twin's %s",
+			r.Key, r.Hop, held.Key, held.Mask, want, got)
+	}
+	if got == "evicted" {
+		return nil, evicted, nil
+	}
+	if want != "" {
+		postcards[want]++
+	}
+	if c == nil {
+		if connSkip != "" && len(frames) > 0 {
+			return nil, connSkip, nil
+		}
+		return nil, "", nil // the switch sends nothing without a connection
+	}
+	var outs []stf.Output
+	for _, f := range frames {
+		outs = append(outs, rdmaOut(tc, port, dtawire.OpPostcarder, f))
+	}
+	return outs, "", nil
 }
