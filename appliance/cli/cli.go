@@ -77,11 +77,13 @@ func run(parent context.Context, args []string, stdout, stderr io.Writer) int {
 	format := root.String("log-format", "text", "log format: text or json")
 	tokenFile := root.String("token-file", os.Getenv("APPLIANCE_TOKEN_FILE"),
 		"bearer token for control endpoints: services off loopback take changes only with it, clients send it (default $APPLIANCE_TOKEN_FILE)")
-	root.Usage = func() { printRootUsage(stderr, root) }
+	root.Usage = func() {} // printed below, once, as for every command
 	if err := root.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			printRootUsage(stdout, root)
 			return 0
 		}
+		printRootUsage(stderr, root)
 		return 2
 	}
 	log, err := newLogger(stderr, *level, *format)

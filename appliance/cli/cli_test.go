@@ -18,9 +18,12 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 }
 
 func TestHelpEverywhere(t *testing.T) {
-	code, _, errOut := runCLI(t, "--help")
-	if code != 0 || !strings.Contains(errOut, "Commands:") || !strings.Contains(errOut, "lab") {
-		t.Fatalf("--help: %d %q", code, errOut)
+	code, out, errOut := runCLI(t, "--help")
+	if code != 0 || !strings.Contains(out, "Commands:") || !strings.Contains(out, "lab") || errOut != "" {
+		t.Fatalf("--help: %d %q %q", code, out, errOut)
+	}
+	if code, out, errOut := runCLI(t, "--no-such-flag"); code != 2 || out != "" || !strings.Contains(errOut, "Commands:") {
+		t.Fatalf("--no-such-flag: %d %q %q", code, out, errOut)
 	}
 	for _, c := range commands {
 		code, out, _ := runCLI(t, c.Name, "--help")
