@@ -97,6 +97,21 @@ func runTo(t testing.TB, s *fabric.Sim, until int64) {
 	}
 }
 
+// incastByHand is incastNet's incast with the switches configured by cfg
+// and an agent that polls only when the test calls Agent.Poll.
+func incastByHand(t *testing.T, cfg Config) (*net, *fabric.Sim, *System) {
+	t.Helper()
+	n := incastNet(t)
+	s := newSim(t, n, noCC(), incastFlows(t, n)...)
+	acfg := DefaultAgentConfig()
+	acfg.Threshold = 1 << 30
+	sys, err := Attach(s, cfg, acfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n, s, sys
+}
+
 // incastNet: a victim a0 -> v crosses s1, s2, s3; a1..a4 (on s1) and y
 // (on s5) send to r behind s4, whose 100G host link is the bottleneck.
 // s4 pauses s2, s2 pauses s1 and s5, and the victim stalls at s1. s6
@@ -317,14 +332,7 @@ func mustSrc(s *fabric.Sim, f int32) int { src, _ := s.FlowEnds(f); return src }
 // only feeds the congestion, nor to the idle s6. Every switch reached
 // reports once, into one incident.
 func TestTraceIncast(t *testing.T) {
-	n := incastNet(t)
-	s := newSim(t, n, noCC(), incastFlows(t, n)...)
-	acfg := DefaultAgentConfig()
-	acfg.Threshold = 1 << 30 // polls by hand only
-	sys, err := Attach(s, DefaultConfig(), acfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, s, sys := incastByHand(t, DefaultConfig())
 	var visits []Visit
 	sys.Program.OnVisit = func(v Visit) { visits = append(visits, v) }
 	runTo(t, s, 500_000)
@@ -477,13 +485,9 @@ func TestPacking(t *testing.T) {
 // another inside CollectInterval (the trace still goes on), and is again
 // after it.
 func TestRateLimit(t *testing.T) {
-	n := incastNet(t)
-	s := newSim(t, n, noCC(), incastFlows(t, n)...)
 	cfg := DefaultConfig()
 	cfg.CollectInterval = 100_000
-	acfg := DefaultAgentConfig()
-	acfg.Threshold = 1 << 30
-	sys, _ := Attach(s, cfg, acfg)
+	_, s, sys := incastByHand(t, cfg)
 	var visits []Visit
 	sys.Program.OnVisit = func(v Visit) { visits = append(visits, v) }
 	runTo(t, s, 300_000)
@@ -587,13 +591,9 @@ func TestEventIDReuse(t *testing.T) {
 // incast's queue and its PFC trace are.
 func TestQuietHops(t *testing.T) {
 	for _, quiet := range []float64{0, 2000} {
-		n := incastNet(t)
-		s := newSim(t, n, noCC(), incastFlows(t, n)...)
 		cfg := DefaultConfig()
 		cfg.QuietQdepth = quiet
-		acfg := DefaultAgentConfig()
-		acfg.Threshold = 1 << 30
-		sys, _ := Attach(s, cfg, acfg)
+		_, s, sys := incastByHand(t, cfg)
 		var visits []Visit
 		sys.Program.OnVisit = func(v Visit) { visits = append(visits, v) }
 		runTo(t, s, 500_000)
@@ -709,13 +709,9 @@ func TestReportBytes(t *testing.T) {
 // TestNoPoller: with the CPU pollers off, polls are still traced through
 // the data plane but nothing is collected.
 func TestNoPoller(t *testing.T) {
-	n := incastNet(t)
-	s := newSim(t, n, noCC(), incastFlows(t, n)...)
 	cfg := DefaultConfig()
 	cfg.NoPoller = true
-	acfg := DefaultAgentConfig()
-	acfg.Threshold = 1 << 30
-	sys, _ := Attach(s, cfg, acfg)
+	_, s, sys := incastByHand(t, cfg)
 	visited := 0
 	sys.Program.OnVisit = func(Visit) { visited++ }
 	runTo(t, s, 300_000)
