@@ -97,7 +97,13 @@ func newChecker(opts Options) *checker {
 
 // packet checks one packet, in merged order, and returns its extended
 // timestamp.
-func (c *checker) packet(m *mirror.Meta, dir dirKey) int64 {
+//
+// ref is the copy's capture time in Unix nanoseconds as its dumper wrote
+// it (the dumper extends the 48-bit mirror timestamp from its clock):
+// when its low 48 bits are the copy's timestamp, the trace's extended
+// timestamps start from it, so the merged trace carries the dumpers'
+// dates rather than ones within three days of 1970.
+func (c *checker) packet(m *mirror.Meta, dir dirKey, ref int64) int64 {
 	seq := m.Seq
 	c.packets++
 	c.events[m.Event]++
@@ -139,7 +145,11 @@ func (c *checker) packet(m *mirror.Meta, dir dirKey) int64 {
 	// negative.
 	ts48 := uint64(m.Timestamp) & mirror.Mask48
 	if c.packets == 1 {
-		c.ext, c.firstTS = int64(ts48), int64(ts48)
+		c.ext = int64(ts48)
+		if ref > 0 && uint64(ref)&mirror.Mask48 == ts48 {
+			c.ext = ref
+		}
+		c.firstTS = c.ext
 	} else {
 		d := int64((ts48 - c.prev48) & mirror.Mask48)
 		if d >= half48 {

@@ -203,7 +203,7 @@ func Merge(ctx context.Context, sources []Source, out *pcap.Writer, opts Options
 		}
 		s := m.h[0]
 		m.rep.Sources[s.src].Packets++
-		ts := m.chk.packet(&s.meta, s.dir)
+		ts := m.chk.packet(&s.meta, s.dir, s.rec.Timestamp)
 		if out != nil {
 			if err := out.WritePacket(max(ts, 0), s.data, s.rec.OrigLen); err != nil {
 				return m.finish(), fmt.Errorf("trace: writing the merged trace: %w", err)

@@ -777,3 +777,43 @@ func TestParseCopy(t *testing.T) {
 		}
 	}
 }
+
+// TestMergeKeepsDumpersDates: the dumpers write each copy at its 48-bit
+// mirror timestamp extended from their clock (a Unix time); the merged
+// trace starts its extended timestamps there, so it carries the same
+// dates and not ones within three days of 1970 (the low 48 bits alone).
+func TestMergeKeepsDumpersDates(t *testing.T) {
+	const epoch = int64(1735689600) * 1e9 // 2025-01-01 UTC
+	hi := epoch &^ int64(mirror.Mask48)
+	g := &gen{ts0: epoch, step: 1000}
+	pkts := g.trace(300)
+	dated := make([]pkt, len(pkts))
+	for i, p := range pkts {
+		p.ts += hi // what the dumper wrote: the mirror timestamp extended
+		dated[i] = p
+	}
+	dir := t.TempDir()
+	srcs := writeDumpers(t, dir, split(t, dated, []int{1, 1}))
+	outPath := filepath.Join(dir, "merged.pcap")
+	out, err := pcap.Create(outPath, pcap.WriterOptions{LinkType: pcap.LinkTypeEthernet, Nanosecond: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := counted(len(pkts))
+	opts.Assign = assign(t, 2, []int{1, 1})
+	rep, err := Merge(context.Background(), srcs, out, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Valid || rep.FirstTimestamp != epoch || rep.LastTimestamp != epoch+299*1000 {
+		t.Fatalf("valid %v, timestamps %d..%d, want %d..%d", rep.Valid, rep.FirstTimestamp, rep.LastTimestamp, epoch, epoch+299*1000)
+	}
+	for i, r := range readAll(t, outPath) {
+		if r.Timestamp != dated[i].ts {
+			t.Fatalf("record %d at %d, the dumper wrote %d", i, r.Timestamp, dated[i].ts)
+		}
+	}
+}
