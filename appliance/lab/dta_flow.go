@@ -190,13 +190,21 @@ func (t *offerTap) count(f tapFrame, now time.Time) {
 	t.newReports++
 }
 
-// offered is the RDMA cost a second of the new reports handed to the
-// translator, from the first to the last, and that time.
-func (t *offerTap) offered() (float64, time.Duration) {
+// tapCounts is what the tap counted, read at once.
+type tapCounts struct {
+	// Offered is the RDMA cost a second of the new reports handed to the
+	// translator, from the first to the last (Over).
+	Offered                            float64
+	Over                               time.Duration
+	New, Resent, ResentCost, Malformed uint64
+}
+
+func (t *offerTap) counts() tapCounts {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	d := t.last.Sub(t.first)
-	return float64(t.newCost) / max(d.Seconds(), 1e-3), d
+	return tapCounts{Offered: float64(t.newCost) / max(d.Seconds(), 1e-3), Over: d, New: t.newReports,
+		Resent: t.resent, ResentCost: t.resentCost, Malformed: t.malformed}
 }
 
 // checkHigh: nothing of the high-priority reports is missing at the
@@ -261,10 +269,8 @@ func (s *dtaStage) flowFigures(row *Row, st dtatranslator.Status, took time.Dura
 	// The load offered is what reached the translator's link in new
 	// reports, from the first to the last, not what the reporters were
 	// set to send.
-	offered, d := s.tap.offered()
-	s.tap.mu.Lock()
-	tapNew, tapResent, tapResentCost := s.tap.newReports, s.tap.resent, s.tap.resentCost
-	s.tap.mu.Unlock()
+	tc := s.tap.counts()
+	offered := tc.Offered
 	row.Ran = fmt.Sprintf("%d reporters x %d reports, %.0f%% high priority (retransmittable), over links losing %.1f%% of frames both ways, "+
 		"into a translator metering its RDMA generation at %.0f packets/s; the RDMA side lossless. "+
 		"The translator must receive at least 90%% of %gx its meter in new reports (the reporters are set to twice that: "+
@@ -273,8 +279,8 @@ func (s *dtaStage) flowFigures(row *Row, st dtatranslator.Status, took time.Dura
 		s.v.Reporters, f.Reports, 100*f.HighShare, 100*f.LinkLoss, f.Meter, f.Overload)
 	row.Figure("reports", "%d", sent)
 	row.Figure("meter", "%.0f RDMA packets/s", f.Meter)
-	row.Figure("offered", "%.0f RDMA packets/s (%.2fx the meter) in %d new reports over %.2fs; %d resends (%d packets) apart",
-		offered, offered/f.Meter, tapNew, d.Seconds(), tapResent, tapResentCost)
+	row.Figure("offered", "%.0f RDMA packets/s (%.2fx the meter) in %d new reports over %.2fs; %d resends (%d packets) apart; %d malformed",
+		offered, offered/f.Meter, tc.New, tc.Over.Seconds(), tc.Resent, tc.ResentCost, tc.Malformed)
 	row.Figure("report_rate", "%.0f/s configured unslowed, %.0f/s sent", s.reps[0].Rate()*float64(len(s.reps)),
 		float64(sent)/max(time.Duration(sending).Seconds(), 1e-3))
 	row.Figure("rdma_pkts", "%d in %.2fs", c.Conn.Packets, took.Seconds())
@@ -311,6 +317,11 @@ func (s *dtaStage) flowFigures(row *Row, st dtatranslator.Status, took time.Dura
 	}
 	if c.LostPSNs != 0 && !s.l.Netns {
 		errs = append(errs, fmt.Errorf("%d RDMA packets lost on the lossless side", c.LostPSNs))
+	}
+	if tc.Malformed > 0 {
+		// The reporters send well-formed reports and the links lose
+		// frames, never alter them.
+		errs = append(errs, fmt.Errorf("%d frames to the translator's report port did not parse as reports", tc.Malformed))
 	}
 	if offered < 0.9*f.Overload*f.Meter {
 		errs = append(errs, fmt.Errorf("the translator received %.0f RDMA packets/s in new reports, %.2fx its meter: below 90%% of the %gx overload",
