@@ -43,7 +43,7 @@ balance, mirror-snap, rewrite-udp-dst-port and dec-ttl between two bursts; a cha
 core, burst, pool, iter-mode or listen address needs a restart, and such a file is not
 applied at all (the log says which key).
 
-The file's keys: listen, iter-mode (paper|p4), balance (wrr|flow-hash),
+The file's keys: listen, iter-mode (paper|p4), balance (wrr|flow-hash|ingress-port),
 rewrite-udp-dst-port, mirror-snap, dec-ttl, core, burst, pool, ports [{name, role
 traffic|mirror, port DRIVER:DEV, queues, addrs, weight}], routes [{prefix, port, mac}].`,
 	Flags: injectRunFlags,

@@ -51,8 +51,13 @@ const (
 	// BalanceWRR is Lumina's per-packet weighted round-robin.
 	BalanceWRR Balance = iota
 	// BalanceFlowHash picks the dumper by a hash of the connection, as a
-	// flow-based mirror would: the baseline of the paper's Figure 7b.
+	// flow-based mirror would.
 	BalanceFlowHash
+	// BalanceIngressPort sends the copies of traffic port i to dumper i
+	// (modulo the dumpers): a switch's per-port mirror session, the
+	// baseline of the paper's Figure 7b ("mirror traffic from an ingress
+	// port to a specific server").
+	BalanceIngressPort
 )
 
 // Config configures an Injector.
@@ -541,7 +546,7 @@ func (in *Injector) input(i int, pkt *dpdk.Packet) {
 		if ok {
 			in.roce++
 			ev, _ = in.table.Lookup(&in.rp, frame)
-			in.mirror(frame, ev, pkt.Timestamp)
+			in.mirror(i, frame, ev, pkt.Timestamp)
 		}
 	}
 	switch ev {
@@ -610,14 +615,14 @@ func bthOnly(frame []byte, p *roce.Packet) bool {
 	return true
 }
 
-// mirror makes the mirrored copy of a RoCE packet (decoded in in.rp)
-// before its event takes effect.
+// mirror makes the mirrored copy of a RoCE packet (decoded in in.rp),
+// received on traffic port port, before its event takes effect.
 //
 // The ingress timestamp is the driver's receive time when it stamped the
 // packet (AF_PACKET: the kernel's, per packet; DPDK: one clock read per
 // burst), which is also the more faithful ingress time; only unstamped
 // packets (in-process rings) cost a clock read here.
-func (in *Injector) mirror(frame []byte, ev mirror.EventType, rxTS int64) {
+func (in *Injector) mirror(port int, frame []byte, ev mirror.EventType, rxTS int64) {
 	in.nseq++
 	seq := in.nseq
 	ts := rxTS
@@ -658,10 +663,13 @@ func (in *Injector) mirror(frame []byte, ev mirror.EventType, rxTS int64) {
 	mirror.WriteCopy(buf[:n], frame, &in.rp.Net, mirror.Meta{Seq: seq, Timestamp: ts, Event: ev, OrigSrcPort: in.rp.SrcPort},
 		sport, in.cfg.RewritePort)
 	var m int
-	if in.cfg.Balance == BalanceFlowHash {
+	switch in.cfg.Balance {
+	case BalanceFlowHash:
 		h := uint32(in.rp.DestQP)*2654435761 ^ uint32(in.rp.SrcPort)
 		m = int(h % uint32(len(in.mir)))
-	} else {
+	case BalanceIngressPort:
+		m = port % len(in.mir)
+	default:
 		m = in.wrr.Next()
 	}
 	qs := in.mir[m]

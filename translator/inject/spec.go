@@ -23,7 +23,7 @@ type Spec struct {
 	Name string `yaml:"name"`
 	// Listen is the HTTP control address.
 	Listen string `yaml:"listen"`
-	// IterMode is paper or p4; Balance wrr or flow-hash.
+	// IterMode is paper or p4; Balance wrr, flow-hash or ingress-port.
 	IterMode string `yaml:"iter-mode"`
 	Balance  string `yaml:"balance"`
 	// RewriteUDPDstPort is Lumina's rewrite-udp-dst-port.
@@ -99,7 +99,7 @@ func (s *Spec) Validate(doc *spec.Doc) {
 		doc.Errorf("iter-mode", "%q: want paper or p4", s.IterMode)
 	}
 	if _, err := ParseBalance(s.Balance); err != nil {
-		doc.Errorf("balance", "%q: want wrr or flow-hash", s.Balance)
+		doc.Errorf("balance", "%q: want wrr, flow-hash or ingress-port", s.Balance)
 	}
 	if s.RewriteUDPDstPort < 0 || s.RewriteUDPDstPort > 65535 {
 		doc.Errorf("rewrite-udp-dst-port", "%d is not a UDP port", s.RewriteUDPDstPort)
@@ -172,15 +172,28 @@ func (s *Spec) Validate(doc *spec.Doc) {
 	}
 }
 
-// ParseBalance parses "wrr" (or empty) and "flow-hash".
+// ParseBalance parses "wrr" (or empty), "flow-hash" and "ingress-port".
 func ParseBalance(s string) (Balance, error) {
 	switch s {
 	case "wrr", "":
 		return BalanceWRR, nil
 	case "flow-hash":
 		return BalanceFlowHash, nil
+	case "ingress-port":
+		return BalanceIngressPort, nil
 	}
-	return 0, fmt.Errorf("inject: balance %q (wrr or flow-hash)", s)
+	return 0, fmt.Errorf("inject: balance %q (wrr, flow-hash or ingress-port)", s)
+}
+
+// String is the balance's name in the injector's file.
+func (b Balance) String() string {
+	switch b {
+	case BalanceFlowHash:
+		return "flow-hash"
+	case BalanceIngressPort:
+		return "ingress-port"
+	}
+	return "wrr"
 }
 
 // RoutePrefix parses a route's prefix; a bare address is a host route.
