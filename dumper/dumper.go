@@ -80,17 +80,10 @@ type Config struct {
 	ZstdLevel int
 	// Burst is the receive burst size (default 32).
 	Burst int
-	// Capacity, when positive, limits each worker to this many packets
-	// per second (a token bucket holding 5 ms of it): the stand-in for
-	// a dumper host slower than its share of the mirror traffic, as in the
-	// load-balancing experiment of the Lumina paper (Figure 7b). Copies
-	// beyond it wait in the port's queue and overflow it.
-	Capacity float64
 	// Stepped starts no worker goroutines: the caller moves each queue's
 	// packets into the arenas with Poll, between its own steps (the Lumina
 	// twin on virtual time runs every part of the testbed from one
-	// goroutine, so its runs are deterministic). Capacity and Cores do
-	// not apply.
+	// goroutine, so its runs are deterministic). Cores do not apply.
 	Stepped bool
 	// Now is the wall clock read at Start (the epoch that extends the
 	// copies' 48-bit timestamps, the capture's duration); nil means
@@ -124,15 +117,8 @@ type WorkerStatus struct {
 	// that received something: its utilisation.
 	Polls     uint64 `json:"polls"`
 	BusyPolls uint64 `json:"busy_polls"`
-	// MaxStall is, with Capacity set, the longest the worker went
-	// without polling (descheduled, or its backoff's longest sleep).
-	MaxStall time.Duration `json:"max_stall_ns,omitempty"`
-	// LostService is, with Capacity set, the capacity in packets the
-	// worker could not use because it was off its core while copies
-	// waited in the port's queue.
-	LostService uint64 `json:"lost_service,omitempty"`
-	Alive       bool   `json:"alive"`
-	Error       string `json:"error,omitempty"`
+	Alive     bool   `json:"alive"`
+	Error     string `json:"error,omitempty"`
 }
 
 // File is one written pcap.
@@ -157,11 +143,6 @@ type Result struct {
 	PortDropped uint64            `json:"port_dropped"`
 	Malformed   map[string]uint64 `json:"malformed,omitempty"` // by reason
 	Duration    time.Duration     `json:"duration_ns"`
-	// MaxStall is the longest any worker went without polling, and
-	// LostService the most capacity one lost to it, with Capacity set
-	// (0 otherwise).
-	MaxStall    time.Duration `json:"max_stall_ns,omitempty"`
-	LostService uint64        `json:"lost_service,omitempty"`
 }
 
 // Lost is every copy the capture saw or should have seen but did not write.
@@ -236,8 +217,6 @@ func New(cfg Config) (*Dumper, error) {
 		return nil, fmt.Errorf("dumper %s: num-pkts %d: want 1..2^28", cfg.Name, cfg.NumPkts)
 	case int64(cfg.NumPkts)*int64(cfg.SnapLen) > 1<<34:
 		return nil, fmt.Errorf("dumper %s: arena of %d x %d bytes is over 16 GiB per worker", cfg.Name, cfg.NumPkts, cfg.SnapLen)
-	case cfg.Capacity < 0:
-		return nil, fmt.Errorf("dumper %s: negative capacity", cfg.Name)
 	case strings.ContainsRune(cfg.File, os.PathSeparator):
 		return nil, fmt.Errorf("dumper %s: file %q: a base name, the directory is Dir", cfg.Name, cfg.File)
 	}
@@ -360,10 +339,6 @@ func (d *Dumper) stopLocked(ctx context.Context, write bool) (*Result, error) {
 	st := d.statusLocked()
 	res := &Result{Name: d.cfg.Name, Captured: st.Captured, ArenaFull: st.ArenaFull, PortDropped: st.PortDropped,
 		Duration: d.now().Sub(d.started)}
-	for _, w := range st.Workers {
-		res.MaxStall = max(res.MaxStall, w.MaxStall)
-		res.LostService = max(res.LostService, w.LostService)
-	}
 	if !write {
 		return res, nil
 	}

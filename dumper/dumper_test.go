@@ -229,34 +229,6 @@ func TestArenaFull(t *testing.T) {
 	}
 }
 
-// TestCapacity: a worker limited to a rate takes no more than the rate
-// allows (plus one burst), so copies pile up in the port's queue.
-func TestCapacity(t *testing.T) {
-	f, port := newFeeder(t, 1, 4096)
-	d, err := New(Config{Port: port, Capacity: 2000, Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	buf := make([]byte, 2048)
-	for s := uint64(1); s <= 1000; s++ {
-		f.send(0, buf[:mirrored(buf, s, 0)])
-	}
-	start := time.Now()
-	if err := d.Start(); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(100 * time.Millisecond)
-	got := d.Status().Captured
-	el := time.Since(start)
-	if limit := uint64(2000*el.Seconds()) + 32; got > limit || got == 0 {
-		t.Fatalf("captured %d in %v at 2000/s (limit %d)", got, el, limit)
-	}
-	if _, err := d.Stop(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestConfigErrors(t *testing.T) {
 	_, port := newFeeder(t, 2, 64)
 	for name, c := range map[string]Config{
@@ -267,7 +239,6 @@ func TestConfigErrors(t *testing.T) {
 		"dup queue":     {Port: port, Queues: []int{1, 1}},
 		"cores":         {Port: port, Cores: []int{0}},
 		"file with dir": {Port: port, File: "a/b.pcap"},
-		"capacity":      {Port: port, Capacity: -1},
 	} {
 		if _, err := New(c); err == nil {
 			t.Errorf("%s: accepted", name)

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sync/atomic"
-	"time"
 
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dpdk/header"
@@ -42,15 +41,9 @@ type worker struct {
 	captured  atomic.Uint64
 	bytes     atomic.Uint64
 	arenaFull atomic.Uint64
-	// maxStall is the longest gap between two passes of a capacity-capped
-	// worker's loop (ns), and lostService the capacity (packets) it could
-	// not use because the machine kept it off its core while copies
-	// waited: what a capped dumper lost to the machine, not to its cap.
-	maxStall    atomic.Int64
-	lostService atomic.Uint64
-	alive       atomic.Bool
-	_           [64]byte
-	err         atomic.Pointer[string]
+	alive     atomic.Bool
+	_         [64]byte
+	err       atomic.Pointer[string]
 }
 
 type slot struct {
@@ -83,16 +76,13 @@ func (w *worker) reset(epoch int64) {
 	w.captured.Store(0)
 	w.bytes.Store(0)
 	w.arenaFull.Store(0)
-	w.maxStall.Store(0)
-	w.lostService.Store(0)
 	w.err.Store(nil)
 }
 
 func (w *worker) status() WorkerStatus {
 	s := WorkerStatus{Queue: w.queue, Core: w.core, Received: w.received.Load(), Captured: w.captured.Load(),
 		Bytes: w.bytes.Load(), ArenaFull: w.arenaFull.Load(), Alive: w.alive.Load(),
-		Polls: w.loop.Polls.Load(), BusyPolls: w.loop.Busy.Load(), MaxStall: time.Duration(w.maxStall.Load()),
-		LostService: w.lostService.Load()}
+		Polls: w.loop.Polls.Load(), BusyPolls: w.loop.Busy.Load()}
 	if e := w.err.Load(); e != nil {
 		s.Error = *e
 	}
@@ -108,40 +98,6 @@ func (w *worker) run(started chan<- error) {
 	pinned := make(chan error, 1)
 	l := &capture.Loop{Port: w.d.cfg.Port, Queue: w.queue, Core: w.core, Burst: len(w.bufs),
 		Stop: &w.d.stop, Stats: &w.loop}
-	if rate := w.d.cfg.Capacity; rate > 0 {
-		// The bucket holds 5 ms of capacity (at least a burst): a worker the
-		// scheduler kept off its core for a moment catches up, as a real
-		// dumper drains its NIC queue at its average rate.
-		depth := max(float64(len(w.bufs)), rate*0.005)
-		var tokens, wasted float64
-		want := 0
-		last := dpdk.Nanotime()
-		l.Budget = func() int {
-			// Only a capped worker reads the clock every pass: its rate
-			// needs it, and its stalls tell a starved machine from a
-			// dumper that is too slow by design.
-			now := dpdk.Nanotime()
-			gap := now - last
-			if gap > w.maxStall.Load() {
-				w.maxStall.Store(gap)
-			}
-			earned := float64(gap) * rate / 1e9
-			wasted = max(0, earned-(depth-tokens))
-			tokens = min(tokens+earned, depth)
-			last = now
-			want = min(int(tokens), len(w.bufs))
-			return want
-		}
-		l.Took = func(n int) {
-			if wasted >= 1 && n == want {
-				// Copies were waiting while the bucket overflowed: the
-				// worker was off its core, not idle.
-				w.lostService.Add(uint64(wasted))
-			}
-			wasted = 0
-			tokens -= float64(n)
-		}
-	}
 	go func() {
 		if err := <-pinned; err != nil {
 			msg := err.Error()

@@ -30,7 +30,8 @@ each system's stage, then prints one summary table and writes its artifacts
          injector (drop, ECN, corrupt intents), every RoCE packet mirrored to
          a dumper pool; the dumps are merged into lumina.pcap and checked
          (integrity, events, retransmissions, CNPs, ICRC drops), then a few
-         rounds of the per-packet load-balancing experiment (Fig 7b).
+         rounds of the per-packet load-balancing experiment (Fig 7b) on the
+         twin, the dumpers at the cost measured on this machine.
   lumina-tests  ready-made Lumina test files (fast-retransmission sweep,
          timeout retries, CNP pacing) run as 'lumina run --lab' runs them,
          analyzed, with an HTML report each under lumina-tests/.

@@ -36,13 +36,12 @@ import (
 type DumperSpec struct {
 	// Name names the dumper (default dumperN); File its pcap name
 	// (default Name.pcap), one per queue as dumper.Config says.
-	Name     string
-	File     string
-	Weight   int     // share of the mirrored copies (default 1)
-	Queues   int     // receive queues, one worker each (default 1)
-	NumPkts  int     // arena per worker (default dumper.DefaultNumPkts)
-	SnapLen  int     // default dumper.DefaultSnapLen
-	Capacity float64 // packets per second per worker; 0 unlimited
+	Name    string
+	File    string
+	Weight  int // share of the mirrored copies (default 1)
+	Queues  int // receive queues, one worker each (default 1)
+	NumPkts int // arena per worker (default dumper.DefaultNumPkts)
+	SnapLen int // default dumper.DefaultSnapLen
 }
 
 // TestbedConfig shapes a testbed.
@@ -79,6 +78,15 @@ type TestbedConfig struct {
 	SpeedMbps    int
 	PropDelay    time.Duration
 	SwitchBuffer int
+	// DumperCost, in the virtual mode, gives every dumper a receive ring
+	// of DumperRing descriptors (default DefaultDumperRing) behind a
+	// mirror link at SpeedMbps, and a core that spends this much per copy
+	// (MeasureDumperCost): copies that find the ring full are discarded.
+	// Nil keeps the dumpers on in-process links that never fill. Each
+	// dumper draws its burst costs from a stream seeded by DumperSeed.
+	DumperCost *DumperCost
+	DumperRing int
+	DumperSeed uint64
 }
 
 // Testbed is a running Lumina setup.
@@ -103,6 +111,7 @@ type Testbed struct {
 	// The virtual mode's clock, wires and progress count.
 	clk   *simClock
 	wires []*wire
+	nics  []*dumperNIC
 	moved uint64
 }
 
@@ -226,8 +235,17 @@ func NewTestbed(cfg TestbedConfig) (tb *Testbed, err error) {
 		if name == "" {
 			name = fmt.Sprintf("dumper%d", i)
 		}
-		l, err := tb.newLink(name, max(ds.Queues, 1))
-		if err != nil {
+		var l link
+		if cfg.Virtual && cfg.DumperCost != nil {
+			if ds.Queues > 1 {
+				return nil, fmt.Errorf("lumina testbed: %s: a dumper with a measured core has one receive queue", name)
+			}
+			ringSize := cfg.DumperRing
+			if ringSize <= 0 {
+				ringSize = DefaultDumperRing
+			}
+			l = tb.newSimDumperLink(name, ringSize, cfg.DumperCost, cfg.DumperSeed)
+		} else if l, err = tb.newLink(name, max(ds.Queues, 1)); err != nil {
 			return nil, fmt.Errorf("lumina testbed: %s link: %w", name, err)
 		}
 		w := max(ds.Weight, 1)
@@ -243,9 +261,9 @@ func NewTestbed(cfg TestbedConfig) (tb *Testbed, err error) {
 			file = tb.names[i] + ".pcap"
 		}
 		dc := dumper.Config{Name: tb.names[i], Port: dumpPorts[i], SnapLen: ds.SnapLen, NumPkts: ds.NumPkts,
-			RewritePort: cfg.RewritePort, Dir: cfg.Dir, File: file, Capacity: ds.Capacity}
+			RewritePort: cfg.RewritePort, Dir: cfg.Dir, File: file}
 		if cfg.Virtual {
-			dc.Stepped, dc.Now, dc.Capacity = true, tb.Now, 0
+			dc.Stepped, dc.Now = true, tb.Now
 		}
 		d, err := dumper.New(dc)
 		if err != nil {

@@ -246,6 +246,9 @@ func (tb *Testbed) nextEvent() (int64, bool) {
 	for _, w := range tb.wires {
 		take(w.next())
 	}
+	for _, d := range tb.nics {
+		take(d.next())
+	}
 	take(tb.Req.NextEvent())
 	take(tb.Resp.NextEvent())
 	return t, ok

@@ -39,11 +39,6 @@ type Loop struct {
 	DrainFor time.Duration
 	// Stats counts the passes of the loop (its utilisation); optional.
 	Stats *dpdk.LoopStats
-	// Budget, when set, is asked before each burst how many packets the
-	// loop may take now (0: none, the loop backs off); the loop reports
-	// back how many it took with Took.
-	Budget func() int
-	Took   func(n int)
 	// Filter, when set, is run on each packet in user space (ports that
 	// attached Config.Filter in the kernel do not need it). Rejected
 	// packets are freed and counted in Filtered.
@@ -190,14 +185,7 @@ func (l *Loop) run(started chan<- error, poll func(want int) int) {
 				return
 			}
 		}
-		want := burst
-		if l.Budget != nil {
-			if want = min(l.Budget(), burst); want <= 0 {
-				bo.Idle()
-				continue
-			}
-		}
-		n := poll(want)
+		n := poll(burst)
 		if n == 0 {
 			if idle == 0 && l.OnIdle != nil {
 				l.OnIdle()
@@ -219,9 +207,6 @@ func (l *Loop) run(started chan<- error, poll func(want int) int) {
 		}
 		idle = 0
 		bo.Busy()
-		if l.Took != nil {
-			l.Took(n)
-		}
 	}
 }
 
