@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/dpdk"
+	"github.com/rdma-appliance/appliance/dpdk/sysfs"
 	"github.com/rdma-appliance/appliance/dumper"
 	"github.com/rdma-appliance/appliance/internal/mirror"
 )
@@ -44,7 +45,7 @@ func dumpFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
 	var o dumpOptions
 	fs.StringVar(&o.port, "port", "", "mirror port (driver:device)")
 	fs.IntVar(&o.queues, "queues", 1, "receive queues, one worker each")
-	fs.StringVar(&o.cores, "cores", "", "core list for the workers, one per queue (e.g. 2-3); empty: unpinned")
+	fs.StringVar(&o.cores, "cores", "", "core list for the workers, one per queue (e.g. 2-3), or numa: cores of the port's NUMA node; empty: unpinned")
 	fs.IntVar(&o.snap, "snap-len", dumper.DefaultSnapLen, "bytes kept per copy (Lumina's snap-len)")
 	fs.IntVar(&o.num, "num-pkts", dumper.DefaultNumPkts, "copies each worker can hold (Lumina's num-pkts)")
 	fs.StringVar(&o.dir, "dir", ".", "directory for the pcaps")
@@ -71,7 +72,15 @@ func runDump(ctx context.Context, env *Env, o dumpOptions) error {
 		return Usagef("--rewrite-port %d is not a UDP port", o.rewrite)
 	}
 	var coreList []int
-	if o.cores != "" {
+	switch o.cores {
+	case "":
+	case "numa":
+		var err error
+		if coreList, err = numaCores(o.port, max(o.queues, 1)); err != nil {
+			return err
+		}
+		env.Log.Info("cores of the port's NUMA node", "port", o.port, "cores", coreList)
+	default:
 		var err error
 		if coreList, err = dpdk.ParseCoreList(o.cores); err != nil {
 			return Usagef("%v", err)
@@ -92,4 +101,37 @@ func runDump(ctx context.Context, env *Env, o dumpOptions) error {
 	}
 	fmt.Fprintf(env.Stdout, "captured %d, arena full %d, port dropped %d\n", st.Captured, st.ArenaFull, st.PortDropped)
 	return nil
+}
+
+// numaCores picks n cores for a port's workers on its NIC's NUMA node, as
+// Lumina's orchestrator starts its dumper on the first lcores of the
+// node (core 0, the kernel's, is left out when the node has more than
+// n). A port without a node (a virtual device) takes the process's cores.
+func numaCores(port string, n int) ([]int, error) {
+	allowed, err := dpdk.AllowedCores()
+	if err != nil {
+		return nil, fmt.Errorf("--cores numa: %w", err)
+	}
+	node := sysfs.PortNUMANode(port)
+	cands := allowed
+	if node >= 0 {
+		ok := map[int]bool{}
+		for _, c := range allowed {
+			ok[c] = true
+		}
+		cands = nil
+		for _, c := range sysfs.NodeCPUs(node) {
+			if ok[c] {
+				cands = append(cands, c)
+			}
+		}
+	}
+	if len(cands) > n && cands[0] == 0 {
+		cands = cands[1:]
+	}
+	if len(cands) < n {
+		return nil, fmt.Errorf("--cores numa: %d queues need %d cores, NUMA node %d of %s has %d this process may use (%v)",
+			n, n, node, port, len(cands), cands)
+	}
+	return cands[:n], nil
 }

@@ -113,3 +113,51 @@ func HardwareAddr(s string) net.HardwareAddr {
 	}
 	return hw
 }
+
+// PortNUMANode is the NUMA node of the device behind a port string
+// (eal:<PCI address>[,...] or afpacket:<netdev>[,...]; a bare name is a
+// netdev), -1 when it has none or it cannot be told.
+func PortNUMANode(port string) int {
+	drv, dev, ok := strings.Cut(port, ":")
+	if !ok {
+		drv, dev = "afpacket", port
+	}
+	dev, _, _ = strings.Cut(dev, ",")
+	if dev == "" || strings.ContainsAny(dev, "/") || dev == "." || dev == ".." {
+		return -1
+	}
+	switch drv {
+	case "eal":
+		return readInt(filepath.Join(Root, "bus/pci/devices", dev, "numa_node"), -1)
+	case "afpacket":
+		return readInt(filepath.Join(Root, "class/net", dev, "device/numa_node"), -1)
+	}
+	return -1
+}
+
+// NodeCPUs lists the CPUs of a NUMA node (its cpulist), in order; nil
+// when the node is unknown.
+func NodeCPUs(node int) []int {
+	if node < 0 {
+		return nil
+	}
+	s := readString(filepath.Join(Root, "devices/system/node", "node"+strconv.Itoa(node), "cpulist"))
+	var cpus []int
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(strings.TrimSpace(part), "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil || a < 0 {
+			continue
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a || b-a > 4096 {
+				continue
+			}
+		}
+		for c := a; c <= b; c++ {
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus
+}

@@ -1,6 +1,7 @@
 package sysfs
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -57,6 +58,26 @@ func TestFakeTree(t *testing.T) {
 	}
 	if _, err := Lookup("nope"); err == nil {
 		t.Fatal("missing netdev found")
+	}
+	// The NUMA node behind a port string, and the node's CPUs.
+	if err := os.MkdirAll(filepath.Join(root, "bus/pci/devices"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(pci, filepath.Join(root, "bus/pci/devices/0000:3b:00.0")); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(root, "devices/system/node/node1/cpulist"), "8-10,24,x,30-29\n")
+	for port, want := range map[string]int{"eal:0000:3b:00.0": 1, "eal:0000:3b:00.0,rxq=4": 1, "afpacket:ens1f0,fanout=hash": 1,
+		"ens1f0": 1, "lo": -1, "eal:0000:99:00.0": -1, "ring:x": -1, "eal:../../etc": -1, "afpacket:": -1} {
+		if got := PortNUMANode(port); got != want {
+			t.Errorf("PortNUMANode(%q) = %d, want %d", port, got, want)
+		}
+	}
+	if got := NodeCPUs(1); fmt.Sprint(got) != "[8 9 10 24]" {
+		t.Errorf("node 1 CPUs %v", got)
+	}
+	if got := NodeCPUs(2); got != nil {
+		t.Errorf("node 2 CPUs %v", got)
 	}
 }
 
