@@ -10,6 +10,7 @@ import (
 	"github.com/rdma-appliance/appliance/appliance/lumina"
 	"github.com/rdma-appliance/appliance/collector/luminaanalyzer"
 	"github.com/rdma-appliance/appliance/internal/intent"
+	"github.com/rdma-appliance/appliance/internal/service"
 )
 
 // luminaCmd is `appliance lumina`.
@@ -53,7 +54,12 @@ dcqcn-enable), the injector file written from the test as Lumina writes its swit
 config (the four ports at their switch-port, port-speed and fec-type; a route per
 ip-list address to its NIC's MAC, read from the host; --injector-file names one of
 your own instead), switchd with the injector program from sde-path and the injector's
-control API ('appliance inject tofino', bfshell), and a dumper on each mirror server.
+control API ('appliance inject tofino', bfshell), and a dumper on each mirror server
+(on afpacket:<if-name>; with --dumper-dpdk on eal:<pci-addr> with four queues on cores of
+the NIC's NUMA node, an E810 or XL710 bound to vfio-pci or igb_uio first, as Lumina's
+roce-pkt-dump runs). The injector and the dumpers listen on their control-ip and take
+changes only with a bearer token: --remote-token-file names the token file on those
+machines, and the orchestrator sends its own (--token-file), the same token.
 Each change is read first and put back after the run, or at once when a later command
 fails. Every value reaches the hosts as a quoted argument. --dry-run prints these
 commands per machine and exits.
@@ -79,10 +85,10 @@ Ready-made tests are in appliance/lumina/testdata/tests.`,
 }
 
 type luminaRunOptions struct {
-	file, ready, iter, resultPath, binary, reqArgs, respArgs, injFile string
-	lab, json, dryRun, setup, wallClock                               bool
-	dumperPort                                                        int
-	args                                                              []string
+	file, ready, iter, resultPath, binary, reqArgs, respArgs, injFile, remoteToken string
+	lab, json, dryRun, setup, wallClock, dumperDPDK                                bool
+	dumperPort                                                                     int
+	args                                                                           []string
 }
 
 func luminaRunFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
@@ -101,6 +107,8 @@ func luminaRunFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) erro
 	fs.BoolVar(&o.setup, "setup", true, "without --lab: set the machines up as Lumina does (addresses, DSCP, DCQCN knobs, injector, dumpers) and restore them after")
 	fs.StringVar(&o.injFile, "injector-file", "", "without --lab: an injector file already on the switch, used as it is (default: written from the test to <switch workspace>/injector.yml)")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the setup commands per machine (what --setup runs) and exit")
+	fs.StringVar(&o.remoteToken, "remote-token-file", "", "with --setup: the bearer token file on the switch and the mirror servers that the injector and the dumpers are started with (the token of --token-file)")
+	fs.BoolVar(&o.dumperDPDK, "dumper-dpdk", false, "with --setup: dumpers on DPDK ports (eal:<pci-addr>, 4 queues on the NIC's NUMA node; E810/XL710 bound to vfio-pci/igb_uio and back), as Lumina's roce-pkt-dump; needs the appliance built with -tags dpdk there")
 	return bind(&o, &o.args, runLuminaRun)
 }
 
@@ -130,7 +138,8 @@ func (o *luminaRunOptions) runner(env *Env) (*lumina.Runner, error) {
 		r.Analyze = lumina.AnalyzeRunOptions(lumina.SoftOptions())
 	} else {
 		r.Remote = &lumina.Remote{Exec: remoteExec, Binary: o.binary, DumperPort: o.dumperPort, InjectorFile: o.injFile,
-			RequesterArgs: strings.Fields(o.reqArgs), ResponderArgs: strings.Fields(o.respArgs), Setup: o.setup}
+			RequesterArgs: strings.Fields(o.reqArgs), ResponderArgs: strings.Fields(o.respArgs), Setup: o.setup,
+			RemoteTokenFile: o.remoteToken, DumperDPDK: o.dumperDPDK}
 	}
 	if !o.json {
 		r.Progress = env.Stderr
@@ -146,8 +155,14 @@ func runLuminaRun(ctx context.Context, env *Env, o luminaRunOptions) error {
 	if err != nil {
 		return err
 	}
+	if !o.lab && o.setup && !o.dryRun && !service.HasDefaultToken() {
+		return Usagef("--setup starts the injector and the dumpers with --remote-token-file's token: give this process the same token with --token-file (or APPLIANCE_TOKEN_FILE)")
+	}
 	if o.dryRun {
-		pl := lumina.BuildPlan(r.Test, lumina.SetupOptions{Binary: o.binary, DumperPort: o.dumperPort, InjectorFile: o.injFile, IterMode: r.IterMode})
+		pl, err := r.Remote.Plan(r.Test, r.IterMode)
+		if err != nil {
+			return err
+		}
 		return pl.WriteDry(env.Stdout)
 	}
 	sum, runErr := r.Run(ctx)

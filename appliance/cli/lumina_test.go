@@ -83,10 +83,32 @@ func TestLuminaRunIntentNeverFires(t *testing.T) {
 // before any traffic, naming the machine and the step.
 func TestLuminaRunSetup(t *testing.T) {
 	example := filepath.Join("..", "lumina", "testdata", "upstream", "example.yml")
-	code, out, errOut := runCLI(t, "lumina", "run", "-f", example, "--dry-run")
+	code, out, errOut := runCLI(t, "lumina", "run", "-f", example, "--dry-run", "--remote-token-file", "/etc/appliance/token")
 	if code != 0 || !strings.Contains(out, "requester (192.168.1.12): assign 10.0.0.1/24 (ip-list)\n  run:     sudo ip addr replace 10.0.0.1/24 dev ens1") ||
-		!strings.Contains(out, "/path/to/bf-sde/on/switch/run_switchd.sh -p injector") {
+		!strings.Contains(out, "/path/to/bf-sde/on/switch/run_switchd.sh -p injector") ||
+		!strings.Contains(out, "appliance --token-file /etc/appliance/token dump --port afpacket:ens1") {
 		t.Fatalf("dry run: %d\n%s\n%s", code, out, errOut)
+	}
+	// The services the plan starts listen off loopback: without a token
+	// file for them, or with one the shell could misread, nothing runs.
+	for _, bad := range [][]string{{}, {"--remote-token-file", "token"}, {"--remote-token-file", "/etc/a token"}} {
+		args := append([]string{"lumina", "run", "-f", example, "--dry-run"}, bad...)
+		if code, _, errOut := runCLI(t, args...); code != 1 || !strings.Contains(errOut, "token") {
+			t.Fatalf("%v: %d %s", bad, code, errOut)
+		}
+	}
+	// A DPDK dumper needs the mirror NIC's PCI address, named by key.
+	noPCI := filepath.Join(t.TempDir(), "nopci.yml")
+	data, err := os.ReadFile(example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(noPCI, []byte(strings.Replace(string(data), "    pci-addr: \"03:00.0\"\n    switch-port: 148", "    switch-port: 148", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := runCLI(t, "lumina", "run", "-f", noPCI, "--dry-run", "--remote-token-file", "/t", "--dumper-dpdk"); code != 1 ||
+		!strings.Contains(errOut, "requester-mirror.nic.pci-addr") || !strings.Contains(errOut, "nopci.yml:") {
+		t.Fatalf("--dumper-dpdk without pci-addr: %d %s", code, errOut)
 	}
 	if code, _, errOut := runCLI(t, "lumina", "run", "-f", example, "--dry-run", "--lab"); code != 2 || !strings.Contains(errOut, "--dry-run") {
 		t.Fatalf("--dry-run --lab: %d %s", code, errOut)
@@ -94,7 +116,16 @@ func TestLuminaRunSetup(t *testing.T) {
 	old := remoteExec
 	remoteExec = inProcess{} // runs only appliance commands: ip is "not found"
 	defer func() { remoteExec = old }()
-	code, _, errOut = runCLI(t, "lumina", "run", "-f", example, "--result-path", t.TempDir())
+	// The orchestrator needs the token it starts the services with.
+	if code, _, errOut := runCLI(t, "lumina", "run", "-f", example, "--remote-token-file", "/t", "--result-path", t.TempDir()); code != 2 ||
+		!strings.Contains(errOut, "--token-file") {
+		t.Fatalf("setup without the orchestrator's token: %d %s", code, errOut)
+	}
+	tok := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tok, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut = runCLI(t, "--token-file", tok, "lumina", "run", "-f", example, "--remote-token-file", "/t", "--result-path", t.TempDir())
 	if code != 1 || !strings.Contains(errOut, "setting up the machines: requester: reading the state before: flush ens1's addresses: ip: not found on 192.168.1.12") {
 		t.Fatalf("failing setup: %d %s", code, errOut)
 	}

@@ -198,11 +198,28 @@ type Remote struct {
 	// InjectorFile is an injector file already on the switch for Setup
 	// (default: written from the test, SetupOptions.InjectorFile).
 	InjectorFile string
+	// RemoteTokenFile and DumperDPDK are SetupOptions'.
+	RemoteTokenFile string
+	DumperDPDK      bool
+}
+
+// Plan is the setup plan of a test as Setup runs it, after the options
+// are checked (SetupOptions.Check).
+func (rm *Remote) Plan(t *Test, mode intent.IterMode) (*Plan, error) {
+	o := SetupOptions{Binary: rm.binary(), DumperPort: rm.DumperPort, InjectorFile: rm.InjectorFile, IterMode: mode,
+		RemoteTokenFile: rm.RemoteTokenFile, DumperDPDK: rm.DumperDPDK}
+	if err := o.Check(t); err != nil {
+		return nil, err
+	}
+	return BuildPlan(t, o), nil
 }
 
 // setup runs the test's plan and waits for the services it started.
 func (rm *Remote) setup(ctx context.Context, t *Test, mode intent.IterMode) (*Applied, error) {
-	pl := BuildPlan(t, SetupOptions{Binary: rm.binary(), DumperPort: rm.DumperPort, InjectorFile: rm.InjectorFile, IterMode: mode})
+	pl, err := rm.Plan(t, mode)
+	if err != nil {
+		return nil, err
+	}
 	a, err := pl.Execute(ctx, rm.Exec)
 	if err != nil {
 		return nil, fmt.Errorf("setting up the machines: %w", err)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"path"
 	"regexp"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/rdma-appliance/appliance/internal/intent"
+	"github.com/rdma-appliance/appliance/internal/spec"
 )
 
 // A Plan is what Lumina's orchestrator does to the machines of a test
@@ -169,7 +171,59 @@ type SetupOptions struct {
 	// IterMode is the injector's ITER rule, written into the injector
 	// file (the test file has no key for it).
 	IterMode intent.IterMode
+	// RemoteTokenFile is the path, on the switch and the mirror servers,
+	// of the bearer token file the injector's and the dumpers' control
+	// APIs are started with (--token-file): they listen on their
+	// control-ip, off loopback, and take changes only with the token the
+	// orchestrator sends (its own --token-file, the same token).
+	RemoteTokenFile string
+	// DumperDPDK starts the dumpers on DPDK ports as Lumina's roce-pkt-dump
+	// runs (eal:<pci-addr>, four queues on cores of the NIC's NUMA node):
+	// Intel NICs (E810, XL710) are bound to their DPDK driver (vfio-pci,
+	// igb_uio) first and back to the driver they had after; ConnectX NICs
+	// stay on mlx5, whose DPDK driver works beside the kernel's. It needs
+	// the appliance built with -tags dpdk on the mirror servers. Without
+	// it the dumpers capture on afpacket:<if-name>.
+	DumperDPDK bool
 }
+
+// Check refuses options the plan cannot run with: the services it
+// starts listen off loopback, so they need a token file (an absolute
+// path of plain characters, passed as it is); DPDK dumpers need each
+// mirror NIC's pci-addr.
+func (o SetupOptions) Check(t *Test) error {
+	if o.RemoteTokenFile == "" {
+		return errors.New("lumina setup: the injector and the dumpers listen on their control-ip and take changes only with a bearer token: " +
+			"give --remote-token-file, the path of the token file on the switch and the mirror servers (the token of --token-file)")
+	}
+	if !path.IsAbs(o.RemoteTokenFile) || !tokenPathRE.MatchString(o.RemoteTokenFile) {
+		return fmt.Errorf("lumina setup: remote token file %q: want an absolute path of letters, digits and ._-/", o.RemoteTokenFile)
+	}
+	if o.DumperDPDK {
+		for _, m := range []struct {
+			key string
+			m   MirrorSpec
+		}{{"requester-mirror", t.Spec.RequesterMirror}, {"responder-mirror", t.Spec.ResponderMirror}} {
+			if m.m.NIC.PCIAddr == "" {
+				e := &spec.Error{Key: m.key + ".nic.pci-addr", Msg: "a DPDK dumper (--dumper-dpdk) needs the NIC's PCI address"}
+				if t.Doc != nil {
+					e.File, e.Line = t.Doc.File, t.Doc.Line(m.key+".nic")
+				}
+				return e
+			}
+		}
+	}
+	return nil
+}
+
+var tokenPathRE = regexp.MustCompile(`^[A-Za-z0-9._/-]+$`)
+
+// dumperQueues is how many receive queues, one core each, a DPDK dumper
+// takes: Lumina's roce-pkt-dump runs on four lcores of the NIC's NUMA node.
+const dumperQueues = 4
+
+// mirrorDPDKDriver is the DPDK driver Lumina binds an Intel mirror NIC to.
+var mirrorDPDKDriver = map[string]string{"E810": "vfio-pci", "XL710": "igb_uio"}
 
 // sysfsWrite is the fixed script that writes $1 into each file named
 // after it: config values reach it as positional parameters only.
@@ -423,12 +477,57 @@ func (pl *Plan) mirrorSteps(role string, m MirrorSpec, rewrite int, o SetupOptio
 	dir := path.Join(m.Workspace, "pcap-result")
 	pl.add(Step{Host: role, Access: acc, Why: "result directory", Argv: []string{"mkdir", "-p", dir}})
 	pc := m.PktDumpConf
-	argv := []string{"sh", "-c", background, "lumina-bg", path.Join(m.Workspace, "dumper.log"), o.Binary, "dump",
-		"--port", "afpacket:" + m.NIC.IfName, "--name", role, "--dir", dir, "--file", pc.DumpFilename,
+	port := []string{"--port", "afpacket:" + m.NIC.IfName}
+	if o.DumperDPDK {
+		pci := m.NIC.PCIAddr
+		if strings.Count(pci, ":") == 1 {
+			pci = "0000:" + pci // Lumina writes the address without its domain
+		}
+		if drv, ok := mirrorDPDKDriver[strings.ToUpper(m.NIC.Type)]; ok {
+			pl.bindStep(role, acc, pci, drv)
+		}
+		port = []string{"--port", "eal:" + pci, "--queues", strconv.Itoa(dumperQueues), "--cores", "numa"}
+	}
+	argv := append([]string{"sh", "-c", background, "lumina-bg", path.Join(m.Workspace, "dumper.log"), o.Binary}, o.tokenArgs()...)
+	argv = append(append(append(argv, "dump"), port...), "--name", role, "--dir", dir, "--file", pc.DumpFilename,
 		"--snap-len", strconv.Itoa(pc.SnapLen), "--num-pkts", strconv.Itoa(pc.NumPkts),
-		"--rewrite-port", strconv.Itoa(rewrite), "--listen", ":" + strconv.Itoa(o.DumperPort)}
+		"--rewrite-port", strconv.Itoa(rewrite), "--listen", net.JoinHostPort(m.ControlIP, strconv.Itoa(o.DumperPort)))
 	pl.add(Step{Host: role, Access: acc, Why: "start the dumper", Argv: argv, Restore: killPID(false), RestoreWhat: "SIGTERM the PID it printed"})
 }
+
+// tokenArgs are the global flags that give a remote service its token.
+func (o SetupOptions) tokenArgs() []string {
+	if o.RemoteTokenFile == "" {
+		return nil
+	}
+	return []string{"--token-file", o.RemoteTokenFile}
+}
+
+// bindStep binds an Intel mirror NIC to its DPDK driver, as Lumina's
+// MirrorHost.bind_dpdk does, after reading the driver it has, which the
+// restore binds it back to (Lumina binds ice or i40e back by NIC type).
+func (pl *Plan) bindStep(role string, acc Access, pci, drv string) {
+	link := "/sys/bus/pci/devices/" + pci + "/driver"
+	pl.add(Step{Host: role, Access: acc, Why: "bind " + pci + " to " + drv + " (DPDK)", Save: []string{"readlink", link},
+		Argv: []string{"sudo", "dpdk-devbind.py", "-b", drv, pci},
+		Check: func(saved []byte) error {
+			if d := path.Base(strings.TrimSpace(string(saved))); !driverRE.MatchString(d) {
+				return fmt.Errorf("%s: %q is not a driver name", link, d)
+			}
+			return nil
+		},
+		Restore: func(saved, _ []byte) [][]string {
+			d := path.Base(strings.TrimSpace(string(saved)))
+			if !driverRE.MatchString(d) || d == drv {
+				return nil
+			}
+			return [][]string{{"sudo", "dpdk-devbind.py", "-b", d, pci}}
+		},
+		RestoreWhat: "bind it back to the driver readlink printed"})
+}
+
+// driverRE matches a kernel driver's name (ice, i40e, vfio-pci, mlx5_core).
+var driverRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
 
 // switchSteps start switchd with the injector program from sde-path and
 // the injector's control API, which loads the entries with bfshell.
@@ -440,9 +539,11 @@ func (pl *Plan) switchSteps(s *TestSpec, o SetupOptions) {
 		Argv: []string{"sudo", "sh", "-c", background, "lumina-bg", path.Join(sw.Workspace, "switchd.log"),
 			"env", "SDE=" + sde, "SDE_INSTALL=" + sde + "/install", sde + "/run_switchd.sh", "-p", o.Program},
 		Restore: killPID(true), RestoreWhat: "kill the PID it printed"})
-	pl.add(Step{Host: "switch", Access: acc, Why: "the injector's control API (bfshell under sde-path)",
-		Argv: []string{"sh", "-c", background, "lumina-bg", path.Join(sw.Workspace, "injector.log"),
-			o.Binary, "inject", "tofino", "-f", o.InjectorFile, "--sde", sde, "--listen", ":" + strconv.Itoa(sw.ListenPort)},
+	argv := append([]string{"sh", "-c", background, "lumina-bg", path.Join(sw.Workspace, "injector.log"), o.Binary},
+		o.tokenArgs()...)
+	argv = append(argv, "inject", "tofino", "-f", o.InjectorFile, "--sde", sde,
+		"--listen", net.JoinHostPort(sw.ControlIP, strconv.Itoa(sw.ListenPort)))
+	pl.add(Step{Host: "switch", Access: acc, Why: "the injector's control API (bfshell under sde-path)", Argv: argv,
 		Restore: killPID(false), RestoreWhat: "SIGTERM the PID it printed"})
 }
 

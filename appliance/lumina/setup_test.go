@@ -20,8 +20,8 @@ import (
 var updateSetup = flag.Bool("update-setup", false, "rewrite testdata/setup/*.golden")
 
 // e810Example is Lumina's example with E810 RNICs (dcqcn-enable, as
-// Lumina's host code reads it for Intel NICs) and a DSCP map of its own
-// on the requester.
+// Lumina's host code reads it for Intel NICs), a DSCP map of its own on
+// the requester, and E810 NICs on the mirror servers too.
 func e810Example(t *testing.T) []byte {
 	s := string(readUpstreamExample(t))
 	s = strings.ReplaceAll(s, "type: CX6", "type: E810")
@@ -30,22 +30,27 @@ func e810Example(t *testing.T) []byte {
 		"    switch-port: 132\n    prio-dscp-map: {3: \"26,27\", 5: \"46,40\"}\n", 1)
 	s = strings.ReplaceAll(s, "    dcqcn-rp-enable: True\n", "    dcqcn-enable: true\n")
 	s = strings.ReplaceAll(s, "    dcqcn-rp-enable: False\n", "    dcqcn-enable: false\n")
+	s = strings.ReplaceAll(s, "    if-name: ens1\n    pci-addr: \"03:00.0\"\n    switch-port: 1",
+		"    type: E810\n    if-name: ens1\n    pci-addr: \"03:00.0\"\n    switch-port: 1")
 	return []byte(s)
 }
 
 // TestSetupPlanGolden holds the exact commands the hardware mode runs for
-// Lumina's example (ConnectX-6) and its E810 variant.
+// Lumina's example (ConnectX-6, dumpers on AF_PACKET) and its E810
+// variant (dumpers on DPDK, the mirror NICs bound to vfio-pci).
 func TestSetupPlanGolden(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		data []byte
-	}{{"example-cx6", readUpstreamExample(t)}, {"example-e810", e810Example(t)}} {
+		o    SetupOptions
+	}{{"example-cx6", readUpstreamExample(t), SetupOptions{RemoteTokenFile: "/etc/appliance/token"}},
+		{"example-e810", e810Example(t), SetupOptions{RemoteTokenFile: "/etc/appliance/token", DumperDPDK: true}}} {
 		tt, err := DecodeTest(c.name+".yml", c.data)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var b bytes.Buffer
-		if err := BuildPlan(tt, SetupOptions{}).WriteDry(&b); err != nil {
+		if err := BuildPlan(tt, c.o).WriteDry(&b); err != nil {
 			t.Fatal(err)
 		}
 		golden := filepath.Join("testdata", "setup", c.name+".golden")
@@ -90,7 +95,8 @@ func TestSetupPlanContent(t *testing.T) {
 		"requester-mirror: sh -c",
 		"appliance dump --port afpacket:ens1 --name requester-mirror --dir /path/to/lumina/code/on/mirror-server/pcap-result --file requester.pcap --snap-len 128 --num-pkts 16383 --rewrite-port 9741",
 		"env SDE=/path/to/bf-sde/on/switch SDE_INSTALL=/path/to/bf-sde/on/switch/install /path/to/bf-sde/on/switch/run_switchd.sh -p injector",
-		"appliance inject tofino -f /path/to/lumina/code/on/switch/injector.yml --sde /path/to/bf-sde/on/switch --listen :12345",
+		"appliance inject tofino -f /path/to/lumina/code/on/switch/injector.yml --sde /path/to/bf-sde/on/switch --listen 192.168.1.11:12345",
+		"--rewrite-port 9741 --listen 192.168.1.14:9200",
 	} {
 		if !strings.Contains(all, w) {
 			t.Errorf("plan lacks %q", w)

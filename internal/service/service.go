@@ -422,6 +422,9 @@ func SetDefaultToken(tok []byte) {
 	defaultToken.Store(&tok)
 }
 
+// HasDefaultToken says whether the process has a token (SetDefaultToken).
+func HasDefaultToken() bool { return defaultToken.Load() != nil }
+
 // MinTokenLen is the shortest token accepted (128 bits).
 const MinTokenLen = 16
 
