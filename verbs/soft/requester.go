@@ -85,16 +85,12 @@ func (q *qp) rto() int64 {
 	return min(base>>4<<min(q.req.retries, 7), base*8)
 }
 
-// retryLimit is retry_cnt; adaptive retransmission grants the first message
-// of a QP six more retries and later ones one more (Lumina's Table 2).
+// retryLimit is retry_cnt; adaptive retransmission adds the profile's
+// extra retries for the message's place on the QP (Lumina's Table 2).
 func (q *qp) retryLimit() int {
 	n := int(q.attr.RetryCnt)
-	if q.dev.prof.AdaptiveRetrans {
-		if q.req.retired == 0 {
-			n += 6
-		} else {
-			n++
-		}
+	if extra := q.dev.prof.AdaptiveExtraRetries; q.dev.prof.AdaptiveRetrans && len(extra) > 0 {
+		n += extra[min(q.req.retired, uint64(len(extra)-1))]
 	}
 	return n
 }
