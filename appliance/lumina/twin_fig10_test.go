@@ -32,16 +32,27 @@ func editedReady(t *testing.T, file, name string, edits ...[2]string) *Test {
 	return tt
 }
 
+// paperNIC edits a ready-made file's NICs to the paper's nic, on the link
+// speed of that NIC's testbed (Lumina §6: a ConnectX-4 Lx MCX4131A 40GbE,
+// a ConnectX-5 MCX515A 100GbE and a ConnectX-6 Dx MCX623105AN 100GbE;
+// Lumina's port-speed is the switch ports', so a CX4 testbed runs at 40G).
+func paperNIC(nic string) [][2]string {
+	speed := "100G"
+	if nic == "CX4" {
+		speed = "40G"
+	}
+	return [][2]string{{`type: CX5`, "type: " + nic}, {`port-speed: \w+`, "port-speed: " + speed}}
+}
+
 // oneDropTest is the paper's §6.2 setting as a test file: the ready-made
 // 20 KB sweep's file with one connection, one WRITE of size bytes, packet
-// psn (from 0) dropped, both NICs of type nic.
+// psn (from 0) dropped, both NICs of type nic on its testbed's links.
 func oneDropTest(t *testing.T, nic string, size, psn int) *Test {
 	t.Helper()
-	return editedReady(t, "fast-retrans-20k.yml", "one-drop.yml",
-		[2]string{`(?s)  data-pkt-events:.*`, fmt.Sprintf("  data-pkt-events:\n    - {qpn: 0, psn: %d, type: drop, iter: 1}\n", psn)},
-		[2]string{`num-qps: \d+`, "num-qps: 1"},
-		[2]string{`message-size: \d+`, fmt.Sprintf("message-size: %d", size)},
-		[2]string{`type: CX5`, "type: " + nic})
+	return editedReady(t, "fast-retrans-20k.yml", "one-drop.yml", append([][2]string{
+		{`(?s)  data-pkt-events:.*`, fmt.Sprintf("  data-pkt-events:\n    - {qpn: 0, psn: %d, type: drop, iter: 1}\n", psn)},
+		{`num-qps: \d+`, "num-qps: 1"},
+		{`message-size: \d+`, fmt.Sprintf("message-size: %d", size)}}, paperNIC(nic)...)...)
 }
 
 // retransLatency runs a Figure 10 test on the twin and returns the

@@ -28,10 +28,9 @@ func TestTwinTable2(t *testing.T) {
 				for it := 1; it <= want+1; it++ {
 					ev += fmt.Sprintf("    - {qpn: 0, psn: 7, type: drop, iter: %d}\n", it)
 				}
-				tt := editedReady(t, "timeout-retries.yml", "table2.yml",
-					[2]string{`(?s)  data-pkt-events:.*`, ev},
-					[2]string{`adaptive-retrans: false`, fmt.Sprintf("adaptive-retrans: %v", adaptive)},
-					[2]string{`type: CX5`, "type: " + nic})
+				tt := editedReady(t, "timeout-retries.yml", "table2.yml", append([][2]string{
+					{`(?s)  data-pkt-events:.*`, ev},
+					{`adaptive-retrans: false`, fmt.Sprintf("adaptive-retrans: %v", adaptive)}}, paperNIC(nic)...)...)
 				rep, _ := runTwin(t, tt, nil)
 				if !rep.Valid {
 					t.Fatalf("repeat %+v", rep)
@@ -91,13 +90,12 @@ func TestTwinTable2Messages(t *testing.T) {
 				for r := 1; r <= want+1; r++ {
 					ev += fmt.Sprintf("    - {qpn: 0, psn: %d, type: drop, iter: %d}\n", 10*k-1, 7*(k-1)+r)
 				}
-				tt := editedReady(t, "timeout-retries.yml", "table2.yml",
-					[2]string{`(?s)  data-pkt-events:.*`, ev},
-					[2]string{`num-msgs-per-qp: \d+`, "num-msgs-per-qp: 5"},
-					[2]string{`message-size: \d+`, "message-size: 10240"},
-					[2]string{`min-retransmit-timeout: \d+`, "min-retransmit-timeout: 14"},
-					[2]string{`adaptive-retrans: false`, fmt.Sprintf("adaptive-retrans: %v", adaptive)},
-					[2]string{`type: CX5`, "type: " + nic})
+				tt := editedReady(t, "timeout-retries.yml", "table2.yml", append([][2]string{
+					{`(?s)  data-pkt-events:.*`, ev},
+					{`num-msgs-per-qp: \d+`, "num-msgs-per-qp: 5"},
+					{`message-size: \d+`, "message-size: 10240"},
+					{`min-retransmit-timeout: \d+`, "min-retransmit-timeout: 14"},
+					{`adaptive-retrans: false`, fmt.Sprintf("adaptive-retrans: %v", adaptive)}}, paperNIC(nic)...)...)
 				rep, _ := runTwin(t, tt, nil)
 				if !rep.Valid {
 					t.Fatalf("%s adaptive=%v message %d: repeat %+v", nic, adaptive, k, rep)

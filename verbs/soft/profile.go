@@ -121,18 +121,21 @@ const defaultARPInterval = 100 * time.Millisecond
 // 100 KB WRITEs, one packet dropped), which are measured at the switch:
 // each figure is the NIC's own time plus the path between the switch and
 // the NIC. The parameters are the NIC's share, the figure less the path of
-// the Lumina twin's links (2 x 50 ns propagation and a 1 KB frame's 88 ns
-// at 100 Gbit/s, about 0.2 us), so the twin's analyzers, reading its
-// trace as Lumina's read the switch's, find the paper's figures:
+// the Lumina twin's links at the speed of the paper's testbed for that NIC
+// (2 x 50 ns propagation, a 1 KB frame's serialisation and the NAK's: about
+// 0.2 us at 100 Gbit/s for CX5 and CX6, 0.34 us at 40 Gbit/s for the CX4
+// Lx), so the twin's analyzers, reading its trace as Lumina's read the
+// switch's, find the paper's figures:
 //   - NACK generation: ~1.1 us on CX4, CX5 and CX6 (the CX4's 13 us when
 //     one of the last packets of a message is lost is not modelled);
 //   - NACK reaction: 150-200 us on CX4 (go-back-N in firmware), 3-6 us on
 //     CX5 and CX6 (in hardware; when the transmit pipeline holds more than
 //     the reaction's worth of frames, the retransmission waits for them).
 const (
-	nakGeneration  = 900 * time.Nanosecond
-	nakReactionCX4 = 175 * time.Microsecond
-	nakReactionCX5 = 3 * time.Microsecond
+	nakGeneration    = 900 * time.Nanosecond
+	nakGenerationCX4 = 760 * time.Nanosecond
+	nakReactionCX4   = 175 * time.Microsecond
+	nakReactionCX5   = 3 * time.Microsecond
 	// txPipelineCX5 is the CX5/CX6 transmit pipeline in 1 KB frames, from
 	// Figure 9(b) (a 100 KB WRITE, one packet dropped): an early loss
 	// waits about 6 us, the drain of a full pipeline (less the twin's
@@ -150,7 +153,7 @@ const (
 // was not measured, the next one's behaviour is used.
 var (
 	ProfileCX4 = Profile{Name: "cx4", CNPEnable: true, CNPScope: CNPPerDestIP, MinTimeBetweenCNPs: 4 * time.Microsecond,
-		AdaptiveExtraRetries: []int{6, 1, 0}, NAKTriggersCNP: false, NAKReactionDelay: nakReactionCX4, NAKGenerationDelay: nakGeneration, AckEvery: 16, MaxInflight: 1024,
+		AdaptiveExtraRetries: []int{6, 1, 0}, NAKTriggersCNP: false, NAKReactionDelay: nakReactionCX4, NAKGenerationDelay: nakGenerationCX4, AckEvery: 16, MaxInflight: 1024,
 		ARPInterval: defaultARPInterval, ARPRetries: 5}
 	ProfileCX5 = Profile{Name: "cx5", CNPEnable: true, CNPScope: CNPPerDestIP, MinTimeBetweenCNPs: 4 * time.Microsecond,
 		AdaptiveExtraRetries: []int{6, 1}, NAKTriggersCNP: true, NAKReactionDelay: nakReactionCX5, NAKGenerationDelay: nakGeneration, TxPipeline: txPipelineCX5, AckEvery: 16, MaxInflight: 1024,
