@@ -2,35 +2,9 @@ package lumina
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"math"
-	"path/filepath"
 	"testing"
-
-	"github.com/rdma-appliance/appliance/collector/luminaanalyzer"
-	"github.com/rdma-appliance/appliance/dumper/pcap"
-	"github.com/rdma-appliance/appliance/internal/mirror"
-	"github.com/rdma-appliance/appliance/verbs/roce"
 )
-
-// cnpTableTest is Lumina's §6.4 setting (Tables 3 and 4) as a test file:
-// the ready-made CNP test's file with three connections from three
-// requester GIDs to one responder, one 1 MB WRITE each, the 50th and 950th
-// packets of each ECN-marked, min-time-between-cnps 50 us, DCQCN's
-// reaction off, both NICs of type nic.
-func cnpTableTest(t *testing.T, nic string) *Test {
-	t.Helper()
-	ev := "  data-pkt-events:\n"
-	for q := range 3 {
-		ev += fmt.Sprintf("    - {qpn: %d, psn: 49, type: ecn, iter: 1}\n    - {qpn: %d, psn: 949, type: ecn, iter: 1}\n", q, q)
-	}
-	return editedReady(t, "cnp-pacing.yml", "cnp-table.yml", append([][2]string{
-		{`(?s)  data-pkt-events:.*`, ev},
-		{`num-msgs-per-qp: \d+`, "num-msgs-per-qp: 1"},
-		{`message-size: \d+`, "message-size: 1048576"},
-		{`min-time-between-cnps: \d+`, "min-time-between-cnps: 50"}}, paperNIC(nic)...)...)
-}
 
 // TestTwinCNPTables runs Lumina's Tables 3 and 4 on the twin: the times of
 // the ECN-marked packets (from the first packet of the trace) and the CNPs
@@ -50,39 +24,11 @@ func TestTwinCNPTables(t *testing.T) {
 	paper2nd := map[string][3]float64{"CX4": {616, 630, 643}, "CX5": {246, 255, 258}, "CX6": {246, 254, 259}}
 	for _, nic := range []string{"CX4", "CX5", "CX6"} {
 		t.Run(nic, func(t *testing.T) {
-			rep, _ := runTwin(t, cnpTableTest(t, nic), nil)
-			if !rep.Valid || rep.Traffic != "ok" {
-				t.Fatalf("repeat %+v", rep)
-			}
-			r, err := luminaanalyzer.AnalyzeDir(context.Background(), rep.Dir)
+			tab, err := RunCNPTable(context.Background(), t.TempDir(), nic)
 			if err != nil {
 				t.Fatal(err)
 			}
-			cnps := map[uint32]int64{}
-			for _, q := range r.CNP.ByQP {
-				cnps[q.QPN] = q.CNPs
-			}
-			marks := ecnMarks(t, filepath.Join(rep.Dir, "trace.pcap"))
-			if len(marks) != 6 {
-				t.Fatalf("%d ECN-marked packets, want 6", len(marks))
-			}
-			// The paper's QP1..QP3 are the QPs in the order of their first
-			// marks.
-			var order []uint32
-			for _, m := range marks[:3] {
-				order = append(order, m.qpn)
-			}
-			var got [3]int64
-			var first, second [3]float64
-			for i, q := range order {
-				got[i] = cnps[q]
-				first[i] = marks[i].us
-				for _, m := range marks[3:] {
-					if m.qpn == q {
-						second[i] = m.us
-					}
-				}
-			}
+			got, first, second := tab.CNPs, tab.First, tab.Second
 			want := [3]int64{2, 2, 2}
 			if nic == "CX6" {
 				want = [3]int64{2, 0, 0}
@@ -99,43 +45,4 @@ func TestTwinCNPTables(t *testing.T) {
 			}
 		})
 	}
-}
-
-// mark is an ECN-marked packet: its time from the trace's first packet
-// and the QP it is for.
-type mark struct {
-	us  float64
-	qpn uint32
-}
-
-// ecnMarks lists the ECN-marked packets of a trace in its order.
-func ecnMarks(t *testing.T, path string) []mark {
-	t.Helper()
-	rd, err := pcap.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rd.Close()
-	var rec pcap.Record
-	var p roce.Packet
-	var first int64
-	var out []mark
-	for {
-		if err := rd.Next(&rec); err == io.EOF {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if first == 0 {
-			first = rec.Timestamp
-		}
-		if roce.ParseTruncated(rec.Data, roce.UDPPort, &p) != nil {
-			continue
-		}
-		np := p.Net
-		if m, err := mirror.Read(rec.Data, &np); err == nil && m.Event == mirror.EventECN {
-			out = append(out, mark{float64(rec.Timestamp-first) / 1e3, p.DestQP})
-		}
-	}
-	return out
 }

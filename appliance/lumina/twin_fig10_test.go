@@ -2,76 +2,28 @@ package lumina
 
 import (
 	"context"
-	"fmt"
 	"math"
-	"os"
-	"path/filepath"
-	"regexp"
 	"testing"
-
-	"github.com/rdma-appliance/appliance/collector/luminaanalyzer"
 )
 
-// editedReady is a ready-made test file with edits applied, each a
-// regular expression and its replacement, decoded as name: the paper's
-// settings written as Lumina's test files.
+// editedReady is EditedReadyMade for a test.
 func editedReady(t *testing.T, file, name string, edits ...[2]string) *Test {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "tests", file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(b)
-	for _, e := range edits {
-		s = regexp.MustCompile(e[0]).ReplaceAllString(s, e[1])
-	}
-	tt, err := DecodeTest(name, []byte(s))
+	tt, err := EditedReadyMade(file, name, edits...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return tt
 }
 
-// paperNIC edits a ready-made file's NICs to the paper's nic, on the link
-// speed of that NIC's testbed (Lumina §6: a ConnectX-4 Lx MCX4131A 40GbE,
-// a ConnectX-5 MCX515A 100GbE and a ConnectX-6 Dx MCX623105AN 100GbE;
-// Lumina's port-speed is the switch ports', so a CX4 testbed runs at 40G).
-func paperNIC(nic string) [][2]string {
-	speed := "100G"
-	if nic == "CX4" {
-		speed = "40G"
-	}
-	return [][2]string{{`type: CX5`, "type: " + nic}, {`port-speed: \w+`, "port-speed: " + speed}}
-}
-
-// oneDropTest is the paper's §6.2 setting as a test file: the ready-made
-// 20 KB sweep's file with one connection, one WRITE of size bytes, packet
-// psn (from 0) dropped, both NICs of type nic on its testbed's links.
-func oneDropTest(t *testing.T, nic string, size, psn int) *Test {
-	t.Helper()
-	return editedReady(t, "fast-retrans-20k.yml", "one-drop.yml", append([][2]string{
-		{`(?s)  data-pkt-events:.*`, fmt.Sprintf("  data-pkt-events:\n    - {qpn: 0, psn: %d, type: drop, iter: 1}\n", psn)},
-		{`num-qps: \d+`, "num-qps: 1"},
-		{`message-size: \d+`, fmt.Sprintf("message-size: %d", size)}}, paperNIC(nic)...)...)
-}
-
-// retransLatency runs a Figure 10 test on the twin and returns the
-// retransmission latency of its one NAK (first out-of-order packet to the
-// retransmission, at the switch) in microseconds.
+// retransLatency is RetransLatency for a test.
 func retransLatency(t *testing.T, nic string, size int) float64 {
 	t.Helper()
-	rep, _ := runTwin(t, oneDropTest(t, nic, size, 4), nil)
-	if !rep.Valid {
-		t.Fatalf("%d bytes: repeat %+v", size, rep)
-	}
-	r, err := luminaanalyzer.AnalyzeDir(context.Background(), rep.Dir)
+	v, err := RetransLatency(context.Background(), t.TempDir(), nic, size)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Retransmission.NACK) != 1 || r.Retransmission.NACK[0].TotalNs < 0 {
-		t.Fatalf("%d bytes: NACK records %+v", size, r.Retransmission.NACK)
-	}
-	return float64(r.Retransmission.NACK[0].TotalNs) / 1e3
+	return v
 }
 
 // TestTwinFig10 reproduces Lumina's Figure 10(a) on the twin: CX6, the
@@ -116,28 +68,14 @@ func plateauFrom(sizes []int, v map[int]float64, tol float64) int {
 	return from
 }
 
-// mct runs one WRITE of size bytes on the twin (CX6) with an event of
-// type ev on its fifth packet and returns its completion time as the
-// traffic generator measured it, in microseconds of virtual time.
+// mct is MCT for a test.
 func mct(t *testing.T, size int, ev string) float64 {
 	t.Helper()
-	tt := editedReady(t, "fast-retrans-20k.yml", "fig10b.yml",
-		[2]string{`(?s)  data-pkt-events:.*`, "  data-pkt-events:\n    - {qpn: 0, psn: 4, type: " + ev + ", iter: 1}\n"},
-		[2]string{`num-qps: \d+`, "num-qps: 1"},
-		[2]string{`message-size: \d+`, fmt.Sprintf("message-size: %d", size)},
-		[2]string{`type: CX5`, "type: CX6"})
-	rep, _ := runTwin(t, tt, nil)
-	if !rep.Valid || rep.Traffic != "ok" {
-		t.Fatalf("%d bytes, %s: repeat %+v", size, ev, rep)
-	}
-	m, err := luminaanalyzer.ReadMeta(rep.Dir)
+	v, err := MCT(context.Background(), t.TempDir(), size, ev)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(m.MCT) != 1 || len(m.MCT[0]) != 1 {
-		t.Fatalf("MCTs %v", m.MCT)
-	}
-	return float64(m.MCT[0][0]) / 1e3
+	return v
 }
 
 // TestTwinFig10b reproduces Lumina's Figure 10(b) on the twin: the

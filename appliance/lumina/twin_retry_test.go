@@ -30,7 +30,7 @@ func TestTwinTable2(t *testing.T) {
 				}
 				tt := editedReady(t, "timeout-retries.yml", "table2.yml", append([][2]string{
 					{`(?s)  data-pkt-events:.*`, ev},
-					{`adaptive-retrans: false`, fmt.Sprintf("adaptive-retrans: %v", adaptive)}}, paperNIC(nic)...)...)
+					{`adaptive-retrans: false`, fmt.Sprintf("adaptive-retrans: %v", adaptive)}}, PaperNIC(nic)...)...)
 				rep, _ := runTwin(t, tt, nil)
 				if !rep.Valid {
 					t.Fatalf("repeat %+v", rep)
@@ -61,17 +61,10 @@ var paperTable2 = map[string][5]int{
 }
 
 // TestTwinTable2Messages runs every column of Lumina's Table 2 on the twin
-// in the paper's setting: one connection, five 10 KB WRITEs, timeout 14,
-// retry_cnt 7, the tail (tenth) packet dropped. A QP that gives up is in
-// the error state and flushes the messages behind it, so message k gives
-// up in a run of its own: the tails of messages 1..k-1 are dropped 7 times
-// each (Figure 12's setting: they are delivered on their last retry) and
-// message k's on every transmission until the QP gives up. Lumina's
-// format names message k's tail by its PSN from the connection's start
-// (10k-1), its rounds by ITER, which counts every round of the
-// connection: message k's first transmission is in round 7(k-1)+1. As in
-// TestTwinTable2 the drops are the paper's count plus one: a NIC that gave
-// up earlier leaves intents unfired, one that retried more completes.
+// in the paper's setting (Table2Test: message k's tail dropped until the
+// QP gives up, the tails before it 7 times each). As in TestTwinTable2 the
+// drops are the paper's count plus one: a NIC that gave up earlier leaves
+// intents unfired, one that retried more completes.
 func TestTwinTable2Messages(t *testing.T) {
 	for _, adaptive := range []bool{false, true} {
 		for _, nic := range []string{"CX4", "CX5", "CX6"} {
@@ -81,43 +74,17 @@ func TestTwinTable2Messages(t *testing.T) {
 				if adaptive {
 					want = paperTable2[nic][k-1]
 				}
-				ev := "  data-pkt-events:\n"
-				for m := 1; m < k; m++ {
-					for r := 1; r <= 7; r++ {
-						ev += fmt.Sprintf("    - {qpn: 0, psn: %d, type: drop, iter: %d}\n", 10*m-1, 7*(m-1)+r)
-					}
-				}
-				for r := 1; r <= want+1; r++ {
-					ev += fmt.Sprintf("    - {qpn: 0, psn: %d, type: drop, iter: %d}\n", 10*k-1, 7*(k-1)+r)
-				}
-				tt := editedReady(t, "timeout-retries.yml", "table2.yml", append([][2]string{
-					{`(?s)  data-pkt-events:.*`, ev},
-					{`num-msgs-per-qp: \d+`, "num-msgs-per-qp: 5"},
-					{`message-size: \d+`, "message-size: 10240"},
-					{`min-retransmit-timeout: \d+`, "min-retransmit-timeout: 14"},
-					{`adaptive-retrans: false`, fmt.Sprintf("adaptive-retrans: %v", adaptive)}}, paperNIC(nic)...)...)
-				rep, _ := runTwin(t, tt, nil)
-				if !rep.Valid {
-					t.Fatalf("%s adaptive=%v message %d: repeat %+v", nic, adaptive, k, rep)
-				}
-				r, err := luminaanalyzer.AnalyzeDir(context.Background(), rep.Dir)
+				col, err := RunTable2(context.Background(), t.TempDir(), nic, adaptive, k, want+1)
 				if err != nil {
-					t.Fatal(err)
+					t.Fatalf("%s adaptive=%v message %d: %v", nic, adaptive, k, err)
 				}
-				if len(r.Timeouts.Messages) != k {
-					t.Fatalf("%s adaptive=%v message %d: timeout records %+v", nic, adaptive, k, r.Timeouts.Messages)
+				if col.Before != "" {
+					t.Errorf("%s adaptive=%v run %d: %s; Figure 12's 7 drops then delivered were asked", nic, adaptive, k, col.Before)
 				}
-				for _, m := range r.Timeouts.Messages[:k-1] {
-					if m.GaveUp || m.MaxRetries != 7 {
-						t.Errorf("%s adaptive=%v run %d: message %d retried %d times (gave up %v), Figure 12's 7 drops then delivered were asked",
-							nic, adaptive, k, m.Message+1, m.MaxRetries, m.GaveUp)
-					}
-				}
-				m := r.Timeouts.Messages[k-1]
-				got[k-1] = m.MaxRetries
-				if !m.GaveUp || m.MaxRetries != want {
+				got[k-1] = col.Retries
+				if !col.GaveUp || col.Retries != want {
 					t.Errorf("%s adaptive=%v message %d: %d retries, gave up %v; the paper's %s retries %d times and gives up",
-						nic, adaptive, k, m.MaxRetries, m.GaveUp, nic, want)
+						nic, adaptive, k, col.Retries, col.GaveUp, nic, want)
 				}
 			}
 			t.Logf("%s adaptive=%v: retries of messages 1-5 %v", nic, adaptive, got)

@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
-
-	"github.com/rdma-appliance/appliance/collector/luminaanalyzer"
 )
 
 // runTwin runs a ready-made test once on the virtual testbed and returns
@@ -66,25 +64,15 @@ var paperNACK = map[string]struct {
 	"CX6": {1.1, 3, 6},
 }
 
-// nackSample runs the paper's Figure 8/9 setting once on the twin: one
-// connection, one WRITE of size bytes, packet psn dropped; it returns the
-// NACK generation and reaction latencies the analyzer reads from the
-// trace, in microseconds.
+// nackSample runs Figures 8/9's setting once (NACKSample) and returns the
+// NACK generation and reaction latencies, in microseconds.
 func nackSample(t *testing.T, nic string, size, psn int) (gen, react float64) {
 	t.Helper()
-	rep, _ := runTwin(t, oneDropTest(t, nic, size, psn), nil)
-	if !rep.Valid {
-		t.Fatalf("%s %d bytes psn %d: repeat %+v", nic, size, psn, rep)
-	}
-	r, err := luminaanalyzer.AnalyzeDir(context.Background(), rep.Dir)
+	gen, react, err := NACKSample(context.Background(), t.TempDir(), nic, size, psn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Retransmission.NACK) != 1 || r.Retransmission.NACK[0].ReactionNs < 0 {
-		t.Fatalf("%s %d bytes psn %d: NACK records %+v", nic, size, psn, r.Retransmission.NACK)
-	}
-	n := r.Retransmission.NACK[0]
-	return float64(n.GenerationNs) / 1e3, float64(n.ReactionNs) / 1e3
+	return gen, react
 }
 
 // TestTwinPaperNACK reproduces Lumina's Figures 8 and 9 on the twin, in the
