@@ -42,7 +42,7 @@ func TestTwinFig10(t *testing.T) {
 		lat[kb] = retransLatency(t, "CX6", kb*1024)
 		t.Logf("%3d KB: retransmission latency %.2f us", kb, lat[kb])
 	}
-	t.Logf("constant from %d KB of the sizes run (paper: about 120 KB)", plateauFrom(sizes, lat, 0.02))
+	t.Logf("constant from %d KB of the sizes run (paper: about 120 KB)", PlateauFrom(sizes, lat, 0.02))
 	for i, kb := range sizes {
 		switch {
 		case kb <= 50 && math.Abs(lat[kb]-4.5) > 0.45:
@@ -55,17 +55,6 @@ func TestTwinFig10(t *testing.T) {
 			t.Errorf("%d KB: %.2f us, 120 KB %.2f us: not constant beyond 120 KB", kb, lat[kb], lat[120])
 		}
 	}
-}
-
-// plateauFrom is the first size from which every later value stays within
-// tol (a fraction) of the last one.
-func plateauFrom(sizes []int, v map[int]float64, tol float64) int {
-	last := v[sizes[len(sizes)-1]]
-	from := sizes[len(sizes)-1]
-	for i := len(sizes) - 1; i >= 0 && math.Abs(v[sizes[i]]-last) <= tol*math.Abs(last); i-- {
-		from = sizes[i]
-	}
-	return from
 }
 
 // mct is MCT for a test.
@@ -105,5 +94,5 @@ func TestTwinFig10b(t *testing.T) {
 			t.Errorf("%d KB: actual MCT %.2f us over the ideal, %.2f at 120 KB: not parallel beyond 120 KB", kb, excess[kb], excess[120])
 		}
 	}
-	t.Logf("the excess constant from %d KB of the sizes run (paper: about 120 KB)", plateauFrom(sizes, excess, 0.02))
+	t.Logf("the excess constant from %d KB of the sizes run (paper: about 120 KB)", PlateauFrom(sizes, excess, 0.02))
 }

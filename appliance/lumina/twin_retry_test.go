@@ -52,14 +52,6 @@ func TestTwinTable2(t *testing.T) {
 	}
 }
 
-// paperTable2 is Lumina's Table 2: the most retries of messages 1-5 (five
-// 10 KB WRITEs on one connection, retry_cnt 7) in adaptive mode.
-var paperTable2 = map[string][5]int{
-	"CX4": {13, 8, 7, 7, 7},
-	"CX5": {13, 8, 8, 8, 8},
-	"CX6": {13, 8, 8, 8, 8},
-}
-
 // TestTwinTable2Messages runs every column of Lumina's Table 2 on the twin
 // in the paper's setting (Table2Test: message k's tail dropped until the
 // QP gives up, the tails before it 7 times each). As in TestTwinTable2 the
