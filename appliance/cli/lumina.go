@@ -17,7 +17,7 @@ import (
 var luminaCmd = &Command{
 	Name:    "lumina",
 	Summary: "Lumina: run RNIC tests from Lumina's test files, analyse their traces",
-	Sub:     []*Command{luminaRunCmd, luminaAnalyzeCmd, luminaFuzzCmd, luminaTrafficgenCmd},
+	Sub:     []*Command{luminaRunCmd, luminaAnalyzeCmd, luminaFuzzCmd, luminaPaperCmd, luminaTrafficgenCmd},
 }
 
 var luminaRunCmd = &Command{

@@ -130,3 +130,20 @@ func TestLuminaRunSetup(t *testing.T) {
 		t.Fatalf("failing setup: %d %s", code, errOut)
 	}
 }
+
+// TestLuminaPaper writes one of the paper's pages and the index; an
+// unknown figure is an error.
+func TestLuminaPaper(t *testing.T) {
+	out := t.TempDir()
+	code, stdout, errOut := runCLI(t, "lumina", "paper", "--out", out, "--figures", "table4")
+	if code != 0 || !strings.Contains(stdout, filepath.Join(out, "table4.html")+": Table 4: CNPs per QP: 3 of 3 checks within tolerance") ||
+		!strings.Contains(stdout, "index: "+filepath.Join(out, "index.html")) {
+		t.Fatalf("paper: %d %s %s", code, stdout, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(out, "index.html")); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := runCLI(t, "lumina", "paper", "--out", out, "--figures", "fig99"); code == 0 || !strings.Contains(errOut, "fig99") {
+		t.Fatalf("unknown figure: %d %s", code, errOut)
+	}
+}

@@ -129,7 +129,8 @@ type Traffic struct {
 }
 
 // EventSpec is one data-pkt-events entry: QPN and PSN relative (from 0,
-// PSN from the start of each message, or "all"), iter from 1.
+// PSN from the start of each message, or "all"; beyond the first message's
+// packets, from the connection's first packet), iter from 1.
 type EventSpec struct {
 	QPN  int    `yaml:"qpn"`
 	PSN  string `yaml:"psn"`
@@ -492,8 +493,12 @@ func (t *Test) validateTraffic(tr *Traffic, d *spec.Doc) {
 				d.Errorf(key+".psn", "%q: a packet number from 0 or \"all\"", e.PSN)
 				continue
 			}
-			if ppm > 0 && n >= ppm {
-				d.Errorf(key+".psn", "%d: a message of %d bytes at MTU %d has packets 0..%d", n, tr.MessageSize, tr.MTU, ppm-1)
+			// Beyond the first message's packets, psn counts from the
+			// connection's first packet (one packet of a later message),
+			// as Lumina's switch controller keys events.
+			if ppm > 0 && tr.NumMsgsPerQP >= 1 && n >= ppm*tr.NumMsgsPerQP {
+				d.Errorf(key+".psn", "%d: %d message(s) of %d bytes at MTU %d have packets 0..%d", n, tr.NumMsgsPerQP,
+					tr.MessageSize, tr.MTU, ppm*tr.NumMsgsPerQP-1)
 			}
 			in.PSN = n
 		}

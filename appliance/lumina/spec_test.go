@@ -49,7 +49,7 @@ func TestTestErrors(t *testing.T) {
 		{"tx-depth: 1", "tx-depth: 4", "traffic.data-pkt-events[0].type: drop events need traffic.tx-depth 1"},
 		{"dump-filename: requester.pcap, snap-len: 128, num-pkts: 65535", "dump-filename: requester.pcap, snap-len: 128, num-pkts: 65536", "requester-mirror.pkt-dump-conf.num-pkts: 65536: must be 2^n - 1"},
 		{"- {qpn: 19, psn: 19,", "- {qpn: 20, psn: 19,", "traffic.data-pkt-events[19].qpn: 20: the test has QPs 0..19"},
-		{"- {qpn: 18, psn: 18,", "- {qpn: 18, psn: 20,", "traffic.data-pkt-events[18].psn: 20: a message of 20480 bytes at MTU 1024 has packets 0..19"},
+		{"- {qpn: 18, psn: 18,", "- {qpn: 18, psn: 20,", "traffic.data-pkt-events[18].psn: 20: 1 message(s) of 20480 bytes at MTU 1024 have packets 0..19"},
 		{"- {qpn: 17, psn: 17, type: drop", "- {qpn: 17, psn: 17, type: flip", `traffic.data-pkt-events[17].type: "flip"`},
 		{"rdma-verb: write", "rdma-verb: writ", `traffic.rdma-verb: "writ"`},
 		{"    type: CX5\n    if-name: ens1f0\n    pci-addr: \"0000:3b:00.0\"\n    ib-device: mlx5_0\n    ib-port: 1\n    switch-port: 1", "    type: CX9\n    if-name: ens1f0\n    pci-addr: \"0000:3b:00.0\"\n    ib-device: mlx5_0\n    ib-port: 1\n    switch-port: 1", `requester.nic.type: "CX9"`},

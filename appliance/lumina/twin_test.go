@@ -6,9 +6,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
-
-	"github.com/rdma-appliance/appliance/collector/luminaanalyzer"
 )
 
 // runTwin runs a ready-made test once on the virtual testbed and returns
@@ -65,25 +64,15 @@ var paperNACK = map[string]struct {
 	"CX6": {1.1, 3, 6},
 }
 
-// nackSample runs the paper's Figure 8/9 setting once on the twin: one
-// connection, one WRITE of size bytes, packet psn dropped; it returns the
-// NACK generation and reaction latencies the analyzer reads from the
-// trace, in microseconds.
+// nackSample runs Figures 8/9's setting once (NACKSample) and returns the
+// NACK generation and reaction latencies, in microseconds.
 func nackSample(t *testing.T, nic string, size, psn int) (gen, react float64) {
 	t.Helper()
-	rep, _ := runTwin(t, oneDropTest(t, nic, size, psn), nil)
-	if !rep.Valid {
-		t.Fatalf("%s %d bytes psn %d: repeat %+v", nic, size, psn, rep)
-	}
-	r, err := luminaanalyzer.AnalyzeDir(context.Background(), rep.Dir)
+	gen, react, err := NACKSample(context.Background(), t.TempDir(), nic, size, psn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Retransmission.NACK) != 1 || r.Retransmission.NACK[0].ReactionNs < 0 {
-		t.Fatalf("%s %d bytes psn %d: NACK records %+v", nic, size, psn, r.Retransmission.NACK)
-	}
-	n := r.Retransmission.NACK[0]
-	return float64(n.GenerationNs) / 1e3, float64(n.ReactionNs) / 1e3
+	return gen, react
 }
 
 // TestTwinPaperNACK reproduces Lumina's Figures 8 and 9 on the twin, in the
@@ -91,10 +80,12 @@ func nackSample(t *testing.T, nic string, size, psn int) (gen, react float64) {
 // dropped, the position swept), per ConnectX profile, from the traces with
 // Lumina's analyzer: the mean NACK generation latency within 10% of the
 // paper's 1.1 us, the mean reaction latency inside the paper's range, and
-// for CX5/CX6 the 100 KB shape of Figure 9(b): about 3 us for a dropped
-// packet after the first 50, well more for one of the first 20. The 20 KB sweep
-// takes every position but the tail (whose loss a timeout recovers); the
-// 100 KB one samples every fifth position, to keep the test short.
+// for CX5/CX6 the 100 KB levels of Figure 9(b): about 6 us when one of the
+// first 20 packets is dropped (within 10%), about 3 us for a later one
+// (from the 50th; the twin ramps between the two). The 20 KB sweep takes
+// every position but the tail (whose loss a timeout recovers); the 100 KB
+// one every position of the first 20 and every fifth after, to keep the
+// test short.
 func TestTwinPaperNACK(t *testing.T) {
 	for _, nic := range []string{"CX4", "CX5", "CX6"} {
 		t.Run(nic, func(t *testing.T) {
@@ -104,7 +95,10 @@ func TestTwinPaperNACK(t *testing.T) {
 				g, r := nackSample(t, nic, 20<<10, psn)
 				gen, react = append(gen, g), append(react, r)
 			}
-			for psn := 0; psn < 99; psn += 5 {
+			for psn := 0; psn < 99; psn++ {
+				if psn >= 20 && psn%5 != 0 {
+					continue
+				}
 				g, r := nackSample(t, nic, 100<<10, psn)
 				gen, react = append(gen, g), append(react, r)
 				if psn < 20 {
@@ -114,8 +108,8 @@ func TestTwinPaperNACK(t *testing.T) {
 				}
 			}
 			g, r := mean(gen), mean(react)
-			t.Logf("%s: NACK generation %.2f us (paper %.1f), reaction %.2f us (paper %g-%g); 100 KB reaction %.2f us for the first 20 packets, %.2f us from the 50th (%d samples)",
-				nic, g, want.gen, r, want.reactLow, want.reactHigh, mean(early), mean(late), len(gen))
+			t.Logf("%s: NACK generation %.2f us (paper %.1f), reaction %.2f us (paper %g-%g); 100 KB reaction %.2f us for the first 20 packets (%.2f-%.2f), %.2f us from the 50th (%d samples)",
+				nic, g, want.gen, r, want.reactLow, want.reactHigh, mean(early), slices.Min(early), slices.Max(early), mean(late), len(gen))
 			if math.Abs(g-want.gen) > 0.1*want.gen {
 				t.Errorf("NACK generation %.3f us, paper %.1f us: more than 10%% off", g, want.gen)
 			}
@@ -123,16 +117,14 @@ func TestTwinPaperNACK(t *testing.T) {
 				t.Errorf("NACK reaction %.2f us, outside the paper's %g-%g us", r, want.reactLow, want.reactHigh)
 			}
 			if nic != "CX4" {
-				// Figure 9(b)'s shape: a retransmission early in a long
-				// message waits behind the pipeline, a late one does not.
-				// The late figure is the paper's; the early one is the
-				// pipeline's ramp (7.05 us over positions 0-15), above the
-				// paper's "about 6 us" (reported, not asserted).
+				// Figure 9(b): a retransmission early in a long message
+				// waits for the transmit pipeline to drain, a late one
+				// only for the NAK's processing.
+				if e := mean(early); math.Abs(e-6) > 0.6 {
+					t.Errorf("100 KB, first 20 packets: reaction %.2f us, paper about 6 us", e)
+				}
 				if l := mean(late); math.Abs(l-3) > 0.3 {
 					t.Errorf("100 KB, later packets: reaction %.2f us, paper about 3 us", l)
-				}
-				if e, l := mean(early), mean(late); e < l+2 {
-					t.Errorf("100 KB: reaction %.2f us for the first 20 packets, %.2f us later: the pipeline does not block", e, l)
 				}
 			}
 		})

@@ -24,7 +24,10 @@ const AllPSNs = -1
 // Intent is one entry of Lumina's data-pkt-events: inject Type into the data
 // packet at relative PSN PSN (from 0, counted from the start of each message)
 // of the connection with relative index QP (from 0), in transmission round
-// Iter (from 1).
+// Iter (from 1). A PSN beyond the first message's packets counts from the
+// connection's first packet and names one packet of one later message, as
+// Lumina's switch controller keys every event (initial PSN + psn): the only
+// way to treat one message of a connection apart from the others.
 type Intent struct {
 	QP   int              `json:"qpn"`
 	PSN  int              `json:"psn"` // AllPSNs for every packet
@@ -194,8 +197,9 @@ type Options struct {
 // except for READ, whose data packets (the responses) come from the
 // responder; their PSNs count from the requester's initial PSN either way.
 // For message i of a connection the PSN is IPSN + i x PacketsPerMessage +
-// PSN, modulo 2^24. Intents naming a connection or PSN that does not exist,
-// or two intents selecting the same packet, are rejected.
+// PSN, modulo 2^24; a PSN of PacketsPerMessage or more is one entry, at
+// IPSN + PSN. Intents naming a connection or PSN that does not exist, or two
+// intents selecting the same packet, are rejected.
 func Compile(intents []Intent, conns []Conn, g Geometry, opt Options) ([]Entry, error) {
 	if err := g.Validate(); err != nil {
 		return nil, err
@@ -225,9 +229,9 @@ func Compile(intents []Intent, conns []Conn, g Geometry, opt Options) ([]Entry, 
 		if in.QP < 0 || in.QP >= len(conns) {
 			return nil, bad("qpn %d: the test has %d connections (qpn counts from %d)", orig.QP, len(conns), base)
 		}
-		if !all && (in.PSN < 0 || in.PSN >= ppm) {
-			return nil, bad("psn %d: a message of %d bytes at MTU %d has %d data packets (psn counts from %d)",
-				orig.PSN, g.MessageSize, g.MTU, ppm, base)
+		if !all && (in.PSN < 0 || in.PSN >= ppm*g.NumMessages) {
+			return nil, bad("psn %d: %d messages of %d bytes at MTU %d have %d data packets (psn counts from %d)",
+				orig.PSN, g.NumMessages, g.MessageSize, g.MTU, ppm*g.NumMessages, base)
 		}
 		if in.Iter < 1 || in.Iter > 0xffff {
 			return nil, bad("iter %d: rounds count from 1", in.Iter)
@@ -248,6 +252,14 @@ func Compile(intents []Intent, conns []Conn, g Geometry, opt Options) ([]Entry, 
 		}
 		if all {
 			k.PSN = AnyPSN
+			if err := add(k); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if in.PSN >= ppm {
+			// One packet of a later message.
+			k.PSN = (c.RequesterIPSN + uint32(in.PSN)) & 0xffffff
 			if err := add(k); err != nil {
 				return nil, err
 			}

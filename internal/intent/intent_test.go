@@ -72,6 +72,27 @@ func TestCompileListing2(t *testing.T) {
 	}
 }
 
+// TestCompileLaterMessage: a PSN beyond the first message counts from the
+// connection's first packet, as Lumina's controller keys events, and
+// selects one packet of one message; the same packet named per message
+// and by its connection PSN is a duplicate.
+func TestCompileLaterMessage(t *testing.T) {
+	_, conns, g := listing2()
+	es, err := intent.Compile([]intent.Intent{{QP: 1, PSN: 29, Iter: 3, Type: mirror.EventDrop}}, conns, g, intent.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := intent.Key{Src: ipA.As16(), Dst: ipB.As16(), DstQPN: 0x22, PSN: (0xfffff0 + 29) & 0xffffff, Iter: 3}
+	if len(es) != 1 || es[0].Key != want {
+		t.Fatalf("entries %v, want the 10th packet of the 3rd message only: %v", es, want)
+	}
+	_, err = intent.Compile([]intent.Intent{{QP: 1, PSN: 9, Iter: 3, Type: mirror.EventDrop}, {QP: 1, PSN: 29, Iter: 3, Type: mirror.EventECN}},
+		conns, g, intent.Options{})
+	if !errors.Is(err, intent.ErrIntent) {
+		t.Fatalf("one packet named twice: %v", err)
+	}
+}
+
 func TestCompileRejects(t *testing.T) {
 	intents, conns, g := listing2()
 	for _, tc := range []struct {
@@ -79,7 +100,7 @@ func TestCompileRejects(t *testing.T) {
 		geom intent.Geometry
 	}{
 		{intent.Intent{QP: 3, PSN: 1, Iter: 1, Type: mirror.EventDrop}, g},    // no third connection
-		{intent.Intent{QP: 1, PSN: 11, Iter: 1, Type: mirror.EventDrop}, g},   // a message has 10 packets
+		{intent.Intent{QP: 1, PSN: 101, Iter: 1, Type: mirror.EventDrop}, g},  // 10 messages have 100 packets
 		{intent.Intent{QP: 1, PSN: 0, Iter: 1, Type: mirror.EventDrop}, g},    // one-based
 		{intent.Intent{QP: 1, PSN: 1, Iter: 0, Type: mirror.EventDrop}, g},    // rounds count from 1
 		{intent.Intent{QP: 1, PSN: 1, Iter: 1, Type: mirror.EventType(7)}, g}, // no such event

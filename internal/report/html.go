@@ -191,6 +191,20 @@ func (p *Page) Table(t Table) *Page {
 	})
 }
 
+// Link is an entry of a Links list: a page next to this one.
+type Link struct {
+	Text, Href string
+	// Note follows the link: what the page holds, its verdict.
+	Note Cell
+}
+
+// Links adds a list of links to other pages, for a set of pages written
+// side by side (an index and one page per figure). The hrefs are meant to
+// be relative file names: the set is then copied and read as a whole.
+func (p *Page) Links(links ...Link) *Page {
+	return p.add(func() (block, error) { return block{Kind: "links", Links: links}, nil })
+}
+
 // Chart adds a chart as inline SVG: sharp at any zoom, and its text can
 // be searched and copied.
 func (p *Page) Chart(c *Chart) *Page {
@@ -296,6 +310,7 @@ type block struct {
 	Table *Table // rows padded to the header
 	SVG   template.HTML
 	Src   template.HTMLAttr
+	Links []Link
 }
 
 type kvCell struct {
@@ -372,6 +387,7 @@ td.pass { background: #dcf2e0; color: #14532d; }
 td.fail { background: #fbdcdb; color: #7f1d1d; font-weight: 600; }
 td.warn { background: #fff1cc; color: #713f12; }
 td.skip { background: #f1f1f1; color: #777; }
+ul.links li { margin: 4px 0; } ul.links span.pass { color: #14532d; } ul.links span.fail { color: #7f1d1d; font-weight: 600; } ul.links span.warn { color: #713f12; }
 pre { background: #f6f8fa; border: 1px solid #e1e4e8; padding: 10px; overflow: auto; font: 12px/1.4 ui-monospace, Menlo, Consolas, monospace; }
 figure { margin: 12px 0; }
 figure svg, figure img { display: block; max-width: 100%; height: auto; }
@@ -422,7 +438,10 @@ const blockHTML = `{{define "block"}}
 {{range .Rows}}<tr>{{range .}}{{template "cell" .}}{{end}}</tr>
 {{end}}</tbody>
 </table>
-{{end}}{{else if eq .Kind "chart"}}<figure class="chart">{{.SVG}}</figure>
+{{end}}{{else if eq .Kind "links"}}<ul class="links">
+{{range .Links}}{{$l := .}}<li><a href="{{.Href}}">{{.Text}}</a>{{with .Note.Text}} <span class="{{class $l.Note}}">{{.}}</span>{{end}}</li>
+{{end}}</ul>
+{{else if eq .Kind "chart"}}<figure class="chart">{{.SVG}}</figure>
 {{else if eq .Kind "image"}}<figure class="image"><img alt="{{.Text}}" {{.Src}}></figure>
 {{else if eq .Kind "drawing"}}<div class="drawing" style="overflow-x: auto; margin: 12px 0;">{{.SVG}}</div>
 {{with .Text}}<p class="sub">{{.}}</p>

@@ -176,3 +176,22 @@ func TestRowCells(t *testing.T) {
 		}
 	}
 }
+
+// TestLinks: a Links block lists each page with its note, the href
+// escaped for its attribute and a note's status as its class.
+func TestLinks(t *testing.T) {
+	p := NewPage("index")
+	p.Links(Link{Text: "Figure 8", Href: "fig8.html", Note: Pass("reproduced")},
+		Link{Text: "odd <name>", Href: `x".html`, Note: Fail("missed")}, Link{Text: "plain", Href: "p.html"})
+	var b strings.Builder
+	if _, err := p.WriteTo(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{`<a href="fig8.html">Figure 8</a> <span class="pass">reproduced</span>`,
+		`<a href="x%22.html">odd &lt;name&gt;</a> <span class="fail">missed</span>`, `<a href="p.html">plain</a></li>`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("page lacks %q:\n%s", want, out)
+		}
+	}
+}

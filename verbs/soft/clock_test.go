@@ -5,8 +5,10 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
 	"github.com/rdma-appliance/appliance/verbs"
+	"github.com/rdma-appliance/appliance/verbs/roce"
 )
 
 // vclock is a virtual clock a test moves by hand.
@@ -18,12 +20,23 @@ func (c *vclock) now() int64 { return c.t }
 // test, both reading clk: virtual time, as the Lumina twin runs them.
 func steppedPair(t *testing.T, clk *vclock, ca, cb Config) (*Device, *Device) {
 	t.Helper()
+	return steppedPairOn(t, clk, ca, cb, nil)
+}
+
+// steppedPairOn is steppedPair with the first device's port wrapped by
+// wrapA (when not nil), to drop or mark what it sends.
+func steppedPairOn(t *testing.T, clk *vclock, ca, cb Config, wrapA func(dpdk.Port) dpdk.Port) (*Device, *Device) {
+	t.Helper()
 	id := testSeq.Add(1)
 	l := ring.NewLink(fmt.Sprintf("vc%d", id), ring.Config{RingSize: 4096})
 	ca.GIDs, cb.GIDs = []netip.Addr{netip.MustParseAddr("10.0.0.1")}, []netip.Addr{netip.MustParseAddr("10.0.0.2")}
 	ca.PoolSize, cb.PoolSize = 1024, 1024
 	ca.Clock, cb.Clock = clk.now, clk.now
-	a, err := NewDevice(fmt.Sprintf("vcA%d", id), l.A(), ca)
+	pa := dpdk.Port(l.A())
+	if wrapA != nil {
+		pa = wrapA(pa)
+	}
+	a, err := NewDevice(fmt.Sprintf("vcA%d", id), pa, ca)
 	must(t, err)
 	b, err := NewDevice(fmt.Sprintf("vcB%d", id), l.B(), cb)
 	must(t, err)
@@ -142,5 +155,64 @@ func TestVirtualClockDCQCN(t *testing.T) {
 	a.Poll()
 	if a.Counter(CntTxPackets) <= sent {
 		t.Fatal("no packet at the pacing slot")
+	}
+}
+
+// TestNAKReactionHold checks the NAK reaction on the device's clock: a
+// requester that takes a NAK sequence error builds no new frame until
+// Profile.NAKReactionDelay has passed (NextEvent reports that time), then
+// goes back to the NAKed PSN. The frames it had already queued still go
+// out first; those it would have built meanwhile would have queued ahead
+// of the retransmission too (Lumina's Figure 9(b): an early loss in a
+// long message waits for the pipeline to drain, not for the drain and
+// the reaction one after the other).
+func TestNAKReactionHold(t *testing.T) {
+	clk := &vclock{t: 1_000_000_000}
+	prof := ProfileCX5
+	prof.NAKTriggersCNP = false
+	prm := defaultRC()
+	var lp *lossyPort
+	a, b := steppedPairOn(t, clk, Config{Profile: prof, Burst: 8}, Config{Profile: prof, Burst: 8},
+		func(p dpdk.Port) dpdk.Port { lp = &lossyPort{Port: p}; return lp })
+	x := newEnd(t, a, verbs.QPTypeRC, 1<<20, false)
+	y := newEnd(t, b, verbs.QPTypeRC, 1<<20, false)
+	connect(t, x, y, prm)
+	staticNeighbors(&pair{a: a, b: b})
+	lost := roce.AddPSN(prm.psnA, 2)
+	var sent []uint32 // PSNs of the request packets, in the order sent
+	lp.setDecide(func(_ int, p *roce.Packet, _ []byte) fate {
+		if opIsResponse(p.Opcode) || p.Opcode.Transport() != roce.TransportRC || p.Opcode == roce.RCAck {
+			return pass
+		}
+		sent = append(sent, p.PSN)
+		if p.PSN == lost && len(sent) == 3 {
+			return drop
+		}
+		return pass
+	})
+	must(t, x.qp.PostSend([]verbs.SendWR{write(x, y, 1, 0, 64<<10)}))
+	a.Poll() // one burst: PSNs 0-7 of 64, the third lost
+	b.Poll() // out of sequence: the NAK is due after the generation delay
+	clk.t += int64(prof.NAKGenerationDelay)
+	b.Poll()
+	n := len(sent)
+	a.Poll() // takes the NAK
+	for range 5 {
+		a.Poll()
+	}
+	if len(sent) != n {
+		t.Fatalf("%d packets built during the NAK reaction (PSNs %x)", len(sent)-n, sent[n:])
+	}
+	due, ok := a.NextEvent()
+	if want := clk.t + int64(prof.NAKReactionDelay); !ok || due != want {
+		t.Fatalf("next event %d (%v), want the end of the NAK reaction %d", due, ok, want)
+	}
+	clk.t = due
+	a.Poll()
+	if len(sent) == n || sent[n] != lost {
+		t.Fatalf("after the reaction: PSNs %x, want the retransmission of %x first", sent[n:], lost)
+	}
+	if a.Counter(CntTxRetransmits) == 0 {
+		t.Fatal("no retransmission counted")
 	}
 }

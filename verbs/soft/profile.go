@@ -62,18 +62,29 @@ type Profile struct {
 
 	// AdaptiveRetrans models mlx5's adaptive retransmission: the first
 	// retransmission timeouts of a QP are a fraction of the configured one
-	// and grow with consecutive losses, and the retry budget of the first
-	// message is larger (Lumina's Table 2: 13 instead of 7).
+	// and grow with consecutive losses, and the retry budget differs from
+	// retry_cnt by AdaptiveExtraRetries.
 	AdaptiveRetrans bool
-	// NAKReactionDelay is the time between receiving a NAK and starting the
-	// go-back-N retransmission (CX4 does it in firmware: ~150-200 us; CX5
-	// and CX6 in hardware: a few microseconds).
+	// AdaptiveExtraRetries are the retries adaptive retransmission grants
+	// beyond retry_cnt to a QP's first, second, ... message, the last entry
+	// for every later one. Lumina's Table 2 (retry_cnt 7, the tail of each
+	// of five 10 KB WRITEs dropped until the QP gives up) has 13, 8, 7, 7,
+	// 7 on CX4 and 13, 8, 8, 8, 8 on CX5 and CX6; the paper gives the
+	// counts, not the NIC's rule, so the presets carry them as they are.
+	AdaptiveExtraRetries []int
+	// NAKReactionDelay is the time between receiving a NAK and queueing
+	// the go-back-N retransmission (CX4 does it in firmware: ~150-200 us;
+	// CX5 and CX6 in hardware: a few microseconds). The QP builds no new
+	// frames meanwhile; those already in the transmit pipeline go out
+	// first.
 	NAKReactionDelay time.Duration
 	// TxPipeline is how many built frames the NIC holds that its port has
 	// not sent yet (0: four bursts). A port that takes frames only at its
 	// line rate, as the Lumina twin's links do, keeps it full while a
-	// message lasts, and a retransmission waits behind it: the growth of
-	// the retransmission latency with message size in Lumina's Figure 10.
+	// message lasts, and a retransmission queued behind it waits for it to
+	// drain when that takes longer than the NAK's processing: the
+	// retransmission latency that grows with message size and with how
+	// early in a long message the loss is (Lumina's Figures 9(b) and 10).
 	TxPipeline int
 	// NAKGenerationDelay is the responder's time from receiving an
 	// out-of-sequence packet to sending its NAK (Lumina's Figure 8: about
@@ -110,23 +121,31 @@ const defaultARPInterval = 100 * time.Millisecond
 // 100 KB WRITEs, one packet dropped), which are measured at the switch:
 // each figure is the NIC's own time plus the path between the switch and
 // the NIC. The parameters are the NIC's share, the figure less the path of
-// the Lumina twin's links (2 x 50 ns propagation and a 1 KB frame's 88 ns
-// at 100 Gbit/s, about 0.2 us), so the twin's analyzers, reading its
-// trace as Lumina's read the switch's, find the paper's figures:
+// the Lumina twin's links at the speed of the paper's testbed for that NIC
+// (2 x 50 ns propagation, a 1 KB frame's serialisation and the NAK's: about
+// 0.2 us at 100 Gbit/s for CX5 and CX6, 0.34 us at 40 Gbit/s for the CX4
+// Lx), so the twin's analyzers, reading its trace as Lumina's read the
+// switch's, find the paper's figures:
 //   - NACK generation: ~1.1 us on CX4, CX5 and CX6 (the CX4's 13 us when
 //     one of the last packets of a message is lost is not modelled);
 //   - NACK reaction: 150-200 us on CX4 (go-back-N in firmware), 3-6 us on
-//     CX5 and CX6 (in hardware; the retransmission then waits behind the
-//     frames already in the transmit pipeline).
+//     CX5 and CX6 (in hardware; when the transmit pipeline holds more than
+//     the reaction's worth of frames, the retransmission waits for them).
 const (
-	nakGeneration  = 900 * time.Nanosecond
-	nakReactionCX4 = 175 * time.Microsecond
-	nakReactionCX5 = 3 * time.Microsecond
-	// txPipelineCX5 is the CX5/CX6 transmit pipeline in 1 KB frames: in
-	// Figure 10 (CX6, fifth packet of a WRITE dropped, back to back) the
-	// retransmission latency starts growing at about 50 KB, when the
-	// message outlasts the NAK's round and processing, and stops at about
-	// 120 KB, when the pipeline is full: 120 - 54 = 66 frames.
+	nakGeneration    = 900 * time.Nanosecond
+	nakGenerationCX4 = 760 * time.Nanosecond
+	nakReactionCX4   = 175 * time.Microsecond
+	nakReactionCX5   = 3 * time.Microsecond
+	// txPipelineCX5 is the CX5/CX6 transmit pipeline in 1 KB frames, from
+	// Figure 9(b) (a 100 KB WRITE, one packet dropped): an early loss
+	// waits about 6 us, the drain of a full pipeline (less the twin's
+	// 0.2 us path: 66 frames of 88.8 ns at 100 Gbit/s), and that holds up
+	// to about the 20th packet, the last whose NAK still finds the
+	// pipeline full (100 packets less the 20 and the 13 sent during the
+	// NAK's round: 67). Figure 10's growth from about 50 KB then follows:
+	// from there the pipeline holds more than the 3 us of the NAK's
+	// processing when the NAK arrives. Its end at about 120 KB does not:
+	// the pipeline is full from about 85 KB on (see the twin's tests).
 	txPipelineCX5 = 66
 )
 
@@ -134,13 +153,13 @@ const (
 // was not measured, the next one's behaviour is used.
 var (
 	ProfileCX4 = Profile{Name: "cx4", CNPEnable: true, CNPScope: CNPPerDestIP, MinTimeBetweenCNPs: 4 * time.Microsecond,
-		NAKTriggersCNP: false, NAKReactionDelay: nakReactionCX4, NAKGenerationDelay: nakGeneration, AckEvery: 16, MaxInflight: 1024,
+		AdaptiveExtraRetries: []int{6, 1, 0}, NAKTriggersCNP: false, NAKReactionDelay: nakReactionCX4, NAKGenerationDelay: nakGenerationCX4, AckEvery: 16, MaxInflight: 1024,
 		ARPInterval: defaultARPInterval, ARPRetries: 5}
 	ProfileCX5 = Profile{Name: "cx5", CNPEnable: true, CNPScope: CNPPerDestIP, MinTimeBetweenCNPs: 4 * time.Microsecond,
-		NAKTriggersCNP: true, NAKReactionDelay: nakReactionCX5, NAKGenerationDelay: nakGeneration, TxPipeline: txPipelineCX5, AckEvery: 16, MaxInflight: 1024,
+		AdaptiveExtraRetries: []int{6, 1}, NAKTriggersCNP: true, NAKReactionDelay: nakReactionCX5, NAKGenerationDelay: nakGeneration, TxPipeline: txPipelineCX5, AckEvery: 16, MaxInflight: 1024,
 		ARPInterval: defaultARPInterval, ARPRetries: 5}
 	ProfileCX6 = Profile{Name: "cx6", CNPEnable: true, CNPScope: CNPPerPort, MinTimeBetweenCNPs: 4 * time.Microsecond,
-		NAKTriggersCNP: true, NAKReactionDelay: nakReactionCX5, NAKGenerationDelay: nakGeneration, TxPipeline: txPipelineCX5, AckEvery: 16, MaxInflight: 1024,
+		AdaptiveExtraRetries: []int{6, 1}, NAKTriggersCNP: true, NAKReactionDelay: nakReactionCX5, NAKGenerationDelay: nakGeneration, TxPipeline: txPipelineCX5, AckEvery: 16, MaxInflight: 1024,
 		ARPInterval: defaultARPInterval, ARPRetries: 5}
 )
 
@@ -174,6 +193,9 @@ func (p Profile) withDefaults() Profile {
 	}
 	if p.ARPRetries <= 0 {
 		p.ARPRetries = 5
+	}
+	if p.AdaptiveExtraRetries == nil {
+		p.AdaptiveExtraRetries = ProfileCX5.AdaptiveExtraRetries
 	}
 	return p
 }

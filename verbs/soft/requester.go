@@ -32,8 +32,10 @@ type reqState struct {
 	rnrRetries int
 	holdUntil  int64 // no transmission before (RNR wait)
 	// A NAK sequence error the requester is still reacting to: go-back-N
-	// to nakPSN at nakAt (Profile.NAKReactionDelay); meanwhile the QP
-	// sends on, as a NIC's pipeline does before the NAK is processed.
+	// to nakPSN at nakAt (Profile.NAKReactionDelay). The QP has taken the
+	// NAK and builds nothing new meanwhile; the frames already in the
+	// device's transmit queue drain, and the retransmission joins the
+	// queue's tail when the reaction is over.
 	nakPending bool
 	nakAt      int64
 	nakPSN     uint32
@@ -83,16 +85,12 @@ func (q *qp) rto() int64 {
 	return min(base>>4<<min(q.req.retries, 7), base*8)
 }
 
-// retryLimit is retry_cnt; adaptive retransmission grants the first message
-// of a QP six more retries and later ones one more (Lumina's Table 2).
+// retryLimit is retry_cnt; adaptive retransmission adds the profile's
+// extra retries for the message's place on the QP (Lumina's Table 2).
 func (q *qp) retryLimit() int {
 	n := int(q.attr.RetryCnt)
-	if q.dev.prof.AdaptiveRetrans {
-		if q.req.retired == 0 {
-			n += 6
-		} else {
-			n++
-		}
+	if extra := q.dev.prof.AdaptiveExtraRetries; q.dev.prof.AdaptiveRetrans && len(extra) > 0 {
+		n += extra[min(q.req.retired, uint64(len(extra)-1))]
 	}
 	return n
 }
@@ -110,7 +108,12 @@ func (q *qp) rcOutput() bool {
 			return did
 		}
 	}
-	if r.nakPending && d.now >= r.nakAt {
+	if r.nakPending {
+		if d.now < r.nakAt {
+			// Reacting to a NAK: a go-back-N NIC that has taken it
+			// does not go on with the sequence it will resend.
+			return did
+		}
 		r.nakPending = false
 		// Unless a timeout went back further meanwhile, or the PSN was
 		// acknowledged.
@@ -496,10 +499,13 @@ func (q *qp) requesterInput(frame []byte, p *roce.Packet) {
 					to = roce.AddPSN(psn, 1)
 				}
 				if dl := int64(d.prof.NAKReactionDelay); dl > 0 {
-					// The retransmission starts when the NIC has processed
-					// the NAK; the frames it sends meanwhile, and those
-					// already in its transmit pipeline, go out before it
-					// (Lumina §6.2: retransmissions cannot preempt them).
+					// The retransmission is built when the NIC has
+					// processed the NAK, and queued behind the frames
+					// still in its transmit pipeline (Lumina §6.2:
+					// retransmissions cannot preempt them); the QP adds
+					// no new frames meanwhile, so the pipeline drains
+					// during the reaction and the retransmission waits
+					// for the longer of the two, not their sum.
 					r.nakPending, r.nakAt, r.nakPSN = true, d.now+dl, to
 				} else {
 					q.rewind(to)
