@@ -119,28 +119,54 @@ func ParseDecoded(frame []byte, port uint16, p *Packet) error {
 }
 
 func parse(frame []byte, port uint16, snapped bool, p *Packet) error {
-	if !snapped && decodeCommon(frame, &p.Net) {
-		return parseTransport(frame, port, p)
+	if !snapped {
+		switch parseCommon(frame, port, p) {
+		case commonParsed:
+			return nil
+		case commonOuter:
+			return parseTransport(frame, port, p)
+		}
 	}
 	return parseGeneral(frame, port, snapped, p)
 }
 
-// decodeCommon decodes the outer layers of the frames RoCEv2 fabrics
-// carry nearly always (Ethernet, at most one 802.1Q tag, an IPv4 header
-// without options and not a fragment, UDP) in one pass, into exactly what
-// header.Decode would make of them; anything else, and anything Decode
-// would refuse, it leaves to parseGeneral by returning false. The layers
-// walk of Decode costs about as much as the RoCE headers themselves (the
-// profile of bench/wire), and this is the path of every packet a soft
-// RNIC, dumper or translator receives.
-func decodeCommon(frame []byte, n *header.Parsed) bool {
+// What parseCommon made of a frame.
+const (
+	// commonParsed: a RoCEv2 packet, fully parsed into p.
+	commonParsed = iota
+	// commonOuter: a common layout whose outer layers are decoded in p.Net,
+	// exactly as header.Decode would; the transport did not pass the fast
+	// checks and parseTransport is to say why (or accept it).
+	commonOuter
+	// commonOther: not a common layout, or refused by the outer layers:
+	// header's decoders are to walk it and name the fault.
+	commonOther
+)
+
+// parseCommon parses, in one pass, the frames RoCEv2 fabrics carry nearly
+// always: Ethernet, at most one 802.1Q tag, IPv4 without options and not a
+// fragment or IPv6 without extension headers, UDP, BTH. It decides only
+// acceptance: a frame it does not accept goes to parseTransport or
+// parseGeneral (see the constants above), which name the error, so every
+// error is the one header's decoders and parseTransport give (the
+// differential test and FuzzParse check that both paths agree on every
+// frame). The layers walk of header.Decode, the calls between the layers
+// and the bounds checks of variable offsets cost as much as the RoCE
+// headers themselves (the profile of bench/wire); here one length check per
+// IP version makes every later read a constant index into a fixed-size
+// array, and the IP, UDP and BTH fields come from 8-byte loads.
+//
+// It writes p.Net as soon as the outer layers pass, and the other fields of
+// p only once the packet is accepted, as Parse promises.
+func parseCommon(frame []byte, port uint16, p *Packet) int {
 	const (
 		eth  = header.EthernetHeaderLen
 		ipv4 = header.IPv4MinHeaderLen
+		ipv6 = header.IPv6HeaderLen
 		udp  = header.UDPHeaderLen
 	)
-	if len(frame) < eth+header.VLANTagLen+ipv4+udp {
-		return false
+	if len(frame) < eth+header.VLANTagLen {
+		return commonOther
 	}
 	l3, vlans := eth, 0
 	et := binary.BigEndian.Uint16(frame[12:14])
@@ -149,28 +175,101 @@ func decodeCommon(frame []byte, n *header.Parsed) bool {
 		l3, vlans = eth+header.VLANTagLen, 1
 	}
 	ip := frame[l3:]
-	if et != header.EtherTypeIPv4 || ip[0] != 0x45 || ip[9] != header.IPProtoUDP ||
-		binary.BigEndian.Uint16(ip[6:8])&0x3fff != 0 {
-		return false
+	// Per IP version: the IP and UDP lengths (tl, ul), the transport
+	// offset, the ECN bits, and the UDP header (u) and BTH (b0, b1) as
+	// big-endian words. The length checks admit every frame that can hold
+	// a RoCEv2 packet of that version (UDP, BTH and ICRC after the IP
+	// header); shorter ones fail below anyway and go to parseGeneral.
+	var (
+		tl, ul, l4 int
+		ecn        uint8
+		u, b0      uint64
+		b1         uint32
+	)
+	switch et {
+	case header.EtherTypeIPv4:
+		if len(ip) < ipv4+udp+BTHLen+ICRCLen {
+			return commonOther
+		}
+		h := (*[ipv4 + udp + BTHLen]byte)(ip)
+		w := binary.BigEndian.Uint64(h[0:8]) // version, IHL, TOS, total length, ID, flags, offset
+		if w>>56 != 0x45 || h[9] != header.IPProtoUDP || w&0x3fff != 0 {
+			return commonOther
+		}
+		tl = int(w >> 32 & 0xffff)
+		u = binary.BigEndian.Uint64(h[ipv4 : ipv4+8])
+		ul = int(u >> 16 & 0xffff)
+		// ul >= 8 and ul <= tl-20 imply tl >= 28: Decode's checks, all.
+		if tl > len(ip) || ul < udp || ul > tl-ipv4 {
+			return commonOther
+		}
+		ecn = uint8(w>>48) & 3
+		l4 = l3 + ipv4
+		b0 = binary.BigEndian.Uint64(h[ipv4+udp : ipv4+udp+8])
+		b1 = binary.BigEndian.Uint32(h[ipv4+udp+8 : ipv4+udp+12])
+	case header.EtherTypeIPv6:
+		if len(ip) < ipv6+udp+BTHLen+ICRCLen {
+			return commonOther
+		}
+		h := (*[ipv6 + udp + BTHLen]byte)(ip)
+		// Next header UDP: no extension headers, so no fragment either.
+		if h[0]>>4 != header.IPv6Version || h[6] != header.IPProtoUDP {
+			return commonOther
+		}
+		tl = ipv6 + int(binary.BigEndian.Uint16(h[4:6]))
+		u = binary.BigEndian.Uint64(h[ipv6 : ipv6+8])
+		ul = int(u >> 16 & 0xffff)
+		if tl > len(ip) || ul < udp || ul > tl-ipv6 {
+			return commonOther
+		}
+		ecn = h[1] >> 4 & 3
+		l4 = l3 + ipv6
+		b0 = binary.BigEndian.Uint64(h[ipv6+udp : ipv6+udp+8])
+		b1 = binary.BigEndian.Uint32(h[ipv6+udp+8 : ipv6+udp+12])
+	default:
+		return commonOther
 	}
-	tl := int(binary.BigEndian.Uint16(ip[2:4]))
-	if tl > len(ip) || tl < ipv4+udp {
-		return false
-	}
-	ul := int(binary.BigEndian.Uint16(ip[ipv4+4 : ipv4+6]))
-	if ul < udp || ul > tl-ipv4 {
-		return false
-	}
-	// Field by field: a composite literal is built on the stack and copied.
+	// Field by field: a composite literal is built on the stack and copied
+	// (it made this decoder twice as slow).
+	n := &p.Net
 	n.VLANs, n.VLANOff = vlans, [header.MaxVLANTags]int{}
 	if vlans == 1 {
 		n.VLANOff[0] = eth
 	}
-	n.L3Proto, n.L3Off, n.L3Len = header.EtherTypeIPv4, l3, tl
-	n.L4Proto, n.L4Off, n.L4Len = header.IPProtoUDP, l3+ipv4, ul
-	n.PayloadOff, n.PayloadLen = l3+ipv4+udp, ul-udp
+	n.L3Proto, n.L3Off, n.L3Len = et, l3, tl
+	n.L4Proto, n.L4Off, n.L4Len = header.IPProtoUDP, l4, ul
+	n.PayloadOff, n.PayloadLen = l4+udp, ul-udp
 	n.Fragment, n.Truncated = false, false
-	return true
+
+	// The transport: parseTransport's checks, on the loaded words. The
+	// BTH is inside the frame: the length checks above hold it, and
+	// ul <= tl - IP header <= len(ip) - IP header holds the whole packet.
+	op := uint8(b0 >> 56)
+	f := opFast[op]
+	pad := int(b0 >> 52 & 3)
+	data := ul - udp - BTHLen - ICRCLen - int(f.hdrLen) // payload + pad
+	if uint16(u>>32) != port || !f.valid || b0>>48&0xf != BTHVersion ||
+		data < 0 || data&int(f.dataMask) != 0 || pad > data || pad&int(f.padMask) != 0 {
+		return commonOuter
+	}
+	p.Opcode = Opcode(op)
+	p.SE = b0&(1<<55) != 0
+	p.MigReq = b0&(1<<54) != 0
+	p.PadCnt = uint8(pad)
+	p.PKey = uint16(b0 >> 32)
+	p.FECN = b0&(1<<31) != 0
+	p.BECN = b0&(1<<30) != 0
+	p.DestQP = uint32(b0) & QPNMask
+	p.AckReq = b1&(1<<31) != 0
+	p.PSN = b1 & PSNMask
+	p.ECN = ecn
+	p.SrcPort = uint16(u >> 48)
+	p.BTHOff = l4 + udp
+	p.ExtOff = l4 + udp + BTHLen
+	p.PayloadOff = l4 + udp + BTHLen + int(f.hdrLen)
+	p.PayloadLen = data - pad
+	p.ICRCOff = p.PayloadOff + data
+	return commonParsed
 }
 
 // parseGeneral is parse through header's decoders: every layout they know
