@@ -20,7 +20,7 @@ func checkPacket(t *testing.T, f []byte, p *Packet) {
 		t.Fatalf("payload on %s", info.Name)
 	}
 	for i := 0; i < info.NumHeaders; i++ {
-		if p.ext(f, info.Headers[i]) == nil {
+		if p.ext(f, info.Headers[i], info.Headers[i].Len()) == nil {
 			t.Fatalf("%s: no %v", info.Name, info.Headers[i])
 		}
 	}
@@ -150,9 +150,9 @@ func FuzzICRC(f *testing.F) {
 	})
 }
 
-// sameAsGeneral checks that Parse, whose common layouts take the one-pass
-// parseCommon, decoded frame exactly as header's decoders and
-// parseTransport do: the same error, and on success the same packet.
+// sameAsGeneral checks that Parse, which takes the common layouts in one
+// pass, decoded frame exactly as header's decoders and parseTransport do:
+// the same error, and on success the same packet.
 func sameAsGeneral(t *testing.T, frame []byte, p *Packet, err error) {
 	t.Helper()
 	var q Packet
@@ -163,8 +163,8 @@ func sameAsGeneral(t *testing.T, frame []byte, p *Packet, err error) {
 }
 
 // commonPathFrames returns the vectors and, built from each, the same
-// packet with one 802.1Q tag: both layouts of each IP version that
-// parseCommon takes.
+// packet with one 802.1Q tag: both layouts of each IP version that the
+// one pass takes.
 func commonPathFrames(t *testing.T) [][]byte {
 	t.Helper()
 	var frames, tagged [][]byte
@@ -189,10 +189,10 @@ func commonPathFrames(t *testing.T) [][]byte {
 
 // TestParseCommonPath: every vector, untagged and with one 802.1Q tag, and
 // every one-byte change of each in the outer headers, the BTH and the
-// first extended header (and lengths cut), parses the same through
-// parseCommon as through header's decoders and parseTransport; and each
-// of the four layouts parseCommon takes (IPv4 or IPv6, with or without the
-// tag) is taken by some vector.
+// first extended header (and lengths cut), parses the same in the one
+// pass as through header's decoders and parseTransport; and each of the
+// four layouts the one pass takes (IPv4 or IPv6, with or without the tag)
+// is accepted by it for some vector, without fallback.
 func TestParseCommonPath(t *testing.T) {
 	type layout struct {
 		v6     bool
@@ -203,8 +203,8 @@ func TestParseCommonPath(t *testing.T) {
 	for _, f := range commonPathFrames(t) {
 		f = append([]byte(nil), f...)
 		var p Packet
-		r := parseCommon(f, UDPPort, &p)
-		taken[layout{p.IsIPv6(), p.Net.VLANs, r == commonParsed}] = true
+		err := parse(f, UDPPort, &p, false)
+		taken[layout{p.IsIPv6(), p.Net.VLANs, err == nil}] = true
 		sameAsGeneral(t, f, &p, Parse(f, &p))
 		// Through the first extended header of a tagged IPv6 packet (BTH
 		// at 66).
@@ -223,7 +223,7 @@ func TestParseCommonPath(t *testing.T) {
 	}
 	for _, l := range []layout{{false, 0, true}, {false, 1, true}, {true, 0, true}, {true, 1, true}} {
 		if !taken[l] {
-			t.Errorf("no vector parsed by parseCommon with IPv6 %v, %d tags", l.v6, l.vlans)
+			t.Errorf("no vector parsed in one pass with IPv6 %v, %d tags", l.v6, l.vlans)
 		}
 	}
 }
