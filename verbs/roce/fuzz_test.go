@@ -72,6 +72,9 @@ func FuzzParse(f *testing.F) {
 			if errors.Is(err, ErrBadPad) || errors.Is(err, ErrBadLength) {
 				return // e.g. a First packet padded by a sloppy sender; we refuse to build one
 			}
+			if errors.Is(err, ErrBadGID) {
+				return // IPv6 with one address IPv4-mapped: it parses, but no RNIC sends it
+			}
 			t.Fatalf("rebuild: %v", err)
 		}
 		var q Packet
