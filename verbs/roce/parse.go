@@ -121,7 +121,7 @@ func ParseDecoded(frame []byte, port uint16, p *Packet) error {
 }
 
 // errNotCommon is what parse returns, without fallback, for a frame
-// parseCommon's one pass does not accept (the tests ask for it).
+// the one pass does not accept (the tests ask for it).
 var errNotCommon = errors.New("not a common layout")
 
 // parse parses, in one pass, the frames RoCEv2 fabrics carry nearly
