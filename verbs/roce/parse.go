@@ -120,6 +120,10 @@ func ParseDecoded(frame []byte, port uint16, p *Packet) error {
 	return parseTransport(frame, port, p)
 }
 
+// parse clears p.Net.VLANOff element by element: header.MaxVLANTags must
+// be 2 for this to compile.
+var _ = [1]struct{}{}[header.MaxVLANTags-2]
+
 // errNotCommon is what parse returns, without fallback, for a frame
 // the one pass does not accept (the tests ask for it).
 var errNotCommon = errors.New("not a common layout")
@@ -161,16 +165,20 @@ func parse(frame []byte, port uint16, p *Packet, fallback bool) error {
 		f                                opFastInfo
 		ip                               []byte
 	)
-	if len(frame) < eth+header.VLANTagLen {
+	// The shortest RoCEv2 frame (untagged, IPv4, no extended header, no
+	// payload) is 58 bytes; shorter ones go to parseGeneral, which names
+	// their fault. Known this long, the frame is sliced after the
+	// Ethernet header and the tag at constant offsets, cheaper than at a
+	// variable one.
+	if len(frame) < eth+ipv4+udp+BTHLen+ICRCLen {
 		goto other
 	}
-	l3 = eth
+	l3, ip = eth, frame[eth:]
 	et = binary.BigEndian.Uint16(frame[12:14])
 	if et == header.EtherTypeVLAN {
 		et = binary.BigEndian.Uint16(frame[16:18])
-		l3, vlans = eth+header.VLANTagLen, 1
+		l3, ip, vlans = eth+header.VLANTagLen, frame[eth+header.VLANTagLen:], 1
 	}
-	ip = frame[l3:]
 	// The length checks admit every frame that can hold a RoCEv2 packet of
 	// that version (UDP, BTH and ICRC after the IP header); shorter ones
 	// would fail below anyway and go to parseGeneral.
@@ -221,10 +229,8 @@ func parse(frame []byte, port uint16, p *Packet, fallback bool) error {
 	// assignment holding one, is built on the stack and copied (that made
 	// this decoder twice as slow).
 	p.Net.VLANs = vlans
-	p.Net.VLANOff = [header.MaxVLANTags]int{}
-	if vlans == 1 {
-		p.Net.VLANOff[0] = eth
-	}
+	p.Net.VLANOff[0] = eth & -vlans // eth with the tag, 0 without
+	p.Net.VLANOff[1] = 0            // MaxVLANTags is 2: the check after the imports
 	p.Net.L3Proto = et
 	p.Net.L3Off = l3
 	p.Net.L3Len = tl
@@ -241,9 +247,9 @@ func parse(frame []byte, port uint16, p *Packet, fallback bool) error {
 	// ul <= tl - IP header <= len(ip) - IP header holds the whole packet.
 	f = opFast[uint8(b0>>56)]
 	pad = int(b0 >> 52 & 3)
-	data = ul - udp - BTHLen - ICRCLen - int(f.hdrLen) // payload + pad
-	if uint16(u>>32) != port || !f.valid || b0>>48&0xf != BTHVersion ||
-		data < 0 || data&int(f.dataMask) != 0 || pad > data || pad&int(f.padMask) != 0 {
+	data = ul - udp - BTHLen - ICRCLen - f.hdrLen() // payload + pad
+	if uint16(u>>32) != port || !f.valid() || b0>>48&0xf != BTHVersion ||
+		data < 0 || data&f.dataMask() != 0 || pad > data || pad&f.padMask() != 0 {
 		goto outer
 	}
 	p.Opcode = Opcode(b0 >> 56)
@@ -260,7 +266,7 @@ func parse(frame []byte, port uint16, p *Packet, fallback bool) error {
 	p.SrcPort = uint16(u >> 48)
 	p.BTHOff = l4 + udp
 	p.ExtOff = l4 + udp + BTHLen
-	p.PayloadOff = l4 + udp + BTHLen + int(f.hdrLen)
+	p.PayloadOff = l4 + udp + BTHLen + f.hdrLen()
 	p.PayloadLen = data - pad
 	p.ICRCOff = p.PayloadOff + data
 	return nil
@@ -431,7 +437,8 @@ func (p *Packet) ext(frame []byte, h Header, n int) []byte {
 	if o < 0 {
 		return nil
 	}
-	return frame[p.ExtOff+int(o):][:n]
+	s := p.ExtOff + int(o)
+	return frame[s : s+n : s+n]
 }
 
 // RETH returns the RDMA extended header or nil.
