@@ -274,12 +274,14 @@ outer:
 	if !fallback {
 		return errNotCommon
 	}
-	return parseTransport(frame, port, p)
+	// Sliced to its length, the frame needs no register for its capacity
+	// through the one pass: fewer values spill to the stack there.
+	return parseTransport(frame[:len(frame):len(frame)], port, p)
 other:
 	if !fallback {
 		return errNotCommon
 	}
-	return parseGeneral(frame, port, false, p)
+	return parseGeneral(frame[:len(frame):len(frame)], port, false, p)
 }
 
 // parseGeneral is parse through header's decoders: every layout they know
