@@ -249,6 +249,32 @@ func (i OpInfo) IsResponse() bool {
 // opTable is indexed by opcode; it is filled once by init and read-only after.
 var opTable [256]OpInfo
 
+// opFastInfo is what parse's one pass needs of an opcode, packed in one
+// word so that it takes one load (as a struct of four bytes it took four
+// loads and four address computations) from a 1 KB table indexed by a
+// shift (an OpInfo is 64 bytes):
+//
+//	bits 0-7    the extended headers' length (OpInfo.HeaderLen)
+//	bits 8-15   the data mask, as an int8: payload plus pad, masked, must be
+//	            zero: -1 for opcodes without payload (none at all), 3
+//	            otherwise (a multiple of four)
+//	bits 16-23  the pad mask: the pad count, masked, must be zero: 3 for
+//	            First and Middle packets (never padded), 0 otherwise
+//	bit 24      the opcode is valid
+type opFastInfo uint32
+
+func makeOpFastInfo(hdrLen int, dataMask int8, padMask uint8) opFastInfo {
+	return opFastInfo(uint8(hdrLen)) | opFastInfo(uint8(dataMask))<<8 | opFastInfo(padMask)<<16 | 1<<24
+}
+
+func (f opFastInfo) hdrLen() int   { return int(uint8(f)) }
+func (f opFastInfo) dataMask() int { return int(int8(f >> 8)) }
+func (f opFastInfo) padMask() int  { return int(uint8(f >> 16)) }
+func (f opFastInfo) valid() bool   { return f&(1<<24) != 0 }
+
+// opFast is opTable in opFastInfo form, filled by init from opTable.
+var opFast [256]opFastInfo
+
 // OpcodeInfo returns the description of op. Reserved opcodes have Valid false
 // and a Name of the form "reserved (0xNN)".
 func OpcodeInfo(op Opcode) OpInfo { return opTable[op] }
@@ -368,4 +394,18 @@ func init() {
 	define(TransportCNP, OpCNP&opcodeCodeMask, baseOp{"", KindCNP, PositionOnly, false, false,
 		[]Header{HeaderCNPReserved}}, nil)
 	opTable[OpCNP].Name = "CNP"
+	for i, info := range opTable {
+		if !info.Valid {
+			continue
+		}
+		dataMask, padMask := int8(-1), uint8(0)
+		if info.Payload {
+			dataMask = 3
+			if info.Position == PositionFirst || info.Position == PositionMiddle {
+				padMask = 3
+			}
+		}
+		f := makeOpFastInfo(info.HeaderLen, dataMask, padMask)
+		opFast[i] = f
+	}
 }

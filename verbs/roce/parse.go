@@ -95,11 +95,11 @@ type Packet struct {
 // Packet.VerifyICRC. Parse never allocates and never panics. On error only
 // p.Net is meaningful, as far as it was decoded; the other fields are left
 // as they were.
-func Parse(frame []byte, p *Packet) error { return parse(frame, UDPPort, false, p) }
+func Parse(frame []byte, p *Packet) error { return parse(frame, UDPPort, p, true) }
 
 // ParsePort is Parse for RoCEv2 carried to another UDP port, such as the
 // rewritten destination port of Lumina's mirrored copies.
-func ParsePort(frame []byte, port uint16, p *Packet) error { return parse(frame, port, false, p) }
+func ParsePort(frame []byte, port uint16, p *Packet) error { return parse(frame, port, p, true) }
 
 // ParseTruncated parses a frame captured with a snap length (the Lumina
 // dumper keeps 128 bytes): the headers through the extended headers must be
@@ -108,7 +108,9 @@ func ParsePort(frame []byte, port uint16, p *Packet) error { return parse(frame,
 // may point past the end of frame; p.Net.Truncated tells whether they do.
 // Payload and Pad clip to the frame and VerifyICRC returns ErrTruncated for a
 // cut packet; ComputeICRC, ICRC and UpdateICRC need the whole packet.
-func ParseTruncated(frame []byte, port uint16, p *Packet) error { return parse(frame, port, true, p) }
+func ParseTruncated(frame []byte, port uint16, p *Packet) error {
+	return parseGeneral(frame, port, true, p)
+}
 
 // ParseDecoded is Parse for a frame whose Ethernet, IP and UDP layers are
 // already decoded in p.Net (by header.Decode or header.DecodeTruncated):
@@ -118,59 +120,168 @@ func ParseDecoded(frame []byte, port uint16, p *Packet) error {
 	return parseTransport(frame, port, p)
 }
 
-func parse(frame []byte, port uint16, snapped bool, p *Packet) error {
-	if !snapped && decodeCommon(frame, &p.Net) {
-		return parseTransport(frame, port, p)
-	}
-	return parseGeneral(frame, port, snapped, p)
-}
+// parse clears p.Net.VLANOff element by element: header.MaxVLANTags must
+// be 2 for this to compile.
+var _ = [1]struct{}{}[header.MaxVLANTags-2]
 
-// decodeCommon decodes the outer layers of the frames RoCEv2 fabrics
-// carry nearly always (Ethernet, at most one 802.1Q tag, an IPv4 header
-// without options and not a fragment, UDP) in one pass, into exactly what
-// header.Decode would make of them; anything else, and anything Decode
-// would refuse, it leaves to parseGeneral by returning false. The layers
-// walk of Decode costs about as much as the RoCE headers themselves (the
-// profile of bench/wire), and this is the path of every packet a soft
-// RNIC, dumper or translator receives.
-func decodeCommon(frame []byte, n *header.Parsed) bool {
+// errNotCommon is what parse returns, without fallback, for a frame
+// the one pass does not accept (the tests ask for it).
+var errNotCommon = errors.New("not a common layout")
+
+// parse parses, in one pass, the frames RoCEv2 fabrics carry nearly
+// always: Ethernet, at most one 802.1Q tag, IPv4 without options and not a
+// fragment or IPv6 without extension headers, UDP, BTH. It decides only
+// acceptance: a frame it does not accept goes to parseTransport (when
+// the outer layers passed) or parseGeneral, which name the error, so every
+// error is the one header's decoders and parseTransport give (the
+// differential test and FuzzParse check that both paths agree on every
+// frame). The layers walk of header.Decode, the calls between the layers
+// and the bounds checks of variable offsets cost as much as the RoCE
+// headers themselves (the profile of bench/wire); here one length check per
+// IP version makes every later read a constant index into a fixed-size
+// array, and the IP, UDP and BTH fields come from 8-byte loads.
+//
+// It writes p.Net as soon as the outer layers pass, and the other fields of
+// p only once the packet is accepted, as Parse promises. The fallbacks are
+// called from here, not by a caller that looks at a result, so that Parse
+// costs one call. Without fallback it returns errNotCommon instead.
+func parse(frame []byte, port uint16, p *Packet, fallback bool) error {
 	const (
 		eth  = header.EthernetHeaderLen
 		ipv4 = header.IPv4MinHeaderLen
+		ipv6 = header.IPv6HeaderLen
 		udp  = header.UDPHeaderLen
 	)
-	if len(frame) < eth+header.VLANTagLen+ipv4+udp {
-		return false
+	// Declared here, not where first set: goto may not jump over a
+	// declaration. Per IP version: the IP and UDP lengths (tl, ul), the
+	// transport offset, the ECN bits, and the UDP header (u) and BTH (b0,
+	// b1) as big-endian words.
+	var (
+		l3, vlans, tl, ul, l4, pad, data int
+		et                               uint16
+		ecn                              uint8
+		u, b0                            uint64
+		b1                               uint32
+		f                                opFastInfo
+		ip                               []byte
+	)
+	// The shortest RoCEv2 frame (untagged, IPv4, no extended header, no
+	// payload) is 58 bytes; shorter ones go to parseGeneral, which names
+	// their fault. Known this long, the frame is sliced after the
+	// Ethernet header and the tag at constant offsets, cheaper than at a
+	// variable one.
+	if len(frame) < eth+ipv4+udp+BTHLen+ICRCLen {
+		goto other
 	}
-	l3, vlans := eth, 0
-	et := binary.BigEndian.Uint16(frame[12:14])
+	l3, ip = eth, frame[eth:]
+	et = binary.BigEndian.Uint16(frame[12:14])
 	if et == header.EtherTypeVLAN {
 		et = binary.BigEndian.Uint16(frame[16:18])
-		l3, vlans = eth+header.VLANTagLen, 1
+		l3, ip, vlans = eth+header.VLANTagLen, frame[eth+header.VLANTagLen:], 1
 	}
-	ip := frame[l3:]
-	if et != header.EtherTypeIPv4 || ip[0] != 0x45 || ip[9] != header.IPProtoUDP ||
-		binary.BigEndian.Uint16(ip[6:8])&0x3fff != 0 {
-		return false
+	// The length checks admit every frame that can hold a RoCEv2 packet of
+	// that version (UDP, BTH and ICRC after the IP header); shorter ones
+	// would fail below anyway and go to parseGeneral.
+	switch et {
+	case header.EtherTypeIPv4:
+		if len(ip) < ipv4+udp+BTHLen+ICRCLen {
+			goto other
+		}
+		h := (*[ipv4 + udp + BTHLen]byte)(ip)
+		w := binary.BigEndian.Uint64(h[0:8]) // version, IHL, TOS, total length, ID, flags, offset
+		if w>>56 != 0x45 || h[9] != header.IPProtoUDP || w&0x3fff != 0 {
+			goto other
+		}
+		tl = int(w >> 32 & 0xffff)
+		u = binary.BigEndian.Uint64(h[ipv4 : ipv4+8])
+		ul = int(u >> 16 & 0xffff)
+		// ul >= 8 and ul <= tl-20 imply tl >= 28: Decode's checks, all.
+		if tl > len(ip) || ul < udp || ul > tl-ipv4 {
+			goto other
+		}
+		ecn = uint8(w>>48) & 3
+		l4 = l3 + ipv4
+		b0 = binary.BigEndian.Uint64(h[ipv4+udp : ipv4+udp+8])
+		b1 = binary.BigEndian.Uint32(h[ipv4+udp+8 : ipv4+udp+12])
+	case header.EtherTypeIPv6:
+		if len(ip) < ipv6+udp+BTHLen+ICRCLen {
+			goto other
+		}
+		h := (*[ipv6 + udp + BTHLen]byte)(ip)
+		// Next header UDP: no extension headers, so no fragment either.
+		if h[0]>>4 != header.IPv6Version || h[6] != header.IPProtoUDP {
+			goto other
+		}
+		tl = ipv6 + int(binary.BigEndian.Uint16(h[4:6]))
+		u = binary.BigEndian.Uint64(h[ipv6 : ipv6+8])
+		ul = int(u >> 16 & 0xffff)
+		if tl > len(ip) || ul < udp || ul > tl-ipv6 {
+			goto other
+		}
+		ecn = h[1] >> 4 & 3
+		l4 = l3 + ipv6
+		b0 = binary.BigEndian.Uint64(h[ipv6+udp : ipv6+udp+8])
+		b1 = binary.BigEndian.Uint32(h[ipv6+udp+8 : ipv6+udp+12])
+	default:
+		goto other
 	}
-	tl := int(binary.BigEndian.Uint16(ip[2:4]))
-	if tl > len(ip) || tl < ipv4+udp {
-		return false
+	// Field by field, one statement each: a composite literal, or a tuple
+	// assignment holding one, is built on the stack and copied (that made
+	// this decoder twice as slow).
+	p.Net.VLANs = vlans
+	p.Net.VLANOff[0] = eth & -vlans // eth with the tag, 0 without
+	p.Net.VLANOff[1] = 0            // MaxVLANTags is 2: the check after the imports
+	p.Net.L3Proto = et
+	p.Net.L3Off = l3
+	p.Net.L3Len = tl
+	p.Net.L4Proto = header.IPProtoUDP
+	p.Net.L4Off = l4
+	p.Net.L4Len = ul
+	p.Net.PayloadOff = l4 + udp
+	p.Net.PayloadLen = ul - udp
+	p.Net.Fragment = false
+	p.Net.Truncated = false
+
+	// The transport: parseTransport's checks, on the loaded words. The
+	// BTH is inside the frame: the length checks above hold it, and
+	// ul <= tl - IP header <= len(ip) - IP header holds the whole packet.
+	f = opFast[uint8(b0>>56)]
+	pad = int(b0 >> 52 & 3)
+	data = ul - udp - BTHLen - ICRCLen - f.hdrLen() // payload + pad
+	if uint16(u>>32) != port || !f.valid() || b0>>48&0xf != BTHVersion ||
+		data < 0 || data&f.dataMask() != 0 || pad > data || pad&f.padMask() != 0 {
+		goto outer
 	}
-	ul := int(binary.BigEndian.Uint16(ip[ipv4+4 : ipv4+6]))
-	if ul < udp || ul > tl-ipv4 {
-		return false
+	p.Opcode = Opcode(b0 >> 56)
+	p.SE = b0&(1<<55) != 0
+	p.MigReq = b0&(1<<54) != 0
+	p.PadCnt = uint8(pad)
+	p.PKey = uint16(b0 >> 32)
+	p.FECN = b0&(1<<31) != 0
+	p.BECN = b0&(1<<30) != 0
+	p.DestQP = uint32(b0) & QPNMask
+	p.AckReq = b1&(1<<31) != 0
+	p.PSN = b1 & PSNMask
+	p.ECN = ecn
+	p.SrcPort = uint16(u >> 48)
+	p.BTHOff = l4 + udp
+	p.ExtOff = l4 + udp + BTHLen
+	p.PayloadOff = l4 + udp + BTHLen + f.hdrLen()
+	p.PayloadLen = data - pad
+	p.ICRCOff = p.PayloadOff + data
+	return nil
+outer:
+	if !fallback {
+		return errNotCommon
 	}
-	// Field by field: a composite literal is built on the stack and copied.
-	n.VLANs, n.VLANOff = vlans, [header.MaxVLANTags]int{}
-	if vlans == 1 {
-		n.VLANOff[0] = eth
+	// Sliced to its length, the frame needs no register for its capacity
+	// through the one pass: fewer values spill to the stack there.
+	return parseTransport(frame[:len(frame):len(frame)], port, p)
+other:
+	if !fallback {
+		return errNotCommon
 	}
-	n.L3Proto, n.L3Off, n.L3Len = header.EtherTypeIPv4, l3, tl
-	n.L4Proto, n.L4Off, n.L4Len = header.IPProtoUDP, l3+ipv4, ul
-	n.PayloadOff, n.PayloadLen = l3+ipv4+udp, ul-udp
-	n.Fragment, n.Truncated = false, false
-	return true
+	return parseGeneral(frame[:len(frame):len(frame)], port, false, p)
 }
 
 // parseGeneral is parse through header's decoders: every layout they know
@@ -319,45 +430,52 @@ func (p *Packet) DstAddr(frame []byte) netip.Addr { return p.DstGID(frame).Addr(
 // BTH returns the base transport header.
 func (p *Packet) BTH(frame []byte) BTH { return BTH(frame[p.BTHOff : p.BTHOff+BTHLen]) }
 
-// ext returns extended header h, or nil if the opcode does not carry it.
-func (p *Packet) ext(frame []byte, h Header) []byte {
+// ext returns extended header h, n bytes long, or nil if the opcode does
+// not carry it. The callers pass n as a constant: sliced to a constant
+// length, the view's own reads (RETH.VA and the like, once inlined) need no
+// bounds check of their own, and no table lookup finds the length.
+func (p *Packet) ext(frame []byte, h Header, n int) []byte {
 	o := opTable[p.Opcode].offsets[h]
 	if o < 0 {
 		return nil
 	}
 	s := p.ExtOff + int(o)
-	return frame[s : s+int(headerLens[h])]
+	return frame[s : s+n : s+n]
 }
 
 // RETH returns the RDMA extended header or nil.
-func (p *Packet) RETH(frame []byte) RETH { return p.ext(frame, HeaderRETH) }
+func (p *Packet) RETH(frame []byte) RETH { return p.ext(frame, HeaderRETH, RETHLen) }
 
 // AETH returns the ACK extended header or nil.
-func (p *Packet) AETH(frame []byte) AETH { return p.ext(frame, HeaderAETH) }
+func (p *Packet) AETH(frame []byte) AETH { return p.ext(frame, HeaderAETH, AETHLen) }
 
 // AtomicETH returns the atomic extended header or nil.
-func (p *Packet) AtomicETH(frame []byte) AtomicETH { return p.ext(frame, HeaderAtomicETH) }
+func (p *Packet) AtomicETH(frame []byte) AtomicETH {
+	return p.ext(frame, HeaderAtomicETH, AtomicETHLen)
+}
 
 // AtomicAckETH returns the atomic acknowledge extended header or nil.
-func (p *Packet) AtomicAckETH(frame []byte) AtomicAckETH { return p.ext(frame, HeaderAtomicAckETH) }
+func (p *Packet) AtomicAckETH(frame []byte) AtomicAckETH {
+	return p.ext(frame, HeaderAtomicAckETH, AtomicAckETHLen)
+}
 
 // DETH returns the datagram extended header or nil.
-func (p *Packet) DETH(frame []byte) DETH { return p.ext(frame, HeaderDETH) }
+func (p *Packet) DETH(frame []byte) DETH { return p.ext(frame, HeaderDETH, DETHLen) }
 
 // ImmDt returns the immediate data or nil.
-func (p *Packet) ImmDt(frame []byte) ImmDt { return p.ext(frame, HeaderImmDt) }
+func (p *Packet) ImmDt(frame []byte) ImmDt { return p.ext(frame, HeaderImmDt, ImmDtLen) }
 
 // IETH returns the invalidate extended header or nil.
-func (p *Packet) IETH(frame []byte) IETH { return p.ext(frame, HeaderIETH) }
+func (p *Packet) IETH(frame []byte) IETH { return p.ext(frame, HeaderIETH, IETHLen) }
 
 // RDETH returns the reliable datagram extended header or nil.
-func (p *Packet) RDETH(frame []byte) RDETH { return p.ext(frame, HeaderRDETH) }
+func (p *Packet) RDETH(frame []byte) RDETH { return p.ext(frame, HeaderRDETH, RDETHLen) }
 
 // XRCETH returns the XRC extended header or nil.
-func (p *Packet) XRCETH(frame []byte) XRCETH { return p.ext(frame, HeaderXRCETH) }
+func (p *Packet) XRCETH(frame []byte) XRCETH { return p.ext(frame, HeaderXRCETH, XRCETHLen) }
 
 // FETH returns the FLUSH extended header or nil.
-func (p *Packet) FETH(frame []byte) FETH { return p.ext(frame, HeaderFETH) }
+func (p *Packet) FETH(frame []byte) FETH { return p.ext(frame, HeaderFETH, FETHLen) }
 
 // Payload returns the payload without pad (as much of it as was captured,
 // after ParseTruncated).

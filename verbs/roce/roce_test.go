@@ -743,3 +743,28 @@ func TestMaxExtHeaders(t *testing.T) {
 		t.Errorf("longest extended headers %d bytes", longest)
 	}
 }
+
+// TestOpFastTable: the one pass's packed opcode table says what opTable
+// says, for every opcode.
+func TestOpFastTable(t *testing.T) {
+	for i := 0; i < 256; i++ {
+		info, f := OpcodeInfo(Opcode(i)), opFast[i]
+		if f.valid() != info.Valid {
+			t.Fatalf("%#x: valid %v, opTable %v", i, f.valid(), info.Valid)
+		}
+		if !info.Valid {
+			continue
+		}
+		dataMask, padMask := -1, 0
+		if info.Payload {
+			dataMask = 3
+			if info.Position == PositionFirst || info.Position == PositionMiddle {
+				padMask = 3
+			}
+		}
+		if f.hdrLen() != info.HeaderLen || f.dataMask() != dataMask || f.padMask() != padMask {
+			t.Errorf("%s: header length %d, data mask %d, pad mask %d; want %d, %d, %d", info.Name,
+				f.hdrLen(), f.dataMask(), f.padMask(), info.HeaderLen, dataMask, padMask)
+		}
+	}
+}
