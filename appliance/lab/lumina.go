@@ -171,12 +171,25 @@ func runLumina(ctx context.Context, l *Lab, row *Row) error {
 		// round-robin must keep every trace whole; whether per-port
 		// mirroring loses copies (at 100 or 400 Gbit/s) depends on what a
 		// core of this machine takes, and is reported as measured.
-		res, err := lumina.RunBalance(ctx, lumina.BalanceConfig{Rounds: ls.BalanceRounds, SpeedsGbps: []int{100, 400},
+		// Four messages a round instead of the benchmark's ten: the
+		// simulation is CPU-bound, and the lab runs under the race
+		// detector too.
+		res, err := lumina.RunBalance(ctx, lumina.BalanceConfig{Rounds: ls.BalanceRounds, Messages: 4, SpeedsGbps: []int{100, 400},
 			Dir: l.Path("lumina-balance")})
 		if err != nil {
 			problems = append(problems, "balance experiment: "+err.Error())
 		} else {
 			row.Figure("dumper_capacity", "%.1f Mcopies/s per core", res.CapacityPPS/1e6)
+			// Round-robin is held to whole traces only where the pool's
+			// measured capacity is twice what both ports offer at most
+			// (a copy per frame each way): a build under the race
+			// detector measures its dumpers twenty times slower.
+			pool := res.CapacityPPS * float64(res.Config.Dumpers)
+			checked := pool >= 2*2*lumina.LineFrameRate(100)
+			if !checked {
+				row.Figure("fig7b_unchecked", "the pool takes %.1f M copies/s, under twice the %.1f M both 100 Gbit/s ports offer",
+					pool/1e6, 2*lumina.LineFrameRate(100)/1e6)
+			}
 			for _, speed := range res.Config.SpeedsGbps {
 				var fig [2]struct {
 					passed, rounds int
@@ -193,7 +206,7 @@ func runLumina(ctx context.Context, l *Lab, row *Row) error {
 					fig[k].passed += r.Passed
 					fig[k].rounds += r.Rounds
 					fig[k].lost += r.Lost
-					if k == 0 && speed == 100 && r.Passed != r.Rounds {
+					if checked && k == 0 && speed == 100 && r.Passed != r.Rounds {
 						problems = append(problems, fmt.Sprintf("per-packet WRR at 100 Gbit/s kept %d of %d traces of %d-byte messages whole (%s)",
 							r.Passed, r.Rounds, r.MessageSize, r.FirstFailure))
 					}
