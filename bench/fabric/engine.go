@@ -11,25 +11,38 @@
 // a calendar queue of small structs (queue.go), so a running simulation allocates nothing
 // per packet or event once its pools have grown to the in-flight maximum;
 // memory is bounded by the topology and the packets in flight, not by the
-// simulated time. One goroutine runs a simulation; the same seed gives the
-// same run, event for event.
+// simulated time. The same seed gives the same run, event for event, and
+// the order does not depend on how the fabric is partitioned: events at one
+// time are ordered on the node that scheduled them and that node's own
+// count (no global counter), and every switch and faulty link draws from a
+// random stream of its own, so a run partitioned over cores can give the
+// sequential run's results.
 package fabric
 
 import (
 	"bufio"
 	"context"
 	"errors"
-	"math/rand/v2"
 )
 
 // event is one scheduled happening. kind says what; a and b are its
-// arguments (a port, a packet, a flow, a host, a generation).
+// arguments (a port, a packet, a flow, a host, a generation). key breaks
+// ties between events at the same t: the scheduling entity in the top
+// bits, that entity's count of events scheduled below (see Sim.schedule).
 type event struct {
 	t    int64
-	seq  uint64
+	key  uint64
 	kind uint8
 	a, b int32
 }
+
+// Tie-break keys: an entity is a node (its index + 1) or 0, the fabric as
+// a whole (setup, Sim.At callbacks, time-series samples); entityBits of
+// count leave room for 2^40 events scheduled by one node.
+const (
+	entityBits  = 40
+	maxEntities = 1 << (64 - entityBits)
+)
 
 const (
 	evTxDone       uint8 = iota // a port finished serialising its packet
@@ -46,11 +59,17 @@ const (
 
 // Sim is a running simulation.
 type Sim struct {
-	now  int64
-	q    eventQueue
-	rng  *rand.Rand
-	pkts []Packet
-	free int32 // head of the free packet list (-1: none)
+	now int64
+	q   eventQueue
+	// cur is the entity handling the current event (0 outside events and
+	// in whole-fabric ones); counts[e] is how many events entity e has
+	// scheduled. Together they make event keys that a partitioned run
+	// reproduces: a node handles the same events in the same order in
+	// any partitioning, so it schedules the same keys.
+	cur    int32
+	counts []uint64
+	pkts   []Packet
+	free   int32 // head of the free packet list (-1: none)
 	// Events counts events handled; Hops packet arrivals at nodes (a
 	// packet crossing one link is one hop).
 	Events, Hops uint64
@@ -71,9 +90,18 @@ type Sim struct {
 // Now is the simulated time in nanoseconds.
 func (s *Sim) Now() int64 { return s.now }
 
-// schedule adds an event at time t.
+// schedule adds an event at time t, keyed by the entity handling the
+// current event.
 func (s *Sim) schedule(t int64, kind uint8, a, b int32) {
-	s.q.push(event{t: t, kind: kind, a: a, b: b})
+	s.q.push(event{t: t, key: s.nextKey(), kind: kind, a: a, b: b})
+}
+
+// nextKey is the key of the next event the current entity schedules.
+func (s *Sim) nextKey() uint64 {
+	c := &s.counts[s.cur]
+	k := uint64(s.cur)<<entityBits | *c
+	*c++
+	return k
 }
 
 // At runs f at simulated time t (hooks and experiments use it to inject
@@ -133,6 +161,7 @@ func (s *Sim) Run(ctx context.Context, until int64) (*Results, error) {
 	nextProgress := s.now + s.ProgressEvery
 	for n := 0; ; n++ {
 		if n&4095 == 0 && ctx.Err() != nil {
+			s.cur = 0
 			s.finish(s.now)
 			return s.res, ErrCanceled
 		}
@@ -148,6 +177,7 @@ func (s *Sim) Run(ctx context.Context, until int64) (*Results, error) {
 			nextProgress = s.now + s.ProgressEvery
 		}
 	}
+	s.cur = 0 // calls between runs act for the whole fabric
 	if until > s.now && s.q.len() > 0 {
 		s.now = until
 	}
@@ -158,30 +188,42 @@ func (s *Sim) Run(ctx context.Context, until int64) (*Results, error) {
 // RunFor runs d nanoseconds past now.
 func (s *Sim) RunFor(ctx context.Context, d int64) (*Results, error) { return s.Run(ctx, s.now+d) }
 
+// dispatch handles an event as the entity it belongs to: the node whose
+// port, host or flow sender it concerns.
 func (s *Sim) dispatch(e event) {
 	n := s.net
 	switch e.kind {
 	case evTxDone:
+		s.cur = n.ports[e.a].node + 1
 		n.txDone(e.a)
 	case evArrive:
+		s.cur = n.ports[e.a].node + 1
 		s.Hops++
 		n.arrive(e.a, e.b)
 	case evFlowStart:
+		s.cur = int32(n.flows[e.a].f.Src) + 1
 		n.flowStart(e.a)
 	case evHostWake:
+		s.cur = n.hosts[e.a].node + 1
 		n.hosts[e.a].wakePending = false
 		n.kick(n.hosts[e.a].port)
 	case evRTO:
+		s.cur = int32(n.flows[e.a].f.Src) + 1
 		n.rto(e.a, e.b)
 	case evPortWake:
+		s.cur = n.ports[e.a].node + 1
 		n.kick(e.a)
 	case evPauseRefresh:
+		s.cur = n.ports[e.a].node + 1
 		n.pauseRefresh(e.a, int(e.b))
 	case evSample:
+		s.cur = 0
 		n.sample()
 	case evInject:
+		s.cur = n.hosts[e.a].node + 1
 		n.inject(e.a)
 	case evUser:
+		s.cur = 0
 		f := s.user[e.a]
 		s.user[e.a] = nil
 		s.userFree = append(s.userFree, e.a)

@@ -179,7 +179,9 @@ func TestREDCurve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := SwitchConfig{Kmin: 10000, Kmax: 110000, Pmax: 0.2}
+	sw := &s.net.switches[0]
+	sw.cfg = SwitchConfig{Kmin: 10000, Kmax: 110000, Pmax: 0.2}
+	c := sw.cfg
 	for _, q := range []int64{0, 9999, 10000, 35000, 60000, 85000, 109999, 110000, 500000} {
 		want := 0.0
 		switch {
@@ -191,7 +193,7 @@ func TestREDCurve(t *testing.T) {
 		const trials = 200000
 		marked := 0
 		for range trials {
-			if s.net.mark(&c, q) {
+			if s.net.mark(sw, q) {
 				marked++
 			}
 		}

@@ -3,6 +3,7 @@ package fabric
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 
 	"github.com/rdma-appliance/appliance/bench/fabric/workload"
 	"github.com/rdma-appliance/appliance/internal/topo"
@@ -113,6 +114,11 @@ type switchState struct {
 	sharedSize int64
 	sharedUsed int64
 	ports      []int32
+	// rng draws the switch's ECN marks: a stream per switch, seeded from
+	// the run's seed and the switch's node, so the draws a switch makes
+	// do not depend on what other switches drew before (which differs
+	// between a sequential and a partitioned run).
+	rng *rand.Rand
 }
 
 // hostState is one RNIC.
@@ -457,7 +463,7 @@ func (n *network) switchRx(in *port, pi, i int32) {
 	p = n.pkt(i)
 	q := &out.q[prio]
 	if p.Kind == KindData && sw.cfg.ECN && !p.ECN {
-		if n.mark(&sw.cfg, q.bytes) {
+		if n.mark(sw, q.bytes) {
 			p.ECN = true
 			out.st.ECNMarks++
 			st.ECNMarks++
@@ -477,7 +483,8 @@ func (n *network) switchRx(in *port, pi, i int32) {
 
 // mark is RED at egress: nothing below Kmin, Pmax rising linearly to
 // Kmax, everything above.
-func (n *network) mark(c *SwitchConfig, qbytes int64) bool {
+func (n *network) mark(sw *switchState, qbytes int64) bool {
+	c := &sw.cfg
 	switch {
 	case qbytes < c.Kmin:
 		return false
@@ -485,7 +492,7 @@ func (n *network) mark(c *SwitchConfig, qbytes int64) bool {
 		return true
 	}
 	prob := c.Pmax * float64(qbytes-c.Kmin) / float64(max(c.Kmax-c.Kmin, 1))
-	return n.s.rng.Float64() < prob
+	return sw.rng.Float64() < prob
 }
 
 // cells rounds a frame up to the MMU's allocation unit.
@@ -590,7 +597,8 @@ func (n *network) build(g *topo.Graph, r *topo.Routes, flows []workload.Flow, cf
 				sc = c
 			}
 			n.nodeSwitch[i] = int32(len(n.switches))
-			n.switches = append(n.switches, switchState{node: int32(i), cfg: sc})
+			n.switches = append(n.switches, switchState{node: int32(i), cfg: sc,
+				rng: rand.New(rand.NewPCG(cfg.Seed, 0x5eed<<32|uint64(i)))})
 		case topo.Host:
 			hc := cfg.Host
 			if h, ok := cfg.Hosts[nd.Name]; ok {

@@ -8,8 +8,9 @@ package fabric
 // holds the events of the next wheelSpan nanoseconds, bucket by bucket;
 // later ones (retransmission timers, flow starts, samples) wait in the
 // heap and move into the wheel as it turns. Both order events on
-// (t, seq), so the order events are handled in, and with it a run, is
-// exactly what the heap alone gave.
+// (t, key), so the order events are handled in, and with it a run, is
+// exactly what the heap alone gave. Keys are unique (engine.go), so the
+// order is total and does not depend on the order of the pushes either.
 
 const (
 	bucketShift = 4 // 16 ns buckets
@@ -19,7 +20,7 @@ const (
 	wheelSpan   = int64(wheelSize) << bucketShift // 131 us
 )
 
-// bucket holds one bucket's events sorted on (t, seq), from head on.
+// bucket holds one bucket's events sorted on (t, key), from head on.
 type bucket struct {
 	ev   []event
 	head int
@@ -33,22 +34,19 @@ type eventQueue struct {
 	base    int64
 	inWheel int
 	far     farHeap
-	seq     uint64
 	// spare holds the arrays of emptied buckets: a few dozen buckets
 	// hold events at any time, and reusing their arrays keeps a run's
 	// memory to those instead of every bucket's high-water mark.
 	spare [][]event
 }
 
-func before(a, b *event) bool { return a.t < b.t || (a.t == b.t && a.seq < b.seq) }
+func before(a, b *event) bool { return a.t < b.t || (a.t == b.t && a.key < b.key) }
 
 // len is the number of pending events.
 func (q *eventQueue) len() int { return q.inWheel + len(q.far.h) }
 
 // push adds e, which must not be earlier than the last event taken.
 func (q *eventQueue) push(e event) {
-	q.seq++
-	e.seq = q.seq
 	if e.t >= q.base+wheelSpan {
 		q.far.push(e)
 		return
@@ -125,7 +123,7 @@ func (q *eventQueue) popUntil(until int64) (event, bool) {
 	}
 }
 
-// farHeap is a 4-ary min-heap on (t, seq) for the events beyond the wheel.
+// farHeap is a 4-ary min-heap on (t, key) for the events beyond the wheel.
 type farHeap struct {
 	h []event
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 
@@ -68,7 +67,10 @@ func New(g *topo.Graph, routes *topo.Routes, flows []workload.Flow, cfg Config) 
 	if err := g.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Sim{rng: rand.New(rand.NewPCG(cfg.Seed, 0x5eed)), free: -1, cfg: cfg, res: &Results{}, ProgressEvery: 1 << 62}
+	if len(g.Nodes) >= maxEntities {
+		return nil, fmt.Errorf("fabric: %d nodes, at most %d", len(g.Nodes), maxEntities-1)
+	}
+	s := &Sim{counts: make([]uint64, len(g.Nodes)+1), free: -1, cfg: cfg, res: &Results{}, ProgressEvery: 1 << 62}
 	s.net = &network{s: s}
 	if err := s.net.build(g, routes, flows, &s.cfg); err != nil {
 		return nil, err
