@@ -15,7 +15,7 @@
 // the order does not depend on how the fabric is partitioned: events at one
 // time are ordered on the node that scheduled them and that node's own
 // count (no global counter), and every switch and faulty link draws from a
-// random stream of its own, so a run partitioned over cores can give the
+// random stream of its own, so a parallel run (parallel.go) gives the
 // sequential run's results.
 package fabric
 
@@ -85,6 +85,9 @@ type Sim struct {
 	// simulated time with the time reached.
 	Progress      func(now int64)
 	ProgressEvery int64
+	// par is the parallel runner of a partitioned simulation (nil: a
+	// sequential one).
+	par *parallel
 }
 
 // Now is the simulated time in nanoseconds.
@@ -105,8 +108,12 @@ func (s *Sim) nextKey() uint64 {
 }
 
 // At runs f at simulated time t (hooks and experiments use it to inject
-// faults or read state mid-run).
+// faults or read state mid-run). It panics on a simulation that runs in
+// parallel (RunParallel), where no callback sees the whole fabric.
 func (s *Sim) At(t int64, f func(*Sim)) {
+	if err := s.partitioned(); err != nil {
+		panic(err)
+	}
 	t = max(t, s.now) // the past is now: time does not run backwards
 	// Slots of callbacks that ran are reused: periodic callbacks keep
 	// the table as small as the callbacks pending.
@@ -144,6 +151,9 @@ func (s *Sim) freePacket(i int32) {
 // InFlight is how many packets exist now (queued, on a link, or being
 // processed).
 func (s *Sim) InFlight() int {
+	if s.par != nil {
+		return s.par.inFlight()
+	}
 	n := len(s.pkts)
 	for i := s.free; i >= 0; i = s.pkts[i].next {
 		n--
@@ -156,8 +166,12 @@ var ErrCanceled = errors.New("fabric: run canceled")
 
 // Run handles events until simulated time until (inclusive) or until
 // nothing is left to happen, and returns the results so far. It checks ctx
-// every few thousand events.
+// every few thousand events. A simulation partitioned by RunParallel
+// goes on in parallel.
 func (s *Sim) Run(ctx context.Context, until int64) (*Results, error) {
+	if s.par != nil {
+		return s.runParallel(ctx, until)
+	}
 	nextProgress := s.now + s.ProgressEvery
 	for n := 0; ; n++ {
 		if n&4095 == 0 && ctx.Err() != nil {

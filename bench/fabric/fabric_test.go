@@ -315,7 +315,8 @@ func TestDCQCNFairness(t *testing.T) {
 	t.Logf("over 20 ms: %.0f and %.0f packets (%.1f%% apart), %d CNPs", d0, d1, 100*math.Abs(d0-d1)/max(d0, d1), res.Stats.CNPs)
 }
 
-// TestDeterminism: the same seed gives byte-identical results.
+// TestDeterminism: the same seed gives byte-identical results (and
+// TestParallelMatchesSequential: the same ones on 2 and 4 partitions).
 func TestDeterminism(t *testing.T) {
 	out := func() []byte {
 		g, r := star(t, 6, gbps100, 1000)

@@ -98,6 +98,9 @@ func (n *network) linkPorts(a, b string) (atB, atA int32, err error) {
 
 // AddLinkFault arms a link fault.
 func (s *Sim) AddLinkFault(f LinkFault) error {
+	if err := s.partitioned(); err != nil {
+		return err
+	}
 	n := s.net
 	if f.Prob < 0 || f.Prob > 1 || f.Start < 0 || (f.End != 0 && f.End < f.Start) {
 		return fmt.Errorf("fabric: link fault %s-%s: probability %g, start %d, end %d", f.A, f.B, f.Prob, f.Start, f.End)
@@ -128,6 +131,9 @@ func (lf *linkFaults) arm(pi int32, k int, seed uint64) {
 // KillRNIC makes host's RNIC dead from start until end (0: the end of the
 // run): nothing it sends leaves its link and nothing reaches it.
 func (s *Sim) KillRNIC(host string, start, end int64) error {
+	if err := s.partitioned(); err != nil {
+		return err
+	}
 	n := s.net
 	i, ok := n.g.Node(host)
 	if !ok || n.nodeHost[i] < 0 {
@@ -194,6 +200,9 @@ func (s *Sim) SetProcessingDelay(host string, d int64) error {
 // starts at f.Start, or now if that has passed. It returns the flow's
 // index.
 func (s *Sim) AddFlow(f workload.Flow) (int32, error) {
+	if err := s.partitioned(); err != nil {
+		return -1, err
+	}
 	n := s.net
 	g := n.g
 	if f.Src < 0 || f.Src >= len(g.Nodes) || f.Dst < 0 || f.Dst >= len(g.Nodes) ||

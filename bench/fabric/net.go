@@ -188,6 +188,10 @@ type network struct {
 	flows      []flowState
 	hooks      *Hooks
 	faults     *linkFaults // injected link and RNIC faults (linkfault.go), nil without
+	// par is the parallel runner when this network is a partition's view
+	// of the fabric (parallel.go), self that partition's number.
+	par  *parallel
+	self int32
 }
 
 // Hooks let switch programs observe the fabric (Hawkeye's telemetry runs
@@ -346,7 +350,11 @@ func (n *network) txDone(pi int32) {
 	pt := &n.ports[pi]
 	i := pt.cur
 	pt.busy, pt.cur = false, -1
-	n.s.schedule(n.s.now+pt.delay, evArrive, pt.peer, i)
+	if n.par != nil && n.par.portPart[pt.peer] != n.self {
+		n.cross(pi, i, n.par.portPart[pt.peer])
+	} else {
+		n.s.schedule(n.s.now+pt.delay, evArrive, pt.peer, i)
+	}
 	n.kick(pi)
 }
 

@@ -10,7 +10,9 @@ package fabric
 // heap and move into the wheel as it turns. Both order events on
 // (t, key), so the order events are handled in, and with it a run, is
 // exactly what the heap alone gave. Keys are unique (engine.go), so the
-// order is total and does not depend on the order of the pushes either.
+// order is total and does not depend on the order of the pushes either:
+// a partition that receives events from others in any order handles
+// them as the sequential run does.
 
 const (
 	bucketShift = 4 // 16 ns buckets
@@ -121,6 +123,23 @@ func (q *eventQueue) popUntil(until int64) (event, bool) {
 			q.pull()
 		}
 	}
+}
+
+// peek is the time of the earliest event, if there is one. Every wheel
+// event lies at or after base, so the first bucket from base that holds
+// one holds the earliest; the heap's events all come after the wheel's.
+func (q *eventQueue) peek() (int64, bool) {
+	if q.inWheel > 0 {
+		for t := q.base; ; t += 1 << bucketShift {
+			if b := &q.wheel[(t>>bucketShift)&wheelMask]; b.head < len(b.ev) {
+				return b.ev[b.head].t, true
+			}
+		}
+	}
+	if len(q.far.h) > 0 {
+		return q.far.h[0].t, true
+	}
+	return 0, false
 }
 
 // farHeap is a 4-ary min-heap on (t, key) for the events beyond the wheel.

@@ -28,6 +28,21 @@ type Stats struct {
 	Timeouts       uint64 `json:"timeouts"`
 }
 
+// add sums b's counters into a's (the partitions of a parallel run).
+func (a *Stats) add(b *Stats) {
+	a.Events += b.Events
+	a.Hops += b.Hops
+	a.Drops += b.Drops
+	a.TTLDrops += b.TTLDrops
+	a.NoRoute += b.NoRoute
+	a.ECNMarks += b.ECNMarks
+	a.CNPs += b.CNPs
+	a.PauseFrames += b.PauseFrames
+	a.InjectedPauses += b.InjectedPauses
+	a.Retransmits += b.Retransmits
+	a.Timeouts += b.Timeouts
+}
+
 // FlowResult is one flow's outcome.
 type FlowResult struct {
 	ID          int     `json:"id"`
@@ -81,11 +96,20 @@ func New(g *topo.Graph, routes *topo.Routes, flows []workload.Flow, cfg Config) 
 	return s, nil
 }
 
-// SetHooks installs switch-program hooks.
-func (s *Sim) SetHooks(h *Hooks) { s.net.hooks = h }
+// SetHooks installs switch-program hooks. It panics on a simulation that
+// runs in parallel (RunParallel): hooks see the whole fabric.
+func (s *Sim) SetHooks(h *Hooks) {
+	if err := s.partitioned(); err != nil {
+		panic(err)
+	}
+	s.net.hooks = h
+}
 
 // AddFault makes a host inject PAUSE frames (a PFC storm's origin).
 func (s *Sim) AddFault(f HostFault) error {
+	if err := s.partitioned(); err != nil {
+		return err
+	}
 	i, ok := s.net.g.Node(f.Host)
 	if !ok || s.net.nodeHost[i] < 0 {
 		return fmt.Errorf("fabric: fault on %q: no such host", f.Host)
@@ -102,8 +126,11 @@ func (s *Sim) AddFault(f HostFault) error {
 // SetSeries streams the time series (every SampleInterval: each switch
 // port's egress queue bytes and paused priorities) as CSV rows
 // time_ns,node,port,queue_bytes,paused_mask to w; nothing is kept in
-// memory.
+// memory. It panics on a simulation that runs in parallel (RunParallel).
 func (s *Sim) SetSeries(w io.Writer) {
+	if err := s.partitioned(); err != nil {
+		panic(err) // samples read every port at once
+	}
 	s.series = bufio.NewWriter(w)
 	fmt.Fprintln(s.series, "time_ns,node,port,queue_bytes,paused_mask")
 }
