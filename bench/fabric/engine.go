@@ -179,13 +179,9 @@ func (s *Sim) Run(ctx context.Context, until int64) (*Results, error) {
 			s.finish(s.now)
 			return s.res, ErrCanceled
 		}
-		e, ok := s.q.popUntil(until)
-		if !ok {
+		if !s.step(until) {
 			break
 		}
-		s.now = e.t
-		s.Events++
-		s.dispatch(e)
 		if s.Progress != nil && s.now >= nextProgress {
 			s.Progress(s.now)
 			nextProgress = s.now + s.ProgressEvery
@@ -197,6 +193,19 @@ func (s *Sim) Run(ctx context.Context, until int64) (*Results, error) {
 	}
 	s.finish(s.now)
 	return s.res, nil
+}
+
+// step handles the next event if it is due at or before until, and says
+// whether there was one.
+func (s *Sim) step(until int64) bool {
+	e, ok := s.q.popUntil(until)
+	if !ok {
+		return false
+	}
+	s.now = e.t
+	s.Events++
+	s.dispatch(e)
+	return true
 }
 
 // RunFor runs d nanoseconds past now.

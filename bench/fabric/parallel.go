@@ -273,14 +273,7 @@ func (p *parallel) take(k int) {
 func (p *parallel) window(k int, last int64) {
 	p.take(k)
 	s := p.parts[k]
-	for {
-		e, ok := s.q.popUntil(last)
-		if !ok {
-			return
-		}
-		s.now = e.t
-		s.Events++
-		s.dispatch(e)
+	for s.step(last) {
 	}
 }
 
