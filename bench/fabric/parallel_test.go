@@ -233,20 +233,18 @@ func TestStatsAdd(t *testing.T) {
 	}
 }
 
-// BenchmarkFatTreeParallel is BenchmarkFatTree's scenario (k=4) and a
-// k=8 fat-tree with the same load, sequential (parts=1) and on 2 and 4
+// BenchmarkFatTreeParallel is BenchmarkFatTree's scenario (k=4) and k=8
+// and k=16 fat-trees with the same load, sequential (parts=1) and on 2 and 4
 // partitions: packet hops a second of wall time and of CPU time, to set
 // against cores and fabric size. No peer runs here.
 func BenchmarkFatTreeParallel(b *testing.B) {
-	for _, k := range []int{4, 8} {
+	for _, k := range []int{4, 8, 16} {
 		g, err := topo.FatTree(k, gbps100, 1000)
 		if err != nil {
 			b.Fatal(err)
 		}
-		until := int64(10e6)
-		if k == 8 {
-			until = 2e6 // 8x the hosts: a fifth of the time keeps a run to seconds
-		}
+		// 8x the hosts at each step: shorter runs keep each to seconds.
+		until := map[int]int64{4: 10e6, 8: 2e6, 16: 500e3}[k]
 		flows := workload.Poisson(g.Hosts(), gbps100, 0.5, workload.WebSearch, until, 1)
 		r := g.ShortestPaths()
 		for _, parts := range []int{1, 2, 4} {
