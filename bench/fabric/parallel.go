@@ -82,7 +82,7 @@ func (s *Sim) sequentialOnly() error {
 	case n.faults != nil:
 		return fmt.Errorf("%w: link faults or ACLs are armed", ErrSequentialOnly)
 	case s.Events > 0 || s.InFlight() > 0:
-		return fmt.Errorf("%w: it already ran sequentially", ErrSequentialOnly)
+		return fmt.Errorf("%w: it already ran sequentially or holds packets", ErrSequentialOnly)
 	}
 	return nil
 }
@@ -194,8 +194,13 @@ func (s *Sim) partition(parts int) error {
 			look = min(look, l.Delay)
 		}
 	}
-	if look <= 0 {
+	switch {
+	case look <= 0:
 		return fmt.Errorf("%w: a link between partitions has no delay (no lookahead)", ErrSequentialOnly)
+	case look == math.MaxInt64:
+		// No link between partitions (New refuses a disconnected
+		// fabric, so this is defensive): one window may run to until.
+		look = math.MaxInt64 / 2
 	}
 	p := &parallel{portPart: make([]int32, len(n.ports)), look: look, out: make([][][2][]crossing, parts)}
 	for i := range n.ports {
@@ -326,7 +331,10 @@ func (s *Sim) runParallel(ctx context.Context, until int64) (*Results, error) {
 		// Flip first: the frames of the last window become the ones
 		// to take, and this window's go to the other parity.
 		p.parity ^= 1
-		last := min(t+p.look-1, until)
+		last := until
+		if t <= until-p.look { // t+look-1 < until, without overflow
+			last = t + p.look - 1
+		}
 		p.wg.Add(len(p.start))
 		for _, c := range p.start {
 			c <- last

@@ -279,3 +279,58 @@ func BenchmarkFatTreeParallel(b *testing.B) {
 		}
 	}
 }
+
+// TestParallelLeafSpine: a leaf-spine splits by leaves, unevenly over 3
+// partitions, with links of unequal delay (the lookahead is the least
+// between partitions), and still gives the sequential results.
+func TestParallelLeafSpine(t *testing.T) {
+	build := func() *Sim {
+		g, err := topo.LeafSpine(4, 2, 4, gbps100, gbps100, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Host links of 300 to 900 ns; one leaf-spine link (between
+		// partitions with 2 or 3 of them: spine1 goes to the second)
+		// shorter than the others.
+		leaf0, spine1 := host(g, "leaf0"), host(g, "spine1")
+		for i := range g.Links {
+			l := &g.Links[i]
+			switch {
+			case (l.A == leaf0 && l.B == spine1) || (l.A == spine1 && l.B == leaf0):
+				l.Delay = 700
+			case g.Nodes[l.A].Kind == topo.Host || g.Nodes[l.B].Kind == topo.Host:
+				l.Delay = 300 + int64(i%3)*300
+			}
+		}
+		flows := workload.Poisson(g.Hosts(), gbps100, 0.6, workload.WebSearch, 1e6, 5)
+		for i := range 6 {
+			flows = append(flows, workload.Flow{ID: 50000 + i, Src: host(g, fmt.Sprintf("h%d", 4+i)), Dst: host(g, "h1"), Size: 1 << 20})
+		}
+		cfg := DefaultConfig()
+		cfg.Seed = 9
+		cfg.Switch.Buffer = 2 << 20
+		s, err := New(g, g.ShortestPaths(), flows, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	seq := build()
+	want := resultBytes(t, run(t, seq, 2e6))
+	if st := seq.res.Stats; st.PauseFrames == 0 || st.ECNMarks == 0 {
+		t.Fatalf("the scenario should pause and mark: %+v", st)
+	}
+	for _, parts := range []int{2, 3} {
+		s := build()
+		r, err := s.RunParallel(context.Background(), 2e6, parts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := resultBytes(t, r); !bytes.Equal(got, want) {
+			t.Fatalf("%d partitions: results differ from the sequential run\n%s", parts, firstDiff(want, got))
+		}
+		if s.par.look != 700 {
+			t.Fatalf("lookahead %d, want the least cross-partition delay 700", s.par.look)
+		}
+	}
+}
