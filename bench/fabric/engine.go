@@ -61,15 +61,15 @@ const (
 type Sim struct {
 	now int64
 	q   eventQueue
-	// cur is the entity handling the current event (0 outside events and
-	// in whole-fabric ones); counts[e] is how many events entity e has
-	// scheduled. Together they make event keys that a partitioned run
+	// next[e] is the key of the next event entity e schedules (e in the
+	// top bits, its count below); the queue's key points at the entry of
+	// the entity handling the current event (next[0] outside events and
+	// in whole-fabric ones). They make event keys that a partitioned run
 	// reproduces: a node handles the same events in the same order in
 	// any partitioning, so it schedules the same keys.
-	cur    int32
-	counts []uint64
-	pkts   []Packet
-	free   int32 // head of the free packet list (-1: none)
+	next []uint64
+	pkts []Packet
+	free int32 // head of the free packet list (-1: none)
 	// Events counts events handled; Hops packet arrivals at nodes (a
 	// packet crossing one link is one hop).
 	Events, Hops uint64
@@ -96,16 +96,11 @@ func (s *Sim) Now() int64 { return s.now }
 // schedule adds an event at time t, keyed by the entity handling the
 // current event.
 func (s *Sim) schedule(t int64, kind uint8, a, b int32) {
-	s.q.push(event{t: t, key: s.nextKey(), kind: kind, a: a, b: b})
+	s.q.push(event{t: t, kind: kind, a: a, b: b})
 }
 
-// nextKey is the key of the next event the current entity schedules.
-func (s *Sim) nextKey() uint64 {
-	c := &s.counts[s.cur]
-	k := uint64(s.cur)<<entityBits | *c
-	*c++
-	return k
-}
+// as makes entity e (a node's index + 1, or 0) the one handling events.
+func (s *Sim) as(e int32) { s.q.key = &s.next[e] }
 
 // At runs f at simulated time t (hooks and experiments use it to inject
 // faults or read state mid-run). It panics on a simulation that runs in
@@ -173,21 +168,22 @@ func (s *Sim) Run(ctx context.Context, until int64) (*Results, error) {
 		return s.runParallel(ctx, until)
 	}
 	nextProgress := s.now + s.ProgressEvery
-	for n := 0; ; n++ {
-		if n&4095 == 0 && ctx.Err() != nil {
-			s.cur = 0
+	for {
+		if ctx.Err() != nil {
+			s.as(0)
 			s.finish(s.now)
 			return s.res, ErrCanceled
 		}
-		if !s.step(until) {
-			break
-		}
+		more := s.drain(until, 4096)
 		if s.Progress != nil && s.now >= nextProgress {
 			s.Progress(s.now)
 			nextProgress = s.now + s.ProgressEvery
 		}
+		if !more {
+			break
+		}
 	}
-	s.cur = 0 // calls between runs act for the whole fabric
+	s.as(0) // calls between runs act for the whole fabric
 	if until > s.now && s.q.len() > 0 {
 		s.now = until
 	}
@@ -195,16 +191,20 @@ func (s *Sim) Run(ctx context.Context, until int64) (*Results, error) {
 	return s.res, nil
 }
 
-// step handles the next event if it is due at or before until, and says
-// whether there was one.
-func (s *Sim) step(until int64) bool {
-	e, ok := s.q.popUntil(until)
-	if !ok {
-		return false
+// drain handles the events due at or before until, at most limit of
+// them, and says whether it stopped at the limit (more may be due). Run
+// checks its context and progress between such batches; a partition runs
+// a window in one.
+func (s *Sim) drain(until int64, limit int) bool {
+	for range limit {
+		e, ok := s.q.popUntil(until)
+		if !ok {
+			return false
+		}
+		s.now = e.t
+		s.Events++
+		s.dispatch(e)
 	}
-	s.now = e.t
-	s.Events++
-	s.dispatch(e)
 	return true
 }
 
@@ -217,36 +217,36 @@ func (s *Sim) dispatch(e event) {
 	n := s.net
 	switch e.kind {
 	case evTxDone:
-		s.cur = n.ports[e.a].node + 1
+		s.as(n.ports[e.a].node + 1)
 		n.txDone(e.a)
 	case evArrive:
-		s.cur = n.ports[e.a].node + 1
+		s.as(n.ports[e.a].node + 1)
 		s.Hops++
 		n.arrive(e.a, e.b)
 	case evFlowStart:
-		s.cur = int32(n.flows[e.a].f.Src) + 1
+		s.as(int32(n.flows[e.a].f.Src) + 1)
 		n.flowStart(e.a)
 	case evHostWake:
-		s.cur = n.hosts[e.a].node + 1
+		s.as(n.hosts[e.a].node + 1)
 		n.hosts[e.a].wakePending = false
 		n.kick(n.hosts[e.a].port)
 	case evRTO:
-		s.cur = int32(n.flows[e.a].f.Src) + 1
+		s.as(int32(n.flows[e.a].f.Src) + 1)
 		n.rto(e.a, e.b)
 	case evPortWake:
-		s.cur = n.ports[e.a].node + 1
+		s.as(n.ports[e.a].node + 1)
 		n.kick(e.a)
 	case evPauseRefresh:
-		s.cur = n.ports[e.a].node + 1
+		s.as(n.ports[e.a].node + 1)
 		n.pauseRefresh(e.a, int(e.b))
 	case evSample:
-		s.cur = 0
+		s.as(0)
 		n.sample()
 	case evInject:
-		s.cur = n.hosts[e.a].node + 1
+		s.as(n.hosts[e.a].node + 1)
 		n.inject(e.a)
 	case evUser:
-		s.cur = 0
+		s.as(0)
 		f := s.user[e.a]
 		s.user[e.a] = nil
 		s.userFree = append(s.userFree, e.a)

@@ -67,10 +67,13 @@ type port struct {
 	bw        float64
 	delay     int64
 	host, sw  int32 // the node's host or switch index, -1 otherwise
-	busy      bool
-	cur       int32
-	ctrl      queue
-	q         [NumPrio]queue
+	// xpart is, in a parallel run, the partition of the peer when it is
+	// not this port's (frames cross over, parallel.go); -1 otherwise.
+	xpart int32
+	busy  bool
+	cur   int32
+	ctrl  queue
+	q     [NumPrio]queue
 	// queued has bit p set while q[p] holds packets: most kicks find
 	// every queue empty, and the scheduler then does nothing but clear
 	// the WRR credits, as a pass over empty queues would.
@@ -350,8 +353,8 @@ func (n *network) txDone(pi int32) {
 	pt := &n.ports[pi]
 	i := pt.cur
 	pt.busy, pt.cur = false, -1
-	if n.par != nil && n.par.portPart[pt.peer] != n.self {
-		n.cross(pi, i, n.par.portPart[pt.peer])
+	if pt.xpart >= 0 {
+		n.cross(pi, i, pt.xpart)
 	} else {
 		n.s.schedule(n.s.now+pt.delay, evArrive, pt.peer, i)
 	}
@@ -627,7 +630,7 @@ func (n *network) build(g *topo.Graph, r *topo.Routes, flows []workload.Flow, cf
 		n.nodePorts[i] = make([]int32, len(refs))
 		for num := range refs {
 			n.nodePorts[i][num] = int32(len(n.ports))
-			n.ports = append(n.ports, port{node: int32(i), num: int32(num), host: n.nodeHost[i], sw: n.nodeSwitch[i], cur: -1})
+			n.ports = append(n.ports, port{node: int32(i), num: int32(num), host: n.nodeHost[i], sw: n.nodeSwitch[i], cur: -1, xpart: -1})
 		}
 	}
 	for i := range g.Nodes {

@@ -48,9 +48,7 @@ type crossing struct {
 // parallel is a partitioned simulation's runner state.
 type parallel struct {
 	parts []*Sim
-	// portPart is the partition of every port's node.
-	portPart []int32
-	look     int64
+	look  int64
 	// out[src][dst][parity] are the frames src sent to dst in the windows
 	// of that parity: dst takes them at the start of the next window
 	// while src fills the other parity.
@@ -202,9 +200,12 @@ func (s *Sim) partition(parts int) error {
 		// fabric, so this is defensive): one window may run to until.
 		look = math.MaxInt64 / 2
 	}
-	p := &parallel{portPart: make([]int32, len(n.ports)), look: look, out: make([][][2][]crossing, parts)}
+	p := &parallel{look: look, out: make([][][2][]crossing, parts)}
 	for i := range n.ports {
-		p.portPart[i] = nodePart[n.ports[i].node]
+		pt := &n.ports[i]
+		if dst := nodePart[n.ports[pt.peer].node]; dst != nodePart[pt.node] {
+			pt.xpart = dst
+		}
 	}
 	for i := range p.out {
 		p.out[i] = make([][2][]crossing, parts)
@@ -214,7 +215,8 @@ func (s *Sim) partition(parts int) error {
 	// and the per-entity counts, and has its own clock, queue, packets
 	// and counters.
 	for k := range parts {
-		sub := &Sim{now: s.now, counts: s.counts, free: -1, cfg: s.cfg}
+		sub := &Sim{now: s.now, next: s.next, free: -1, cfg: s.cfg}
+		sub.as(0)
 		net := *n
 		net.s = sub
 		net.par, net.self = p, int32(k)
@@ -228,7 +230,7 @@ func (s *Sim) partition(parts int) error {
 		if !ok {
 			break
 		}
-		p.parts[nodePart[n.owner(&e)]].q.push(e)
+		p.parts[nodePart[n.owner(&e)]].q.pushKeyed(e)
 	}
 	s.par = p
 	return nil
@@ -250,7 +252,8 @@ func (n *network) owner(e *event) int32 {
 func (n *network) cross(pi, i int32, dst int32) {
 	s := n.s
 	pt := &n.ports[pi]
-	c := crossing{e: event{t: s.now + pt.delay, key: s.nextKey(), kind: evArrive, a: pt.peer}, p: s.pkts[i]}
+	c := crossing{e: event{t: s.now + pt.delay, key: *s.q.key, kind: evArrive, a: pt.peer}, p: s.pkts[i]}
+	*s.q.key++
 	o := &n.par.out[n.self][dst][n.par.parity]
 	*o = append(*o, c)
 	s.freePacket(i)
@@ -268,7 +271,7 @@ func (p *parallel) take(k int) {
 			s.pkts[i] = c.p
 			s.pkts[i].next = -1
 			c.e.b = i
-			s.q.push(c.e)
+			s.q.pushKeyed(c.e)
 		}
 		*in = (*in)[:0]
 	}
@@ -277,9 +280,7 @@ func (p *parallel) take(k int) {
 // window runs partition k through the window that ends at last.
 func (p *parallel) window(k int, last int64) {
 	p.take(k)
-	s := p.parts[k]
-	for s.step(last) {
-	}
+	p.parts[k].drain(last, math.MaxInt)
 }
 
 // next is the earliest instant anything is pending at, and whether

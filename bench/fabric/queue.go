@@ -36,6 +36,9 @@ type eventQueue struct {
 	base    int64
 	inWheel int
 	far     farHeap
+	// key points at the next key of the entity scheduling events
+	// (engine.go): push takes it and moves it on.
+	key *uint64
 	// spare holds the arrays of emptied buckets: a few dozen buckets
 	// hold events at any time, and reusing their arrays keeps a run's
 	// memory to those instead of every bucket's high-water mark.
@@ -47,8 +50,22 @@ func before(a, b *event) bool { return a.t < b.t || (a.t == b.t && a.key < b.key
 // len is the number of pending events.
 func (q *eventQueue) len() int { return q.inWheel + len(q.far.h) }
 
-// push adds e, which must not be earlier than the last event taken.
+// push adds e, which must not be earlier than the last event taken, with
+// the next key of the entity scheduling it.
 func (q *eventQueue) push(e event) {
+	e.key = *q.key
+	*q.key++
+	// pushKeyed's body, not a call to it: push is every event's path.
+	if e.t >= q.base+wheelSpan {
+		q.far.push(e)
+		return
+	}
+	q.insert(e)
+}
+
+// pushKeyed adds e with the key it has (an event moved from another
+// queue).
+func (q *eventQueue) pushKeyed(e event) {
 	if e.t >= q.base+wheelSpan {
 		q.far.push(e)
 		return

@@ -22,7 +22,7 @@ func TestQueueOrderIgnoresPushOrder(t *testing.T) {
 	drain := func(order []event) []int32 {
 		var q eventQueue
 		for _, e := range order {
-			q.push(e)
+			q.pushKeyed(e)
 		}
 		var got []int32
 		for {

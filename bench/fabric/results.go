@@ -85,7 +85,11 @@ func New(g *topo.Graph, routes *topo.Routes, flows []workload.Flow, cfg Config) 
 	if len(g.Nodes) >= maxEntities {
 		return nil, fmt.Errorf("fabric: %d nodes, at most %d", len(g.Nodes), maxEntities-1)
 	}
-	s := &Sim{counts: make([]uint64, len(g.Nodes)+1), free: -1, cfg: cfg, res: &Results{}, ProgressEvery: 1 << 62}
+	s := &Sim{next: make([]uint64, len(g.Nodes)+1), free: -1, cfg: cfg, res: &Results{}, ProgressEvery: 1 << 62}
+	for e := range s.next {
+		s.next[e] = uint64(e) << entityBits
+	}
+	s.as(0)
 	s.net = &network{s: s}
 	if err := s.net.build(g, routes, flows, &s.cfg); err != nil {
 		return nil, err
