@@ -217,10 +217,10 @@ func (s *Sim) dispatch(e event) {
 	n := s.net
 	switch e.kind {
 	case evTxDone:
-		s.as(n.ports[e.a].node + 1)
+		s.q.key = n.portKey[e.a]
 		n.txDone(e.a)
 	case evArrive:
-		s.as(n.ports[e.a].node + 1)
+		s.q.key = n.portKey[e.a]
 		s.Hops++
 		n.arrive(e.a, e.b)
 	case evFlowStart:
@@ -234,10 +234,10 @@ func (s *Sim) dispatch(e event) {
 		s.as(int32(n.flows[e.a].f.Src) + 1)
 		n.rto(e.a, e.b)
 	case evPortWake:
-		s.as(n.ports[e.a].node + 1)
+		s.q.key = n.portKey[e.a]
 		n.kick(e.a)
 	case evPauseRefresh:
-		s.as(n.ports[e.a].node + 1)
+		s.q.key = n.portKey[e.a]
 		n.pauseRefresh(e.a, int(e.b))
 	case evSample:
 		s.as(0)

@@ -191,6 +191,10 @@ type network struct {
 	flows      []flowState
 	hooks      *Hooks
 	faults     *linkFaults // injected link and RNIC faults (linkfault.go), nil without
+	// portKey[p] is the next-key entry (Sim.next) of port p's node: most
+	// events are a port's, and dispatch makes its node the scheduling
+	// entity with one load.
+	portKey []*uint64
 	// par is the parallel runner when this network is a partition's view
 	// of the fabric (parallel.go), self that partition's number.
 	par  *parallel
@@ -632,6 +636,10 @@ func (n *network) build(g *topo.Graph, r *topo.Routes, flows []workload.Flow, cf
 			n.nodePorts[i][num] = int32(len(n.ports))
 			n.ports = append(n.ports, port{node: int32(i), num: int32(num), host: n.nodeHost[i], sw: n.nodeSwitch[i], cur: -1, xpart: -1})
 		}
+	}
+	n.portKey = make([]*uint64, len(n.ports))
+	for i := range n.ports {
+		n.portKey[i] = &n.s.next[n.ports[i].node+1]
 	}
 	for i := range g.Nodes {
 		for num, ref := range g.Ports(i) {
