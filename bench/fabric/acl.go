@@ -44,6 +44,9 @@ type ACL struct {
 
 // AddACL binds an ACL to a switch port.
 func (s *Sim) AddACL(a ACL) error {
+	if err := s.partitioned(); err != nil {
+		return err
+	}
 	n := s.net
 	if a.Start < 0 || (a.End != 0 && a.End < a.Start) || len(a.Rules) == 0 {
 		return fmt.Errorf("fabric: ACL on %s port to %s: start %d, end %d, %d rules", a.Switch, a.Port, a.Start, a.End, len(a.Rules))

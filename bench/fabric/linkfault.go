@@ -14,9 +14,11 @@ import (
 // ICRC check and are dropped there), and a dead RNIC (its host receives
 // and sends nothing). All are checked where a frame reaches the far end of
 // a link, so a lost frame has already left its sender's queue and buffer
-// like any frame on the wire. Corruption draws from a generator of its own
-// seeded by Config.Seed, so adding a fault does not change the draws the
-// switches' ECN marking makes, and a run stays deterministic.
+// like any frame on the wire. Corruption draws from a generator per
+// receiving port seeded by Config.Seed and the port, so adding a fault
+// does not change the draws the switches' ECN marking makes, a run stays
+// deterministic, and the draws at one port do not depend on the order in
+// which frames reach other ports.
 //
 // Probes (KindProbe packets a prober sends with Sim.Send) carry RNIC
 // timestamps: Sent is when the sender's RNIC started transmitting the frame
@@ -54,7 +56,7 @@ type FaultStats struct {
 type linkFaults struct {
 	byPort [][]int // port -> indices into faults
 	faults []armedFault
-	rng    *rand.Rand
+	rng    []*rand.Rand // by receiving port, for corrupting faults
 	st     FaultStats
 	// ACLs (acl.go), by the switch port they are bound to.
 	aclIn, aclOut [][]int
@@ -68,7 +70,7 @@ type armedFault struct {
 
 func (n *network) linkFaultsInit() *linkFaults {
 	if n.faults == nil {
-		n.faults = &linkFaults{byPort: make([][]int, len(n.ports)), rng: rand.New(rand.NewPCG(n.s.cfg.Seed, 0x1f0a17))}
+		n.faults = &linkFaults{byPort: make([][]int, len(n.ports)), rng: make([]*rand.Rand, len(n.ports))}
 	}
 	return n.faults
 }
@@ -96,6 +98,9 @@ func (n *network) linkPorts(a, b string) (atB, atA int32, err error) {
 
 // AddLinkFault arms a link fault.
 func (s *Sim) AddLinkFault(f LinkFault) error {
+	if err := s.partitioned(); err != nil {
+		return err
+	}
 	n := s.net
 	if f.Prob < 0 || f.Prob > 1 || f.Start < 0 || (f.End != 0 && f.End < f.Start) {
 		return fmt.Errorf("fabric: link fault %s-%s: probability %g, start %d, end %d", f.A, f.B, f.Prob, f.Start, f.End)
@@ -107,16 +112,28 @@ func (s *Sim) AddLinkFault(f LinkFault) error {
 	lf := n.linkFaultsInit()
 	k := len(lf.faults)
 	lf.faults = append(lf.faults, armedFault{LinkFault: f})
-	lf.byPort[atB] = append(lf.byPort[atB], k)
+	lf.arm(atB, k, s.cfg.Seed)
 	if !f.OneWay {
-		lf.byPort[atA] = append(lf.byPort[atA], k)
+		lf.arm(atA, k, s.cfg.Seed)
 	}
 	return nil
+}
+
+// arm makes fault k act on frames arriving at port pi, which gets its
+// random stream on its first fault.
+func (lf *linkFaults) arm(pi int32, k int, seed uint64) {
+	lf.byPort[pi] = append(lf.byPort[pi], k)
+	if lf.rng[pi] == nil {
+		lf.rng[pi] = rand.New(rand.NewPCG(seed, 0x1f0a17<<32|uint64(pi)))
+	}
 }
 
 // KillRNIC makes host's RNIC dead from start until end (0: the end of the
 // run): nothing it sends leaves its link and nothing reaches it.
 func (s *Sim) KillRNIC(host string, start, end int64) error {
+	if err := s.partitioned(); err != nil {
+		return err
+	}
 	n := s.net
 	i, ok := n.g.Node(host)
 	if !ok || n.nodeHost[i] < 0 {
@@ -150,7 +167,7 @@ func (lf *linkFaults) lose(pi, i int32, p *Packet, now int64) bool {
 		case f.Prob == 0:
 			lf.st.Down++
 			return true
-		case lf.rng.Float64() < f.Prob:
+		case lf.rng[pi].Float64() < f.Prob:
 			lf.st.Corrupted++
 			return true
 		}
@@ -183,6 +200,9 @@ func (s *Sim) SetProcessingDelay(host string, d int64) error {
 // starts at f.Start, or now if that has passed. It returns the flow's
 // index.
 func (s *Sim) AddFlow(f workload.Flow) (int32, error) {
+	if err := s.partitioned(); err != nil {
+		return -1, err
+	}
 	n := s.net
 	g := n.g
 	if f.Src < 0 || f.Src >= len(g.Nodes) || f.Dst < 0 || f.Dst >= len(g.Nodes) ||

@@ -69,7 +69,12 @@ func (s *Sim) SetSwitchConfig(node int, c SwitchConfig) error {
 
 // AddFlows adds flows to a running simulation; a start already past
 // begins now. Nothing is added when one is refused.
-func (s *Sim) AddFlows(flows []workload.Flow) error { return s.net.addFlows(flows) }
+func (s *Sim) AddFlows(flows []workload.Flow) error {
+	if err := s.partitioned(); err != nil {
+		return err
+	}
+	return s.net.addFlows(flows)
+}
 
 // PortCounters are the counters of node's port so far (cumulative, as a
 // switch's; the difference of two readings is a telemetry window).

@@ -3,6 +3,7 @@ package fabric
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 
 	"github.com/rdma-appliance/appliance/bench/fabric/workload"
 	"github.com/rdma-appliance/appliance/internal/topo"
@@ -66,10 +67,13 @@ type port struct {
 	bw        float64
 	delay     int64
 	host, sw  int32 // the node's host or switch index, -1 otherwise
-	busy      bool
-	cur       int32
-	ctrl      queue
-	q         [NumPrio]queue
+	// xpart is, in a parallel run, the partition of the peer when it is
+	// not this port's (frames cross over, parallel.go); -1 otherwise.
+	xpart int32
+	busy  bool
+	cur   int32
+	ctrl  queue
+	q     [NumPrio]queue
 	// queued has bit p set while q[p] holds packets: most kicks find
 	// every queue empty, and the scheduler then does nothing but clear
 	// the WRR credits, as a pass over empty queues would.
@@ -113,6 +117,11 @@ type switchState struct {
 	sharedSize int64
 	sharedUsed int64
 	ports      []int32
+	// rng draws the switch's ECN marks: a stream per switch, seeded from
+	// the run's seed and the switch's node, so the draws a switch makes
+	// do not depend on what other switches drew before (which differs
+	// between a sequential and a partitioned run).
+	rng *rand.Rand
 }
 
 // hostState is one RNIC.
@@ -182,6 +191,14 @@ type network struct {
 	flows      []flowState
 	hooks      *Hooks
 	faults     *linkFaults // injected link and RNIC faults (linkfault.go), nil without
+	// portKey[p] is the next-key entry (Sim.next) of port p's node: most
+	// events are a port's, and dispatch makes its node the scheduling
+	// entity with one load.
+	portKey []*uint64
+	// par is the parallel runner when this network is a partition's view
+	// of the fabric (parallel.go), self that partition's number.
+	par  *parallel
+	self int32
 }
 
 // Hooks let switch programs observe the fabric (Hawkeye's telemetry runs
@@ -340,7 +357,11 @@ func (n *network) txDone(pi int32) {
 	pt := &n.ports[pi]
 	i := pt.cur
 	pt.busy, pt.cur = false, -1
-	n.s.schedule(n.s.now+pt.delay, evArrive, pt.peer, i)
+	if pt.xpart >= 0 {
+		n.cross(pi, i, pt.xpart)
+	} else {
+		n.s.schedule(n.s.now+pt.delay, evArrive, pt.peer, i)
+	}
 	n.kick(pi)
 }
 
@@ -457,7 +478,7 @@ func (n *network) switchRx(in *port, pi, i int32) {
 	p = n.pkt(i)
 	q := &out.q[prio]
 	if p.Kind == KindData && sw.cfg.ECN && !p.ECN {
-		if n.mark(&sw.cfg, q.bytes) {
+		if n.mark(sw, q.bytes) {
 			p.ECN = true
 			out.st.ECNMarks++
 			st.ECNMarks++
@@ -477,7 +498,8 @@ func (n *network) switchRx(in *port, pi, i int32) {
 
 // mark is RED at egress: nothing below Kmin, Pmax rising linearly to
 // Kmax, everything above.
-func (n *network) mark(c *SwitchConfig, qbytes int64) bool {
+func (n *network) mark(sw *switchState, qbytes int64) bool {
+	c := &sw.cfg
 	switch {
 	case qbytes < c.Kmin:
 		return false
@@ -485,7 +507,7 @@ func (n *network) mark(c *SwitchConfig, qbytes int64) bool {
 		return true
 	}
 	prob := c.Pmax * float64(qbytes-c.Kmin) / float64(max(c.Kmax-c.Kmin, 1))
-	return n.s.rng.Float64() < prob
+	return sw.rng.Float64() < prob
 }
 
 // cells rounds a frame up to the MMU's allocation unit.
@@ -590,7 +612,8 @@ func (n *network) build(g *topo.Graph, r *topo.Routes, flows []workload.Flow, cf
 				sc = c
 			}
 			n.nodeSwitch[i] = int32(len(n.switches))
-			n.switches = append(n.switches, switchState{node: int32(i), cfg: sc})
+			n.switches = append(n.switches, switchState{node: int32(i), cfg: sc,
+				rng: rand.New(rand.NewPCG(cfg.Seed, 0x5eed<<32|uint64(i)))})
 		case topo.Host:
 			hc := cfg.Host
 			if h, ok := cfg.Hosts[nd.Name]; ok {
@@ -611,8 +634,12 @@ func (n *network) build(g *topo.Graph, r *topo.Routes, flows []workload.Flow, cf
 		n.nodePorts[i] = make([]int32, len(refs))
 		for num := range refs {
 			n.nodePorts[i][num] = int32(len(n.ports))
-			n.ports = append(n.ports, port{node: int32(i), num: int32(num), host: n.nodeHost[i], sw: n.nodeSwitch[i], cur: -1})
+			n.ports = append(n.ports, port{node: int32(i), num: int32(num), host: n.nodeHost[i], sw: n.nodeSwitch[i], cur: -1, xpart: -1})
 		}
+	}
+	n.portKey = make([]*uint64, len(n.ports))
+	for i := range n.ports {
+		n.portKey[i] = &n.s.next[n.ports[i].node+1]
 	}
 	for i := range g.Nodes {
 		for num, ref := range g.Ports(i) {

@@ -87,6 +87,9 @@ func (s *Sim) FlowHash(flow int32) uint32 { return flowHash(s.net.flows[flow].f.
 // without buffer accounting (control traffic the MMU reserves for); on a
 // host ahead of its data. Size is the frame's bytes.
 func (s *Sim) Send(node, port int, p Packet) error {
+	if err := s.partitioned(); err != nil {
+		return err
+	}
 	if node < 0 || node >= len(s.net.nodePorts) || port < 0 || port >= len(s.net.nodePorts[node]) {
 		return fmt.Errorf("fabric: send: node %d has no port %d", node, port)
 	}
@@ -116,6 +119,9 @@ func (s *Sim) Send(node, port int, p Packet) error {
 // Stats are the fabric-wide counters so far.
 func (s *Sim) Stats() Stats {
 	st := s.stats
+	if s.par != nil {
+		st = s.par.stats()
+	}
 	st.Events, st.Hops = s.Events, s.Hops
 	return st
 }

@@ -8,8 +8,11 @@ package fabric
 // holds the events of the next wheelSpan nanoseconds, bucket by bucket;
 // later ones (retransmission timers, flow starts, samples) wait in the
 // heap and move into the wheel as it turns. Both order events on
-// (t, seq), so the order events are handled in, and with it a run, is
-// exactly what the heap alone gave.
+// (t, key), so the order events are handled in, and with it a run, is
+// exactly what the heap alone gave. Keys are unique (engine.go), so the
+// order is total and does not depend on the order of the pushes either:
+// a partition that receives events from others in any order handles
+// them as the sequential run does.
 
 const (
 	bucketShift = 4 // 16 ns buckets
@@ -19,7 +22,7 @@ const (
 	wheelSpan   = int64(wheelSize) << bucketShift // 131 us
 )
 
-// bucket holds one bucket's events sorted on (t, seq), from head on.
+// bucket holds one bucket's events sorted on (t, key), from head on.
 type bucket struct {
 	ev   []event
 	head int
@@ -33,22 +36,36 @@ type eventQueue struct {
 	base    int64
 	inWheel int
 	far     farHeap
-	seq     uint64
+	// key points at the next key of the entity scheduling events
+	// (engine.go): push takes it and moves it on.
+	key *uint64
 	// spare holds the arrays of emptied buckets: a few dozen buckets
 	// hold events at any time, and reusing their arrays keeps a run's
 	// memory to those instead of every bucket's high-water mark.
 	spare [][]event
 }
 
-func before(a, b *event) bool { return a.t < b.t || (a.t == b.t && a.seq < b.seq) }
+func before(a, b *event) bool { return a.t < b.t || (a.t == b.t && a.key < b.key) }
 
 // len is the number of pending events.
 func (q *eventQueue) len() int { return q.inWheel + len(q.far.h) }
 
-// push adds e, which must not be earlier than the last event taken.
+// push adds e, which must not be earlier than the last event taken, with
+// the next key of the entity scheduling it.
 func (q *eventQueue) push(e event) {
-	q.seq++
-	e.seq = q.seq
+	e.key = *q.key
+	*q.key++
+	// pushKeyed's body, not a call to it: push is every event's path.
+	if e.t >= q.base+wheelSpan {
+		q.far.push(e)
+		return
+	}
+	q.insert(e)
+}
+
+// pushKeyed adds e with the key it has (an event moved from another
+// queue).
+func (q *eventQueue) pushKeyed(e event) {
 	if e.t >= q.base+wheelSpan {
 		q.far.push(e)
 		return
@@ -125,7 +142,24 @@ func (q *eventQueue) popUntil(until int64) (event, bool) {
 	}
 }
 
-// farHeap is a 4-ary min-heap on (t, seq) for the events beyond the wheel.
+// peek is the time of the earliest event, if there is one. Every wheel
+// event lies at or after base, so the first bucket from base that holds
+// one holds the earliest; the heap's events all come after the wheel's.
+func (q *eventQueue) peek() (int64, bool) {
+	if q.inWheel > 0 {
+		for t := q.base; ; t += 1 << bucketShift {
+			if b := &q.wheel[(t>>bucketShift)&wheelMask]; b.head < len(b.ev) {
+				return b.ev[b.head].t, true
+			}
+		}
+	}
+	if len(q.far.h) > 0 {
+		return q.far.h[0].t, true
+	}
+	return 0, false
+}
+
+// farHeap is a 4-ary min-heap on (t, key) for the events beyond the wheel.
 type farHeap struct {
 	h []event
 }

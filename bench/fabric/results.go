@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 
@@ -27,6 +26,21 @@ type Stats struct {
 	InjectedPauses uint64 `json:"injected_pauses"`
 	Retransmits    uint64 `json:"retransmitted_packets"`
 	Timeouts       uint64 `json:"timeouts"`
+}
+
+// add sums b's counters into a's (the partitions of a parallel run).
+func (a *Stats) add(b *Stats) {
+	a.Events += b.Events
+	a.Hops += b.Hops
+	a.Drops += b.Drops
+	a.TTLDrops += b.TTLDrops
+	a.NoRoute += b.NoRoute
+	a.ECNMarks += b.ECNMarks
+	a.CNPs += b.CNPs
+	a.PauseFrames += b.PauseFrames
+	a.InjectedPauses += b.InjectedPauses
+	a.Retransmits += b.Retransmits
+	a.Timeouts += b.Timeouts
 }
 
 // FlowResult is one flow's outcome.
@@ -68,7 +82,14 @@ func New(g *topo.Graph, routes *topo.Routes, flows []workload.Flow, cfg Config) 
 	if err := g.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Sim{rng: rand.New(rand.NewPCG(cfg.Seed, 0x5eed)), free: -1, cfg: cfg, res: &Results{}, ProgressEvery: 1 << 62}
+	if len(g.Nodes) >= maxEntities {
+		return nil, fmt.Errorf("fabric: %d nodes, at most %d", len(g.Nodes), maxEntities-1)
+	}
+	s := &Sim{next: make([]uint64, len(g.Nodes)+1), free: -1, cfg: cfg, res: &Results{}, ProgressEvery: 1 << 62}
+	for e := range s.next {
+		s.next[e] = uint64(e) << entityBits
+	}
+	s.as(0)
 	s.net = &network{s: s}
 	if err := s.net.build(g, routes, flows, &s.cfg); err != nil {
 		return nil, err
@@ -79,11 +100,20 @@ func New(g *topo.Graph, routes *topo.Routes, flows []workload.Flow, cfg Config) 
 	return s, nil
 }
 
-// SetHooks installs switch-program hooks.
-func (s *Sim) SetHooks(h *Hooks) { s.net.hooks = h }
+// SetHooks installs switch-program hooks. It panics on a simulation that
+// runs in parallel (RunParallel): hooks see the whole fabric.
+func (s *Sim) SetHooks(h *Hooks) {
+	if err := s.partitioned(); err != nil {
+		panic(err)
+	}
+	s.net.hooks = h
+}
 
 // AddFault makes a host inject PAUSE frames (a PFC storm's origin).
 func (s *Sim) AddFault(f HostFault) error {
+	if err := s.partitioned(); err != nil {
+		return err
+	}
 	i, ok := s.net.g.Node(f.Host)
 	if !ok || s.net.nodeHost[i] < 0 {
 		return fmt.Errorf("fabric: fault on %q: no such host", f.Host)
@@ -100,8 +130,11 @@ func (s *Sim) AddFault(f HostFault) error {
 // SetSeries streams the time series (every SampleInterval: each switch
 // port's egress queue bytes and paused priorities) as CSV rows
 // time_ns,node,port,queue_bytes,paused_mask to w; nothing is kept in
-// memory.
+// memory. It panics on a simulation that runs in parallel (RunParallel).
 func (s *Sim) SetSeries(w io.Writer) {
+	if err := s.partitioned(); err != nil {
+		panic(err) // samples read every port at once
+	}
 	s.series = bufio.NewWriter(w)
 	fmt.Fprintln(s.series, "time_ns,node,port,queue_bytes,paused_mask")
 }
