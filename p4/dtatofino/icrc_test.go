@@ -46,16 +46,16 @@ type pipeRegion struct{ hi, lo, rkey, mask uint32 }
 type pipeModel struct {
 	ps *p4test.Source
 	// batch is the build's Append batch B (-DDTA_APPEND_BATCH).
-	batch   int
-	conns   map[int]pipeConn
+	batch int
+	conns map[int]pipeConn
 	// batchICRC is batch_icrc's prefix state per collector (B > 1).
 	batchICRC map[int]uint32
-	regions map[string]map[int]pipeRegion // table -> collector or list index
-	lists   map[[2]uint32]int             // (collector, list id) -> list index
-	psn     map[int]uint32
-	ack     map[int]uint32
-	head    map[int]uint32
-	seq     map[int]uint32
+	regions   map[string]map[int]pipeRegion // table -> collector or list index
+	lists     map[[2]uint32]int             // (collector, list id) -> list index
+	psn       map[int]uint32
+	ack       map[int]uint32
+	head      map[int]uint32
+	seq       map[int]uint32
 	// seqs[i] is list_seq<i>, the sequence of the last batch's entry i
 	// (seqs[0] is list_seq); fill and gathered are the ingress's
 	// batch_fill and batch_data<i> (B > 1).
@@ -63,8 +63,8 @@ type pipeModel struct {
 	fill     map[int]uint32
 	gathered map[int]*[3]uint32
 	pcKey    [PostcardCache]uint32
-	pcMask  [PostcardCache]uint32
-	pcHops  [PostcardCache][PostcardHops]uint32
+	pcMask   [PostcardCache]uint32
+	pcHops   [PostcardCache][PostcardHops]uint32
 }
 
 var (
@@ -73,7 +73,7 @@ var (
 		`icrc_write8=(0x[0-9a-f]+), icrc_atomic=(0x[0-9a-f]+), icrc_record=(0x[0-9a-f]+)\)`)
 	setRegionRE = regexp.MustCompile(`Egress\.(\w+_region)\.add_with_set_region\((?:collector|list)=(\d+), base_hi=(0x[0-9a-f]+), ` +
 		`base_lo=(0x[0-9a-f]+), rkey=(0x[0-9a-f]+), slot_mask=(0x[0-9a-f]+)\)`)
-	setListRE  = regexp.MustCompile(`append_list\.add_with_set_list\(collector=(\d+), list_id=(\d+), idx=(\d+)\)`)
+	setListRE    = regexp.MustCompile(`append_list\.add_with_set_list\(collector=(\d+), list_id=(\d+), idx=(\d+)\)`)
 	registerRE   = regexp.MustCompile(`(?:Ingress|Egress)\.(psn|ack_phase|list_head|list_seq\d?|batch_fill)\.mod\(REGISTER_INDEX=(\d+), f1=(\d+)\)`)
 	batchICRCRE  = regexp.MustCompile(`batch_icrc\.add_with_set_batch_icrc\(collector=(\d+), icrc_batch=(0x[0-9a-f]+)\)`)
 	batchBuildRE = regexp.MustCompile(`Built with -DDTA_APPEND_BATCH=(\d+)`)

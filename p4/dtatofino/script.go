@@ -29,7 +29,7 @@ var (
 		4: {bfrt.Ingress: {"batch_fill", "batch_data0", "batch_data1", "batch_data2", "append_gathered"},
 			bfrt.Egress: {"list_seq1", "list_seq2", "list_seq3", "batch_icrc"}},
 	}
-	reporterClear      = map[string][]string{
+	reporterClear = map[string][]string{
 		bfrt.Ingress: {"ipv4_fwd", "own_addr", "report_rule", "dta_acks"},
 		bfrt.Egress:  {"reports_sent"},
 	}
