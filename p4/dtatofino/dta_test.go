@@ -127,7 +127,7 @@ var examples = []example{
 	{"two_collectors", translatorP4, func(t testing.TB) (string, error) { return twoCollectors(t).Script() }, nil},
 	{"two_collectors_counters", translatorP4, func(t testing.TB) (string, error) { return twoCollectors(t).CounterScript() }, nil},
 	{"no_seqnum", translatorP4, func(t testing.TB) (string, error) { return noSeqnum(t).Script() }, []string{"-DDTA_NO_SEQNUM"}},
-	{"append_batch4", translatorP4, func(t testing.TB) (string, error) { return appendBatch(t, 4).Script() }, []string{"-DDTA_APPEND_BATCH=4"}},
+	{"append_batch1", translatorP4, func(t testing.TB) (string, error) { return appendBatch(t, 1).Script() }, []string{"-DDTA_APPEND_BATCH=1"}},
 	{"append_batch2", translatorP4, func(t testing.TB) (string, error) { return appendBatch(t, 2).Script() }, []string{"-DDTA_APPEND_BATCH=2"}},
 	{"leaf_reporter", reporterP4, func(t testing.TB) (string, error) { return leaf(t).ReporterScript() }, nil},
 }

@@ -76,11 +76,11 @@ var (
 	setListRE    = regexp.MustCompile(`append_list\.add_with_set_list\(collector=(\d+), list_id=(\d+), idx=(\d+)\)`)
 	registerRE   = regexp.MustCompile(`(?:Ingress|Egress)\.(psn|ack_phase|list_head|list_seq\d?|batch_fill)\.mod\(REGISTER_INDEX=(\d+), f1=(\d+)\)`)
 	batchICRCRE  = regexp.MustCompile(`batch_icrc\.add_with_set_batch_icrc\(collector=(\d+), icrc_batch=(0x[0-9a-f]+)\)`)
-	batchBuildRE = regexp.MustCompile(`Built with -DDTA_APPEND_BATCH=(\d+)`)
+	batchBuildRE = regexp.MustCompile(`-DDTA_APPEND_BATCH=(\d+)`)
 )
 
-// newPipeModel is the model of the build the script loads: the default,
-// or the Append batch its header names.
+// newPipeModel is the model of the build the script loads: the Append
+// batch its header names.
 func newPipeModel(t *testing.T, script string) *pipeModel {
 	t.Helper()
 	m := &pipeModel{ps: p4test.Parse(t, translatorP4), batch: 1, conns: map[int]pipeConn{}, batchICRC: map[int]uint32{},
@@ -114,9 +114,11 @@ func newPipeModel(t *testing.T, script string) *pipeModel {
 	for _, l := range setListRE.FindAllStringSubmatch(script, -1) {
 		m.lists[[2]uint32{uint32(num(l[1])), uint32(num(l[2]))}] = int(num(l[3]))
 	}
-	if b := batchBuildRE.FindStringSubmatch(script); b != nil {
-		m.batch = int(num(b[1]))
+	b := batchBuildRE.FindStringSubmatch(script)
+	if b == nil {
+		t.Fatal("the script does not say which Append batch the program has")
 	}
+	m.batch = int(num(b[1]))
 	for _, l := range batchICRCRE.FindAllStringSubmatch(script, -1) {
 		m.batchICRC[int(num(l[1]))] = uint32(num(l[2]))
 	}
@@ -669,8 +671,22 @@ func TestBatchSequence(t *testing.T) {
 			t.Errorf("%s's %s is not seqStep", translatorP4, name)
 		}
 	}
-	if !regexp.MustCompile(`value = value \+ DTA_APPEND_BATCH;\s*\}\s*\};\s*Register<bit<32>, list_idx_t>\(LIST_SLOTS, 0\) list_seq;`).Match(src) {
+	if !regexp.MustCompile(`value = value \+ DTA_APPEND_BATCH;\s*\}\s*\};\s*Register<bit<32>, list_idx_t>\(LIST_SLOTS, SEQ_START0\) list_seq;`).Match(src) {
 		t.Errorf("%s's head_next does not move the head by the batch", translatorP4)
+	}
+	// The registers' initial values are the script's (the switch's
+	// before the script runs, and P4Testgen's).
+	for i := range 4 {
+		re := fmt.Sprintf(`#define SEQ_START%d \(32w0 - DTA_APPEND_BATCH`, i)
+		if i > 0 {
+			re += fmt.Sprintf(` \+ %d`, i)
+		}
+		if !regexp.MustCompile(re + `\)`).Match(src) {
+			t.Errorf("%s: SEQ_START%d is not batchSeqStart(B, %d) = 2^32 - B + %d", translatorP4, i, i, i)
+		}
+		if i > 0 && !regexp.MustCompile(fmt.Sprintf(`\(LIST_SLOTS, SEQ_START%d\) list_seq%d;`, i, i)).Match(src) {
+			t.Errorf("%s: list_seq%d does not start at SEQ_START%d", translatorP4, i, i)
+		}
 	}
 	const wrap = 1<<32 - 1
 	rng := rand.New(rand.NewPCG(5, 6))

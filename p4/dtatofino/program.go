@@ -29,7 +29,8 @@
 //     resources.
 //   - Append writes B entries per WRITE, B fixed when the program is
 //     compiled (-DDTA_APPEND_BATCH=B, 1, 2 or 4; Translator.AppendBatch
-//     names the build; the default build has B = 1). With B > 1 the
+//     names the build; the default build has DefaultAppendBatch, 4, the
+//     software translator's default). With B > 1 the
 //     ingress gathers a list's entries in registers, as the paper does,
 //     and the report that completes a batch carries the others to the
 //     egress, which writes them with one WRITE. The entries sit where the
@@ -214,8 +215,8 @@ type Translator struct {
 	// 2-byte base header, no reporter tracking.
 	NoSeqnum bool `json:"no_seqnum,omitempty"`
 	// AppendBatch is the program's -DDTA_APPEND_BATCH: the entries of one
-	// Append WRITE, 1, 2 or 4 (0 means 1, the default build). Every list's
-	// entries are then a multiple of it.
+	// Append WRITE, 1, 2 or 4 (0 means DefaultAppendBatch, the default
+	// build's). Every list's entries are then a multiple of it.
 	AppendBatch int `json:"append_batch,omitempty"`
 	// AckSnap truncates the mirrored copies that become ACKs
 	// (DefaultSnap when 0).
@@ -383,10 +384,15 @@ func (t *Translator) udpSrcPort(c *Collector) uint16 {
 	return roce.FlowLabelToUDPSrcPort(roce.FlowLabelFromQPNs(t.QPN, c.QPN))
 }
 
+// DefaultAppendBatch is the Append batch of translator.p4's default
+// build (DTA_APPEND_BATCH), as the software translator's
+// (dtamem.Regions.BatchEntries).
+const DefaultAppendBatch = 4
+
 // appendBatch is B, the entries of one Append WRITE.
 func (t *Translator) appendBatch() int {
 	if t.AppendBatch == 0 {
-		return 1
+		return DefaultAppendBatch
 	}
 	return t.AppendBatch
 }
@@ -450,7 +456,7 @@ func (t *Translator) checkRoCE() error {
 		return bad("ack_snap", "%d: 0 (default) or 64 to 16384 bytes", s)
 	}
 	if b := t.AppendBatch; b != 0 && b != 1 && b != 2 && b != 4 {
-		return bad("append_batch", "%d: translator.p4 is built with a batch of 1, 2 or 4 (0 for 1)", b)
+		return bad("append_batch", "%d: translator.p4 is built with a batch of 1, 2 or 4 (0 for %d)", b, DefaultAppendBatch)
 	}
 	return nil
 }

@@ -129,7 +129,9 @@ func (t Translator) Script() (string, error) {
 		s.Comment("Built with -DDTA_NO_SEQNUM: 2-byte base header, no reporter tracking.")
 	}
 	batch := t.appendBatch()
-	if batch > 1 {
+	if batch == DefaultAppendBatch {
+		s.Comment("Append writes %d entries per WRITE (-DDTA_APPEND_BATCH=%d, the default build).", batch, batch)
+	} else {
 		s.Comment("Built with -DDTA_APPEND_BATCH=%d: Append writes %d entries per WRITE.", batch, batch)
 	}
 	s.Blank()

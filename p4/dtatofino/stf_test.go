@@ -2,6 +2,7 @@ package dtatofino
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/big"
@@ -313,30 +314,63 @@ func appendModel(tc *stf.Test, coll, port, list uint64, r *dtawire.Report) ([]st
 	if c == nil && skip == "" {
 		return nil, "", nil
 	}
+	const b = DefaultAppendBatch
+	var fill uint64
+	var gathered [b - 1]uint32
 	for _, reg := range tc.Registers {
-		if (reg.Name == "Egress.list_head" || reg.Name == "Egress.list_seq") && uint64(reg.Index) == list && reg.Value.Sign() != 0 {
-			return nil, "the test starts the list's ring elsewhere than 0, where the twin's list starts", nil
+		if uint64(reg.Index) != list {
+			continue
 		}
+		v := reg.Value.Uint64()
+		name := strings.TrimPrefix(strings.TrimPrefix(reg.Name, "Ingress."), "Egress.")
+		switch {
+		case name == "list_head" && v != 0:
+			return nil, "the test starts the list's ring elsewhere than 0, where the twin's list starts", nil
+		case strings.HasPrefix(name, "list_seq"):
+			i, _ := strconv.Atoi(strings.TrimPrefix(name, "list_seq"))
+			if v != uint64(batchSeqStart(b, i)) {
+				return nil, "the test starts the list's sequences elsewhere than the control plane does (SEQ_START), " +
+					"where the twin's list starts", nil
+			}
+		case name == "batch_fill":
+			fill = v
+		case strings.HasPrefix(name, "batch_data"):
+			i, err := strconv.Atoi(strings.TrimPrefix(name, "batch_data"))
+			if err != nil || i >= len(gathered) {
+				return nil, "", fmt.Errorf("register %s: not a batch entry", reg.Name)
+			}
+			gathered[i] = uint32(v)
+		}
+	}
+	if fill >= b {
+		return nil, "batch_fill beyond the batch's places, which the switch's register never holds", nil
 	}
 	if skip != "" {
 		return nil, skip, nil
 	}
 	// Without a region the switch writes at VA 0 with rkey 0: ring 0
-	// of one entry. The twin's lists have a power of two of entries;
-	// the offset of the ring's first entry is 0 whatever their number.
-	reg := dtamem.ListRegion{Entries: 1}
+	// of one batch. The twin's lists have a power of two of entries;
+	// the offset of the ring's first batch is 0 whatever their number.
+	reg := dtamem.ListRegion{Entries: b}
 	if region != nil {
-		reg = dtamem.ListRegion{Addr: region.Uint("base_hi")<<32 | region.Uint("base_lo"), RKey: uint32(region.Uint("rkey")), Entries: 1}
+		reg = dtamem.ListRegion{Addr: region.Uint("base_hi")<<32 | region.Uint("base_lo"), RKey: uint32(region.Uint("rkey")), Entries: b}
 	}
-	tr, err := dtatranslator.NewTranslator(c, dtamem.Regions{Lists: map[uint32]dtamem.ListRegion{r.ListID: reg}, Batch: 1})
+	tr, err := dtatranslator.NewTranslator(c, dtamem.Regions{Lists: map[uint32]dtamem.ListRegion{r.ListID: reg}, Batch: b})
 	if err != nil {
 		return nil, "", err
 	}
 	var outs []stf.Output
-	err = tr.Translate(r, func(f []byte) error {
+	emit := func(f []byte) error {
 		outs = append(outs, rdmaOut(tc, port, dtawire.OpAppend, f))
 		return nil
-	})
+	}
+	for i := range fill {
+		held := dtawire.Report{Opcode: dtawire.OpAppend, ListID: r.ListID, Data: binary.BigEndian.AppendUint32(nil, gathered[i])}
+		if err := tr.Translate(&held, emit); err != nil || len(outs) != 0 {
+			return nil, "", fmt.Errorf("the twin did not hold entry %d of the batch: %v", i, err)
+		}
+	}
+	err = tr.Translate(r, emit)
 	return outs, "", err
 }
 

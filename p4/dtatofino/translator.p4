@@ -10,8 +10,9 @@
  *   Key-Write      N RDMA WRITE Only of {CRC32(key), data} (8 B) to slot
  *                  n = CRC32_n(key ++ n) & (slots - 1), n = 0..N-1
  *   Key-Increment  N RDMA FETCH_ADD of the counter at the same slots (8 B)
- *   Append         one RDMA WRITE Only of {data, sequence} at the list's
- *                  base + (head mod entries) * 8 per report (batch B = 1)
+ *   Append         one RDMA WRITE Only of B {data, sequence} entries at
+ *                  the list's base + (head mod entries) * 8 per B reports
+ *                  of the list (the batch B: 4, or 2 or 1 by build)
  *   Postcarder     the hops of a flow gathered in registers; one WRITE of
  *                  {CRC32(key), hop bitmap, hop 0..HOPS-1 data} at the
  *                  key's slot 0 once every hop has reported
@@ -35,9 +36,20 @@
  *     declared polynomials against dta.Slot). N is at most MAX_REDUNDANCY
  *     (4, the paper's default query width) here, 8 in software.
  *   - Everything a collector's packets share lives in egress, in the pipe
- *     of the collector's port: the PSN register, the Append heads and the
- *     postcard cache. Ingress registers are per ingress pipe, and reports
- *     for one collector may come in on every pipe.
+ *     of the collector's port: the PSN register, the Append heads and
+ *     sequences, and the postcard cache. Ingress registers are per ingress
+ *     pipe, and reports for one collector may come in on every pipe.
+ *   - An Append batch is gathered in the ingress, though: the egress has
+ *     no stage left (the ICRC takes its last ones), and a batch's place
+ *     in the ring is still the egress's, which moves the list's head by B
+ *     per batch. Reports of one list coming in on two pipes make batches
+ *     of their own pipe's entries. The gathering costs the ingress two
+ *     stages (9 to 11 of 12); the egress reads B sequence registers side
+ *     by side where it read one, and hashes 56 bytes for the batch's ICRC
+ *     (B = 4) beside the others, in the same 12 stages. A batch waits
+ *     for its last entry: a data plane has no timer to flush it, where
+ *     the software translator writes a partial batch after its flush
+ *     timeout. Build with -DDTA_APPEND_BATCH=1 for a WRITE per entry.
  *   - VAs are two 32-bit halves: a region may not cross a 4 GiB boundary
  *     (the control plane checks), so an offset is one 32-bit add.
  *   - A RegisterAction touches its register once per pass, so the postcard
@@ -126,23 +138,35 @@
  * Builds make p4check compiles besides the default (see the README's
  * table):
  *   p4check: build -DDTA_NO_SEQNUM
+ *   p4check: build -DDTA_APPEND_BATCH=1
  *   p4check: build -DDTA_APPEND_BATCH=2
- *   p4check: build -DDTA_APPEND_BATCH=4
  */
 #include <core.p4>
 #include <tna.p4>
 
-/* Append's batch B, the entries of one RDMA WRITE: 1 (the default), 2 or
- * 4, fixed when the program is compiled (headers have fixed sizes). With
- * B > 1 the ingress gathers a list's entries in registers (batch_fill,
- * batch_data0..B-2) and lets the report carrying the B-th through, with
- * the others in a bridged header; the egress writes the B entries with
- * one WRITE. The control plane's Translator.AppendBatch names the build. */
+/* Append's batch B, the entries of one RDMA WRITE: 4 (the default, the
+ * software translator's), 2 or 1, fixed when the program is compiled
+ * (headers have fixed sizes). With B > 1 the ingress gathers a list's
+ * entries in registers (batch_fill, batch_data0..B-2) and lets the report
+ * carrying the B-th through, with the others in a bridged header; the
+ * egress writes the B entries with one WRITE. The control plane's
+ * Translator.AppendBatch names the build. */
 #ifndef DTA_APPEND_BATCH
-#define DTA_APPEND_BATCH 1
+#define DTA_APPEND_BATCH 4
 #endif
 #if DTA_APPEND_BATCH != 1 && DTA_APPEND_BATCH != 2 && DTA_APPEND_BATCH != 4
 #error "DTA_APPEND_BATCH is 1, 2 or 4"
+#endif
+/* The initial sequence registers of a list (see list_seq): with B > 1 the
+ * sequences of the entries of the batch before the first, 2^32 - B + i,
+ * so that the first batch's are 1..B; 0 for the single entry's. */
+#if DTA_APPEND_BATCH == 1
+#define SEQ_START0 0
+#else
+#define SEQ_START0 (32w0 - DTA_APPEND_BATCH)
+#define SEQ_START1 (32w0 - DTA_APPEND_BATCH + 1)
+#define SEQ_START2 (32w0 - DTA_APPEND_BATCH + 2)
+#define SEQ_START3 (32w0 - DTA_APPEND_BATCH + 3)
 #endif
 
 /* The replication id of an egress packet: a multicast copy's, 0 for a
@@ -463,7 +487,6 @@ struct ig_metadata_t {
     bit<1>         malformed;
     bit<3>         reason;
 #if DTA_APPEND_BATCH > 1
-    bit<1>         gather;
     bit<8>         fill;
 #endif
     ack_mirror_h   ack_mirror;
@@ -562,7 +585,6 @@ parser IngressParser(packet_in pkt,
         md.malformed = 0;
         md.reason = DROP_NO_TARGET;
 #if DTA_APPEND_BATCH > 1
-        md.gather = 0;
         md.fill = 0;
 #endif
         transition parse_ethernet;
@@ -969,11 +991,6 @@ control Ingress(inout headers_t hdr,
                     if (!append_list.apply().hit) {
                         md.refused = 1;
                     }
-#if DTA_APPEND_BATCH > 1
-                    if (md.refused == 0) {
-                        md.gather = 1;
-                    }
-#endif
                 } else if (hdr.postcard.isValid()) {
                     ig_tm_md.ucast_egress_port = md.port;
                 } else {
@@ -985,7 +1002,9 @@ control Ingress(inout headers_t hdr,
                     discard();
                 }
 #if DTA_APPEND_BATCH > 1
-                if (md.gather == 1) {
+                /* A list's entry, gathered (md.refused is 0 when
+                 * append_list hit). */
+                if (md.refused == 0 && hdr.append.isValid()) {
                     hdr.gathered.setValid();
                     md.fill = fill_next.execute(hdr.bridge.list);
                     hdr.gathered.d0 = gather0.execute(hdr.bridge.list);
@@ -1384,7 +1403,7 @@ control Egress(inout eg_headers_t hdr,
             value = value + DTA_APPEND_BATCH;
         }
     };
-    Register<bit<32>, list_idx_t>(LIST_SLOTS, 0) list_seq;
+    Register<bit<32>, list_idx_t>(LIST_SLOTS, SEQ_START0) list_seq;
 #if DTA_APPEND_BATCH == 1
     RegisterAction<bit<32>, list_idx_t, bit<32>>(list_seq) seq_next = {
         void apply(inout bit<32> value, out bit<32> rv) {
@@ -1397,6 +1416,9 @@ control Egress(inout eg_headers_t hdr,
         }
     };
 #else
+    /* The wrap test is value > 2^32 - 1 - B, unsigned; a stateful ALU
+     * takes constants of 32 signed bits, so it reads the value as signed:
+     * -B <= value < 0. */
     RegisterAction<bit<32>, list_idx_t, bit<32>>(list_seq) seq_next = {
         void apply(inout bit<32> value, out bit<32> rv) {
             if ((int<32>)value < 0 && (int<32>)value >= -DTA_APPEND_BATCH) {
@@ -1407,7 +1429,7 @@ control Egress(inout eg_headers_t hdr,
             rv = value;
         }
     };
-    Register<bit<32>, list_idx_t>(LIST_SLOTS, 0) list_seq1;
+    Register<bit<32>, list_idx_t>(LIST_SLOTS, SEQ_START1) list_seq1;
     RegisterAction<bit<32>, list_idx_t, bit<32>>(list_seq1) seq_next1 = {
         void apply(inout bit<32> value, out bit<32> rv) {
             if ((int<32>)value < 0 && (int<32>)value >= -DTA_APPEND_BATCH) {
@@ -1419,7 +1441,7 @@ control Egress(inout eg_headers_t hdr,
         }
     };
 #if DTA_APPEND_BATCH > 2
-    Register<bit<32>, list_idx_t>(LIST_SLOTS, 0) list_seq2;
+    Register<bit<32>, list_idx_t>(LIST_SLOTS, SEQ_START2) list_seq2;
     RegisterAction<bit<32>, list_idx_t, bit<32>>(list_seq2) seq_next2 = {
         void apply(inout bit<32> value, out bit<32> rv) {
             if ((int<32>)value < 0 && (int<32>)value >= -DTA_APPEND_BATCH) {
@@ -1430,7 +1452,7 @@ control Egress(inout eg_headers_t hdr,
             rv = value;
         }
     };
-    Register<bit<32>, list_idx_t>(LIST_SLOTS, 0) list_seq3;
+    Register<bit<32>, list_idx_t>(LIST_SLOTS, SEQ_START3) list_seq3;
     RegisterAction<bit<32>, list_idx_t, bit<32>>(list_seq3) seq_next3 = {
         void apply(inout bit<32> value, out bit<32> rv) {
             if ((int<32>)value < 0 && (int<32>)value >= -DTA_APPEND_BATCH) {
