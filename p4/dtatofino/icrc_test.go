@@ -80,10 +80,10 @@ var (
 )
 
 // newPipeModel is the model of the build the script loads: the Append
-// batch its header names.
+// batch its header names (the default build's when it names none).
 func newPipeModel(t *testing.T, script string) *pipeModel {
 	t.Helper()
-	m := &pipeModel{ps: p4test.Parse(t, translatorP4), batch: 1, conns: map[int]pipeConn{}, batchICRC: map[int]uint32{},
+	m := &pipeModel{ps: p4test.Parse(t, translatorP4), conns: map[int]pipeConn{}, batchICRC: map[int]uint32{},
 		regions: map[string]map[int]pipeRegion{}, lists: map[[2]uint32]int{}, psn: map[int]uint32{}, ack: map[int]uint32{},
 		head: map[int]uint32{}, seq: map[int]uint32{}, fill: map[int]uint32{}, gathered: map[int]*[3]uint32{}}
 	m.seqs[0] = m.seq
@@ -114,11 +114,10 @@ func newPipeModel(t *testing.T, script string) *pipeModel {
 	for _, l := range setListRE.FindAllStringSubmatch(script, -1) {
 		m.lists[[2]uint32{uint32(num(l[1])), uint32(num(l[2]))}] = int(num(l[3]))
 	}
-	b := batchBuildRE.FindStringSubmatch(script)
-	if b == nil {
-		t.Fatal("the script does not say which Append batch the program has")
+	m.batch = DefaultAppendBatch
+	if b := batchBuildRE.FindStringSubmatch(script); b != nil {
+		m.batch = int(num(b[1]))
 	}
-	m.batch = int(num(b[1]))
 	for _, l := range batchICRCRE.FindAllStringSubmatch(script, -1) {
 		m.batchICRC[int(num(l[1]))] = uint32(num(l[2]))
 	}
@@ -713,6 +712,39 @@ func TestBatchSequence(t *testing.T) {
 					t.Fatalf("batch %d, position %d: the next batch's sequence %d, want %d", b, p+i, got, want)
 				}
 			}
+		}
+	}
+}
+
+// TestBatchGathering holds translator.p4's ingress to batchEntry: a list's
+// place in its batch counts 0..B-1 and wraps, entry i's data is kept at
+// place i and read by the batch's last, which alone goes on (as a batch),
+// the others ending in the ingress, counted.
+func TestBatchGathering(t *testing.T) {
+	src, err := os.ReadFile(translatorP4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{
+		`\(batch_fill\) fill_next = \{\s*void apply\(inout bit<8> value, out bit<8> rv\) \{\s*rv = value;\s*` +
+			`if \(value == DTA_APPEND_BATCH - 1\) \{\s*value = 0;\s*\} else \{\s*value = value \+ 1;\s*\}`,
+		`\(batch_data0\) gather0 = \{\s*void apply\(inout bit<32> value, out bit<32> rv\) \{\s*if \(md\.fill == 0\) \{\s*` +
+			`value = hdr\.append\.data;\s*\}\s*rv = value;`,
+		`\(batch_data1\) gather1 = \{\s*void apply\(inout bit<32> value, out bit<32> rv\) \{\s*if \(md\.fill == 1\) \{\s*` +
+			`value = hdr\.append\.data;\s*\}\s*rv = value;`,
+		`\(batch_data2\) gather2 = \{\s*void apply\(inout bit<32> value, out bit<32> rv\) \{\s*if \(md\.fill == 2\) \{\s*` +
+			`value = hdr\.append\.data;\s*\}\s*rv = value;`,
+		`md\.fill = fill_next\.execute\(hdr\.bridge\.list\);\s*hdr\.gathered\.d0 = gather0\.execute\(hdr\.bridge\.list\);\s*` +
+			`#if DTA_APPEND_BATCH > 2\s*hdr\.gathered\.d1 = gather1\.execute\(hdr\.bridge\.list\);\s*` +
+			`hdr\.gathered\.d2 = gather2\.execute\(hdr\.bridge\.list\);\s*#endif\s*` +
+			`if \(md\.fill == DTA_APPEND_BATCH - 1\) \{\s*hdr\.bridge\.pkt_type = PKT_BATCH;\s*\} else \{\s*` +
+			`append_gathered\.count\(0\);\s*discard\(\);`,
+		// The egress parser takes the gathered entries after a batch's
+		// bridge header only.
+		`transition select\(hdr\.bridge\.pkt_type\) \{\s*PKT_BATCH: parse_gathered;`,
+	} {
+		if !regexp.MustCompile(w).Match(src) {
+			t.Errorf("%s's Append gathering is not batchEntry's: %q", translatorP4, w)
 		}
 	}
 }
