@@ -80,6 +80,13 @@ func noSeqnum(t testing.TB) Translator {
 	}
 }
 
+// appendBatch is twoCollectors for the build with Append batches of b.
+func appendBatch(t testing.TB, b int) Translator {
+	tr := twoCollectors(t)
+	tr.AppendBatch = b
+	return tr
+}
+
 // leaf is a reporter with one rule per primitive.
 func leaf(t testing.TB) Reporter {
 	coll := netip.MustParseAddr("10.9.0.1")
@@ -120,6 +127,8 @@ var examples = []example{
 	{"two_collectors", translatorP4, func(t testing.TB) (string, error) { return twoCollectors(t).Script() }, nil},
 	{"two_collectors_counters", translatorP4, func(t testing.TB) (string, error) { return twoCollectors(t).CounterScript() }, nil},
 	{"no_seqnum", translatorP4, func(t testing.TB) (string, error) { return noSeqnum(t).Script() }, []string{"-DDTA_NO_SEQNUM"}},
+	{"append_batch1", translatorP4, func(t testing.TB) (string, error) { return appendBatch(t, 1).Script() }, []string{"-DDTA_APPEND_BATCH=1"}},
+	{"append_batch2", translatorP4, func(t testing.TB) (string, error) { return appendBatch(t, 2).Script() }, []string{"-DDTA_APPEND_BATCH=2"}},
 	{"leaf_reporter", reporterP4, func(t testing.TB) (string, error) { return leaf(t).ReporterScript() }, nil},
 }
 
@@ -410,6 +419,18 @@ func TestFrameLengths(t *testing.T) {
 			t.Errorf("UDP_LEN_%s = %d, the software translator sends %d", tc.shape, got, udp)
 		}
 	}
+	// An Append batch of b entries: IP_LEN_BATCH = 60 + 8 * b and
+	// UDP_LEN_BATCH = 40 + 8 * b (TestICRCFieldLists holds the source to
+	// these expressions of DTA_APPEND_BATCH).
+	for _, b := range []int{2, 4} {
+		n, err := c.Write(buf, 0x1000, 1, make([]byte, b*dtamem.AppendEntryLen), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ip, udp := lengths(n); ip != uint64(60+8*b) || udp != uint64(40+8*b) {
+			t.Errorf("batch %d: the software translator sends IP length %d, UDP %d; translator.p4 %d, %d", b, ip, udp, 60+8*b, 40+8*b)
+		}
+	}
 	if ps.Consts["IP_LEN_ACK"] != 20+8+dtawire.AckLen || ps.Consts["UDP_LEN_ACK"] != 8+dtawire.AckLen {
 		t.Error("the ACK lengths are not those of a 2-byte DTA ACK")
 	}
@@ -462,6 +483,12 @@ func TestValidate(t *testing.T) {
 		{"peers[1].ip", func(p *Translator) { p.Peers[1].IP = p.Peers[0].IP }},
 		{"peers[0].ack_port", func(p *Translator) { p.Peers[0].AckPort = "back" }},
 		{"ack_snap", func(p *Translator) { p.AckSnap = 20 }},
+		{"append_batch", func(p *Translator) { p.AppendBatch = 3 }},
+		{"append_batch", func(p *Translator) { p.AppendBatch = 8 }},
+		{"collectors[1].lists[1].entries", func(p *Translator) {
+			p.AppendBatch = 4
+			p.Collectors[1].Lists[1] = dtamem.ListRegion{Addr: 0x2_0000_0000, RKey: 0x9a, Entries: 2}
+		}},
 		{"collectors[0].mac", func(p *Translator) { p.Collectors[0].MAC = header.MAC{} }},
 		{"collectors[1].qpn", func(p *Translator) { p.Collectors[1].QPN = 1 }},
 		{"collectors[0].key_increment.slots", func(p *Translator) { p.Collectors[0].KeyIncrement.Slots = 3 }},

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 
+	"github.com/rdma-appliance/appliance/internal/dtamem"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
 
@@ -37,6 +38,12 @@ var icrcShapes = [...]icrcShape{
 	{"icrc_record", roce.RCWriteOnly, RecordLen},
 }
 
+// batchShape is the WRITE of an Append batch of b entries (builds with
+// -DDTA_APPEND_BATCH=b, b > 1), whose prefix state batch_icrc installs.
+func batchShape(b int) icrcShape {
+	return icrcShape{"icrc_batch", roce.RCWriteOnly, b * dtamem.AppendEntryLen}
+}
+
 // roceBuilder is the builder of the packets translator.p4 sends to
 // collector c (what rdma_conn's set_conn writes), but for the MACs, which
 // the ICRC does not cover: DF, TTL 64, IP ID 0, the default partition
@@ -54,28 +61,35 @@ func (t *Translator) roceBuilder(c *Collector) roce.Builder {
 // icrc_record for collector c.
 func (t *Translator) icrcPrefixes(c *Collector) [len(icrcShapes)]uint32 {
 	var out [len(icrcShapes)]uint32
-	buf := make([]byte, 256)
 	for i, sh := range icrcShapes {
-		b := t.roceBuilder(c)
-		b.Opcode, b.DMALen = sh.opcode, uint32(sh.data)
-		n, err := b.Build(buf, make([]byte, sh.data))
-		if err != nil {
-			panic("dtatofino: building a packet of shape " + sh.param + ": " + err.Error())
-		}
-		var p roce.Packet
-		if err := roce.Parse(buf[:n], &p); err != nil {
-			panic("dtatofino: parsing a packet of shape " + sh.param + ": " + err.Error())
-		}
-		pre, err := roce.NewICRCPrefix(buf[p.Net.L3Off:n])
-		if err != nil {
-			panic("dtatofino: " + sh.param + ": " + err.Error())
-		}
-		// The BTH up to the destination QP, its reserved byte masked.
-		bth := [8]byte(buf[p.BTHOff : p.BTHOff+8])
-		bth[4] = 0xff
-		out[i] = icrcSeedFor(crc32.Update(uint32(pre), crc32.IEEETable, bth[:]))
+		out[i] = t.icrcPrefix(c, sh)
 	}
 	return out
+}
+
+// icrcPrefix is the seed of shape sh's packets to collector c: the value
+// whose hash leads a CRC register to its state after the invariant
+// prefix.
+func (t *Translator) icrcPrefix(c *Collector, sh icrcShape) uint32 {
+	buf := make([]byte, 256)
+	b := t.roceBuilder(c)
+	b.Opcode, b.DMALen = sh.opcode, uint32(sh.data)
+	n, err := b.Build(buf, make([]byte, sh.data))
+	if err != nil {
+		panic("dtatofino: building a packet of shape " + sh.param + ": " + err.Error())
+	}
+	var p roce.Packet
+	if err := roce.Parse(buf[:n], &p); err != nil {
+		panic("dtatofino: parsing a packet of shape " + sh.param + ": " + err.Error())
+	}
+	pre, err := roce.NewICRCPrefix(buf[p.Net.L3Off:n])
+	if err != nil {
+		panic("dtatofino: " + sh.param + ": " + err.Error())
+	}
+	// The BTH up to the destination QP, its reserved byte masked.
+	bth := [8]byte(buf[p.BTHOff : p.BTHOff+8])
+	bth[4] = 0xff
+	return icrcSeedFor(crc32.Update(uint32(pre), crc32.IEEETable, bth[:]))
 }
 
 // icrcSeedFor returns the 32-bit value whose four bytes (most significant

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -43,17 +44,27 @@ type pipeRegion struct{ hi, lo, rkey, mask uint32 }
 // initial values), the hashes are the CRCPolynomials of translator.p4 over
 // the field lists TestICRCFieldLists holds the source to.
 type pipeModel struct {
-	ps      *p4test.Source
-	conns   map[int]pipeConn
-	regions map[string]map[int]pipeRegion // table -> collector or list index
-	lists   map[[2]uint32]int             // (collector, list id) -> list index
-	psn     map[int]uint32
-	ack     map[int]uint32
-	head    map[int]uint32
-	seq     map[int]uint32
-	pcKey   [PostcardCache]uint32
-	pcMask  [PostcardCache]uint32
-	pcHops  [PostcardCache][PostcardHops]uint32
+	ps *p4test.Source
+	// batch is the build's Append batch B (-DDTA_APPEND_BATCH).
+	batch int
+	conns map[int]pipeConn
+	// batchICRC is batch_icrc's prefix state per collector (B > 1).
+	batchICRC map[int]uint32
+	regions   map[string]map[int]pipeRegion // table -> collector or list index
+	lists     map[[2]uint32]int             // (collector, list id) -> list index
+	psn       map[int]uint32
+	ack       map[int]uint32
+	head      map[int]uint32
+	seq       map[int]uint32
+	// seqs[i] is list_seq<i>, the sequence of the last batch's entry i
+	// (seqs[0] is list_seq); fill and gathered are the ingress's
+	// batch_fill and batch_data<i> (B > 1).
+	seqs     [4]map[int]uint32
+	fill     map[int]uint32
+	gathered map[int]*[3]uint32
+	pcKey    [PostcardCache]uint32
+	pcMask   [PostcardCache]uint32
+	pcHops   [PostcardCache][PostcardHops]uint32
 }
 
 var (
@@ -62,14 +73,23 @@ var (
 		`icrc_write8=(0x[0-9a-f]+), icrc_atomic=(0x[0-9a-f]+), icrc_record=(0x[0-9a-f]+)\)`)
 	setRegionRE = regexp.MustCompile(`Egress\.(\w+_region)\.add_with_set_region\((?:collector|list)=(\d+), base_hi=(0x[0-9a-f]+), ` +
 		`base_lo=(0x[0-9a-f]+), rkey=(0x[0-9a-f]+), slot_mask=(0x[0-9a-f]+)\)`)
-	setListRE  = regexp.MustCompile(`append_list\.add_with_set_list\(collector=(\d+), list_id=(\d+), idx=(\d+)\)`)
-	registerRE = regexp.MustCompile(`Egress\.(psn|ack_phase|list_head|list_seq)\.mod\(REGISTER_INDEX=(\d+), f1=(\d+)\)`)
+	setListRE    = regexp.MustCompile(`append_list\.add_with_set_list\(collector=(\d+), list_id=(\d+), idx=(\d+)\)`)
+	registerRE   = regexp.MustCompile(`(?:Ingress|Egress)\.(psn|ack_phase|list_head|list_seq\d?|batch_fill)\.mod\(REGISTER_INDEX=(\d+), f1=(\d+)\)`)
+	batchICRCRE  = regexp.MustCompile(`batch_icrc\.add_with_set_batch_icrc\(collector=(\d+), icrc_batch=(0x[0-9a-f]+)\)`)
+	batchBuildRE = regexp.MustCompile(`-DDTA_APPEND_BATCH=(\d+)`)
 )
 
+// newPipeModel is the model of the build the script loads: the Append
+// batch its header names (the default build's when it names none).
 func newPipeModel(t *testing.T, script string) *pipeModel {
 	t.Helper()
-	m := &pipeModel{ps: p4test.Parse(t, translatorP4), conns: map[int]pipeConn{}, regions: map[string]map[int]pipeRegion{},
-		lists: map[[2]uint32]int{}, psn: map[int]uint32{}, ack: map[int]uint32{}, head: map[int]uint32{}, seq: map[int]uint32{}}
+	m := &pipeModel{ps: p4test.Parse(t, translatorP4), conns: map[int]pipeConn{}, batchICRC: map[int]uint32{},
+		regions: map[string]map[int]pipeRegion{}, lists: map[[2]uint32]int{}, psn: map[int]uint32{}, ack: map[int]uint32{},
+		head: map[int]uint32{}, seq: map[int]uint32{}, fill: map[int]uint32{}, gathered: map[int]*[3]uint32{}}
+	m.seqs[0] = m.seq
+	for i := 1; i < len(m.seqs); i++ {
+		m.seqs[i] = map[int]uint32{}
+	}
 	num := func(s string) uint64 {
 		v, err := strconv.ParseUint(s, 0, 64)
 		if err != nil {
@@ -94,9 +114,18 @@ func newPipeModel(t *testing.T, script string) *pipeModel {
 	for _, l := range setListRE.FindAllStringSubmatch(script, -1) {
 		m.lists[[2]uint32{uint32(num(l[1])), uint32(num(l[2]))}] = int(num(l[3]))
 	}
+	m.batch = DefaultAppendBatch
+	if b := batchBuildRE.FindStringSubmatch(script); b != nil {
+		m.batch = int(num(b[1]))
+	}
+	for _, l := range batchICRCRE.FindAllStringSubmatch(script, -1) {
+		m.batchICRC[int(num(l[1]))] = uint32(num(l[2]))
+	}
+	regs := map[string]map[int]uint32{"psn": m.psn, "ack_phase": m.ack, "list_head": m.head, "list_seq": m.seq,
+		"list_seq1": m.seqs[1], "list_seq2": m.seqs[2], "list_seq3": m.seqs[3], "batch_fill": m.fill}
 	for _, l := range registerRE.FindAllStringSubmatch(script, -1) {
 		i, v := int(num(l[2])), uint32(num(l[3]))
-		map[string]map[int]uint32{"psn": m.psn, "ack_phase": m.ack, "list_head": m.head, "list_seq": m.seq}[l[1]][i] = v
+		regs[l[1]][i] = v
 	}
 	if len(m.conns) == 0 {
 		t.Fatal("the script installs no rdma_conn entry the model can read")
@@ -141,6 +170,9 @@ func (m *pipeModel) report(t *testing.T, coll int, r *dtawire.Report) [][]byte {
 		if !ok {
 			return nil
 		}
+		if m.batch > 1 {
+			return m.batchEntry(t, coll, idx, r.Data32())
+		}
 		rg := m.regions["list_region"][idx]
 		head := m.head[idx]
 		m.head[idx]++
@@ -182,12 +214,59 @@ func (m *pipeModel) report(t *testing.T, coll int, r *dtawire.Report) [][]byte {
 	return out
 }
 
+// batchEntry is an Append report for list idx in a build with batch B > 1:
+// the ingress keeps the data of a batch's first B-1 entries (batch_fill,
+// batch_data<i>) and drops the reports; the B-th goes on with them, and
+// the egress moves the head by B and each entry's sequence register by B
+// (seqStep), and writes the B entries with one WRITE.
+func (m *pipeModel) batchEntry(t *testing.T, coll, idx int, data uint32) [][]byte {
+	b := uint32(m.batch)
+	g := m.gathered[idx]
+	if g == nil {
+		g = new([3]uint32)
+		m.gathered[idx] = g
+	}
+	pos := m.fill[idx]
+	if pos != b-1 {
+		g[pos] = data
+		m.fill[idx]++
+		return nil
+	}
+	m.fill[idx] = 0
+	rg := m.regions["list_region"][idx]
+	head := m.head[idx]
+	m.head[idx] += b
+	var payload []byte
+	for i := range b {
+		m.seqs[i][idx] = seqStep(m.seqs[i][idx], b)
+		d := data
+		if i < b-1 {
+			d = g[i]
+		}
+		payload = be32(be32(payload, d), m.seqs[i][idx])
+	}
+	va := rg.lo + (head&rg.mask)<<3
+	return [][]byte{m.packet(t, coll, 3, rg.hi, va, rg.rkey, payload, 0)}
+}
+
+// seqStep is translator.p4's seq_next<i> in a build with batch b > 1: the
+// sequence b positions on, past 2^32 - 1 to 1. The stateful ALU takes
+// 32-bit signed constants, so it tests for the wrap (v > 2^32 - 1 - b)
+// with v read as signed: -b <= v < 0.
+func seqStep(v, b uint32) uint32 {
+	if s := int32(v); s < 0 && s >= -int32(b) {
+		return v + b + 1
+	}
+	return v + b
+}
+
 // postcardFull is translator.p4's POSTCARD_FULL (a test checks it).
 const postcardFull = 1<<PostcardHops - 1
 
 // packet builds what the egress emits for shape 0 (WRITE of an 8-byte
-// entry), 1 (FETCH_ADD of add) or 2 (WRITE of a record), taking the PSN
-// and the ACK phase from the collector's registers.
+// entry), 1 (FETCH_ADD of add), 2 (WRITE of a record) or 3 (WRITE of an
+// Append batch), taking the PSN and the ACK phase from the collector's
+// registers.
 func (m *pipeModel) packet(t *testing.T, coll, shape int, vaHi, vaLo, rkey uint32, payload []byte, add uint64) []byte {
 	c, ok := m.conns[coll]
 	if !ok {
@@ -200,10 +279,23 @@ func (m *pipeModel) packet(t *testing.T, coll, shape int, vaHi, vaLo, rkey uint3
 	opcode := byte(roce.RCWriteOnly)
 	ipLen, udpLen := m.ps.Consts["IP_LEN_WRITE8"], m.ps.Consts["UDP_LEN_WRITE8"]
 	var ext []byte
+	seed := uint32(0)
+	if shape < len(c.icrc) {
+		seed = c.icrc[shape]
+	}
 	switch shape {
-	case 0, 2:
-		if shape == 2 {
+	case 0, 2, 3:
+		switch shape {
+		case 2:
 			ipLen, udpLen = m.ps.Consts["IP_LEN_RECORD"], m.ps.Consts["UDP_LEN_RECORD"]
+		case 3:
+			// IP_LEN_BATCH and UDP_LEN_BATCH (TestICRCFieldLists holds
+			// the source to them).
+			ipLen, udpLen = uint64(60+8*m.batch), uint64(40+8*m.batch)
+			var ok bool
+			if seed, ok = m.batchICRC[coll]; !ok {
+				t.Fatalf("collector %d has no batch_icrc entry", coll)
+			}
 		}
 		ext = be32(be32(be32(be32(nil, vaHi), vaLo), rkey), uint32(len(payload)))
 	case 1:
@@ -228,7 +320,7 @@ func (m *pipeModel) packet(t *testing.T, coll, shape int, vaHi, vaLo, rkey uint3
 		byte(psn>>16), byte(psn>>8), byte(psn))
 	f = append(append(f, ext...), payload...)
 	// The hash's input: the prefix state, then the fields of its list.
-	in := be32(nil, c.icrc[shape])
+	in := be32(nil, seed)
 	in = append(in, byte(ack<<7), byte(psn>>16), byte(psn>>8), byte(psn))
 	in = append(append(in, ext...), payload...)
 	crc := m.poly(t, "poly_icrc").Sum(in)
@@ -256,31 +348,57 @@ func TestICRCFieldLists(t *testing.T) {
 		t.Fatal(err)
 	}
 	space := regexp.MustCompile(`\s+`)
-	want := map[string]string{
-		"write8": "md.icrc_write8, md.ack[6:6], 7w0, md.psn[23:0], va_hi, md.va_lo, rkey_of, 32w8, hdr.entry.word0, hdr.entry.word1",
-		"atomic": "md.icrc_atomic, md.ack[6:6], 7w0, md.psn[23:0], va_hi, md.va_lo, rkey_of, hdr.key_increment.counter, 64w0",
-		"record": "md.icrc_record, md.ack[6:6], 7w0, md.psn[23:0], va_hi, md.va_lo, rkey_of, RECORD_LEN, md.checksum, " +
-			"POSTCARD_FULL, md.h0, md.h1, md.h2, md.h3, md.h4",
+	// The batch's, in the builds with B = 4 and B = 2 (in this order in
+	// the source), hashes the entries as batchEntry lays them out.
+	want := map[string][]string{
+		"write8": {"md.icrc_write8, md.ack[6:6], 7w0, md.psn[23:0], va_hi, md.va_lo, rkey_of, 32w8, hdr.entry.word0, hdr.entry.word1"},
+		"atomic": {"md.icrc_atomic, md.ack[6:6], 7w0, md.psn[23:0], va_hi, md.va_lo, rkey_of, hdr.key_increment.counter, 64w0"},
+		"record": {"md.icrc_record, md.ack[6:6], 7w0, md.psn[23:0], va_hi, md.va_lo, rkey_of, RECORD_LEN, md.checksum, " +
+			"POSTCARD_FULL, md.h0, md.h1, md.h2, md.h3, md.h4"},
+		"batch": {
+			"md.icrc_batch, md.ack[6:6], 7w0, md.psn[23:0], va_hi, md.va_lo, rkey_of, BATCH_LEN, " +
+				"hdr.gathered.d0, md.seq, hdr.gathered.d1, md.seq1, hdr.gathered.d2, md.seq2, hdr.append.data, md.seq3",
+			"md.icrc_batch, md.ack[6:6], 7w0, md.psn[23:0], va_hi, md.va_lo, rkey_of, BATCH_LEN, " +
+				"hdr.gathered.d0, md.seq, hdr.append.data, md.seq1",
+		},
 	}
 	re := regexp.MustCompile(`icrc_hash_(\w+)\.get\(\{([^}]*)\}\)`)
-	got := map[string]string{}
+	got := map[string][]string{}
 	for _, m := range re.FindAllStringSubmatch(string(src), -1) {
-		got[m[1]] = strings.TrimSpace(space.ReplaceAllString(m[2], " "))
+		got[m[1]] = append(got[m[1]], strings.TrimSpace(space.ReplaceAllString(m[2], " ")))
 	}
 	for k, w := range want {
-		if got[k] != w {
-			t.Errorf("icrc_hash_%s hashes {%s}, the model {%s}", k, got[k], w)
+		if !slices.Equal(got[k], w) {
+			t.Errorf("icrc_hash_%s hashes %q, the model %q", k, got[k], w)
 		}
 	}
 	if len(got) != len(want) {
 		t.Errorf("%d ICRC hashes in %s, the model has %d", len(got), translatorP4, len(want))
+	}
+	// The batch's lengths and the order of its entries' fields.
+	for _, w := range []string{
+		`const bit<32> BATCH_LEN\s*= 8 \* DTA_APPEND_BATCH;`,
+		`const bit<16> IP_LEN_BATCH\s*= 60 \+ 8 \* DTA_APPEND_BATCH;`,
+		`const bit<16> UDP_LEN_BATCH\s*= 40 \+ 8 \* DTA_APPEND_BATCH;`,
+		`hdr\.entries\.d0 = hdr\.gathered\.d0;\s*hdr\.entries\.s0 = md\.seq;\s*#if DTA_APPEND_BATCH > 2\s*` +
+			`hdr\.entries\.d1 = hdr\.gathered\.d1;\s*hdr\.entries\.s1 = md\.seq1;\s*` +
+			`hdr\.entries\.d2 = hdr\.gathered\.d2;\s*hdr\.entries\.s2 = md\.seq2;\s*` +
+			`hdr\.entries\.d3 = hdr\.append\.data;\s*hdr\.entries\.s3 = md\.seq3;\s*#else\s*` +
+			`hdr\.entries\.d1 = hdr\.append\.data;\s*hdr\.entries\.s1 = md\.seq1;`,
+	} {
+		if !regexp.MustCompile(w).Match(src) {
+			t.Errorf("%s's Append batch is not what the model sends: %q", translatorP4, w)
+		}
 	}
 	// Each hash is chosen by the report's primitive, which drop_dta()
 	// invalidates: the choice comes first (P4Testgen's coverage found a
 	// version where every shape took the record's hash).
 	body := string(src[strings.Index(string(src), "hdr.icrc.setValid();"):])
 	for _, w := range []string{
-		`if \(hdr\.key_write\.isValid\(\) \|\| hdr\.append\.isValid\(\)\) \{\s*bit<32> c = icrc_hash_write8\.get`,
+		// The batch's hash, first in the builds that have it.
+		`#if DTA_APPEND_BATCH > 1\s*if \(hdr\.append\.isValid\(\)\) \{[^}]*?#if DTA_APPEND_BATCH > 2\s*bit<32> c = icrc_hash_batch\.get` +
+			`[^#]*#else\s*bit<32> c = icrc_hash_batch\.get[^#]*#endif[^}]*\}\s*else\s*#endif\s*` +
+			`if \(hdr\.key_write\.isValid\(\) \|\| hdr\.append\.isValid\(\)\) \{\s*bit<32> c = icrc_hash_write8\.get`,
 		`\} else if \(hdr\.key_increment\.isValid\(\)\) \{\s*bit<32> c = icrc_hash_atomic\.get`,
 		`\} else \{\s*bit<32> c = icrc_hash_record\.get`,
 	} {
@@ -321,9 +439,18 @@ func TestICRCFieldLists(t *testing.T) {
 // collectors' first PSNs are 1 and 2^24 - 63 (through the wrap) modulo
 // 64: the switch asks for an ACK at PSNs that are multiples of 64, the
 // software translator every 64th packet of a connection, which agree
-// from such a start.
+// from such a start. It runs each build: Append batches of 1 (the
+// default), 2 and 4 entries, the software translator gathering as many
+// (it is never told to flush, as the switch has no timer to).
 func TestICRCMatchesSoftware(t *testing.T) {
+	for _, b := range []int{1, 2, 4} {
+		t.Run(fmt.Sprintf("batch%d", b), func(t *testing.T) { matchSoftware(t, b) })
+	}
+}
+
+func matchSoftware(t *testing.T, batch int) {
 	tr := twoCollectors(t)
+	tr.AppendBatch = batch
 	tr.Collectors[0].PSN = 1
 	tr.Collectors[1].PSN = 1<<24 - 63
 	script, err := tr.Script()
@@ -341,7 +468,7 @@ func TestICRCMatchesSoftware(t *testing.T) {
 		conns[i] = dtatranslator.NewConnWith(local, remote, c.PSN,
 			dtatranslator.ConnHeaders{UDPSrcPort: c.UDPSrcPort, DSCP: tr.DSCP})
 		conns[i].MaxAtomic = 256
-		rg := dtamem.Regions{KeyWrite: c.KeyWrite, KeyIncrement: c.KeyIncrement, Lists: c.Lists, Batch: 1}
+		rg := dtamem.Regions{KeyWrite: c.KeyWrite, KeyIncrement: c.KeyIncrement, Lists: c.Lists, Batch: batch}
 		if c.Postcards != nil {
 			pc := *c.Postcards
 			pc.Cache = PostcardCache
@@ -385,7 +512,10 @@ func TestICRCMatchesSoftware(t *testing.T) {
 		}
 	}
 
-	var packets, acks, records, wrapped int
+	if model.batch != batch {
+		t.Fatalf("the script loads the build with batch %d, want %d", model.batch, batch)
+	}
+	var packets, acks, records, batches, wrapped int
 	for i, rep := range reports {
 		var got [][]byte
 		err := soft[rep.coll].Translate(&rep.r, func(f []byte) error {
@@ -426,17 +556,24 @@ func TestICRCMatchesSoftware(t *testing.T) {
 			if p.PSN < 64 && rep.coll == 1 {
 				wrapped++
 			}
-			if len(got[k]) > 90 {
+			switch {
+			case rep.r.Opcode == dtawire.OpPostcarder:
 				records++
+			case rep.r.Opcode == dtawire.OpAppend:
+				if len(got[k]) != header.EthernetHeaderLen+60+8*batch {
+					t.Fatalf("report %d: an Append WRITE of %d bytes, want %d entries", i, len(got[k]), batch)
+				}
+				batches++
 			}
 		}
 	}
 	// The mix covered what it is meant to.
-	if acks < 10 || records < 50 || wrapped == 0 {
-		t.Fatalf("%d packets, %d asking for an ACK, %d postcard records, %d after the PSN wrapped: the mix misses a case",
-			packets, acks, records, wrapped)
+	if acks < 10 || records < 50 || wrapped == 0 || batches < 50 {
+		t.Fatalf("%d packets, %d asking for an ACK, %d postcard records, %d Append WRITEs of %d, %d after the PSN wrapped: the mix misses a case",
+			packets, acks, records, batches, batch, wrapped)
 	}
-	t.Logf("%d reports, %d RDMA packets alike byte for byte (%d asking for ACKs, %d postcard records)", len(reports), packets, acks, records)
+	t.Logf("batch %d: %d reports, %d RDMA packets alike byte for byte (%d asking for ACKs, %d postcard records, %d Append WRITEs of %d entries)",
+		batch, len(reports), packets, acks, records, batches, batch)
 }
 
 // ackAll has the collector acknowledge every packet the connection sent.
@@ -511,6 +648,104 @@ func TestAckPhase(t *testing.T) {
 			if got, want := v>>6&1 == 1, psn%64 == 0; got != want {
 				t.Fatalf("first PSN %#x: PSN %#x asks for an ACK: %v, want %v", first, psn, got, want)
 			}
+		}
+	}
+}
+
+// TestBatchSequence: the sequence registers of a build with batch b > 1,
+// from the values the script installs and stepped as seq_next<i> steps
+// them, number each entry as the software translator does
+// (dtamem.EntrySeq of its list position), through the wrap past
+// 2^32 - 1; and translator.p4's steps are seqStep.
+func TestBatchSequence(t *testing.T) {
+	src, err := os.ReadFile(translatorP4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := `void apply\(inout bit<32> value, out bit<32> rv\) \{\s*` +
+		`if \(\(int<32>\)value < 0 && \(int<32>\)value >= -DTA_APPEND_BATCH\) \{\s*` +
+		`value = value \+ \(DTA_APPEND_BATCH \+ 1\);\s*\} else \{\s*value = value \+ DTA_APPEND_BATCH;\s*\}\s*rv = value;`
+	for _, name := range []string{"seq_next", "seq_next1", "seq_next2", "seq_next3"} {
+		re := regexp.MustCompile(`\(list_seq\d?\) ` + name + ` = \{\s*` + step)
+		if !re.Match(src) {
+			t.Errorf("%s's %s is not seqStep", translatorP4, name)
+		}
+	}
+	if !regexp.MustCompile(`value = value \+ DTA_APPEND_BATCH;\s*\}\s*\};\s*Register<bit<32>, list_idx_t>\(LIST_SLOTS, SEQ_START0\) list_seq;`).Match(src) {
+		t.Errorf("%s's head_next does not move the head by the batch", translatorP4)
+	}
+	// The registers' initial values are the script's (the switch's
+	// before the script runs, and P4Testgen's).
+	for i := range 4 {
+		re := fmt.Sprintf(`#define SEQ_START%d \(32w0 - DTA_APPEND_BATCH`, i)
+		if i > 0 {
+			re += fmt.Sprintf(` \+ %d`, i)
+		}
+		if !regexp.MustCompile(re + `\)`).Match(src) {
+			t.Errorf("%s: SEQ_START%d is not batchSeqStart(B, %d) = 2^32 - B + %d", translatorP4, i, i, i)
+		}
+		if i > 0 && !regexp.MustCompile(fmt.Sprintf(`\(LIST_SLOTS, SEQ_START%d\) list_seq%d;`, i, i)).Match(src) {
+			t.Errorf("%s: list_seq%d does not start at SEQ_START%d", translatorP4, i, i)
+		}
+	}
+	const wrap = 1<<32 - 1
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, b := range []int{2, 4} {
+		// The script's values: the first batch's entries are 1..b.
+		for i := range b {
+			if got, want := seqStep(batchSeqStart(b, i), uint32(b)), dtamem.EntrySeq(uint64(i)); got != want {
+				t.Errorf("batch %d, entry %d: the first sequence %d, want %d", b, i, got, want)
+			}
+		}
+		// Batches start at multiples of b; the wrap falls anywhere in one.
+		var starts []uint64
+		for k := uint64(1); k <= 3; k++ {
+			for d := uint64(0); d < 12; d++ {
+				starts = append(starts, (k*wrap-d)&^uint64(b-1))
+			}
+		}
+		for range 1000 {
+			starts = append(starts, rng.Uint64N(1<<40)&^uint64(b-1))
+		}
+		for _, p := range starts {
+			for i := range uint64(b) {
+				if got, want := seqStep(dtamem.EntrySeq(p+i), uint32(b)), dtamem.EntrySeq(p+i+uint64(b)); got != want {
+					t.Fatalf("batch %d, position %d: the next batch's sequence %d, want %d", b, p+i, got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestBatchGathering holds translator.p4's ingress to batchEntry: a list's
+// place in its batch counts 0..B-1 and wraps, entry i's data is kept at
+// place i and read by the batch's last, which alone goes on (as a batch),
+// the others ending in the ingress, counted.
+func TestBatchGathering(t *testing.T) {
+	src, err := os.ReadFile(translatorP4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{
+		`\(batch_fill\) fill_next = \{\s*void apply\(inout bit<8> value, out bit<8> rv\) \{\s*rv = value;\s*` +
+			`if \(value == DTA_APPEND_BATCH - 1\) \{\s*value = 0;\s*\} else \{\s*value = value \+ 1;\s*\}`,
+		`\(batch_data0\) gather0 = \{\s*void apply\(inout bit<32> value, out bit<32> rv\) \{\s*if \(md\.fill == 0\) \{\s*` +
+			`value = hdr\.append\.data;\s*\}\s*rv = value;`,
+		`\(batch_data1\) gather1 = \{\s*void apply\(inout bit<32> value, out bit<32> rv\) \{\s*if \(md\.fill == 1\) \{\s*` +
+			`value = hdr\.append\.data;\s*\}\s*rv = value;`,
+		`\(batch_data2\) gather2 = \{\s*void apply\(inout bit<32> value, out bit<32> rv\) \{\s*if \(md\.fill == 2\) \{\s*` +
+			`value = hdr\.append\.data;\s*\}\s*rv = value;`,
+		`md\.fill = fill_next\.execute\(hdr\.bridge\.list\);\s*hdr\.gathered\.d0 = gather0\.execute\(hdr\.bridge\.list\);\s*` +
+			`#if DTA_APPEND_BATCH > 2\s*hdr\.gathered\.d1 = gather1\.execute\(hdr\.bridge\.list\);\s*` +
+			`hdr\.gathered\.d2 = gather2\.execute\(hdr\.bridge\.list\);\s*#endif\s*` +
+			`if \(md\.fill == DTA_APPEND_BATCH - 1\) \{\s*hdr\.bridge\.pkt_type = PKT_BATCH;\s*\} else \{\s*` +
+			`append_gathered\.count\(0\);\s*discard\(\);`,
+		// The egress parser takes the gathered entries after a batch's
+		// bridge header only.
+		`transition select\(hdr\.bridge\.pkt_type\) \{\s*PKT_BATCH: parse_gathered;`,
+	} {
+		if !regexp.MustCompile(w).Match(src) {
+			t.Errorf("%s's Append gathering is not batchEntry's: %q", translatorP4, w)
 		}
 	}
 }

@@ -27,10 +27,17 @@
 //   - Key-Write data is 4 bytes; immediate reports are written without
 //     immediate; FETCH_ADDs are not kept within the collector's responder
 //     resources.
-//   - Append writes one entry per WRITE (batch B = 1): the paper batches B
-//     entries in registers, which this program does not. The entries sit
-//     where the software translator puts them ({data, sequence} at head mod
-//     entries), so pollers read either translator's lists alike.
+//   - Append writes B entries per WRITE, B fixed when the program is
+//     compiled (-DDTA_APPEND_BATCH=B, 1, 2 or 4; Translator.AppendBatch
+//     names the build; the default build has DefaultAppendBatch, 4, the
+//     software translator's default). With B > 1 the
+//     ingress gathers a list's entries in registers, as the paper does,
+//     and the report that completes a batch carries the others to the
+//     egress, which writes them with one WRITE. The entries sit where the
+//     software translator with the same batch puts them ({data, sequence}
+//     at head mod entries), so pollers read either translator's lists
+//     alike. Unlike the software translator, a batch waiting for its last
+//     entries is never flushed early (a data plane has no timer).
 //   - Postcarder records have PostcardHops (5) hops and are written when
 //     every hop has reported; a flow evicted from the PostcardCache-flow
 //     cache before that is counted, not written, and there is no flush
@@ -207,6 +214,10 @@ type Translator struct {
 	// NoSeqnum says the program was compiled with -DDTA_NO_SEQNUM: the
 	// 2-byte base header, no reporter tracking.
 	NoSeqnum bool `json:"no_seqnum,omitempty"`
+	// AppendBatch is the program's -DDTA_APPEND_BATCH: the entries of one
+	// Append WRITE, 1, 2 or 4 (0 means DefaultAppendBatch, the default
+	// build's). Every list's entries are then a multiple of it.
+	AppendBatch int `json:"append_batch,omitempty"`
 	// AckSnap truncates the mirrored copies that become ACKs
 	// (DefaultSnap when 0).
 	AckSnap int `json:"ack_snap,omitempty"`
@@ -373,6 +384,19 @@ func (t *Translator) udpSrcPort(c *Collector) uint16 {
 	return roce.FlowLabelToUDPSrcPort(roce.FlowLabelFromQPNs(t.QPN, c.QPN))
 }
 
+// DefaultAppendBatch is the Append batch of translator.p4's default
+// build (DTA_APPEND_BATCH), as the software translator's
+// (dtamem.Regions.BatchEntries).
+const DefaultAppendBatch = 4
+
+// appendBatch is B, the entries of one Append WRITE.
+func (t *Translator) appendBatch() int {
+	if t.AppendBatch == 0 {
+		return DefaultAppendBatch
+	}
+	return t.AppendBatch
+}
+
 func (t *Translator) ackSnap() int {
 	if t.AckSnap == 0 {
 		return DefaultSnap
@@ -430,6 +454,9 @@ func (t *Translator) checkRoCE() error {
 	}
 	if s := t.AckSnap; s != 0 && (s < 64 || s > 16384) {
 		return bad("ack_snap", "%d: 0 (default) or 64 to 16384 bytes", s)
+	}
+	if b := t.AppendBatch; b != 0 && b != 1 && b != 2 && b != 4 {
+		return bad("append_batch", "%d: translator.p4 is built with a batch of 1, 2 or 4 (0 for %d)", b, DefaultAppendBatch)
 	}
 	return nil
 }
@@ -552,6 +579,10 @@ func (pl *tplan) checkRegions(f string, i int) (served bool, err error) {
 		l := c.Lists[id]
 		if err := (region{l.Addr, l.RKey, l.Entries, dtamem.AppendEntryLen}).check(fmt.Sprintf("%s.lists[%d].entries", f, id)); err != nil {
 			return false, err
+		}
+		// A batch is written whole: the ring holds whole batches.
+		if b := uint64(pl.t.appendBatch()); l.Entries%b != 0 {
+			return false, bad(fmt.Sprintf("%s.lists[%d].entries", f, id), "%d entries: a multiple of the Append batch %d", l.Entries, b)
 		}
 		pl.lists = append(pl.lists, listRef{coll: i, id: id, reg: l})
 	}

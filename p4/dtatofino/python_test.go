@@ -48,9 +48,9 @@ func TestScriptsRun(t *testing.T) {
 	tr := twoCollectors(t)
 	s, _ := tr.Script()
 	out := runPython(t, "file", s)
-	// One entry per route, collector (3 tables), region, list (2 tables),
-	// group and reporter.
-	want := len(tr.Routes) + 3*len(tr.Collectors) + 3 + 2*3 + 2 + len(tr.Peers)
+	// One entry per route, collector (3 tables, and batch_icrc for the
+	// two with lists), region, list (2 tables), group and reporter.
+	want := len(tr.Routes) + 3*len(tr.Collectors) + 2 + 3 + 2*3 + 2 + len(tr.Peers)
 	if n := strings.Count(out, ".add_with_"); n != want {
 		t.Errorf("%d table entries added, want %d", n, want)
 	}

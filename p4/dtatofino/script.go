@@ -23,7 +23,13 @@ var (
 	}
 	// Only in the build with sequence numbers.
 	translatorSeqClear = []string{"reporter", "expected_seq"}
-	reporterClear      = map[string][]string{
+	// Only in the builds with an Append batch B > 1: batchClear[B].
+	batchClear = map[int]map[string][]string{
+		2: {bfrt.Ingress: {"batch_fill", "batch_data0", "append_gathered"}, bfrt.Egress: {"list_seq1", "batch_icrc"}},
+		4: {bfrt.Ingress: {"batch_fill", "batch_data0", "batch_data1", "batch_data2", "append_gathered"},
+			bfrt.Egress: {"list_seq1", "list_seq2", "list_seq3", "batch_icrc"}},
+	}
+	reporterClear = map[string][]string{
 		bfrt.Ingress: {"ipv4_fwd", "own_addr", "report_rule", "dta_acks"},
 		bfrt.Egress:  {"reports_sent"},
 	}
@@ -40,6 +46,16 @@ var (
 	translatorOrigin = bfrt.Origin{Program: "DTA translator", Source: "p4/dtatofino/translator.p4", Package: "p4/dtatofino"}
 	reporterOrigin   = bfrt.Origin{Program: "DTA reporter", Source: "p4/dtatofino/reporter.p4", Package: "p4/dtatofino"}
 )
+
+// clearFor is what a load of the build with Append batch b clears:
+// translatorClear and the batch's registers, table and counter.
+func clearFor(b int) map[string][]string {
+	out := map[string][]string{}
+	for ctl, names := range translatorClear {
+		out[ctl] = append(slices.Clone(names), batchClear[b][ctl]...)
+	}
+	return out
+}
 
 func pyBool(b bool) int {
 	if b {
@@ -112,8 +128,14 @@ func (t Translator) Script() (string, error) {
 	if t.NoSeqnum {
 		s.Comment("Built with -DDTA_NO_SEQNUM: 2-byte base header, no reporter tracking.")
 	}
+	batch := t.appendBatch()
+	if batch == DefaultAppendBatch {
+		s.Comment("Append writes %d entries per WRITE (-DDTA_APPEND_BATCH=%d, the default build).", batch, batch)
+	} else {
+		s.Comment("Built with -DDTA_APPEND_BATCH=%d: Append writes %d entries per WRITE.", batch, batch)
+	}
 	s.Blank()
-	s.setup(ports, translatorClear, translatorSeqClear, !t.NoSeqnum)
+	s.setup(ports, clearFor(batch), translatorSeqClear, !t.NoSeqnum)
 
 	s.Comment("ACK mirror sessions: in-order reports are mirrored back to their reporter as ACKs.")
 	for _, p := range pl.acks {
@@ -173,17 +195,32 @@ func (t Translator) Script() (string, error) {
 		if pc := c.Postcards; pc != nil {
 			s.regionEntry("postcard_region", "collector", i, region{pc.Addr, pc.RKey, pc.Slots, RecordLen})
 		}
+		if batch > 1 && len(c.Lists) > 0 {
+			s.Line("%s.batch_icrc.add_with_set_batch_icrc(collector=%d, icrc_batch=%#x)", eg, i, t.icrcPrefix(c, batchShape(batch)))
+		}
 		s.Line("%s.psn.mod(REGISTER_INDEX=%d, f1=%d)", eg, i, c.PSN)
 		s.Line("%s.ack_phase.mod(REGISTER_INDEX=%d, f1=%d)", eg, i, ackPhase(c.PSN))
 	}
 	s.Blank()
 
-	s.Comment("Append lists: (collector, list id) -> list index; head and sequence start at 0.")
+	if batch > 1 {
+		s.Comment("Append lists: (collector, list id) -> list index; head at 0; the sequences of the batch before the first")
+		s.Comment("(the first batch's entries are numbered from 1); gathering from the batch's first entry.")
+	} else {
+		s.Comment("Append lists: (collector, list id) -> list index; head and sequence start at 0.")
+	}
 	for idx, l := range pl.lists {
 		s.Line("%s.append_list.add_with_set_list(collector=%d, list_id=%d, idx=%d)  # %s", ig, l.coll, l.id, idx, t.Collectors[l.coll].Name)
 		s.regionEntry("list_region", "list", idx, region{l.reg.Addr, l.reg.RKey, l.reg.Entries, dtamem.AppendEntryLen})
 		s.Line("%s.list_head.mod(REGISTER_INDEX=%d, f1=0)", eg, idx)
-		s.Line("%s.list_seq.mod(REGISTER_INDEX=%d, f1=0)", eg, idx)
+		if batch == 1 {
+			s.Line("%s.list_seq.mod(REGISTER_INDEX=%d, f1=0)", eg, idx)
+			continue
+		}
+		for i := range batch {
+			s.Line("%s.%s.mod(REGISTER_INDEX=%d, f1=%d)", eg, seqRegister(i), idx, batchSeqStart(batch, i))
+		}
+		s.Line("%s.batch_fill.mod(REGISTER_INDEX=%d, f1=0)", ig, idx)
 	}
 	s.Blank()
 
@@ -201,6 +238,21 @@ func (t Translator) Script() (string, error) {
 		bfrt.Plural(len(t.Collectors), "collector"), bfrt.Plural(len(pl.lists), "list"), bfrt.Plural(len(t.Peers), "reporter"))
 	return s.String(), nil
 }
+
+// seqRegister is the register of the sequence of a batch's entry i.
+func seqRegister(i int) string {
+	if i == 0 {
+		return "list_seq"
+	}
+	return fmt.Sprintf("list_seq%d", i)
+}
+
+// batchSeqStart is the initial value of the sequence register of entry i
+// of batches of b (b > 1): the sequence of entry i of the batch before
+// the first, position i - b, which is (i - b) mod (2^32 - 1) + 1, or
+// 2^32 - b + i. A batch moves it on to the sequence of its own entry i,
+// dtamem.EntrySeq(i) = i + 1 for the first.
+func batchSeqStart(b, i int) uint32 { return uint32(1<<32 - b + i) }
 
 func (s *script) regionEntry(table, key string, idx int, r region) {
 	s.Line("%s.%s.add_with_set_region(%s=%d, base_hi=%#x, base_lo=%#x, rkey=%#x, slot_mask=%#x)  # %d x %d B",

@@ -2,6 +2,7 @@ package dtatofino
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/big"
@@ -43,8 +44,13 @@ const (
 // builds with the twin's.
 func TestSTFTranslator(t *testing.T) {
 	postcards = map[string]int{}
+	appendCompared = map[bool]int{}
 	stf.Replay(t, "testdata/p4testgen/translator", translatorModel, stf.Known{})
 	t.Logf("postcard outcomes the twin and the switch agreed on: %v", postcards)
+	t.Logf("Appends compared: %d held by both, %d completing a batch", appendCompared[true], appendCompared[false])
+	if appendCompared[true] == 0 {
+		t.Error("no Append held by the switch was compared with the twin")
+	}
 	if len(postcards) == 0 {
 		t.Error("no postcard outcome compared: were the trace patterns of switchPostcard renamed?")
 	}
@@ -298,10 +304,60 @@ func rdmaOut(tc *stf.Test, port uint64, op dtawire.Opcode, f []byte) stf.Output 
 	return stf.Output{Port: int(port), Frame: append(append([]byte(nil), f...), tc.In[min(parsed, len(tc.In)):]...)}
 }
 
-// appendModel replays an Append that reaches the collector's egress: the
-// twin's connection is twinConn's, its list the list_region entry, and
-// the switch sends nothing without a connection.
+// appendModel replays an Append of a list the switch knows, in the
+// default build's batches of DefaultAppendBatch: the twin gathers first
+// the entries the test's batch_fill and batch_data registers say the
+// switch holds, then the report. One that does not complete a batch is
+// held by both (whatever the egress has: the report does not get there).
+// A batch it completes is written on twinConn's connection to the
+// list_region entry's memory, and the switch sends nothing without a
+// connection.
 func appendModel(tc *stf.Test, coll, port, list uint64, r *dtawire.Report) ([]stf.Output, string, error) {
+	const b = DefaultAppendBatch
+	var fill uint64
+	var gathered [b - 1]uint32
+	var ringSkip string
+	for _, reg := range tc.Registers {
+		if uint64(reg.Index) != list {
+			continue
+		}
+		v := reg.Value.Uint64()
+		name := strings.TrimPrefix(strings.TrimPrefix(reg.Name, "Ingress."), "Egress.")
+		switch {
+		case name == "list_head" && v != 0:
+			ringSkip = "the test starts the list's ring elsewhere than 0, where the twin's list starts"
+		case strings.HasPrefix(name, "list_seq"):
+			i, _ := strconv.Atoi(strings.TrimPrefix(name, "list_seq"))
+			if v != uint64(batchSeqStart(b, i)) && ringSkip == "" {
+				ringSkip = "the test starts the list's sequences elsewhere than the control plane does (SEQ_START), " +
+					"where the twin's list starts"
+			}
+		case name == "batch_fill":
+			fill = v
+		case strings.HasPrefix(name, "batch_data"):
+			i, err := strconv.Atoi(strings.TrimPrefix(name, "batch_data"))
+			if err != nil || i >= len(gathered) {
+				return nil, "", fmt.Errorf("register %s: not a batch entry", reg.Name)
+			}
+			gathered[i] = uint32(v)
+		}
+	}
+	if fill >= b {
+		return nil, "batch_fill beyond the batch's places, which the switch's register never holds", nil
+	}
+	held := fill < b-1
+	c, skip := twinConn(tc, coll)
+	switch {
+	case held:
+		// The connection does not matter: nothing is sent.
+		c = dtatranslator.NewConn(dtamem.Endpoint{}, dtamem.Endpoint{}, 0)
+	case c == nil && skip == "":
+		return nil, "", nil
+	case ringSkip != "":
+		return nil, ringSkip, nil
+	case skip != "":
+		return nil, skip, nil
+	}
 	var region *stf.Entry
 	for i := range tc.Adds {
 		e := &tc.Adds[i]
@@ -309,36 +365,38 @@ func appendModel(tc *stf.Test, coll, port, list uint64, r *dtawire.Report) ([]st
 			region = e
 		}
 	}
-	c, skip := twinConn(tc, coll)
-	if c == nil && skip == "" {
-		return nil, "", nil
-	}
-	for _, reg := range tc.Registers {
-		if (reg.Name == "Egress.list_head" || reg.Name == "Egress.list_seq") && uint64(reg.Index) == list && reg.Value.Sign() != 0 {
-			return nil, "the test starts the list's ring elsewhere than 0, where the twin's list starts", nil
-		}
-	}
-	if skip != "" {
-		return nil, skip, nil
-	}
 	// Without a region the switch writes at VA 0 with rkey 0: ring 0
-	// of one entry. The twin's lists have a power of two of entries;
-	// the offset of the ring's first entry is 0 whatever their number.
-	reg := dtamem.ListRegion{Entries: 1}
+	// of one batch. The twin's lists have a power of two of entries;
+	// the offset of the ring's first batch is 0 whatever their number.
+	reg := dtamem.ListRegion{Entries: b}
 	if region != nil {
-		reg = dtamem.ListRegion{Addr: region.Uint("base_hi")<<32 | region.Uint("base_lo"), RKey: uint32(region.Uint("rkey")), Entries: 1}
+		reg = dtamem.ListRegion{Addr: region.Uint("base_hi")<<32 | region.Uint("base_lo"), RKey: uint32(region.Uint("rkey")), Entries: b}
 	}
-	tr, err := dtatranslator.NewTranslator(c, dtamem.Regions{Lists: map[uint32]dtamem.ListRegion{r.ListID: reg}, Batch: 1})
+	tr, err := dtatranslator.NewTranslator(c, dtamem.Regions{Lists: map[uint32]dtamem.ListRegion{r.ListID: reg}, Batch: b})
 	if err != nil {
 		return nil, "", err
 	}
 	var outs []stf.Output
-	err = tr.Translate(r, func(f []byte) error {
+	emit := func(f []byte) error {
 		outs = append(outs, rdmaOut(tc, port, dtawire.OpAppend, f))
 		return nil
-	})
-	return outs, "", err
+	}
+	for i := range fill {
+		e := dtawire.Report{Opcode: dtawire.OpAppend, ListID: r.ListID, Data: binary.BigEndian.AppendUint32(nil, gathered[i])}
+		if err := tr.Translate(&e, emit); err != nil || len(outs) != 0 {
+			return nil, "", fmt.Errorf("the twin did not hold entry %d of the batch: %v", i, err)
+		}
+	}
+	if err := tr.Translate(r, emit); err != nil {
+		return nil, "", err
+	}
+	appendCompared[held]++
+	return outs, "", nil
 }
+
+// appendCompared counts the Appends TestSTFTranslator compared, held
+// (true) and completing a batch (false).
+var appendCompared = map[bool]int{}
 
 // Reasons a postcard test is not replayed.
 const (
@@ -595,4 +653,119 @@ func TestSTFPostcardRecord(t *testing.T) {
 		t.Fatal("no generated test completes a postcard record: the set lost the path (see the P4Testgen coverage in the README)")
 	}
 	t.Logf("%d completed postcard records from the generated set, given a connection: the twin's WRITE is translator.p4's", n)
+}
+
+// TestSTFAppendBatch runs the generated tests whose Append completes a
+// batch through pipeModel, the Go model of the egress that
+// TestICRCMatchesSoftware holds to the software translator, with the
+// switch state each test sets: the gathered entries, the list's head and
+// the sequence registers (which the replay skips: the twin's list starts
+// where the control plane starts it, and P4Testgen sets them anywhere,
+// the sequences' wrap included). The model's WRITE must be the one
+// P4Testgen expects, under its masks (it does not compute the ICRC).
+func TestSTFAppendBatch(t *testing.T) {
+	tests, err := stf.Load("testdata/p4testgen/translator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, wraps := 0, 0
+	for _, tc := range tests {
+		if tc.Expect == nil || tc.Expect.Odd {
+			continue
+		}
+		tc.FixLengths()
+		var np header.Parsed
+		if err := header.Decode(tc.In, &np); err != nil || np.L4Proto != header.IPProtoUDP ||
+			np.UDP(tc.In).DstPort() != dtawire.ReportPort {
+			continue
+		}
+		var r dtawire.Report
+		if err := (dtawire.Format{}).Parse(np.Payload(tc.In), &r); err != nil || r.Opcode != dtawire.OpAppend {
+			continue
+		}
+		coll, list := -1, -1
+		for _, e := range tc.Adds {
+			if k, _ := e.Key("dst_addr"); e.Table == "Ingress.collector" && [4]byte(k.Value()) == np.IPv4(tc.In).Dst() {
+				coll = int(e.Uint("idx"))
+			}
+		}
+		for _, e := range tc.Adds {
+			c, _ := e.Key("collector")
+			l, _ := e.Key("list_id")
+			if e.Table == "Ingress.append_list" && int(c.Uint()) == coll && uint32(l.Uint()) == r.ListID {
+				list = int(e.Uint("idx"))
+			}
+		}
+		if coll < 0 || list < 0 {
+			continue
+		}
+		// The script lines the test's entries stand for.
+		var script strings.Builder
+		fmt.Fprintf(&script, "# -DDTA_APPEND_BATCH=%d\n", DefaultAppendBatch)
+		for _, e := range tc.Adds {
+			k := func(name string) uint64 { v, _ := e.Key(name); return v.Uint() }
+			switch e.Table {
+			case "Egress.rdma_conn":
+				var dmac, smac header.MAC
+				copy(dmac[:], e.Bytes("dmac", 6))
+				copy(smac[:], e.Bytes("smac", 6))
+				fmt.Fprintf(&script, "Egress.rdma_conn.add_with_set_conn(collector=%d, dmac=mac('%v'), smac=mac('%v'), "+
+					"src_addr=ip('%v'), dst_addr=ip('%v'), dscp=%d, udp_src_port=%d, dst_qpn=%#x, icrc_write8=0x0, "+
+					"icrc_atomic=0x0, icrc_record=0x0)\n", k("collector"), dmac, smac,
+					netip.AddrFrom4([4]byte(e.Bytes("src_addr", 4))), netip.AddrFrom4([4]byte(e.Bytes("dst_addr", 4))),
+					e.Uint("dscp"), e.Uint("udp_src_port"), e.Uint("dst_qpn"))
+			case "Egress.batch_icrc":
+				fmt.Fprintf(&script, "Egress.batch_icrc.add_with_set_batch_icrc(collector=%d, icrc_batch=%#x)\n",
+					k("collector"), e.Uint("icrc_batch"))
+			case "Egress.list_region":
+				fmt.Fprintf(&script, "Egress.list_region.add_with_set_region(list=%d, base_hi=%#x, base_lo=%#x, rkey=%#x, "+
+					"slot_mask=%#x)\n", k("list"), e.Uint("base_hi"), e.Uint("base_lo"), e.Uint("rkey"), e.Uint("slot_mask"))
+			}
+		}
+		fmt.Fprintf(&script, "Ingress.append_list.add_with_set_list(collector=%d, list_id=%d, idx=%d)\n", coll, r.ListID, list)
+		regs := map[string]uint64{}
+		for _, reg := range tc.Registers {
+			if reg.Index == list || reg.Index == coll {
+				regs[fmt.Sprintf("%s/%d", reg.Name, reg.Index)] = reg.Value.Uint64()
+			}
+		}
+		if regs[fmt.Sprintf("Ingress.batch_fill/%d", list)] != DefaultAppendBatch-1 {
+			continue // held: the replay compares it
+		}
+		if !strings.Contains(script.String(), "rdma_conn") {
+			continue // nothing sent, as the replay checks
+		}
+		m := newPipeModel(t, script.String())
+		if m.batch != DefaultAppendBatch {
+			t.Fatalf("%s: the model has batch %d", tc.Name, m.batch)
+		}
+		if _, ok := m.batchICRC[coll]; !ok {
+			m.batchICRC[coll] = 0 // P4Testgen computes the ICRC as 0 or taint: masked
+		}
+		reg := func(name string, idx int) uint32 { return uint32(regs[fmt.Sprintf("%s/%d", name, idx)]) }
+		m.psn[coll], m.ack[coll] = reg("Egress.psn", coll), reg("Egress.ack_phase", coll)
+		m.head[list], m.fill[list] = reg("Egress.list_head", list), reg("Ingress.batch_fill", list)
+		m.gathered[list] = &[3]uint32{reg("Ingress.batch_data0", list), reg("Ingress.batch_data1", list), reg("Ingress.batch_data2", list)}
+		for i := range m.seqs {
+			name := "Egress." + seqRegister(i)
+			m.seqs[i][list] = reg(name, list)
+			if s := int32(reg(name, list)); s < 0 && s >= -DefaultAppendBatch {
+				wraps++
+			}
+		}
+		out := m.report(t, coll, &r)
+		if len(out) != 1 {
+			t.Fatalf("%s: the model sends %d packets for a completed batch", tc.Name, len(out))
+		}
+		// A Tofino cannot cut a frame: the report's unparsed bytes follow.
+		frame := rdmaOut(tc, 0, dtawire.OpAppend, out[0]).Frame
+		if err := tc.Expect.Match(tc.Expect.Port, frame); err != nil {
+			t.Errorf("%s: the model's batch WRITE is not the one P4Testgen expects: %v", tc.Name, err)
+		}
+		n++
+	}
+	if n == 0 {
+		t.Fatal("no generated test completes an Append batch with a connection")
+	}
+	t.Logf("%d generated tests complete an Append batch: the model's WRITE is P4Testgen's (%d sequence registers in the wrap)", n, wraps)
 }

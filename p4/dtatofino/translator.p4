@@ -10,8 +10,9 @@
  *   Key-Write      N RDMA WRITE Only of {CRC32(key), data} (8 B) to slot
  *                  n = CRC32_n(key ++ n) & (slots - 1), n = 0..N-1
  *   Key-Increment  N RDMA FETCH_ADD of the counter at the same slots (8 B)
- *   Append         one RDMA WRITE Only of {data, sequence} at the list's
- *                  base + (head mod entries) * 8 per report (batch B = 1)
+ *   Append         one RDMA WRITE Only of B {data, sequence} entries at
+ *                  the list's base + (head mod entries) * 8 per B reports
+ *                  of the list (the batch B: 4, or 2 or 1 by build)
  *   Postcarder     the hops of a flow gathered in registers; one WRITE of
  *                  {CRC32(key), hop bitmap, hop 0..HOPS-1 data} at the
  *                  key's slot 0 once every hop has reported
@@ -35,9 +36,20 @@
  *     declared polynomials against dta.Slot). N is at most MAX_REDUNDANCY
  *     (4, the paper's default query width) here, 8 in software.
  *   - Everything a collector's packets share lives in egress, in the pipe
- *     of the collector's port: the PSN register, the Append heads and the
- *     postcard cache. Ingress registers are per ingress pipe, and reports
- *     for one collector may come in on every pipe.
+ *     of the collector's port: the PSN register, the Append heads and
+ *     sequences, and the postcard cache. Ingress registers are per ingress
+ *     pipe, and reports for one collector may come in on every pipe.
+ *   - An Append batch is gathered in the ingress, though: the egress has
+ *     no stage left (the ICRC takes its last ones), and a batch's place
+ *     in the ring is still the egress's, which moves the list's head by B
+ *     per batch. Reports of one list coming in on two pipes make batches
+ *     of their own pipe's entries. The gathering costs the ingress two
+ *     stages (9 to 11 of 12); the egress reads B sequence registers side
+ *     by side where it read one, and hashes 56 bytes for the batch's ICRC
+ *     (B = 4) beside the others, in the same 12 stages. A batch waits
+ *     for its last entry: a data plane has no timer to flush it, where
+ *     the software translator writes a partial batch after its flush
+ *     timeout. Build with -DDTA_APPEND_BATCH=1 for a WRITE per entry.
  *   - VAs are two 32-bit halves: a region may not cross a 4 GiB boundary
  *     (the control plane checks), so an offset is one 32-bit add.
  *   - A RegisterAction touches its register once per pass, so the postcard
@@ -126,9 +138,36 @@
  * Builds make p4check compiles besides the default (see the README's
  * table):
  *   p4check: build -DDTA_NO_SEQNUM
+ *   p4check: build -DDTA_APPEND_BATCH=1
+ *   p4check: build -DDTA_APPEND_BATCH=2
  */
 #include <core.p4>
 #include <tna.p4>
+
+/* Append's batch B, the entries of one RDMA WRITE: 4 (the default, the
+ * software translator's), 2 or 1, fixed when the program is compiled
+ * (headers have fixed sizes). With B > 1 the ingress gathers a list's
+ * entries in registers (batch_fill, batch_data0..B-2) and lets the report
+ * carrying the B-th through, with the others in a bridged header; the
+ * egress writes the B entries with one WRITE. The control plane's
+ * Translator.AppendBatch names the build. */
+#ifndef DTA_APPEND_BATCH
+#define DTA_APPEND_BATCH 4
+#endif
+#if DTA_APPEND_BATCH != 1 && DTA_APPEND_BATCH != 2 && DTA_APPEND_BATCH != 4
+#error "DTA_APPEND_BATCH is 1, 2 or 4"
+#endif
+/* The initial sequence registers of a list (see list_seq): with B > 1 the
+ * sequences of the entries of the batch before the first, 2^32 - B + i,
+ * so that the first batch's are 1..B; 0 for the single entry's. */
+#if DTA_APPEND_BATCH == 1
+#define SEQ_START0 0
+#else
+#define SEQ_START0 (32w0 - DTA_APPEND_BATCH)
+#define SEQ_START1 (32w0 - DTA_APPEND_BATCH + 1)
+#define SEQ_START2 (32w0 - DTA_APPEND_BATCH + 2)
+#define SEQ_START3 (32w0 - DTA_APPEND_BATCH + 3)
+#endif
 
 /* The replication id of an egress packet: a multicast copy's, 0 for a
  * unicast packet. P4Testgen's Tofino model misreads the whole egress of a
@@ -179,6 +218,11 @@ const bit<8> PKT_FORWARD = 0;
 const bit<8> PKT_REPORT  = 1;
 const bit<8> PKT_RESYNC  = 2;
 const bit<8> PKT_ACK     = 3;
+#if DTA_APPEND_BATCH > 1
+/* A report completing an Append batch: the batch's other entries follow
+ * the bridge header. */
+const bit<8> PKT_BATCH   = 4;
+#endif
 const MirrorType_t MIRROR_ACK = 1;
 
 /* Sizes; p4/dtatofino's Go control plane checks a program against the same
@@ -225,6 +269,12 @@ const bit<16> UDP_LEN_RECORD  = 68;
 const bit<32> RECORD_LEN      = 28; /* 8 + 4 x POSTCARD_HOPS */
 const bit<16> IP_LEN_ACK      = 30;
 const bit<16> UDP_LEN_ACK     = 10;
+#if DTA_APPEND_BATCH > 1
+/* An Append batch's WRITE: B entries of 8 bytes. */
+const bit<32> BATCH_LEN       = 8 * DTA_APPEND_BATCH;
+const bit<16> IP_LEN_BATCH    = 60 + 8 * DTA_APPEND_BATCH;
+const bit<16> UDP_LEN_BATCH   = 40 + 8 * DTA_APPEND_BATCH;
+#endif
 
 /*************************************************************************
  * Headers
@@ -341,6 +391,32 @@ header entry_h {
     bit<32> word1;
 }
 
+#if DTA_APPEND_BATCH > 1
+/* Ingress -> egress with a report that completes an Append batch: the
+ * data of the batch's entries before it, from the gathering registers. */
+header gathered_h {
+    bit<32> d0;
+#if DTA_APPEND_BATCH > 2
+    bit<32> d1;
+    bit<32> d2;
+#endif
+}
+
+/* An Append batch's WRITE payload: B {data, sequence} entries. */
+header entries_h {
+    bit<32> d0;
+    bit<32> s0;
+    bit<32> d1;
+    bit<32> s1;
+#if DTA_APPEND_BATCH > 2
+    bit<32> d2;
+    bit<32> s2;
+    bit<32> d3;
+    bit<32> s3;
+#endif
+}
+#endif
+
 /* A postcard record: {CRC32(key), hop bitmap, data of hop 0..4}. */
 header record_h {
     bit<32> checksum;
@@ -375,6 +451,9 @@ header ack_mirror_h {
 
 struct headers_t {
     bridge_h            bridge;
+#if DTA_APPEND_BATCH > 1
+    gathered_h          gathered;
+#endif
     ethernet_h          ethernet;
     ipv4_h              ipv4;
     udp_h               udp;
@@ -407,12 +486,18 @@ struct ig_metadata_t {
     bit<1>         refused;
     bit<1>         malformed;
     bit<3>         reason;
+#if DTA_APPEND_BATCH > 1
+    bit<8>         fill;
+#endif
     ack_mirror_h   ack_mirror;
 }
 
 struct eg_headers_t {
     ack_mirror_h        ack_mirror;
     bridge_h            bridge;
+#if DTA_APPEND_BATCH > 1
+    gathered_h          gathered;
+#endif
     ethernet_h          ethernet;
     ipv4_h              ipv4;
     udp_h               udp;
@@ -427,6 +512,9 @@ struct eg_headers_t {
     reth_h              reth;
     atomic_eth_h        atomic_eth;
     entry_h             entry;
+#if DTA_APPEND_BATCH > 1
+    entries_h           entries;
+#endif
     record_h            record;
     icrc_h              icrc;
 }
@@ -462,6 +550,14 @@ struct eg_metadata_t {
     bit<32>     icrc_write8;
     bit<32>     icrc_atomic;
     bit<32>     icrc_record;
+#if DTA_APPEND_BATCH > 1
+    bit<32>     icrc_batch;
+    bit<32>     seq1;
+#if DTA_APPEND_BATCH > 2
+    bit<32>     seq2;
+    bit<32>     seq3;
+#endif
+#endif
 }
 
 /*************************************************************************
@@ -488,6 +584,9 @@ parser IngressParser(packet_in pkt,
         md.refused = 0;
         md.malformed = 0;
         md.reason = DROP_NO_TARGET;
+#if DTA_APPEND_BATCH > 1
+        md.fill = 0;
+#endif
         transition parse_ethernet;
     }
 
@@ -663,6 +762,64 @@ control Ingress(inout headers_t hdr,
         const default_action = NoAction();
         size = LIST_SLOTS;
     }
+
+#if DTA_APPEND_BATCH > 1
+    /* Append batches, gathered in the ingress: per list, the place of the
+     * next entry in the batch (0..B-1), and the data of the entries
+     * before the last. The report that completes a batch goes on with
+     * the others' data in a bridged header; the others end here. The
+     * egress, in the collector's pipe, gives the batch its place in the
+     * ring: reports of one list arriving on several ingress pipes make
+     * batches of their own pipe's entries, each written whole. Nothing
+     * flushes a batch that waits (the software translator writes it after
+     * its flush timeout): a data plane has no timer, so a list's last
+     * entries wait for the next ones. */
+    Register<bit<8>, list_idx_t>(LIST_SLOTS, 0) batch_fill;
+    RegisterAction<bit<8>, list_idx_t, bit<8>>(batch_fill) fill_next = {
+        void apply(inout bit<8> value, out bit<8> rv) {
+            rv = value;
+            if (value == DTA_APPEND_BATCH - 1) {
+                value = 0;
+            } else {
+                value = value + 1;
+            }
+        }
+    };
+    /* Entry i's data is kept when it is at place i, and read back by the
+     * batch's last entry. */
+    Register<bit<32>, list_idx_t>(LIST_SLOTS, 0) batch_data0;
+    RegisterAction<bit<32>, list_idx_t, bit<32>>(batch_data0) gather0 = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            if (md.fill == 0) {
+                value = hdr.append.data;
+            }
+            rv = value;
+        }
+    };
+#if DTA_APPEND_BATCH > 2
+    Register<bit<32>, list_idx_t>(LIST_SLOTS, 0) batch_data1;
+    RegisterAction<bit<32>, list_idx_t, bit<32>>(batch_data1) gather1 = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            if (md.fill == 1) {
+                value = hdr.append.data;
+            }
+            rv = value;
+        }
+    };
+    Register<bit<32>, list_idx_t>(LIST_SLOTS, 0) batch_data2;
+    RegisterAction<bit<32>, list_idx_t, bit<32>>(batch_data2) gather2 = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            if (md.fill == 2) {
+                value = hdr.append.data;
+            }
+            rv = value;
+        }
+    };
+#endif
+    /* Entries gathered and waiting for their batch's last (a report
+     * translated later, not dropped). */
+    Counter<bit<32>, bit<1>>(1, CounterType_t.PACKETS) append_gathered;
+#endif
 
     /* ---- reporters and their sequence numbers ---------------------------- */
 
@@ -844,6 +1001,25 @@ control Ingress(inout headers_t hdr,
                     drop_reports.count(md.reason);
                     discard();
                 }
+#if DTA_APPEND_BATCH > 1
+                /* A list's entry, gathered (md.refused is 0 when
+                 * append_list hit). */
+                if (md.refused == 0 && hdr.append.isValid()) {
+                    hdr.gathered.setValid();
+                    md.fill = fill_next.execute(hdr.bridge.list);
+                    hdr.gathered.d0 = gather0.execute(hdr.bridge.list);
+#if DTA_APPEND_BATCH > 2
+                    hdr.gathered.d1 = gather1.execute(hdr.bridge.list);
+                    hdr.gathered.d2 = gather2.execute(hdr.bridge.list);
+#endif
+                    if (md.fill == DTA_APPEND_BATCH - 1) {
+                        hdr.bridge.pkt_type = PKT_BATCH;
+                    } else {
+                        append_gathered.count(0);
+                        discard();
+                    }
+                }
+#endif
             }
         } else if (md.is_answer == 1) {
             /* A NAK for a PSN sequence error resynchronises the PSN in
@@ -935,6 +1111,14 @@ parser EgressParser(packet_in pkt,
         md.icrc_write8 = 0;
         md.icrc_atomic = 0;
         md.icrc_record = 0;
+#if DTA_APPEND_BATCH > 1
+        md.icrc_batch = 0;
+        md.seq1 = 0;
+#if DTA_APPEND_BATCH > 2
+        md.seq2 = 0;
+        md.seq3 = 0;
+#endif
+#endif
         transition select(pkt.lookahead<bit<8>>()) {
             PKT_ACK: parse_ack_mirror;
             default: parse_bridge;
@@ -948,6 +1132,16 @@ parser EgressParser(packet_in pkt,
 
     state parse_bridge {
         pkt.extract(hdr.bridge);
+#if DTA_APPEND_BATCH > 1
+        transition select(hdr.bridge.pkt_type) {
+            PKT_BATCH: parse_gathered;
+            default: parse_ethernet;
+        }
+    }
+
+    state parse_gathered {
+        pkt.extract(hdr.gathered);
+#endif
         transition parse_ethernet;
     }
 
@@ -1066,6 +1260,9 @@ control Egress(inout eg_headers_t hdr,
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, poly_icrc) icrc_hash_write8;
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, poly_icrc) icrc_hash_atomic;
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, poly_icrc) icrc_hash_record;
+#if DTA_APPEND_BATCH > 1
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, poly_icrc) icrc_hash_batch;
+#endif
 
     /* ---- the connection to each collector ----------------------------- */
 
@@ -1194,15 +1391,20 @@ control Egress(inout eg_headers_t hdr,
 
     /* Per list: entries written so far (the ring position of the next),
      * and the sequence of the last entry (from 1, skipping 0 on wrap, as
-     * translator/dtatranslator numbers them). */
+     * translator/dtatranslator numbers them). A batch of B entries moves
+     * the head by B; list_seq and list_seq1..B-1 hold the sequences of
+     * the last batch's entries 0..B-1, each moving on by B (past
+     * 2^32 - 1 to 1: the sequence of position p is p mod (2^32 - 1) + 1),
+     * so the egress reads B sequences at once, with no chain of adds. */
     Register<bit<32>, list_idx_t>(LIST_SLOTS, 0) list_head;
     RegisterAction<bit<32>, list_idx_t, bit<32>>(list_head) head_next = {
         void apply(inout bit<32> value, out bit<32> rv) {
             rv = value;
-            value = value + 1;
+            value = value + DTA_APPEND_BATCH;
         }
     };
-    Register<bit<32>, list_idx_t>(LIST_SLOTS, 0) list_seq;
+    Register<bit<32>, list_idx_t>(LIST_SLOTS, SEQ_START0) list_seq;
+#if DTA_APPEND_BATCH == 1
     RegisterAction<bit<32>, list_idx_t, bit<32>>(list_seq) seq_next = {
         void apply(inout bit<32> value, out bit<32> rv) {
             if (value == 0xffffffff) {
@@ -1213,6 +1415,69 @@ control Egress(inout eg_headers_t hdr,
             rv = value;
         }
     };
+#else
+    /* The wrap test is value > 2^32 - 1 - B, unsigned; a stateful ALU
+     * takes constants of 32 signed bits, so it reads the value as signed:
+     * -B <= value < 0. */
+    RegisterAction<bit<32>, list_idx_t, bit<32>>(list_seq) seq_next = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            if ((int<32>)value < 0 && (int<32>)value >= -DTA_APPEND_BATCH) {
+                value = value + (DTA_APPEND_BATCH + 1);
+            } else {
+                value = value + DTA_APPEND_BATCH;
+            }
+            rv = value;
+        }
+    };
+    Register<bit<32>, list_idx_t>(LIST_SLOTS, SEQ_START1) list_seq1;
+    RegisterAction<bit<32>, list_idx_t, bit<32>>(list_seq1) seq_next1 = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            if ((int<32>)value < 0 && (int<32>)value >= -DTA_APPEND_BATCH) {
+                value = value + (DTA_APPEND_BATCH + 1);
+            } else {
+                value = value + DTA_APPEND_BATCH;
+            }
+            rv = value;
+        }
+    };
+#if DTA_APPEND_BATCH > 2
+    Register<bit<32>, list_idx_t>(LIST_SLOTS, SEQ_START2) list_seq2;
+    RegisterAction<bit<32>, list_idx_t, bit<32>>(list_seq2) seq_next2 = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            if ((int<32>)value < 0 && (int<32>)value >= -DTA_APPEND_BATCH) {
+                value = value + (DTA_APPEND_BATCH + 1);
+            } else {
+                value = value + DTA_APPEND_BATCH;
+            }
+            rv = value;
+        }
+    };
+    Register<bit<32>, list_idx_t>(LIST_SLOTS, SEQ_START3) list_seq3;
+    RegisterAction<bit<32>, list_idx_t, bit<32>>(list_seq3) seq_next3 = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            if ((int<32>)value < 0 && (int<32>)value >= -DTA_APPEND_BATCH) {
+                value = value + (DTA_APPEND_BATCH + 1);
+            } else {
+                value = value + DTA_APPEND_BATCH;
+            }
+            rv = value;
+        }
+    };
+#endif
+
+    /* The batch WRITE's ICRC prefix state for each collector (see
+     * set_conn): its lengths are not an 8-byte entry's. */
+    action set_batch_icrc(bit<32> icrc_batch) {
+        md.icrc_batch = icrc_batch;
+    }
+
+    table batch_icrc {
+        key = { hdr.bridge.collector : exact @name("collector"); }
+        actions = { set_batch_icrc; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = COLLECTOR_SLOTS;
+    }
+#endif
 
     /* ---- Postcarder ----------------------------------------------------- */
 
@@ -1377,7 +1642,11 @@ control Egress(inout eg_headers_t hdr,
             ack_resync.execute(hdr.bridge.collector);
             psn_resyncs.count(hdr.bridge.collector);
             eg_dprsr_md.drop_ctl = 1;
+#if DTA_APPEND_BATCH > 1
+        } else if (hdr.bridge.pkt_type == PKT_REPORT || hdr.bridge.pkt_type == PKT_BATCH) {
+#else
         } else if (hdr.bridge.pkt_type == PKT_REPORT) {
+#endif
             bit<8> n = EGRESS_RID(eg_intr_md)[7:0];
             /* The connection's headers first, whether or not the report
              * ends in a packet (a held postcard is dropped below): the
@@ -1400,6 +1669,14 @@ control Egress(inout eg_headers_t hdr,
                 /* The ring position takes the place of a hashed slot. */
                 md.slot = head_next.execute(hdr.bridge.list);
                 md.seq = seq_next.execute(hdr.bridge.list);
+#if DTA_APPEND_BATCH > 1
+                md.seq1 = seq_next1.execute(hdr.bridge.list);
+#if DTA_APPEND_BATCH > 2
+                md.seq2 = seq_next2.execute(hdr.bridge.list);
+                md.seq3 = seq_next3.execute(hdr.bridge.list);
+#endif
+                batch_icrc.apply();
+#endif
             } else if (hdr.postcard.isValid()) {
                 md.key = hdr.postcard.key;
                 /* The flow's cache index, the low bits of CRC32(key) (the
@@ -1425,6 +1702,25 @@ control Egress(inout eg_headers_t hdr,
             md.checksum = key_checksum.get({md.key});
             /* An 8-byte entry's words as soon as they are known, so the
              * ICRC hash does not wait for the header writes below. */
+#if DTA_APPEND_BATCH > 1
+            /* A batch: the gathered entries, then the report's own. */
+            if (hdr.append.isValid()) {
+                hdr.entries.setValid();
+                hdr.entries.d0 = hdr.gathered.d0;
+                hdr.entries.s0 = md.seq;
+#if DTA_APPEND_BATCH > 2
+                hdr.entries.d1 = hdr.gathered.d1;
+                hdr.entries.s1 = md.seq1;
+                hdr.entries.d2 = hdr.gathered.d2;
+                hdr.entries.s2 = md.seq2;
+                hdr.entries.d3 = hdr.append.data;
+                hdr.entries.s3 = md.seq3;
+#else
+                hdr.entries.d1 = hdr.append.data;
+                hdr.entries.s1 = md.seq1;
+#endif
+            } else
+#endif
             if (hdr.key_write.isValid()) {
                 hdr.entry.setValid();
                 hdr.entry.word0 = md.checksum;
@@ -1491,6 +1787,18 @@ control Egress(inout eg_headers_t hdr,
                 md.ack = ack_next.execute(hdr.bridge.collector);
                 hdr.bth.psn = md.psn[23:0];
                 hdr.bth.ack_req = md.ack[6:6];
+#if DTA_APPEND_BATCH > 1
+                if (hdr.append.isValid()) {
+                    hdr.bth.opcode = RC_WRITE_ONLY;
+                    hdr.reth.setValid();
+                    hdr.reth.va_hi = va_hi;
+                    hdr.reth.va_lo = md.va_lo;
+                    hdr.reth.rkey = rkey_of;
+                    hdr.reth.dma_len = BATCH_LEN;
+                    hdr.ipv4.total_len = IP_LEN_BATCH;
+                    hdr.udp.length = UDP_LEN_BATCH;
+                } else
+#endif
                 if (hdr.key_write.isValid() || hdr.append.isValid()) {
                     write8();
                 } else if (hdr.key_increment.isValid()) {
@@ -1527,6 +1835,28 @@ control Egress(inout eg_headers_t hdr,
                  * computed rather than from the headers written above, so
                  * the hash runs beside those writes. It goes on the wire
                  * least significant byte first. */
+#if DTA_APPEND_BATCH > 1
+                if (hdr.append.isValid()) {
+                    /* The entries as the payload has them: the gathered
+                     * data, the report's, each with its sequence. */
+#if DTA_APPEND_BATCH > 2
+                    bit<32> c = icrc_hash_batch.get({md.icrc_batch,
+                        md.ack[6:6], 7w0, md.psn[23:0],
+                        va_hi, md.va_lo, rkey_of, BATCH_LEN,
+                        hdr.gathered.d0, md.seq, hdr.gathered.d1, md.seq1,
+                        hdr.gathered.d2, md.seq2, hdr.append.data, md.seq3});
+#else
+                    bit<32> c = icrc_hash_batch.get({md.icrc_batch,
+                        md.ack[6:6], 7w0, md.psn[23:0],
+                        va_hi, md.va_lo, rkey_of, BATCH_LEN,
+                        hdr.gathered.d0, md.seq, hdr.append.data, md.seq1});
+#endif
+                    hdr.icrc.b0 = c[7:0];
+                    hdr.icrc.b1 = c[15:8];
+                    hdr.icrc.b2 = c[23:16];
+                    hdr.icrc.b3 = c[31:24];
+                } else
+#endif
                 if (hdr.key_write.isValid() || hdr.append.isValid()) {
                     bit<32> c = icrc_hash_write8.get({md.icrc_write8,
                         md.ack[6:6], 7w0, md.psn[23:0],
@@ -1591,6 +1921,9 @@ control EgressDeparser(packet_out pkt,
         pkt.emit(hdr.reth);
         pkt.emit(hdr.atomic_eth);
         pkt.emit(hdr.entry);
+#if DTA_APPEND_BATCH > 1
+        pkt.emit(hdr.entries);
+#endif
         pkt.emit(hdr.record);
         pkt.emit(hdr.icrc);
     }

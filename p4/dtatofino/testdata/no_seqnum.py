@@ -4,6 +4,7 @@
 #
 # 1 port, 0 routes, 1 collector, 0 Append lists, 0 tracked reporters.
 # Built with -DDTA_NO_SEQNUM: 2-byte base header, no reporter tracking.
+# Append writes 4 entries per WRITE (-DDTA_APPEND_BATCH=4, the default build).
 
 import ipaddress
 
@@ -33,6 +34,11 @@ bfrt.dta_translator.pipe.Ingress.redundancy_group.clear()
 bfrt.dta_translator.pipe.Ingress.append_list.clear()
 bfrt.dta_translator.pipe.Ingress.report_pkts.clear()
 bfrt.dta_translator.pipe.Ingress.drop_reports.clear()
+bfrt.dta_translator.pipe.Ingress.batch_fill.clear()
+bfrt.dta_translator.pipe.Ingress.batch_data0.clear()
+bfrt.dta_translator.pipe.Ingress.batch_data1.clear()
+bfrt.dta_translator.pipe.Ingress.batch_data2.clear()
+bfrt.dta_translator.pipe.Ingress.append_gathered.clear()
 bfrt.dta_translator.pipe.Egress.rdma_conn.clear()
 bfrt.dta_translator.pipe.Egress.key_write_region.clear()
 bfrt.dta_translator.pipe.Egress.key_increment_region.clear()
@@ -53,6 +59,10 @@ bfrt.dta_translator.pipe.Egress.rdma_pkts.clear()
 bfrt.dta_translator.pipe.Egress.psn_resyncs.clear()
 bfrt.dta_translator.pipe.Egress.postcard_events.clear()
 bfrt.dta_translator.pipe.Egress.postcard_evictions.clear()
+bfrt.dta_translator.pipe.Egress.list_seq1.clear()
+bfrt.dta_translator.pipe.Egress.list_seq2.clear()
+bfrt.dta_translator.pipe.Egress.list_seq3.clear()
+bfrt.dta_translator.pipe.Egress.batch_icrc.clear()
 
 # Port setup.
 quietly(bfrt.port.port.delete, DEV_PORT=port_coll)
@@ -81,6 +91,7 @@ bfrt.dta_translator.pipe.Egress.key_write_region.add_with_set_region(collector=0
 bfrt.dta_translator.pipe.Egress.psn.mod(REGISTER_INDEX=0, f1=0)
 bfrt.dta_translator.pipe.Egress.ack_phase.mod(REGISTER_INDEX=0, f1=63)
 
-# Append lists: (collector, list id) -> list index; head and sequence start at 0.
+# Append lists: (collector, list id) -> list index; head at 0; the sequences of the batch before the first
+# (the first batch's entries are numbered from 1); gathering from the batch's first entry.
 
 print('dta: dta_translator loaded: 1 port, 1 collector, 0 lists, 0 reporters')

@@ -3,6 +3,7 @@
 # Run on the switch, with the program loaded: bfshell -b <this file>
 #
 # 3 ports, 2 routes, 2 collectors, 3 Append lists, 2 tracked reporters.
+# Append writes 4 entries per WRITE (-DDTA_APPEND_BATCH=4, the default build).
 
 import ipaddress
 
@@ -34,6 +35,11 @@ bfrt.translator.pipe.Ingress.redundancy_group.clear()
 bfrt.translator.pipe.Ingress.append_list.clear()
 bfrt.translator.pipe.Ingress.report_pkts.clear()
 bfrt.translator.pipe.Ingress.drop_reports.clear()
+bfrt.translator.pipe.Ingress.batch_fill.clear()
+bfrt.translator.pipe.Ingress.batch_data0.clear()
+bfrt.translator.pipe.Ingress.batch_data1.clear()
+bfrt.translator.pipe.Ingress.batch_data2.clear()
+bfrt.translator.pipe.Ingress.append_gathered.clear()
 bfrt.translator.pipe.Egress.rdma_conn.clear()
 bfrt.translator.pipe.Egress.key_write_region.clear()
 bfrt.translator.pipe.Egress.key_increment_region.clear()
@@ -54,6 +60,10 @@ bfrt.translator.pipe.Egress.rdma_pkts.clear()
 bfrt.translator.pipe.Egress.psn_resyncs.clear()
 bfrt.translator.pipe.Egress.postcard_events.clear()
 bfrt.translator.pipe.Egress.postcard_evictions.clear()
+bfrt.translator.pipe.Egress.list_seq1.clear()
+bfrt.translator.pipe.Egress.list_seq2.clear()
+bfrt.translator.pipe.Egress.list_seq3.clear()
+bfrt.translator.pipe.Egress.batch_icrc.clear()
 bfrt.translator.pipe.Ingress.reporter.clear()
 bfrt.translator.pipe.Ingress.expected_seq.clear()
 
@@ -97,6 +107,7 @@ bfrt.translator.pipe.Ingress.collector_qp.add_with_set_collector(src_addr=ip('10
 bfrt.translator.pipe.Egress.rdma_conn.add_with_set_conn(collector=0, dmac=mac('0c:42:a1:00:09:01'), smac=mac('02:00:00:00:0a:01'), src_addr=ip('10.9.0.254'), dst_addr=ip('10.9.0.1'), dscp=26, udp_src_port=61137, dst_qpn=0x2c1, icrc_write8=0xba61b120, icrc_atomic=0x76c28a9d, icrc_record=0xf4bfec47)
 bfrt.translator.pipe.Egress.key_write_region.add_with_set_region(collector=0, base_hi=0x7f00, base_lo=0x0, rkey=0x1234, slot_mask=0xfffff)  # 1048576 x 8 B
 bfrt.translator.pipe.Egress.key_increment_region.add_with_set_region(collector=0, base_hi=0x7f00, base_lo=0x10000000, rkey=0x1235, slot_mask=0xffff)  # 65536 x 8 B
+bfrt.translator.pipe.Egress.batch_icrc.add_with_set_batch_icrc(collector=0, icrc_batch=0x51b722d7)
 bfrt.translator.pipe.Egress.psn.mod(REGISTER_INDEX=0, f1=1000)
 bfrt.translator.pipe.Egress.ack_phase.mod(REGISTER_INDEX=0, f1=39)
 # collectors[1] paths: 10.9.0.2 qpn 0x2c2 on collector-b, psn 16777200
@@ -104,22 +115,36 @@ bfrt.translator.pipe.Ingress.collector.add_with_set_collector(dst_addr=ip('10.9.
 bfrt.translator.pipe.Ingress.collector_qp.add_with_set_collector(src_addr=ip('10.9.0.2'), dst_qpn=0x11, idx=1, port=port_collector_b)
 bfrt.translator.pipe.Egress.rdma_conn.add_with_set_conn(collector=1, dmac=mac('0c:42:a1:00:09:02'), smac=mac('02:00:00:00:0a:02'), src_addr=ip('10.9.0.254'), dst_addr=ip('10.9.0.2'), dscp=26, udp_src_port=50000, dst_qpn=0x2c2, icrc_write8=0x3d3d8aae, icrc_atomic=0xf19eb113, icrc_record=0x73e3d7c9)
 bfrt.translator.pipe.Egress.postcard_region.add_with_set_region(collector=1, base_hi=0x1, base_lo=0x0, rkey=0x99, slot_mask=0xffff)  # 65536 x 28 B
+bfrt.translator.pipe.Egress.batch_icrc.add_with_set_batch_icrc(collector=1, icrc_batch=0xd6eb1959)
 bfrt.translator.pipe.Egress.psn.mod(REGISTER_INDEX=1, f1=16777200)
 bfrt.translator.pipe.Egress.ack_phase.mod(REGISTER_INDEX=1, f1=47)
 
-# Append lists: (collector, list id) -> list index; head and sequence start at 0.
+# Append lists: (collector, list id) -> list index; head at 0; the sequences of the batch before the first
+# (the first batch's entries are numbered from 1); gathering from the batch's first entry.
 bfrt.translator.pipe.Ingress.append_list.add_with_set_list(collector=0, list_id=3, idx=0)  # kv
 bfrt.translator.pipe.Egress.list_region.add_with_set_region(list=0, base_hi=0x7f00, base_lo=0x20010000, rkey=0x1236, slot_mask=0x3ff)  # 1024 x 8 B
 bfrt.translator.pipe.Egress.list_head.mod(REGISTER_INDEX=0, f1=0)
-bfrt.translator.pipe.Egress.list_seq.mod(REGISTER_INDEX=0, f1=0)
+bfrt.translator.pipe.Egress.list_seq.mod(REGISTER_INDEX=0, f1=4294967292)
+bfrt.translator.pipe.Egress.list_seq1.mod(REGISTER_INDEX=0, f1=4294967293)
+bfrt.translator.pipe.Egress.list_seq2.mod(REGISTER_INDEX=0, f1=4294967294)
+bfrt.translator.pipe.Egress.list_seq3.mod(REGISTER_INDEX=0, f1=4294967295)
+bfrt.translator.pipe.Ingress.batch_fill.mod(REGISTER_INDEX=0, f1=0)
 bfrt.translator.pipe.Ingress.append_list.add_with_set_list(collector=0, list_id=7, idx=1)  # kv
 bfrt.translator.pipe.Egress.list_region.add_with_set_region(list=1, base_hi=0x7f00, base_lo=0x20000000, rkey=0x1236, slot_mask=0xfff)  # 4096 x 8 B
 bfrt.translator.pipe.Egress.list_head.mod(REGISTER_INDEX=1, f1=0)
-bfrt.translator.pipe.Egress.list_seq.mod(REGISTER_INDEX=1, f1=0)
+bfrt.translator.pipe.Egress.list_seq.mod(REGISTER_INDEX=1, f1=4294967292)
+bfrt.translator.pipe.Egress.list_seq1.mod(REGISTER_INDEX=1, f1=4294967293)
+bfrt.translator.pipe.Egress.list_seq2.mod(REGISTER_INDEX=1, f1=4294967294)
+bfrt.translator.pipe.Egress.list_seq3.mod(REGISTER_INDEX=1, f1=4294967295)
+bfrt.translator.pipe.Ingress.batch_fill.mod(REGISTER_INDEX=1, f1=0)
 bfrt.translator.pipe.Ingress.append_list.add_with_set_list(collector=1, list_id=1, idx=2)  # paths
 bfrt.translator.pipe.Egress.list_region.add_with_set_region(list=2, base_hi=0x2, base_lo=0x0, rkey=0x9a, slot_mask=0xff)  # 256 x 8 B
 bfrt.translator.pipe.Egress.list_head.mod(REGISTER_INDEX=2, f1=0)
-bfrt.translator.pipe.Egress.list_seq.mod(REGISTER_INDEX=2, f1=0)
+bfrt.translator.pipe.Egress.list_seq.mod(REGISTER_INDEX=2, f1=4294967292)
+bfrt.translator.pipe.Egress.list_seq1.mod(REGISTER_INDEX=2, f1=4294967293)
+bfrt.translator.pipe.Egress.list_seq2.mod(REGISTER_INDEX=2, f1=4294967294)
+bfrt.translator.pipe.Egress.list_seq3.mod(REGISTER_INDEX=2, f1=4294967295)
+bfrt.translator.pipe.Ingress.batch_fill.mod(REGISTER_INDEX=2, f1=0)
 
 # Reporters: source address -> index and ACK session (0: NACKs only); the first expected sequence.
 bfrt.translator.pipe.Ingress.reporter.add_with_set_reporter(src_addr=ip('10.1.0.1'), idx=0, ack_session=1)  # leaf1
