@@ -32,7 +32,7 @@ receiver-side leaf's watermarks on the paper's objective (Eq. 14: throughput and
 the P50/P99/mean FCT of every message (or SET-to-reply exchange) as the simulator completed
 it, the receiver's goodput, the receiver-side switch's mean queue, ECN marks, PFC pauses and
 drops (Redis adds IOPS), and per metric how many presets each tuned run beats. Posting lasts
---bursts ms for the incasts (5 ms for redis); the run then drains until every message is done
+--bursts ms for the incasts (20 ms for redis); the run then drains until every message is done
 (at most --drain). --sim-seed is the fabric's seed (ECMP hashing, RED): the same seed gives
 the same table. Writes paper.txt, paper.json, paper.html and paper-N.png to --out.
 
@@ -79,13 +79,9 @@ func runTunePaper(ctx context.Context, env *Env, o tunePaperOptions) error {
 		po.Cases = strings.Split(o.cases, ",")
 	}
 	if o.fig13 != "" {
-		var vals []time.Duration
-		for _, s := range strings.Split(o.knobs, ",") {
-			v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-			if err != nil || v < 0 || v > 1e6 {
-				return Usagef("--knobs %q: microseconds, 0..1e6, comma-separated", o.knobs)
-			}
-			vals = append(vals, time.Duration(v*1e3))
+		vals, err := parseKnobs(o.knobs)
+		if err != nil {
+			return err
 		}
 		pts, err := tunesim.Fig13(ctx, po, o.fig13, vals)
 		po.Progress.Finish()
@@ -108,4 +104,22 @@ func runTunePaper(ctx context.Context, env *Env, o tunePaperOptions) error {
 	}
 	fmt.Fprintf(env.Stdout, "%d cases in %v; written to %s\n", len(rows), time.Since(t0).Round(time.Second), o.out)
 	return tunesim.WritePaper(o.out, rows, po)
+}
+
+// parseKnobs reads --knobs: comma-separated microseconds, 0 to a second,
+// at most 8 values (the study runs every pair).
+func parseKnobs(s string) ([]time.Duration, error) {
+	parts := strings.Split(s, ",")
+	if len(parts) > 8 {
+		return nil, Usagef("--knobs %q: at most 8 values (the study tunes every pair)", s)
+	}
+	var vals []time.Duration
+	for _, p := range parts {
+		v, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
+		if err != nil || !(v >= 0 && v <= 1e6) {
+			return nil, Usagef("--knobs %q: microseconds, 0..1e6, comma-separated", s)
+		}
+		vals = append(vals, time.Duration(v*1e3))
+	}
+	return vals, nil
 }
