@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -79,6 +80,11 @@ func WritePaperTable(w io.Writer, rows []PaperRow, o PaperOptions) error {
 	return nil
 }
 
+// tieFrac is how close two methods' values are to count as equal: the
+// simulator's throughputs differ in the sixth digit where every method
+// delivers line rate, and that is no win.
+const tieFrac = 0.001
+
 // paperVerdicts says, per metric, which presets each tuned run beats and
 // by how much it trails the best of them where it loses.
 func paperVerdicts(r PaperRow) []string {
@@ -100,7 +106,7 @@ func paperVerdicts(r PaperRow) []string {
 			for _, p := range presets {
 				pv := mt.of(p)
 				switch {
-				case pv == v:
+				case math.Abs(pv-v) <= tieFrac*math.Max(math.Abs(pv), math.Abs(v)):
 					ties++
 				case (v > pv) == mt.higher:
 					beats++
@@ -111,7 +117,7 @@ func paperVerdicts(r PaperRow) []string {
 			}
 			s := fmt.Sprintf("%s: beats %d of %d presets", mt.name, beats, len(presets))
 			if ties > 0 {
-				s += fmt.Sprintf(" (%d equal)", ties)
+				s += fmt.Sprintf(" (%d equal within %g%%)", ties, 100*tieFrac)
 			}
 			if bv := mt.of(best); bv != 0 {
 				s += fmt.Sprintf(", %+.2f%% vs best (%s)", 100*(v-bv)/bv, best.Method)
