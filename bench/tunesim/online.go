@@ -342,12 +342,16 @@ func summariseLive(name string, lt *LiveTarget, fixed tuning.Objective, tels []t
 			a.Queue += q / float64(n)
 		}
 	}
+	// FCTs are the messages', or in a request/response phase the
+	// exchanges' (request post to reply completion).
 	fcts := map[string][]float64{}
 	for _, f := range lt.Flows() {
-		if f.Done {
-			ph, _ := lt.Sc.PhaseAt(f.Start)
+		if ph, _ := lt.Sc.PhaseAt(f.Start); f.Done && ph.Resp == 0 {
 			fcts[ph.Name] = append(fcts[ph.Name], float64(f.FCT))
 		}
+	}
+	for _, op := range lt.Ops() {
+		fcts[op.Phase] = append(fcts[op.Phase], float64(op.End-op.Start))
 	}
 	diffs := map[string][]float64{}
 	for i := 1; i < len(run.Scores); i++ {
