@@ -184,8 +184,8 @@ type LiveTarget struct {
 	skipped uint64
 	// rr are the flows of request/response phases: their QP, whether
 	// the flow is a reply, the request's post; ops the exchanges done.
-	rr  map[int32]rrFlow
-	ops []LiveOp
+	rr      map[int32]rrFlow
+	ops     []LiveOp
 	watch   []int // switch nodes whose telemetry is reported
 	open    bool  // a window is being measured
 	bytes   map[[2]int]uint64

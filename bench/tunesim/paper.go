@@ -116,7 +116,7 @@ type CaseRun struct {
 	Score float64 `json:"score"`
 	// FCTs of the messages (incast) or exchanges (Redis) that completed,
 	// each from its post to its completion in the simulator (ns).
-	P50, P99, Mean int64 `json:"-"`
+	P50, P99, Mean int64   `json:"-"`
 	P50us          float64 `json:"fct_p50_us"`
 	P99us          float64 `json:"fct_p99_us"`
 	MeanUs         float64 `json:"fct_mean_us"`
