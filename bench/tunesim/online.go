@@ -432,8 +432,14 @@ func WriteOnline(w io.Writer, r OnlineResult) error {
 			if bs.Queue < t.Queue {
 				m = append(m, "queue")
 			}
+			if bs.P50 > 0 && bs.P50 < t.P50 {
+				m = append(m, "P50 FCT")
+			}
 			if bs.P99 > 0 && bs.P99 < t.P99 {
 				m = append(m, "P99 FCT")
+			}
+			if bs.Drops < t.Drops {
+				m = append(m, "drops")
 			}
 			if len(m) > 0 {
 				worse = append(worse, fmt.Sprintf("%s (%s)", b.Name, strings.Join(m, ", ")))
