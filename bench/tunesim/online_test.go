@@ -163,7 +163,7 @@ func TestWriteOnlineVerdicts(t *testing.T) {
 	same := tuned
 	r := OnlineResult{Scenario: "s", Steps: 1,
 		Tuned: OnlineRun{Name: "bytetuning", Phases: map[string]PhaseStats{"p": tuned}, Scores: []float64{1}, Phase: []string{"p"}},
-		Base: []OnlineRun{{Name: "a", Phases: map[string]PhaseStats{"p": better}}, {Name: "b", Phases: map[string]PhaseStats{"p": same}}}}
+		Base:  []OnlineRun{{Name: "a", Phases: map[string]PhaseStats{"p": better}}, {Name: "b", Phases: map[string]PhaseStats{"p": same}}}}
 	var b strings.Builder
 	if err := WriteOnline(&b, r); err != nil {
 		t.Fatal(err)

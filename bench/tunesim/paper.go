@@ -3,8 +3,6 @@ package tunesim
 import (
 	"context"
 	"fmt"
-	"math"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -153,10 +151,10 @@ func measureCase(ctx context.Context, st *SimTarget, obj tuning.Objective, c tun
 	if r.Score, err = obj.Score(tel, nil); err != nil {
 		return r, err
 	}
-	var fct []int64
+	var fct []float64
 	if st.Sc.Loop.Interval == 0 {
 		for _, op := range st.Ops {
-			fct = append(fct, op.Latency())
+			fct = append(fct, float64(op.Latency()))
 			if op.End <= int64(st.Sc.Duration) {
 				r.IOPS++
 			}
@@ -166,14 +164,21 @@ func measureCase(ctx context.Context, st *SimTarget, obj tuning.Objective, c tun
 	} else {
 		for _, f := range st.Last.Flows {
 			if f.Done {
-				fct = append(fct, f.FCT)
+				fct = append(fct, float64(f.FCT))
 			} else {
 				r.Unfinished++
 			}
 		}
 	}
 	r.Completed = len(fct)
-	r.P50, r.P99, r.Mean = pct(fct, 50), pct(fct, 99), mean(fct)
+	r.P50, r.P99 = int64(tuning.Percentile(fct, 50)), int64(tuning.Percentile(fct, 99))
+	if len(fct) > 0 {
+		sum := 0.0
+		for _, v := range fct {
+			sum += v
+		}
+		r.Mean = int64(sum / float64(len(fct)))
+	}
 	r.P50us, r.P99us, r.MeanUs = float64(r.P50)/1e3, float64(r.P99)/1e3, float64(r.Mean)/1e3
 	for _, f := range tel.Flows {
 		r.Gbps += f.Throughput / 1e9
@@ -197,28 +202,6 @@ func measureCase(ctx context.Context, st *SimTarget, obj tuning.Objective, c tun
 		r.PausedUs += float64(p.PausedNs) / 1e3
 	}
 	return r, nil
-}
-
-// pct is the p-th percentile of vs by nearest rank (0 when empty).
-func pct(vs []int64, p float64) int64 {
-	if len(vs) == 0 {
-		return 0
-	}
-	s := slices.Clone(vs)
-	slices.Sort(s)
-	k := int(math.Ceil(p/100*float64(len(s)))) - 1
-	return s[max(k, 0)]
-}
-
-func mean(vs []int64) int64 {
-	if len(vs) == 0 {
-		return 0
-	}
-	var t float64
-	for _, v := range vs {
-		t += float64(v)
-	}
-	return int64(t / float64(len(vs)))
 }
 
 // PaperOptions configure PaperEval.

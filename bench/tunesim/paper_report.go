@@ -174,14 +174,7 @@ func WritePaper(dir string, rows []PaperRow, o PaperOptions) error {
 	if err := WritePaperTable(&txt, rows, o); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "paper.txt"), []byte(txt.String()), 0o644); err != nil {
-		return err
-	}
-	b, err := json.MarshalIndent(rows, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "paper.json"), b, 0o644); err != nil {
+	if err := writeTextJSON(dir, "paper", txt.String(), rows); err != nil {
 		return err
 	}
 	return writeChartsPage(dir, "paper", "ByteTuning: the paper's evaluations on the simulator", txt.String(), PaperCharts(rows))
@@ -249,14 +242,7 @@ func WriteFig13(dir, caseName string, pts []Fig13Point) error {
 	if err := WriteFig13Table(&txt, caseName, pts); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "fig13.txt"), []byte(txt.String()), 0o644); err != nil {
-		return err
-	}
-	b, err := json.MarshalIndent(pts, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "fig13.json"), b, 0o644); err != nil {
+	if err := writeTextJSON(dir, "fig13", txt.String(), pts); err != nil {
 		return err
 	}
 	return writeChartsPage(dir, "fig13", "ByteTuning Fig. 13: DCQCN knobs", txt.String(), Fig13Charts(pts))
@@ -282,4 +268,16 @@ func writeChartsPage(dir, name, title, text string, charts []*report.Chart) erro
 		}
 	}
 	return page.WriteFile(filepath.Join(dir, name+".html"))
+}
+
+// writeTextJSON writes NAME.txt (text) and NAME.json (v) into dir.
+func writeTextJSON(dir, name, text string, v any) error {
+	if err := os.WriteFile(filepath.Join(dir, name+".txt"), []byte(text), 0o644); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, name+".json"), b, 0o644)
 }

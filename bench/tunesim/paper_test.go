@@ -60,14 +60,14 @@ func TestIncastFCTFromCompletions(t *testing.T) {
 			t.Fatalf("%s: %d done, %d unfinished of %d", name, r.Completed, r.Unfinished, len(st.Last.Flows))
 		}
 		wire := int64(float64(l.Size) * 8 / 25) // ns at 25 Gbit/s
-		var fct []int64
+		var fct []float64
 		for _, f := range st.Last.Flows {
 			if !f.Done || f.FCT < wire || f.Start%int64(time.Millisecond) != 0 {
 				t.Fatalf("%s: message %+v: done, FCT at least %d ns, posted on a burst", name, f, wire)
 			}
-			fct = append(fct, f.FCT)
+			fct = append(fct, float64(f.FCT))
 		}
-		if r.P50 != pct(fct, 50) || r.P99 != pct(fct, 99) || r.P99 < r.P50 {
+		if r.P50 != int64(tuning.Percentile(fct, 50)) || r.P99 != int64(tuning.Percentile(fct, 99)) || r.P99 < r.P50 {
 			t.Fatalf("%s: P50 %d P99 %d", name, r.P50, r.P99)
 		}
 		if r.Gbps <= 0 || r.Gbps > 25 || r.QueueKB < 0 {
