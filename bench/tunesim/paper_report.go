@@ -146,7 +146,9 @@ func PaperCharts(rows []PaperRow) []*report.Chart {
 		for _, mt := range paperMetrics(table) {
 			c := &report.Chart{Title: fmt.Sprintf("%s: %s per method", table, mt.name), Kind: report.Bar, YLabel: mt.unit, Width: 1000}
 			if !mt.higher {
+				// Log: the 39-to-1's FCTs are 100 times the 2-to-1's.
 				c.Title += " (lower is better)"
+				c.LogY = true
 			}
 			for _, r := range rs {
 				c.Categories = append(c.Categories, r.Case)
