@@ -38,8 +38,8 @@ func (l *Loop) validate(g *topo.Graph) error {
 	switch {
 	case l.QPs < 1 || l.Size <= 0 || len(l.Senders) == 0:
 		return errors.New("loop: QPs, size and senders must be positive")
-	case l.Interval < 0:
-		return fmt.Errorf("loop: interval %v negative", l.Interval)
+	case l.Interval < 0 || l.Resp < 0:
+		return fmt.Errorf("loop: interval %v, response %d: not negative", l.Interval, l.Resp)
 	case l.Interval == 0 && l.Resp <= 0:
 		return errors.New("loop: request/response (interval 0) needs a response size")
 	}

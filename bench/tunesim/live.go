@@ -15,24 +15,15 @@ import (
 	"github.com/rdma-appliance/appliance/tuning"
 )
 
-// Phase is one stretch of an online run's workload: senders each open QPs
-// queue pairs to Dst and every QP posts a Size-byte message every
-// Interval, from the phase's start (perftest's periodic bursts). The
-// paper's Figure 11 changes load, incast degree and message size during
-// the run; phases are how an online scenario does.
+// Phase is one stretch of an online run's workload: its Loop runs from
+// the phase's start (perftest's periodic bursts, or requests answered by
+// replies) until its end. The paper's Figure 11 changes load, incast
+// degree and message size during the run; phases are how an online
+// scenario does.
 type Phase struct {
 	Name     string
 	Duration time.Duration // simulated
-	Senders  []int
-	Dst      int
-	QPs      int
-	Size     int64
-	Interval time.Duration
-	// Resp > 0 makes the phase request/response (the Redis benchmark):
-	// Interval is 0, and each QP posts its next Size-byte request as soon
-	// as the Resp-byte reply (Dst to the sender) to its last one
-	// completed.
-	Resp int64
+	Loop
 }
 
 // LiveScenario is a fabric that runs continuously while its workload moves
@@ -102,9 +93,9 @@ func LiveScenarios() map[string]LiveScenario {
 		// autocorrelation -0.9 under every preset). Online tuning judges
 		// on two windows (tuning.OnlineTuning's Samples) for that reason.
 		Phases: []Phase{
-			{Name: "2-to-1", Duration: 320 * time.Millisecond, Senders: []int{0, 4}, Dst: 15, QPs: 10, Size: 1 << 20, Interval: 8 * time.Millisecond},
-			{Name: "incast-12", Duration: 320 * time.Millisecond, Senders: hostRange(0, 12), Dst: 15, QPs: 3, Size: 64 << 10, Interval: time.Millisecond},
-			{Name: "light-3", Duration: 320 * time.Millisecond, Senders: []int{0, 4, 8}, Dst: 15, QPs: 4, Size: 16 << 10, Interval: 200 * time.Microsecond},
+			{Name: "2-to-1", Duration: 320 * time.Millisecond, Loop: Loop{Senders: []int{0, 4}, Dst: 15, QPs: 10, Size: 1 << 20, Interval: 8 * time.Millisecond}},
+			{Name: "incast-12", Duration: 320 * time.Millisecond, Loop: Loop{Senders: hostRange(0, 12), Dst: 15, QPs: 3, Size: 64 << 10, Interval: time.Millisecond}},
+			{Name: "light-3", Duration: 320 * time.Millisecond, Loop: Loop{Senders: []int{0, 4, 8}, Dst: 15, QPs: 4, Size: 16 << 10, Interval: 200 * time.Microsecond}},
 		}}
 	// The paper's 39-to-1 incast and Redis benchmark (tune paper's
 	// incast39-q10-64k and redis cases) on the same leaf-spine, the leaf
@@ -117,10 +108,11 @@ func LiveScenarios() map[string]LiveScenario {
 			Window: 8 * time.Millisecond, Capacity: simAccessBW, RTT: 8 * simDelay, Phases: []Phase{ph},
 			Build: leafSpine}
 	}
+	cases := PaperCases(0)
 	incast39 := one("incast39", "leaf-spine: 39-to-1 RDMA incast to h39, 10 QPs per sender, 64 KB per QP every 1000 us",
-		Phase{Name: "39-to-1", Duration: 320 * time.Millisecond, Senders: hostRange(0, 39), Dst: 39, QPs: 10, Size: 64 << 10, Interval: time.Millisecond})
+		Phase{Name: "39-to-1", Duration: 320 * time.Millisecond, Loop: cases["incast39-q10-64k"].Loop})
 	redis := one("redis", "leaf-spine: Redis SET, 20 clients x 10 threads, 64 KB requests to h39, 64-byte replies, closed loop",
-		Phase{Name: "redis", Duration: 320 * time.Millisecond, Senders: append(hostRange(0, 10), hostRange(20, 30)...), Dst: 39, QPs: 10, Size: 64 << 10, Resp: 64})
+		Phase{Name: "redis", Duration: 320 * time.Millisecond, Loop: cases["redis"].Loop})
 	return map[string]LiveScenario{"fig11": fig11, "incast39": incast39, "redis": redis}
 }
 
@@ -136,16 +128,16 @@ func (ls *LiveScenario) validate(g *topo.Graph) error {
 		return fmt.Errorf("window %v, settle %v: window positive, settle not negative", ls.Window, ls.Settle)
 	}
 	for _, p := range ls.Phases {
-		if p.Duration <= 0 || p.QPs < 1 || p.Size <= 0 || len(p.Senders) == 0 || p.Resp < 0 {
-			return fmt.Errorf("phase %s: duration, QPs, size and senders must be positive", p.Name)
+		if p.Duration <= 0 {
+			return fmt.Errorf("phase %s: duration %v: positive", p.Name, p.Duration)
 		}
-		if (p.Interval > 0) == (p.Resp > 0) {
+		// A phase is bursts or request/response, not both: the loop
+		// alone takes bursts with a reply size as bursts.
+		if p.Interval > 0 && p.Resp > 0 {
 			return fmt.Errorf("phase %s: bursts every interval or requests answered by a reply, one of the two", p.Name)
 		}
-		for _, h := range append([]int{p.Dst}, p.Senders...) {
-			if h < 0 || h >= len(g.Nodes) || g.Nodes[h].Kind != topo.Host {
-				return fmt.Errorf("phase %s: node %d is not a host", p.Name, h)
-			}
+		if err := p.Loop.validate(g); err != nil {
+			return fmt.Errorf("phase %s: %w", p.Name, err)
 		}
 	}
 	return nil
