@@ -5,5 +5,5 @@ package cli
 var tuneCmd = &Command{
 	Name:    "tune",
 	Summary: "ByteTuning: ECN/PFC watermark tuning by simulated annealing on telemetry feedback",
-	Sub:     []*Command{tuneBenchCmd, tuneDiscriminateCmd, tuneMergeCmd, tuneOnlineCmd, tuneRunCmd},
+	Sub:     []*Command{tuneBenchCmd, tuneDiscriminateCmd, tuneMergeCmd, tuneOnlineCmd, tunePaperCmd, tuneRunCmd},
 }

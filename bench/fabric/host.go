@@ -171,6 +171,9 @@ func (n *network) ackRx(p *Packet) {
 		fs.done, fs.end = true, n.s.now
 		fs.rtoGen++
 		n.retire(fi)
+		if n.hooks != nil && n.hooks.Done != nil {
+			n.hooks.Done(fi)
+		}
 		return
 	}
 	n.kick(n.hosts[n.nodeHost[fs.f.Src]].port)

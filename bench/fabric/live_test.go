@@ -98,3 +98,45 @@ func TestLiveReconfigure(t *testing.T) {
 		t.Fatal("a flow to itself was added")
 	}
 }
+
+// TestDoneHook: the Done hook sees every flow once, at the instant its
+// FCT ends, and a flow posted from it (a closed loop's next message)
+// runs and completes.
+func TestDoneHook(t *testing.T) {
+	g, r := star(t, 3, gbps100, 1000)
+	dst := host(g, "h2")
+	flows := []workload.Flow{{ID: 0, Src: host(g, "h0"), Dst: dst, Size: 64 << 10}, {ID: 1, Src: host(g, "h1"), Dst: dst, Size: 1 << 20}}
+	s, err := New(g, r, flows, DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := map[int32]int64{}
+	s.SetHooks(&Hooks{Done: func(f int32) {
+		if _, twice := at[f]; twice {
+			t.Fatalf("flow %d done twice", f)
+		}
+		at[f] = s.Now()
+		if f == 0 {
+			s.At(s.Now(), func(s *Sim) {
+				if err := s.AddFlows([]workload.Flow{{ID: 2, Src: host(g, "h0"), Dst: dst, Size: 64 << 10, Start: s.Now()}}); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	}})
+	res, err := s.Run(context.Background(), 1e9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Flows) != 3 || len(at) != 3 {
+		t.Fatalf("%d flows, %d seen done", len(res.Flows), len(at))
+	}
+	for i, f := range res.Flows {
+		if !f.Done || at[int32(i)] != f.Start+f.FCT {
+			t.Fatalf("flow %+v: hook saw it done at %d", f, at[int32(i)])
+		}
+	}
+	if res.Flows[2].Start != at[0] {
+		t.Fatalf("the flow posted on flow 0's completion started at %d, not %d", res.Flows[2].Start, at[0])
+	}
+}

@@ -220,6 +220,10 @@ type Hooks struct {
 	// it acknowledges (the receiver echoes its send time): what a host's
 	// detection agent watches.
 	Ack func(host int, flow int32, rtt int64)
+	// Done sees a flow complete (its last packet acknowledged): what an
+	// application waiting on its completion queue sees, so a closed-loop
+	// workload can post its next message at once.
+	Done func(flow int32)
 }
 
 // wireNs is how long a frame of size bytes occupies a link of bw bits/s.

@@ -15,19 +15,15 @@ import (
 	"github.com/rdma-appliance/appliance/tuning"
 )
 
-// Phase is one stretch of an online run's workload: senders each open QPs
-// queue pairs to Dst and every QP posts a Size-byte message every
-// Interval, from the phase's start (perftest's periodic bursts). The
-// paper's Figure 11 changes load, incast degree and message size during
-// the run; phases are how an online scenario does.
+// Phase is one stretch of an online run's workload: its Loop runs from
+// the phase's start (perftest's periodic bursts, or requests answered by
+// replies) until its end. The paper's Figure 11 changes load, incast
+// degree and message size during the run; phases are how an online
+// scenario does.
 type Phase struct {
 	Name     string
 	Duration time.Duration // simulated
-	Senders  []int
-	Dst      int
-	QPs      int
-	Size     int64
-	Interval time.Duration
+	Loop
 }
 
 // LiveScenario is a fabric that runs continuously while its workload moves
@@ -66,7 +62,11 @@ type LiveScenario struct {
 //     in 2.4 MB bursts) and a light 3-to-1 of 16 KB messages on 4 QPs
 //     every 200 us (7.9 Gbit/s), 320 ms (40 windows of 8 ms) each. The
 //     rates are what the QPs offer at most: a QP skips a burst while its
-//     last message is still in flight.
+//     last message is still in flight;
+//   - incast39: the leaf-spine's 39-to-1 incast, 10 QPs per sender, a
+//     64 KB burst per QP every 1000 us (8 ms windows);
+//   - redis: the leaf-spine's Redis SETs, 20 clients x 10 threads,
+//     64 KB requests answered by 64-byte replies, closed loop.
 func LiveScenarios() map[string]LiveScenario {
 	o := tuning.DefaultObjective()
 	// PFC stays on in every layer: with it off on the core (as the paper's
@@ -93,15 +93,31 @@ func LiveScenarios() map[string]LiveScenario {
 		// autocorrelation -0.9 under every preset). Online tuning judges
 		// on two windows (tuning.OnlineTuning's Samples) for that reason.
 		Phases: []Phase{
-			{Name: "2-to-1", Duration: 320 * time.Millisecond, Senders: []int{0, 4}, Dst: 15, QPs: 10, Size: 1 << 20, Interval: 8 * time.Millisecond},
-			{Name: "incast-12", Duration: 320 * time.Millisecond, Senders: hostRange(0, 12), Dst: 15, QPs: 3, Size: 64 << 10, Interval: time.Millisecond},
-			{Name: "light-3", Duration: 320 * time.Millisecond, Senders: []int{0, 4, 8}, Dst: 15, QPs: 4, Size: 16 << 10, Interval: 200 * time.Microsecond},
+			{Name: "2-to-1", Duration: 320 * time.Millisecond, Loop: Loop{Senders: []int{0, 4}, Dst: 15, QPs: 10, Size: 1 << 20, Interval: 8 * time.Millisecond}},
+			{Name: "incast-12", Duration: 320 * time.Millisecond, Loop: Loop{Senders: hostRange(0, 12), Dst: 15, QPs: 3, Size: 64 << 10, Interval: time.Millisecond}},
+			{Name: "light-3", Duration: 320 * time.Millisecond, Loop: Loop{Senders: []int{0, 4, 8}, Dst: 15, QPs: 4, Size: 16 << 10, Interval: 200 * time.Microsecond}},
 		}}
-	return map[string]LiveScenario{"fig11": fig11}
+	// The paper's 39-to-1 incast and Redis benchmark (tune paper's
+	// incast39-q10-64k and redis cases) on the same leaf-spine, the leaf
+	// layer tuned, each a single workload that runs on: what the tuner
+	// reaches on them online, against the presets held fixed.
+	one := func(name, desc string, ph Phase) LiveScenario {
+		lo := tuning.DefaultObjective()
+		lo.QueueRef = 512 << 10
+		return LiveScenario{Name: name, Description: desc, Base: simBase(), Scopes: []string{"leaf"}, Objective: lo,
+			Window: 8 * time.Millisecond, Capacity: simAccessBW, RTT: 8 * simDelay, Phases: []Phase{ph},
+			Build: leafSpine}
+	}
+	cases := PaperCases(0)
+	incast39 := one("incast39", "leaf-spine: 39-to-1 RDMA incast to h39, 10 QPs per sender, 64 KB per QP every 1000 us",
+		Phase{Name: "39-to-1", Duration: 320 * time.Millisecond, Loop: cases["incast39-q10-64k"].Loop})
+	redis := one("redis", "leaf-spine: Redis SET, 20 clients x 10 threads, 64 KB requests to h39, 64-byte replies, closed loop",
+		Phase{Name: "redis", Duration: 320 * time.Millisecond, Loop: cases["redis"].Loop})
+	return map[string]LiveScenario{"fig11": fig11, "incast39": incast39, "redis": redis}
 }
 
 // LiveScenarioNames are the online scenarios in a stable order.
-func LiveScenarioNames() []string { return []string{"fig11"} }
+func LiveScenarioNames() []string { return []string{"fig11", "incast39", "redis"} }
 
 // validate checks what Build cannot.
 func (ls *LiveScenario) validate(g *topo.Graph) error {
@@ -112,13 +128,16 @@ func (ls *LiveScenario) validate(g *topo.Graph) error {
 		return fmt.Errorf("window %v, settle %v: window positive, settle not negative", ls.Window, ls.Settle)
 	}
 	for _, p := range ls.Phases {
-		if p.Duration <= 0 || p.Interval <= 0 || p.QPs < 1 || p.Size <= 0 || len(p.Senders) == 0 {
-			return fmt.Errorf("phase %s: duration, interval, QPs, size and senders must be positive", p.Name)
+		if p.Duration <= 0 {
+			return fmt.Errorf("phase %s: duration %v: positive", p.Name, p.Duration)
 		}
-		for _, h := range append([]int{p.Dst}, p.Senders...) {
-			if h < 0 || h >= len(g.Nodes) || g.Nodes[h].Kind != topo.Host {
-				return fmt.Errorf("phase %s: node %d is not a host", p.Name, h)
-			}
+		// A phase is bursts or request/response, not both: the loop
+		// alone takes bursts with a reply size as bursts.
+		if p.Interval > 0 && p.Resp > 0 {
+			return fmt.Errorf("phase %s: bursts every interval or requests answered by a reply, one of the two", p.Name)
+		}
+		if err := p.Loop.validate(g); err != nil {
+			return fmt.Errorf("phase %s: %w", p.Name, err)
 		}
 	}
 	return nil
@@ -155,6 +174,10 @@ type LiveTarget struct {
 	// only once the last one completed.
 	qp      map[[3]int]int32
 	skipped uint64
+	// rr are the flows of request/response phases: their QP, whether
+	// the flow is a reply, the request's post; ops the exchanges done.
+	rr      map[int32]rrFlow
+	ops     []LiveOp
 	watch   []int // switch nodes whose telemetry is reported
 	open    bool  // a window is being measured
 	bytes   map[[2]int]uint64
@@ -208,9 +231,12 @@ func NewLiveTarget(sc LiveScenario) (*LiveTarget, error) {
 	for _, w := range t.watch {
 		watched[sim.SwitchOf(w)] = true
 	}
-	sim.SetHooks(&fabric.Hooks{Dequeue: func(sw, port int, p *fabric.Packet, _ int64) {
+	sim.SetHooks(&fabric.Hooks{Done: t.done, Dequeue: func(sw, port int, p *fabric.Packet, _ int64) {
 		if !t.open || p.Kind != fabric.KindData || !watched[sw] {
 			return
+		}
+		if f, ok := t.rr[p.Flow]; ok && f.reply {
+			return // a few bytes back: not the workload the window judges
 		}
 		k := [2]int{sim.NodeOfSwitch(sw), port}
 		t.pkts[k]++
@@ -234,6 +260,7 @@ func NewLiveTarget(sc LiveScenario) (*LiveTarget, error) {
 	}
 	sim.At(0, sample)
 	t.qp = map[[3]int]int32{}
+	t.rr = map[int32]rrFlow{}
 	sim.At(0, t.post)
 	return t, nil
 }
@@ -287,7 +314,9 @@ func (t *LiveTarget) post(s *fabric.Sim) {
 		for q := range p.QPs {
 			k := [3]int{pi, snd, q}
 			if last, ok := t.qp[k]; ok {
-				if _, done, _, _, _ := s.FlowProgress(last); !done {
+				if _, done, _, _, _ := s.FlowProgress(last); !done || (p.Resp > 0 && !t.rr[last].reply) {
+					// Busy: a message in flight, or a request
+					// whose reply is being posted.
 					t.skipped++
 					continue
 				}
@@ -305,12 +334,79 @@ func (t *LiveTarget) post(s *fabric.Sim) {
 	}
 	for i, k := range keys {
 		t.qp[k] = base + int32(i)
+		if p.Resp > 0 {
+			t.rr[base+int32(i)] = rrFlow{key: k, start: now}
+		}
 	}
 	next := now + int64(p.Interval)
+	if p.Resp > 0 {
+		// Requests follow replies (done); the next post is the phase's end.
+		next = start + int64(p.Duration)
+	}
 	if end := start + int64(p.Duration); next > end {
 		next = end
 	}
 	s.At(next, t.post)
+}
+
+// rrFlow is a flow of a request/response phase.
+type rrFlow struct {
+	key   [3]int // phase, sender, QP
+	reply bool
+	start int64 // the exchange's request post
+}
+
+// LiveOp is one request/response exchange of a live run.
+type LiveOp struct {
+	Phase      string
+	Start, End int64
+}
+
+// done is the Done hook: in a request/response phase a finished request
+// is answered and a finished reply ends the exchange; the QP's next
+// request follows while its phase lasts. Flows are posted from a
+// callback at the same instant, not inside the ACK handling that called
+// the hook.
+func (t *LiveTarget) done(fi int32) {
+	f, ok := t.rr[fi]
+	if !ok {
+		return
+	}
+	s := t.sim
+	ph := t.Sc.Phases[f.key[0]]
+	if !f.reply {
+		s.At(s.Now(), func(s *fabric.Sim) {
+			fl := workload.Flow{ID: t.nextID, Src: ph.Dst, Dst: f.key[1], Size: ph.Resp, Start: s.Now(), Prio: fabric.PrioData}
+			t.nextID++
+			t.addOne(s, fl, rrFlow{key: f.key, reply: true, start: f.start})
+		})
+		return
+	}
+	t.ops = append(t.ops, LiveOp{Phase: ph.Name, Start: f.start, End: s.Now()})
+	if cur, _ := t.Sc.PhaseAt(s.Now()); cur.Name != ph.Name {
+		return // the phase is over: the QP rests
+	}
+	s.At(s.Now(), func(s *fabric.Sim) {
+		fl := workload.Flow{ID: t.nextID, Src: f.key[1], Dst: ph.Dst, Size: ph.Size, Start: s.Now(), Prio: fabric.PrioData}
+		t.nextID++
+		t.addOne(s, fl, rrFlow{key: f.key, start: s.Now()})
+	})
+}
+
+// addOne posts one flow of a request/response phase.
+func (t *LiveTarget) addOne(s *fabric.Sim, fl workload.Flow, r rrFlow) {
+	fi := int32(s.Flows())
+	if err := s.AddFlows([]workload.Flow{fl}); err != nil {
+		panic(fmt.Sprintf("online workload: %v", err)) // validated phases: a bug
+	}
+	t.qp[r.key], t.rr[fi] = fi, r
+}
+
+// Ops are the request/response exchanges completed so far.
+func (t *LiveTarget) Ops() []LiveOp {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]LiveOp(nil), t.ops...)
 }
 
 // Skipped is how many bursts a QP skipped because its previous message

@@ -111,3 +111,69 @@ func TestLivePhasesCycle(t *testing.T) {
 		}
 	}
 }
+
+// TestLiveRequestResponse: the online redis scenario's threads each have
+// one exchange at a time (a SET, then its reply, then the next SET), the
+// exchanges' times span both messages, and the windows' throughput is the
+// SETs' (replies are not counted as the workload).
+func TestLiveRequestResponse(t *testing.T) {
+	lt, err := NewLiveTargetNamed("redis")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	c, err := tuning.BaselineConfig("vendor", tuning.PaperCell, lt.Sc.Capacity, lt.Sc.RTT, lt.Sc.Scopes...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lt.Apply(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	var tel tuning.Telemetry
+	for range 2 {
+		if tel, err = lt.Measure(ctx, 4*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ph := lt.Sc.Phases[0]
+	threads := len(ph.Senders) * ph.QPs
+	ops := lt.Ops()
+	if len(ops) < threads {
+		t.Fatalf("%d exchanges in 8 ms of %d threads", len(ops), threads)
+	}
+	wire := int64(float64(ph.Size+ph.Resp) * 8 / 25)
+	for _, op := range ops {
+		if op.Phase != "redis" || op.End-op.Start < wire {
+			t.Fatalf("exchange %+v: shorter than its bytes' wire time", op)
+		}
+	}
+	busy, replies := 0, 0
+	for _, f := range lt.Flows() {
+		if f.Src == "h39" {
+			replies++
+			if f.Size != ph.Resp {
+				t.Fatalf("reply %+v", f)
+			}
+		} else if !f.Done {
+			busy++
+		}
+	}
+	if busy > threads || replies < len(ops) {
+		t.Fatalf("%d SETs in flight for %d threads, %d replies for %d exchanges", busy, threads, replies, len(ops))
+	}
+	// h39's port carries the SETs; the replies' ports carry nothing the
+	// window counts.
+	for _, sw := range tel.Switches {
+		for _, p := range sw.Ports {
+			if p.Throughput < 1e9 {
+				t.Fatalf("%s port %d: %.0f bit/s counted: replies scored as the workload", sw.Name, p.Port, p.Throughput)
+			}
+		}
+	}
+	bad := lt.Sc
+	bad.Phases = []Phase{ph}
+	bad.Phases[0].Interval = time.Millisecond
+	if _, err := NewLiveTarget(bad); err == nil {
+		t.Fatal("a phase with both bursts and replies accepted")
+	}
+}

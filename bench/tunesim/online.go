@@ -342,12 +342,16 @@ func summariseLive(name string, lt *LiveTarget, fixed tuning.Objective, tels []t
 			a.Queue += q / float64(n)
 		}
 	}
+	// FCTs are the messages', or in a request/response phase the
+	// exchanges' (request post to reply completion).
 	fcts := map[string][]float64{}
 	for _, f := range lt.Flows() {
-		if f.Done {
-			ph, _ := lt.Sc.PhaseAt(f.Start)
+		if ph, _ := lt.Sc.PhaseAt(f.Start); f.Done && ph.Resp == 0 {
 			fcts[ph.Name] = append(fcts[ph.Name], float64(f.FCT))
 		}
+	}
+	for _, op := range lt.Ops() {
+		fcts[op.Phase] = append(fcts[op.Phase], float64(op.End-op.Start))
 	}
 	diffs := map[string][]float64{}
 	for i := 1; i < len(run.Scores); i++ {
@@ -428,8 +432,14 @@ func WriteOnline(w io.Writer, r OnlineResult) error {
 			if bs.Queue < t.Queue {
 				m = append(m, "queue")
 			}
+			if bs.P50 > 0 && bs.P50 < t.P50 {
+				m = append(m, "P50 FCT")
+			}
 			if bs.P99 > 0 && bs.P99 < t.P99 {
 				m = append(m, "P99 FCT")
+			}
+			if bs.Drops < t.Drops {
+				m = append(m, "drops")
 			}
 			if len(m) > 0 {
 				worse = append(worse, fmt.Sprintf("%s (%s)", b.Name, strings.Join(m, ", ")))

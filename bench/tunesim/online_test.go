@@ -152,3 +152,23 @@ func TestRecoveries(t *testing.T) {
 		t.Fatalf("phase b at x %g (%d), proposals %g (%d); want 10 (6), 9.4 (6)", b.AtX, b.NAtX, b.Proposals, b.NProposal)
 	}
 }
+
+// TestWriteOnlineVerdicts: a preset ahead of the tuned run on the median
+// FCT or on drops is named with it, as on score, throughput, queue and
+// the P99.
+func TestWriteOnlineVerdicts(t *testing.T) {
+	tuned := PhaseStats{Windows: 1, Score: 1, Throughput: 20e9, Queue: 1000, P50: 100, P99: 200, Drops: 5}
+	better := tuned
+	better.P50, better.Drops = 90, 0
+	same := tuned
+	r := OnlineResult{Scenario: "s", Steps: 1,
+		Tuned: OnlineRun{Name: "bytetuning", Phases: map[string]PhaseStats{"p": tuned}, Scores: []float64{1}, Phase: []string{"p"}},
+		Base:  []OnlineRun{{Name: "a", Phases: map[string]PhaseStats{"p": better}}, {Name: "b", Phases: map[string]PhaseStats{"p": same}}}}
+	var b strings.Builder
+	if err := WriteOnline(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "presets better than the tuned run: a (P50 FCT, drops)\n") {
+		t.Fatalf("verdict:\n%s", b.String())
+	}
+}

@@ -38,6 +38,13 @@ type SimScenario struct {
 	// round trip (ns), for the baselines that derive from them.
 	Capacity float64
 	RTT      int64
+	// Loop, when set, is the workload instead of Build's flows: posted
+	// as the run goes by applications waiting on completions. Posting
+	// stops at the evaluation's duration; the run then goes on for at
+	// most Drain so the messages in flight complete and their FCTs are
+	// measured (telemetry stays the posting window's).
+	Loop  *Loop
+	Drain time.Duration
 }
 
 // Link rates and delay of the paper's first cluster (Section 6.1):
@@ -217,6 +224,12 @@ type SimTarget struct {
 	cfg    *tuning.Config
 	// Last is the last run's raw results (reports).
 	Last *fabric.Results
+	// Ops are the last run's request/response exchanges (a Loop with
+	// replies), Skipped its bursts a busy QP skipped and Posted its
+	// messages (requests) posted.
+	Ops     []Op
+	Skipped uint64
+	Posted  uint64
 }
 
 // NewSimTarget builds the scenario's topology and workload once.
@@ -226,10 +239,18 @@ func NewSimTarget(sc SimScenario) (*SimTarget, error) {
 		return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
 	}
 	t := &SimTarget{Sc: sc, SampleNs: 2000, g: g, routes: r, flows: fl}
+	if sc.Loop != nil {
+		if err := sc.Loop.validate(g); err != nil {
+			return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
+		}
+		if len(fl) > 0 {
+			return nil, fmt.Errorf("scenario %s: a loop workload and static flows", sc.Name)
+		}
+	}
 	if len(t.Telemetry) == 0 {
-		dem := make([]tuning.Demand, len(fl))
-		for i, f := range fl {
-			dem[i] = tuning.Demand{Src: f.Src, Dst: f.Dst}
+		var dem []tuning.Demand
+		for _, p := range t.demands() {
+			dem = append(dem, tuning.Demand{Src: p[0], Dst: p[1]})
 		}
 		comp := tuning.Compress(g, r, dem, tuning.CompressOptions{PerLayer: true, OnPathOnly: true, ReceiverSide: true})
 		t.Telemetry = comp.Telemetry
@@ -376,8 +397,8 @@ func (t *SimTarget) Measure(ctx context.Context, d time.Duration) (tuning.Teleme
 	type pair struct{ src, dst int }
 	pairOf := map[pair]int{}
 	var pairs []pair
-	for _, f := range t.flows {
-		p := pair{f.Src, f.Dst}
+	for _, d := range t.demands() {
+		p := pair{d[0], d[1]}
 		if _, ok := pairOf[p]; !ok {
 			pairOf[p] = len(pairs)
 			pairs = append(pairs, p)
@@ -387,10 +408,28 @@ func (t *SimTarget) Measure(ctx context.Context, d time.Duration) (tuning.Teleme
 	pairQueue := make([]float64, len(pairs))
 	pairQN := make([]float64, len(pairs))
 	nextPSN := make([]int32, len(t.flows))
-	sim.SetHooks(&fabric.Hooks{Dequeue: func(sw, port int, p *fabric.Packet, qbytes int64) {
+	var loop *loopRun
+	hooks := &fabric.Hooks{}
+	if t.Sc.Loop != nil {
+		loop = newLoopRun(t.Sc.Loop, int64(d))
+		loop.start(sim)
+		hooks.Done = func(fi int32) { loop.done(sim, fi) }
+	}
+	hooks.Dequeue = func(sw, port int, p *fabric.Packet, qbytes int64) {
 		w := swIdx[sw]
-		if w == nil || p.Kind != fabric.KindData {
+		// Telemetry is the posting window's: a loop's drain after it
+		// is only for the FCTs.
+		if w == nil || p.Kind != fabric.KindData || sim.Now() > int64(d) {
 			return
+		}
+		if _, ok := pairOf[pair{int(p.Src), int(p.Dst)}]; !ok && loop != nil {
+			// A loop's replies are not the workload the objective
+			// judges: a port carrying only replies would score a few
+			// bytes a second of throughput.
+			return
+		}
+		for int(p.Flow) >= len(nextPSN) {
+			nextPSN = append(nextPSN, 0)
 		}
 		w.pkts[port]++
 		if peer, _ := sim.Peer(w.node, port); peer != int(p.Dst) || p.PSN == nextPSN[p.Flow] {
@@ -407,7 +446,8 @@ func (t *SimTarget) Measure(ctx context.Context, d time.Duration) (tuning.Teleme
 				pairQN[k]++
 			}
 		}
-	}})
+	}
+	sim.SetHooks(hooks)
 	var sample func(*fabric.Sim)
 	sample = func(s *fabric.Sim) {
 		for _, w := range ws {
@@ -469,7 +509,38 @@ func (t *SimTarget) Measure(ctx context.Context, d time.Duration) (tuning.Teleme
 		}
 		tel.Flows = append(tel.Flows, fs)
 	}
+	t.Ops, t.Skipped, t.Posted = nil, 0, 0
+	if loop != nil {
+		// The drain: no new posts, the messages in flight run to their
+		// completion (or the drain's end, unfinished).
+		until := int64(d) + int64(t.Sc.Drain)
+		for now := sim.Now(); now < until && loop.pending(sim); now = sim.Now() {
+			if t.Last, err = sim.Run(ctx, min(now+100_000, until)); err != nil {
+				return tel, fmt.Errorf("simulator: %w", err)
+			}
+			if sim.Now() == now {
+				break // nothing left to happen
+			}
+		}
+		t.Ops, t.Skipped, t.Posted = loop.ops, loop.skipped, loop.posted
+	}
 	return tel, nil
+}
+
+// demands are the source-destination pairs of the workload: its flows',
+// or its loop's requests (replies are a few bytes back).
+func (t *SimTarget) demands() [][2]int {
+	var out [][2]int
+	if l := t.Sc.Loop; l != nil {
+		for _, s := range l.Senders {
+			out = append(out, [2]int{s, l.Dst})
+		}
+		return out
+	}
+	for _, f := range t.flows {
+		out = append(out, [2]int{f.Src, f.Dst})
+	}
+	return out
 }
 
 // PairNames names Measure's flow groups ("a->c1") in their order.

@@ -1,0 +1,125 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rdma-appliance/appliance/bench/tunesim"
+	"github.com/rdma-appliance/appliance/internal/progress"
+)
+
+var tunePaperCmd = &Command{
+	Name:    "paper",
+	Summary: "the paper's evaluation tables on the simulator: incast FCT (Fig. 12), Redis (Table 5), DCQCN knobs (Fig. 13)",
+	Usage:   "[--cases LIST] [--evals 40] [--seeds 1] [--bursts 3] [--sim-seed 1] [--fig13 CASE] [--out DIR]",
+	Long: `Runs the paper's Section 6 workloads on the fabric simulator's leaf-spine (2 leaves of 20
+hosts at 25G, 2 spines at 100G, 32 MB switches):
+
+  incast2-qN-SIZE, incast39-qN-SIZE  2-to-1 and 39-to-1 RDMA incast, N QPs per sender (10, 50),
+                                     a SIZE burst (10 KB, 64 KB) per QP every 1000 us; a QP
+                                     skips a burst while its last message is in flight
+  redis                              20 clients x 10 threads send 64 KB SETs to one server,
+                                     each thread the next once the 64-byte reply arrived
+
+For each case, simulated annealing (the paper's parameters, cooled within --evals) tunes the
+receiver-side leaf's watermarks on the paper's objective (Eq. 14: throughput and queue, beta
+0.5, fixed normalisation) for each of --seeds seeds; the tuned best and every baseline preset
+(dcqcn, dctcp, experience, hpcc, vendor) then run once more and the table shows per method
+the P50/P99/mean FCT of every message (or SET-to-reply exchange) as the simulator completed
+it, the receiver's goodput, the receiver-side switch's mean queue, ECN marks, PFC pauses and
+drops (Redis adds IOPS), and per metric how many presets each tuned run beats. Posting lasts
+--bursts ms for the incasts (20 ms for redis); the run then drains until every message is done
+(at most --drain). --sim-seed is the fabric's seed (ECMP hashing, RED): the same seed gives
+the same table. Writes paper.txt, paper.json, paper.html and paper-N.png to --out.
+
+--fig13 CASE runs the DCQCN study of Fig. 13 instead: for every pair of --knobs values
+(microseconds) of rate_reduce_monitor_period (the reaction point's least time between rate
+cuts) and min_time_between_cnps (the notification point's least time between CNPs of a
+flow), CASE is tuned again under those knobs and compared with the vendor preset on ECN
+marks, throughput, PFC pauses and paused time. Writes fig13.txt, .json, .html and PNGs.`,
+	Flags: tunePaperFlags,
+}
+
+type tunePaperOptions struct {
+	cases, out, fig13, knobs string
+	evals, seeds, bursts     int
+	simSeed                  uint64
+	drain                    time.Duration
+	args                     []string
+}
+
+func tunePaperFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
+	var o tunePaperOptions
+	fs.StringVar(&o.cases, "cases", "", "comma-separated cases (default all: "+strings.Join(tunesim.PaperCaseNames(), ",")+")")
+	fs.IntVar(&o.evals, "evals", 40, "annealing's budget per case and seed (the paper's: 330)")
+	fs.IntVar(&o.seeds, "seeds", 1, "annealing seeds (a tuned row each)")
+	fs.IntVar(&o.bursts, "bursts", 3, "bursts (ms of posting) of the incast cases")
+	fs.Uint64Var(&o.simSeed, "sim-seed", 1, "the fabric's seed")
+	fs.DurationVar(&o.drain, "drain", 100*time.Millisecond, "longest run after posting for the messages in flight")
+	fs.StringVar(&o.fig13, "fig13", "", "run the DCQCN knob study (Fig. 13) on this case instead")
+	fs.StringVar(&o.knobs, "knobs", "0,1,4", "Fig. 13's values of both knobs, microseconds")
+	fs.StringVar(&o.out, "out", "tune-paper", "output directory")
+	return bind(&o, &o.args, runTunePaper)
+}
+
+func runTunePaper(ctx context.Context, env *Env, o tunePaperOptions) error {
+	if len(o.args) > 0 {
+		return Usagef("no arguments")
+	}
+	if o.evals < 1 || o.seeds < 1 || o.bursts < 1 || o.simSeed == 0 || o.drain <= 0 {
+		return Usagef("--evals, --seeds, --bursts, --sim-seed and --drain must be positive")
+	}
+	po := tunesim.PaperOptions{Evals: o.evals, Seeds: o.seeds, Bursts: o.bursts, SimSeed: o.simSeed, Drain: o.drain,
+		Progress: progress.New(env.Stderr, progress.Options{Label: "tune paper", Unit: "evaluations"})}
+	if o.cases != "" {
+		po.Cases = strings.Split(o.cases, ",")
+	}
+	if o.fig13 != "" {
+		vals, err := parseKnobs(o.knobs)
+		if err != nil {
+			return err
+		}
+		pts, err := tunesim.Fig13(ctx, po, o.fig13, vals)
+		po.Progress.Finish()
+		if err != nil {
+			return err
+		}
+		if err := tunesim.WriteFig13Table(env.Stdout, o.fig13, pts); err != nil {
+			return err
+		}
+		return tunesim.WriteFig13(o.out, o.fig13, pts)
+	}
+	t0 := time.Now()
+	rows, err := tunesim.PaperEval(ctx, po)
+	po.Progress.Finish()
+	if err != nil {
+		return err
+	}
+	if err := tunesim.WritePaperTable(env.Stdout, rows, po); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "%d cases in %v; written to %s\n", len(rows), time.Since(t0).Round(time.Second), o.out)
+	return tunesim.WritePaper(o.out, rows, po)
+}
+
+// parseKnobs reads --knobs: comma-separated microseconds, 0 to a second,
+// at most 8 values (the study runs every pair).
+func parseKnobs(s string) ([]time.Duration, error) {
+	parts := strings.Split(s, ",")
+	if len(parts) > 8 {
+		return nil, Usagef("--knobs %q: at most 8 values (the study tunes every pair)", s)
+	}
+	var vals []time.Duration
+	for _, p := range parts {
+		v, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
+		if err != nil || !(v >= 0 && v <= 1e6) {
+			return nil, Usagef("--knobs %q: microseconds, 0..1e6, comma-separated", s)
+		}
+		vals = append(vals, time.Duration(v*1e3))
+	}
+	return vals, nil
+}
