@@ -70,6 +70,38 @@ func Poisson(hosts []int, bw float64, load float64, cdf *CDF, duration int64, se
 	return flows
 }
 
+// InProgress draws the flows already running at time 0 when Poisson's
+// arrivals (same hosts, load and sizes) have been going on for long: a
+// trace that starts from an empty fabric carries, for its first flow
+// lifetimes, only the flows born in it, and with a long-tailed
+// distribution (flows of hundreds of megabytes take milliseconds) that is
+// far below the load. Each sender's link is taken as a processor-sharing
+// server, whose steady state does not depend on the size distribution
+// beyond its mean: n flows in progress with probability (1-load)*load^n,
+// each with a residual size from the sizes' equilibrium distribution
+// (CDF.SampleResidual), to a destination uniform among the other hosts.
+// Contention inside the fabric, which slows flows and so keeps more of
+// them in progress, is not modelled. The flows start at 0, sorted by
+// host and numbered from 0. There are none when there are fewer than two
+// hosts or load is not in (0, 1).
+func InProgress(hosts []int, load float64, cdf *CDF, seed uint64) []Flow {
+	if len(hosts) < 2 || cdf == nil || !(load > 0 && load < 1) {
+		return nil
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x7374656164792121)) // "steady!!"
+	var flows []Flow
+	for i, src := range hosts {
+		for rng.Float64() < load {
+			j := rng.IntN(len(hosts) - 1)
+			if j >= i {
+				j++
+			}
+			flows = append(flows, Flow{ID: len(flows), Src: src, Dst: hosts[j], Size: cdf.SampleResidual(rng), Prio: DefaultPrio})
+		}
+	}
+	return flows
+}
+
 func cmpInt64(a, b int64) int {
 	switch {
 	case a < b:

@@ -300,3 +300,55 @@ func BenchmarkPoisson(b *testing.B) {
 	}
 	b.ReportMetric(float64(n), "flows/op")
 }
+
+// TestInProgress: the flows running at time 0 are as many per host as a
+// processor-sharing link at that load holds (load/(1-load) on average),
+// and what is left of them follows the sizes' equilibrium distribution
+// (mean E[S^2]/2E[S]: for the Hawkeye workload about 88 MB, far above the
+// 26.7 MB mean size, since long flows are the ones found running).
+func TestInProgress(t *testing.T) {
+	hosts := make([]int, 20000)
+	for i := range hosts {
+		hosts[i] = 10 + i
+	}
+	const load = 0.35
+	flows := InProgress(hosts, load, Hawkeye, 7)
+	if got, want := float64(len(flows))/float64(len(hosts)), load/(1-load); math.Abs(got/want-1) > 0.04 {
+		t.Errorf("%.3f flows in progress per host, want %.3f within 4%%", got, want)
+	}
+	for i, f := range flows {
+		if f.ID != i || f.Src == f.Dst || f.Src < 10 || f.Dst < 10 || f.Start != 0 || f.Size < 1 || f.Prio != DefaultPrio {
+			t.Fatalf("flow %+v", f)
+		}
+	}
+	sizes, probs := Hawkeye.Points()
+	var m2 float64
+	for i := 1; i < len(sizes); i++ {
+		a, b := sizes[i-1], sizes[i]
+		m2 += (probs[i] - probs[i-1]) * (a*a + a*b + b*b) / 3
+	}
+	want := m2 / (2 * Hawkeye.Mean())
+	rng := rand.New(rand.NewPCG(1, 2))
+	var sum float64
+	const n = 200000
+	for range n {
+		sum += float64(Hawkeye.SampleResidual(rng))
+	}
+	if got := sum / n; math.Abs(got/want-1) > 0.02 {
+		t.Errorf("mean residual %.4g B, want %.4g within 2%%", got, want)
+	}
+	if !reflect.DeepEqual(flows, InProgress(hosts, load, Hawkeye, 7)) {
+		t.Error("same seed, different flows")
+	}
+	for _, bad := range [][]Flow{
+		InProgress(hosts[:1], load, Hawkeye, 1),
+		InProgress(hosts, 0, Hawkeye, 1),
+		InProgress(hosts, 1, Hawkeye, 1),
+		InProgress(hosts, math.NaN(), Hawkeye, 1),
+		InProgress(hosts, load, nil, 1),
+	} {
+		if len(bad) != 0 {
+			t.Errorf("%d flows from degenerate input", len(bad))
+		}
+	}
+}
