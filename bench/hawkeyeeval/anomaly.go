@@ -140,6 +140,9 @@ const (
 	// traceNs is a trace's length: the anomaly starts at 200-300 us and
 	// the switches' CPUs read their registers 500 us after a poll.
 	traceNs = 3_000_000
+	// warmupNs: the background arrivals that run before a trace, for its
+	// flows in progress (four times the largest flow alone at line rate).
+	warmupNs = 100_000_000
 )
 
 // Generate builds trace number seed of anomaly a on topology tp:
@@ -164,10 +167,11 @@ func Generate(tp Topology, a Anomaly, seed uint64) (*Trace, error) {
 	// long-tailed distribution, flows of 100 to 300 MB included, Poisson
 	// arrivals at the rate that makes the load. A flow of 300 MB takes
 	// 24 ms at line rate, so a 3 ms trace that started from an empty
-	// fabric would carry a fraction of that load: the trace starts in the
-	// arrivals' steady state instead, with the flows already running
-	// (workload.InProgress), and the arrivals go on from there.
-	bg := append(workload.InProgress(ft.g.Hosts(), t.Load, workload.Hawkeye, seed),
+	// fabric would carry a fraction of that load: the trace starts with
+	// the flows still running after 100 ms of the same arrivals
+	// (workload.InProgress, a fluid model of the hosts' links), and the
+	// arrivals go on from there.
+	bg := append(workload.InProgress(ft.g.Hosts(), evalBW, t.Load, workload.Hawkeye, warmupNs, seed),
 		workload.Poisson(ft.g.Hosts(), evalBW, t.Load, workload.Hawkeye, t.Duration, seed)...)
 	var loopDst = -1
 	switch a {

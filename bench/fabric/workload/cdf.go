@@ -170,39 +170,6 @@ func (c *CDF) Mean() float64 {
 	return m
 }
 
-// SampleResidual draws what is left of a flow found in progress at a
-// random moment, by the equilibrium (residual-life) distribution of the
-// sizes: a flow is found in progress in proportion to its size (a
-// length-biased draw), and at a uniform point of it. With the sizes
-// linear between points, the length-biased density within a segment
-// grows as the size, so a segment is drawn by its probability times its
-// mean size and the size inside it by the inverse of x*x. Rounded to whole
-// bytes, at least 1.
-func (c *CDF) SampleResidual(rng *rand.Rand) int64 {
-	var total float64
-	w := make([]float64, len(c.size))
-	w[0] = c.prob[0] * c.size[0]
-	total = w[0]
-	for i := 1; i < len(c.size); i++ {
-		w[i] = (c.prob[i] - c.prob[i-1]) * (c.size[i] + c.size[i-1]) / 2
-		total += w[i]
-	}
-	if !(total > 0) {
-		return 1
-	}
-	u := rng.Float64() * total
-	i := 0
-	for ; i < len(w)-1 && u >= w[i]; i++ {
-		u -= w[i]
-	}
-	x := c.size[i]
-	if i > 0 {
-		a, b := c.size[i-1], c.size[i]
-		x = math.Sqrt(a*a + rng.Float64()*(b*b-a*a))
-	}
-	return max(int64(math.Round(rng.Float64()*x)), 1)
-}
-
 // Points returns copies of the distribution's sizes and cumulative
 // probabilities (as fractions).
 func (c *CDF) Points() (sizes, probs []float64) {
