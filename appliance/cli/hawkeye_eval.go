@@ -21,12 +21,14 @@ var hawkeyeEvalCmd = &Command{
 	Usage: "[--traces 100] [--topology k4[,k8,k16]] [--anomalies LIST] [--methods LIST] [--epoch 1ms] [--threshold 300] " +
 		"[--seed 0] [--workers N] [--sweep] [--json FILE] [--out DIR] [--shard i/n]",
 	Long: `Generates --traces traces per topology and anomaly type (fat-trees of 100 Gbps, 2 us links, the
-paper's long-tailed workload at a random load between 20% and 50%), each with one anomaly placed at
-random (seeded): a synchronized incast, a host injecting PAUSE frames, a routing loop (of 2 to 6
-switches, between ToRs and aggregation switches or aggregation switches and cores) closed by its
-own burst or by an incast or a storm next to it, and plain contention without PFC; DCQCN on
-everywhere. Runs the hosts' detection agent, the switches' telemetry and polling, and a
-counterfactual run without the anomaly.
+paper's long-tailed workload, flows of up to 300 MB, at a random load between 20% and 50%, starting
+with the flows 100 ms of its arrivals left running), each with one anomaly placed at random
+(seeded): a synchronized incast, a host injecting PAUSE frames until the trace ends, a routing loop
+(of 2 to 6 switches, between ToRs and aggregation switches or aggregation switches and cores)
+closed by its own burst or by an incast or a storm next to it, and plain contention without PFC;
+DCQCN on everywhere. Runs the hosts' detection agent (threshold a percentage of the fabric's
+largest RTT, as the paper's §5 sets it), the switches' telemetry and polling, and a counterfactual
+run without the anomaly.
 
 Scoring (the paper's §4.2): every detection the agents raise is diagnosed and scored. A true
 positive is a detection of one of the anomaly's victims (its own flows, or a background flow it
@@ -71,7 +73,7 @@ func hawkeyeEvalFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) er
 	fs.StringVar(&o.anomalies, "anomalies", "", "anomaly types, comma-separated (default all)")
 	fs.StringVar(&o.methods, "methods", "", "methods, comma-separated (default all)")
 	fs.DurationVar(&o.epoch, "epoch", time.Millisecond, "telemetry epoch, rounded to a power of two nanoseconds (1us..1s)")
-	fs.IntVar(&o.threshold, "threshold", 300, "detection threshold, percent of the base RTT (110..10000)")
+	fs.IntVar(&o.threshold, "threshold", 300, "detection threshold, percent of the fabric's largest RTT without queues (110..10000)")
 	fs.Uint64Var(&o.seed, "seed", 0, "traces use seeds seed+1 .. seed+traces")
 	fs.IntVar(&o.workers, "workers", 0, "traces simulated at once (0: one per CPU)")
 	fs.BoolVar(&o.sweep, "sweep", false, "run Figure 7's grid of epochs and thresholds, Hawkeye only")

@@ -21,11 +21,11 @@ type Params struct {
 	// two.
 	EpochShift uint `json:"epoch_shift"`
 	// Threshold: the agent polls when a flow's RTT passes this percent
-	// of its base RTT.
+	// of the fabric's largest RTT without queues (hawkeyesim.BaseMax).
 	Threshold int `json:"threshold_percent"`
 }
 
-// DefaultParams: 1 ms epochs, 300% of the base RTT.
+// DefaultParams: 1 ms epochs, 300% of the fabric's largest RTT.
 func DefaultParams() Params { return Params{EpochShift: 20, Threshold: 300} }
 
 // Epoch is the epoch length.
@@ -243,6 +243,10 @@ func runTrace(ctx context.Context, tr *Trace, o RunOptions, full bool) (*run, er
 	cfg.NoPoller = true
 	acfg := hawkeyesim.DefaultAgentConfig()
 	acfg.Threshold = o.Params.Threshold
+	// The paper's §5: "the detection threshold is usually 2-4 times the
+	// maximum RTT (determined by the maximum hop count)"; §4.2 sweeps it
+	// as a percentage of RTT. One base for every flow, the longest path's.
+	acfg.Base = hawkeyesim.BaseMax
 	loopSw := map[int]bool{}
 	loopPort := map[[2]int]bool{}
 	for i, n := range tr.Truth.Loop {

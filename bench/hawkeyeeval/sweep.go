@@ -11,7 +11,7 @@ import (
 
 // Figure 7's axes: epochs of 2^17 (131 us) to 2^21 (2.1 ms) ns, the
 // paper's 100 us to 2 ms in the powers of two a data plane picks epochs
-// by, and detection thresholds of 200% to 500% of the base RTT.
+// by, and detection thresholds of 200% to 500% of the fabric's largest RTT.
 var (
 	SweepEpochs     = []uint{17, 18, 19, 20, 21}
 	SweepThresholds = []int{200, 300, 400, 500}
