@@ -177,3 +177,23 @@ func TestSweepCells(t *testing.T) {
 		t.Fatalf("%s", b.String())
 	}
 }
+
+// TestThroughLoop: a flow waits on an out-of-loop deadlock's loop when a
+// chain of paused links leads from its path to a loop port (a loop switch
+// paused by the next one round the loop), not when the chain only reaches
+// a loop switch by another port, nor when it starts elsewhere.
+func TestThroughLoop(t *testing.T) {
+	loop := []int{10, 11}
+	if !throughLoop([]int{1}, map[int][]int{1: {2}, 2: {10}, 10: {11}}, loop) {
+		t.Error("path 1 -> 2 -> loop port 10 -> 11: through the loop")
+	}
+	if !throughLoop([]int{1}, map[int][]int{1: {11}, 11: {10}}, loop) {
+		t.Error("path 1 -> loop port 11 -> 10: through the loop")
+	}
+	if throughLoop([]int{1}, map[int][]int{1: {10}, 10: {7}}, loop) {
+		t.Error("path 1 -> 10 -> 7 (the storm's ToR): 10's loop port was not paused")
+	}
+	if throughLoop([]int{5}, map[int][]int{1: {10}, 10: {11}}, loop) {
+		t.Error("path 5 has no paused link")
+	}
+}
