@@ -6,8 +6,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,7 +50,8 @@ Prints, per topology, the traces and why some did not manifest; per anomaly type
 precision, recall, top-1, top-3, false alarms, bytes per incident, switches polled and causal
 coverage (Figures 8, 9a, 11); averages per method; and issue 18's goals, met or missed. Writes the
 table to DIR/hawkeye-eval.txt and, with --json, the figures to FILE. --sweep runs Figure 7
-instead: Hawkeye at epochs of 131 us to 2.1 ms and thresholds of 200% to 500%, --traces per cell.
+instead: Hawkeye at epochs of 131 us to 2.1 ms and thresholds of 200% to 500%, --traces per cell;
+its precision and recall are drawn to DIR/hawkeye-figure7-{precision,recall}-TOPOLOGY.svg.
 
 --shard i/n runs only part i of n of the traces (for a batch system's array jobs: Slurm
 arrays, Kubernetes indexed Jobs) and writes its scores to DIR/hawkeye-eval-shard-i-of-n.json;
@@ -189,6 +192,17 @@ func writeHawkeyeResults(env *Env, dir, jsonFile, head string, scores hawkeyeeva
 		rep = scores.Report(ps[0])
 	} else {
 		rep = &hawkeyeeval.Report{Scoring: hawkeyeeval.Scoring, Sweep: scores.SweepCells()}
+		charts := hawkeyeeval.SweepCharts(rep.Sweep)
+		names := slices.Sorted(maps.Keys(charts))
+		for _, name := range names {
+			var svg bytes.Buffer
+			if err := charts[name].SVG(&svg); err != nil {
+				return err
+			}
+			if _, err := writeOut(dir, name, svg.Bytes()); err != nil {
+				return err
+			}
+		}
 	}
 	var b bytes.Buffer
 	b.WriteString(head)
@@ -210,8 +224,8 @@ var hawkeyeMergeCmd = &Command{
 	Summary: "add up the shards of a Hawkeye evaluation into its table",
 	Usage:   "[--out DIR] [--json FILE] hawkeye-eval-shard-*.json...",
 	Long: `Reads the scores 'appliance hawkeye eval --shard i/n' wrote and prints the whole evaluation's
-table, as one run of every trace would; writes it to DIR/hawkeye-eval.txt and, with --json, the
-figures to FILE.`,
+table, as one run of every trace would; writes it to DIR/hawkeye-eval.txt (and a sweep's plots,
+as 'hawkeye eval --sweep' does) and, with --json, the figures to FILE.`,
 	Flags: hawkeyeMergeFlags,
 }
 

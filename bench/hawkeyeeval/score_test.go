@@ -3,6 +3,7 @@ package hawkeyeeval
 import (
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -170,6 +171,13 @@ func TestSweepCells(t *testing.T) {
 	if len(cells) != 2 || cells[0].Threshold != 200 || cells[0].Precision != 1 || cells[1].EpochNs != 1<<21 || cells[1].Precision != 0.5 ||
 		cells[1].Recall != 1 || cells[1].Anomalies[Incast] != [2]float64{0.5, 1} {
 		t.Fatalf("%+v", cells)
+	}
+	charts := SweepCharts(cells)
+	prec, rec := charts["hawkeye-figure7-precision-k4.svg"], charts["hawkeye-figure7-recall-k4.svg"]
+	if len(charts) != 2 || prec == nil || rec == nil || len(prec.Series) != 2 || prec.Series[1].Name != "threshold 500%" ||
+		!slices.Equal(prec.Series[1].X, []float64{2097.152}) || !slices.Equal(prec.Series[1].Y, []float64{50}) ||
+		!slices.Equal(rec.Series[0].Y, []float64{100}) {
+		t.Fatalf("charts %+v", charts)
 	}
 	var b strings.Builder
 	writeSweep(&b, cells)
