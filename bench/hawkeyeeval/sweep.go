@@ -118,7 +118,12 @@ func writeSweep(w io.Writer, cells []SweepCell) {
 		for _, e := range epochs {
 			fmt.Fprintf(tw, "%v\t", time.Duration(e))
 			for _, t := range ths {
-				c := at[[2]int64{e, int64(t)}]
+				// A cell a partial sweep did not run is not 0% / 0%.
+				c, ok := at[[2]int64{e, int64(t)}]
+				if !ok {
+					fmt.Fprint(tw, "-\t")
+					continue
+				}
 				fmt.Fprintf(tw, "%.0f%% / %.0f%%\t", 100*c.Precision, 100*c.Recall)
 			}
 			fmt.Fprintln(tw)
