@@ -6,8 +6,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,12 +23,14 @@ var hawkeyeEvalCmd = &Command{
 	Usage: "[--traces 100] [--topology k4[,k8,k16]] [--anomalies LIST] [--methods LIST] [--epoch 1ms] [--threshold 300] " +
 		"[--seed 0] [--workers N] [--sweep] [--json FILE] [--out DIR] [--shard i/n]",
 	Long: `Generates --traces traces per topology and anomaly type (fat-trees of 100 Gbps, 2 us links, the
-paper's long-tailed workload at a random load between 20% and 50%), each with one anomaly placed at
-random (seeded): a synchronized incast, a host injecting PAUSE frames, a routing loop (of 2 to 6
-switches, between ToRs and aggregation switches or aggregation switches and cores) closed by its
-own burst or by an incast or a storm next to it, and plain contention without PFC; DCQCN on
-everywhere. Runs the hosts' detection agent, the switches' telemetry and polling, and a
-counterfactual run without the anomaly.
+paper's long-tailed workload, flows of up to 300 MB, at a random load between 20% and 50%, starting
+with the flows 100 ms of its arrivals left running), each with one anomaly placed at random
+(seeded): a synchronized incast, a host injecting PAUSE frames until the trace ends, a routing loop
+(of 2 to 6 switches, between ToRs and aggregation switches or aggregation switches and cores)
+closed by its own burst or by an incast or a storm next to it, and plain contention without PFC;
+DCQCN on everywhere. Runs the hosts' detection agent (threshold a percentage of the fabric's
+largest RTT, as the paper's §5 sets it), the switches' telemetry and polling, and a counterfactual
+run without the anomaly.
 
 Scoring (the paper's §4.2): every detection the agents raise is diagnosed and scored. A true
 positive is a detection of one of the anomaly's victims (its own flows, or a background flow it
@@ -46,7 +50,8 @@ Prints, per topology, the traces and why some did not manifest; per anomaly type
 precision, recall, top-1, top-3, false alarms, bytes per incident, switches polled and causal
 coverage (Figures 8, 9a, 11); averages per method; and issue 18's goals, met or missed. Writes the
 table to DIR/hawkeye-eval.txt and, with --json, the figures to FILE. --sweep runs Figure 7
-instead: Hawkeye at epochs of 131 us to 2.1 ms and thresholds of 200% to 500%, --traces per cell.
+instead: Hawkeye at epochs of 131 us to 2.1 ms and thresholds of 200% to 500%, --traces per cell;
+its precision and recall are drawn to DIR/hawkeye-figure7-{precision,recall}-TOPOLOGY.svg.
 
 --shard i/n runs only part i of n of the traces (for a batch system's array jobs: Slurm
 arrays, Kubernetes indexed Jobs) and writes its scores to DIR/hawkeye-eval-shard-i-of-n.json;
@@ -71,7 +76,7 @@ func hawkeyeEvalFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) er
 	fs.StringVar(&o.anomalies, "anomalies", "", "anomaly types, comma-separated (default all)")
 	fs.StringVar(&o.methods, "methods", "", "methods, comma-separated (default all)")
 	fs.DurationVar(&o.epoch, "epoch", time.Millisecond, "telemetry epoch, rounded to a power of two nanoseconds (1us..1s)")
-	fs.IntVar(&o.threshold, "threshold", 300, "detection threshold, percent of the base RTT (110..10000)")
+	fs.IntVar(&o.threshold, "threshold", 300, "detection threshold, percent of the fabric's largest RTT without queues (110..10000)")
 	fs.Uint64Var(&o.seed, "seed", 0, "traces use seeds seed+1 .. seed+traces")
 	fs.IntVar(&o.workers, "workers", 0, "traces simulated at once (0: one per CPU)")
 	fs.BoolVar(&o.sweep, "sweep", false, "run Figure 7's grid of epochs and thresholds, Hawkeye only")
@@ -187,6 +192,17 @@ func writeHawkeyeResults(env *Env, dir, jsonFile, head string, scores hawkeyeeva
 		rep = scores.Report(ps[0])
 	} else {
 		rep = &hawkeyeeval.Report{Scoring: hawkeyeeval.Scoring, Sweep: scores.SweepCells()}
+		charts := hawkeyeeval.SweepCharts(rep.Sweep)
+		names := slices.Sorted(maps.Keys(charts))
+		for _, name := range names {
+			var svg bytes.Buffer
+			if err := charts[name].SVG(&svg); err != nil {
+				return err
+			}
+			if _, err := writeOut(dir, name, svg.Bytes()); err != nil {
+				return err
+			}
+		}
 	}
 	var b bytes.Buffer
 	b.WriteString(head)
@@ -208,8 +224,8 @@ var hawkeyeMergeCmd = &Command{
 	Summary: "add up the shards of a Hawkeye evaluation into its table",
 	Usage:   "[--out DIR] [--json FILE] hawkeye-eval-shard-*.json...",
 	Long: `Reads the scores 'appliance hawkeye eval --shard i/n' wrote and prints the whole evaluation's
-table, as one run of every trace would; writes it to DIR/hawkeye-eval.txt and, with --json, the
-figures to FILE.`,
+table, as one run of every trace would; writes it to DIR/hawkeye-eval.txt (and a sweep's plots,
+as 'hawkeye eval --sweep' does) and, with --json, the figures to FILE.`,
 	Flags: hawkeyeMergeFlags,
 }
 

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rdma-appliance/appliance/bench/hawkeyeeval"
 )
 
 // TestHawkeyeEvalShards: two shards write their scores, merge prints
@@ -92,5 +94,40 @@ func TestHawkeyeEvalBadInput(t *testing.T) {
 	}
 	if code, _, errOut := runCLI(t, "hawkeye", "merge", filepath.Join(t.TempDir(), "none.json")); code != 1 || !strings.Contains(errOut, "none.json") {
 		t.Errorf("merge of a missing file: exit %d, %q", code, errOut)
+	}
+}
+
+// TestHawkeyeSweepPlots: merging the shards of a sweep (scores at two
+// epochs and thresholds) draws Figure 7 into the output directory, the
+// precision and the recall over the epoch, one line per threshold.
+func TestHawkeyeSweepPlots(t *testing.T) {
+	dir := t.TempDir()
+	var files []string
+	for i, p := range []hawkeyeeval.Params{{EpochShift: 17, Threshold: 200}, {EpochShift: 21, Threshold: 500}} {
+		tr := &hawkeyeeval.TraceResult{Topology: hawkeyeeval.Topology{K: 4}, Anomaly: hawkeyeeval.Storm, Manifested: true,
+			Truth: hawkeyeeval.Truth{Anomaly: hawkeyeeval.Storm, Host: "h3", Outside: hawkeyeeval.NoAnomaly},
+			Incidents: []hawkeyeeval.Incident{{Victim: true, Expect: []hawkeyeeval.Anomaly{hawkeyeeval.Storm},
+				Results: []hawkeyeeval.Result{{Method: hawkeyeeval.Hawkeye, Verdict: hawkeyeeval.Verdict{Anomaly: hawkeyeeval.Storm, Host: "h3"}}}}}}
+		sc := hawkeyeeval.Scores{}
+		sc.Tally(p, tr, []hawkeyeeval.Method{hawkeyeeval.Hawkeye})
+		path, err := writeShard(dir, "sweep", i, 2, sc.Flatten())
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, path)
+	}
+	if code, out, errOut := runCLI(t, append([]string{"hawkeye", "merge", "--out", dir}, files...)...); code != 0 || !strings.Contains(out, "Figure 7") {
+		t.Fatalf("merge: %d %s %s", code, out, errOut)
+	}
+	for _, what := range []string{"precision", "recall"} {
+		b, err := os.ReadFile(filepath.Join(dir, "hawkeye-figure7-"+what+"-k4.svg"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"<svg", "average " + what, "threshold 200%", "threshold 500%", "epoch (us)"} {
+			if !strings.Contains(string(b), want) {
+				t.Errorf("%s plot lacks %q", what, want)
+			}
+		}
 	}
 }

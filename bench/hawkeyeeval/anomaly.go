@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strings"
 
 	"github.com/rdma-appliance/appliance/bench/fabric"
 	"github.com/rdma-appliance/appliance/bench/fabric/workload"
@@ -141,27 +140,10 @@ const (
 	// traceNs is a trace's length: the anomaly starts at 200-300 us and
 	// the switches' CPUs read their registers 500 us after a poll.
 	traceNs = 3_000_000
+	// warmupNs: the background arrivals that run before a trace, for its
+	// flows in progress (four times the largest flow alone at line rate).
+	warmupNs = 100_000_000
 )
-
-// hawkeyeCut is the paper's distribution cut at 4 MB: a 3 ms trace sees
-// no more of a larger flow, and the arrival rate is set from the cut
-// distribution's mean so that the load is what was drawn.
-var hawkeyeCut = func() *workload.CDF {
-	sizes, probs := workload.Hawkeye.Points()
-	var b strings.Builder
-	for i, sz := range sizes {
-		if sz >= 4<<20 {
-			fmt.Fprintf(&b, "%d 1\n", 4<<20)
-			break
-		}
-		fmt.Fprintf(&b, "%.0f %g\n", sz, probs[i])
-	}
-	c, err := workload.ParseCDF(strings.NewReader(b.String()))
-	if err != nil {
-		panic("hawkeye: cutting the workload: " + err.Error())
-	}
-	return c
-}()
 
 // Generate builds trace number seed of anomaly a on topology tp:
 // background flows from the paper's distribution at a load drawn from
@@ -181,7 +163,16 @@ func Generate(tp Topology, a Anomaly, seed uint64) (*Trace, error) {
 	at := 200_000 + rng.Int64N(100_000)
 	t.Truth = Truth{Anomaly: a, At: at, Outside: NoAnomaly}
 	g := &generator{t: t, ft: ft, rng: rng, at: at}
-	bg := workload.Poisson(ft.g.Hosts(), evalBW, t.Load, hawkeyeCut, t.Duration, seed)
+	// The paper's workload as it states it (§4.1): sizes from its
+	// long-tailed distribution, flows of 100 to 300 MB included, Poisson
+	// arrivals at the rate that makes the load. A flow of 300 MB takes
+	// 24 ms at line rate, so a 3 ms trace that started from an empty
+	// fabric would carry a fraction of that load: the trace starts with
+	// the flows still running after 100 ms of the same arrivals
+	// (workload.InProgress, a fluid model of the hosts' links), and the
+	// arrivals go on from there.
+	bg := append(workload.InProgress(ft.g.Hosts(), evalBW, t.Load, workload.Hawkeye, warmupNs, seed),
+		workload.Poisson(ft.g.Hosts(), evalBW, t.Load, workload.Hawkeye, t.Duration, seed)...)
 	var loopDst = -1
 	switch a {
 	case InLoopDeadlock, OutLoopContention, OutLoopInjection:
@@ -206,7 +197,9 @@ func Generate(tp Topology, a Anomaly, seed uint64) (*Trace, error) {
 		g.centre(r)
 	case Storm:
 		h := rng.IntN(ft.hosts())
-		g.storm(h)
+		// "configure a host to continuously inject PFC frames" (§4.1):
+		// until the trace ends.
+		g.storm(h, t.Duration)
 		// Traffic to the storming host, so that its ToR's port has
 		// something to hold.
 		t.Truth.Injected = g.burst(h, g.others(h, 3), 512<<10, at)
@@ -248,7 +241,10 @@ func Generate(tp Topology, a Anomaly, seed uint64) (*Trace, error) {
 			t.Truth.Flows = g.burst(o, senders, 2<<20, at)
 		} else {
 			t.Truth.Outside = Storm
-			g.storm(o)
+			// Here the storm stops after 1.5 ms: a loop still held
+			// for the last 500 us of the trace (settle) is then
+			// deadlocked, not merely paused by a storm that goes on.
+			g.storm(o, at+1_500_000)
 			g.burst(o, senders[:3], 2<<20, at)
 		}
 		for _, f := range t.Flows[t.Background+t.Context:] {
@@ -307,13 +303,13 @@ func (g *generator) others(dst, n int) []int {
 	return out
 }
 
-// storm makes host h inject pause frames for 1.5 ms from the anomaly's
-// start: a full quanta every 100 us, so the port never resumes.
-func (g *generator) storm(h int) {
+// storm makes host h inject pause frames from the anomaly's start until
+// until: a full quanta every 100 us, so the port never resumes.
+func (g *generator) storm(h int, until int64) {
 	name := g.ft.g.Nodes[g.ft.host(h)].Name
 	g.t.Truth.Host = name
 	g.t.Faults = append(g.t.Faults, fabric.HostFault{Host: name, Prio: fabric.PrioData, Quanta: 0xffff,
-		Interval: 100_000, From: g.at, Until: g.at + 1_500_000})
+		Interval: 100_000, From: g.at, Until: until})
 }
 
 // centre records host h as the anomaly's centre and its ToR's port to it

@@ -21,11 +21,11 @@ type Params struct {
 	// two.
 	EpochShift uint `json:"epoch_shift"`
 	// Threshold: the agent polls when a flow's RTT passes this percent
-	// of its base RTT.
+	// of the fabric's largest RTT without queues (hawkeyesim.BaseMax).
 	Threshold int `json:"threshold_percent"`
 }
 
-// DefaultParams: 1 ms epochs, 300% of the base RTT.
+// DefaultParams: 1 ms epochs, 300% of the fabric's largest RTT.
 func DefaultParams() Params { return Params{EpochShift: 20, Threshold: 300} }
 
 // Epoch is the epoch length.
@@ -243,6 +243,10 @@ func runTrace(ctx context.Context, tr *Trace, o RunOptions, full bool) (*run, er
 	cfg.NoPoller = true
 	acfg := hawkeyesim.DefaultAgentConfig()
 	acfg.Threshold = o.Params.Threshold
+	// The paper's §5: "the detection threshold is usually 2-4 times the
+	// maximum RTT (determined by the maximum hop count)"; §4.2 sweeps it
+	// as a percentage of RTT. One base for every flow, the longest path's.
+	acfg.Base = hawkeyesim.BaseMax
 	loopSw := map[int]bool{}
 	loopPort := map[[2]int]bool{}
 	for i, n := range tr.Truth.Loop {
@@ -361,11 +365,15 @@ func (r *run) route(flow int32) (nodes, ports []int) {
 // expect are the types a right diagnosis may name for flow's incident,
 // detected at t and read at read. An out-of-loop deadlock is two
 // injected anomalies at once, the cause outside the loop and the
-// deadlock it closes, with one root cause: a flow paused at a loop port
-// before it was caught (or the trickle, which only circles the loop)
-// suffered the deadlock; one paused at a loop port only after, or at
-// another port of a loop switch, waited on both, and the telemetry read
-// shows both; any other suffered the outside cause alone.
+// deadlock it closes, with one root cause (the paper's Table 2: an
+// out-of-loop deadlock's root cause is the flow contention or the host
+// PFC injection outside the loop, found at the end of "a PFC path" from
+// "a port node in the loop"). A flow that waited on the loop before it
+// was caught, its packets paused at a loop port or its path paused by a
+// chain of PFC through one (or the trickle, which only circles the
+// loop), suffered the deadlock; one that waited on it only after, or was
+// paused at another port of a loop switch, waited on both, and the
+// telemetry read shows both; any other suffered the outside cause alone.
 func (r *run) expect(tr *Trace, flow int, t, read int64) []Anomaly {
 	a := tr.Truth.Anomaly
 	if tr.Truth.Outside == NoAnomaly || flow == tr.Truth.Injected[0] {
@@ -373,13 +381,37 @@ func (r *run) expect(tr *Trace, flow int, t, read int64) []Anomaly {
 	}
 	lp, inLoop := r.loopPaused[int32(flow)]
 	np, near := r.nearLoop[int32(flow)]
+	nodes, _ := r.route(int32(flow))
+	var loop []int
+	for _, n := range tr.Truth.Loop {
+		i, _ := tr.Graph.Node(n)
+		loop = append(loop, i)
+	}
+	chain := func(x int64) bool {
+		fwd, _ := r.pausedLinks(max(tr.Truth.At, x-pauseWindow), x)
+		return throughLoop(nodes, fwd, loop)
+	}
 	switch {
-	case inLoop && lp <= t:
+	case inLoop && lp <= t, chain(t):
 		return []Anomaly{a}
-	case inLoop && lp <= read, near && np <= read:
+	case inLoop && lp <= read, near && np <= read, chain(read):
 		return []Anomaly{a, tr.Truth.Outside}
 	}
 	return []Anomaly{tr.Truth.Outside}
+}
+
+// throughLoop says whether a chain of paused links (fwd: from a paused
+// switch to the switches that paused it) leads from a switch of path to
+// one of loop's ports (loop's switches in forwarding order, each paused
+// by the next).
+func throughLoop(path []int, fwd map[int][]int, loop []int) bool {
+	f := reach(path, fwd)
+	for i, n := range loop {
+		if f[n] && slices.Contains(fwd[n], loop[(i+1)%len(loop)]) {
+			return true
+		}
+	}
+	return false
 }
 
 // pausedLinks are the links paused by PFC between from and to (an egress

@@ -3,6 +3,7 @@ package hawkeyeeval
 import (
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -171,9 +172,39 @@ func TestSweepCells(t *testing.T) {
 		cells[1].Recall != 1 || cells[1].Anomalies[Incast] != [2]float64{0.5, 1} {
 		t.Fatalf("%+v", cells)
 	}
+	charts := SweepCharts(cells)
+	prec, rec := charts["hawkeye-figure7-precision-k4.svg"], charts["hawkeye-figure7-recall-k4.svg"]
+	if len(charts) != 2 || prec == nil || rec == nil || len(prec.Series) != 2 || prec.Series[1].Name != "threshold 500%" ||
+		!slices.Equal(prec.Series[1].X, []float64{2097.152}) || !slices.Equal(prec.Series[1].Y, []float64{50}) ||
+		!slices.Equal(rec.Series[0].Y, []float64{100}) {
+		t.Fatalf("charts %+v", charts)
+	}
 	var b strings.Builder
 	writeSweep(&b, cells)
-	if !strings.Contains(b.String(), "100% / 100%") || !strings.Contains(b.String(), "50% / 100%") {
+	// p1 ran at 200% only and p2 at 500% only: the grid's other two
+	// cells were not run and say so.
+	if !strings.Contains(b.String(), "100% / 100%") || !strings.Contains(b.String(), "50% / 100%") || !slices.Equal(slices.DeleteFunc(strings.Fields(b.String()), func(f string) bool { return f != "-" }), []string{"-", "-"}) ||
+		strings.Contains(b.String(), "0% / 0%") {
 		t.Fatalf("%s", b.String())
+	}
+}
+
+// TestThroughLoop: a flow waits on an out-of-loop deadlock's loop when a
+// chain of paused links leads from its path to a loop port (a loop switch
+// paused by the next one round the loop), not when the chain only reaches
+// a loop switch by another port, nor when it starts elsewhere.
+func TestThroughLoop(t *testing.T) {
+	loop := []int{10, 11}
+	if !throughLoop([]int{1}, map[int][]int{1: {2}, 2: {10}, 10: {11}}, loop) {
+		t.Error("path 1 -> 2 -> loop port 10 -> 11: through the loop")
+	}
+	if !throughLoop([]int{1}, map[int][]int{1: {11}, 11: {10}}, loop) {
+		t.Error("path 1 -> loop port 11 -> 10: through the loop")
+	}
+	if throughLoop([]int{1}, map[int][]int{1: {10}, 10: {7}}, loop) {
+		t.Error("path 1 -> 10 -> 7 (the storm's ToR): 10's loop port was not paused")
+	}
+	if throughLoop([]int{5}, map[int][]int{1: {10}, 10: {11}}, loop) {
+		t.Error("path 5 has no paused link")
 	}
 }

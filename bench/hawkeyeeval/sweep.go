@@ -1,17 +1,20 @@
 package hawkeyeeval
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"slices"
 	"text/tabwriter"
 	"time"
+
+	"github.com/rdma-appliance/appliance/internal/report"
 )
 
 // Figure 7's axes: epochs of 2^17 (131 us) to 2^21 (2.1 ms) ns, the
 // paper's 100 us to 2 ms in the powers of two a data plane picks epochs
-// by, and detection thresholds of 200% to 500% of the base RTT.
+// by, and detection thresholds of 200% to 500% of the fabric's largest RTT.
 var (
 	SweepEpochs     = []uint{17, 18, 19, 20, 21}
 	SweepThresholds = []int{200, 300, 400, 500}
@@ -115,7 +118,12 @@ func writeSweep(w io.Writer, cells []SweepCell) {
 		for _, e := range epochs {
 			fmt.Fprintf(tw, "%v\t", time.Duration(e))
 			for _, t := range ths {
-				c := at[[2]int64{e, int64(t)}]
+				// A cell a partial sweep did not run is not 0% / 0%.
+				c, ok := at[[2]int64{e, int64(t)}]
+				if !ok {
+					fmt.Fprint(tw, "-\t")
+					continue
+				}
 				fmt.Fprintf(tw, "%.0f%% / %.0f%%\t", 100*c.Precision, 100*c.Recall)
 			}
 			fmt.Fprintln(tw)
@@ -123,4 +131,60 @@ func writeSweep(w io.Writer, cells []SweepCell) {
 		tw.Flush()
 		fmt.Fprintln(w)
 	}
+}
+
+// SweepCharts draws Figure 7 per topology: Hawkeye's average precision
+// and its average recall (two charts, as the paper's two panels) over the
+// epoch, one line per detection threshold. They are named
+// hawkeye-figure7-{precision,recall}-TOPOLOGY.svg.
+func SweepCharts(cells []SweepCell) map[string]*report.Chart {
+	out := map[string]*report.Chart{}
+	type key struct {
+		tp Topology
+		th int
+	}
+	series := map[key]*[2]report.Series{}
+	var keys []key
+	for _, c := range cells {
+		k := key{c.Topology, c.Threshold}
+		if series[k] == nil {
+			name := fmt.Sprintf("threshold %d%%", c.Threshold)
+			series[k] = &[2]report.Series{{Name: name}, {Name: name}}
+			keys = append(keys, k)
+		}
+		s := series[k]
+		x := float64(c.EpochNs) / 1e3
+		s[0].X, s[0].Y = append(s[0].X, x), append(s[0].Y, 100*c.Precision)
+		s[1].X, s[1].Y = append(s[1].X, x), append(s[1].Y, 100*c.Recall)
+	}
+	slices.SortFunc(keys, func(a, b key) int {
+		if a.tp != b.tp {
+			return a.tp.K - b.tp.K
+		}
+		return a.th - b.th
+	})
+	for _, k := range keys {
+		for i, what := range []string{"precision", "recall"} {
+			name := fmt.Sprintf("hawkeye-figure7-%s-%s.svg", what, k.tp)
+			c := out[name]
+			if c == nil {
+				c = &report.Chart{Title: fmt.Sprintf("Figure 7: Hawkeye's average %s over the anomaly types, fat-tree %s", what, k.tp),
+					XLabel: "epoch (us)", YLabel: what + " (%)", Kind: report.Line, Markers: true}
+				out[name] = c
+			}
+			s := series[k][i]
+			// Cells come in no set order: the line goes by epoch.
+			idx := make([]int, len(s.X))
+			for j := range idx {
+				idx[j] = j
+			}
+			slices.SortFunc(idx, func(a, b int) int { return cmp.Compare(s.X[a], s.X[b]) })
+			sorted := report.Series{Name: s.Name}
+			for _, j := range idx {
+				sorted.X, sorted.Y = append(sorted.X, s.X[j]), append(sorted.Y, s.Y[j])
+			}
+			c.Series = append(c.Series, sorted)
+		}
+	}
+	return out
 }

@@ -2,9 +2,11 @@ package hawkeyesim
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/rdma-appliance/appliance/bench/fabric"
 	"github.com/rdma-appliance/appliance/internal/hawkeyewire"
+	"github.com/rdma-appliance/appliance/internal/topo"
 )
 
 // BaseRTT says what a flow's RTT is compared with.
@@ -19,6 +21,11 @@ const (
 	// BaseMin is the smallest RTT the flow has shown so far (what an
 	// agent that knows nothing of the topology can do).
 	BaseMin
+	// BaseMax is the fabric's largest RTT without queues, the same for
+	// every flow: the paper's §5, "the detection threshold is usually
+	// 2-4 times the maximum RTT (determined by the maximum hop count)".
+	// A flow on a short path then waits longer before it is caught.
+	BaseMax
 )
 
 // AgentConfig is the detection agent's.
@@ -71,6 +78,7 @@ type Agent struct {
 	cfg   AgentConfig
 	sim   *fabric.Sim
 	base  []int64 // per flow; 0 unknown
+	max   int64   // the fabric's largest RTT, for BaseMax
 	last  []int64 // last poll per flow; -1 none
 	acked []int64 // last ACK per flow; 0 none yet
 	next  uint8
@@ -99,7 +107,7 @@ func NewAgent(sim *fabric.Sim, cfg AgentConfig) (*Agent, error) {
 	if cfg.StallCheck == 0 {
 		cfg.StallCheck = d.StallCheck
 	}
-	if cfg.Threshold < 100 || cfg.Interval < 0 || cfg.Prio >= fabric.NumPrio || cfg.Base > BaseMin {
+	if cfg.Threshold < 100 || cfg.Interval < 0 || cfg.Prio >= fabric.NumPrio || cfg.Base > BaseMax {
 		return nil, fmt.Errorf("hawkeye: agent threshold %d%% (at least 100), interval %d, priority %d, base %d",
 			cfg.Threshold, cfg.Interval, cfg.Prio, cfg.Base)
 	}
@@ -107,6 +115,9 @@ func NewAgent(sim *fabric.Sim, cfg AgentConfig) (*Agent, error) {
 	a := &Agent{cfg: cfg, sim: sim, base: make([]int64, n), last: make([]int64, n), acked: make([]int64, n)}
 	for i := range a.last {
 		a.last[i] = -1
+	}
+	if cfg.Base == BaseMax {
+		a.max = MaxRTT(sim.Graph(), cfg.FrameBytes)
 	}
 	if cfg.StallCheck > 0 && n > 0 {
 		sim.At(sim.Now()+cfg.StallCheck, a.stalls)
@@ -122,6 +133,9 @@ func (a *Agent) Polls() []PollEvent { return a.polls }
 
 // Base is flow's base RTT (0 before BaseMin has a sample).
 func (a *Agent) Base(flow int32) int64 {
+	if a.cfg.Base == BaseMax {
+		return a.max
+	}
 	if a.base[flow] == 0 && a.cfg.Base == BasePath {
 		a.base[flow] = PathRTT(a.sim, flow, a.cfg.FrameBytes)
 	}
@@ -219,8 +233,7 @@ func PathRTT(sim *fabric.Sim, flow int32, frameBytes int) int64 {
 	node, port := src, 0
 	var rtt float64
 	for hops := 0; hops < 64; hops++ {
-		l := g.Links[g.Ports(node)[port].Link]
-		rtt += 2*float64(l.Delay) + float64(frameBytes+fabric.WireOverhead+fabric.MinFrame+fabric.WireOverhead)*8e9/l.Bandwidth
+		rtt += hopRTT(g.Links[g.Ports(node)[port].Link], frameBytes)
 		node, _ = sim.Peer(node, port)
 		if node == dst || sim.SwitchOf(node) < 0 {
 			break
@@ -230,6 +243,52 @@ func PathRTT(sim *fabric.Sim, flow int32, frameBytes int) int64 {
 		}
 	}
 	return int64(rtt)
+}
+
+// hopRTT is a link's share of a round trip: its delay both ways, a frame
+// of frameBytes serialised out and a minimum frame (the ACK) back.
+func hopRTT(l topo.Link, frameBytes int) float64 {
+	return 2*float64(l.Delay) + float64(frameBytes+fabric.WireOverhead+fabric.MinFrame+fabric.WireOverhead)*8e9/l.Bandwidth
+}
+
+// MaxRTT is the largest round trip without queues between two hosts of
+// g, each along its shortest path (what the routes take; on a fat-tree,
+// host to host across a core): the base of BaseMax. Paths do not cross a
+// host.
+func MaxRTT(g *topo.Graph, frameBytes int) int64 {
+	var worst float64
+	dist := make([]float64, len(g.Nodes))
+	done := make([]bool, len(g.Nodes))
+	for _, src := range g.Hosts() {
+		for i := range dist {
+			dist[i], done[i] = math.Inf(1), false
+		}
+		dist[src] = 0
+		for {
+			u := -1
+			for i := range dist {
+				if !done[i] && !math.IsInf(dist[i], 1) && (u < 0 || dist[i] < dist[u]) {
+					u = i
+				}
+			}
+			if u < 0 {
+				break
+			}
+			done[u] = true
+			if g.Nodes[u].Kind == topo.Host {
+				if u != src {
+					worst = max(worst, dist[u])
+					continue
+				}
+			}
+			for _, ref := range g.Ports(u) {
+				if d := dist[u] + hopRTT(g.Links[ref.Link], frameBytes); d < dist[ref.Peer] {
+					dist[ref.Peer] = d
+				}
+			}
+		}
+	}
+	return int64(worst)
 }
 
 // System is Hawkeye on a simulation: the switch program, the hosts'

@@ -70,6 +70,103 @@ func Poisson(hosts []int, bw float64, load float64, cdf *CDF, duration int64, se
 	return flows
 }
 
+// InProgress draws the flows still running at time 0 when Poisson's
+// arrivals (same hosts, rate, load and sizes, drawn with another stream)
+// have been going on for warmup ns: a trace that starts from an empty
+// fabric carries, for its first flow lifetimes, only the flows born in
+// it, and with a long-tailed distribution (flows of hundreds of
+// megabytes take milliseconds) that is far below the load. The warm-up
+// runs through a fluid model of the hosts' links: every flow running
+// gets its max-min fair share of its sender's link and its receiver's
+// (bw each, the fabric between them taken as non-blocking), until it has
+// sent its size. The flows start at 0 with what they have left, in the
+// order they arrived, numbered from 0. There are none when Poisson would
+// draw none or warmup is not positive.
+func InProgress(hosts []int, bw, load float64, cdf *CDF, warmup int64, seed uint64) []Flow {
+	if warmup <= 0 {
+		return nil
+	}
+	arrivals := Poisson(hosts, bw, load, cdf, warmup, seed^0x7761726d7570) // "warmup"
+	type running struct {
+		f          Flow
+		left, rate float64 // bytes, bytes/ns
+	}
+	var act []*running
+	capacity := bw / 8e9 // bytes/ns
+	// fair sets every running flow's max-min fair rate by progressive
+	// filling over the links they use: the sender's uplink (key 2*host)
+	// and the receiver's downlink (2*host+1).
+	fair := func() {
+		left, users := map[int]float64{}, map[int]int{}
+		for _, r := range act {
+			r.rate = -1
+			for _, l := range [2]int{2 * r.f.Src, 2*r.f.Dst + 1} {
+				left[l] = capacity
+				users[l]++
+			}
+		}
+		for {
+			bottleneck, share := -1, math.Inf(1)
+			for l, n := range users {
+				if n > 0 && left[l]/float64(n) < share {
+					bottleneck, share = l, left[l]/float64(n)
+				}
+			}
+			if bottleneck < 0 {
+				return
+			}
+			for _, r := range act {
+				up, down := 2*r.f.Src, 2*r.f.Dst+1
+				if r.rate >= 0 || (up != bottleneck && down != bottleneck) {
+					continue
+				}
+				r.rate = share
+				for _, l := range [2]int{up, down} {
+					left[l] -= share
+					users[l]--
+				}
+			}
+		}
+	}
+	var now float64
+	next := 0
+	for {
+		fair()
+		done, arrive := math.Inf(1), float64(warmup)
+		for _, r := range act {
+			done = min(done, now+r.left/r.rate)
+		}
+		if next < len(arrivals) {
+			arrive = float64(arrivals[next].Start)
+		}
+		until := min(done, arrive)
+		for _, r := range act {
+			r.left -= r.rate * (until - now)
+		}
+		now = until
+		if now >= float64(warmup) {
+			break
+		}
+		if arrive <= done {
+			f := arrivals[next]
+			act = append(act, &running{f: f, left: float64(f.Size)})
+			next++
+		}
+		// Finished flows leave (less than a byte left: rounding).
+		act = slices.DeleteFunc(act, func(r *running) bool { return r.left < 1 })
+	}
+	flows := make([]Flow, 0, len(act))
+	for _, r := range act {
+		if r.left < 1 {
+			continue
+		}
+		f := r.f
+		f.ID, f.Start, f.Size = len(flows), 0, int64(math.Ceil(r.left))
+		flows = append(flows, f)
+	}
+	return flows
+}
+
 func cmpInt64(a, b int64) int {
 	switch {
 	case a < b:

@@ -300,3 +300,53 @@ func BenchmarkPoisson(b *testing.B) {
 	}
 	b.ReportMetric(float64(n), "flows/op")
 }
+
+// TestInProgress: with two hosts, each sending only to the other, each
+// link is a processor-sharing server, whose steady state holds n flows
+// with probability (1-load)*load^n whatever the sizes: load/(1-load) on
+// average. The fluid warm-up must find as many running at time 0, each
+// with less than it was drawn with (what it has not sent yet).
+func TestInProgress(t *testing.T) {
+	const (
+		load   = 0.35
+		bw     = 100e9
+		warmup = int64(100e6) // 100 ms, against 24 ms for the largest flow alone
+		seeds  = 1500
+	)
+	hosts := []int{3, 4}
+	var n int
+	for seed := range uint64(seeds) {
+		flows := InProgress(hosts, bw, load, Hawkeye, warmup, seed)
+		n += len(flows)
+		for i, f := range flows {
+			if f.ID != i || f.Src == f.Dst || f.Start != 0 || f.Size < 1 || f.Size > 300e6 || f.Prio != DefaultPrio {
+				t.Fatalf("seed %d: flow %+v", seed, f)
+			}
+		}
+	}
+	// The count per host is geometric: standard deviation 0.91 per host,
+	// 0.017 over the 3000 hosts; 10% is about three of them.
+	if got, want := float64(n)/(2*seeds), load/(1-load); math.Abs(got/want-1) > 0.1 {
+		t.Errorf("%.3f flows in progress per host, want %.3f within 10%%", got, want)
+	}
+	// Sixteen hosts to random destinations: receivers share too, so
+	// flows run slower and more of them are in progress.
+	many := make([]int, 16)
+	for i := range many {
+		many[i] = 10 + i
+	}
+	flows := InProgress(many, bw, load, Hawkeye, warmup, 9)
+	if float64(len(flows))/16 < load/(1-load)/2 || !reflect.DeepEqual(flows, InProgress(many, bw, load, Hawkeye, warmup, 9)) {
+		t.Errorf("16 hosts: %d flows in progress, or not deterministic", len(flows))
+	}
+	for _, bad := range [][]Flow{
+		InProgress(hosts[:1], bw, load, Hawkeye, warmup, 1),
+		InProgress(hosts, bw, 0, Hawkeye, warmup, 1),
+		InProgress(hosts, bw, load, nil, warmup, 1),
+		InProgress(hosts, bw, load, Hawkeye, 0, 1),
+	} {
+		if len(bad) != 0 {
+			t.Errorf("%d flows from degenerate input", len(bad))
+		}
+	}
+}
