@@ -86,12 +86,13 @@ func MeasureDumperCost(bursts, burst, copyLen int) (*DumperCost, error) {
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	pool, err := dpdk.NewPool("dumpercost", 4*burst, dpdk.Headroom+4096)
+	name := fmt.Sprintf("dumpercost%d", time.Now().UnixNano())
+	pool, err := dpdk.NewPool(name, 4*burst, dpdk.Headroom+4096)
 	if err != nil {
 		return nil, err
 	}
 	defer pool.Close()
-	l := ring.NewLink(fmt.Sprintf("dumpercost%d", time.Now().UnixNano()), ring.Config{Queues: 1, RingSize: 4 * burst})
+	l := ring.NewLink(name, ring.Config{Queues: 1, RingSize: 4 * burst})
 	defer l.A().Close()
 	defer l.B().Close()
 	dir, err := os.MkdirTemp("", "dumpercost")
@@ -99,7 +100,10 @@ func MeasureDumperCost(bursts, burst, copyLen int) (*DumperCost, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	d, err := dumper.New(dumper.Config{Name: "cost", Port: l.B(), Burst: burst, NumPkts: bursts * burst, Dir: dir,
+	total := bursts + bursts/10 // the first tenth warms caches and the arena
+	// The arena holds every copy: a full one skips the copy, which would
+	// make the last bursts look cheap.
+	d, err := dumper.New(dumper.Config{Name: "cost", Port: l.B(), Burst: burst, NumPkts: total * burst, Dir: dir,
 		Stepped: true})
 	if err != nil {
 		return nil, err
@@ -118,7 +122,6 @@ func MeasureDumperCost(bursts, burst, copyLen int) (*DumperCost, error) {
 	}
 	sent, taken, done := make(chan error), make(chan struct{}), make(chan struct{})
 	defer close(done)
-	total := bursts + bursts/10 // the first tenth warms caches and the arena
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
