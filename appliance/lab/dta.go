@@ -418,9 +418,41 @@ func (s *dtaStage) runReporters() (time.Duration, dtatranslator.Status, error) {
 	if err != nil {
 		return took, st, fmt.Errorf("translator did not settle (%d reports, %d queued): %w", st.Stats.Reports, st.QueueDepth, err)
 	}
-	// Let the pollers read the last batches.
-	time.Sleep(20 * time.Millisecond)
+	s.awaitLists()
 	return took, st, nil
+}
+
+// awaitLists lets the collector's list pollers read the last entries the
+// translator wrote: until every list holds what its reporter appended,
+// or, where some were lost on the way, until no list has grown for 200 ms
+// (at most 5 s). A fixed pause lost the race on a loaded machine: the
+// check then read a list two entries short.
+func (s *dtaStage) awaitLists() {
+	count := func() (n int, all bool) {
+		s.entries.mu.Lock()
+		defer s.entries.mu.Unlock()
+		all = true
+		for i, r := range s.reps {
+			got := len(s.entries.m[uint32(i+1)])
+			n += got
+			if got < len(r.Truth.Append[uint32(i+1)]) {
+				all = false
+			}
+		}
+		return n, all
+	}
+	last, since := -1, time.Now()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && s.ctx.Err() == nil; time.Sleep(5 * time.Millisecond) {
+		n, all := count()
+		if all {
+			return
+		}
+		if n != last {
+			last, since = n, time.Now()
+		} else if time.Since(since) >= 200*time.Millisecond {
+			return
+		}
+	}
 }
 
 // recordLists keeps the lists' rates for the dashboard: over the reporting
