@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"github.com/Mellanox/rdmamap"
+
+	"github.com/rdma-appliance/appliance/dpdk"
 )
 
 // Root is the sysfs mount; tests point it at a fake tree.
@@ -135,29 +137,16 @@ func PortNUMANode(port string) int {
 	return -1
 }
 
-// NodeCPUs lists the CPUs of a NUMA node (its cpulist), in order; nil
-// when the node is unknown.
+// NodeCPUs lists the CPUs of a NUMA node (its cpulist, in DPDK's core
+// list syntax), in order; nil when the node is unknown or the list does
+// not parse.
 func NodeCPUs(node int) []int {
 	if node < 0 {
 		return nil
 	}
-	s := readString(filepath.Join(Root, "devices/system/node", "node"+strconv.Itoa(node), "cpulist"))
-	var cpus []int
-	for _, part := range strings.Split(s, ",") {
-		lo, hi, isRange := strings.Cut(strings.TrimSpace(part), "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil || a < 0 {
-			continue
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a || b-a > 4096 {
-				continue
-			}
-		}
-		for c := a; c <= b; c++ {
-			cpus = append(cpus, c)
-		}
+	cpus, err := dpdk.ParseCoreList(readString(filepath.Join(Root, "devices/system/node", "node"+strconv.Itoa(node), "cpulist")))
+	if err != nil {
+		return nil
 	}
 	return cpus
 }

@@ -66,7 +66,8 @@ func TestFakeTree(t *testing.T) {
 	if err := os.Symlink(pci, filepath.Join(root, "bus/pci/devices/0000:3b:00.0")); err != nil {
 		t.Fatal(err)
 	}
-	write(t, filepath.Join(root, "devices/system/node/node1/cpulist"), "8-10,24,x,30-29\n")
+	write(t, filepath.Join(root, "devices/system/node/node1/cpulist"), "8-10,24\n")
+	write(t, filepath.Join(root, "devices/system/node/node3/cpulist"), "8-10,x\n")
 	for port, want := range map[string]int{"eal:0000:3b:00.0": 1, "eal:0000:3b:00.0,rxq=4": 1, "afpacket:ens1f0,fanout=hash": 1,
 		"ens1f0": 1, "lo": -1, "eal:0000:99:00.0": -1, "ring:x": -1, "eal:../../etc": -1, "afpacket:": -1} {
 		if got := PortNUMANode(port); got != want {
@@ -78,6 +79,9 @@ func TestFakeTree(t *testing.T) {
 	}
 	if got := NodeCPUs(2); got != nil {
 		t.Errorf("node 2 CPUs %v", got)
+	}
+	if got := NodeCPUs(3); got != nil {
+		t.Errorf("node 3's list does not parse, CPUs %v", got)
 	}
 }
 
