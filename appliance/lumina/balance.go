@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/rdma-appliance/appliance/bench/trafficgen"
@@ -175,9 +176,14 @@ func RunBalance(ctx context.Context, cfg BalanceConfig) (*BalanceResult, error) 
 }
 
 func runBalanceMode(ctx context.Context, cfg BalanceConfig, res *BalanceResult, bal inject.Balance, speed int) error {
+	// A dumper's arena holds a round's copies even if it got them all:
+	// the data packets of the largest message size and an ACK each. It
+	// was sized for 16 MB messages whatever the sizes (84 MB touched per
+	// dumper at ten messages).
+	largest := slices.Max(cfg.Sizes)
 	dumpers := make([]DumperSpec, cfg.Dumpers)
 	for i := range dumpers {
-		dumpers[i] = DumperSpec{NumPkts: 4 * cfg.Messages * (16<<20/balanceMTU + 64)}
+		dumpers[i] = DumperSpec{NumPkts: 2*cfg.Messages*((largest+balanceMTU-1)/balanceMTU) + 1024}
 	}
 	name := fmt.Sprintf("balance-%s-%dg", bal, speed)
 	tb, err := NewTestbed(TestbedConfig{Name: fmt.Sprintf("%s-%d", name, os.Getpid()), Virtual: true,
