@@ -137,9 +137,9 @@ func (o *luminaRunOptions) runner(env *Env) (*lumina.Runner, error) {
 	if o.lab {
 		r.Analyze = lumina.AnalyzeRunOptions(lumina.SoftOptions())
 	} else {
-		r.Remote = &lumina.Remote{Exec: remoteExec, Binary: o.binary, DumperPort: o.dumperPort, InjectorFile: o.injFile,
-			RequesterArgs: strings.Fields(o.reqArgs), ResponderArgs: strings.Fields(o.respArgs), Setup: o.setup,
-			RemoteTokenFile: o.remoteToken, DumperDPDK: o.dumperDPDK}
+		r.Remote = &lumina.Remote{Exec: remoteExec, RequesterArgs: strings.Fields(o.reqArgs), ResponderArgs: strings.Fields(o.respArgs),
+			Setup: o.setup, SetupOptions: lumina.SetupOptions{Binary: o.binary, DumperPort: o.dumperPort, InjectorFile: o.injFile,
+				RemoteTokenFile: o.remoteToken, DumperDPDK: o.dumperDPDK}}
 	}
 	if !o.json {
 		r.Progress = env.Stderr

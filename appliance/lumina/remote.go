@@ -181,10 +181,10 @@ func lastLines(s string, n int) string {
 // same API through `appliance inject tofino` (p4/luminatofino.Controller).
 type Remote struct {
 	Exec Executor
-	// Binary is the appliance binary on the hosts (default "appliance").
-	Binary string
-	// DumperPort is the dumpers' HTTP port (default 9200).
-	DumperPort int
+	// SetupOptions are the plan's (BuildPlan) and say where the services
+	// answer: Binary (default "appliance"), DumperPort (default 9200),
+	// InjectorFile, RemoteTokenFile, DumperDPDK. IterMode is the run's.
+	SetupOptions
 	// HostArgs are extra device flags for the traffic generator on each
 	// host; by default the RNIC is nic.ib-device (-d ibv:DEV -i ib-port).
 	RequesterArgs, ResponderArgs []string
@@ -195,19 +195,13 @@ type Remote struct {
 	// injector under sde-path, the dumpers) and restores them after;
 	// without it they must be set up and the services running.
 	Setup bool
-	// InjectorFile is an injector file already on the switch for Setup
-	// (default: written from the test, SetupOptions.InjectorFile).
-	InjectorFile string
-	// RemoteTokenFile and DumperDPDK are SetupOptions'.
-	RemoteTokenFile string
-	DumperDPDK      bool
 }
 
 // Plan is the setup plan of a test as Setup runs it, after the options
 // are checked (SetupOptions.Check).
 func (rm *Remote) Plan(t *Test, mode intent.IterMode) (*Plan, error) {
-	o := SetupOptions{Binary: rm.binary(), DumperPort: rm.DumperPort, InjectorFile: rm.InjectorFile, IterMode: mode,
-		RemoteTokenFile: rm.RemoteTokenFile, DumperDPDK: rm.DumperDPDK}
+	o := rm.SetupOptions
+	o.IterMode = mode
 	if err := o.Check(t); err != nil {
 		return nil, err
 	}
