@@ -12,6 +12,7 @@ import (
 	"github.com/rdma-appliance/appliance/bench/trafficgen"
 	"github.com/rdma-appliance/appliance/internal/intent"
 	"github.com/rdma-appliance/appliance/internal/spec"
+	"github.com/rdma-appliance/appliance/translator/inject"
 )
 
 // LuminaSpec configures the Lumina stage: a test through the capture
@@ -190,29 +191,16 @@ func runLumina(ctx context.Context, l *Lab, row *Row) error {
 				row.Figure("fig7b_unchecked", "the pool takes %.1f M copies/s, under twice the %.1f M both 100 Gbit/s ports offer",
 					pool/1e6, 2*lumina.LineFrameRate(100)/1e6)
 			}
+			for _, size := range res.Config.Sizes {
+				if r := res.Row(inject.BalanceWRR, 100, size); checked && r != nil && r.Passed != r.Rounds {
+					problems = append(problems, fmt.Sprintf("per-packet WRR at 100 Gbit/s kept %d of %d traces of %d-byte messages whole (%s)",
+						r.Passed, r.Rounds, r.MessageSize, r.FirstFailure))
+				}
+			}
 			for _, speed := range res.Config.SpeedsGbps {
-				var fig [2]struct {
-					passed, rounds int
-					lost           uint64
-				}
-				for _, r := range res.Rows {
-					if r.SpeedGbps != speed {
-						continue
-					}
-					k := 0
-					if r.Balance != res.Rows[0].Balance {
-						k = 1
-					}
-					fig[k].passed += r.Passed
-					fig[k].rounds += r.Rounds
-					fig[k].lost += r.Lost
-					if checked && k == 0 && speed == 100 && r.Passed != r.Rounds {
-						problems = append(problems, fmt.Sprintf("per-packet WRR at 100 Gbit/s kept %d of %d traces of %d-byte messages whole (%s)",
-							r.Passed, r.Rounds, r.MessageSize, r.FirstFailure))
-					}
-				}
-				row.Figure(fmt.Sprintf("fig7b_%dg", speed), "wrr %d/%d lost %d, per-port %d/%d lost %d", fig[0].passed, fig[0].rounds,
-					fig[0].lost, fig[1].passed, fig[1].rounds, fig[1].lost)
+				wrr, port := res.Total(inject.BalanceWRR, speed), res.Total(inject.BalanceIngressPort, speed)
+				row.Figure(fmt.Sprintf("fig7b_%dg", speed), "wrr %d/%d lost %d, per-port %d/%d lost %d", wrr.Passed, wrr.Rounds,
+					wrr.Lost, port.Passed, port.Rounds, port.Lost)
 			}
 			if res.TrafficFails > 0 {
 				problems = append(problems, fmt.Sprintf("balance experiment: %d rounds of traffic failed", res.TrafficFails))

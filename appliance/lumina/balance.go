@@ -122,6 +122,22 @@ func (r *BalanceResult) Row(b inject.Balance, speedGbps, size int) *BalanceRow {
 	return nil
 }
 
+// Total sums a mirroring mode's rows at one line rate (0: every rate)
+// over the message sizes.
+func (r *BalanceResult) Total(b inject.Balance, speedGbps int) BalanceRow {
+	t := BalanceRow{Balance: balanceName(b), SpeedGbps: speedGbps}
+	for _, x := range r.Rows {
+		if x.Balance != t.Balance || speedGbps != 0 && x.SpeedGbps != speedGbps {
+			continue
+		}
+		t.Rounds += x.Rounds
+		t.Passed += x.Passed
+		t.Lost += x.Lost
+		t.Discarded += x.Discarded
+	}
+	return t
+}
+
 // LineFrameRate is the frames per second a port sends at line rate with
 // RoCE WRITE packets of a full MTU (RoCEv2 over IPv4: Ethernet 14, IP
 // 20, UDP 8, BTH 12, ICRC 4 and FCS 4, plus the wire's preamble and gap).

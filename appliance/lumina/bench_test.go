@@ -25,19 +25,11 @@ func BenchmarkBalance(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Log("\n" + res.Table())
-		var wrr, port, rounds int
-		for _, r := range res.Rows {
-			if r.Balance == balanceName(inject.BalanceWRR) {
-				wrr += r.Passed
-				rounds += r.Rounds
-			} else {
-				port += r.Passed
-			}
-		}
-		b.ReportMetric(100*float64(wrr)/float64(rounds), "wrr-integrity-%")
-		b.ReportMetric(100*float64(port)/float64(rounds), "per-port-integrity-%")
+		wrr, port := res.Total(inject.BalanceWRR, 0), res.Total(inject.BalanceIngressPort, 0)
+		b.ReportMetric(100*wrr.PassRate(), "wrr-integrity-%")
+		b.ReportMetric(100*port.PassRate(), "per-port-integrity-%")
 		b.ReportMetric(res.CapacityPPS, "dumper-copies/s")
-		b.ReportMetric(float64(2*rounds)/time.Since(start).Seconds(), "rounds/s")
+		b.ReportMetric(float64(wrr.Rounds+port.Rounds)/time.Since(start).Seconds(), "rounds/s")
 	}
 }
 
