@@ -45,6 +45,10 @@ func TestBalance(t *testing.T) {
 			t.Errorf("per-port, 1 MB messages: want every round to lose exactly the discarded copies: %+v", *port)
 		}
 	}
+	if w, p := res.Total(inject.BalanceWRR, 400), res.Total(inject.BalanceIngressPort, 0); w.Rounds != 4 || w.Passed != 4 ||
+		p.Rounds != 4 || p.Passed != 2 || p.Lost != res.Row(inject.BalanceIngressPort, 400, 1<<20).Lost {
+		t.Errorf("totals: round-robin %+v, per-port %+v", w, p)
+	}
 	again, err := RunBalance(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
