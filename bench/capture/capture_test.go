@@ -214,6 +214,11 @@ func buildAppliance(tb testing.TB, dir string, tags ...string) string {
 	return out
 }
 
+// applianceEnv names a prebuilt appliance binary to measure instead of one
+// built into a temporary directory: a profiler (perf record -a) then finds
+// its symbols after the run.
+const applianceEnv = "CAPTURE_APPLIANCE"
+
 func BenchmarkCapture(b *testing.B) {
 	if os.Geteuid() != 0 {
 		b.Skip("capture: needs root for network namespaces and AF_PACKET")
@@ -235,8 +240,12 @@ func BenchmarkCapture(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	app := os.Getenv(applianceEnv)
+	if app == "" {
+		app = buildAppliance(b, b.TempDir())
+	}
 	bn := &bench{l: newLinkPair(b), sendCore: cores[0], capCore: cores[len(cores)-1], self: self, tcpdump: tcpdump,
-		appliance: buildAppliance(b, b.TempDir())}
+		appliance: app}
 	if bn.txPool, err = dpdk.NewPool("capture-tx", 4096, 0); err != nil {
 		b.Fatal(err)
 	}
