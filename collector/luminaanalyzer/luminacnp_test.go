@@ -35,9 +35,9 @@ func TestLuminaCNPCheck(t *testing.T) {
 		tr.step = 0
 		first := func(c int) uint32 { return tr.ipsn(c) }
 		tr.data(0, first(0), first(0), mirror.EventECN)
-		tr.after(10 * time.Microsecond).data(1, first(1), first(1), mirror.EventECN)
-		tr.after(10 * time.Microsecond).data(2, first(2), first(2), mirror.EventECN)
-		tr.after(60 * time.Microsecond).data(0, first(0), first(0)+1, mirror.EventECN)
+		tr.after(10*time.Microsecond).data(1, first(1), first(1), mirror.EventECN)
+		tr.after(10*time.Microsecond).data(2, first(2), first(2), mirror.EventECN)
+		tr.after(60*time.Microsecond).data(0, first(0), first(0)+1, mirror.EventECN)
 		tr.after(time.Microsecond).nak(1, first(1))
 		for _, c := range cnps {
 			tr.after(time.Microsecond).cnp(c, true)
