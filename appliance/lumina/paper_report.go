@@ -42,12 +42,25 @@ func (p PaperPage) Misses() int {
 	return n
 }
 
+// PaperOptions adjust PaperReport.
+type PaperOptions struct {
+	// Figures selects pages (nil: all of PaperFigures).
+	Figures []string
+	// Progress gets a line per page (nil: none).
+	Progress io.Writer
+	// KeepRuns keeps every run's result directory under out/runs. The
+	// pages need none of them (each is self-contained HTML with the
+	// numbers read from the runs), so by default the runs go to a
+	// temporary directory that is removed once the pages are written:
+	// the full set leaves some 37 MB of traces and results otherwise.
+	KeepRuns bool
+}
+
 // PaperReport runs the paper's settings on the twin (paper.go) and writes
 // one HTML page per figure or table into out (fig8.html, ..., table4.html)
-// and index.html linking them with their verdicts; the runs' result
-// directories stay under out/runs. figures selects pages (nil: all of
-// PaperFigures); progress gets a line per page (nil: none).
-func PaperReport(ctx context.Context, out string, figures []string, progress io.Writer) ([]PaperPage, error) {
+// and index.html linking them with their verdicts.
+func PaperReport(ctx context.Context, out string, opt PaperOptions) (pages []PaperPage, err error) {
+	figures := opt.Figures
 	if len(figures) == 0 {
 		figures = PaperFigures
 	}
@@ -56,11 +69,25 @@ func PaperReport(ctx context.Context, out string, figures []string, progress io.
 			return nil, fmt.Errorf("lumina: no paper figure %q (have %s)", f, strings.Join(PaperFigures, ", "))
 		}
 	}
-	w := &paperWriter{ctx: ctx, out: out}
-	if err := os.MkdirAll(filepath.Join(out, "runs"), 0o755); err != nil {
+	if err := os.MkdirAll(out, 0o755); err != nil {
 		return nil, err
 	}
-	var pages []PaperPage
+	w := &paperWriter{ctx: ctx, out: out, runs: filepath.Join(out, "runs")}
+	if opt.KeepRuns {
+		if err := os.MkdirAll(w.runs, 0o755); err != nil {
+			return nil, err
+		}
+	} else {
+		if w.runs, err = os.MkdirTemp("", "lumina-paper-runs-"); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if rerr := os.RemoveAll(w.runs); rerr != nil && err == nil {
+				err = rerr
+			}
+		}()
+	}
+	progress := opt.Progress
 	for _, name := range PaperFigures {
 		if !slices.Contains(figures, name) {
 			continue
@@ -76,8 +103,12 @@ func PaperReport(ctx context.Context, out string, figures []string, progress io.
 	}
 	idx := report.NewPage("Lumina's figures on the twin")
 	idx.Subtitle = "The paper's §6 settings run on the virtual testbed; every number read from the traces by the analyzer"
+	runs := "The runs' result directories were removed once their numbers were read (--keep-runs keeps them under runs/)."
+	if opt.KeepRuns {
+		runs = "The runs' result directories are under runs/."
+	}
 	idx.Paragraph("Each page puts the paper's figure beside the twin's, with the tolerance it is checked within; " +
-		"a check outside its tolerance is a miss and says so. The runs' result directories are under runs/.")
+		"a check outside its tolerance is a miss and says so. " + runs)
 	var links []report.Link
 	for _, pg := range pages {
 		note := report.Pass(fmt.Sprintf("%d of %d checks within tolerance", len(pg.Checks), len(pg.Checks)))
@@ -95,6 +126,7 @@ func PaperReport(ctx context.Context, out string, figures []string, progress io.
 type paperWriter struct {
 	ctx  context.Context
 	out  string
+	runs string // where the runs' result directories go
 	nack map[string]*nackSweep
 	cnp  map[string]CNPTable
 }
@@ -107,7 +139,7 @@ type nackSweep struct {
 }
 
 func (w *paperWriter) dir(name string) (string, error) {
-	return os.MkdirTemp(filepath.Join(w.out, "runs"), name+"-")
+	return os.MkdirTemp(w.runs, name+"-")
 }
 
 func (w *paperWriter) page(name string) (PaperPage, error) {
