@@ -128,69 +128,16 @@ func LuminaCNPCheckDir(ctx context.Context, dir string) (*LuminaCNP, error) {
 // SEND or READ test (send_read mixes receivers per QP, which meta.json does
 // not tell apart; it is refused).
 func LuminaCNPCheck(ctx context.Context, tracePath string, m *Meta) (*LuminaCNP, error) {
-	out := &LuminaCNP{Receiver: "responder"}
-	nic := m.ResponderNIC
-	switch m.Geometry.Verb {
-	case intent.VerbRead:
-		out.Receiver, nic = "requester", m.RequesterNIC
-	case intent.VerbSendRead:
-		return nil, fmt.Errorf("lumina: the CNP check of send_read needs its SEND and READ QPs apart")
+	c, err := newLuminaCNPCheck(m)
+	if err != nil {
+		return nil, err
 	}
-	out.NIC = strings.ToUpper(nic.Type)
-	if out.NIC != "E810" {
-		// ConnectX: the NP's enable, slow restart and the interval, as
-		// the file sets them; an E810 is checked with none of them.
-		out.NACKTriggersCNP = LuminaCNPNACKTrigger[out.NIC] && nic.DCQCNNPEnable && nic.SlowRestart
-		out.MinTimeNs = nic.MinTimeBetweenCNPs
-	}
-	// The IP pairs (data sender, data receiver) of the connections.
-	type pair struct{ snd, rcv netip.Addr }
-	var pairs []pair
-	for i, c := range m.Conns {
-		src, dst, _ := intent.DataDirection(i, c, m.Geometry, intent.Options{})
-		p := pair{netip.AddrFrom16(src).Unmap(), netip.AddrFrom16(dst).Unmap()}
-		if !slices.Contains(pairs, p) {
-			pairs = append(pairs, p)
-		}
-	}
-	slices.SortFunc(pairs, func(a, b pair) int {
-		if c := a.snd.Compare(b.snd); c != 0 {
-			return c
-		}
-		return a.rcv.Compare(b.rcv)
-	})
-	var senders []netip.Addr
-	for _, p := range pairs {
-		if !slices.Contains(senders, p.snd) {
-			senders = append(senders, p.snd)
-		}
-	}
-	// Per mode, the groups and each group's pacing state.
-	type state struct {
-		g    LuminaCNPGroup
-		last int64
-		any  bool
-	}
-	modes := []string{ScopePort, ScopeIPPair, ScopeDestIP}
-	groups := make([][]*state, len(modes))
-	groups[0] = []*state{{g: LuminaCNPGroup{Key: "port"}}}
-	for _, p := range pairs {
-		groups[1] = append(groups[1], &state{g: LuminaCNPGroup{Key: p.snd.String() + "->" + p.rcv.String()}})
-	}
-	for _, s := range senders {
-		groups[2] = append(groups[2], &state{g: LuminaCNPGroup{Key: s.String()}})
-	}
-	find := func(p pair) (ip, snd int) {
-		return slices.Index(pairs, p), slices.Index(senders, p.snd)
-	}
-
 	r, err := pcap.Open(tracePath)
 	if err != nil {
 		return nil, fmt.Errorf("lumina: %w", err)
 	}
 	defer r.Close()
 	var rec pcap.Record
-	var p roce.Packet
 	for n := 0; ; n++ {
 		if n&0xffff == 0 {
 			if err := ctx.Err(); err != nil {
@@ -202,60 +149,157 @@ func LuminaCNPCheck(ctx context.Context, tracePath string, m *Meta) (*LuminaCNP,
 		} else if err != nil {
 			return nil, fmt.Errorf("lumina: reading %s: %w", tracePath, err)
 		}
-		if roce.ParseTruncated(rec.Data, roce.UDPPort, &p) != nil {
+		c.packet(rec.Data)
+	}
+	return c.result(), nil
+}
+
+// cnpPair is an IP pair: data sender, data receiver.
+type cnpPair struct{ snd, rcv netip.Addr }
+
+// cnpGroup is one group of a mode and its pacer as the check replays it.
+type cnpGroup struct {
+	g    LuminaCNPGroup
+	last int64
+	any  bool
+}
+
+// luminaCNPCheck is the check's state over one trace: the connections' IP
+// pairs and senders, and per mode its groups (per port one, per IP pair
+// one per pair, per destination IP one per data sender).
+type luminaCNPCheck struct {
+	out     *LuminaCNP
+	pairs   []cnpPair
+	senders []netip.Addr
+	groups  [3][]*cnpGroup
+	p       roce.Packet
+}
+
+var luminaCNPModes = [3]string{ScopePort, ScopeIPPair, ScopeDestIP}
+
+func newLuminaCNPCheck(m *Meta) (*luminaCNPCheck, error) {
+	c := &luminaCNPCheck{out: &LuminaCNP{Receiver: "responder"}}
+	nic := m.ResponderNIC
+	switch m.Geometry.Verb {
+	case intent.VerbRead:
+		c.out.Receiver, nic = "requester", m.RequesterNIC
+	case intent.VerbSendRead:
+		return nil, fmt.Errorf("lumina: the CNP check of send_read needs its SEND and READ QPs apart")
+	}
+	c.out.NIC = strings.ToUpper(nic.Type)
+	if c.out.NIC != "E810" {
+		// ConnectX: the NP's enable, slow restart and the interval, as
+		// the file sets them; an E810 is checked with none of them.
+		c.out.NACKTriggersCNP = LuminaCNPNACKTrigger[c.out.NIC] && nic.DCQCNNPEnable && nic.SlowRestart
+		c.out.MinTimeNs = nic.MinTimeBetweenCNPs
+	}
+	for i, cn := range m.Conns {
+		if !cn.RequesterIP.IsValid() || !cn.ResponderIP.IsValid() {
 			continue
 		}
-		np := p.Net
-		meta, err := mirror.Read(rec.Data, &np)
-		if err != nil {
-			continue
+		src, dst, _ := intent.DataDirection(i, cn, m.Geometry, intent.Options{})
+		p := cnpPair{netip.AddrFrom16(src).Unmap(), netip.AddrFrom16(dst).Unmap()}
+		if !slices.Contains(c.pairs, p) {
+			c.pairs = append(c.pairs, p)
 		}
-		src := netip.AddrFrom16(p.SrcGID(rec.Data)).Unmap()
-		dst := netip.AddrFrom16(p.DstGID(rec.Data)).Unmap()
-		info := p.Info()
-		var counted func(*state)
-		var ip, snd int
-		trigger := false
-		switch {
-		case info.Payload && meta.Event == mirror.EventECN:
-			// A data packet of the pair (src, dst), marked.
-			if ip, snd = find(pair{src, dst}); ip >= 0 {
-				counted, trigger = func(s *state) { s.g.ECNs++ }, true
+	}
+	slices.SortFunc(c.pairs, func(a, b cnpPair) int {
+		if d := a.snd.Compare(b.snd); d != 0 {
+			return d
+		}
+		return a.rcv.Compare(b.rcv)
+	})
+	for _, p := range c.pairs {
+		if !slices.Contains(c.senders, p.snd) {
+			c.senders = append(c.senders, p.snd)
+		}
+	}
+	c.groups[0] = []*cnpGroup{{g: LuminaCNPGroup{Key: "port"}}}
+	for _, p := range c.pairs {
+		c.groups[1] = append(c.groups[1], &cnpGroup{g: LuminaCNPGroup{Key: p.snd.String() + "->" + p.rcv.String()}})
+	}
+	for _, s := range c.senders {
+		c.groups[2] = append(c.groups[2], &cnpGroup{g: LuminaCNPGroup{Key: s.String()}})
+	}
+	return c, nil
+}
+
+// of returns the pair's group in every mode; ok is false when no
+// connection has the pair.
+func (c *luminaCNPCheck) of(p cnpPair) (gs [3]*cnpGroup, ok bool) {
+	ip := slices.Index(c.pairs, p)
+	if ip < 0 {
+		return gs, false
+	}
+	return [3]*cnpGroup{c.groups[0][0], c.groups[1][ip], c.groups[2][slices.Index(c.senders, p.snd)]}, true
+}
+
+// packet takes one record of the trace, in switch order.
+func (c *luminaCNPCheck) packet(data []byte) {
+	p := &c.p
+	if roce.ParseTruncated(data, roce.UDPPort, p) != nil {
+		return
+	}
+	np := p.Net
+	meta, err := mirror.Read(data, &np)
+	if err != nil {
+		return
+	}
+	src := netip.AddrFrom16(p.SrcGID(data)).Unmap()
+	dst := netip.AddrFrom16(p.DstGID(data)).Unmap()
+	switch {
+	case p.Info().Payload && meta.Event == mirror.EventECN:
+		// A data packet of the pair (src, dst), marked: a trigger.
+		if gs, ok := c.of(cnpPair{src, dst}); ok {
+			for _, g := range gs {
+				g.g.ECNs++
+				c.trigger(g, meta.Timestamp)
 			}
-		case p.IsCNP():
-			if ip, snd = find(pair{dst, src}); ip >= 0 {
-				for _, s := range []*state{groups[0][0], groups[1][ip], groups[2][snd]} {
-					s.g.CNPs++
+		}
+	case p.IsCNP():
+		// A CNP goes back to the data sender.
+		if gs, ok := c.of(cnpPair{dst, src}); ok {
+			for _, g := range gs {
+				g.g.CNPs++
+			}
+		}
+	default:
+		if a := p.AETH(data); a != nil && a.Syndrome().IsNAK() {
+			if gs, ok := c.of(cnpPair{dst, src}); ok {
+				for _, g := range gs {
+					g.g.NACKs++
+					if c.out.NACKTriggersCNP {
+						c.trigger(g, meta.Timestamp)
+					}
 				}
-			}
-			continue
-		default:
-			if a := p.AETH(rec.Data); a != nil && a.Syndrome().IsNAK() {
-				if ip, snd = find(pair{dst, src}); ip >= 0 {
-					counted, trigger = func(s *state) { s.g.NACKs++ }, out.NACKTriggersCNP
-				}
-			}
-		}
-		if counted == nil {
-			continue
-		}
-		for _, s := range []*state{groups[0][0], groups[1][ip], groups[2][snd]} {
-			counted(s)
-			if trigger && (!s.any || meta.Timestamp-s.last > out.MinTimeNs) {
-				s.last, s.any = meta.Timestamp, true
-				s.g.Expected++
 			}
 		}
 	}
-	for i, mode := range modes {
+}
+
+// trigger expects a CNP of the group unless its last expected one is at
+// most the interval before ts.
+func (c *luminaCNPCheck) trigger(g *cnpGroup, ts int64) {
+	if !g.any || ts-g.last > c.out.MinTimeNs {
+		g.last, g.any = ts, true
+		g.g.Expected++
+	}
+}
+
+// result is the verdict per mode: every group's expected count must be
+// the CNPs it holds.
+func (c *luminaCNPCheck) result() *LuminaCNP {
+	out := *c.out
+	out.Modes = nil
+	for i, mode := range luminaCNPModes {
 		lm := LuminaCNPMode{Mode: mode, Pass: true}
-		for _, s := range groups[i] {
-			lm.Groups = append(lm.Groups, s.g)
-			if s.g.Expected != s.g.CNPs {
+		for _, g := range c.groups[i] {
+			lm.Groups = append(lm.Groups, g.g)
+			if g.g.Expected != g.g.CNPs {
 				lm.Pass = false
 			}
 		}
 		out.Modes = append(out.Modes, lm)
 	}
-	return out, nil
+	return &out
 }

@@ -2,6 +2,8 @@ package luminaanalyzer
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/json"
 	"net/netip"
 	"slices"
 	"testing"
@@ -94,4 +96,52 @@ func TestLuminaCNPCheck(t *testing.T) {
 	if _, err := LuminaCNPCheck(context.Background(), tr.write(t.TempDir()), tr.m); err == nil {
 		t.Error("send_read accepted")
 	}
+}
+
+// FuzzLuminaCNP feeds arbitrary records to Lumina's CNP check: nothing
+// panics, and the modes count the same packets: the port's group holds
+// every mark, NAK and CNP the IP pairs' and the senders' groups hold, and
+// no group expects more CNPs than it had triggers.
+func FuzzLuminaCNP(f *testing.F) {
+	for _, s := range fuzzSeeds(f) {
+		f.Add(s)
+	}
+	f.Add([]byte{})
+	m := fuzzMeta(f)
+	m.ResponderNIC = NICConfig{Type: "CX6", DCQCNNPEnable: true, SlowRestart: true, MinTimeBetweenCNPs: 20_000}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := newLuminaCNPCheck(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for len(data) >= 6 {
+			l := min(int(binary.BigEndian.Uint16(data[:2])), len(data)-6)
+			c.packet(data[6 : 6+l])
+			data = data[6+l:]
+			n++
+		}
+		l := c.result()
+		if len(l.Modes) != 3 {
+			t.Fatalf("%d modes", len(l.Modes))
+		}
+		var sums [3]LuminaCNPGroup
+		for i, md := range l.Modes {
+			for _, g := range md.Groups {
+				if g.Expected > g.ECNs+g.NACKs || g.Expected < 0 {
+					t.Fatalf("%s %s: %+v", md.Mode, g.Key, g)
+				}
+				sums[i].ECNs += g.ECNs
+				sums[i].NACKs += g.NACKs
+				sums[i].CNPs += g.CNPs
+			}
+		}
+		if sums[0] != sums[1] || sums[0] != sums[2] || sums[0].ECNs+sums[0].NACKs+sums[0].CNPs > n {
+			t.Fatalf("modes count differently for %d records: %+v", n, sums)
+		}
+		if _, err := json.Marshal(l); err != nil {
+			t.Fatal(err)
+		}
+		_ = l.String()
+	})
 }
