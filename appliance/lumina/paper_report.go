@@ -10,12 +10,13 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/rdma-appliance/appliance/collector/luminaanalyzer"
 	"github.com/rdma-appliance/appliance/internal/report"
 )
 
 // PaperFigures names the pages `lumina paper` can write, in the paper's
 // order.
-var PaperFigures = []string{"fig8", "fig9", "fig10a", "fig10b", "table2", "table3", "table4"}
+var PaperFigures = []string{"fig8", "fig9", "fig10a", "fig10b", "table2", "table3", "table4", "cnpcheck"}
 
 // PaperCheck is one comparison on a figure's page: what the paper reports,
 // what the twin's trace gave, and whether it is within the stated
@@ -157,6 +158,8 @@ func (w *paperWriter) page(name string) (PaperPage, error) {
 		p, pg, err = w.table2()
 	case "table3", "table4":
 		p, pg, err = w.cnpPage(name)
+	case "cnpcheck":
+		p, pg, err = w.cnpCheck()
 	}
 	if err != nil {
 		return pg, err
@@ -495,6 +498,59 @@ func (w *paperWriter) cnpPage(name string) (*report.Page, PaperPage, error) {
 		}
 	}
 	p.Section("Table")
+	p.Table(t)
+	return p, pg, nil
+}
+
+// cnpCheck is Lumina's own CNP check (test_cnp's expected counts per
+// pacing mode, luminaanalyzer.LuminaCNPCheck) on the twin's runs of
+// CNPPacingTest: each NIC must pass the mode §6.4 and Lumina's code give
+// it, and only that one.
+func (w *paperWriter) cnpCheck() (*report.Page, PaperPage, error) {
+	pg := PaperPage{Title: "Lumina's CNP check (test_cnp) per pacing mode"}
+	p := report.NewPage(pg.Title)
+	p.Subtitle = "Four QPs over two requester and four responder addresses, every packet ECN-marked, " +
+		"min_time_between_cnps 100 us; with losses, two packets dropped and slow restart on"
+	p.Paragraph("Lumina's e2e test_cnp derives, from the switch's timestamps of the ECN-marked packets (and of the NAKs " +
+		"where the NIC sends a CNP with one), how many CNPs the receiver should send if it paced per NIC port, per IP " +
+		"pair or per destination IP, and compares with the CNPs in the trace. The addresses group the QPs three ways, " +
+		"so the three modes expect different counts and a NIC passes only its own: per port on CX6, per destination IP " +
+		"on CX4 and CX5 (§6.4), every mode on the E810, which Lumina checks with no interval.")
+	want := map[string][]string{"CX4": {luminaanalyzer.ScopeDestIP}, "CX5": {luminaanalyzer.ScopeDestIP},
+		"CX6": {luminaanalyzer.ScopePort}, "E810": {luminaanalyzer.ScopePort, luminaanalyzer.ScopeIPPair, luminaanalyzer.ScopeDestIP}}
+	t := report.Table{Header: []string{"NIC", "losses", "mode", "expected", "sent", "Lumina's verdict"}}
+	for _, losses := range []bool{false, true} {
+		for _, nic := range []string{"CX4", "CX5", "CX6", "E810"} {
+			d, err := w.dir(fmt.Sprintf("cnpcheck-%s-%v", nic, losses))
+			if err != nil {
+				return nil, pg, err
+			}
+			l, err := RunLuminaCNP(w.ctx, d, nic, 50, losses)
+			if err != nil {
+				return nil, pg, err
+			}
+			for _, m := range l.Modes {
+				var e, a []string
+				for _, g := range m.Groups {
+					e, a = append(e, fmt.Sprint(g.Expected)), append(a, fmt.Sprint(g.CNPs))
+				}
+				v := report.Fail("fail")
+				if m.Pass {
+					v = report.Pass("pass")
+				}
+				t.Rows = append(t.Rows, []report.Cell{{Text: nic}, {Text: fmt.Sprint(losses)}, {Text: m.Mode},
+					{Text: strings.Join(e, " / ")}, {Text: strings.Join(a, " / ")}, v})
+			}
+			got := l.Passing()
+			what := nic + " passes"
+			if losses {
+				what += " (with losses)"
+			}
+			pg.Checks = append(pg.Checks, PaperCheck{What: what, Paper: strings.Join(want[nic], ", "),
+				Twin: strings.Join(got, ", "), Tolerance: "exact", OK: slices.Equal(got, want[nic])})
+		}
+	}
+	p.Section("Expected and sent CNPs per group (port; IP pairs; data senders)")
 	p.Table(t)
 	return p, pg, nil
 }

@@ -18,10 +18,14 @@ func TestPaperReport(t *testing.T) {
 	out := t.TempDir()
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
-	pages, err := PaperReport(context.Background(), out, PaperOptions{Figures: []string{"table4", "table3"}})
+	pages, err := PaperReport(context.Background(), out, PaperOptions{Figures: []string{"cnpcheck", "table4", "table3"}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(pages) != 3 || pages[2].Name != "cnpcheck" || pages[2].Misses() != 0 || len(pages[2].Checks) != 8 {
+		t.Fatalf("cnpcheck page %+v", pages[len(pages)-1])
+	}
+	pages = pages[:2]
 	for _, dir := range []string{out, tmp} {
 		es, _ := os.ReadDir(dir)
 		for _, e := range es {
