@@ -3,13 +3,10 @@ package luminaanalyzer
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/netip"
-	"path/filepath"
 	"slices"
 	"strings"
 
-	"github.com/rdma-appliance/appliance/dumper/pcap"
 	"github.com/rdma-appliance/appliance/internal/intent"
 	"github.com/rdma-appliance/appliance/internal/mirror"
 	"github.com/rdma-appliance/appliance/verbs/roce"
@@ -117,11 +114,7 @@ func LuminaCNPCheckDir(ctx context.Context, dir string) (*LuminaCNP, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lumina: %w", err)
 	}
-	trace := m.Trace
-	if !filepath.IsAbs(trace) {
-		trace = filepath.Join(dir, trace)
-	}
-	return LuminaCNPCheck(ctx, trace, m)
+	return LuminaCNPCheck(ctx, m.tracePath(dir), m)
 }
 
 // LuminaCNPCheck runs Lumina's CNP check over the merged trace of a WRITE,
@@ -132,24 +125,8 @@ func LuminaCNPCheck(ctx context.Context, tracePath string, m *Meta) (*LuminaCNP,
 	if err != nil {
 		return nil, err
 	}
-	r, err := pcap.Open(tracePath)
-	if err != nil {
-		return nil, fmt.Errorf("lumina: %w", err)
-	}
-	defer r.Close()
-	var rec pcap.Record
-	for n := 0; ; n++ {
-		if n&0xffff == 0 {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-		}
-		if err := r.Next(&rec); err == io.EOF {
-			break
-		} else if err != nil {
-			return nil, fmt.Errorf("lumina: reading %s: %w", tracePath, err)
-		}
-		c.packet(rec.Data)
+	if err := eachRecord(ctx, tracePath, func(_ int64, data []byte) { c.packet(data) }); err != nil {
+		return nil, err
 	}
 	return c.result(), nil
 }
