@@ -104,6 +104,15 @@ func CNPPacingTest(nic string, msgs int, losses bool) (*Test, error) {
 		edits[0][1] += "    - {qpn: 1, psn: 10, type: drop, iter: 1}\n    - {qpn: 2, psn: 500, type: drop, iter: 1}\n"
 		edits = append(edits, [2]string{`slow-restart: false`, "slow-restart: true"})
 	}
+	if nic == "E810" {
+		// The key Lumina's host code and test_cnp read on an E810, its
+		// one DCQCN switch: on at the responder (the notification
+		// point), off at the requester, whose reaction the setting
+		// turns off.
+		edits = append(edits,
+			[2]string{`(?s)(\nrequester:\n.*?  roce-parameters:\n)`, "${1}    dcqcn-enable: false\n"},
+			[2]string{`(?s)(\nresponder:\n.*?  roce-parameters:\n)`, "${1}    dcqcn-enable: true\n"})
+	}
 	return EditedReadyMade("cnp-pacing.yml", "cnp-pacing-4qp.yml", append(edits, PaperNIC(nic)...)...)
 }
 

@@ -97,6 +97,18 @@ func TestTwinLuminaCNPCheck(t *testing.T) {
 				if marks := 4 * 50 * 20; !losses && g.ECNs != marks || losses && (g.ECNs >= marks || g.ECNs < 2*50*20) {
 					t.Errorf("port: %d marks", g.ECNs)
 				}
+				if nic == "E810" {
+					// One DCQCN switch per E810: the responder's on, the
+					// requester's off.
+					tt, err := CNPPacingTest(nic, 50, losses)
+					if err != nil {
+						t.Fatal(err)
+					}
+					req, resp := tt.Spec.Requester.RoCEParameters.DCQCNEnable, tt.Spec.Responder.RoCEParameters.DCQCNEnable
+					if req == nil || resp == nil || *req || !*resp {
+						t.Errorf("E810 dcqcn-enable: requester %v, responder %v; want false, true", req, resp)
+					}
+				}
 				if n := len(l.Mode(luminaanalyzer.ScopeIPPair).Groups); n != 4 || len(l.Mode(luminaanalyzer.ScopeDestIP).Groups) != 2 {
 					t.Errorf("%d IP pairs and %d senders, want 4 and 2", n, len(l.Mode(luminaanalyzer.ScopeDestIP).Groups))
 				}

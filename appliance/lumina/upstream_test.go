@@ -88,6 +88,10 @@ func TestUpstreamKeys(t *testing.T) {
 	if p := profile(tt.Spec.Requester); !p.CNPEnable || !p.DCQCNRate || p.Name != "e810" || p.NAKTriggersCNP || p.MinTimeBetweenCNPs != 0 {
 		t.Errorf("E810 profile %+v", p)
 	}
+	// meta.json says so too, for the analyzers.
+	if c := nicConfig(tt.Spec.Requester); !c.DCQCNNPEnable || !c.DCQCNRPEnable || c.SlowRestart || c.MinTimeBetweenCNPs != 0 {
+		t.Errorf("E810 NIC config %+v", c)
+	}
 	if m := tt.Spec.Requester.NIC.DSCPToPrio(); !slices.Equal(m, []DSCPPrio{{0, 0}, {26, 3}, {27, 3}}) {
 		t.Errorf("prio-dscp-map %v", m)
 	}
