@@ -28,7 +28,7 @@ CX6 and E810. Writes DIR/index.html and one page per figure (fig8.html, ...,
 table4.html, cnpcheck.html), each with the paper's figure, the twin's, a chart or table and the
 tolerance of each check; a check outside its tolerance is shown as a miss. The pages are
 self-contained and need none of the runs' result directories (traces, dumps, analyses:
-some 37 MB for the whole set), so those go to a temporary directory removed once the
+some 50 MB for the whole set), so those go to a temporary directory removed once the
 pages are written; --keep-runs keeps them under DIR/runs instead. The whole set takes a
 few hundred runs, about half a minute.`,
 	Flags: luminaPaperFlags,

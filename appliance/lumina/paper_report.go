@@ -53,7 +53,7 @@ type PaperOptions struct {
 	// pages need none of them (each is self-contained HTML with the
 	// numbers read from the runs), so by default the runs go to a
 	// temporary directory that is removed once the pages are written:
-	// the full set leaves some 37 MB of traces and results otherwise.
+	// the full set leaves some 50 MB of traces and results otherwise.
 	KeepRuns bool
 }
 
