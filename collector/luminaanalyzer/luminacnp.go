@@ -30,8 +30,11 @@ import (
 //
 // Unlike the appliance's own CNP analysis (cnp.go), which infers the pacer
 // from bounds that hold whatever the NIC's delays, this takes the switch's
-// timestamps for the NIC's: on hardware that is right to within the link's
-// delay, and on the twin, whose links have fixed delays, exact.
+// timestamps for the NIC's: a mark reaches the NIC a link's delay after the
+// switch saw it, a NAK reaches the switch a link's delay after the NIC
+// decided, so the two agree only to within those delays (on the twin, whose
+// links have fixed delays, marks of one frame size are exact; a NAK next
+// to an interval's edge could fall on the other side by the path).
 
 // LuminaCNPNACKTrigger is Lumina's NACK_TRIGGER_CNP table: the NICs that
 // send a CNP along with a NAK (when the notification point is enabled and,
