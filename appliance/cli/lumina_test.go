@@ -131,7 +131,8 @@ func TestLuminaRunSetup(t *testing.T) {
 	}
 }
 
-// TestLuminaPaper writes one of the paper's pages and the index; an
+// TestLuminaPaper writes one of the paper's pages and the index, with no
+// run directory left by default and the runs kept with --keep-runs; an
 // unknown figure is an error.
 func TestLuminaPaper(t *testing.T) {
 	out := t.TempDir()
@@ -142,6 +143,16 @@ func TestLuminaPaper(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(out, "index.html")); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(out, "runs")); !os.IsNotExist(err) {
+		t.Errorf("runs/ written without --keep-runs: %v", err)
+	}
+	kept := t.TempDir()
+	if code, _, errOut := runCLI(t, "lumina", "paper", "--out", kept, "--figures", "table4", "--keep-runs"); code != 0 {
+		t.Fatalf("--keep-runs: %d %s", code, errOut)
+	}
+	if runs, _ := filepath.Glob(filepath.Join(kept, "runs", "cnp-*", "*", "0", "meta.json")); len(runs) != 3 {
+		t.Errorf("--keep-runs kept %v, want the three NICs' runs", runs)
 	}
 	if code, _, errOut := runCLI(t, "lumina", "paper", "--out", out, "--figures", "fig99"); code == 0 || !strings.Contains(errOut, "fig99") {
 		t.Fatalf("unknown figure: %d %s", code, errOut)

@@ -33,7 +33,7 @@ func (f *rnicFlags) declare(fs *flag.FlagSet) {
 	fs.StringVar(&f.nic, "nic", "", "run a software RNIC on this packet port instead (e.g. afpacket:eth1, eal:0000:3b:00.0)")
 	fs.StringVar(&f.gids, "gid", "", "the software RNIC's GIDs: comma-separated IPv4/IPv6 addresses (GID index 0, 1, ...)")
 	fs.StringVar(&f.neighbors, "neighbor", "", "static neighbours of the software RNIC: IP=MAC,... (others are resolved with ARP/ND)")
-	fs.StringVar(&f.profile, "profile", "cx5", "software RNIC behaviour profile: cx4, cx5, cx6")
+	fs.StringVar(&f.profile, "profile", "cx5", "software RNIC behaviour profile: cx4, cx5, cx6, e810")
 	fs.IntVar(&f.gidIndex, "x", 0, "GID index; alias --gid-index")
 	fs.IntVar(&f.gidIndex, "gid-index", 0, "GID index (see -x)")
 	fs.IntVar(&f.ibPort, "i", 1, "device port; alias --ib-port")

@@ -207,7 +207,7 @@ func TestLuminaStageIntentNeverFires(t *testing.T) {
 		events []LuminaEvent
 		want   string
 	}{
-		{append(s.Lumina.Events, LuminaEvent{QPN: 0, PSN: "2", Type: "drop", Iter: 9}), "intent 3 {qpn 0 psn 2 iter 9 drop} never fired"},
+		{append(s.Lumina.Events, LuminaEvent{QPN: 0, PSN: "2", Type: "drop", Iter: 9}), "intent 4 {qpn 0 psn 2 iter 9 drop} never fired"},
 		{nil, "no data-pkt-events"},
 	} {
 		s.Lumina.Events = c.events

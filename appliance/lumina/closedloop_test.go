@@ -324,12 +324,9 @@ func TestClosedLoopCNPScope(t *testing.T) {
 		t.Skip("the race detector stalls the soft RNICs for longer than the CNP intervals this test infers from the trace")
 	}
 	const interval = 10 * time.Millisecond
-	in := []intent.Intent{}
-	for q := range 3 {
-		in = append(in, intent.Intent{QP: q, PSN: 10, Iter: 1, Type: mirror.EventECN})
-	}
 	p := trafficgen.Params{Verb: intent.VerbWrite, NumQPs: 3, MsgsPerQP: 60, MessageSize: 64 << 10, MTU: 1024, TxDepth: 1,
 		Timeout: 14, RetryCnt: 7, Seed: 9}
+	in := everyMessage(3, p.MsgsPerQP, 64, 10, mirror.EventECN)
 	shared := []string{luminaanalyzer.ScopePort, luminaanalyzer.ScopeDestIP, luminaanalyzer.ScopeIPPair}
 	for _, tc := range []struct {
 		name       string
@@ -401,4 +398,17 @@ func TestClosedLoopCNPScope(t *testing.T) {
 				"requester rp_cnp_handled+rp_cnp_ignored")
 		})
 	}
+}
+
+// everyMessage marks packet pos of every message of qps connections: one
+// intent per packet, since an intent names one packet (psn from the
+// connection's first packet, as Lumina's controller keys events).
+func everyMessage(qps, msgs, ppm, pos int, ev mirror.EventType) []intent.Intent {
+	var in []intent.Intent
+	for q := range qps {
+		for m := range msgs {
+			in = append(in, intent.Intent{QP: q, PSN: m*ppm + pos, Iter: 1, Type: ev})
+		}
+	}
+	return in
 }

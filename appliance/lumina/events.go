@@ -181,8 +181,8 @@ type IntentCheck struct {
 	Intent intent.Intent `json:"intent"`
 	// Fired counts the packets that carried the intent's event at one of
 	// its (connection, PSN, ITER) positions, the rounds replayed from the
-	// trace; Entries is how many positions the intent has (one per
-	// message, one for psn: all).
+	// trace; Entries is how many entries the injector loaded for it (one:
+	// a packet, or every packet for psn: all).
 	Fired   int `json:"fired"`
 	Entries int `json:"entries"`
 	// Problem says why the intent does not count as done ("" when it

@@ -199,6 +199,19 @@ func TestLuminaLayout(t *testing.T) {
 	if len(st.Events) != len(m.Entries) {
 		t.Errorf("%d event-table entries, %d entries", len(st.Events), len(m.Entries))
 	}
+	// The entries are the ones Lumina's controller writes for the file:
+	// one per event, keyed on the receiver's QPN, the sender's initial
+	// PSN + psn and the iteration.
+	if len(m.Entries) != len(tt.Intents) {
+		t.Fatalf("%d entries for %d events", len(m.Entries), len(tt.Intents))
+	}
+	for i, e := range m.Entries {
+		in, c := tt.Intents[i], m.Conns[tt.Intents[i].QP]
+		if e.Intent != i || e.Key.DstQPN != c.ResponderQPN || e.Key.PSN != (c.RequesterIPSN+uint32(in.PSN))&0xffffff ||
+			int(e.Key.Iter) != in.Iter || e.Event != in.Type {
+			t.Errorf("entry %d %v for event %v of connection %+v", i, e, in, c)
+		}
+	}
 }
 
 // TestHostCountersVendors: an E810 is laid out with irdma's names and no

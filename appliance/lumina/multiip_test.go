@@ -234,12 +234,9 @@ func TestClosedLoopCNPScopeMultiIP(t *testing.T) {
 	const interval = 5 * time.Millisecond
 	a, b := netip.MustParseAddr("10.0.0.11"), netip.MustParseAddr("10.0.0.12")
 	groups := []multiGroup{{a, 1}, {a, 1}, {b, 1}}
-	var in []intent.Intent
-	for q := range 3 {
-		in = append(in, intent.Intent{QP: q, PSN: 2, Iter: 1, Type: mirror.EventECN})
-	}
 	p := trafficgen.Params{Verb: intent.VerbWrite, MsgsPerQP: 600, MessageSize: 4 << 10, MTU: 1024, TxDepth: 1,
 		Timeout: 14, RetryCnt: 7, Seed: 11}
+	in := everyMessage(3, p.MsgsPerQP, 4, 2, mirror.EventECN)
 	for _, tc := range []struct {
 		name       string
 		prof       soft.Profile

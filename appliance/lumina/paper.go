@@ -79,6 +79,60 @@ func CNPTableTest(nic string) (*Test, error) {
 		{`min-time-between-cnps: \d+`, "min-time-between-cnps: 50"}}, PaperNIC(nic)...)...)
 }
 
+// CNPPacingTest is the ready-made cnp-pacing test (every packet
+// ECN-marked, min-time-between-cnps 100 us, the requesters' DCQCN off) on
+// four QPs whose addresses group them three ways: the requester has two
+// addresses and the responder four, so QP i runs from requester address
+// i mod 2 to responder address i. The port holds all four, the data
+// senders (the CNPs' destinations) two pairs of them, the IP pairs one
+// each, and Lumina's CNP check expects a different count of CNPs under
+// each pacing mode. Both NICs are of type nic. With losses, QP 1's 11th
+// and QP 2's 501st packets are dropped and slow restart is on, so a
+// ConnectX-5 or 6 sends a CNP with each NAK (paced like the others).
+func CNPPacingTest(nic string, msgs int, losses bool) (*Test, error) {
+	ev := "  data-pkt-events:\n"
+	for q := range 4 {
+		ev += fmt.Sprintf("    - {qpn: %d, psn: all, type: ecn, iter: 1}\n", q)
+	}
+	edits := [][2]string{
+		{`(?s)  data-pkt-events:.*`, ev},
+		{`ip-list: \[10\.0\.0\.1, 10\.0\.0\.2, 10\.0\.0\.3\]`, "ip-list: [10.0.0.1, 10.0.0.2]"},
+		{`ip-list: \[10\.0\.1\.1\]`, "ip-list: [10.0.1.1, 10.0.1.2, 10.0.1.3, 10.0.1.4]"},
+		{`num-qps: \d+`, "num-qps: 4"},
+		{`num-msgs-per-qp: \d+`, fmt.Sprintf("num-msgs-per-qp: %d", msgs)}}
+	if losses {
+		edits[0][1] += "    - {qpn: 1, psn: 10, type: drop, iter: 1}\n    - {qpn: 2, psn: 500, type: drop, iter: 1}\n"
+		edits = append(edits, [2]string{`slow-restart: false`, "slow-restart: true"})
+	}
+	if nic == "E810" {
+		// The key Lumina's host code and test_cnp read on an E810, its
+		// one DCQCN switch: on at the responder (the notification
+		// point), off at the requester, whose reaction the setting
+		// turns off.
+		edits = append(edits,
+			[2]string{`(?s)(\nrequester:\n.*?  roce-parameters:\n)`, "${1}    dcqcn-enable: false\n"},
+			[2]string{`(?s)(\nresponder:\n.*?  roce-parameters:\n)`, "${1}    dcqcn-enable: true\n"})
+	}
+	return EditedReadyMade("cnp-pacing.yml", "cnp-pacing-4qp.yml", append(edits, PaperNIC(nic)...)...)
+}
+
+// RunLuminaCNP runs CNPPacingTest on the twin and returns Lumina's CNP
+// check of its trace.
+func RunLuminaCNP(ctx context.Context, dir, nic string, msgs int, losses bool) (*luminaanalyzer.LuminaCNP, error) {
+	tt, err := CNPPacingTest(nic, msgs, losses)
+	if err != nil {
+		return nil, err
+	}
+	rep, _, err := RunTwin(ctx, tt, dir)
+	if err != nil {
+		return nil, err
+	}
+	if rep.Traffic != "ok" {
+		return nil, fmt.Errorf("lumina: %s: traffic %s", nic, rep.Traffic)
+	}
+	return luminaanalyzer.LuminaCNPCheckDir(ctx, rep.Dir)
+}
+
 // Table2Test is the paper's §6.3 setting for Table 2's column k (from 1):
 // one connection, five 10 KB WRITEs, timeout 14, retry_cnt 7. A QP that
 // gives up is in the error state and flushes the messages behind it, so

@@ -10,12 +10,13 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/rdma-appliance/appliance/collector/luminaanalyzer"
 	"github.com/rdma-appliance/appliance/internal/report"
 )
 
 // PaperFigures names the pages `lumina paper` can write, in the paper's
 // order.
-var PaperFigures = []string{"fig8", "fig9", "fig10a", "fig10b", "table2", "table3", "table4"}
+var PaperFigures = []string{"fig8", "fig9", "fig10a", "fig10b", "table2", "table3", "table4", "cnpcheck"}
 
 // PaperCheck is one comparison on a figure's page: what the paper reports,
 // what the twin's trace gave, and whether it is within the stated
@@ -42,12 +43,25 @@ func (p PaperPage) Misses() int {
 	return n
 }
 
+// PaperOptions adjust PaperReport.
+type PaperOptions struct {
+	// Figures selects pages (nil: all of PaperFigures).
+	Figures []string
+	// Progress gets a line per page (nil: none).
+	Progress io.Writer
+	// KeepRuns keeps every run's result directory under out/runs. The
+	// pages need none of them (each is self-contained HTML with the
+	// numbers read from the runs), so by default the runs go to a
+	// temporary directory that is removed once the pages are written:
+	// the full set leaves some 50 MB of traces and results otherwise.
+	KeepRuns bool
+}
+
 // PaperReport runs the paper's settings on the twin (paper.go) and writes
 // one HTML page per figure or table into out (fig8.html, ..., table4.html)
-// and index.html linking them with their verdicts; the runs' result
-// directories stay under out/runs. figures selects pages (nil: all of
-// PaperFigures); progress gets a line per page (nil: none).
-func PaperReport(ctx context.Context, out string, figures []string, progress io.Writer) ([]PaperPage, error) {
+// and index.html linking them with their verdicts.
+func PaperReport(ctx context.Context, out string, opt PaperOptions) (pages []PaperPage, err error) {
+	figures := opt.Figures
 	if len(figures) == 0 {
 		figures = PaperFigures
 	}
@@ -56,11 +70,25 @@ func PaperReport(ctx context.Context, out string, figures []string, progress io.
 			return nil, fmt.Errorf("lumina: no paper figure %q (have %s)", f, strings.Join(PaperFigures, ", "))
 		}
 	}
-	w := &paperWriter{ctx: ctx, out: out}
-	if err := os.MkdirAll(filepath.Join(out, "runs"), 0o755); err != nil {
+	if err := os.MkdirAll(out, 0o755); err != nil {
 		return nil, err
 	}
-	var pages []PaperPage
+	w := &paperWriter{ctx: ctx, out: out, runs: filepath.Join(out, "runs")}
+	if opt.KeepRuns {
+		if err := os.MkdirAll(w.runs, 0o755); err != nil {
+			return nil, err
+		}
+	} else {
+		if w.runs, err = os.MkdirTemp("", "lumina-paper-runs-"); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if rerr := os.RemoveAll(w.runs); rerr != nil && err == nil {
+				err = rerr
+			}
+		}()
+	}
+	progress := opt.Progress
 	for _, name := range PaperFigures {
 		if !slices.Contains(figures, name) {
 			continue
@@ -76,8 +104,12 @@ func PaperReport(ctx context.Context, out string, figures []string, progress io.
 	}
 	idx := report.NewPage("Lumina's figures on the twin")
 	idx.Subtitle = "The paper's §6 settings run on the virtual testbed; every number read from the traces by the analyzer"
+	runs := "The runs' result directories were removed once their numbers were read (--keep-runs keeps them under runs/)."
+	if opt.KeepRuns {
+		runs = "The runs' result directories are under runs/."
+	}
 	idx.Paragraph("Each page puts the paper's figure beside the twin's, with the tolerance it is checked within; " +
-		"a check outside its tolerance is a miss and says so. The runs' result directories are under runs/.")
+		"a check outside its tolerance is a miss and says so. " + runs)
 	var links []report.Link
 	for _, pg := range pages {
 		note := report.Pass(fmt.Sprintf("%d of %d checks within tolerance", len(pg.Checks), len(pg.Checks)))
@@ -95,6 +127,7 @@ func PaperReport(ctx context.Context, out string, figures []string, progress io.
 type paperWriter struct {
 	ctx  context.Context
 	out  string
+	runs string // where the runs' result directories go
 	nack map[string]*nackSweep
 	cnp  map[string]CNPTable
 }
@@ -107,7 +140,7 @@ type nackSweep struct {
 }
 
 func (w *paperWriter) dir(name string) (string, error) {
-	return os.MkdirTemp(filepath.Join(w.out, "runs"), name+"-")
+	return os.MkdirTemp(w.runs, name+"-")
 }
 
 func (w *paperWriter) page(name string) (PaperPage, error) {
@@ -125,6 +158,8 @@ func (w *paperWriter) page(name string) (PaperPage, error) {
 		p, pg, err = w.table2()
 	case "table3", "table4":
 		p, pg, err = w.cnpPage(name)
+	case "cnpcheck":
+		p, pg, err = w.cnpCheck()
 	}
 	if err != nil {
 		return pg, err
@@ -463,6 +498,59 @@ func (w *paperWriter) cnpPage(name string) (*report.Page, PaperPage, error) {
 		}
 	}
 	p.Section("Table")
+	p.Table(t)
+	return p, pg, nil
+}
+
+// cnpCheck is Lumina's own CNP check (test_cnp's expected counts per
+// pacing mode, luminaanalyzer.LuminaCNPCheck) on the twin's runs of
+// CNPPacingTest: each NIC must pass the mode §6.4 and Lumina's code give
+// it, and only that one.
+func (w *paperWriter) cnpCheck() (*report.Page, PaperPage, error) {
+	pg := PaperPage{Title: "Lumina's CNP check (test_cnp) per pacing mode"}
+	p := report.NewPage(pg.Title)
+	p.Subtitle = "Four QPs over two requester and four responder addresses, every packet ECN-marked, " +
+		"min_time_between_cnps 100 us; with losses, two packets dropped and slow restart on"
+	p.Paragraph("Lumina's e2e test_cnp derives, from the switch's timestamps of the ECN-marked packets (and of the NAKs " +
+		"where the NIC sends a CNP with one), how many CNPs the receiver should send if it paced per NIC port, per IP " +
+		"pair or per destination IP, and compares with the CNPs in the trace. The addresses group the QPs three ways, " +
+		"so the three modes expect different counts and a NIC passes only its own: per port on CX6, per destination IP " +
+		"on CX4 and CX5 (§6.4), every mode on the E810, which Lumina checks with no interval.")
+	want := map[string][]string{"CX4": {luminaanalyzer.ScopeDestIP}, "CX5": {luminaanalyzer.ScopeDestIP},
+		"CX6": {luminaanalyzer.ScopePort}, "E810": {luminaanalyzer.ScopePort, luminaanalyzer.ScopeIPPair, luminaanalyzer.ScopeDestIP}}
+	t := report.Table{Header: []string{"NIC", "losses", "mode", "expected", "sent", "Lumina's verdict"}}
+	for _, losses := range []bool{false, true} {
+		for _, nic := range []string{"CX4", "CX5", "CX6", "E810"} {
+			d, err := w.dir(fmt.Sprintf("cnpcheck-%s-%v", nic, losses))
+			if err != nil {
+				return nil, pg, err
+			}
+			l, err := RunLuminaCNP(w.ctx, d, nic, 50, losses)
+			if err != nil {
+				return nil, pg, err
+			}
+			for _, m := range l.Modes {
+				var e, a []string
+				for _, g := range m.Groups {
+					e, a = append(e, fmt.Sprint(g.Expected)), append(a, fmt.Sprint(g.CNPs))
+				}
+				v := report.Fail("fail")
+				if m.Pass {
+					v = report.Pass("pass")
+				}
+				t.Rows = append(t.Rows, []report.Cell{{Text: nic}, {Text: fmt.Sprint(losses)}, {Text: m.Mode},
+					{Text: strings.Join(e, " / ")}, {Text: strings.Join(a, " / ")}, v})
+			}
+			got := l.Passing()
+			what := nic + " passes"
+			if losses {
+				what += " (with losses)"
+			}
+			pg.Checks = append(pg.Checks, PaperCheck{What: what, Paper: strings.Join(want[nic], ", "),
+				Twin: strings.Join(got, ", "), Tolerance: "exact", OK: slices.Equal(got, want[nic])})
+		}
+	}
+	p.Section("Expected and sent CNPs per group (port; IP pairs; data senders)")
 	p.Table(t)
 	return p, pg, nil
 }

@@ -13,11 +13,26 @@ import (
 // 3 and 4 share three runs) and the index: each page holds the paper's and
 // the twin's figures with a verdict per check, Table 3's first marks as
 // the misses they are, and the index links every page with its count.
+// The runs' directories are gone (the pages need none of them).
 func TestPaperReport(t *testing.T) {
 	out := t.TempDir()
-	pages, err := PaperReport(context.Background(), out, []string{"table4", "table3"}, nil)
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	pages, err := PaperReport(context.Background(), out, PaperOptions{Figures: []string{"cnpcheck", "table4", "table3"}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(pages) != 3 || pages[2].Name != "cnpcheck" || pages[2].Misses() != 0 || len(pages[2].Checks) != 8 {
+		t.Fatalf("cnpcheck page %+v", pages[len(pages)-1])
+	}
+	pages = pages[:2]
+	for _, dir := range []string{out, tmp} {
+		es, _ := os.ReadDir(dir)
+		for _, e := range es {
+			if e.IsDir() {
+				t.Errorf("%s left behind in %s", e.Name(), dir)
+			}
+		}
 	}
 	if len(pages) != 2 || pages[0].Name != "table3" || pages[1].Name != "table4" {
 		t.Fatalf("pages %+v, want table3 then table4 (the paper's order)", pages)
@@ -62,7 +77,7 @@ func TestPaperReport(t *testing.T) {
 			t.Errorf("index.html lacks %q", want)
 		}
 	}
-	if _, err := PaperReport(context.Background(), out, []string{"fig99"}, nil); err == nil {
+	if _, err := PaperReport(context.Background(), out, PaperOptions{Figures: []string{"fig99"}}); err == nil {
 		t.Error("an unknown figure accepted")
 	}
 }

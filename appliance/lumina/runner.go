@@ -163,16 +163,24 @@ func profile(h HostSpec) soft.Profile {
 	name := strings.ToLower(h.NIC.Type)
 	p, err := soft.ProfileByName(name)
 	if err != nil {
-		// E810 was not measured by Lumina; it behaves as the CX5
-		// preset here, under its own name.
 		p = soft.ProfileCX5
 		p.Name = name
 	}
 	rp := h.RoCEParameters
-	p.CNPEnable = rp.DCQCNNPEnable
-	p.MinTimeBetweenCNPs = time.Duration(rp.MinTimeBetweenCNPs) * time.Microsecond
-	p.DCQCNRate = rp.DCQCNRPEnable
+	p.CNPEnable, p.DCQCNRate = rp.DCQCNNPEnable, rp.DCQCNRPEnable
 	p.AdaptiveRetrans = rp.AdaptiveRetrans
+	if name == "e810" {
+		// The E810 (irdma) has one switch for both ends of DCQCN and
+		// none of mlx5's CNP knobs: Lumina's host code sets only
+		// dcqcn-enable there, and its checks take an E810 as pacing no
+		// CNPs and sending none with a NAK, which is the preset; the
+		// file's min-time-between-cnps and slow-restart do not apply.
+		if rp.DCQCNEnable != nil {
+			p.CNPEnable, p.DCQCNRate = *rp.DCQCNEnable, *rp.DCQCNEnable
+		}
+		return p
+	}
+	p.MinTimeBetweenCNPs = time.Duration(rp.MinTimeBetweenCNPs) * time.Microsecond
 	// Slow restart is mlx5's lossy-RoCE extension of DCQCN (the
 	// ROCE_ACCL register's roce_slow_restart_en): the notification point
 	// answers an out-of-order packet with a CNP beside the NAK, so the
@@ -180,10 +188,6 @@ func profile(h HostSpec) soft.Profile {
 	// RNICs extend DCQCN to lossy networks"). With it off, a NAK goes
 	// alone. The CX4 preset never sends the CNP.
 	p.NAKTriggersCNP = p.NAKTriggersCNP && rp.SlowRestart
-	if rp.DCQCNEnable != nil {
-		// The E810 has one switch for both ends of DCQCN.
-		p.CNPEnable, p.DCQCNRate = *rp.DCQCNEnable, *rp.DCQCNEnable
-	}
 	return p
 }
 
@@ -405,6 +409,16 @@ func (r *Runner) writeLumina(res *RepeatResult, merged string, run *EventRun, re
 
 func nicConfig(h HostSpec) luminaanalyzer.NICConfig {
 	rp := h.RoCEParameters
-	return luminaanalyzer.NICConfig{Type: h.NIC.Type, DCQCNRPEnable: rp.DCQCNRPEnable, DCQCNNPEnable: rp.DCQCNNPEnable,
+	c := luminaanalyzer.NICConfig{Type: h.NIC.Type, DCQCNRPEnable: rp.DCQCNRPEnable, DCQCNNPEnable: rp.DCQCNNPEnable,
 		MinTimeBetweenCNPs: int64(rp.MinTimeBetweenCNPs) * 1000, AdaptiveRetrans: rp.AdaptiveRetrans, SlowRestart: rp.SlowRestart}
+	if rp.DCQCNEnable != nil {
+		// The E810's one switch is both ends.
+		c.DCQCNRPEnable, c.DCQCNNPEnable = *rp.DCQCNEnable, *rp.DCQCNEnable
+	}
+	if strings.EqualFold(h.NIC.Type, "E810") {
+		// mlx5's CNP interval and slow restart do not reach an E810
+		// (profile): the analyzers must not expect them.
+		c.MinTimeBetweenCNPs, c.SlowRestart = 0, false
+	}
+	return c
 }

@@ -128,9 +128,10 @@ type Traffic struct {
 	DataPktEvents        []EventSpec `yaml:"data-pkt-events"`
 }
 
-// EventSpec is one data-pkt-events entry: QPN and PSN relative (from 0,
-// PSN from the start of each message, or "all"; beyond the first message's
-// packets, from the connection's first packet), iter from 1.
+// EventSpec is one data-pkt-events entry: QPN and PSN relative (from 0;
+// PSN from the connection's first packet, so within the first message it
+// names that message's packet only, as Lumina's controller keys events at
+// initial PSN + psn; or "all"), iter from 1.
 type EventSpec struct {
 	QPN  int    `yaml:"qpn"`
 	PSN  string `yaml:"psn"`
@@ -493,9 +494,9 @@ func (t *Test) validateTraffic(tr *Traffic, d *spec.Doc) {
 				d.Errorf(key+".psn", "%q: a packet number from 0 or \"all\"", e.PSN)
 				continue
 			}
-			// Beyond the first message's packets, psn counts from the
-			// connection's first packet (one packet of a later message),
-			// as Lumina's switch controller keys events.
+			// psn counts from the connection's first packet (message k's
+			// packet j is k x packets-per-message + j), as Lumina's
+			// switch controller keys events.
 			if ppm > 0 && tr.NumMsgsPerQP >= 1 && n >= ppm*tr.NumMsgsPerQP {
 				d.Errorf(key+".psn", "%d: %d message(s) of %d bytes at MTU %d have packets 0..%d", n, tr.NumMsgsPerQP,
 					tr.MessageSize, tr.MTU, ppm*tr.NumMsgsPerQP-1)

@@ -15,10 +15,13 @@ import (
 	"github.com/rdma-appliance/appliance/internal/mirror"
 )
 
-// writeIntents drop, mark and corrupt one packet of three different QPs.
+// writeIntents drop, mark and corrupt one packet of three different QPs;
+// each intent names one packet (psn from the connection's first packet),
+// so QP 1's second message is marked by an intent of its own.
 var writeIntents = []intent.Intent{
 	{QP: 0, PSN: 2, Iter: 1, Type: mirror.EventDrop},
 	{QP: 1, PSN: 1, Iter: 1, Type: mirror.EventECN},
+	{QP: 1, PSN: 5, Iter: 1, Type: mirror.EventECN},
 	{QP: 2, PSN: 3, Iter: 1, Type: mirror.EventBitError},
 }
 
@@ -53,8 +56,8 @@ func endToEnd(t *testing.T, useNetns bool) {
 	if len(ev.Problems) > 0 {
 		t.Fatalf("events: %v", ev.Problems)
 	}
-	// Paper ITER: the ECN intent matches in both messages, the drop and the
-	// corruption only in the first (a retransmission ends round 1).
+	// One mark per ECN intent (both messages of QP 1), the drop and the
+	// corruption on the first message.
 	if ev.Marked["ecn"] != 2 || ev.Marked["drop"] != 1 || ev.Marked["bit-error"] != 1 || ev.Retransmitted != 2 ||
 		ev.CNPs == 0 || ev.ICRCDrops != 1 {
 		t.Fatalf("events %+v", ev)

@@ -74,31 +74,47 @@ func AnalyzeOptions(ctx context.Context, tracePath string, m *Meta, opt Options)
 	if err != nil {
 		return nil, err
 	}
+	if err := eachRecord(ctx, tracePath, a.Packet); err != nil {
+		return nil, err
+	}
+	rep := a.Report()
+	rep.Trace = tracePath
+	return rep, nil
+}
+
+// eachRecord feeds every record of the merged trace at tracePath to fn, in
+// order, checking ctx every 65536 records.
+func eachRecord(ctx context.Context, tracePath string, fn func(ts int64, data []byte)) error {
 	r, err := pcap.Open(tracePath)
 	if err != nil {
-		return nil, fmt.Errorf("lumina: %w", err)
+		return fmt.Errorf("lumina: %w", err)
 	}
 	defer r.Close()
 	if lt := r.LinkType(); lt != pcap.LinkTypeEthernet {
-		return nil, fmt.Errorf("lumina: %s: link type %d, want Ethernet", tracePath, lt)
+		return fmt.Errorf("lumina: %s: link type %d, want Ethernet", tracePath, lt)
 	}
 	var rec pcap.Record
 	for n := 0; ; n++ {
 		if n&0xffff == 0 {
 			if err := ctx.Err(); err != nil {
-				return nil, fmt.Errorf("lumina: analysing %s: %w", tracePath, err)
+				return fmt.Errorf("lumina: analysing %s: %w", tracePath, err)
 			}
 		}
 		if err := r.Next(&rec); err == io.EOF {
-			break
+			return nil
 		} else if err != nil {
-			return nil, fmt.Errorf("lumina: reading %s: %w", tracePath, err)
+			return fmt.Errorf("lumina: reading %s: %w", tracePath, err)
 		}
-		a.Packet(rec.Timestamp, rec.Data)
+		fn(rec.Timestamp, rec.Data)
 	}
-	rep := a.Report()
-	rep.Trace = tracePath
-	return rep, nil
+}
+
+// tracePath is the path of the trace m names, in the run directory dir.
+func (m *Meta) tracePath(dir string) string {
+	if filepath.IsAbs(m.Trace) {
+		return m.Trace
+	}
+	return filepath.Join(dir, m.Trace)
 }
 
 // AnalyzeDir analyses a run directory: its meta.json and the trace it
@@ -113,11 +129,7 @@ func AnalyzeDirOptions(ctx context.Context, dir string, opt Options) (*Report, e
 	if err != nil {
 		return nil, fmt.Errorf("lumina: %w", err)
 	}
-	trace := m.Trace
-	if !filepath.IsAbs(trace) {
-		trace = filepath.Join(dir, trace)
-	}
-	return AnalyzeOptions(ctx, trace, m, opt)
+	return AnalyzeOptions(ctx, m.tracePath(dir), m, opt)
 }
 
 // Nodes: the two RNICs of a test.

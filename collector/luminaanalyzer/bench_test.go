@@ -340,3 +340,25 @@ func TestBenchTrace(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkLuminaCNPPacket is Lumina's CNP check per packet, on the
+// BenchmarkPacket trace (64 connections, a CE mark with its CNP and a
+// NAK every 64 messages per connection), without file reading.
+func BenchmarkLuminaCNPPacket(b *testing.B) {
+	g := newBenchGen(64, true)
+	c, err := newLuminaCNPCheck(g.m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		_, f, _ := g.next()
+		c.packet(f)
+	}
+	b.StopTimer()
+	if l := c.result(); b.N > 1_000_000 && l.Modes[0].Groups[0].CNPs == 0 {
+		b.Fatalf("no CNP counted: %s", l)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pkts/s")
+}

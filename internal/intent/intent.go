@@ -22,12 +22,12 @@ import (
 const AllPSNs = -1
 
 // Intent is one entry of Lumina's data-pkt-events: inject Type into the data
-// packet at relative PSN PSN (from 0, counted from the start of each message)
-// of the connection with relative index QP (from 0), in transmission round
-// Iter (from 1). A PSN beyond the first message's packets counts from the
-// connection's first packet and names one packet of one later message, as
-// Lumina's switch controller keys every event (initial PSN + psn): the only
-// way to treat one message of a connection apart from the others.
+// packet at relative PSN PSN (from 0, counted from the connection's first
+// packet) of the connection with relative index QP (from 0), in
+// transmission round Iter (from 1). An intent names one packet, as
+// Lumina's switch controller keys each event: one entry at initial PSN +
+// psn, so a psn within the first message hits that message only, and
+// message k's packet j is psn k x packets-per-message + j.
 type Intent struct {
 	QP   int              `json:"qpn"`
 	PSN  int              `json:"psn"` // AllPSNs for every packet
@@ -111,8 +111,8 @@ const (
 	// IterP4 is the public P4 program's rule: a register pair {expected
 	// PSN, iter}; a packet whose PSN is not the expected one increments
 	// iter, and the first packet of a message that arrives in order
-	// resets iter to 1. Rounds are thus counted per message, so an
-	// intent applies to every message of the connection alike.
+	// resets iter to 1. Rounds are thus counted per message: an intent
+	// on a later message's packet matches in that message's own rounds.
 	IterP4
 )
 
@@ -196,10 +196,11 @@ type Options struct {
 // The data packets of a connection go from the requester to the responder,
 // except for READ, whose data packets (the responses) come from the
 // responder; their PSNs count from the requester's initial PSN either way.
-// For message i of a connection the PSN is IPSN + i x PacketsPerMessage +
-// PSN, modulo 2^24; a PSN of PacketsPerMessage or more is one entry, at
-// IPSN + PSN. Intents naming a connection or PSN that does not exist, or two
-// intents selecting the same packet, are rejected.
+// Each intent is one entry at IPSN + PSN, modulo 2^24 (psn: all, one entry
+// that matches any PSN), as Lumina's controller writes its event table: it
+// adds the relative PSN to the sender's initial PSN once, so an intent
+// never repeats on later messages. Intents naming a connection or PSN that
+// does not exist, or two intents selecting the same packet, are rejected.
 func Compile(intents []Intent, conns []Conn, g Geometry, opt Options) ([]Entry, error) {
 	if err := g.Validate(); err != nil {
 		return nil, err
@@ -242,35 +243,16 @@ func Compile(intents []Intent, conns []Conn, g Geometry, opt Options) ([]Entry, 
 		}
 		src, dst, qpn := DataDirection(in.QP, c, g, opt)
 		k := Key{Src: src, Dst: dst, DstQPN: qpn, Iter: uint16(in.Iter)}
-		add := func(k Key) error {
-			if j, dup := seen[k]; dup {
-				return bad("selects the same packet as intent %d", out[j].Intent)
-			}
-			seen[k] = len(out)
-			out = append(out, Entry{Key: k, Event: in.Type, Intent: i})
-			return nil
-		}
 		if all {
 			k.PSN = AnyPSN
-			if err := add(k); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		if in.PSN >= ppm {
-			// One packet of a later message.
+		} else {
 			k.PSN = (c.RequesterIPSN + uint32(in.PSN)) & 0xffffff
-			if err := add(k); err != nil {
-				return nil, err
-			}
-			continue
 		}
-		for m := 0; m < g.NumMessages; m++ {
-			k.PSN = (c.RequesterIPSN + uint32(m*ppm+in.PSN)) & 0xffffff
-			if err := add(k); err != nil {
-				return nil, err
-			}
+		if j, dup := seen[k]; dup {
+			return nil, bad("selects the same packet as intent %d", out[j].Intent)
 		}
+		seen[k] = len(out)
+		out = append(out, Entry{Key: k, Event: in.Type, Intent: i})
 	}
 	return out, nil
 }

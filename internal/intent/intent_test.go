@@ -54,28 +54,38 @@ func listing2() ([]intent.Intent, []intent.Conn, intent.Geometry) {
 	return intents, conns, intent.Geometry{Verb: intent.VerbWrite, MessageSize: 10240, MTU: 1024, NumMessages: 10}
 }
 
+// TestCompileListing2: each intent is one entry at IPSN + psn, as
+// Lumina's controller keys its event table, even with ten messages per
+// connection: the 5th packet of QP 2 is the first message's, wrapping at
+// 2^24.
 func TestCompileListing2(t *testing.T) {
 	intents, conns, g := listing2()
 	es, err := intent.Compile(intents, conns, g, intent.Options{OneBased: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(es) != 30 {
-		t.Fatalf("%d entries, want 3 intents x 10 messages", len(es))
+	if len(es) != 3 {
+		t.Fatalf("%d entries, want one per intent: %v", len(es), es)
 	}
-	// Message i of QP 2 has its 5th packet at IPSN + 10i + 4, wrapping at 2^24.
-	for m := 0; m < 10; m++ {
-		e := es[10+m]
-		if want := (0xfffff0 + uint32(10*m+4)) & 0xffffff; e.Key.PSN != want || e.Key.DstQPN != 0x22 || e.Event != mirror.EventDrop || e.Key.Iter != 1 {
-			t.Fatalf("entry %d: %v, want psn %#x", 10+m, e, want)
+	for i, want := range []intent.Key{
+		{Src: ipA.As16(), Dst: ipB.As16(), DstQPN: 0x21, PSN: 100 + 3, Iter: 1},
+		{Src: ipA.As16(), Dst: ipB.As16(), DstQPN: 0x22, PSN: (0xfffff0 + 4) & 0xffffff, Iter: 1},
+		{Src: ipA.As16(), Dst: ipB.As16(), DstQPN: 0x22, PSN: (0xfffff0 + 4) & 0xffffff, Iter: 2},
+	} {
+		if es[i].Key != want || es[i].Intent != i || es[i].Event != intents[i].Type {
+			t.Errorf("entry %d: %v, want %v", i, es[i], want)
 		}
+	}
+	// The IPSN wraps: the 20th packet of QP 2 is PSN 3.
+	es, err = intent.Compile([]intent.Intent{{QP: 2, PSN: 20, Iter: 1, Type: mirror.EventDrop}}, conns, g, intent.Options{OneBased: true})
+	if err != nil || len(es) != 1 || es[0].Key.PSN != 3 {
+		t.Fatalf("wrapped: %v %v", es, err)
 	}
 }
 
-// TestCompileLaterMessage: a PSN beyond the first message counts from the
-// connection's first packet, as Lumina's controller keys events, and
-// selects one packet of one message; the same packet named per message
-// and by its connection PSN is a duplicate.
+// TestCompileLaterMessage: a PSN beyond the first message selects one
+// packet of a later message; the same packet named twice is refused, and
+// a psn of the first message does not reach the later ones.
 func TestCompileLaterMessage(t *testing.T) {
 	_, conns, g := listing2()
 	es, err := intent.Compile([]intent.Intent{{QP: 1, PSN: 29, Iter: 3, Type: mirror.EventDrop}}, conns, g, intent.Options{})
@@ -86,10 +96,16 @@ func TestCompileLaterMessage(t *testing.T) {
 	if len(es) != 1 || es[0].Key != want {
 		t.Fatalf("entries %v, want the 10th packet of the 3rd message only: %v", es, want)
 	}
-	_, err = intent.Compile([]intent.Intent{{QP: 1, PSN: 9, Iter: 3, Type: mirror.EventDrop}, {QP: 1, PSN: 29, Iter: 3, Type: mirror.EventECN}},
+	_, err = intent.Compile([]intent.Intent{{QP: 1, PSN: 29, Iter: 3, Type: mirror.EventDrop}, {QP: 1, PSN: 29, Iter: 3, Type: mirror.EventECN}},
 		conns, g, intent.Options{})
 	if !errors.Is(err, intent.ErrIntent) {
 		t.Fatalf("one packet named twice: %v", err)
+	}
+	// psn 9 (the first message's 10th packet) and psn 29 are two packets.
+	es, err = intent.Compile([]intent.Intent{{QP: 1, PSN: 9, Iter: 3, Type: mirror.EventDrop}, {QP: 1, PSN: 29, Iter: 3, Type: mirror.EventECN}},
+		conns, g, intent.Options{})
+	if err != nil || len(es) != 2 || es[0].Key.PSN != (0xfffff0+9)&0xffffff {
+		t.Fatalf("first and third message: %v %v", es, err)
 	}
 }
 

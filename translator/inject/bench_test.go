@@ -124,8 +124,13 @@ func newInjBench(tb testing.TB, burst, mirrorSnap int) *injBench {
 	// connection 2 for the first benchMsgs messages. Past those the
 	// exact-PSN lookups miss, which costs the same two map probes.
 	g := intent.Geometry{Verb: intent.VerbWrite, MessageSize: benchPPM * benchPayload, MTU: benchMTU, NumMessages: benchMsgs}
-	intents := []intent.Intent{{QP: 0, PSN: 1, Iter: 1, Type: mirror.EventECN}, {QP: 1, PSN: intent.AllPSNs, Iter: 1, Type: mirror.EventECN},
-		{QP: 2, PSN: 3, Iter: 1, Type: mirror.EventBitError}}
+	// Each intent names one packet (initial PSN + psn), so every message
+	// gets its own two.
+	intents := []intent.Intent{{QP: 1, PSN: intent.AllPSNs, Iter: 1, Type: mirror.EventECN}}
+	for m := 0; m < benchMsgs; m++ {
+		intents = append(intents, intent.Intent{QP: 0, PSN: m*benchPPM + 1, Iter: 1, Type: mirror.EventECN},
+			intent.Intent{QP: 2, PSN: m*benchPPM + 3, Iter: 1, Type: mirror.EventBitError})
+	}
 	if _, err := in.Load(intents, conns, g, intent.Options{}); err != nil {
 		tb.Fatal(err)
 	}

@@ -49,7 +49,7 @@ func TestHTTPControl(t *testing.T) {
 		IterMode string `json:"iter_mode"`
 	}
 	if code, out := do("POST", "/v1/load", string(body)); code != 200 || json.Unmarshal([]byte(out), &loaded) != nil ||
-		loaded.Entries != 30 || loaded.IterMode != "paper" {
+		loaded.Entries != 3 || loaded.IterMode != "paper" {
 		t.Fatalf("load: %d %s", code, out)
 	}
 	// An intent naming a connection that does not exist: rejected with
@@ -63,7 +63,7 @@ func TestHTTPControl(t *testing.T) {
 	}
 	code, out := do("GET", "/v1/entries", "")
 	var ents []EntryHits
-	if code != 200 || json.Unmarshal([]byte(out), &ents) != nil || len(ents) != 30 || ents[0].Event != "ecn" {
+	if code != 200 || json.Unmarshal([]byte(out), &ents) != nil || len(ents) != 3 || ents[0].Event != "ecn" {
 		t.Fatalf("entries: %d %s", code, out)
 	}
 	var st mirror.InjectorStats

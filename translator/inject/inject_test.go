@@ -137,13 +137,16 @@ func TestFigure3(t *testing.T) {
 
 // TestIterModesDiffer shows the documented difference: the paper counts
 // rounds per connection for the whole test, the public P4 program per
-// message (an in-order first packet resets ITER to 1). A drop-in-round-1
-// intent on every message therefore hits every message in P4 mode but only
-// the messages before the first retransmission in paper mode.
+// message (an in-order first packet resets ITER to 1). Round-1 drops of the
+// first packet of each of three messages (one intent per message, as
+// Lumina keys events at initial PSN + psn) therefore all hit in P4 mode,
+// but in paper mode only the first: its retransmission moves the
+// connection to round 2 for good.
 func TestIterModesDiffer(t *testing.T) {
 	c := intent.Conn{RequesterIP: ipA, RequesterQPN: 1, RequesterIPSN: 0xfffffe, ResponderIP: ipB, ResponderQPN: 2}
 	g := intent.Geometry{Verb: intent.VerbWrite, MessageSize: 512, MTU: 256, NumMessages: 3}
-	intents := []intent.Intent{{QP: 0, PSN: 0, Iter: 1, Type: mirror.EventDrop}}
+	intents := []intent.Intent{{QP: 0, PSN: 0, Iter: 1, Type: mirror.EventDrop}, {QP: 0, PSN: 2, Iter: 1, Type: mirror.EventDrop},
+		{QP: 0, PSN: 4, Iter: 1, Type: mirror.EventDrop}}
 	want := map[intent.IterMode]int{intent.IterPaper: 1, intent.IterP4: 3}
 	for mode, n := range want {
 		es, _ := intent.Compile(intents, []intent.Conn{c}, g, intent.Options{})

@@ -227,10 +227,12 @@ func connectRC(t *testing.T, e *qpEnd, peer *qpEnd, dgid netip.Addr) {
 // mirrored copies form a complete trace in which exactly the targeted
 // packets carry their event; the dropped packet is retransmitted, the
 // marked one draws a CNP, the corrupted one fails the receiver's ICRC check
-// and is retransmitted; memory ends up correct. In the paper's ITER mode a
+// and is retransmitted; memory ends up correct. Each intent names one packet
+// (Lumina's controller keys events at initial PSN + psn), so every message's
+// packet has its own intent, all in round 1. In the paper's ITER mode a
 // retransmission moves the connection to round 2 for good, so the drop and
-// the corruption (round-1 intents) hit only the first message; in the
-// public P4 mode rounds restart with every message and they hit both.
+// the corruption hit only the first message; in the public P4 mode rounds
+// restart with every message and they hit both.
 func TestEndToEnd(t *testing.T) {
 	for _, mode := range []intent.IterMode{intent.IterPaper, intent.IterP4} {
 		t.Run(mode.String(), func(t *testing.T) { endToEnd(t, mode) })
@@ -252,8 +254,15 @@ func endToEnd(t *testing.T, mode intent.IterMode) {
 			ResponderIP: l.respIP, ResponderQPN: s.qp.QPN(), ResponderIPSN: s.psn})
 	}
 	g := intent.Geometry{Verb: intent.VerbWrite, MessageSize: size, MTU: 1024, NumMessages: msgs}
-	intents := []intent.Intent{{QP: 0, PSN: 2, Iter: 1, Type: mirror.EventDrop}, {QP: 1, PSN: 1, Iter: 1, Type: mirror.EventECN},
-		{QP: 2, PSN: 3, Iter: 1, Type: mirror.EventBitError}}
+	var intents []intent.Intent
+	for _, in := range []intent.Intent{{QP: 0, PSN: 2, Iter: 1, Type: mirror.EventDrop}, {QP: 1, PSN: 1, Iter: 1, Type: mirror.EventECN},
+		{QP: 2, PSN: 3, Iter: 1, Type: mirror.EventBitError}} {
+		for m := 0; m < msgs; m++ {
+			in := in
+			in.PSN += m * g.PacketsPerMessage()
+			intents = append(intents, in)
+		}
+	}
 	es, err := l.inj.Load(intents, conns, g, intent.Options{})
 	if err != nil {
 		t.Fatal(err)

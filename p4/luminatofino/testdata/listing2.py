@@ -3,7 +3,7 @@
 # Run on the switch, with the program loaded: bfshell -b <this file>
 #
 # 3 ports (2 traffic, 1 dumper), 2 routes, iter mode paper, rewrite port 9741,
-# 2 connections, 30 event entries (30 with a PSN, 0 for psn: all).
+# 2 connections, 3 event entries (3 with a PSN, 0 for psn: all).
 
 import ipaddress
 
@@ -95,36 +95,9 @@ bfrt.injector.pipe.Ingress.conn_iter.mod(REGISTER_INDEX=1, f1=1)
 
 # Events: {src, dst, dst QPN, PSN, ITER} -> drop / mark_ecn / corrupt.
 bfrt.injector.pipe.Ingress.event_psn.add_with_mark_ecn(src_addr=ip('::ffff:10.0.0.1'), dst_addr=ip('::ffff:10.0.0.2'), dst_qpn=0xea, psn=1004, iter=1)  # intent 0
-bfrt.injector.pipe.Ingress.event_psn.add_with_mark_ecn(src_addr=ip('::ffff:10.0.0.1'), dst_addr=ip('::ffff:10.0.0.2'), dst_qpn=0xea, psn=1014, iter=1)  # intent 0
-bfrt.injector.pipe.Ingress.event_psn.add_with_mark_ecn(src_addr=ip('::ffff:10.0.0.1'), dst_addr=ip('::ffff:10.0.0.2'), dst_qpn=0xea, psn=1024, iter=1)  # intent 0
-bfrt.injector.pipe.Ingress.event_psn.add_with_mark_ecn(src_addr=ip('::ffff:10.0.0.1'), dst_addr=ip('::ffff:10.0.0.2'), dst_qpn=0xea, psn=1034, iter=1)  # intent 0
-bfrt.injector.pipe.Ingress.event_psn.add_with_mark_ecn(src_addr=ip('::ffff:10.0.0.1'), dst_addr=ip('::ffff:10.0.0.2'), dst_qpn=0xea, psn=1044, iter=1)  # intent 0
-bfrt.injector.pipe.Ingress.event_psn.add_with_mark_ecn(src_addr=ip('::ffff:10.0.0.1'), dst_addr=ip('::ffff:10.0.0.2'), dst_qpn=0xea, psn=1054, iter=1)  # intent 0
-bfrt.injector.pipe.Ingress.event_psn.add_with_mark_ecn(src_addr=ip('::ffff:10.0.0.1'), dst_addr=ip('::ffff:10.0.0.2'), dst_qpn=0xea, psn=1064, iter=1)  # intent 0
-bfrt.injector.pipe.Ingress.event_psn.add_with_mark_ecn(src_addr=ip('::ffff:10.0.0.1'), dst_addr=ip('::ffff:10.0.0.2'), dst_qpn=0xea, psn=1074, iter=1)  # intent 0
-bfrt.injector.pipe.Ingress.event_psn.add_with_mark_ecn(src_addr=ip('::ffff:10.0.0.1'), dst_addr=ip('::ffff:10.0.0.2'), dst_qpn=0xea, psn=1084, iter=1)  # intent 0
-bfrt.injector.pipe.Ingress.event_psn.add_with_mark_ecn(src_addr=ip('::ffff:10.0.0.1'), dst_addr=ip('::ffff:10.0.0.2'), dst_qpn=0xea, psn=1094, iter=1)  # intent 0
-bfrt.injector.pipe.Ingress.event_psn.add_with_drop(src_addr=ip('::ffff:10.0.0.1'), dst_addr=ip('::ffff:10.0.0.2'), dst_qpn=0xeb, psn=8, iter=1)  # intent 1
-bfrt.injector.pipe.Ingress.event_psn.add_with_drop(src_addr=ip('::ffff:10.0.0.1'), dst_addr=ip('::ffff:10.0.0.2'), dst_qpn=0xeb, psn=8, iter=2)  # intent 2
-bfrt.injector.pipe.Ingress.event_psn.add_with_drop(src_addr=ip('::ffff:10.0.0.1'), dst_addr=ip('::ffff:10.0.0.2'), dst_qpn=0xeb, psn=18, iter=1)  # intent 1
-bfrt.injector.pipe.Ingress.event_psn.add_with_drop(src_addr=ip('::ffff:10.0.0.1'), dst_addr=ip('::ffff:10.0.0.2'), dst_qpn=0xeb, psn=18, iter=2)  # intent 2
-bfrt.injector.pipe.Ingress.event_psn.add_with_drop(src_addr=ip('::ffff:10.0.0.1'), dst_addr=ip('::ffff:10.0.0.2'), dst_qpn=0xeb, psn=28, iter=1)  # intent 1
-bfrt.injector.pipe.Ingress.event_psn.add_with_drop(src_addr=ip('::ffff:10.0.0.1'), dst_addr=ip('::ffff:10.0.0.2'), dst_qpn=0xeb, psn=28, iter=2)  # intent 2
-bfrt.injector.pipe.Ingress.event_psn.add_with_drop(src_addr=ip('::ffff:10.0.0.1'), dst_addr=ip('::ffff:10.0.0.2'), dst_qpn=0xeb, psn=38, iter=1)  # intent 1
-bfrt.injector.pipe.Ingress.event_psn.add_with_drop(src_addr=ip('::ffff:10.0.0.1'), dst_addr=ip('::ffff:10.0.0.2'), dst_qpn=0xeb, psn=38, iter=2)  # intent 2
-bfrt.injector.pipe.Ingress.event_psn.add_with_drop(src_addr=ip('::ffff:10.0.0.1'), dst_addr=ip('::ffff:10.0.0.2'), dst_qpn=0xeb, psn=48, iter=1)  # intent 1
-bfrt.injector.pipe.Ingress.event_psn.add_with_drop(src_addr=ip('::ffff:10.0.0.1'), dst_addr=ip('::ffff:10.0.0.2'), dst_qpn=0xeb, psn=48, iter=2)  # intent 2
-bfrt.injector.pipe.Ingress.event_psn.add_with_drop(src_addr=ip('::ffff:10.0.0.1'), dst_addr=ip('::ffff:10.0.0.2'), dst_qpn=0xeb, psn=58, iter=1)  # intent 1
-bfrt.injector.pipe.Ingress.event_psn.add_with_drop(src_addr=ip('::ffff:10.0.0.1'), dst_addr=ip('::ffff:10.0.0.2'), dst_qpn=0xeb, psn=58, iter=2)  # intent 2
-bfrt.injector.pipe.Ingress.event_psn.add_with_drop(src_addr=ip('::ffff:10.0.0.1'), dst_addr=ip('::ffff:10.0.0.2'), dst_qpn=0xeb, psn=68, iter=1)  # intent 1
-bfrt.injector.pipe.Ingress.event_psn.add_with_drop(src_addr=ip('::ffff:10.0.0.1'), dst_addr=ip('::ffff:10.0.0.2'), dst_qpn=0xeb, psn=68, iter=2)  # intent 2
-bfrt.injector.pipe.Ingress.event_psn.add_with_drop(src_addr=ip('::ffff:10.0.0.1'), dst_addr=ip('::ffff:10.0.0.2'), dst_qpn=0xeb, psn=78, iter=1)  # intent 1
-bfrt.injector.pipe.Ingress.event_psn.add_with_drop(src_addr=ip('::ffff:10.0.0.1'), dst_addr=ip('::ffff:10.0.0.2'), dst_qpn=0xeb, psn=78, iter=2)  # intent 2
 bfrt.injector.pipe.Ingress.event_psn.add_with_drop(src_addr=ip('::ffff:10.0.0.1'), dst_addr=ip('::ffff:10.0.0.2'), dst_qpn=0xeb, psn=16777204, iter=1)  # intent 1
 bfrt.injector.pipe.Ingress.event_psn.add_with_drop(src_addr=ip('::ffff:10.0.0.1'), dst_addr=ip('::ffff:10.0.0.2'), dst_qpn=0xeb, psn=16777204, iter=2)  # intent 2
-bfrt.injector.pipe.Ingress.event_psn.add_with_drop(src_addr=ip('::ffff:10.0.0.1'), dst_addr=ip('::ffff:10.0.0.2'), dst_qpn=0xeb, psn=16777214, iter=1)  # intent 1
-bfrt.injector.pipe.Ingress.event_psn.add_with_drop(src_addr=ip('::ffff:10.0.0.1'), dst_addr=ip('::ffff:10.0.0.2'), dst_qpn=0xeb, psn=16777214, iter=2)  # intent 2
 
 # Events for psn: all: {src, dst, dst QPN, ITER} -> drop / mark_ecn / corrupt.
 
-print('lumina: injector loaded: 3 ports, 2 routes, 1 dumper, 2 connections, 30 event entries, iter mode paper')
+print('lumina: injector loaded: 3 ports, 2 routes, 1 dumper, 2 connections, 3 event entries, iter mode paper')

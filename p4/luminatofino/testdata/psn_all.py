@@ -3,7 +3,7 @@
 # Run on the switch, with the program loaded: bfshell -b <this file>
 #
 # 5 ports (2 traffic, 3 dumpers), 2 routes, iter mode p4, rewrite port 9999,
-# 2 connections, 5 event entries (3 with a PSN, 2 for psn: all).
+# 2 connections, 3 event entries (1 with a PSN, 2 for psn: all).
 
 import ipaddress
 
@@ -102,11 +102,9 @@ bfrt.lumina_injector.pipe.Ingress.conn_iter.mod(REGISTER_INDEX=1, f1=1)
 
 # Events: {src, dst, dst QPN, PSN, ITER} -> drop / mark_ecn / corrupt.
 bfrt.lumina_injector.pipe.Ingress.event_psn.add_with_corrupt(src_addr=ip('2001:db8::2'), dst_addr=ip('2001:db8::1'), dst_qpn=0x12, psn=0, iter=3)  # intent 2
-bfrt.lumina_injector.pipe.Ingress.event_psn.add_with_corrupt(src_addr=ip('2001:db8::2'), dst_addr=ip('2001:db8::1'), dst_qpn=0x12, psn=4, iter=3)  # intent 2
-bfrt.lumina_injector.pipe.Ingress.event_psn.add_with_corrupt(src_addr=ip('2001:db8::2'), dst_addr=ip('2001:db8::1'), dst_qpn=0x12, psn=8, iter=3)  # intent 2
 
 # Events for psn: all: {src, dst, dst QPN, ITER} -> drop / mark_ecn / corrupt.
 bfrt.lumina_injector.pipe.Ingress.event_any.add_with_drop(src_addr=ip('2001:db8::2'), dst_addr=ip('2001:db8::1'), dst_qpn=0x11, iter=2)  # intent 0
 bfrt.lumina_injector.pipe.Ingress.event_any.add_with_mark_ecn(src_addr=ip('2001:db8::2'), dst_addr=ip('2001:db8::1'), dst_qpn=0x12, iter=1)  # intent 1
 
-print('lumina: lumina_injector loaded: 5 ports, 2 routes, 3 dumpers, 2 connections, 5 event entries, iter mode p4')
+print('lumina: lumina_injector loaded: 5 ports, 2 routes, 3 dumpers, 2 connections, 3 event entries, iter mode p4')
