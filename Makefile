@@ -48,9 +48,14 @@ p4check:
 	@./p4/check.sh -update
 
 ## bench: every benchmark with rates; installs the peers it compares against. One package at a time
-## (-p 1), so no benchmark shares the machine with another.
+## (-p 1), so no benchmark shares the machine with another. Then, built with the dpdk tag, the dumper on
+## net_null against dpdk-testpmd (x-vs-testpmd).
 bench: deps-bench
 	$(GO) test -p 1 -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) ./... | tee bench.out
+	@if pkg-config --exists libdpdk 2>/dev/null; then \
+	  echo "$(GO) test -tags dpdk -run='^$$' -bench='VsTestpmd$$' -benchmem ./dumper"; \
+	  $(GO) test -tags dpdk -run='^$$' -bench='VsTestpmd$$' -benchmem ./dumper | tee -a bench.out; \
+	else echo "libdpdk-dev missing: the dumper's DPDK benchmark (x-vs-testpmd) is skipped"; fi
 
 deps-test:
 	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -q >/dev/null && $(APT_INSTALL) chromium >/dev/null; } || echo "chromium missing: the HTML report screenshot test will skip"
@@ -59,6 +64,7 @@ deps-bench:
 	@command -v tcpdump >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -q && $(APT_INSTALL) tcpdump; } || echo "tcpdump missing: its side of the capture benchmark will skip"
 	@command -v zstd >/dev/null || { [ "$$(id -u)" = 0 ] && $(APT_INSTALL) zstd; } || echo "zstd missing: its side of the pcap benchmark will skip"
 	@command -v dpdk-testpmd >/dev/null || { [ "$$(id -u)" = 0 ] && $(APT_INSTALL) dpdk-dev; } || echo "dpdk-testpmd missing: the DPDK side of the capture benchmark will skip"
+	@pkg-config --exists libdpdk 2>/dev/null || { [ "$$(id -u)" = 0 ] && $(APT_INSTALL) libdpdk-dev pkg-config; } || echo "libdpdk-dev missing: the dumper's DPDK benchmark will skip"
 	@[ -f /usr/include/ns3.37/ns3/core-module.h ] || ls /usr/include/ns3*/ns3/core-module.h >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && $(APT_INSTALL) libns3-dev g++; } || echo "ns-3 missing: its side of the fabric benchmark will skip"
 
 ## fuzz: a short run of every fuzz target (FUZZTIME each); the inputs the fuzzer found interesting are
@@ -95,8 +101,8 @@ build-dpdk: deps-dpdk
 	$(GO) build -tags dpdk -ldflags '$(LDFLAGS)' -o bin/appliance-dpdk ./appliance/cmd/appliance
 
 test-dpdk: deps-dpdk
-	$(GO) vet -tags dpdk ./dpdk/...
-	$(GO) test -count=1 -tags dpdk ./dpdk/...
+	$(GO) vet -tags dpdk ./dpdk/... ./dumper
+	$(GO) test -count=1 -tags dpdk ./dpdk/... ./dumper
 
 build-rdma: deps-rdma
 	$(GO) build -tags rdma -ldflags '$(LDFLAGS)' -o bin/appliance-rdma ./appliance/cmd/appliance

@@ -24,18 +24,28 @@ import (
 // ICRC intact when the snap holds the whole frame), stamped with the
 // extended mirror timestamp, malformed frames counted by reason; and the
 // two files merge into a trace that passes Lumina's integrity check.
+//
+// The slots cases run the path of ports that fill the arena themselves
+// (SlotReader).
 func TestCaptureAndWrite(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		snap int
-		zstd bool
-	}{{"snap128", 128, false}, {"whole-zstd", 2048, true}} {
-		t.Run(tc.name, func(t *testing.T) { captureAndWrite(t, tc.snap, tc.zstd) })
+		name  string
+		snap  int
+		zstd  bool
+		slots bool
+	}{{"snap128", 128, false, false}, {"whole-zstd", 2048, true, false}, {"slots-snap128", 128, false, true},
+		{"slots-whole", 2048, false, true}} {
+		t.Run(tc.name, func(t *testing.T) { captureAndWrite(t, tc.snap, tc.zstd, tc.slots) })
 	}
 }
 
-func captureAndWrite(t *testing.T, snap int, zst bool) {
+func captureAndWrite(t *testing.T, snap int, zst, slots bool) {
 	f, port := newFeeder(t, 2, 1024)
+	var sp *slotPort
+	if slots {
+		sp = newSlotPort(port)
+		port = sp
+	}
 	dir := t.TempDir()
 	d, err := New(Config{Name: "rm", Port: port, SnapLen: snap, NumPkts: 4095, Dir: dir, File: "dump.pcap", Zstd: zst})
 	if err != nil {
@@ -85,6 +95,9 @@ func captureAndWrite(t *testing.T, snap int, zst bool) {
 	}
 	if res.Captured != n+3 || res.Written != n || res.ArenaFull != 0 || len(res.Files) != 2 {
 		t.Fatalf("result %+v", res)
+	}
+	if sp != nil && sp.calls.Load() == 0 {
+		t.Fatal("the dumper did not read through ReadSlots")
 	}
 	wantMal := map[string]uint64{"short": 1, "not-udp": 1, "foreign-port": 1}
 	for r, v := range wantMal {
@@ -192,9 +205,18 @@ func checkFile(t *testing.T, fl File, snap int, base int64, frames map[uint64][]
 }
 
 // TestArenaFull: copies beyond num-pkts are counted, not stored, and the
-// written file holds the first num-pkts.
+// written file holds the first num-pkts; also on a port that fills the
+// arena itself.
 func TestArenaFull(t *testing.T) {
+	t.Run("rx", func(t *testing.T) { arenaFull(t, false) })
+	t.Run("slots", func(t *testing.T) { arenaFull(t, true) })
+}
+
+func arenaFull(t *testing.T, slots bool) {
 	f, port := newFeeder(t, 1, 1024)
+	if slots {
+		port = newSlotPort(port)
+	}
 	d, err := New(Config{Port: port, NumPkts: 10, Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/rdma-appliance/appliance/bench/fabric/workload"
 	"github.com/rdma-appliance/appliance/internal/topo"
@@ -234,9 +236,16 @@ func TestStatsAdd(t *testing.T) {
 }
 
 // BenchmarkFatTreeParallel is BenchmarkFatTree's scenario (k=4) and k=8
-// and k=16 fat-trees with the same load, sequential (parts=1) and on 2 and 4
-// partitions: packet hops a second of wall time and of CPU time, to set
-// against cores and fabric size. No peer runs here.
+// and k=16 fat-trees with the same load, each run sequentially (Run) and on
+// 2 and 4 partitions (RunParallel) in turns: one op runs all three, and a
+// partitioned run whose results differ from the sequential run's by a byte
+// fails the benchmark. Per partition count P it reports packet hops a
+// second of wall time (pP-Mhops/s) and of CPU time, all goroutines
+// (pP-Mhops/CPU-s), and the speedup: the sequential run's wall time over
+// the partitioned run's in the same op, the median over the ops
+// (speedup-pP). On a machine shared with other work the wall-clock speedup
+// measures also how much of the machine each run got; the CPU figures say
+// what partitioning costs whatever the load. No peer runs here.
 func BenchmarkFatTreeParallel(b *testing.B) {
 	for _, k := range []int{4, 8, 16} {
 		g, err := topo.FatTree(k, gbps100, 1000)
@@ -247,36 +256,54 @@ func BenchmarkFatTreeParallel(b *testing.B) {
 		until := map[int]int64{4: 10e6, 8: 2e6, 16: 500e3}[k]
 		flows := workload.Poisson(g.Hosts(), gbps100, 0.5, workload.WebSearch, until, 1)
 		r := g.ShortestPaths()
-		for _, parts := range []int{1, 2, 4} {
-			b.Run(fmt.Sprintf("k=%d/parts=%d", k, parts), func(b *testing.B) {
-				b.ReportAllocs()
-				var hops uint64
-				cpu0 := processCPU()
-				for b.Loop() {
+		b.Run(fmt.Sprintf("k=%d", k), func(b *testing.B) {
+			b.ReportAllocs()
+			parts := []int{1, 2, 4}
+			var hops [3]uint64
+			var wall, cpu [3]time.Duration
+			var speedup [3][]float64
+			for b.Loop() {
+				var want []byte
+				var seqWall time.Duration
+				for i, p := range parts {
 					s, err := New(g, r, flows, DefaultConfig())
 					if err != nil {
 						b.Fatal(err)
 					}
+					c0, t0 := processCPU(), time.Now()
 					var res *Results
-					if parts == 1 {
+					if p == 1 {
 						res, err = s.Run(context.Background(), until)
 					} else {
-						res, err = s.RunParallel(context.Background(), until, parts)
+						res, err = s.RunParallel(context.Background(), until, p)
 					}
+					w := time.Since(t0)
 					if err != nil {
 						b.Fatal(err)
 					}
-					hops += res.Stats.Hops
+					cpu[i] += processCPU() - c0
+					wall[i] += w
+					hops[i] += res.Stats.Hops
+					got := resultBytes(b, res)
+					if p == 1 {
+						want, seqWall = got, w
+						continue
+					}
+					if !bytes.Equal(got, want) {
+						b.Fatalf("k=%d on %d partitions: results differ from the sequential run's", k, p)
+					}
+					speedup[i] = append(speedup[i], seqWall.Seconds()/w.Seconds())
 				}
-				// CPU time beside wall time: on a machine shared with
-				// other work the wall-clock speedup is not measurable,
-				// but what partitioning costs in CPU is.
-				cpu := (processCPU() - cpu0).Seconds()
-				b.ReportMetric(float64(hops)/b.Elapsed().Seconds()/1e6, "Mhops/s")
-				b.ReportMetric(float64(hops)/cpu/1e6, "Mhops/CPU-s")
-				b.ReportMetric(cpu/float64(b.N), "CPU-s/op")
-			})
-		}
+			}
+			for i, p := range parts {
+				b.ReportMetric(float64(hops[i])/wall[i].Seconds()/1e6, fmt.Sprintf("p%d-Mhops/s", p))
+				b.ReportMetric(float64(hops[i])/cpu[i].Seconds()/1e6, fmt.Sprintf("p%d-Mhops/CPU-s", p))
+				if p > 1 {
+					slices.Sort(speedup[i])
+					b.ReportMetric(speedup[i][len(speedup[i])/2], fmt.Sprintf("speedup-p%d", p))
+				}
+			}
+		})
 	}
 }
 

@@ -328,6 +328,81 @@ func TestReadEPB(t *testing.T) {
 	}
 }
 
+// TestReadSlots sends frames through net_ring and reads them back into the
+// slots of an arena: each slot holds the frame's first stride bytes, lens
+// and wire its cut and whole lengths, a call stops at the slots it has or
+// at the first short burst, and the counters match. Strides of 128 (aligned:
+// non-temporal stores, rounded up to 16 bytes) and 100 (plain copies).
+func TestReadSlots(t *testing.T) {
+	for i, stride := range []int{128, 100} {
+		t.Run(fmt.Sprint(stride), func(t *testing.T) {
+			pool := newPool(t, 1024, 0)
+			port := open(t, fmt.Sprintf("eal:net_ring%d", 5+i), dpdk.Config{Pool: pool})
+			const total = 100
+			for sent := 0; sent < total; {
+				sent += txFrames(t, pool, port, 0, sent, total-sent)
+			}
+			arena := make([]byte, total*stride)
+			lens, wire := make([]uint16, total), make([]uint32, total)
+			for i := range arena {
+				arena[i] = 0xee
+			}
+			// 40 slots in bursts of 16: three bursts, the last one short.
+			n, got := port.ReadSlots(0, 16, arena[:40*stride], stride, lens[:40], wire[:40])
+			if n != 40 {
+				t.Fatalf("took %d packets into 40 slots", n)
+			}
+			// The remaining 60 in bursts of 32: the second burst comes back
+			// with 28, and the call stops there.
+			k, b := port.ReadSlots(0, 32, arena[40*stride:], stride, lens[40:], wire[40:])
+			if k != 60 {
+				t.Fatalf("took %d of the last 60", k)
+			}
+			n, got = n+k, got+b
+			var want [1500]byte
+			var sum uint64
+			for i := range n {
+				l := frame(want[:], i)
+				c := min(l, stride)
+				slot := arena[i*stride : (i+1)*stride]
+				if int(lens[i]) != c || int(wire[i]) != l || !bytes.Equal(slot[:c], want[:c]) {
+					t.Fatalf("slot %d: %d of %d bytes, want %d of %d; equal %v", i, lens[i], wire[i], c, l,
+						bytes.Equal(slot[:c], want[:c]))
+				}
+				if stride%16 != 0 && c < stride && slot[c] != 0xee {
+					t.Fatalf("slot %d: written past the copy", i)
+				}
+				sum += uint64(l)
+			}
+			if got != sum {
+				t.Fatalf("bytes %d, frames %d", got, sum)
+			}
+			if k, _ := port.ReadSlots(0, 32, arena, stride, lens, wire); k != 0 {
+				t.Fatalf("%d packets from an empty ring", k)
+			}
+			if s := port.Stats(); s.RxPackets != total || s.RxBytes != sum {
+				t.Fatalf("stats %+v, want %d packets and %d bytes", s, total, sum)
+			}
+			for _, bad := range []func() int{
+				func() int { k, _ := port.ReadSlots(1, 32, arena, stride, lens, wire); return k },
+				func() int { k, _ := port.ReadSlots(0, 0, arena, stride, lens, wire); return k },
+				func() int { k, _ := port.ReadSlots(0, 32, arena, 0, lens, wire); return k },
+				func() int { k, _ := port.ReadSlots(0, 32, arena[:stride-1], stride, lens, wire); return k },
+				func() int { k, _ := port.ReadSlots(0, 32, arena, 1<<16, lens, wire); return k },
+			} {
+				if txFrames(t, pool, port, 0, 0, 1) != 1 {
+					t.Fatal("send")
+				}
+				if bad() != 0 {
+					t.Fatal("a call with a bad queue, burst, stride or arena took packets")
+				}
+				var one [1]*dpdk.Packet
+				dpdk.FreeBulk(one[:port.RxBurst(0, one[:])])
+			}
+		})
+	}
+}
+
 // TestNullQueues opens several queues with RSS where net_null offers it.
 func TestNullQueues(t *testing.T) {
 	pool := newPool(t, 512, 0)
@@ -551,6 +626,14 @@ func TestAllocs(t *testing.T) {
 		dpdk.FreeBulk(burst[:n])
 	}); a != 0 {
 		t.Fatalf("ring TxBurst+RxBurst allocate %v per burst", a)
+	}
+	buf := make([]byte, 64<<10)
+	if a := testing.AllocsPerRun(1000, func() { null.ReadEPB(0, buf, 128) }); a != 0 {
+		t.Fatalf("ReadEPB allocates %v per burst", a)
+	}
+	lens, wire := make([]uint16, 256), make([]uint32, 256)
+	if a := testing.AllocsPerRun(1000, func() { null.ReadSlots(0, 32, buf, 128, lens, wire) }); a != 0 {
+		t.Fatalf("ReadSlots allocates %v per call", a)
 	}
 }
 

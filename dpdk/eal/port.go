@@ -14,7 +14,6 @@ package eal
 import "C"
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -407,21 +406,47 @@ func (p *Port) ReadEPB(q int, buf []byte, snap int) (n, used int) {
 		return 0, 0
 	}
 	rq := &p.rxq[q]
-	var u C.uint32_t
 	k := int(C.shim_rx_epb(rq.c, C.uint16_t(nb), C.uint32_t(snap), C.uint64_t(dpdk.Nanotime()),
-		(*C.char)(unsafe.Pointer(unsafe.SliceData(buf))), &u))
+		(*C.char)(unsafe.Pointer(unsafe.SliceData(buf)))))
 	if k == 0 {
 		return 0, 0
 	}
-	// Bytes on the wire: each block's original length.
-	var bytes uint64
-	for off := 0; off < int(u); off += int(binary.NativeEndian.Uint32(buf[off+4:])) {
-		bytes += uint64(binary.NativeEndian.Uint32(buf[off+24:]))
-	}
 	c := &p.rxc[q]
 	c.RxPackets.Add(uint64(k))
-	c.RxBytes.Add(bytes)
-	return k, int(u)
+	c.RxBytes.Add(uint64(rq.c.bytes))
+	return k, int(rq.c.used)
+}
+
+// ReadSlots receives packets on queue q and copies each, its first stride
+// bytes, straight from its mbuf into the next slot of arena (slot i is
+// arena[i*stride:(i+1)*stride]), with the bytes copied in lens[i] and its
+// length on the wire in wire[i]: a capture arena filled in the cgo call that
+// receives the packets, one copy per packet and no Go buffer. It polls the
+// PMD in bursts of burst packets until it has as many packets as there are
+// slots in arena, lens and wire (at most MaxBurst) or a burst comes back
+// short, so a busy queue costs one cgo call per several bursts. It returns
+// how many packets it took and their bytes on the wire. stride is at most
+// 65535, the longest length lens holds. Counters as RxBurst.
+func (p *Port) ReadSlots(q, burst int, arena []byte, stride int, lens []uint16, wire []uint32) (n int, bytes uint64) {
+	if q < 0 || q >= len(p.rxq) || p.closed.Load() || stride <= 0 || stride > 0xffff || burst <= 0 {
+		return 0, 0
+	}
+	nb := min(len(arena)/stride, len(lens), len(wire), MaxBurst)
+	if nb == 0 {
+		return 0, 0
+	}
+	rq := &p.rxq[q]
+	k := int(C.shim_rx_slots(rq.c, C.uint16_t(nb), C.uint16_t(min(burst, nb)), C.uint32_t(stride),
+		(*C.char)(unsafe.Pointer(unsafe.SliceData(arena))), (*C.uint16_t)(unsafe.Pointer(unsafe.SliceData(lens))),
+		(*C.uint32_t)(unsafe.Pointer(unsafe.SliceData(wire)))))
+	if k == 0 {
+		return 0, 0
+	}
+	b := uint64(rq.c.bytes)
+	c := &p.rxc[q]
+	c.RxPackets.Add(uint64(k))
+	c.RxBytes.Add(b)
+	return k, b
 }
 
 // TxBurst implements dpdk.Port. The packets are copied into mbufs, so those

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <emmintrin.h>
+
 #include <rte_dev.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
@@ -300,16 +302,19 @@ uint16_t shim_rx(struct shim_rxq *q, uint16_t top, uint16_t nb)
 // shim_rx_epb receives up to nb packets and writes each, its first snap
 // bytes straight from the mbuf, as a pcapng Enhanced Packet Block of
 // interface 0 stamped ts (the file's units) into out, in host byte order as
-// the Go writer does; *used is the bytes written. out must hold nb blocks
+// the Go writer does; q->used is the bytes written, q->bytes the packets'
+// lengths. out must hold nb blocks
 // of 32 + snap rounded up to 4 bytes. One call per burst, no Go buffer per
 // packet: a capture's whole per-packet work in the loop that frees the
 // mbufs.
-uint16_t shim_rx_epb(struct shim_rxq *q, uint16_t nb, uint32_t snap, uint64_t ts, char *out, uint32_t *used)
+uint16_t shim_rx_epb(struct shim_rxq *q, uint16_t nb, uint32_t snap, uint64_t ts, char *out)
 {
 	struct rte_mbuf **m = q->mbufs;
 	uint16_t n = rx_begin(q, nb);
 	uint32_t off = 0;
-	*used = 0;
+	uint64_t sum = 0;
+	q->used = 0;
+	q->bytes = 0;
 	if (n == 0)
 		return 0;
 	for (uint16_t i = 0; i < n; i++) {
@@ -326,10 +331,92 @@ uint16_t shim_rx_epb(struct shim_rxq *q, uint16_t nb, uint32_t snap, uint64_t ts
 		copy_out(m[i], b + 28, cap);
 		*(unaligned_uint32_t *)(b + p) = p + 4;
 		off += p + 4;
+		sum += len;
 	}
 	rte_pktmbuf_free_bulk(m, n);
-	*used = off;
+	q->used = off;
+	q->bytes = sum;
 	return n;
+}
+
+// copy_stream copies n bytes, a multiple of 16, from src to dst (16-byte
+// aligned) with non-temporal stores.
+static inline void copy_stream(const char *src, char *dst, uint32_t n)
+{
+	for (uint32_t off = 0; off < n; off += 16)
+		_mm_stream_si128((__m128i *)(dst + off), _mm_loadu_si128((const __m128i *)(src + off)));
+}
+
+// free_simple frees n received mbufs straight into their pool when each is
+// a single direct segment of one pool that nothing else references (what a
+// PMD's RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE assumes), and through
+// rte_pktmbuf_free_bulk otherwise: the checks the latter makes per mbuf
+// before it can put them back in bulk are most of its cost.
+static inline void free_simple(struct rte_mbuf **m, uint16_t n)
+{
+	if (n == 0)
+		return;
+	struct rte_mempool *mp = m[0]->pool;
+	int simple = 1;
+	for (uint16_t i = 0; i < n; i++) {
+		struct rte_mbuf *x = m[i];
+		simple &= (x->nb_segs == 1) & (x->next == NULL) & (rte_mbuf_refcnt_read(x) == 1) &
+			  RTE_MBUF_DIRECT(x) & (x->pool == mp);
+	}
+	if (likely(simple))
+		rte_mempool_put_bulk(mp, (void **)m, n);
+	else
+		rte_pktmbuf_free_bulk(m, n);
+}
+
+// shim_rx_slots receives up to nb packets, polling the PMD in bursts of
+// burst until it has them or a burst comes back short, and copies packet i,
+// its first stride bytes straight from the mbuf, to out + i*stride: slots of
+// a capture arena. lens[i] is the bytes copied, wire[i] the packet's length
+// and q->bytes the sum of those lengths. One call for several bursts when
+// the queue is busy, so the Go side pays the cgo transition once per poll.
+//
+// When the slots are 16-byte aligned the copies are non-temporal stores,
+// rounded up to 16 bytes (within the slot, and within the mbuf's buffer):
+// an arena is written once and read only when the capture ends, so a normal
+// store's read of each line before writing it (half the memory traffic) and
+// the lines it evicts from the cache buy nothing. The fence at the end
+// orders them before whatever the caller stores next.
+uint16_t shim_rx_slots(struct shim_rxq *q, uint16_t nb, uint16_t burst, uint32_t stride, char *out,
+		       uint16_t *lens, uint32_t *wire)
+{
+	struct rte_mbuf **m = q->mbufs;
+	uint64_t sum = 0;
+	uint16_t total = 0;
+	int stream = ((uintptr_t)out & 15) == 0 && (stride & 15) == 0;
+	if (unlikely(thread_state == 0))
+		thread_register();
+	q->too_big = 0;
+	while (total < nb) {
+		uint16_t want = RTE_MIN(burst, nb - total);
+		uint16_t n = rte_eth_rx_burst(q->port, q->queue, m, want);
+		for (uint16_t i = 0; i < n; i++) {
+			uint32_t len = m[i]->pkt_len;
+			uint32_t cap = RTE_MIN(len, stride);
+			uint32_t whole = (cap + 15) & ~15u;
+			if (stream && m[i]->nb_segs == 1 && (uint32_t)m[i]->data_off + whole <= m[i]->buf_len)
+				copy_stream(rte_pktmbuf_mtod(m[i], const char *), out, whole);
+			else
+				copy_out(m[i], out, cap);
+			out += stride;
+			lens[total + i] = (uint16_t)cap;
+			wire[total + i] = len;
+			sum += len;
+		}
+		free_simple(m, n);
+		total += n;
+		if (n < want)
+			break;
+	}
+	if (stream)
+		_mm_sfence();
+	q->bytes = sum;
+	return total;
 }
 
 // shim_tx copies nb Go packets into fresh mbufs and transmits them; mbufs the
@@ -361,3 +448,4 @@ uint16_t shim_tx(struct shim_txq *q, uint16_t nb)
 		rte_pktmbuf_free_bulk(&m[sent], nb - sent);
 	return sent;
 }
+

@@ -29,6 +29,13 @@ struct shim_rxq {
 	uint16_t queue;
 	uint16_t too_big; // packets of the last burst dropped for being larger than their buffer
 	uint16_t _pad;
+	// What the last shim_rx_slots or shim_rx_epb burst received, in bytes
+	// on the wire, and the bytes shim_rx_epb wrote. Fields, not out
+	// pointers: a Go variable whose address goes to C escapes to the heap,
+	// which would be an allocation per burst.
+	uint64_t bytes;
+	uint32_t used;
+	uint32_t _pad2;
 	uintptr_t dst[SHIM_MAX_BURST];  // data address of Go buffer i
 	uint32_t room[SHIM_MAX_BURST];  // bytes that fit at dst[i]
 	uint32_t len[SHIM_MAX_BURST];   // length of received packet i
@@ -94,6 +101,8 @@ void shim_free(void *q);
 
 uint16_t shim_rx(struct shim_rxq *q, uint16_t top, uint16_t nb);
 uint16_t shim_tx(struct shim_txq *q, uint16_t nb);
-uint16_t shim_rx_epb(struct shim_rxq *q, uint16_t nb, uint32_t snap, uint64_t ts, char *out, uint32_t *used);
+uint16_t shim_rx_epb(struct shim_rxq *q, uint16_t nb, uint32_t snap, uint64_t ts, char *out);
+uint16_t shim_rx_slots(struct shim_rxq *q, uint16_t nb, uint16_t burst, uint32_t stride, char *out,
+		       uint16_t *lens, uint32_t *wire);
 
 #endif
