@@ -66,7 +66,8 @@ type LiveScenario struct {
 //   - incast39: the leaf-spine's 39-to-1 incast, 10 QPs per sender, a
 //     64 KB burst per QP every 1000 us (8 ms windows);
 //   - redis: the leaf-spine's Redis SETs, 20 clients x 10 threads,
-//     64 KB requests answered by 64-byte replies, closed loop.
+//     64 KB requests answered by 64-byte replies, closed loop;
+//   - incast39-redis: the two alternating, 320 ms each.
 func LiveScenarios() map[string]LiveScenario {
 	o := tuning.DefaultObjective()
 	// PFC stays on in every layer: with it off on the core (as the paper's
@@ -115,11 +116,17 @@ func LiveScenarios() map[string]LiveScenario {
 		Phase{Name: "39-to-1", Duration: 320 * time.Millisecond, Loop: i39})
 	redis := one("redis", "leaf-spine: Redis SET, 20 clients x 10 threads, 64 KB requests to h39, 64-byte replies, closed loop",
 		Phase{Name: "redis", Duration: 320 * time.Millisecond, Loop: cases["redis"].Loop})
-	return map[string]LiveScenario{"fig11": fig11, "incast39": incast39, "redis": redis}
+	// The two as phases of one run: the workload to h39 changes from
+	// the 39-to-1 incast to Redis SETs and back every 320 ms (40
+	// windows), the tracking test on the paper's workloads.
+	both := one("incast39-redis", "leaf-spine: the workload to h39 alternates between the 39-to-1 incast (10 QPs, 64 KB every 1000 us) and Redis SETs (20 clients x 10 threads), 320 ms each",
+		incast39.Phases[0])
+	both.Phases = append(both.Phases, redis.Phases[0])
+	return map[string]LiveScenario{"fig11": fig11, "incast39": incast39, "redis": redis, "incast39-redis": both}
 }
 
 // LiveScenarioNames are the online scenarios in a stable order.
-func LiveScenarioNames() []string { return []string{"fig11", "incast39", "redis"} }
+func LiveScenarioNames() []string { return []string{"fig11", "incast39", "incast39-redis", "redis"} }
 
 // validate checks what Build cannot.
 func (ls *LiveScenario) validate(g *topo.Graph) error {
