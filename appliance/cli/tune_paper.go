@@ -67,7 +67,7 @@ func tunePaperFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) erro
 	fs.IntVar(&o.seeds, "seeds", 1, "annealing seeds (a tuned row each)")
 	fs.IntVar(&o.bursts, "bursts", 3, "bursts (ms of posting) of the incast cases")
 	fs.Uint64Var(&o.simSeed, "sim-seed", 1, "the fabric's seed")
-	fs.DurationVar(&o.drain, "drain", 200*time.Millisecond, "longest run after posting for the messages in flight")
+	fs.DurationVar(&o.drain, "drain", 400*time.Millisecond, "longest run after posting for the messages in flight")
 	fs.StringVar(&o.norm, "norm", "history", "the tuner's normalisation: history (Eq. 14's) or fixed")
 	fs.StringVar(&o.window, "window", "run", "telemetry the tuner judges: run (posting and drain) or posting")
 	fs.StringVar(&o.busy, "busy", "queue", "a busy QP's burst: queue (behind the message in flight) or skip")

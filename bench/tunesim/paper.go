@@ -246,7 +246,7 @@ type PaperOptions struct {
 }
 
 // Defaults fills what o leaves zero: 40 evaluations, 1 seed, 3 bursts,
-// a 200 ms drain, fabric seed 1, every case, the history normalisation.
+// a 400 ms drain, fabric seed 1, every case, the history normalisation.
 func (o *PaperOptions) Defaults() {
 	if o.Evals <= 0 {
 		o.Evals = 40
@@ -260,8 +260,10 @@ func (o *PaperOptions) Defaults() {
 	if o.Drain <= 0 {
 		// The 39-to-1 of 50 QPs x 64 KB posts 125 MB a burst, three
 		// bursts queued: 125 ms at 25 Gbit/s before the last message
-		// can complete.
-		o.Drain = 200 * time.Millisecond
+		// can complete, and watermarks that cut DCQCN's rates to 15
+		// Gbit/s need 200 ms (a 200 ms drain left 318 messages
+		// unfinished under the tuned point).
+		o.Drain = 400 * time.Millisecond
 	}
 	if o.Norm == "" {
 		o.Norm = tuning.History
