@@ -43,7 +43,7 @@ func TestTunePaper(t *testing.T) {
 		}
 	}
 	for _, bad := range [][]string{{"--cases", "nope"}, {"--evals", "0"}, {"--fig13", "redis", "--knobs", "x"}, {"extra"},
-		{"--norm", "eq14"}, {"--window", "1s"}, {"--busy", "drop"}} {
+		{"--norm", "eq14"}, {"--window", "1s"}, {"--busy", "drop"}, {"--telemetry", "all"}} {
 		if code, _, _ := runCLI(t, append([]string{"tune", "paper", "--out", dir}, bad...)...); code == 0 {
 			t.Fatalf("%v accepted", bad)
 		}

@@ -243,6 +243,10 @@ type PaperOptions struct {
 	Norm          tuning.Normalisation
 	PostingWindow bool
 	Skip          bool
+	// PathTelemetry feeds the tuner every switch on the traffic's paths
+	// (Eq. 14's sum over them) instead of the receiver-side leaf alone;
+	// the table's queue column stays the receiver side's.
+	PathTelemetry bool
 }
 
 // Defaults fills what o leaves zero: 40 evaluations, 1 seed, 3 bursts,
@@ -336,8 +340,10 @@ func paperCase(ctx context.Context, o PaperOptions, pc PaperCase) (PaperRow, err
 	obj.Norm = tuning.Fixed
 	cache := tuning.NewMemoCache()
 	evals := 0
+	tsc := sc
+	tsc.PathTelemetry = o.PathTelemetry
 	for seed := range uint64(o.Seeds) {
-		st, err := NewSimTarget(sc)
+		st, err := NewSimTarget(tsc)
 		if err != nil {
 			return row, err
 		}
@@ -359,6 +365,12 @@ func paperCase(ctx context.Context, o PaperOptions, pc PaperCase) (PaperRow, err
 		best := res.Best
 		if sc.Objective.Norm == tuning.History {
 			if best, err = rec.bestUnder(sc.Objective); err != nil {
+				return row, err
+			}
+		}
+		if o.PathTelemetry {
+			// The table reads the receiver side for every method.
+			if st, err = NewSimTarget(sc); err != nil {
 				return row, err
 			}
 		}

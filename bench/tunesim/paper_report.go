@@ -83,6 +83,9 @@ func WritePaperTable(w io.Writer, rows []PaperRow, o PaperOptions) error {
 	if o.Skip {
 		busy = "skips the burst"
 	}
+	if o.PathTelemetry {
+		norm += ", summed over every switch on the paths"
+	}
 	fmt.Fprintf(w, "Tuned: simulated annealing (the paper's parameters, cooled within %d configurations) on the scenario's objective\n"+
 		"(Eq. 14, beta 0.5: throughput and queue, FCT is not in it) under %s, seeds 1..%d; fabric seed %d.\n"+
 		"The score column is the fixed normalisation for every method. A busy QP %s.\n"+

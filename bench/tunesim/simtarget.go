@@ -54,6 +54,9 @@ type SimScenario struct {
 	// burst of 50 QPs x 64 KB drains for 40 ms after a 3 ms posting
 	// window), which is where the tail FCTs are made.
 	WholeRun bool
+	// PathTelemetry watches every switch some flow crosses instead of
+	// only those that deliver to a receiver (the paper's compression).
+	PathTelemetry bool
 }
 
 // Link rates and delay of the paper's first cluster (Section 6.1):
@@ -261,7 +264,7 @@ func NewSimTarget(sc SimScenario) (*SimTarget, error) {
 		for _, p := range t.demands() {
 			dem = append(dem, tuning.Demand{Src: p[0], Dst: p[1]})
 		}
-		comp := tuning.Compress(g, r, dem, tuning.CompressOptions{PerLayer: true, OnPathOnly: true, ReceiverSide: true})
+		comp := tuning.Compress(g, r, dem, tuning.CompressOptions{PerLayer: true, OnPathOnly: true, ReceiverSide: !sc.PathTelemetry})
 		t.Telemetry = comp.Telemetry
 	}
 	return t, nil
