@@ -124,7 +124,10 @@ type Recovery struct {
 	// SustainedBest the steps until SustainWindows windows in a row
 	// reached 98% of it (-1: never within the phase). Where every preset
 	// scores within 2% of the others, 98% of the best preset is met by
-	// any point near them and says nothing about tracking.
+	// any point near them and says nothing about tracking. The best of
+	// many noisy 4-window means is biased upwards: where the window
+	// noise (printed per phase) is not small against the level, Best
+	// overstates what the phase allows.
 	Best          float64 `json:"best_known"`
 	SustainedBest int     `json:"sustained_best"`
 }
