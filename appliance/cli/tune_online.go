@@ -97,8 +97,9 @@ earlier re-measurements. --samples windows per judgement (mean, or --median) and
 on the same fabric and workload for as many windows. incast39 and redis are the paper's
 39-to-1 incast (10 QPs per sender, 64 KB every 1000 us) and Redis SETs (20 clients x 10
 threads, 64 KB requests, 64-byte replies, closed loop) on the leaf-spine of 'tune paper',
-the leaf layer tuned, one workload that runs on; a redis exchange's FCT runs from the SET's
-post to its reply's completion.
+the leaf layer tuned, one workload that runs on; incast39-redis alternates the two every
+320 ms (40 windows), to measure tracking on the paper's workloads; a redis exchange's FCT
+runs from the SET's post to its reply's completion.
 
 Prints per phase the objective under the fixed normalisation (its standard deviation over
 the phase's windows and the window-to-window noise), the rate delivered to the

@@ -16,7 +16,8 @@ func TestTunePaper(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("%d %s %s", code, out, errOut)
 	}
-	for _, want := range []string{"tuned (seed 1)", "dcqcn", "dctcp", "experience", "hpcc", "vendor", "P99 FCT: beats"} {
+	for _, want := range []string{"tuned (seed 1)", "dcqcn", "dctcp", "experience", "hpcc", "vendor", "P99 FCT: beats",
+		"under the history normalisation", "queues its burst's message", "are the whole run's"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("output lacks %q:\n%s", want, out)
 		}
@@ -33,7 +34,16 @@ func TestTunePaper(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "fig13.html")); err != nil {
 		t.Fatal(err)
 	}
-	for _, bad := range [][]string{{"--cases", "nope"}, {"--evals", "0"}, {"--fig13", "redis", "--knobs", "x"}, {"extra"}} {
+	// The earlier settings, for ablations: the footer says which ran.
+	code, out, _ = runCLI(t, "tune", "paper", "--cases", "incast2-q10-64k", "--evals", "2", "--bursts", "1", "--norm", "fixed",
+		"--window", "posting", "--busy", "skip", "--out", dir)
+	for _, want := range []string{"under the fixed normalisation", "skips the burst", "are the posting window's"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Fatalf("ablation: %d, output lacks %q:\n%s", code, want, out)
+		}
+	}
+	for _, bad := range [][]string{{"--cases", "nope"}, {"--evals", "0"}, {"--fig13", "redis", "--knobs", "x"}, {"extra"},
+		{"--norm", "eq14"}, {"--window", "1s"}, {"--busy", "drop"}, {"--telemetry", "all"}} {
 		if code, _, _ := runCLI(t, append([]string{"tune", "paper", "--out", dir}, bad...)...); code == 0 {
 			t.Fatalf("%v accepted", bad)
 		}

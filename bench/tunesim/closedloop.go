@@ -31,6 +31,16 @@ type Loop struct {
 	// completed.
 	Interval time.Duration
 	Resp     int64
+	// Queue makes a busy QP queue a burst's message behind the one in
+	// flight instead of skipping the burst: an RC QP's send queue
+	// (perftest's tx-depth, 128 by default, holds far more than the
+	// few bursts of a run) runs its messages in order, each the moment
+	// the last completes, and each message's FCT counts from its burst.
+	// Every watermark then faces the same messages; with skipping, a
+	// configuration that finishes the first burst sooner is offered the
+	// second one and the others are not, and their FCTs are over
+	// different traffic.
+	Queue bool
 }
 
 // validate checks the loop against the topology.
@@ -42,6 +52,8 @@ func (l *Loop) validate(g *topo.Graph) error {
 		return fmt.Errorf("loop: interval %v, response %d: not negative", l.Interval, l.Resp)
 	case l.Interval == 0 && l.Resp <= 0:
 		return errors.New("loop: request/response (interval 0) needs a response size")
+	case l.Queue && l.Interval == 0:
+		return errors.New("loop: queueing is for bursts (an interval); request/response waits for its reply")
 	}
 	for _, h := range append([]int{l.Dst}, l.Senders...) {
 		if h < 0 || h >= len(g.Nodes) || g.Nodes[h].Kind != topo.Host {
@@ -76,8 +88,11 @@ type loopRun struct {
 	// and whether it is a reply.
 	qpOf    map[int32]int
 	isReply map[int32]bool
-	// reqStart is each QP's outstanding request's post time.
+	// reqStart is each QP's outstanding request's post time (its burst's
+	// time for a queued message); backlog the burst times of each QP's
+	// queued messages (Loop.Queue), oldest first.
 	reqStart []int64
+	backlog  [][]int64
 	nextID   int
 	skipped  uint64
 	posted   uint64
@@ -86,7 +101,8 @@ type loopRun struct {
 
 func newLoopRun(l *Loop, stop int64) *loopRun {
 	n := len(l.Senders) * l.QPs
-	r := &loopRun{l: l, stop: stop, last: make([]int32, n), qpOf: map[int32]int{}, isReply: map[int32]bool{}, reqStart: make([]int64, n)}
+	r := &loopRun{l: l, stop: stop, last: make([]int32, n), qpOf: map[int32]int{}, isReply: map[int32]bool{}, reqStart: make([]int64, n),
+		backlog: make([][]int64, n)}
 	for i := range r.last {
 		r.last[i] = -1
 	}
@@ -149,8 +165,13 @@ func (r *loopRun) burst(s *fabric.Sim) {
 	var idle []int
 	for q, fi := range r.last {
 		if fi >= 0 {
-			if _, done, _, _, _ := s.FlowProgress(fi); !done {
-				r.skipped++
+			if _, done, _, _, _ := s.FlowProgress(fi); !done || len(r.backlog[q]) > 0 {
+				if r.l.Queue {
+					r.backlog[q] = append(r.backlog[q], s.Now())
+					r.posted++
+				} else {
+					r.skipped++
+				}
 				continue
 			}
 		}
@@ -168,11 +189,24 @@ func (r *loopRun) burst(s *fabric.Sim) {
 // callback at the same instant, not from inside the simulator's ACK
 // handling that called the hook.
 func (r *loopRun) done(s *fabric.Sim, fi int32) {
-	if r.l.Interval > 0 {
+	q, ok := r.qpOf[fi]
+	if !ok || (r.l.Interval > 0 && !r.l.Queue) {
 		return
 	}
-	q, ok := r.qpOf[fi]
-	if !ok {
+	if r.l.Interval > 0 {
+		// A queued loop's message is an exchange of its own: from its
+		// burst to its completion. The QP's next queued message starts
+		// now, keeping its burst's time.
+		r.ops = append(r.ops, Op{QP: q, Start: r.reqStart[q], End: s.Now()})
+		if len(r.backlog[q]) > 0 {
+			at := r.backlog[q][0]
+			r.backlog[q] = r.backlog[q][1:]
+			s.At(s.Now(), func(s *fabric.Sim) {
+				r.add(s, []int{q}, r.request, r.l.Size, false)
+				r.posted-- // counted when its burst queued it
+				r.reqStart[q] = at
+			})
+		}
 		return
 	}
 	if !r.isReply[fi] {
@@ -187,7 +221,10 @@ func (r *loopRun) done(s *fabric.Sim, fi int32) {
 
 // pending is whether a flow this loop posted is still running.
 func (r *loopRun) pending(s *fabric.Sim) bool {
-	for _, fi := range r.last {
+	for q, fi := range r.last {
+		if len(r.backlog[q]) > 0 {
+			return true
+		}
 		if fi < 0 {
 			continue
 		}

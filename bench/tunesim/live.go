@@ -66,7 +66,8 @@ type LiveScenario struct {
 //   - incast39: the leaf-spine's 39-to-1 incast, 10 QPs per sender, a
 //     64 KB burst per QP every 1000 us (8 ms windows);
 //   - redis: the leaf-spine's Redis SETs, 20 clients x 10 threads,
-//     64 KB requests answered by 64-byte replies, closed loop.
+//     64 KB requests answered by 64-byte replies, closed loop;
+//   - incast39-redis: the two alternating, 320 ms each.
 func LiveScenarios() map[string]LiveScenario {
 	o := tuning.DefaultObjective()
 	// PFC stays on in every layer: with it off on the core (as the paper's
@@ -109,15 +110,23 @@ func LiveScenarios() map[string]LiveScenario {
 			Build: leafSpine}
 	}
 	cases := PaperCases(0)
+	i39 := cases["incast39-q10-64k"].Loop
+	i39.Queue = false // see validate
 	incast39 := one("incast39", "leaf-spine: 39-to-1 RDMA incast to h39, 10 QPs per sender, 64 KB per QP every 1000 us",
-		Phase{Name: "39-to-1", Duration: 320 * time.Millisecond, Loop: cases["incast39-q10-64k"].Loop})
+		Phase{Name: "39-to-1", Duration: 320 * time.Millisecond, Loop: i39})
 	redis := one("redis", "leaf-spine: Redis SET, 20 clients x 10 threads, 64 KB requests to h39, 64-byte replies, closed loop",
 		Phase{Name: "redis", Duration: 320 * time.Millisecond, Loop: cases["redis"].Loop})
-	return map[string]LiveScenario{"fig11": fig11, "incast39": incast39, "redis": redis}
+	// The two as phases of one run: the workload to h39 changes from
+	// the 39-to-1 incast to Redis SETs and back every 320 ms (40
+	// windows), the tracking test on the paper's workloads.
+	both := one("incast39-redis", "leaf-spine: the workload to h39 alternates between the 39-to-1 incast (10 QPs, 64 KB every 1000 us) and Redis SETs (20 clients x 10 threads), 320 ms each",
+		incast39.Phases[0])
+	both.Phases = append(both.Phases, redis.Phases[0])
+	return map[string]LiveScenario{"fig11": fig11, "incast39": incast39, "redis": redis, "incast39-redis": both}
 }
 
 // LiveScenarioNames are the online scenarios in a stable order.
-func LiveScenarioNames() []string { return []string{"fig11", "incast39", "redis"} }
+func LiveScenarioNames() []string { return []string{"fig11", "incast39", "incast39-redis", "redis"} }
 
 // validate checks what Build cannot.
 func (ls *LiveScenario) validate(g *topo.Graph) error {
@@ -135,6 +144,12 @@ func (ls *LiveScenario) validate(g *topo.Graph) error {
 		// alone takes bursts with a reply size as bursts.
 		if p.Interval > 0 && p.Resp > 0 {
 			return fmt.Errorf("phase %s: bursts every interval or requests answered by a reply, one of the two", p.Name)
+		}
+		if p.Queue {
+			// A running fabric's QPs skip bursts while busy: queued
+			// bursts at an incast's overload would pile up for as long
+			// as the run lasts.
+			return fmt.Errorf("phase %s: online phases skip a busy QP's burst; queueing is for tune paper's finite runs", p.Name)
 		}
 		if err := p.Loop.validate(g); err != nil {
 			return fmt.Errorf("phase %s: %w", p.Name, err)

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/rdma-appliance/appliance/internal/report"
+	"github.com/rdma-appliance/appliance/tuning"
 )
 
 // paperMetric is one column the tables compare methods on, and which
@@ -72,11 +73,25 @@ func WritePaperTable(w io.Writer, rows []PaperRow, o PaperOptions) error {
 		}
 		fmt.Fprintln(w)
 	}
-	fmt.Fprintf(w, "Tuned: simulated annealing (the paper's parameters, cooled within %d evaluations) on the scenario's objective\n"+
-		"(Eq. 14, beta 0.5, fixed normalisation: throughput and queue; FCT is not in it), seeds 1..%d; fabric seed %d.\n"+
-		"FCT: each message's (incast) or SET-to-reply exchange's (redis) completion minus its post, from the simulator, over\n"+
-		"the messages posted in the posting window and finished by the end of the drain; throughput and queue are the posting\n"+
-		"window's, at the receiver-side leaf; ECN marks, pauses and paused time the whole run's.\n", o.Evals, o.Seeds, o.SimSeed)
+	norm, window, busy := "the history normalisation (Eq. 14 as written), f(x) re-scored every iteration (line 7)", "the whole run's (posting and drain, to the last completion)", "queues its burst's message behind the one in flight"
+	if o.Norm == tuning.Fixed {
+		norm = "the fixed normalisation"
+	}
+	if o.PostingWindow {
+		window = "the posting window's"
+	}
+	if o.Skip {
+		busy = "skips the burst"
+	}
+	if o.PathTelemetry {
+		norm += ", summed over every switch on the paths"
+	}
+	fmt.Fprintf(w, "Tuned: simulated annealing (the paper's parameters, cooled within %d configurations) on the scenario's objective\n"+
+		"(Eq. 14, beta 0.5: throughput and queue, FCT is not in it) under %s, seeds 1..%d; fabric seed %d.\n"+
+		"The score column is the fixed normalisation for every method. A busy QP %s.\n"+
+		"FCT: each message's (incast, from its burst) or SET-to-reply exchange's (redis) completion minus its post, from the\n"+
+		"simulator, over the messages posted in the posting window and finished by the end of the drain; throughput and queue\n"+
+		"are %s, at the receiver-side leaf; ECN marks, pauses, paused time and drops the whole run's.\n", o.Evals, norm, o.Seeds, o.SimSeed, busy, window)
 	return nil
 }
 

@@ -45,6 +45,18 @@ type SimScenario struct {
 	// measured (telemetry stays the posting window's).
 	Loop  *Loop
 	Drain time.Duration
+	// WholeRun extends a loop's telemetry from the posting window to the
+	// whole run: posting and the drain, up to the last completion. The
+	// paper's tuner reads a 1 s telemetry period on traffic that keeps
+	// coming, so every burst's whole life (its queue build-up and its
+	// drain) is inside what it judges; a window that ends with the
+	// posting misses the drain of a burst that outlasts it (a 39-to-1
+	// burst of 50 QPs x 64 KB drains for 40 ms after a 3 ms posting
+	// window), which is where the tail FCTs are made.
+	WholeRun bool
+	// PathTelemetry watches every switch some flow crosses instead of
+	// only those that deliver to a receiver (the paper's compression).
+	PathTelemetry bool
 }
 
 // Link rates and delay of the paper's first cluster (Section 6.1):
@@ -252,7 +264,7 @@ func NewSimTarget(sc SimScenario) (*SimTarget, error) {
 		for _, p := range t.demands() {
 			dem = append(dem, tuning.Demand{Src: p[0], Dst: p[1]})
 		}
-		comp := tuning.Compress(g, r, dem, tuning.CompressOptions{PerLayer: true, OnPathOnly: true, ReceiverSide: true})
+		comp := tuning.Compress(g, r, dem, tuning.CompressOptions{PerLayer: true, OnPathOnly: true, ReceiverSide: !sc.PathTelemetry})
 		t.Telemetry = comp.Telemetry
 	}
 	return t, nil
@@ -410,16 +422,27 @@ func (t *SimTarget) Measure(ctx context.Context, d time.Duration) (tuning.Teleme
 	nextPSN := make([]int32, len(t.flows))
 	var loop *loopRun
 	hooks := &fabric.Hooks{}
+	// horizon is the last instant telemetry covers: the posting window,
+	// or with WholeRun the drain's end (cut back to the last completion
+	// below).
+	horizon := int64(d)
+	var lastDone int64
 	if t.Sc.Loop != nil {
 		loop = newLoopRun(t.Sc.Loop, int64(d))
 		loop.start(sim)
-		hooks.Done = func(fi int32) { loop.done(sim, fi) }
+		hooks.Done = func(fi int32) {
+			lastDone = sim.Now()
+			loop.done(sim, fi)
+		}
+		if t.Sc.WholeRun {
+			horizon += int64(t.Sc.Drain)
+		}
 	}
 	hooks.Dequeue = func(sw, port int, p *fabric.Packet, qbytes int64) {
 		w := swIdx[sw]
-		// Telemetry is the posting window's: a loop's drain after it
-		// is only for the FCTs.
-		if w == nil || p.Kind != fabric.KindData || sim.Now() > int64(d) {
+		// Without WholeRun telemetry is the posting window's: a loop's
+		// drain after it is only for the FCTs.
+		if w == nil || p.Kind != fabric.KindData || sim.Now() > horizon {
 			return
 		}
 		if _, ok := pairOf[pair{int(p.Src), int(p.Dst)}]; !ok && loop != nil {
@@ -459,7 +482,7 @@ func (t *SimTarget) Measure(ctx context.Context, d time.Duration) (tuning.Teleme
 				w.samples[port] = append(w.samples[port], float64(q))
 			}
 		}
-		if next := s.Now() + t.SampleNs; next <= int64(d) {
+		if next := s.Now() + t.SampleNs; next <= horizon && (next <= int64(d) || (loop != nil && loop.pending(s))) {
 			s.At(next, sample)
 		}
 	}
@@ -469,8 +492,38 @@ func (t *SimTarget) Measure(ctx context.Context, d time.Duration) (tuning.Teleme
 		return tuning.Telemetry{}, fmt.Errorf("simulator: %w", err)
 	}
 	t.Last = res
-	tel := tuning.Telemetry{Duration: int64(d), Drops: res.Stats.Drops, Pauses: res.Stats.PauseFrames, Source: "simulator:" + t.Sc.Name}
-	secs := float64(d) / 1e9
+	t.Ops, t.Skipped, t.Posted = nil, 0, 0
+	if loop != nil {
+		// The drain: no new posts, the messages in flight run to their
+		// completion (or the drain's end, unfinished).
+		until := int64(d) + int64(t.Sc.Drain)
+		for now := sim.Now(); now < until && loop.pending(sim); now = sim.Now() {
+			if t.Last, err = sim.Run(ctx, min(now+100_000, until)); err != nil {
+				return tuning.Telemetry{}, fmt.Errorf("simulator: %w", err)
+			}
+			if sim.Now() == now {
+				break // nothing left to happen
+			}
+		}
+		t.Ops, t.Skipped, t.Posted = loop.ops, loop.skipped, loop.posted
+		if t.Sc.WholeRun {
+			res = t.Last
+		}
+	}
+	end := int64(d)
+	if loop != nil && t.Sc.WholeRun {
+		// The run ends with its last completion, or with the drain when
+		// messages are left unfinished.
+		end = max(end, lastDone)
+		if loop.pending(sim) {
+			end = horizon
+		}
+	}
+	tel := tuning.Telemetry{Duration: end, Drops: res.Stats.Drops, Pauses: res.Stats.PauseFrames, Source: "simulator:" + t.Sc.Name}
+	secs := float64(end) / 1e9
+	// Samples were taken every SampleNs from 0: keep those inside the
+	// window.
+	keep := int(end/t.SampleNs) + 1
 	for _, w := range ws {
 		ss := tuning.SwitchStats{Name: g.Nodes[w.node].Name, Layer: g.Nodes[w.node].Layer}
 		for port, smp := range w.samples {
@@ -490,6 +543,7 @@ func (t *SimTarget) Measure(ctx context.Context, d time.Duration) (tuning.Teleme
 			} else {
 				ps.Throughput = float64(w.bytes[port]) * 8 / secs
 			}
+			smp = smp[:min(len(smp), keep)]
 			sum := 0.0
 			for _, v := range smp {
 				sum += v
@@ -508,21 +562,6 @@ func (t *SimTarget) Measure(ctx context.Context, d time.Duration) (tuning.Teleme
 			fs.Queue = pairQueue[k] / pairQN[k]
 		}
 		tel.Flows = append(tel.Flows, fs)
-	}
-	t.Ops, t.Skipped, t.Posted = nil, 0, 0
-	if loop != nil {
-		// The drain: no new posts, the messages in flight run to their
-		// completion (or the drain's end, unfinished).
-		until := int64(d) + int64(t.Sc.Drain)
-		for now := sim.Now(); now < until && loop.pending(sim); now = sim.Now() {
-			if t.Last, err = sim.Run(ctx, min(now+100_000, until)); err != nil {
-				return tel, fmt.Errorf("simulator: %w", err)
-			}
-			if sim.Now() == now {
-				break // nothing left to happen
-			}
-		}
-		t.Ops, t.Skipped, t.Posted = loop.ops, loop.skipped, loop.posted
 	}
 	return tel, nil
 }
