@@ -9,19 +9,20 @@ import (
 )
 
 // The records path is the capture's common case on AF_PACKET: every frame
-// of a kernel block goes to a pcapng file as it is (no RoCE filter to
-// decide per frame, no count to stop at). It writes the Enhanced Packet
-// Blocks straight into the writer's buffer in one loop over the block, with
-// the per-QP counters, and settles the file's bookkeeping (records, size,
-// write errors) once per run of records instead of once per frame: the
-// general path's per-frame checks cost as much as the record itself.
-// Frames that need the general path (a VLAN tag to put back, a file to
-// rotate, a record too long for one buffer) go through frameLocked, with
-// the records before them committed first so the order holds.
+// of a kernel block that passes the RoCE filter goes to a pcapng file as it
+// is (no count to stop at). It writes the Enhanced Packet Blocks straight
+// into the writer's buffer in one loop over the block, with the per-QP
+// counters, and settles the file's bookkeeping (records, size, write
+// errors) once per run of records instead of once per frame: the general
+// path's per-frame checks cost as much as the record itself. Frames that
+// need the general path (a VLAN tag to put back, a file to rotate, a record
+// too long for one buffer, a failed file) go through frameLocked, with the
+// records before them committed first so the order holds. The files are
+// the same as the general path writes (TestRecordsPath).
 
 // recordsPath says whether w's frames may take the records path.
 func (s *Session) recordsPath() bool {
-	return s.cfg.Output.Format == pcap.FormatPcapNG && s.cfg.RoCE == "" && s.cfg.Count == 0
+	return s.cfg.Output.Format == pcap.FormatPcapNG && s.cfg.Count == 0
 }
 
 // recordChunk is how many bytes of records the loop writes before it
@@ -37,7 +38,8 @@ const maxFastRecord = 32 + 9216 + 4
 func (w *worker) records(b *afpacket.Block, f *dpdk.Frame) {
 	sk := w.sink
 	snap := w.s.cfg.SnapLen
-	port := w.s.rf.Port
+	rf := w.s.rf
+	match := w.s.cfg.RoCE != ""
 	var buf []byte
 	pos, n := 0, uint64(0) // bytes and records written into buf, not committed
 	for b.Next(f) {
@@ -60,10 +62,19 @@ func (w *worker) records(b *afpacket.Block, f *dpdk.Frame) {
 				}
 			}
 			if sk.errp.Load() != nil {
-				w.frameLocked(f) // counts what it cannot save
+				w.frameLocked(f) // which counts what it cannot save
 				continue
 			}
 			buf = buf[:recordChunk]
+		}
+		w.nrecv++
+		w.nbytes += uint64(f.WireLen)
+		if f.HWTimestamp {
+			w.nhw++
+		}
+		if match && !rf.Match(f.Data, &w.pkt) {
+			w.nrej++
+			continue
 		}
 		if sk.cur.Packets+n == 0 {
 			sk.firstTS = f.Timestamp
@@ -82,12 +93,7 @@ func (w *worker) records(b *afpacket.Block, f *dpdk.Frame) {
 		binary.LittleEndian.PutUint32(r[p:], uint32(blen))
 		pos += blen
 		n++
-		w.nrecv++
-		w.nbytes += uint64(f.WireLen)
-		if f.HWTimestamp {
-			w.nhw++
-		}
-		if quickRoCE(f.Data, port, &w.quick) {
+		if quickRoCE(f.Data, rf.Port, &w.quick) {
 			w.qps.count(&w.quick, f.WireLen)
 		}
 	}
