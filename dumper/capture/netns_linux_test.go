@@ -153,7 +153,7 @@ func TestRecordsPath(t *testing.T) {
 	defer tx.Close()
 	var frames [][]byte
 	for i := uint32(0); i < 1500; i++ {
-		s := frameSpec{op: roce.RCWriteOnly, qpn: 16 + i%5, psn: i / 2, seq: i, vlan: i%7 == 0, ecn: uint8(i % 4), badICRC: i%13 == 0}
+		s := frameSpec{op: roce.RCWriteOnly, qpn: 16 + i%5, psn: i / 2 % 97, seq: i, vlan: i%7 == 0, ecn: uint8(i % 4), badICRC: i%13 == 0}
 		switch i % 11 {
 		case 3:
 			s.src, s.dst = "fe80::1", "fe80::2"

@@ -45,6 +45,29 @@ type quickPkt struct {
 // quickRoCE reads the counted fields of frame, or reports that it is not
 // RoCEv2 to port.
 func quickRoCE(f []byte, port uint16, q *quickPkt) bool {
+	if len(f) >= 54 {
+		// The common layout first, at constant offsets: untagged IPv4
+		// without options or fragments, UDP to the port, the BTH at 42.
+		h := (*[54]byte)(f)
+		if binary.BigEndian.Uint16(h[12:]) == 0x0800 && h[14] == 0x45 && h[23] == 17 &&
+			binary.BigEndian.Uint16(h[20:])&0x3fff == 0 && binary.BigEndian.Uint16(h[36:]) == port {
+			q.ecn = h[15] & 3
+			q.dst = gidKey{0, 0xffff<<32 | uint64(binary.BigEndian.Uint32(h[30:]))}
+			q.op = h[42]
+			q.qpn = binary.BigEndian.Uint32(h[46:]) & roce.QPNMask
+			q.psn = binary.BigEndian.Uint32(h[50:]) & roce.PSNMask
+			q.nak = false
+			if a := int(aethOff[q.op]); a >= 0 && len(f) > 54+a {
+				q.nak = roce.Syndrome(f[54+a]).IsNAK()
+			}
+			return true
+		}
+	}
+	return quickRoCEAny(f, port, q)
+}
+
+// quickRoCEAny is quickRoCE for every layout it reads.
+func quickRoCEAny(f []byte, port uint16, q *quickPkt) bool {
 	if len(f) < 14 {
 		return false
 	}

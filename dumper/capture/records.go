@@ -2,6 +2,7 @@ package capture
 
 import (
 	"encoding/binary"
+	"math"
 
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dpdk/afpacket"
@@ -34,7 +35,9 @@ const recordChunk = 64 << 10
 // frame's); longer ones take the general path.
 const maxFastRecord = 32 + 9216 + 4
 
-// records writes block b's frames, f being the worker's frame view.
+// records writes block b's frames, f being the worker's frame view. The
+// loop keeps the counters and the file's limits in locals and goes to the
+// sink and the worker only when a run of records ends.
 func (w *worker) records(b *afpacket.Block, f *dpdk.Frame) {
 	sk := w.sink
 	snap := w.s.cfg.SnapLen
@@ -42,62 +45,94 @@ func (w *worker) records(b *afpacket.Block, f *dpdk.Frame) {
 	match := w.s.cfg.RoCE != ""
 	var buf []byte
 	pos, n := 0, uint64(0) // bytes and records written into buf, not committed
+	sizeLeft, ageLimit := sk.limits()
+	nrecv, nbytes, nhw, nrej := w.nrecv, w.nbytes, w.nhw, w.nrej
 	for b.Next(f) {
 		caplen := min(len(f.Data), snap)
 		blen := 32 + (caplen+3)&^3
-		if f.VLAN != 0 || blen > maxFastRecord || sk.errp.Load() != nil ||
-			sk.cur.Packets+n > 0 && (sk.recBytes+int64(pos) >= sk.rotBytes || f.Timestamp-sk.firstTS >= sk.rotAge) {
+		if f.VLAN != 0 || blen > maxFastRecord || pos >= sizeLeft || f.Timestamp >= ageLimit || pos+blen > len(buf) {
 			w.commitRecords(buf[:pos], n)
 			buf, pos, n = nil, 0, 0
-			w.frameLocked(f)
-			continue
-		}
-		if pos+blen > len(buf) {
-			w.commitRecords(buf[:pos], n)
-			buf, pos, n = nil, 0, 0
-			var err error
-			if sk.errp.Load() == nil {
-				if buf, err = sk.w.Tail(recordChunk); err != nil {
-					sk.fail(err)
+			if f.VLAN == 0 && blen <= maxFastRecord && sk.errp.Load() == nil {
+				// Only the buffer was full, or the run ended at a limit
+				// that commitRecords moved: take more room.
+				sizeLeft, ageLimit = sk.limits()
+				if f.Timestamp < ageLimit && sizeLeft > 0 {
+					var err error
+					if buf, err = sk.w.Tail(recordChunk); err != nil {
+						sk.fail(err)
+						buf = nil
+					} else {
+						buf = buf[:recordChunk]
+					}
 				}
 			}
-			if sk.errp.Load() != nil {
-				w.frameLocked(f) // which counts what it cannot save
+			if buf == nil {
+				w.nrecv, w.nbytes, w.nhw, w.nrej = nrecv, nbytes, nhw, nrej
+				w.frameLocked(f) // rotates, puts a tag back, or counts what a failed file cannot save
+				nrecv, nbytes, nhw, nrej = w.nrecv, w.nbytes, w.nhw, w.nrej
+				sizeLeft, ageLimit = sk.limits()
 				continue
 			}
-			buf = buf[:recordChunk]
 		}
-		w.nrecv++
-		w.nbytes += uint64(f.WireLen)
+		nrecv++
+		nbytes += uint64(f.WireLen)
 		if f.HWTimestamp {
-			w.nhw++
+			nhw++
 		}
 		if match && !rf.Match(f.Data, &w.pkt) {
-			w.nrej++
+			nrej++
 			continue
 		}
 		if sk.cur.Packets+n == 0 {
+			// The file's first record: from here on its limits count.
 			sk.firstTS = f.Timestamp
+			sizeLeft, ageLimit = sk.limitsAfterFirst()
 		}
+		// The record, written here rather than in a function: every call
+		// costs the loop a spill and reload of all it keeps in registers.
 		r := buf[pos : pos+blen : pos+blen]
-		p := blen - 4
-		binary.LittleEndian.PutUint32(r[p-4:], 0) // the padding, before the data overwrites what it covers
-		binary.LittleEndian.PutUint32(r[0:], 6)   // Enhanced Packet Block
-		binary.LittleEndian.PutUint32(r[4:], uint32(blen))
-		binary.LittleEndian.PutUint32(r[8:], 0) // interface 0
-		binary.LittleEndian.PutUint32(r[12:], uint32(uint64(f.Timestamp)>>32))
-		binary.LittleEndian.PutUint32(r[16:], uint32(f.Timestamp))
-		binary.LittleEndian.PutUint32(r[20:], uint32(caplen))
-		binary.LittleEndian.PutUint32(r[24:], uint32(max(f.WireLen, len(f.Data))))
-		copy(r[28:p], f.Data[:caplen])
-		binary.LittleEndian.PutUint32(r[p:], uint32(blen))
+		h := (*[28]byte)(r)
+		binary.LittleEndian.PutUint32(r[blen-8:], 0)                          // the padding, before the data overwrites what it covers
+		binary.LittleEndian.PutUint64(h[0:], 6|uint64(blen)<<32)              // Enhanced Packet Block, its length
+		binary.LittleEndian.PutUint64(h[8:], uint64(f.Timestamp)&^0xffffffff) // interface 0, time (high)
+		binary.LittleEndian.PutUint64(h[16:], uint64(f.Timestamp)&0xffffffff|uint64(caplen)<<32)
+		binary.LittleEndian.PutUint32(h[24:], uint32(max(f.WireLen, len(f.Data))))
+		copyData(r[28:blen-4], f.Data[:caplen])
+		binary.LittleEndian.PutUint32(r[blen-4:], uint32(blen))
 		pos += blen
 		n++
-		if quickRoCE(f.Data, rf.Port, &w.quick) {
-			w.qps.count(&w.quick, f.WireLen)
-		}
 	}
+	w.nrecv, w.nbytes, w.nhw, w.nrej = nrecv, nbytes, nhw, nrej
 	w.commitRecords(buf[:pos], n)
+}
+
+// copyData copies src to the start of dst. Most captured frames are 32 to
+// 128 bytes (small RoCE frames, or any frame cut at a short snap length):
+// those it moves in 32-byte array copies, the last overlapping, which the
+// compiler makes vector moves, instead of calling memmove.
+func copyData(dst, src []byte) {
+	n := len(src)
+	if n < 32 || n > 128 || len(dst) < n {
+		copy(dst, src)
+		return
+	}
+	for i := 0; i+32 < n; i += 32 {
+		move32((*[32]byte)(dst[i:]), (*[32]byte)(src[i:]))
+	}
+	move32((*[32]byte)(dst[n-32:]), (*[32]byte)(src[n-32:]))
+}
+
+// move32 copies 32 bytes in four words, loaded before any is stored: an
+// array assignment would call memmove, since the compiler cannot tell
+// that the two do not overlap.
+func move32(d, s *[32]byte) {
+	a, b, c, e := binary.LittleEndian.Uint64(s[0:]), binary.LittleEndian.Uint64(s[8:]),
+		binary.LittleEndian.Uint64(s[16:]), binary.LittleEndian.Uint64(s[24:])
+	binary.LittleEndian.PutUint64(d[0:], a)
+	binary.LittleEndian.PutUint64(d[8:], b)
+	binary.LittleEndian.PutUint64(d[16:], c)
+	binary.LittleEndian.PutUint64(d[24:], e)
 }
 
 // commitRecords adds n records written by records, recs, to the file.
@@ -105,6 +140,7 @@ func (w *worker) commitRecords(recs []byte, n uint64) {
 	if n == 0 {
 		return
 	}
+	w.countRecords(recs)
 	sk := w.sink
 	sk.cur.Packets += n
 	sk.written += n
@@ -113,4 +149,48 @@ func (w *worker) commitRecords(recs []byte, n uint64) {
 		sk.fail(err)
 		w.s.halt("error")
 	}
+}
+
+// countRecords adds the records about to be committed to the per-QP
+// counters, reading each frame back from the buffer (still in the cache):
+// a loop of its own, so the loop that writes them calls nothing per frame
+// but the ring's Next.
+func (w *worker) countRecords(recs []byte) {
+	port := w.s.rf.Port
+	for off := 0; off+28 <= len(recs); {
+		h := (*[28]byte)(recs[off:])
+		blen := int(binary.LittleEndian.Uint32(h[4:]))
+		caplen := int(binary.LittleEndian.Uint32(h[20:]))
+		if blen < 32 || off+blen > len(recs) || caplen > blen-32 {
+			return // never: the loop above wrote them
+		}
+		if quickRoCE(recs[off+28:off+28+caplen], port, &w.quick) {
+			w.qps.count(&w.quick, int(binary.LittleEndian.Uint32(h[24:])))
+		}
+		off += blen
+	}
+}
+
+// limits returns how many more bytes of records the sink's file takes
+// before it rotates and the timestamp from which a frame rotates it: none
+// while the file is empty, and -1 bytes once the sink failed (every frame
+// then takes the general path, which counts what it cannot save).
+func (sk *sink) limits() (sizeLeft int, ageLimit int64) {
+	if sk.errp.Load() != nil {
+		return -1, math.MinInt64
+	}
+	if sk.cur.Packets == 0 {
+		return math.MaxInt, math.MaxInt64
+	}
+	return sk.limitsAfterFirst()
+}
+
+// limitsAfterFirst is limits for a file that holds a record.
+func (sk *sink) limitsAfterFirst() (sizeLeft int, ageLimit int64) {
+	sizeLeft = int(max(sk.rotBytes-sk.recBytes, 0))
+	ageLimit = int64(math.MaxInt64)
+	if sk.rotAge != math.MaxInt64 {
+		ageLimit = sk.firstTS + sk.rotAge
+	}
+	return sizeLeft, ageLimit
 }

@@ -270,3 +270,39 @@ func FuzzParseRoCE(f *testing.F) {
 		}
 	})
 }
+
+// FuzzQuickRoCE holds quickRoCE's constant-offset path to the general one
+// on any frame, and both to verbs/roce's full parse on the frames it
+// accepts as RoCEv2: the per-QP counters read the same fields either way.
+func FuzzQuickRoCE(f *testing.F) {
+	for i, s := range []frameSpec{
+		{op: roce.RCWriteOnly, qpn: 17, psn: 5, ecn: 3},
+		{op: roce.RCSendMiddle, qpn: 0xabcdef, psn: 0xffffff, vlan: true},
+		{op: roce.RCAck, qpn: 18, psn: 9, syndrome: roce.Syndrome(0x60)},
+		{op: roce.OpCNP, qpn: 19},
+		{op: roce.RCWriteOnly, qpn: 20, src: "fe80::1", dst: "fe80::2"},
+		{op: roce.RCWriteOnly, qpn: 21, port: 9741},
+	} {
+		s.seq = uint32(i)
+		f.Add(buildFrame(f, s), uint16(roce.UDPPort))
+	}
+	f.Fuzz(func(t *testing.T, frame []byte, port uint16) {
+		var fast, any quickPkt
+		okFast := quickRoCE(frame, port, &fast)
+		okAny := quickRoCEAny(frame, port, &any)
+		if okFast != okAny || okFast && fast != any {
+			t.Fatalf("quickRoCE %v %+v, general path %v %+v", okFast, fast, okAny, any)
+		}
+		var p roce.Packet
+		if port != roce.UDPPort || roce.Parse(frame, &p) != nil || p.BTHOff > 14+4+40+8 {
+			return // (quickRoCE reads one VLAN tag, verbs/roce two)
+		}
+		if !okFast {
+			t.Fatalf("verbs/roce parses the frame, quickRoCE does not:\n% x", frame)
+		}
+		if fast.qpn != p.DestQP || fast.psn != p.PSN || fast.op != uint8(p.Opcode) || fast.ecn != p.ECN ||
+			fast.dst.gid() != p.DstGID(frame) {
+			t.Fatalf("quickRoCE %+v, verbs/roce %+v", fast, p)
+		}
+	})
+}
