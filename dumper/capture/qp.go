@@ -49,7 +49,9 @@ func quickRoCE(f []byte, port uint16, q *quickPkt) bool {
 		// The common layout first, at constant offsets: untagged IPv4
 		// without options or fragments, UDP to the port, the BTH at 42.
 		h := (*[54]byte)(f)
-		if binary.BigEndian.Uint16(h[12:]) == 0x0800 && h[14] == 0x45 && h[23] == 17 &&
+		// EtherType IPv4 and version 4 with a 20-byte header in one
+		// word; then UDP, no fragment, the port.
+		if binary.BigEndian.Uint32(h[12:])&0xffffff00 == 0x08004500 && h[23] == 17 &&
 			binary.BigEndian.Uint16(h[20:])&0x3fff == 0 && binary.BigEndian.Uint16(h[36:]) == port {
 			q.ecn = h[15] & 3
 			q.dst = gidKey{0, 0xffff<<32 | uint64(binary.BigEndian.Uint32(h[30:]))}
@@ -165,6 +167,11 @@ func (t *qpTable) lookup(q *quickPkt) *qpEntry {
 	if e := t.cache[slot]; e != nil && e.qpn == q.qpn && e.dst == q.dst {
 		return e
 	}
+	return t.lookupMap(q, slot)
+}
+
+// lookupMap is lookup past the cache: the map, or a new entry.
+func (t *qpTable) lookupMap(q *quickPkt, slot int) *qpEntry {
 	e := t.m[q.qpn]
 	for e != nil && e.dst != q.dst {
 		e = e.next
@@ -210,6 +217,60 @@ func (t *qpTable) count(q *quickPkt, wireLen int) {
 	if !e.dirty {
 		e.dirty = true
 		t.dirty = append(t.dirty, e)
+	}
+}
+
+// countFrame is quickRoCE and count in one: for the common layout
+// (untagged IPv4 without options) and a queue pair in the cache it reads
+// the fields and updates the counters without the quickPkt in between;
+// any other frame goes the general way through q.
+func (t *qpTable) countFrame(f []byte, port uint16, wireLen int, q *quickPkt) {
+	if len(f) < 54 {
+		if quickRoCEAny(f, port, q) {
+			t.count(q, wireLen)
+		}
+		return
+	}
+	h := (*[54]byte)(f)
+	if binary.BigEndian.Uint32(h[12:])&0xffffff00 != 0x08004500 || h[23] != 17 ||
+		binary.BigEndian.Uint16(h[20:])&0x3fff != 0 || binary.BigEndian.Uint16(h[36:]) != port {
+		if quickRoCEAny(f, port, q) {
+			t.count(q, wireLen)
+		}
+		return
+	}
+	op := h[42]
+	qpn := binary.BigEndian.Uint32(h[46:]) & roce.QPNMask
+	dst := gidKey{0, 0xffff<<32 | uint64(binary.BigEndian.Uint32(h[30:]))}
+	e := t.cache[cacheSlot(qpn, &dst)]
+	if e == nil || e.qpn != qpn || e.dst != dst || e.live.packets == 0 || !e.dirty {
+		// Not cached, the entry's first frame, or its first since the
+		// last publish: count decides those.
+		quickRoCE(f, port, q)
+		t.count(q, wireLen)
+		return
+	}
+	c := &e.live
+	psn := binary.BigEndian.Uint32(h[50:]) & roce.PSNMask
+	if op != uint8(roce.OpCNP) && !isResponse[op] {
+		if roce.ComparePSN(psn, c.last) <= 0 {
+			c.retrans++
+		} else {
+			c.last = psn
+		}
+	}
+	c.packets++
+	c.bytes += uint64(wireLen)
+	switch {
+	case op == uint8(roce.OpCNP):
+		c.cnps++
+	default:
+		if a := int(aethOff[op]); a >= 0 && len(f) > 54+a && roce.Syndrome(f[54+a]).IsNAK() {
+			c.naks++
+		}
+	}
+	if h[15]&3 == 3 {
+		c.ecn++
 	}
 }
 

@@ -47,7 +47,21 @@ func (w *worker) records(b *afpacket.Block, f *dpdk.Frame) {
 	pos, n := 0, uint64(0) // bytes and records written into buf, not committed
 	sizeLeft, ageLimit := sk.limits()
 	nrecv, nbytes, nhw, nrej := w.nrecv, w.nbytes, w.nhw, w.nrej
-	for b.Next(f) {
+	for {
+		if !match && n+sk.cur.Packets > 0 {
+			// The block's writer takes every frame it can up to the
+			// next that needs more than a record (a VLAN tag, a full
+			// buffer, a limit); the loop below handles that one.
+			k, used, wire, hw := b.WriteEPB(buf[pos:], snap, sizeLeft-pos, ageLimit)
+			pos += used
+			n += uint64(k)
+			nrecv += uint64(k)
+			nbytes += wire
+			nhw += uint64(hw)
+		}
+		if !b.Next(f) {
+			break
+		}
 		caplen := min(len(f.Data), snap)
 		blen := 32 + (caplen+3)&^3
 		if f.VLAN != 0 || blen > maxFastRecord || pos >= sizeLeft || f.Timestamp >= ageLimit || pos+blen > len(buf) {
@@ -98,41 +112,13 @@ func (w *worker) records(b *afpacket.Block, f *dpdk.Frame) {
 		binary.LittleEndian.PutUint64(h[8:], uint64(f.Timestamp)&^0xffffffff) // interface 0, time (high)
 		binary.LittleEndian.PutUint64(h[16:], uint64(f.Timestamp)&0xffffffff|uint64(caplen)<<32)
 		binary.LittleEndian.PutUint32(h[24:], uint32(max(f.WireLen, len(f.Data))))
-		copyData(r[28:blen-4], f.Data[:caplen])
+		copy(r[28:blen-4], f.Data[:caplen])
 		binary.LittleEndian.PutUint32(r[blen-4:], uint32(blen))
 		pos += blen
 		n++
 	}
 	w.nrecv, w.nbytes, w.nhw, w.nrej = nrecv, nbytes, nhw, nrej
 	w.commitRecords(buf[:pos], n)
-}
-
-// copyData copies src to the start of dst. Most captured frames are 32 to
-// 128 bytes (small RoCE frames, or any frame cut at a short snap length):
-// those it moves in 32-byte array copies, the last overlapping, which the
-// compiler makes vector moves, instead of calling memmove.
-func copyData(dst, src []byte) {
-	n := len(src)
-	if n < 32 || n > 128 || len(dst) < n {
-		copy(dst, src)
-		return
-	}
-	for i := 0; i+32 < n; i += 32 {
-		move32((*[32]byte)(dst[i:]), (*[32]byte)(src[i:]))
-	}
-	move32((*[32]byte)(dst[n-32:]), (*[32]byte)(src[n-32:]))
-}
-
-// move32 copies 32 bytes in four words, loaded before any is stored: an
-// array assignment would call memmove, since the compiler cannot tell
-// that the two do not overlap.
-func move32(d, s *[32]byte) {
-	a, b, c, e := binary.LittleEndian.Uint64(s[0:]), binary.LittleEndian.Uint64(s[8:]),
-		binary.LittleEndian.Uint64(s[16:]), binary.LittleEndian.Uint64(s[24:])
-	binary.LittleEndian.PutUint64(d[0:], a)
-	binary.LittleEndian.PutUint64(d[8:], b)
-	binary.LittleEndian.PutUint64(d[16:], c)
-	binary.LittleEndian.PutUint64(d[24:], e)
 }
 
 // commitRecords adds n records written by records, recs, to the file.
@@ -164,9 +150,7 @@ func (w *worker) countRecords(recs []byte) {
 		if blen < 32 || off+blen > len(recs) || caplen > blen-32 {
 			return // never: the loop above wrote them
 		}
-		if quickRoCE(recs[off+28:off+28+caplen], port, &w.quick) {
-			w.qps.count(&w.quick, int(binary.LittleEndian.Uint32(h[24:])))
-		}
+		w.qps.countFrame(recs[off+28:off+28+caplen], port, int(binary.LittleEndian.Uint32(h[24:])), &w.quick)
 		off += blen
 	}
 }

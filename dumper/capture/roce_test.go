@@ -1,8 +1,10 @@
 package capture
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"strings"
@@ -303,6 +305,57 @@ func FuzzQuickRoCE(f *testing.F) {
 		if fast.qpn != p.DestQP || fast.psn != p.PSN || fast.op != uint8(p.Opcode) || fast.ecn != p.ECN ||
 			fast.dst.gid() != p.DstGID(frame) {
 			t.Fatalf("quickRoCE %+v, verbs/roce %+v", fast, p)
+		}
+	})
+}
+
+// FuzzCountFrame holds countFrame, the records path's per-QP counting, to
+// quickRoCE and count on the same frames: the frame, then copies with the
+// PSN one ahead and one behind (a retransmission), then the frame again.
+func FuzzCountFrame(f *testing.F) {
+	for i, s := range []frameSpec{
+		{op: roce.RCWriteOnly, qpn: 17, psn: 5, ecn: 3},
+		{op: roce.RCSendMiddle, qpn: 0xabcdef, psn: 0xffffff, vlan: true},
+		{op: roce.RCAck, qpn: 18, psn: 9, syndrome: roce.Syndrome(0x60)},
+		{op: roce.OpCNP, qpn: 19},
+		{op: roce.RCReadResponseOnly, qpn: 22, psn: 3},
+		{op: roce.RCWriteOnly, qpn: 20, src: "fe80::1", dst: "fe80::2"},
+	} {
+		s.seq = uint32(i)
+		f.Add(buildFrame(f, s))
+	}
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		seq := [][]byte{frame}
+		if len(frame) >= 54 {
+			for _, d := range []uint32{1, 0xffffff} {
+				g := bytes.Clone(frame)
+				binary.BigEndian.PutUint32(g[50:], binary.BigEndian.Uint32(g[50:])+d)
+				seq = append(seq, g)
+			}
+		}
+		seq = append(seq, frame)
+		var a, b qpTable
+		var qa, qb quickPkt
+		for i, g := range seq {
+			a.countFrame(g, roce.UDPPort, len(g)+i, &qa)
+			if quickRoCE(g, roce.UDPPort, &qb) {
+				b.count(&qb, len(g)+i)
+			}
+		}
+		a.publish()
+		b.publish()
+		ma, mb := map[qpKey]*QPStats{}, map[qpKey]*QPStats{}
+		a.snapshot(ma)
+		b.snapshot(mb)
+		va, vb := map[qpKey]QPStats{}, map[qpKey]QPStats{}
+		for k, v := range ma {
+			va[k] = *v
+		}
+		for k, v := range mb {
+			vb[k] = *v
+		}
+		if fmt.Sprint(va) != fmt.Sprint(vb) {
+			t.Fatalf("countFrame %v, quickRoCE and count %v", va, vb)
 		}
 	})
 }
