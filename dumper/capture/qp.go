@@ -220,57 +220,59 @@ func (t *qpTable) count(q *quickPkt, wireLen int) {
 	}
 }
 
-// countFrame is quickRoCE and count in one: for the common layout
-// (untagged IPv4 without options) and a queue pair in the cache it reads
-// the fields and updates the counters without the quickPkt in between;
-// any other frame goes the general way through q.
-func (t *qpTable) countFrame(f []byte, port uint16, wireLen int, q *quickPkt) {
-	if len(f) < 54 {
-		if quickRoCEAny(f, port, q) {
-			t.count(q, wireLen)
+// countRecords counts the frames of pcapng Enhanced Packet Blocks that
+// the records path wrote (recs holds whole records). For a frame of the
+// common layout (untagged IPv4 without options, RoCEv2 to port) whose
+// queue pair is in the cache and already counted since the last publish,
+// it reads the fields straight into the counters, in the loop; any other
+// frame goes through quickRoCE and count with q.
+func (t *qpTable) countRecords(recs []byte, port uint16, q *quickPkt) {
+	for off := 0; off+28 <= len(recs); {
+		rh := (*[28]byte)(recs[off:])
+		blen := int(binary.LittleEndian.Uint32(rh[4:]))
+		caplen := int(binary.LittleEndian.Uint32(rh[20:]))
+		wire := int(binary.LittleEndian.Uint32(rh[24:]))
+		if blen < 32 || blen > len(recs)-off || caplen > blen-32 {
+			return // never: the records path wrote them
 		}
-		return
-	}
-	h := (*[54]byte)(f)
-	if binary.BigEndian.Uint32(h[12:])&0xffffff00 != 0x08004500 || h[23] != 17 ||
-		binary.BigEndian.Uint16(h[20:])&0x3fff != 0 || binary.BigEndian.Uint16(h[36:]) != port {
-		if quickRoCEAny(f, port, q) {
-			t.count(q, wireLen)
+		f := recs[off+28 : off+28+caplen]
+		off += blen
+		if len(f) >= 54 {
+			h := (*[54]byte)(f)
+			if binary.BigEndian.Uint32(h[12:])&0xffffff00 == 0x08004500 && h[23] == 17 &&
+				binary.BigEndian.Uint16(h[20:])&0x3fff == 0 && binary.BigEndian.Uint16(h[36:]) == port {
+				qpn := binary.BigEndian.Uint32(h[46:]) & roce.QPNMask
+				dst := gidKey{0, 0xffff<<32 | uint64(binary.BigEndian.Uint32(h[30:]))}
+				// Not cached, or its first frame since the last publish:
+				// count decides those.
+				if e := t.cache[cacheSlot(qpn, &dst)]; e != nil && e.qpn == qpn && e.dst == dst && e.live.packets > 0 && e.dirty {
+					c := &e.live
+					op := h[42]
+					psn := binary.BigEndian.Uint32(h[50:]) & roce.PSNMask
+					if op != uint8(roce.OpCNP) && !isResponse[op] {
+						if roce.ComparePSN(psn, c.last) <= 0 {
+							c.retrans++
+						} else {
+							c.last = psn
+						}
+					}
+					c.packets++
+					c.bytes += uint64(wire)
+					if op == uint8(roce.OpCNP) {
+						c.cnps++
+					} else if a := int(aethOff[op]); a >= 0 && len(f) > 54+a && roce.Syndrome(f[54+a]).IsNAK() {
+						c.naks++
+					}
+					if h[15]&3 == 3 {
+						c.ecn++
+					}
+					continue
+				}
+			}
 		}
-		return
-	}
-	op := h[42]
-	qpn := binary.BigEndian.Uint32(h[46:]) & roce.QPNMask
-	dst := gidKey{0, 0xffff<<32 | uint64(binary.BigEndian.Uint32(h[30:]))}
-	e := t.cache[cacheSlot(qpn, &dst)]
-	if e == nil || e.qpn != qpn || e.dst != dst || e.live.packets == 0 || !e.dirty {
-		// Not cached, the entry's first frame, or its first since the
-		// last publish: count decides those.
-		quickRoCE(f, port, q)
-		t.count(q, wireLen)
-		return
-	}
-	c := &e.live
-	psn := binary.BigEndian.Uint32(h[50:]) & roce.PSNMask
-	if op != uint8(roce.OpCNP) && !isResponse[op] {
-		if roce.ComparePSN(psn, c.last) <= 0 {
-			c.retrans++
-		} else {
-			c.last = psn
+		if quickRoCE(f, port, q) {
+			t.count(q, wire)
 		}
-	}
-	c.packets++
-	c.bytes += uint64(wireLen)
-	switch {
-	case op == uint8(roce.OpCNP):
-		c.cnps++
-	default:
-		if a := int(aethOff[op]); a >= 0 && len(f) > 54+a && roce.Syndrome(f[54+a]).IsNAK() {
-			c.naks++
-		}
-	}
-	if h[15]&3 == 3 {
-		c.ecn++
 	}
 }
 

@@ -309,9 +309,10 @@ func FuzzQuickRoCE(f *testing.F) {
 	})
 }
 
-// FuzzCountFrame holds countFrame, the records path's per-QP counting, to
-// quickRoCE and count on the same frames: the frame, then copies with the
-// PSN one ahead and one behind (a retransmission), then the frame again.
+// FuzzCountFrame holds the records path's per-QP counting (countRecords)
+// to quickRoCE and count on the same frames: the frame, then copies with
+// the PSN one ahead and one behind (a retransmission), then the frame
+// again, each as a record.
 func FuzzCountFrame(f *testing.F) {
 	for i, s := range []frameSpec{
 		{op: roce.RCWriteOnly, qpn: 17, psn: 5, ecn: 3},
@@ -337,7 +338,19 @@ func FuzzCountFrame(f *testing.F) {
 		var a, b qpTable
 		var qa, qb quickPkt
 		for i, g := range seq {
-			a.countFrame(g, roce.UDPPort, len(g)+i, &qa)
+			// One record at a time: the first frame of a queue pair
+			// since the last publish goes the general way.
+			a.countRecords(epbRecord(g, len(g)+i), roce.UDPPort, &qa)
+			if quickRoCE(g, roce.UDPPort, &qb) {
+				b.count(&qb, len(g)+i)
+			}
+		}
+		var all []byte
+		for i, g := range seq {
+			all = append(all, epbRecord(g, len(g)+i)...)
+		}
+		a.countRecords(all, roce.UDPPort, &qa)
+		for i, g := range seq {
 			if quickRoCE(g, roce.UDPPort, &qb) {
 				b.count(&qb, len(g)+i)
 			}
@@ -358,4 +371,17 @@ func FuzzCountFrame(f *testing.F) {
 			t.Fatalf("countFrame %v, quickRoCE and count %v", va, vb)
 		}
 	})
+}
+
+// epbRecord is frame as a pcapng Enhanced Packet Block of interface 0.
+func epbRecord(frame []byte, wire int) []byte {
+	blen := 32 + (len(frame)+3)&^3
+	r := make([]byte, blen)
+	binary.LittleEndian.PutUint32(r[0:], 6)
+	binary.LittleEndian.PutUint32(r[4:], uint32(blen))
+	binary.LittleEndian.PutUint32(r[20:], uint32(len(frame)))
+	binary.LittleEndian.PutUint32(r[24:], uint32(wire))
+	copy(r[28:], frame)
+	binary.LittleEndian.PutUint32(r[blen-4:], uint32(blen))
+	return r
 }
