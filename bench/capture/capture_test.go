@@ -18,10 +18,11 @@
 // exec C taskset -c CORE ...`, optionally inside a CPU cgroup:
 //
 //   - appliance: `appliance capture -i afpacket:IF -w /dev/null -s 128 -q
-//     --json`, built from this tree by the benchmark: pcapng (its default)
-//     written straight from the kernel's ring into the file buffer, the
-//     per-QP counters on, unpinned (it sleeps in the kernel when the ring
-//     is empty; the block timeout is the command's default, 100 ms).
+//     --json`, built from this tree by the benchmark (or CAPTURE_APPLIANCE):
+//     pcapng (its default) written straight from the kernel's ring into the
+//     file buffer, the per-QP counters on, unpinned (it sleeps in the kernel
+//     when the ring is empty; the ring is the command's default, 16 blocks
+//     of 4 MiB with a 1 s block timeout).
 //   - appliance-qp: the same with --roce 'qpn 17', which the command
 //     compiles into the kernel filter, keeping one QP of the 64.
 //   - tcpdump -i IF -w /dev/null -s 128 -B 65536 -p -n, and tcpdump-qp

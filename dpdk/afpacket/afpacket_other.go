@@ -62,4 +62,8 @@ type Block struct{}
 func (b *Block) Next(f *dpdk.Frame) bool { return false }
 func (b *Block) Len() int                { return 0 }
 
+func (b *Block) WriteEPB(buf []byte, snap, stopAt int, until int64) (n, used int, wire uint64, hw int) {
+	return 0, 0, 0, 0
+}
+
 func (p *Port) ReadBlocks(qi, max int, fn func(b *Block)) int { return 0 }

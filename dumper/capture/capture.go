@@ -157,6 +157,7 @@ type worker struct {
 	quick                    quickPkt
 	view                     dpdk.Frame
 	lost                     []byte // where an EPBReader writes after a write error
+	fast                     bool   // blocks take the records path
 	loopStats                dpdk.LoopStats
 }
 
@@ -316,7 +317,7 @@ func (s *Session) Start() error {
 		if len(s.cfg.Cores) > 0 {
 			core = s.cfg.Cores[q]
 		}
-		w := &worker{s: s, queue: q, core: core, sink: s.sinks[0]}
+		w := &worker{s: s, queue: q, core: core, sink: s.sinks[0], fast: s.recordsPath()}
 		if s.cfg.PerQueue {
 			w.sink = s.sinks[q]
 		}
@@ -408,8 +409,12 @@ func (w *worker) block(b *afpacket.Block) {
 		defer sk.mu.Unlock()
 	}
 	f := &w.view
-	for b.Next(f) {
-		w.frameLocked(f)
+	if w.fast {
+		w.records(b, f)
+	} else {
+		for b.Next(f) {
+			w.frameLocked(f)
+		}
 	}
 	w.publish()
 }

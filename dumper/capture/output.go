@@ -96,6 +96,7 @@ type statsSnapshot struct {
 type fileWriter struct {
 	f      *os.File  // nil for standard output
 	out    io.Writer // f, or standard output
+	raw    int       // f's descriptor for raw writes (rawFD), or -1
 	good   int64
 	failed bool
 	onOK   func()
@@ -105,7 +106,13 @@ func (w *fileWriter) Write(b []byte) (int, error) {
 	if w.failed {
 		return 0, errors.New("capture: an earlier write failed")
 	}
-	n, err := w.out.Write(b)
+	var n int
+	var err error
+	if w.raw >= 0 {
+		n, err = writeRaw(w.raw, b)
+	} else {
+		n, err = w.out.Write(b)
+	}
 	if err != nil {
 		w.failed = true
 		if w.f != nil {
@@ -133,7 +140,7 @@ func (s *sink) open(now time.Time) error {
 	if stdout == nil {
 		stdout = os.Stdout
 	}
-	s.fw = &fileWriter{out: stdout, onOK: func() { s.flushed.Store(s.written) }}
+	s.fw = &fileWriter{out: stdout, raw: -1, onOK: func() { s.flushed.Store(s.written) }}
 	if path != "-" {
 		if o.rotating() {
 			s.seq++
@@ -147,7 +154,7 @@ func (s *sink) open(now time.Time) error {
 			return fmt.Errorf("capture: %w", err)
 		}
 		s.file = f
-		s.fw.f, s.fw.out = f, f
+		s.fw.f, s.fw.out, s.fw.raw = f, f, rawFD(f)
 	}
 	w, err := pcap.NewWriter(s.fw, opts)
 	if err != nil {

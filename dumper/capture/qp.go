@@ -45,6 +45,31 @@ type quickPkt struct {
 // quickRoCE reads the counted fields of frame, or reports that it is not
 // RoCEv2 to port.
 func quickRoCE(f []byte, port uint16, q *quickPkt) bool {
+	if len(f) >= 54 {
+		// The common layout first, at constant offsets: untagged IPv4
+		// without options or fragments, UDP to the port, the BTH at 42.
+		h := (*[54]byte)(f)
+		// EtherType IPv4 and version 4 with a 20-byte header in one
+		// word; then UDP, no fragment, the port.
+		if binary.BigEndian.Uint32(h[12:])&0xffffff00 == 0x08004500 && h[23] == 17 &&
+			binary.BigEndian.Uint16(h[20:])&0x3fff == 0 && binary.BigEndian.Uint16(h[36:]) == port {
+			q.ecn = h[15] & 3
+			q.dst = gidKey{0, 0xffff<<32 | uint64(binary.BigEndian.Uint32(h[30:]))}
+			q.op = h[42]
+			q.qpn = binary.BigEndian.Uint32(h[46:]) & roce.QPNMask
+			q.psn = binary.BigEndian.Uint32(h[50:]) & roce.PSNMask
+			q.nak = false
+			if a := int(aethOff[q.op]); a >= 0 && len(f) > 54+a {
+				q.nak = roce.Syndrome(f[54+a]).IsNAK()
+			}
+			return true
+		}
+	}
+	return quickRoCEAny(f, port, q)
+}
+
+// quickRoCEAny is quickRoCE for every layout it reads.
+func quickRoCEAny(f []byte, port uint16, q *quickPkt) bool {
 	if len(f) < 14 {
 		return false
 	}
@@ -142,6 +167,11 @@ func (t *qpTable) lookup(q *quickPkt) *qpEntry {
 	if e := t.cache[slot]; e != nil && e.qpn == q.qpn && e.dst == q.dst {
 		return e
 	}
+	return t.lookupMap(q, slot)
+}
+
+// lookupMap is lookup past the cache: the map, or a new entry.
+func (t *qpTable) lookupMap(q *quickPkt, slot int) *qpEntry {
 	e := t.m[q.qpn]
 	for e != nil && e.dst != q.dst {
 		e = e.next
@@ -187,6 +217,62 @@ func (t *qpTable) count(q *quickPkt, wireLen int) {
 	if !e.dirty {
 		e.dirty = true
 		t.dirty = append(t.dirty, e)
+	}
+}
+
+// countRecords counts the frames of pcapng Enhanced Packet Blocks that
+// the records path wrote (recs holds whole records). For a frame of the
+// common layout (untagged IPv4 without options, RoCEv2 to port) whose
+// queue pair is in the cache and already counted since the last publish,
+// it reads the fields straight into the counters, in the loop; any other
+// frame goes through quickRoCE and count with q.
+func (t *qpTable) countRecords(recs []byte, port uint16, q *quickPkt) {
+	for off := 0; off+28 <= len(recs); {
+		rh := (*[28]byte)(recs[off:])
+		blen := int(binary.LittleEndian.Uint32(rh[4:]))
+		caplen := int(binary.LittleEndian.Uint32(rh[20:]))
+		wire := int(binary.LittleEndian.Uint32(rh[24:]))
+		if blen < 32 || blen > len(recs)-off || caplen > blen-32 {
+			return // never: the records path wrote them
+		}
+		f := recs[off+28 : off+28+caplen]
+		off += blen
+		if len(f) >= 54 {
+			h := (*[54]byte)(f)
+			if binary.BigEndian.Uint32(h[12:])&0xffffff00 == 0x08004500 && h[23] == 17 &&
+				binary.BigEndian.Uint16(h[20:])&0x3fff == 0 && binary.BigEndian.Uint16(h[36:]) == port {
+				qpn := binary.BigEndian.Uint32(h[46:]) & roce.QPNMask
+				dst := gidKey{0, 0xffff<<32 | uint64(binary.BigEndian.Uint32(h[30:]))}
+				// Not cached, or its first frame since the last publish:
+				// count decides those.
+				if e := t.cache[cacheSlot(qpn, &dst)]; e != nil && e.qpn == qpn && e.dst == dst && e.live.packets > 0 && e.dirty {
+					c := &e.live
+					op := h[42]
+					psn := binary.BigEndian.Uint32(h[50:]) & roce.PSNMask
+					if op != uint8(roce.OpCNP) && !isResponse[op] {
+						if roce.ComparePSN(psn, c.last) <= 0 {
+							c.retrans++
+						} else {
+							c.last = psn
+						}
+					}
+					c.packets++
+					c.bytes += uint64(wire)
+					if op == uint8(roce.OpCNP) {
+						c.cnps++
+					} else if a := int(aethOff[op]); a >= 0 && len(f) > 54+a && roce.Syndrome(f[54+a]).IsNAK() {
+						c.naks++
+					}
+					if h[15]&3 == 3 {
+						c.ecn++
+					}
+					continue
+				}
+			}
+		}
+		if quickRoCE(f, port, q) {
+			t.count(q, wire)
+		}
 	}
 }
 

@@ -1,8 +1,10 @@
 package capture
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"strings"
@@ -269,4 +271,117 @@ func FuzzParseRoCE(f *testing.F) {
 			t.Fatalf("%q: BPF %q drops a matching frame", expr, rf.BPF())
 		}
 	})
+}
+
+// FuzzQuickRoCE holds quickRoCE's constant-offset path to the general one
+// on any frame, and both to verbs/roce's full parse on the frames it
+// accepts as RoCEv2: the per-QP counters read the same fields either way.
+func FuzzQuickRoCE(f *testing.F) {
+	for i, s := range []frameSpec{
+		{op: roce.RCWriteOnly, qpn: 17, psn: 5, ecn: 3},
+		{op: roce.RCSendMiddle, qpn: 0xabcdef, psn: 0xffffff, vlan: true},
+		{op: roce.RCAck, qpn: 18, psn: 9, syndrome: roce.Syndrome(0x60)},
+		{op: roce.OpCNP, qpn: 19},
+		{op: roce.RCWriteOnly, qpn: 20, src: "fe80::1", dst: "fe80::2"},
+		{op: roce.RCWriteOnly, qpn: 21, port: 9741},
+	} {
+		s.seq = uint32(i)
+		f.Add(buildFrame(f, s), uint16(roce.UDPPort))
+	}
+	f.Fuzz(func(t *testing.T, frame []byte, port uint16) {
+		var fast, any quickPkt
+		okFast := quickRoCE(frame, port, &fast)
+		okAny := quickRoCEAny(frame, port, &any)
+		if okFast != okAny || okFast && fast != any {
+			t.Fatalf("quickRoCE %v %+v, general path %v %+v", okFast, fast, okAny, any)
+		}
+		var p roce.Packet
+		if port != roce.UDPPort || roce.Parse(frame, &p) != nil || p.BTHOff > 14+4+40+8 {
+			return // (quickRoCE reads one VLAN tag, verbs/roce two)
+		}
+		if !okFast {
+			t.Fatalf("verbs/roce parses the frame, quickRoCE does not:\n% x", frame)
+		}
+		if fast.qpn != p.DestQP || fast.psn != p.PSN || fast.op != uint8(p.Opcode) || fast.ecn != p.ECN ||
+			fast.dst.gid() != p.DstGID(frame) {
+			t.Fatalf("quickRoCE %+v, verbs/roce %+v", fast, p)
+		}
+	})
+}
+
+// FuzzCountFrame holds the records path's per-QP counting (countRecords)
+// to quickRoCE and count on the same frames: the frame, then copies with
+// the PSN one ahead and one behind (a retransmission), then the frame
+// again, each as a record.
+func FuzzCountFrame(f *testing.F) {
+	for i, s := range []frameSpec{
+		{op: roce.RCWriteOnly, qpn: 17, psn: 5, ecn: 3},
+		{op: roce.RCSendMiddle, qpn: 0xabcdef, psn: 0xffffff, vlan: true},
+		{op: roce.RCAck, qpn: 18, psn: 9, syndrome: roce.Syndrome(0x60)},
+		{op: roce.OpCNP, qpn: 19},
+		{op: roce.RCReadResponseOnly, qpn: 22, psn: 3},
+		{op: roce.RCWriteOnly, qpn: 20, src: "fe80::1", dst: "fe80::2"},
+	} {
+		s.seq = uint32(i)
+		f.Add(buildFrame(f, s))
+	}
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		seq := [][]byte{frame}
+		if len(frame) >= 54 {
+			for _, d := range []uint32{1, 0xffffff} {
+				g := bytes.Clone(frame)
+				binary.BigEndian.PutUint32(g[50:], binary.BigEndian.Uint32(g[50:])+d)
+				seq = append(seq, g)
+			}
+		}
+		seq = append(seq, frame)
+		var a, b qpTable
+		var qa, qb quickPkt
+		for i, g := range seq {
+			// One record at a time: the first frame of a queue pair
+			// since the last publish goes the general way.
+			a.countRecords(epbRecord(g, len(g)+i), roce.UDPPort, &qa)
+			if quickRoCE(g, roce.UDPPort, &qb) {
+				b.count(&qb, len(g)+i)
+			}
+		}
+		var all []byte
+		for i, g := range seq {
+			all = append(all, epbRecord(g, len(g)+i)...)
+		}
+		a.countRecords(all, roce.UDPPort, &qa)
+		for i, g := range seq {
+			if quickRoCE(g, roce.UDPPort, &qb) {
+				b.count(&qb, len(g)+i)
+			}
+		}
+		a.publish()
+		b.publish()
+		ma, mb := map[qpKey]*QPStats{}, map[qpKey]*QPStats{}
+		a.snapshot(ma)
+		b.snapshot(mb)
+		va, vb := map[qpKey]QPStats{}, map[qpKey]QPStats{}
+		for k, v := range ma {
+			va[k] = *v
+		}
+		for k, v := range mb {
+			vb[k] = *v
+		}
+		if fmt.Sprint(va) != fmt.Sprint(vb) {
+			t.Fatalf("countFrame %v, quickRoCE and count %v", va, vb)
+		}
+	})
+}
+
+// epbRecord is frame as a pcapng Enhanced Packet Block of interface 0.
+func epbRecord(frame []byte, wire int) []byte {
+	blen := 32 + (len(frame)+3)&^3
+	r := make([]byte, blen)
+	binary.LittleEndian.PutUint32(r[0:], 6)
+	binary.LittleEndian.PutUint32(r[4:], uint32(blen))
+	binary.LittleEndian.PutUint32(r[20:], uint32(len(frame)))
+	binary.LittleEndian.PutUint32(r[24:], uint32(wire))
+	copy(r[28:], frame)
+	binary.LittleEndian.PutUint32(r[blen-4:], uint32(blen))
+	return r
 }
