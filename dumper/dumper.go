@@ -321,6 +321,11 @@ func (d *Dumper) Stop(ctx context.Context) (*Result, error) {
 
 func (d *Dumper) stopLocked(ctx context.Context, write bool) (*Result, error) {
 	d.stop.Store(true)
+	if wk, ok := d.cfg.Port.(dpdk.Waker); ok {
+		for _, w := range d.workers {
+			wk.Wake(w.queue) // a parked worker sees the stop
+		}
+	}
 	d.wg.Wait()
 	if d.cfg.Stepped {
 		// What the caller's last steps left in the queues, as a worker

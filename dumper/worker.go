@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/rdma-appliance/appliance/dpdk"
+	"github.com/rdma-appliance/appliance/dpdk/afpacket"
 	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dumper/capture"
 	"github.com/rdma-appliance/appliance/dumper/pcap"
@@ -96,8 +97,12 @@ func (w *worker) run(started chan<- error) {
 	w.alive.Store(true)
 	defer w.alive.Store(false)
 	pinned := make(chan error, 1)
+	// An unpinned worker parks in the kernel when its queue is idle, as
+	// the capture does, instead of waking every millisecond (a thousand
+	// thread wakeups a second, which cost more CPU than the frames between
+	// them); Stop wakes it.
 	l := &capture.Loop{Port: w.d.cfg.Port, Queue: w.queue, Core: w.core, Burst: len(w.bufs),
-		Stop: &w.d.stop, Stats: &w.loop}
+		Stop: &w.d.stop, Stats: &w.loop, ParkIdle: true}
 	go func() {
 		if err := <-pinned; err != nil {
 			msg := err.Error()
@@ -116,11 +121,15 @@ func (w *worker) run(started chan<- error) {
 
 // SlotReader is a port that copies received frames straight into slots of
 // an arena in the call that receives them (the eal driver: from the mbufs,
-// one cgo call per burst), so a frame is copied once, not into a packet
-// buffer and then into the arena. See eal.Port.ReadSlots.
+// one cgo call per burst; afpacket: from the kernel's ring), so a frame is
+// copied once, not into a packet buffer and then into the arena. See
+// eal.Port.ReadSlots and afpacket.Port.ReadSlots.
 type SlotReader interface {
 	ReadSlots(q, burst int, arena []byte, stride int, lens []uint16, wire []uint32) (n int, bytes uint64)
 }
+
+// Both drivers that fill an arena themselves.
+var _ SlotReader = (*afpacket.Port)(nil)
 
 // slotPoll is how many receive bursts one poll of a SlotReader port may
 // take while they come back full: one cgo transition per slotPoll bursts

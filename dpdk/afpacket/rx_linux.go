@@ -369,6 +369,68 @@ func (p *Port) RxBurst(qi int, pkts []*dpdk.Packet) int {
 	return n
 }
 
+// ReadSlots copies received frames on queue qi straight from the ring into
+// the slots of a capture arena (slot i is arena[i*stride:(i+1)*stride]),
+// each frame's first stride bytes with a VLAN tag the kernel took out put
+// back, the bytes copied in lens[i] and its length on the wire in wire[i]:
+// one copy per frame and no packet buffer, as the dumper wants them (its
+// SlotReader; eal.Port.ReadSlots is the DPDK one). It takes as many frames
+// as there are slots in arena, lens and wire, or as the ring holds, and
+// returns how many it took and their bytes on the wire. burst is the DPDK
+// driver's receive burst and means nothing here. Counters as RxBurst.
+func (p *Port) ReadSlots(qi, burst int, arena []byte, stride int, lens []uint16, wire []uint32) (n int, bytes uint64) {
+	if qi < 0 || qi >= len(p.rx) || stride <= 0 || stride > 0xffff {
+		return 0, 0
+	}
+	nb := min(len(arena)/stride, len(lens), len(wire))
+	if nb == 0 {
+		return 0, 0
+	}
+	q := p.rx[qi]
+	if !q.guard.CompareAndSwap(0, 1) {
+		return 0, 0
+	}
+	defer q.guard.Store(0)
+	want := min(q.available(nb), nb)
+	bad := 0
+	for i := 0; i < want; i++ {
+		h, off := q.next()
+		start := off + uintptr(h.Mac)
+		end := start + uintptr(h.Snaplen)
+		if end > uintptr(len(q.ring)) {
+			bad++ // a corrupt header; never seen, but do not read past the ring
+			q.done()
+			continue
+		}
+		src := q.ring[start:end:end]
+		dst := arena[n*stride : (n+1)*stride : (n+1)*stride]
+		w := int(h.Len)
+		var c int
+		if h.Status&unix.TP_STATUS_VLAN_VALID == 0 || len(src) < 12 {
+			c = copy(dst, src)
+		} else {
+			// The tag back after the MAC addresses, as copyFrame does.
+			tpid, tci := vlanTag(h)
+			tag := [4]byte{byte(tpid >> 8), byte(tpid), byte(tci >> 8), byte(tci)}
+			c = copy(dst, src[:12])
+			c += copy(dst[c:], tag[:])
+			c += copy(dst[c:], src[12:])
+			w += 4
+		}
+		lens[n], wire[n] = uint16(c), uint32(w)
+		bytes += uint64(w)
+		n++
+		q.done()
+	}
+	c := &p.rxc[qi]
+	c.RxPackets.Add(uint64(n))
+	c.RxBytes.Add(bytes)
+	if bad > 0 {
+		c.Errors.Add(uint64(bad))
+	}
+	return n, bytes
+}
+
 // ReadFrames implements dpdk.FrameReader: fn sees each frame in the ring,
 // which is handed back to the kernel block by block once read.
 func (p *Port) ReadFrames(qi, max int, fn func(f *dpdk.Frame)) int {

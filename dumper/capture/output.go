@@ -96,7 +96,6 @@ type statsSnapshot struct {
 type fileWriter struct {
 	f      *os.File  // nil for standard output
 	out    io.Writer // f, or standard output
-	raw    int       // f's descriptor for raw writes (rawFD), or -1
 	good   int64
 	failed bool
 	onOK   func()
@@ -106,13 +105,7 @@ func (w *fileWriter) Write(b []byte) (int, error) {
 	if w.failed {
 		return 0, errors.New("capture: an earlier write failed")
 	}
-	var n int
-	var err error
-	if w.raw >= 0 {
-		n, err = writeRaw(w.raw, b)
-	} else {
-		n, err = w.out.Write(b)
-	}
+	n, err := w.out.Write(b)
 	if err != nil {
 		w.failed = true
 		if w.f != nil {
@@ -140,7 +133,7 @@ func (s *sink) open(now time.Time) error {
 	if stdout == nil {
 		stdout = os.Stdout
 	}
-	s.fw = &fileWriter{out: stdout, raw: -1, onOK: func() { s.flushed.Store(s.written) }}
+	s.fw = &fileWriter{out: stdout, onOK: func() { s.flushed.Store(s.written) }}
 	if path != "-" {
 		if o.rotating() {
 			s.seq++
@@ -154,7 +147,7 @@ func (s *sink) open(now time.Time) error {
 			return fmt.Errorf("capture: %w", err)
 		}
 		s.file = f
-		s.fw.f, s.fw.out, s.fw.raw = f, f, rawFD(f)
+		s.fw.f, s.fw.out = f, pcap.DirectWriter(f) // raw write(2): see DirectWriter
 	}
 	w, err := pcap.NewWriter(s.fw, opts)
 	if err != nil {

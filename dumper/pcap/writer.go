@@ -221,12 +221,12 @@ func Create(path string, opts WriterOptions) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	var dst io.Writer = f
+	dst := DirectWriter(f)
 	var bw *bufio.Writer
 	if opts.Compress != CompressNone {
 		// The Writer's own buffer already makes uncompressed writes large;
 		// only the encoder's per-block output needs coalescing.
-		bw = bufio.NewWriterSize(f, createBufSize)
+		bw = bufio.NewWriterSize(dst, createBufSize)
 		dst = bw
 	}
 	w, err := NewWriter(dst, opts)
