@@ -240,6 +240,22 @@ const bit<32> FWD_SIZE        = 1024;
 const bit<32> OPCODE_SLOTS    = 256;
 const bit<32> DROP_SLOTS      = 8;
 const bit<32> POSTCARD_EVENTS = 3;
+#ifdef DTA_SKETCH_MERGE
+/* Sketch-Merge: sketches, (sketch, reporter) pairs and merged columns
+ * over all sketches; a column has SKETCH_ROWS counters. */
+const bit<32> SKETCH_SLOTS          = 64;
+const bit<32> SKETCH_REPORTER_SLOTS = 1024;
+const bit<32> SKETCH_CELLS          = 4096;
+const bit<8>  SKETCH_ROWS           = 4;
+const bit<8>  SKETCH_COUNT_MIN      = 0;
+const bit<8>  SKETCH_HYPERLOGLOG    = 1;
+const bit<32> SKETCH_EVENTS         = 4;
+/* sketch_events index. */
+const bit<2> SK_HELD     = 0; /* merged, the column waits for other reporters */
+const bit<2> SK_COMPLETE = 1; /* the column's last reporter: written */
+const bit<2> SK_ORDER    = 2; /* not the reporter's expected column */
+const bit<2> SK_AHEAD    = 3; /* the reporter is a round ahead */
+#endif
 
 /* POSTCARD_HOPS bits. */
 const bit<32> POSTCARD_FULL = 0x1f;
@@ -269,6 +285,12 @@ const bit<16> UDP_LEN_RECORD  = 68;
 const bit<32> RECORD_LEN      = 28; /* 8 + 4 x POSTCARD_HOPS */
 const bit<16> IP_LEN_ACK      = 30;
 const bit<16> UDP_LEN_ACK     = 10;
+#ifdef DTA_SKETCH_MERGE
+/* A merged column's WRITE: SKETCH_ROWS counters of 4 bytes. */
+const bit<32> SKETCH_LEN      = 16;
+const bit<16> IP_LEN_SKETCH   = 76;
+const bit<16> UDP_LEN_SKETCH  = 56;
+#endif
 #if DTA_APPEND_BATCH > 1
 /* An Append batch's WRITE: B entries of 8 bytes. */
 const bit<32> BATCH_LEN       = 8 * DTA_APPEND_BATCH;
@@ -342,6 +364,28 @@ header dta_postcard_h {
     bit<8>  hop;
     bit<32> data;
 }
+
+#ifdef DTA_SKETCH_MERGE
+/* Sketch-Merge (our own format, internal/dtawire): one column of a
+ * reporter's sketch. */
+header dta_sketch_h {
+    bit<16> sketch_id;
+    bit<16> reporter_id;
+    bit<32> column;
+    bit<8>  kind;
+    bit<8>  count;
+}
+
+/* The column's SKETCH_ROWS counters: the report's, then (ingress, on
+ * the column's last report) the merged ones, which the egress writes as
+ * the WRITE's payload. */
+header sketch_col_h {
+    bit<32> c0;
+    bit<32> c1;
+    bit<32> c2;
+    bit<32> c3;
+}
+#endif
 
 /* DTA ACK/NACK to a reporter (UDP 40044). */
 header dta_ack_h {
@@ -462,6 +506,10 @@ struct headers_t {
     dta_append_h        append;
     dta_key_increment_h key_increment;
     dta_postcard_h      postcard;
+#ifdef DTA_SKETCH_MERGE
+    dta_sketch_h        sketch;
+    sketch_col_h        sketch_col;
+#endif
     dta_ack_h           ack;
     bth_h               bth;
     aeth_h              aeth;
@@ -489,6 +537,24 @@ struct ig_metadata_t {
 #if DTA_APPEND_BATCH > 1
     bit<8>         fill;
 #endif
+#ifdef DTA_SKETCH_MERGE
+    bit<1>         sk_found;
+    bit<1>         sk_member;
+    bit<16>        sk_last;
+    bit<16>        sk_column;
+    bit<16>        sk_slot;
+    bit<32>        sk_bit;
+    bit<32>        sk_rest;
+    bit<16>        sk_cell;
+    bit<16>        sk_want;
+    bit<32>        sk_old;
+    bit<32>        sk_ahead;
+    bit<2>         sk_event;
+    bit<32>        sk_o0;
+    bit<32>        sk_o1;
+    bit<32>        sk_o2;
+    bit<32>        sk_o3;
+#endif
     ack_mirror_h   ack_mirror;
 }
 
@@ -506,6 +572,10 @@ struct eg_headers_t {
     dta_append_h        append;
     dta_key_increment_h key_increment;
     dta_postcard_h      postcard;
+#ifdef DTA_SKETCH_MERGE
+    dta_sketch_h        sketch;
+    sketch_col_h        sketch_col;
+#endif
     dta_ack_h           ack;
     bth_h               bth;
     aeth_h              aeth;
@@ -550,6 +620,9 @@ struct eg_metadata_t {
     bit<32>     icrc_write8;
     bit<32>     icrc_atomic;
     bit<32>     icrc_record;
+#ifdef DTA_SKETCH_MERGE
+    bit<32>     icrc_sketch;
+#endif
 #if DTA_APPEND_BATCH > 1
     bit<32>     icrc_batch;
     bit<32>     seq1;
@@ -586,6 +659,24 @@ parser IngressParser(packet_in pkt,
         md.reason = DROP_NO_TARGET;
 #if DTA_APPEND_BATCH > 1
         md.fill = 0;
+#endif
+#ifdef DTA_SKETCH_MERGE
+        md.sk_found = 0;
+        md.sk_member = 0;
+        md.sk_last = 0;
+        md.sk_column = 0;
+        md.sk_slot = 0;
+        md.sk_bit = 0;
+        md.sk_rest = 0;
+        md.sk_cell = 0;
+        md.sk_want = 0;
+        md.sk_old = 0;
+        md.sk_ahead = 0;
+        md.sk_event = SK_HELD;
+        md.sk_o0 = 0;
+        md.sk_o1 = 0;
+        md.sk_o2 = 0;
+        md.sk_o3 = 0;
 #endif
         transition parse_ethernet;
     }
@@ -632,9 +723,29 @@ parser IngressParser(packet_in pkt,
             OP_APPEND: parse_append;
             OP_KEY_INCREMENT: parse_key_increment;
             OP_POSTCARDER: parse_postcard;
+#ifdef DTA_SKETCH_MERGE
+            OP_SKETCH_MERGE: parse_sketch;
+#endif
             default: accept;
         }
     }
+
+#ifdef DTA_SKETCH_MERGE
+    /* The counters only when there are SKETCH_ROWS of them: a sketch of
+     * the switch has that many rows, and another count is refused. */
+    state parse_sketch {
+        pkt.extract(hdr.sketch);
+        transition select(hdr.sketch.count) {
+            SKETCH_ROWS: parse_sketch_col;
+            default: accept;
+        }
+    }
+
+    state parse_sketch_col {
+        pkt.extract(hdr.sketch_col);
+        transition accept;
+    }
+#endif
 
     state parse_key_write {
         pkt.extract(hdr.key_write);
@@ -821,6 +932,219 @@ control Ingress(inout headers_t hdr,
     Counter<bit<32>, bit<1>>(1, CounterType_t.PACKETS) append_gathered;
 #endif
 
+#ifdef DTA_SKETCH_MERGE
+    /* ---- Sketch-Merge ---------------------------------------------------- */
+
+    /* The merge is the ingress's: the egress has no stage left. A
+     * sketch's state is therefore per ingress pipe, and all the reporters
+     * of one sketch must come in on one pipe. A reporter sends its
+     * sketch's columns in order, round after round; a column is written
+     * (one WRITE of its SKETCH_ROWS merged counters, at base + column x
+     * 16) once every reporter has sent it this round, and starts the next
+     * round empty, as translator/dtatranslator merges with a group of one
+     * column. */
+
+    /* (collector, sketch id) with the right kind and a column below the
+     * sketch's (ternary: its high bits zero) -> the sketch's first cell
+     * in the column registers (base) and its last column. A report of another
+     * kind, or beyond the sketch, misses, as the software translator
+     * refuses it. */
+    action set_sketch(bit<16> base, bit<16> last) {
+        md.sk_found = 1;
+        md.sk_column = hdr.sketch.column[15:0];
+        /* The column's cell in the column registers, here: computed
+         * from md fields later, the compiler folds the add into the
+         * registers' index, which a stateful ALU cannot take. */
+        md.sk_cell = hdr.sketch.column[15:0] + base;
+        md.sk_last = last;
+    }
+
+    table sketch {
+        key = {
+            md.collector       : exact @name("collector");
+            hdr.sketch.sketch_id : exact @name("sketch_id");
+            hdr.sketch.kind    : exact @name("kind");
+            hdr.sketch.column  : ternary @name("column");
+        }
+        actions = { set_sketch; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = SKETCH_SLOTS;
+    }
+
+    /* (collector, sketch id, reporter id) -> the reporter's cell in
+     * sketch_next, its bit in a column's mask and every other reporter's
+     * bits: a sketch has at most 32 reporters here (64 in software). */
+    action set_sketch_reporter(bit<16> slot, bit<32> bit_of, bit<32> rest) {
+        md.sk_member = 1;
+        md.sk_slot = slot;
+        md.sk_bit = bit_of;
+        md.sk_rest = rest;
+    }
+
+    table sketch_reporter {
+        key = {
+            md.collector             : exact @name("collector");
+            hdr.sketch.sketch_id     : exact @name("sketch_id");
+            hdr.sketch.reporter_id   : exact @name("reporter_id");
+        }
+        actions = { set_sketch_reporter; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = SKETCH_REPORTER_SLOTS;
+    }
+
+    /* Per (sketch, reporter): the column it sends next. It moves on (past
+     * the last column to 0) only with that column; the old value comes
+     * back. */
+    Register<bit<16>, bit<16>>(SKETCH_REPORTER_SLOTS, 0) sketch_next;
+    RegisterAction<bit<16>, bit<16>, bit<16>>(sketch_next) next_column = {
+        void apply(inout bit<16> value, out bit<16> rv) {
+            rv = value;
+            if (value == md.sk_column) {
+                if (value == md.sk_last) {
+                    value = 0;
+                } else {
+                    value = value + 1;
+                }
+            }
+        }
+    };
+
+    /* Per column: the reporters that sent it this round. The last one
+     * clears it (as pc_mask_add does a postcard's bitmap); the bitmap
+     * before the update comes back: the column is complete when it held
+     * every other reporter, and a reporter whose bit is in it already is
+     * a round ahead (the update left it as it was). */
+    Register<bit<32>, bit<16>>(SKETCH_CELLS, 0) sketch_mask;
+    RegisterAction<bit<32>, bit<16>, bit<32>>(sketch_mask) mask_add = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            rv = value;
+            if (value == md.sk_rest) {
+                value = 0;
+            } else {
+                value = value | md.sk_bit;
+            }
+        }
+    };
+
+    /* Per column, one register per row: the counters merged so far this
+     * round. Count-Min sums, HyperLogLog keeps the largest; the column's
+     * last report reads the merged counter out and clears the cell. A
+     * stateful ALU outputs one kind of value on every branch, so the last
+     * HyperLogLog report takes the register's value out (c<i>_take) and
+     * an action keeps the larger (sketch_max), where the last Count-Min
+     * report outputs the sum itself. */
+    Register<bit<32>, bit<16>>(SKETCH_CELLS, 0) sketch_c0;
+    RegisterAction<bit<32>, bit<16>, bit<32>>(sketch_c0) c0_sum = {
+        void apply(inout bit<32> value) {
+            value = value + hdr.sketch_col.c0;
+        }
+    };
+    RegisterAction<bit<32>, bit<16>, bit<32>>(sketch_c0) c0_sum_last = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            rv = value + hdr.sketch_col.c0;
+            value = 0;
+        }
+    };
+    RegisterAction<bit<32>, bit<16>, bit<32>>(sketch_c0) c0_max = {
+        void apply(inout bit<32> value) {
+            if (hdr.sketch_col.c0 > value) {
+                value = hdr.sketch_col.c0;
+            }
+        }
+    };
+    RegisterAction<bit<32>, bit<16>, bit<32>>(sketch_c0) c0_take = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            rv = value;
+            value = 0;
+        }
+    };
+    Register<bit<32>, bit<16>>(SKETCH_CELLS, 0) sketch_c1;
+    RegisterAction<bit<32>, bit<16>, bit<32>>(sketch_c1) c1_sum = {
+        void apply(inout bit<32> value) {
+            value = value + hdr.sketch_col.c1;
+        }
+    };
+    RegisterAction<bit<32>, bit<16>, bit<32>>(sketch_c1) c1_sum_last = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            rv = value + hdr.sketch_col.c1;
+            value = 0;
+        }
+    };
+    RegisterAction<bit<32>, bit<16>, bit<32>>(sketch_c1) c1_max = {
+        void apply(inout bit<32> value) {
+            if (hdr.sketch_col.c1 > value) {
+                value = hdr.sketch_col.c1;
+            }
+        }
+    };
+    RegisterAction<bit<32>, bit<16>, bit<32>>(sketch_c1) c1_take = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            rv = value;
+            value = 0;
+        }
+    };
+    Register<bit<32>, bit<16>>(SKETCH_CELLS, 0) sketch_c2;
+    RegisterAction<bit<32>, bit<16>, bit<32>>(sketch_c2) c2_sum = {
+        void apply(inout bit<32> value) {
+            value = value + hdr.sketch_col.c2;
+        }
+    };
+    RegisterAction<bit<32>, bit<16>, bit<32>>(sketch_c2) c2_sum_last = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            rv = value + hdr.sketch_col.c2;
+            value = 0;
+        }
+    };
+    RegisterAction<bit<32>, bit<16>, bit<32>>(sketch_c2) c2_max = {
+        void apply(inout bit<32> value) {
+            if (hdr.sketch_col.c2 > value) {
+                value = hdr.sketch_col.c2;
+            }
+        }
+    };
+    RegisterAction<bit<32>, bit<16>, bit<32>>(sketch_c2) c2_take = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            rv = value;
+            value = 0;
+        }
+    };
+    Register<bit<32>, bit<16>>(SKETCH_CELLS, 0) sketch_c3;
+    RegisterAction<bit<32>, bit<16>, bit<32>>(sketch_c3) c3_sum = {
+        void apply(inout bit<32> value) {
+            value = value + hdr.sketch_col.c3;
+        }
+    };
+    RegisterAction<bit<32>, bit<16>, bit<32>>(sketch_c3) c3_sum_last = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            rv = value + hdr.sketch_col.c3;
+            value = 0;
+        }
+    };
+    RegisterAction<bit<32>, bit<16>, bit<32>>(sketch_c3) c3_max = {
+        void apply(inout bit<32> value) {
+            if (hdr.sketch_col.c3 > value) {
+                value = hdr.sketch_col.c3;
+            }
+        }
+    };
+    RegisterAction<bit<32>, bit<16>, bit<32>>(sketch_c3) c3_take = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            rv = value;
+            value = 0;
+        }
+    };
+
+    action sketch_max() {
+        hdr.sketch_col.c0 = (md.sk_o0 > hdr.sketch_col.c0) ? md.sk_o0 : hdr.sketch_col.c0;
+        hdr.sketch_col.c1 = (md.sk_o1 > hdr.sketch_col.c1) ? md.sk_o1 : hdr.sketch_col.c1;
+        hdr.sketch_col.c2 = (md.sk_o2 > hdr.sketch_col.c2) ? md.sk_o2 : hdr.sketch_col.c2;
+        hdr.sketch_col.c3 = (md.sk_o3 > hdr.sketch_col.c3) ? md.sk_o3 : hdr.sketch_col.c3;
+    }
+
+    /* Sketch-Merge outcomes, by SK_* index. */
+    Counter<bit<32>, bit<2>>(SKETCH_EVENTS, CounterType_t.PACKETS) sketch_events;
+#endif
+
     /* ---- reporters and their sequence numbers ---------------------------- */
 
     /* The translator's MAC, the source of ACKs and NACKs. */
@@ -887,6 +1211,10 @@ control Ingress(inout headers_t hdr,
         hdr.append.setInvalid();
         hdr.key_increment.setInvalid();
         hdr.postcard.setInvalid();
+#ifdef DTA_SKETCH_MERGE
+        hdr.sketch.setInvalid();
+        hdr.sketch_col.setInvalid();
+#endif
         hdr.ethernet.dst_addr = hdr.ethernet.src_addr;
         hdr.ethernet.src_addr = own_mac;
         ipv4_addr_t to = hdr.ipv4.src_addr;
@@ -949,6 +1277,14 @@ control Ingress(inout headers_t hdr,
             } else if (!hdr.append.isValid() && !hdr.postcard.isValid() && hdr.dta.opcode != OP_SKETCH_MERGE) {
                 md.malformed = 1;
             }
+#ifdef DTA_SKETCH_MERGE
+            /* A kind it does not know, or no counters. */
+            if (hdr.sketch.isValid()) {
+                if (hdr.sketch.kind > SKETCH_HYPERLOGLOG || hdr.sketch.count == 0) {
+                    md.malformed = 1;
+                }
+            }
+#endif
 #ifndef DTA_NO_SEQNUM
             if (hdr.dta.retransmittable == 1 && md.malformed == 0) {
                 if (reporter.apply().hit) {
@@ -993,6 +1329,18 @@ control Ingress(inout headers_t hdr,
                     }
                 } else if (hdr.postcard.isValid()) {
                     ig_tm_md.ucast_egress_port = md.port;
+#ifdef DTA_SKETCH_MERGE
+                } else if (hdr.sketch.isValid() && hdr.sketch_col.isValid()) {
+                    /* Both lookups side by side; either missing refuses
+                     * the report (no sketch, another kind, a column
+                     * beyond it, a reporter it does not have). */
+                    ig_tm_md.ucast_egress_port = md.port;
+                    sketch.apply();
+                    sketch_reporter.apply();
+                    if (md.sk_found == 0 || md.sk_member == 0) {
+                        md.refused = 1;
+                    }
+#endif
                 } else {
                     md.reason = DROP_UNKNOWN;
                     md.refused = 1;
@@ -1001,6 +1349,53 @@ control Ingress(inout headers_t hdr,
                     drop_reports.count(md.reason);
                     discard();
                 }
+#ifdef DTA_SKETCH_MERGE
+                /* A column merged: in order, not a round ahead; the
+                 * column's last report goes on to the egress with the
+                 * merged counters in place of its own. */
+                if (md.refused == 0 && hdr.sketch.isValid() && hdr.sketch_col.isValid()) {
+                    md.sk_want = next_column.execute(md.sk_slot);
+                    if (md.sk_want != md.sk_column) {
+                        md.sk_event = SK_ORDER;
+                    } else {
+                        md.sk_old = mask_add.execute(md.sk_cell);
+                        md.sk_ahead = md.sk_old & md.sk_bit;
+                        if (md.sk_ahead != 0) {
+                            md.sk_event = SK_AHEAD;
+                        } else if (md.sk_old == md.sk_rest) {
+                            md.sk_event = SK_COMPLETE;
+                            if (hdr.sketch.kind == SKETCH_COUNT_MIN) {
+                                hdr.sketch_col.c0 = c0_sum_last.execute(md.sk_cell);
+                                hdr.sketch_col.c1 = c1_sum_last.execute(md.sk_cell);
+                                hdr.sketch_col.c2 = c2_sum_last.execute(md.sk_cell);
+                                hdr.sketch_col.c3 = c3_sum_last.execute(md.sk_cell);
+                            } else {
+                                md.sk_o0 = c0_take.execute(md.sk_cell);
+                                md.sk_o1 = c1_take.execute(md.sk_cell);
+                                md.sk_o2 = c2_take.execute(md.sk_cell);
+                                md.sk_o3 = c3_take.execute(md.sk_cell);
+                                sketch_max();
+                            }
+                        } else {
+                            if (hdr.sketch.kind == SKETCH_COUNT_MIN) {
+                                c0_sum.execute(md.sk_cell);
+                                c1_sum.execute(md.sk_cell);
+                                c2_sum.execute(md.sk_cell);
+                                c3_sum.execute(md.sk_cell);
+                            } else {
+                                c0_max.execute(md.sk_cell);
+                                c1_max.execute(md.sk_cell);
+                                c2_max.execute(md.sk_cell);
+                                c3_max.execute(md.sk_cell);
+                            }
+                        }
+                    }
+                    sketch_events.count(md.sk_event);
+                    if (md.sk_event != SK_COMPLETE) {
+                        discard();
+                    }
+                }
+#endif
 #if DTA_APPEND_BATCH > 1
                 /* A list's entry, gathered (md.refused is 0 when
                  * append_list hit). */
@@ -1111,6 +1506,9 @@ parser EgressParser(packet_in pkt,
         md.icrc_write8 = 0;
         md.icrc_atomic = 0;
         md.icrc_record = 0;
+#ifdef DTA_SKETCH_MERGE
+        md.icrc_sketch = 0;
+#endif
 #if DTA_APPEND_BATCH > 1
         md.icrc_batch = 0;
         md.seq1 = 0;
@@ -1177,9 +1575,29 @@ parser EgressParser(packet_in pkt,
             OP_APPEND: parse_append;
             OP_KEY_INCREMENT: parse_key_increment;
             OP_POSTCARDER: parse_postcard;
+#ifdef DTA_SKETCH_MERGE
+            OP_SKETCH_MERGE: parse_sketch;
+#endif
             default: accept;
         }
     }
+
+#ifdef DTA_SKETCH_MERGE
+    /* The counters only when there are SKETCH_ROWS of them: a sketch of
+     * the switch has that many rows, and another count is refused. */
+    state parse_sketch {
+        pkt.extract(hdr.sketch);
+        transition select(hdr.sketch.count) {
+            SKETCH_ROWS: parse_sketch_col;
+            default: accept;
+        }
+    }
+
+    state parse_sketch_col {
+        pkt.extract(hdr.sketch_col);
+        transition accept;
+    }
+#endif
 
     state parse_key_write {
         pkt.extract(hdr.key_write);
@@ -1262,6 +1680,9 @@ control Egress(inout eg_headers_t hdr,
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, poly_icrc) icrc_hash_record;
 #if DTA_APPEND_BATCH > 1
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, poly_icrc) icrc_hash_batch;
+#endif
+#ifdef DTA_SKETCH_MERGE
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, poly_icrc) icrc_hash_sketch;
 #endif
 
     /* ---- the connection to each collector ----------------------------- */
@@ -1479,6 +1900,31 @@ control Egress(inout eg_headers_t hdr,
     }
 #endif
 
+#ifdef DTA_SKETCH_MERGE
+    /* ---- Sketch-Merge --------------------------------------------------- */
+
+    /* (collector, sketch id) -> the sketch's region (columns - 1 as the
+     * slot mask) and the ICRC prefix state of its WRITE to the collector
+     * (see set_conn): a merged column is a shape of its own. */
+    action set_sketch_region(bit<32> base_hi, bit<32> base_lo, bit<32> rkey, bit<32> slot_mask, bit<32> icrc_sketch) {
+        va_hi = base_hi;
+        md.base_lo = base_lo;
+        rkey_of = rkey;
+        md.slot_mask = slot_mask;
+        md.icrc_sketch = icrc_sketch;
+    }
+
+    table sketch_region {
+        key = {
+            hdr.bridge.collector : exact @name("collector");
+            hdr.sketch.sketch_id : exact @name("sketch_id");
+        }
+        actions = { set_sketch_region; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = SKETCH_SLOTS;
+    }
+#endif
+
     /* ---- Postcarder ----------------------------------------------------- */
 
     action hop(bit<8> bit_of, bit<8> rest) {
@@ -1594,6 +2040,9 @@ control Egress(inout eg_headers_t hdr,
         hdr.append.setInvalid();
         hdr.key_increment.setInvalid();
         hdr.postcard.setInvalid();
+#ifdef DTA_SKETCH_MERGE
+        hdr.sketch.setInvalid();
+#endif
     }
 
     action write8() {
@@ -1615,6 +2064,9 @@ control Egress(inout eg_headers_t hdr,
             hdr.ack.nack = 0;
             hdr.ack.reserved = 0;
             drop_dta();
+#ifdef DTA_SKETCH_MERGE
+            hdr.sketch_col.setInvalid();
+#endif
             mac_addr_t to = hdr.ethernet.src_addr;
             hdr.ethernet.src_addr = hdr.ethernet.dst_addr;
             hdr.ethernet.dst_addr = to;
@@ -1677,6 +2129,14 @@ control Egress(inout eg_headers_t hdr,
 #endif
                 batch_icrc.apply();
 #endif
+#ifdef DTA_SKETCH_MERGE
+            } else if (hdr.sketch_col.isValid()) {
+                /* A merged column (only the column's last report gets
+                 * here): the column takes the place of a hashed slot. */
+                md.emit = 1;
+                sketch_region.apply();
+                md.slot = hdr.sketch.column;
+#endif
             } else if (hdr.postcard.isValid()) {
                 md.key = hdr.postcard.key;
                 /* The flow's cache index, the low bits of CRC32(key) (the
@@ -1690,6 +2150,10 @@ control Egress(inout eg_headers_t hdr,
 
             if (hdr.append.isValid()) {
                 /* md.slot holds the list's head. */
+#ifdef DTA_SKETCH_MERGE
+            } else if (hdr.sketch_col.isValid()) {
+                /* md.slot holds the column. */
+#endif
             } else if (n == 0) {
                 md.slot = slot0.get({md.key, 8w0});
             } else if (n == 1) {
@@ -1741,6 +2205,11 @@ control Egress(inout eg_headers_t hdr,
             if (hdr.postcard.isValid()) {
                 md.off_hi = md.slot << 5;
                 md.off_lo = md.slot << 2;
+#ifdef DTA_SKETCH_MERGE
+            } else if (hdr.sketch_col.isValid()) {
+                /* A column of SKETCH_ROWS (4) counters: 16 bytes. */
+                md.offset = md.slot << 4;
+#endif
             } else {
                 md.offset = md.slot << 3;
             }
@@ -1799,6 +2268,19 @@ control Egress(inout eg_headers_t hdr,
                     hdr.udp.length = UDP_LEN_BATCH;
                 } else
 #endif
+#ifdef DTA_SKETCH_MERGE
+                if (hdr.sketch_col.isValid()) {
+                    /* The merged counters are the payload. */
+                    hdr.bth.opcode = RC_WRITE_ONLY;
+                    hdr.reth.setValid();
+                    hdr.reth.va_hi = va_hi;
+                    hdr.reth.va_lo = md.va_lo;
+                    hdr.reth.rkey = rkey_of;
+                    hdr.reth.dma_len = SKETCH_LEN;
+                    hdr.ipv4.total_len = IP_LEN_SKETCH;
+                    hdr.udp.length = UDP_LEN_SKETCH;
+                } else
+#endif
                 if (hdr.key_write.isValid() || hdr.append.isValid()) {
                     write8();
                 } else if (hdr.key_increment.isValid()) {
@@ -1851,6 +2333,18 @@ control Egress(inout eg_headers_t hdr,
                         va_hi, md.va_lo, rkey_of, BATCH_LEN,
                         hdr.gathered.d0, md.seq, hdr.append.data, md.seq1});
 #endif
+                    hdr.icrc.b0 = c[7:0];
+                    hdr.icrc.b1 = c[15:8];
+                    hdr.icrc.b2 = c[23:16];
+                    hdr.icrc.b3 = c[31:24];
+                } else
+#endif
+#ifdef DTA_SKETCH_MERGE
+                if (hdr.sketch_col.isValid()) {
+                    bit<32> c = icrc_hash_sketch.get({md.icrc_sketch,
+                        md.ack[6:6], 7w0, md.psn[23:0],
+                        va_hi, md.va_lo, rkey_of, SKETCH_LEN,
+                        hdr.sketch_col.c0, hdr.sketch_col.c1, hdr.sketch_col.c2, hdr.sketch_col.c3});
                     hdr.icrc.b0 = c[7:0];
                     hdr.icrc.b1 = c[15:8];
                     hdr.icrc.b2 = c[23:16];
@@ -1915,6 +2409,9 @@ control EgressDeparser(packet_out pkt,
         pkt.emit(hdr.append);
         pkt.emit(hdr.key_increment);
         pkt.emit(hdr.postcard);
+#ifdef DTA_SKETCH_MERGE
+        pkt.emit(hdr.sketch);
+#endif
         pkt.emit(hdr.ack);
         pkt.emit(hdr.bth);
         pkt.emit(hdr.aeth);
@@ -1923,6 +2420,11 @@ control EgressDeparser(packet_out pkt,
         pkt.emit(hdr.entry);
 #if DTA_APPEND_BATCH > 1
         pkt.emit(hdr.entries);
+#endif
+#ifdef DTA_SKETCH_MERGE
+        /* A merged column, the WRITE's payload (a forwarded report's
+         * counters, after its sketch header). */
+        pkt.emit(hdr.sketch_col);
 #endif
         pkt.emit(hdr.record);
         pkt.emit(hdr.icrc);
