@@ -975,3 +975,56 @@ func TestBatchGathering(t *testing.T) {
 		}
 	}
 }
+
+// TestSketchMergeSource holds translator.p4's Sketch-Merge to
+// sketchColumn: the reporter's expected column moves on (wrapping after
+// the last) only with that column; the column's mask gains the reporter's
+// bit and is cleared by the last reporter, whose report is the one that
+// goes on; an out-of-order report and a reporter a round ahead are told
+// apart by the expected column and the mask before the update; Count-Min
+// counters are summed and HyperLogLog ones maxed, the last report taking
+// the merged column out and clearing it; the egress writes it at
+// base + column x 16.
+func TestSketchMergeSource(t *testing.T) {
+	src, err := os.ReadFile(translatorP4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`\(sketch_next\) next_column = \{\s*void apply\(inout bit<16> value, out bit<16> rv\) \{\s*rv = value;\s*` +
+			`if \(value == md\.sk_column\) \{\s*if \(value == md\.sk_last\) \{\s*value = 0;\s*\} else \{\s*value = value \+ 1;`,
+		`\(sketch_mask\) mask_add = \{\s*void apply\(inout bit<32> value, out bit<32> rv\) \{\s*rv = value;\s*` +
+			`if \(value == md\.sk_rest\) \{\s*value = 0;\s*\} else \{\s*value = value \| md\.sk_bit;`,
+		`md\.sk_column = hdr\.sketch\.column\[15:0\];\s*(/\*[^*]*\*+([^/*][^*]*\*+)*/\s*)?md\.sk_cell = hdr\.sketch\.column\[15:0\] \+ base;\s*md\.sk_last = last;`,
+		`hdr\.sketch\.column\s*: ternary @name\("column"\);`,
+		`md\.sk_want = next_column\.execute\(md\.sk_slot\);\s*if \(md\.sk_want != md\.sk_column\) \{\s*md\.sk_event = SK_ORDER;\s*\} else \{\s*` +
+			`md\.sk_old = mask_add\.execute\(md\.sk_cell\);\s*sketch_ahead\.apply\(\);\s*` +
+			`if \(md\.sk_ahead != 0\) \{\s*md\.sk_event = SK_AHEAD;\s*\} else if \(md\.sk_old == md\.sk_rest\) \{\s*md\.sk_event = SK_COMPLETE;\s*` +
+			`if \(hdr\.sketch\.kind == SKETCH_COUNT_MIN\) \{\s*hdr\.sketch_col\.c0 = c0_sum_last\.execute\(md\.sk_cell\);`,
+		`md\.sk_o3 = c3_take\.execute\(md\.sk_cell\);\s*sketch_max\(\);\s*\}\s*\} else \{\s*if \(hdr\.sketch\.kind == SKETCH_COUNT_MIN\) \{\s*` +
+			`c0_sum\.execute\(md\.sk_cell\);\s*c1_sum\.execute\(md\.sk_cell\);\s*c2_sum\.execute\(md\.sk_cell\);\s*c3_sum\.execute\(md\.sk_cell\);\s*` +
+			`\} else \{\s*c0_max\.execute\(md\.sk_cell\);\s*c1_max\.execute\(md\.sk_cell\);\s*c2_max\.execute\(md\.sk_cell\);\s*c3_max\.execute\(md\.sk_cell\);`,
+		`action sketch_and\(\) \{\s*md\.sk_ahead = md\.sk_old & md\.sk_bit;`,
+		`sketch_events\.count\(md\.sk_event\);\s*if \(md\.sk_event != SK_COMPLETE\) \{\s*discard\(\);`,
+		// The egress: the column is the slot, 16 bytes a column.
+		`md\.slot = hdr\.sketch\.column;`,
+		`\} else if \(hdr\.sketch_col\.isValid\(\)\) \{\s*(/\*[^*]*\*+([^/*][^*]*\*+)*/\s*)?md\.offset = md\.slot << 4;`,
+		`hdr\.reth\.dma_len = SKETCH_LEN;\s*hdr\.ipv4\.total_len = IP_LEN_SKETCH;\s*hdr\.udp\.length = UDP_LEN_SKETCH;`,
+		// Counters only when there are SKETCH_ROWS of them.
+		`transition select\(hdr\.sketch\.count\) \{\s*SKETCH_ROWS: parse_sketch_col;`,
+	}
+	for i := range SketchRows {
+		c := fmt.Sprintf(`hdr\.sketch_col\.c%d`, i)
+		want = append(want,
+			fmt.Sprintf(`c%d_sum = \{\s*void apply\(inout bit<32> value\) \{\s*value = value \+ %s;`, i, c),
+			fmt.Sprintf(`c%d_sum_last = \{\s*void apply\(inout bit<32> value, out bit<32> rv\) \{\s*rv = value \+ %s;\s*value = 0;`, i, c),
+			fmt.Sprintf(`c%d_max = \{\s*void apply\(inout bit<32> value\) \{\s*if \(%s > value\) \{\s*value = %s;`, i, c, c),
+			fmt.Sprintf(`c%d_take = \{\s*void apply\(inout bit<32> value, out bit<32> rv\) \{\s*rv = value;\s*value = 0;`, i),
+			fmt.Sprintf(`%s = \(md\.sk_o%d > %s\) \? md\.sk_o%d : %s;`, c, i, c, i, c))
+	}
+	for _, w := range want {
+		if !regexp.MustCompile(w).Match(src) {
+			t.Errorf("%s's Sketch-Merge is not sketchColumn's: %q", translatorP4, w)
+		}
+	}
+}
