@@ -531,7 +531,7 @@ func TestValidate(t *testing.T) {
 		{"peers[0].ip", func(p *Translator) { p.Peers[0].IP = netip.MustParseAddr("2001:db8::9") }},
 		{"collectors[0].sketches:", func(p *Translator) { p.Collectors[0].Sketches = sketchMerge(t, 1).Collectors[0].Sketches }},
 		{"collectors[0].sketches[5].rows", func(p *Translator) { editSketch(t, p, func(s *dtamem.SketchRegion) { s.Rows = 2 }) }},
-		{"collectors[0].sketches[5].reporters", func(p *Translator) { editSketch(t, p, func(s *dtamem.SketchRegion) { s.Reporters = 33 }) }},
+		{"collectors[0].sketches[5].reporters", func(p *Translator) { editSketch(t, p, func(s *dtamem.SketchRegion) { s.Reporters = 17 }) }},
 		{"collectors[0].sketches[5].group", func(p *Translator) { editSketch(t, p, func(s *dtamem.SketchRegion) { s.Group = 0 }) }},
 		{"collectors[0].sketches[5]:", func(p *Translator) { editSketch(t, p, func(s *dtamem.SketchRegion) { s.Columns = 48 }) }},
 		{"collectors[0].sketches[5].columns", func(p *Translator) { editSketch(t, p, func(s *dtamem.SketchRegion) { s.Columns = 8192 }) }},

@@ -993,15 +993,15 @@ func TestSketchMergeSource(t *testing.T) {
 	want := []string{
 		`\(sketch_next\) next_column = \{\s*void apply\(inout bit<16> value, out bit<16> rv\) \{\s*rv = value;\s*` +
 			`if \(value == md\.sk_column\) \{\s*if \(value == md\.sk_last\) \{\s*value = 0;\s*\} else \{\s*value = value \+ 1;`,
-		`\(sketch_mask\) mask_add = \{\s*void apply\(inout bit<32> value, out bit<32> rv\) \{\s*rv = value;\s*` +
+		`\(sketch_mask\) mask_add = \{\s*void apply\(inout bit<16> value, out bit<16> rv\) \{\s*rv = value;\s*` +
 			`if \(value == md\.sk_rest\) \{\s*value = 0;\s*\} else \{\s*value = value \| md\.sk_bit;`,
 		`md\.sk_column = hdr\.sketch\.column\[15:0\];\s*(/\*[^*]*\*+([^/*][^*]*\*+)*/\s*)?md\.sk_cell = hdr\.sketch\.column\[15:0\] \+ base;\s*md\.sk_last = last;`,
 		`hdr\.sketch\.column\s*: ternary @name\("column"\);`,
 		`md\.sk_want = next_column\.execute\(md\.sk_slot\);\s*if \(md\.sk_want != md\.sk_column\) \{\s*md\.sk_event = SK_ORDER;\s*\} else \{\s*` +
 			`md\.sk_old = mask_add\.execute\(md\.sk_cell\);\s*sketch_ahead\.apply\(\);\s*` +
 			`if \(md\.sk_ahead != 0\) \{\s*md\.sk_event = SK_AHEAD;\s*\} else if \(md\.sk_old == md\.sk_rest\) \{\s*md\.sk_event = SK_COMPLETE;\s*` +
-			`if \(hdr\.sketch\.kind == SKETCH_COUNT_MIN\) \{\s*hdr\.sketch_col\.c0 = c0_sum_last\.execute\(md\.sk_cell\);`,
-		`md\.sk_o3 = c3_take\.execute\(md\.sk_cell\);\s*sketch_max\(\);\s*\}\s*\} else \{\s*if \(hdr\.sketch\.kind == SKETCH_COUNT_MIN\) \{\s*` +
+			`if \(md\.sk_kind == SKETCH_COUNT_MIN\) \{\s*hdr\.sketch_col\.c0 = c0_sum_last\.execute\(md\.sk_cell\);`,
+		`md\.sk_o3 = c3_take\.execute\(md\.sk_cell\);\s*sketch_max\(\);\s*\}\s*\} else \{\s*if \(md\.sk_kind == SKETCH_COUNT_MIN\) \{\s*` +
 			`c0_sum\.execute\(md\.sk_cell\);\s*c1_sum\.execute\(md\.sk_cell\);\s*c2_sum\.execute\(md\.sk_cell\);\s*c3_sum\.execute\(md\.sk_cell\);\s*` +
 			`\} else \{\s*c0_max\.execute\(md\.sk_cell\);\s*c1_max\.execute\(md\.sk_cell\);\s*c2_max\.execute\(md\.sk_cell\);\s*c3_max\.execute\(md\.sk_cell\);`,
 		`action sketch_and\(\) \{\s*md\.sk_ahead = md\.sk_old & md\.sk_bit;`,

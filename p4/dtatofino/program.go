@@ -44,7 +44,7 @@
 //     timer.
 //   - Sketch-Merge is in the build with -DDTA_SKETCH_MERGE
 //     (Translator.SketchMerge), for sketches of SketchRows (4) rows,
-//     at most SketchReporters (32) reporters and a group of one column
+//     at most SketchReporters (16) reporters and a group of one column
 //     (dtamem.SketchRegion.Group 1): the ingress merges, in registers of
 //     its own pipe, and the column's last report carries the merged
 //     counters to the egress, which writes the column. A reporter a
@@ -129,12 +129,12 @@ const (
 	// Sketch-Merge (-DDTA_SKETCH_MERGE): SKETCH_SLOTS sketches,
 	// SKETCH_REPORTER_SLOTS (sketch, reporter) pairs, SKETCH_CELLS columns
 	// over all sketches, SKETCH_ROWS counters per column, and at most 32
-	// reporters per sketch (a column's mask is 32 bits).
+	// reporters per sketch (a column's mask is 16 bits, which a gateway compares).
 	SketchSlots         = 64
 	SketchReporterSlots = 1024
 	SketchCells         = 4096
 	SketchRows          = 4
-	SketchReporters     = 32
+	SketchReporters     = 16
 	// SketchColumnLen is a merged column's size, its WRITE's payload
 	// (SKETCH_LEN).
 	SketchColumnLen = 4 * SketchRows

@@ -16,9 +16,13 @@
  *   Postcarder     the hops of a flow gathered in registers; one WRITE of
  *                  {CRC32(key), hop bitmap, hop 0..HOPS-1 data} at the
  *                  key's slot 0 once every hop has reported
- *   Sketch-Merge   (opcode 5, our own format) is not translated here: the
- *                  software translator does it. Such reports are dropped
- *                  and counted.
+ *   Sketch-Merge   (opcode 5, our own format; built with -DDTA_SKETCH_MERGE)
+ *                  a sketch's columns of SKETCH_ROWS (4) counters merged
+ *                  over its reporters in ingress registers (Count-Min
+ *                  summed, HyperLogLog maxed); one WRITE Only of the
+ *                  merged column at base + column * 16 once every
+ *                  reporter has sent it this round. Without the flag
+ *                  such reports are dropped and counted (unknown).
  *
  * Why it is built this way:
  *   - N copies of one report: the public translator replicates through the
@@ -100,6 +104,23 @@
  *     hop's complement, so the chain to the PSN is short enough for the
  *     ICRC hash after it. The README's resource table has the stages
  *     bf-p4c places each build in.
+ *   - Sketch-Merge (-DDTA_SKETCH_MERGE) merges in the ingress, which has
+ *     the stages the egress lacks: per (sketch, reporter) the column it
+ *     sends next, per column the reporters that sent it (a bitmap, at
+ *     most 32 reporters) and one register per row of counters. The
+ *     column's last report carries the merged counters, in place of its
+ *     own, to the egress, which writes them like an entry (its own
+ *     ICRC prefix state, from sketch_region). The software translator's
+ *     merge with a group of one column writes the same packets (a Go
+ *     test). Ingress registers are per pipe, so all the reporters of one
+ *     sketch must come in on one pipe. Two differences: a duplicate and
+ *     a gap are counted alike (SK_ORDER; the software translator drops a
+ *     duplicate silently), and a reporter a round ahead (its bit still
+ *     in the column's mask) is refused after its expected column moved
+ *     on, since that register is read before the mask: its next columns
+ *     are refused until its round comes back, where the software
+ *     translator keeps waiting for the refused column. A resubmit that
+ *     puts the column back would close that gap.
  *   - Immediate reports are written as plain WRITEs (no ImmDt, no
  *     notification); the software translator writes them with immediate.
  *   - Atomics are not windowed: the software translator keeps FETCH_ADDs
@@ -543,12 +564,13 @@ struct ig_metadata_t {
     bit<16>        sk_last;
     bit<16>        sk_column;
     bit<16>        sk_slot;
-    bit<32>        sk_bit;
-    bit<32>        sk_rest;
+    bit<16>        sk_bit;
+    bit<16>        sk_rest;
+    bit<8>         sk_kind;
     bit<16>        sk_cell;
     bit<16>        sk_want;
-    bit<32>        sk_old;
-    bit<32>        sk_ahead;
+    bit<16>        sk_old;
+    bit<16>        sk_ahead;
     bit<2>         sk_event;
     bit<32>        sk_o0;
     bit<32>        sk_o1;
@@ -664,6 +686,7 @@ parser IngressParser(packet_in pkt,
         md.sk_found = 0;
         md.sk_member = 0;
         md.sk_last = 0;
+        md.sk_kind = 0;
         md.sk_column = 0;
         md.sk_slot = 0;
         md.sk_bit = 0;
@@ -957,6 +980,7 @@ control Ingress(inout headers_t hdr,
          * registers' index, which a stateful ALU cannot take. */
         md.sk_cell = hdr.sketch.column[15:0] + base;
         md.sk_last = last;
+        md.sk_kind = hdr.sketch.kind;
     }
 
     table sketch {
@@ -973,8 +997,9 @@ control Ingress(inout headers_t hdr,
 
     /* (collector, sketch id, reporter id) -> the reporter's cell in
      * sketch_next, its bit in a column's mask and every other reporter's
-     * bits: a sketch has at most 32 reporters here (64 in software). */
-    action set_sketch_reporter(bit<16> slot, bit<32> bit_of, bit<32> rest) {
+     * bits: a sketch has at most 16 reporters here (64 in software), so
+     * that a gateway compares a mask with another (4 bytes at most). */
+    action set_sketch_reporter(bit<16> slot, bit<16> bit_of, bit<16> rest) {
         md.sk_member = 1;
         md.sk_slot = slot;
         md.sk_bit = bit_of;
@@ -1014,9 +1039,9 @@ control Ingress(inout headers_t hdr,
      * before the update comes back: the column is complete when it held
      * every other reporter, and a reporter whose bit is in it already is
      * a round ahead (the update left it as it was). */
-    Register<bit<32>, bit<16>>(SKETCH_CELLS, 0) sketch_mask;
-    RegisterAction<bit<32>, bit<16>, bit<32>>(sketch_mask) mask_add = {
-        void apply(inout bit<32> value, out bit<32> rv) {
+    Register<bit<16>, bit<16>>(SKETCH_CELLS, 0) sketch_mask;
+    RegisterAction<bit<16>, bit<16>, bit<16>>(sketch_mask) mask_add = {
+        void apply(inout bit<16> value, out bit<16> rv) {
             rv = value;
             if (value == md.sk_rest) {
                 value = 0;
@@ -1280,6 +1305,16 @@ control Ingress(inout headers_t hdr,
             } else if (hdr.key_increment.isValid()) {
                 md.redundancy = hdr.key_increment.redundancy;
             }
+#ifdef DTA_SKETCH_MERGE
+            /* The sketch lookups first, beside the sequence check: the
+             * merge after them is a chain of four stateful stages. Either
+             * missing refuses the report (no sketch, another kind, a
+             * column beyond it, a reporter it does not have). */
+            if (hdr.sketch.isValid() && hdr.sketch_col.isValid()) {
+                sketch.apply();
+                sketch_reporter.apply();
+            }
+#endif
             /* A report the software translator cannot parse (an opcode
              * it does not know, N outside 1..PARSED_REDUNDANCY) moves no
              * sequence number there, nor here. */
@@ -1344,12 +1379,7 @@ control Ingress(inout headers_t hdr,
                     ig_tm_md.ucast_egress_port = md.port;
 #ifdef DTA_SKETCH_MERGE
                 } else if (hdr.sketch.isValid() && hdr.sketch_col.isValid()) {
-                    /* Both lookups side by side; either missing refuses
-                     * the report (no sketch, another kind, a column
-                     * beyond it, a reporter it does not have). */
                     ig_tm_md.ucast_egress_port = md.port;
-                    sketch.apply();
-                    sketch_reporter.apply();
                     if (md.sk_found == 0 || md.sk_member == 0) {
                         md.refused = 1;
                     }
@@ -1366,7 +1396,9 @@ control Ingress(inout headers_t hdr,
                 /* A column merged: in order, not a round ahead; the
                  * column's last report goes on to the egress with the
                  * merged counters in place of its own. */
-                if (md.refused == 0 && hdr.sketch.isValid() && hdr.sketch_col.isValid()) {
+                /* The lookups' flags rather than md.refused, which takes
+                 * a stage of its own to compute. */
+                if (md.sk_found == 1 && md.sk_member == 1 && hdr.sketch.isValid() && hdr.sketch_col.isValid()) {
                     md.sk_want = next_column.execute(md.sk_slot);
                     if (md.sk_want != md.sk_column) {
                         md.sk_event = SK_ORDER;
@@ -1377,7 +1409,7 @@ control Ingress(inout headers_t hdr,
                             md.sk_event = SK_AHEAD;
                         } else if (md.sk_old == md.sk_rest) {
                             md.sk_event = SK_COMPLETE;
-                            if (hdr.sketch.kind == SKETCH_COUNT_MIN) {
+                            if (md.sk_kind == SKETCH_COUNT_MIN) {
                                 hdr.sketch_col.c0 = c0_sum_last.execute(md.sk_cell);
                                 hdr.sketch_col.c1 = c1_sum_last.execute(md.sk_cell);
                                 hdr.sketch_col.c2 = c2_sum_last.execute(md.sk_cell);
@@ -1390,7 +1422,7 @@ control Ingress(inout headers_t hdr,
                                 sketch_max();
                             }
                         } else {
-                            if (hdr.sketch.kind == SKETCH_COUNT_MIN) {
+                            if (md.sk_kind == SKETCH_COUNT_MIN) {
                                 c0_sum.execute(md.sk_cell);
                                 c1_sum.execute(md.sk_cell);
                                 c2_sum.execute(md.sk_cell);
