@@ -308,7 +308,7 @@ func TestSizesMatchP4(t *testing.T) {
 		"AETH_NAK_PSN_SEQ": uint64(roce.AckTypeNAK)<<5 | uint64(roce.NAKPSNSequenceError),
 		"DROP_SLOTS":       8, "POSTCARD_EVENTS": uint64(len(postcardEvents)),
 		"SKETCH_SLOTS": SketchSlots, "SKETCH_REPORTER_SLOTS": SketchReporterSlots, "SKETCH_CELLS": SketchCells,
-		"SKETCH_ROWS": SketchRows, "SKETCH_LEN": SketchColumnLen, "OP_SKETCH_MERGE": uint64(dtawire.OpSketchMerge),
+		"SKETCH_ROWS": SketchRows, "OP_SKETCH_MERGE": uint64(dtawire.OpSketchMerge),
 		"SKETCH_COUNT_MIN": dtawire.SketchCountMin, "SKETCH_HYPERLOGLOG": dtawire.SketchHyperLogLog,
 		"SKETCH_EVENTS": uint64(len(sketchEvents)),
 	})
@@ -343,7 +343,7 @@ func TestSizesMatchP4(t *testing.T) {
 		"Egress.list_seq": ListSlots, "Ingress.expected_seq": ReporterSlots, "Egress.pc_key": PostcardCache,
 		"Egress.pc_mask": PostcardCache, "Egress.pc_hop0": PostcardCache, "Egress.pc_hop4": PostcardCache,
 		"Ingress.sketch_next": SketchReporterSlots, "Ingress.sketch_mask": SketchCells, "Ingress.sketch_c0": SketchCells,
-		"Ingress.sketch_c1": SketchCells, "Ingress.sketch_c2": SketchCells, "Ingress.sketch_c3": SketchCells} {
+		"Ingress.sketch_c1": SketchCells} {
 		if got := tr.Registers[reg]; got != want {
 			t.Errorf("%s register %s: size %d, want %d", translatorP4, reg, got, want)
 		}
@@ -530,7 +530,7 @@ func TestValidate(t *testing.T) {
 		{"collectors[1].postcards.slots", func(p *Translator) { p.Collectors[1].Postcards.Addr = 0x7f00_ffff_0000 }},
 		{"peers[0].ip", func(p *Translator) { p.Peers[0].IP = netip.MustParseAddr("2001:db8::9") }},
 		{"collectors[0].sketches:", func(p *Translator) { p.Collectors[0].Sketches = sketchMerge(t, 1).Collectors[0].Sketches }},
-		{"collectors[0].sketches[5].rows", func(p *Translator) { editSketch(t, p, func(s *dtamem.SketchRegion) { s.Rows = 2 }) }},
+		{"collectors[0].sketches[5].rows", func(p *Translator) { editSketch(t, p, func(s *dtamem.SketchRegion) { s.Rows = 4 }) }},
 		{"collectors[0].sketches[5].reporters", func(p *Translator) { editSketch(t, p, func(s *dtamem.SketchRegion) { s.Reporters = 17 }) }},
 		{"collectors[0].sketches[5].group", func(p *Translator) { editSketch(t, p, func(s *dtamem.SketchRegion) { s.Group = 0 }) }},
 		{"collectors[0].sketches[5]:", func(p *Translator) { editSketch(t, p, func(s *dtamem.SketchRegion) { s.Columns = 48 }) }},

@@ -44,11 +44,6 @@ func batchShape(b int) icrcShape {
 	return icrcShape{"icrc_batch", roce.RCWriteOnly, b * dtamem.AppendEntryLen}
 }
 
-// sketchShape is the WRITE of a merged Sketch-Merge column of SketchRows
-// counters (builds with -DDTA_SKETCH_MERGE), whose prefix state
-// sketch_region installs with the sketch.
-var sketchShape = icrcShape{"icrc_sketch", roce.RCWriteOnly, SketchColumnLen}
-
 // roceBuilder is the builder of the packets translator.p4 sends to
 // collector c (what rdma_conn's set_conn writes), but for the MACs, which
 // the ICRC does not cover: DF, TTL 64, IP ID 0, the default partition

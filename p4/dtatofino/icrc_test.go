@@ -77,13 +77,12 @@ type pipeModel struct {
 }
 
 // pipeSketch is a sketch's set_sketch entry (the column's ternary mask,
-// its first cell, its last column) and its set_sketch_region.
+// its first cell, its last column) and its sketch_region.
 type pipeSketch struct {
 	kind       uint8
 	columnMask uint32
 	base, last uint32
 	region     pipeRegion
-	icrc       uint32
 }
 
 // pipeSketchReporter is a set_sketch_reporter entry.
@@ -99,8 +98,8 @@ var (
 	registerRE  = regexp.MustCompile(`(?:Ingress|Egress)\.(psn|ack_phase|list_head|list_seq\d?|batch_fill|sketch_next)\.mod\(REGISTER_INDEX=(\d+), f1=(\d+)\)`)
 	setSketchRE = regexp.MustCompile(`Ingress\.sketch\.add_with_set_sketch\(collector=(\d+), sketch_id=(\d+), kind=(\d+), column=0, ` +
 		`column_mask=(0x[0-9a-f]+), MATCH_PRIORITY=0, base=(\d+), last=(\d+)\)`)
-	sketchRegionRE = regexp.MustCompile(`sketch_region\.add_with_set_sketch_region\(collector=(\d+), sketch_id=(\d+), base_hi=(0x[0-9a-f]+), ` +
-		`base_lo=(0x[0-9a-f]+), rkey=(0x[0-9a-f]+), slot_mask=(0x[0-9a-f]+), icrc_sketch=(0x[0-9a-f]+)\)`)
+	sketchRegionRE = regexp.MustCompile(`sketch_region\.add_with_set_region\(collector=(\d+), sketch_id=(\d+), base_hi=(0x[0-9a-f]+), ` +
+		`base_lo=(0x[0-9a-f]+), rkey=(0x[0-9a-f]+), slot_mask=(0x[0-9a-f]+)\)`)
 	sketchReporterRE = regexp.MustCompile(`sketch_reporter\.add_with_set_sketch_reporter\(collector=(\d+), sketch_id=(\d+), ` +
 		`reporter_id=(\d+), slot=(\d+), bit_of=(0x[0-9a-f]+), rest=(0x[0-9a-f]+)\)`)
 	batchICRCRE  = regexp.MustCompile(`batch_icrc\.add_with_set_batch_icrc\(collector=(\d+), icrc_batch=(0x[0-9a-f]+)\)`)
@@ -162,7 +161,6 @@ func newPipeModel(t *testing.T, script string) *pipeModel {
 			t.Fatalf("script: sketch_region entry for a sketch without a sketch entry: %s", l[0])
 		}
 		k.region = pipeRegion{uint32(num(l[3])), uint32(num(l[4])), uint32(num(l[5])), uint32(num(l[6]))}
-		k.icrc = uint32(num(l[7]))
 		m.sketches[key] = k
 	}
 	for _, l := range sketchReporterRE.FindAllStringSubmatch(script, -1) {
@@ -271,7 +269,8 @@ func (m *pipeModel) report(t *testing.T, coll int, r *dtawire.Report) [][]byte {
 // has it, and, for that column, adds the reporter's bit to the column's
 // mask (the last reporter clears it) and merges the counters; the
 // column's last report takes the merged counters out (clearing the cells)
-// to the egress, which writes them at the column (16 bytes a column).
+// to the egress, which writes them at the column as an 8-byte entry (the
+// Key-Write shape: its lengths and ICRC prefix state).
 // A report of a reporter whose bit the mask held (a round ahead) is
 // dropped after its expected column moved on: the switch's order, which
 // the software translator's is not (see the package doc).
@@ -327,8 +326,8 @@ func (m *pipeModel) sketchColumn(t *testing.T, coll int, r *dtawire.Report) [][]
 	if !complete {
 		return nil
 	}
-	va := k.region.lo + (col&k.region.mask)<<4
-	return [][]byte{m.packetSeed(t, coll, 4, k.icrc, k.region.hi, va, k.region.rkey, payload, 0)}
+	va := k.region.lo + (r.Column&k.region.mask)<<3
+	return [][]byte{m.packet(t, coll, 0, k.region.hi, va, k.region.rkey, payload, 0)}
 }
 
 // batchEntry is an Append report for list idx in a build with batch B > 1:
@@ -399,16 +398,6 @@ func (m *pipeModel) packet(t *testing.T, coll, shape int, vaHi, vaLo, rkey uint3
 			t.Fatalf("collector %d has no batch_icrc entry", coll)
 		}
 	}
-	return m.packetSeed(t, coll, shape, seed, vaHi, vaLo, rkey, payload, add)
-}
-
-// packetSeed is packet with the ICRC prefix state seed; shape 4 is the
-// WRITE of a merged sketch column, whose state sketch_region installs.
-func (m *pipeModel) packetSeed(t *testing.T, coll, shape int, seed, vaHi, vaLo, rkey uint32, payload []byte, add uint64) []byte {
-	c, ok := m.conns[coll]
-	if !ok {
-		t.Fatalf("collector %d has no rdma_conn entry", coll)
-	}
 	psn := m.psn[coll]
 	m.psn[coll]++
 	m.ack[coll] = ackStep(m.ack[coll])
@@ -417,7 +406,7 @@ func (m *pipeModel) packetSeed(t *testing.T, coll, shape int, seed, vaHi, vaLo, 
 	ipLen, udpLen := m.ps.Consts["IP_LEN_WRITE8"], m.ps.Consts["UDP_LEN_WRITE8"]
 	var ext []byte
 	switch shape {
-	case 0, 2, 3, 4:
+	case 0, 2, 3:
 		switch shape {
 		case 2:
 			ipLen, udpLen = m.ps.Consts["IP_LEN_RECORD"], m.ps.Consts["UDP_LEN_RECORD"]
@@ -425,8 +414,6 @@ func (m *pipeModel) packetSeed(t *testing.T, coll, shape int, seed, vaHi, vaLo, 
 			// IP_LEN_BATCH and UDP_LEN_BATCH (TestICRCFieldLists holds
 			// the source to them).
 			ipLen, udpLen = uint64(60+8*m.batch), uint64(40+8*m.batch)
-		case 4:
-			ipLen, udpLen = m.ps.Consts["IP_LEN_SKETCH"], m.ps.Consts["UDP_LEN_SKETCH"]
 		}
 		ext = be32(be32(be32(be32(nil, vaHi), vaLo), rkey), uint32(len(payload)))
 	case 1:
@@ -492,9 +479,6 @@ func TestICRCFieldLists(t *testing.T) {
 			"md.icrc_batch, md.ack[6:6], 7w0, md.psn[23:0], va_hi, md.va_lo, rkey_of, BATCH_LEN, " +
 				"hdr.gathered.d0, md.seq, hdr.append.data, md.seq1",
 		},
-		// A merged sketch column, as sketchColumn lays it out.
-		"sketch": {"md.icrc_sketch, md.ack[6:6], 7w0, md.psn[23:0], va_hi, md.va_lo, rkey_of, SKETCH_LEN, " +
-			"hdr.sketch_col.c0, hdr.sketch_col.c1, hdr.sketch_col.c2, hdr.sketch_col.c3"},
 	}
 	re := regexp.MustCompile(`icrc_hash_(\w+)\.get\(\{([^}]*)\}\)`)
 	got := map[string][]string{}
@@ -532,9 +516,8 @@ func TestICRCFieldLists(t *testing.T) {
 		// The batch's hash, first in the builds that have it.
 		`#if DTA_APPEND_BATCH > 1\s*if \(hdr\.append\.isValid\(\)\) \{[^}]*?#if DTA_APPEND_BATCH > 2\s*bit<32> c = icrc_hash_batch\.get` +
 			`[^#]*#else\s*bit<32> c = icrc_hash_batch\.get[^#]*#endif[^}]*\}\s*else\s*#endif\s*` +
-			// The sketch's, next in the builds that have it.
-			`#ifdef DTA_SKETCH_MERGE\s*if \(hdr\.sketch_col\.isValid\(\)\) \{\s*bit<32> c = icrc_hash_sketch\.get\(\{[^}]*\}\);[^}]*\}\s*else\s*#endif\s*` +
-			`if \(hdr\.key_write\.isValid\(\) \|\| hdr\.append\.isValid\(\)\) \{\s*bit<32> c = icrc_hash_write8\.get`,
+			// A merged sketch column hashes as an 8-byte entry.
+			`if \(hdr\.key_write\.isValid\(\) \|\| hdr\.append\.isValid\(\) \|\| WRITE8_SKETCH\) \{\s*bit<32> c = icrc_hash_write8\.get`,
 		`\} else if \(hdr\.key_increment\.isValid\(\)\) \{\s*bit<32> c = icrc_hash_atomic\.get`,
 		`\} else \{\s*bit<32> c = icrc_hash_record\.get`,
 	} {
@@ -553,9 +536,8 @@ func TestICRCFieldLists(t *testing.T) {
 	if ps.Consts["RECORD_LEN"] != RecordLen || ps.Consts["POSTCARD_FULL"] != postcardFull {
 		t.Error("RECORD_LEN or POSTCARD_FULL differ from the model's")
 	}
-	if ps.Consts["SKETCH_LEN"] != SketchColumnLen || ps.Consts["IP_LEN_SKETCH"] != 60+SketchColumnLen ||
-		ps.Consts["UDP_LEN_SKETCH"] != 40+SketchColumnLen {
-		t.Error("SKETCH_LEN, IP_LEN_SKETCH or UDP_LEN_SKETCH differ from a WRITE of one column")
+	if SketchColumnLen != EntryLen {
+		t.Errorf("a merged sketch column is %d bytes: translator.p4 writes it as an 8-byte entry", SketchColumnLen)
 	}
 	// The prefix state a seed stands for: hashing the seed from register
 	// 0 gives the register after the prefix.
@@ -1000,16 +982,21 @@ func TestSketchMergeSource(t *testing.T) {
 		`md\.sk_want = next_column\.execute\(md\.sk_slot\);\s*if \(md\.sk_want != md\.sk_column\) \{\s*md\.sk_event = SK_ORDER;\s*\} else \{\s*` +
 			`md\.sk_old = mask_add\.execute\(md\.sk_cell\);\s*sketch_ahead\.apply\(\);\s*` +
 			`if \(md\.sk_ahead != 0\) \{\s*md\.sk_event = SK_AHEAD;\s*\} else if \(md\.sk_old == md\.sk_rest\) \{\s*md\.sk_event = SK_COMPLETE;\s*` +
-			`if \(md\.sk_kind == SKETCH_COUNT_MIN\) \{\s*hdr\.sketch_col\.c0 = c0_sum_last\.execute\(md\.sk_cell\);`,
-		`md\.sk_o3 = c3_take\.execute\(md\.sk_cell\);\s*sketch_max\(\);\s*\}\s*\} else \{\s*if \(md\.sk_kind == SKETCH_COUNT_MIN\) \{\s*` +
-			`c0_sum\.execute\(md\.sk_cell\);\s*c1_sum\.execute\(md\.sk_cell\);\s*c2_sum\.execute\(md\.sk_cell\);\s*c3_sum\.execute\(md\.sk_cell\);\s*` +
-			`\} else \{\s*c0_max\.execute\(md\.sk_cell\);\s*c1_max\.execute\(md\.sk_cell\);\s*c2_max\.execute\(md\.sk_cell\);\s*c3_max\.execute\(md\.sk_cell\);`,
+			`if \(md\.sk_kind == SKETCH_COUNT_MIN\) \{\s*hdr\.sketch_col\.c0 = c0_sum_last\.execute\(md\.sk_cell\);\s*` +
+			`hdr\.sketch_col\.c1 = c1_sum_last\.execute\(md\.sk_cell\);\s*\} else \{\s*md\.sk_o0 = c0_take\.execute\(md\.sk_cell\);\s*` +
+			`md\.sk_o1 = c1_take\.execute\(md\.sk_cell\);\s*sketch_max\(\);\s*\}\s*\} else \{\s*if \(md\.sk_kind == SKETCH_COUNT_MIN\) \{\s*` +
+			`c0_sum\.execute\(md\.sk_cell\);\s*c1_sum\.execute\(md\.sk_cell\);\s*` +
+			`\} else \{\s*c0_max\.execute\(md\.sk_cell\);\s*c1_max\.execute\(md\.sk_cell\);`,
 		`action sketch_and\(\) \{\s*md\.sk_ahead = md\.sk_old & md\.sk_bit;`,
 		`sketch_events\.count\(md\.sk_event\);\s*if \(md\.sk_event != SK_COMPLETE\) \{\s*discard\(\);`,
-		// The egress: the column is the slot, 16 bytes a column.
-		`md\.slot = hdr\.sketch\.column;`,
-		`\} else if \(hdr\.sketch_col\.isValid\(\)\) \{\s*(/\*[^*]*\*+([^/*][^*]*\*+)*/\s*)?md\.offset = md\.slot << 4;`,
-		`hdr\.reth\.dma_len = SKETCH_LEN;\s*hdr\.ipv4\.total_len = IP_LEN_SKETCH;\s*hdr\.udp\.length = UDP_LEN_SKETCH;`,
+		// The egress: the column is the slot, and the merged column an
+		// 8-byte entry, written and hashed as one.
+		`if \(hdr\.sketch_col\.isValid\(\)\) \{\s*md\.slot = hdr\.sketch\.column & md\.slot_mask;\s*\} else\s*#endif\s*` +
+			`if \(md\.emit == 1 \|\| hdr\.postcard\.isValid\(\)\) \{\s*md\.slot = md\.slot & md\.slot_mask;`,
+		`\} else if \(hdr\.sketch_col\.isValid\(\)\) \{\s*hdr\.entry\.setValid\(\);\s*hdr\.entry\.word0 = hdr\.sketch_col\.c0;\s*` +
+			`hdr\.entry\.word1 = hdr\.sketch_col\.c1;`,
+		`if \(hdr\.key_write\.isValid\(\) \|\| hdr\.append\.isValid\(\) \|\| WRITE8_SKETCH\) \{\s*write8\(\);`,
+		`#define WRITE8_SKETCH hdr\.sketch_col\.isValid\(\)\s*#else\s*#define WRITE8_SKETCH false`,
 		// Counters only when there are SKETCH_ROWS of them.
 		`transition select\(hdr\.sketch\.count\) \{\s*SKETCH_ROWS: parse_sketch_col;`,
 	}

@@ -43,7 +43,7 @@
 //     cache before that is counted, not written, and there is no flush
 //     timer.
 //   - Sketch-Merge is in the build with -DDTA_SKETCH_MERGE
-//     (Translator.SketchMerge), for sketches of SketchRows (4) rows,
+//     (Translator.SketchMerge), for sketches of SketchRows (2) rows,
 //     at most SketchReporters (16) reporters and a group of one column
 //     (dtamem.SketchRegion.Group 1): the ingress merges, in registers of
 //     its own pipe, and the column's last report carries the merged
@@ -133,10 +133,10 @@ const (
 	SketchSlots         = 64
 	SketchReporterSlots = 1024
 	SketchCells         = 4096
-	SketchRows          = 4
+	SketchRows          = 2
 	SketchReporters     = 16
-	// SketchColumnLen is a merged column's size, its WRITE's payload
-	// (SKETCH_LEN).
+	// SketchColumnLen is a merged column's size, its WRITE's payload: an
+	// 8-byte entry, which the egress writes as it writes a Key-Write's.
 	SketchColumnLen = 4 * SketchRows
 	// RecordLen is a postcard record's size (RECORD_LEN).
 	RecordLen = 8 + 4*PostcardHops

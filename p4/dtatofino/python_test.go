@@ -84,7 +84,7 @@ func TestScriptsRun(t *testing.T) {
 	sm := sketchMerge(t, 1)
 	s, _ = sm.Script()
 	out = runPython(t, "file", s)
-	for name, want := range map[string]int{".sketch.add_with_set_sketch ": 2, "sketch_region.add_with_set_sketch_region ": 2,
+	for name, want := range map[string]int{".sketch.add_with_set_sketch ": 2, "sketch_region.add_with_set_region ": 2,
 		"sketch_reporter.add_with_set_sketch_reporter ": 3 + 2, "sketch_next.mod ": 3 + 2} {
 		if n := strings.Count(out, name); n != want {
 			t.Errorf("%d %s calls, want %d", n, name, want)

@@ -31,7 +31,7 @@ var (
 	}
 	// Only in the build with Sketch-Merge (-DDTA_SKETCH_MERGE).
 	sketchClear = map[string][]string{
-		bfrt.Ingress: {"sketch", "sketch_reporter", "sketch_next", "sketch_mask", "sketch_c0", "sketch_c1", "sketch_c2", "sketch_c3",
+		bfrt.Ingress: {"sketch", "sketch_reporter", "sketch_next", "sketch_mask", "sketch_c0", "sketch_c1",
 			"sketch_events"},
 		bfrt.Egress: {"sketch_region"},
 	}
@@ -263,15 +263,15 @@ func (t Translator) Script() (string, error) {
 // (cleared above).
 func (s *script) sketches(t *Translator, pl *tplan) {
 	s.Comment("Sketch-Merge: (collector, sketch id, kind, column below the sketch's) -> first column cell and last column;")
-	s.Comment("the region and ICRC prefix; per reporter its slot in sketch_next (from column 0) and its bit in a column's mask.")
+	s.Comment("the region (a column is an 8-byte entry); per reporter its slot in sketch_next (from column 0) and its bit in a column's mask.")
 	for _, k := range pl.sketches {
 		c := &t.Collectors[k.coll]
 		r := k.reg
 		s.Line("%s.sketch.add_with_set_sketch(collector=%d, sketch_id=%d, kind=%d, column=0, column_mask=%#x, MATCH_PRIORITY=0, base=%d, last=%d)  # %s, %d x %d",
 			s.Ig, k.coll, k.id, r.Kind, ^(r.Columns - 1), k.cell, r.Columns-1, c.Name, r.Columns, r.Rows)
 		reg := region{r.Addr, r.RKey, uint64(r.Columns), SketchColumnLen}
-		s.Line("%s.sketch_region.add_with_set_sketch_region(collector=%d, sketch_id=%d, base_hi=%#x, base_lo=%#x, rkey=%#x, slot_mask=%#x, icrc_sketch=%#x)",
-			s.Eg, k.coll, k.id, reg.hi(), reg.lo(), reg.rkey, reg.mask(), t.icrcPrefix(c, sketchShape))
+		s.Line("%s.sketch_region.add_with_set_region(collector=%d, sketch_id=%d, base_hi=%#x, base_lo=%#x, rkey=%#x, slot_mask=%#x)",
+			s.Eg, k.coll, k.id, reg.hi(), reg.lo(), reg.rkey, reg.mask())
 		all := uint32(1<<r.Reporters - 1)
 		for rep := range r.Reporters {
 			bit := uint32(1) << rep

@@ -261,13 +261,19 @@ const bit<32> FWD_SIZE        = 1024;
 const bit<32> OPCODE_SLOTS    = 256;
 const bit<32> DROP_SLOTS      = 8;
 const bit<32> POSTCARD_EVENTS = 3;
+/* A merged sketch column is written as an 8-byte entry. */
+#ifdef DTA_SKETCH_MERGE
+#define WRITE8_SKETCH hdr.sketch_col.isValid()
+#else
+#define WRITE8_SKETCH false
+#endif
 #ifdef DTA_SKETCH_MERGE
 /* Sketch-Merge: sketches, (sketch, reporter) pairs and merged columns
  * over all sketches; a column has SKETCH_ROWS counters. */
 const bit<32> SKETCH_SLOTS          = 64;
 const bit<32> SKETCH_REPORTER_SLOTS = 1024;
 const bit<32> SKETCH_CELLS          = 4096;
-const bit<8>  SKETCH_ROWS           = 4;
+const bit<8>  SKETCH_ROWS           = 2;
 const bit<8>  SKETCH_COUNT_MIN      = 0;
 const bit<8>  SKETCH_HYPERLOGLOG    = 1;
 const bit<32> SKETCH_EVENTS         = 4;
@@ -306,12 +312,6 @@ const bit<16> UDP_LEN_RECORD  = 68;
 const bit<32> RECORD_LEN      = 28; /* 8 + 4 x POSTCARD_HOPS */
 const bit<16> IP_LEN_ACK      = 30;
 const bit<16> UDP_LEN_ACK     = 10;
-#ifdef DTA_SKETCH_MERGE
-/* A merged column's WRITE: SKETCH_ROWS counters of 4 bytes. */
-const bit<32> SKETCH_LEN      = 16;
-const bit<16> IP_LEN_SKETCH   = 76;
-const bit<16> UDP_LEN_SKETCH  = 56;
-#endif
 #if DTA_APPEND_BATCH > 1
 /* An Append batch's WRITE: B entries of 8 bytes. */
 const bit<32> BATCH_LEN       = 8 * DTA_APPEND_BATCH;
@@ -399,12 +399,10 @@ header dta_sketch_h {
 
 /* The column's SKETCH_ROWS counters: the report's, then (ingress, on
  * the column's last report) the merged ones, which the egress writes as
- * the WRITE's payload. */
+ * an 8-byte entry. */
 header sketch_col_h {
     bit<32> c0;
     bit<32> c1;
-    bit<32> c2;
-    bit<32> c3;
 }
 #endif
 
@@ -574,8 +572,6 @@ struct ig_metadata_t {
     bit<2>         sk_event;
     bit<32>        sk_o0;
     bit<32>        sk_o1;
-    bit<32>        sk_o2;
-    bit<32>        sk_o3;
 #endif
     ack_mirror_h   ack_mirror;
 }
@@ -642,9 +638,6 @@ struct eg_metadata_t {
     bit<32>     icrc_write8;
     bit<32>     icrc_atomic;
     bit<32>     icrc_record;
-#ifdef DTA_SKETCH_MERGE
-    bit<32>     icrc_sketch;
-#endif
 #if DTA_APPEND_BATCH > 1
     bit<32>     icrc_batch;
     bit<32>     seq1;
@@ -698,8 +691,6 @@ parser IngressParser(packet_in pkt,
         md.sk_event = SK_HELD;
         md.sk_o0 = 0;
         md.sk_o1 = 0;
-        md.sk_o2 = 0;
-        md.sk_o3 = 0;
 #endif
         transition parse_ethernet;
     }
@@ -1108,62 +1099,10 @@ control Ingress(inout headers_t hdr,
             value = 0;
         }
     };
-    Register<bit<32>, bit<16>>(SKETCH_CELLS, 0) sketch_c2;
-    RegisterAction<bit<32>, bit<16>, bit<32>>(sketch_c2) c2_sum = {
-        void apply(inout bit<32> value) {
-            value = value + hdr.sketch_col.c2;
-        }
-    };
-    RegisterAction<bit<32>, bit<16>, bit<32>>(sketch_c2) c2_sum_last = {
-        void apply(inout bit<32> value, out bit<32> rv) {
-            rv = value + hdr.sketch_col.c2;
-            value = 0;
-        }
-    };
-    RegisterAction<bit<32>, bit<16>, bit<32>>(sketch_c2) c2_max = {
-        void apply(inout bit<32> value) {
-            if (hdr.sketch_col.c2 > value) {
-                value = hdr.sketch_col.c2;
-            }
-        }
-    };
-    RegisterAction<bit<32>, bit<16>, bit<32>>(sketch_c2) c2_take = {
-        void apply(inout bit<32> value, out bit<32> rv) {
-            rv = value;
-            value = 0;
-        }
-    };
-    Register<bit<32>, bit<16>>(SKETCH_CELLS, 0) sketch_c3;
-    RegisterAction<bit<32>, bit<16>, bit<32>>(sketch_c3) c3_sum = {
-        void apply(inout bit<32> value) {
-            value = value + hdr.sketch_col.c3;
-        }
-    };
-    RegisterAction<bit<32>, bit<16>, bit<32>>(sketch_c3) c3_sum_last = {
-        void apply(inout bit<32> value, out bit<32> rv) {
-            rv = value + hdr.sketch_col.c3;
-            value = 0;
-        }
-    };
-    RegisterAction<bit<32>, bit<16>, bit<32>>(sketch_c3) c3_max = {
-        void apply(inout bit<32> value) {
-            if (hdr.sketch_col.c3 > value) {
-                value = hdr.sketch_col.c3;
-            }
-        }
-    };
-    RegisterAction<bit<32>, bit<16>, bit<32>>(sketch_c3) c3_take = {
-        void apply(inout bit<32> value, out bit<32> rv) {
-            rv = value;
-            value = 0;
-        }
-    };
 
     action sketch_max() {
         hdr.sketch_col.c0 = (md.sk_o0 > hdr.sketch_col.c0) ? md.sk_o0 : hdr.sketch_col.c0;
         hdr.sketch_col.c1 = (md.sk_o1 > hdr.sketch_col.c1) ? md.sk_o1 : hdr.sketch_col.c1;
-        hdr.sketch_col.c2 = (md.sk_o2 > hdr.sketch_col.c2) ? md.sk_o2 : hdr.sketch_col.c2;
-        hdr.sketch_col.c3 = (md.sk_o3 > hdr.sketch_col.c3) ? md.sk_o3 : hdr.sketch_col.c3;
     }
 
     /* The reporter's bit in the mask before the update (a round ahead),
@@ -1412,26 +1351,18 @@ control Ingress(inout headers_t hdr,
                             if (md.sk_kind == SKETCH_COUNT_MIN) {
                                 hdr.sketch_col.c0 = c0_sum_last.execute(md.sk_cell);
                                 hdr.sketch_col.c1 = c1_sum_last.execute(md.sk_cell);
-                                hdr.sketch_col.c2 = c2_sum_last.execute(md.sk_cell);
-                                hdr.sketch_col.c3 = c3_sum_last.execute(md.sk_cell);
                             } else {
                                 md.sk_o0 = c0_take.execute(md.sk_cell);
                                 md.sk_o1 = c1_take.execute(md.sk_cell);
-                                md.sk_o2 = c2_take.execute(md.sk_cell);
-                                md.sk_o3 = c3_take.execute(md.sk_cell);
                                 sketch_max();
                             }
                         } else {
                             if (md.sk_kind == SKETCH_COUNT_MIN) {
                                 c0_sum.execute(md.sk_cell);
                                 c1_sum.execute(md.sk_cell);
-                                c2_sum.execute(md.sk_cell);
-                                c3_sum.execute(md.sk_cell);
                             } else {
                                 c0_max.execute(md.sk_cell);
                                 c1_max.execute(md.sk_cell);
-                                c2_max.execute(md.sk_cell);
-                                c3_max.execute(md.sk_cell);
                             }
                         }
                     }
@@ -1551,9 +1482,6 @@ parser EgressParser(packet_in pkt,
         md.icrc_write8 = 0;
         md.icrc_atomic = 0;
         md.icrc_record = 0;
-#ifdef DTA_SKETCH_MERGE
-        md.icrc_sketch = 0;
-#endif
 #if DTA_APPEND_BATCH > 1
         md.icrc_batch = 0;
         md.seq1 = 0;
@@ -1725,9 +1653,6 @@ control Egress(inout eg_headers_t hdr,
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, poly_icrc) icrc_hash_record;
 #if DTA_APPEND_BATCH > 1
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, poly_icrc) icrc_hash_batch;
-#endif
-#ifdef DTA_SKETCH_MERGE
-    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, poly_icrc) icrc_hash_sketch;
 #endif
 
     /* ---- the connection to each collector ----------------------------- */
@@ -1948,23 +1873,16 @@ control Egress(inout eg_headers_t hdr,
 #ifdef DTA_SKETCH_MERGE
     /* ---- Sketch-Merge --------------------------------------------------- */
 
-    /* (collector, sketch id) -> the sketch's region (columns - 1 as the
-     * slot mask) and the ICRC prefix state of its WRITE to the collector
-     * (see set_conn): a merged column is a shape of its own. */
-    action set_sketch_region(bit<32> base_hi, bit<32> base_lo, bit<32> rkey, bit<32> slot_mask, bit<32> icrc_sketch) {
-        va_hi = base_hi;
-        md.base_lo = base_lo;
-        rkey_of = rkey;
-        md.slot_mask = slot_mask;
-        md.icrc_sketch = icrc_sketch;
-    }
-
+    /* (collector, sketch id) -> the sketch's region, columns - 1 as the
+     * slot mask. A merged column of SKETCH_ROWS (2) counters is an 8-byte
+     * entry: the egress writes it as it writes a Key-Write entry, with
+     * the same lengths and ICRC prefix state, and no stage of its own. */
     table sketch_region {
         key = {
             hdr.bridge.collector : exact @name("collector");
             hdr.sketch.sketch_id : exact @name("sketch_id");
         }
-        actions = { set_sketch_region; @defaultonly NoAction; }
+        actions = { set_region; @defaultonly NoAction; }
         const default_action = NoAction();
         size = SKETCH_SLOTS;
     }
@@ -2087,6 +2005,7 @@ control Egress(inout eg_headers_t hdr,
         hdr.postcard.setInvalid();
 #ifdef DTA_SKETCH_MERGE
         hdr.sketch.setInvalid();
+        hdr.sketch_col.setInvalid();
 #endif
     }
 
@@ -2109,9 +2028,6 @@ control Egress(inout eg_headers_t hdr,
             hdr.ack.nack = 0;
             hdr.ack.reserved = 0;
             drop_dta();
-#ifdef DTA_SKETCH_MERGE
-            hdr.sketch_col.setInvalid();
-#endif
             mac_addr_t to = hdr.ethernet.src_addr;
             hdr.ethernet.src_addr = hdr.ethernet.dst_addr;
             hdr.ethernet.dst_addr = to;
@@ -2177,10 +2093,10 @@ control Egress(inout eg_headers_t hdr,
 #ifdef DTA_SKETCH_MERGE
             } else if (hdr.sketch_col.isValid()) {
                 /* A merged column (only the column's last report gets
-                 * here): the column takes the place of a hashed slot. */
+                 * here); the column takes the place of a hashed slot
+                 * below. */
                 md.emit = 1;
                 sketch_region.apply();
-                md.slot = hdr.sketch.column;
 #endif
             } else if (hdr.postcard.isValid()) {
                 md.key = hdr.postcard.key;
@@ -2195,10 +2111,6 @@ control Egress(inout eg_headers_t hdr,
 
             if (hdr.append.isValid()) {
                 /* md.slot holds the list's head. */
-#ifdef DTA_SKETCH_MERGE
-            } else if (hdr.sketch_col.isValid()) {
-                /* md.slot holds the column. */
-#endif
             } else if (n == 0) {
                 md.slot = slot0.get({md.key, 8w0});
             } else if (n == 1) {
@@ -2238,23 +2150,31 @@ control Egress(inout eg_headers_t hdr,
                 hdr.entry.setValid();
                 hdr.entry.word0 = hdr.append.data;
                 hdr.entry.word1 = md.seq;
+#ifdef DTA_SKETCH_MERGE
+            } else if (hdr.sketch_col.isValid()) {
+                hdr.entry.setValid();
+                hdr.entry.word0 = hdr.sketch_col.c0;
+                hdr.entry.word1 = hdr.sketch_col.c1;
+#endif
             }
 
             /* The entry's address, one ALU operation per step (an action
              * does one operation per field, and every step needs the one
              * before): slot within the region, times the entry size (8,
              * or 28 = 32 - 4 for a postcard record), plus the base. */
+#ifdef DTA_SKETCH_MERGE
+            /* A sketch's column in place of the slot hashed above (no
+             * branch of its own in the hash's chain). */
+            if (hdr.sketch_col.isValid()) {
+                md.slot = hdr.sketch.column & md.slot_mask;
+            } else
+#endif
             if (md.emit == 1 || hdr.postcard.isValid()) {
                 md.slot = md.slot & md.slot_mask;
             }
             if (hdr.postcard.isValid()) {
                 md.off_hi = md.slot << 5;
                 md.off_lo = md.slot << 2;
-#ifdef DTA_SKETCH_MERGE
-            } else if (hdr.sketch_col.isValid()) {
-                /* A column of SKETCH_ROWS (4) counters: 16 bytes. */
-                md.offset = md.slot << 4;
-#endif
             } else {
                 md.offset = md.slot << 3;
             }
@@ -2313,20 +2233,7 @@ control Egress(inout eg_headers_t hdr,
                     hdr.udp.length = UDP_LEN_BATCH;
                 } else
 #endif
-#ifdef DTA_SKETCH_MERGE
-                if (hdr.sketch_col.isValid()) {
-                    /* The merged counters are the payload. */
-                    hdr.bth.opcode = RC_WRITE_ONLY;
-                    hdr.reth.setValid();
-                    hdr.reth.va_hi = va_hi;
-                    hdr.reth.va_lo = md.va_lo;
-                    hdr.reth.rkey = rkey_of;
-                    hdr.reth.dma_len = SKETCH_LEN;
-                    hdr.ipv4.total_len = IP_LEN_SKETCH;
-                    hdr.udp.length = UDP_LEN_SKETCH;
-                } else
-#endif
-                if (hdr.key_write.isValid() || hdr.append.isValid()) {
+                if (hdr.key_write.isValid() || hdr.append.isValid() || WRITE8_SKETCH) {
                     write8();
                 } else if (hdr.key_increment.isValid()) {
                     hdr.bth.opcode = RC_FETCH_ADD;
@@ -2384,19 +2291,7 @@ control Egress(inout eg_headers_t hdr,
                     hdr.icrc.b3 = c[31:24];
                 } else
 #endif
-#ifdef DTA_SKETCH_MERGE
-                if (hdr.sketch_col.isValid()) {
-                    bit<32> c = icrc_hash_sketch.get({md.icrc_sketch,
-                        md.ack[6:6], 7w0, md.psn[23:0],
-                        va_hi, md.va_lo, rkey_of, SKETCH_LEN,
-                        hdr.sketch_col.c0, hdr.sketch_col.c1, hdr.sketch_col.c2, hdr.sketch_col.c3});
-                    hdr.icrc.b0 = c[7:0];
-                    hdr.icrc.b1 = c[15:8];
-                    hdr.icrc.b2 = c[23:16];
-                    hdr.icrc.b3 = c[31:24];
-                } else
-#endif
-                if (hdr.key_write.isValid() || hdr.append.isValid()) {
+                if (hdr.key_write.isValid() || hdr.append.isValid() || WRITE8_SKETCH) {
                     bit<32> c = icrc_hash_write8.get({md.icrc_write8,
                         md.ack[6:6], 7w0, md.psn[23:0],
                         va_hi, md.va_lo, rkey_of, 32w8,
@@ -2456,6 +2351,7 @@ control EgressDeparser(packet_out pkt,
         pkt.emit(hdr.postcard);
 #ifdef DTA_SKETCH_MERGE
         pkt.emit(hdr.sketch);
+        pkt.emit(hdr.sketch_col);
 #endif
         pkt.emit(hdr.ack);
         pkt.emit(hdr.bth);
@@ -2465,11 +2361,6 @@ control EgressDeparser(packet_out pkt,
         pkt.emit(hdr.entry);
 #if DTA_APPEND_BATCH > 1
         pkt.emit(hdr.entries);
-#endif
-#ifdef DTA_SKETCH_MERGE
-        /* A merged column, the WRITE's payload (a forwarded report's
-         * counters, after its sketch header). */
-        pkt.emit(hdr.sketch_col);
 #endif
         pkt.emit(hdr.record);
         pkt.emit(hdr.icrc);

@@ -42,8 +42,6 @@ bfrt.translator.pipe.Ingress.sketch_next.clear()
 bfrt.translator.pipe.Ingress.sketch_mask.clear()
 bfrt.translator.pipe.Ingress.sketch_c0.clear()
 bfrt.translator.pipe.Ingress.sketch_c1.clear()
-bfrt.translator.pipe.Ingress.sketch_c2.clear()
-bfrt.translator.pipe.Ingress.sketch_c3.clear()
 bfrt.translator.pipe.Ingress.sketch_events.clear()
 bfrt.translator.pipe.Egress.rdma_conn.clear()
 bfrt.translator.pipe.Egress.key_write_region.clear()
@@ -134,17 +132,17 @@ bfrt.translator.pipe.Egress.list_head.mod(REGISTER_INDEX=2, f1=0)
 bfrt.translator.pipe.Egress.list_seq.mod(REGISTER_INDEX=2, f1=0)
 
 # Sketch-Merge: (collector, sketch id, kind, column below the sketch's) -> first column cell and last column;
-# the region and ICRC prefix; per reporter its slot in sketch_next (from column 0) and its bit in a column's mask.
-bfrt.translator.pipe.Ingress.sketch.add_with_set_sketch(collector=0, sketch_id=5, kind=0, column=0, column_mask=0xffffffc0, MATCH_PRIORITY=0, base=0, last=63)  # kv, 64 x 4
-bfrt.translator.pipe.Egress.sketch_region.add_with_set_sketch_region(collector=0, sketch_id=5, base_hi=0x7f00, base_lo=0x30000000, rkey=0x1237, slot_mask=0x3f, icrc_sketch=0x7fea82bd)
+# the region (a column is an 8-byte entry); per reporter its slot in sketch_next (from column 0) and its bit in a column's mask.
+bfrt.translator.pipe.Ingress.sketch.add_with_set_sketch(collector=0, sketch_id=5, kind=0, column=0, column_mask=0xffffffc0, MATCH_PRIORITY=0, base=0, last=63)  # kv, 64 x 2
+bfrt.translator.pipe.Egress.sketch_region.add_with_set_region(collector=0, sketch_id=5, base_hi=0x7f00, base_lo=0x30000000, rkey=0x1237, slot_mask=0x3f)
 bfrt.translator.pipe.Ingress.sketch_reporter.add_with_set_sketch_reporter(collector=0, sketch_id=5, reporter_id=0, slot=0, bit_of=0x1, rest=0x6)
 bfrt.translator.pipe.Ingress.sketch_next.mod(REGISTER_INDEX=0, f1=0)
 bfrt.translator.pipe.Ingress.sketch_reporter.add_with_set_sketch_reporter(collector=0, sketch_id=5, reporter_id=1, slot=1, bit_of=0x2, rest=0x5)
 bfrt.translator.pipe.Ingress.sketch_next.mod(REGISTER_INDEX=1, f1=0)
 bfrt.translator.pipe.Ingress.sketch_reporter.add_with_set_sketch_reporter(collector=0, sketch_id=5, reporter_id=2, slot=2, bit_of=0x4, rest=0x3)
 bfrt.translator.pipe.Ingress.sketch_next.mod(REGISTER_INDEX=2, f1=0)
-bfrt.translator.pipe.Ingress.sketch.add_with_set_sketch(collector=1, sketch_id=9, kind=1, column=0, column_mask=0xfffffff0, MATCH_PRIORITY=0, base=64, last=15)  # paths, 16 x 4
-bfrt.translator.pipe.Egress.sketch_region.add_with_set_sketch_region(collector=1, sketch_id=9, base_hi=0x3, base_lo=0x0, rkey=0x9b, slot_mask=0xf, icrc_sketch=0xf8b6b933)
+bfrt.translator.pipe.Ingress.sketch.add_with_set_sketch(collector=1, sketch_id=9, kind=1, column=0, column_mask=0xfffffff0, MATCH_PRIORITY=0, base=64, last=15)  # paths, 16 x 2
+bfrt.translator.pipe.Egress.sketch_region.add_with_set_region(collector=1, sketch_id=9, base_hi=0x3, base_lo=0x0, rkey=0x9b, slot_mask=0xf)
 bfrt.translator.pipe.Ingress.sketch_reporter.add_with_set_sketch_reporter(collector=1, sketch_id=9, reporter_id=0, slot=3, bit_of=0x1, rest=0x2)
 bfrt.translator.pipe.Ingress.sketch_next.mod(REGISTER_INDEX=3, f1=0)
 bfrt.translator.pipe.Ingress.sketch_reporter.add_with_set_sketch_reporter(collector=1, sketch_id=9, reporter_id=1, slot=4, bit_of=0x2, rest=0x1)
