@@ -17,12 +17,12 @@
  *                  {CRC32(key), hop bitmap, hop 0..HOPS-1 data} at the
  *                  key's slot 0 once every hop has reported
  *   Sketch-Merge   (opcode 5, our own format; built with -DDTA_SKETCH_MERGE)
- *                  a sketch's columns of SKETCH_ROWS (4) counters merged
+ *                  a sketch's columns of SKETCH_ROWS (2) counters merged
  *                  over its reporters in ingress registers (Count-Min
  *                  summed, HyperLogLog maxed); one WRITE Only of the
- *                  merged column at base + column * 16 once every
- *                  reporter has sent it this round. Without the flag
- *                  such reports are dropped and counted (unknown).
+ *                  merged column (8 bytes) at base + column * 8 once
+ *                  every reporter has sent it this round. Without the
+ *                  flag such reports are dropped and counted (unknown).
  *
  * Why it is built this way:
  *   - N copies of one report: the public translator replicates through the
@@ -107,12 +107,20 @@
  *   - Sketch-Merge (-DDTA_SKETCH_MERGE) merges in the ingress, which has
  *     the stages the egress lacks: per (sketch, reporter) the column it
  *     sends next, per column the reporters that sent it (a bitmap, at
- *     most 32 reporters) and one register per row of counters. The
- *     column's last report carries the merged counters, in place of its
- *     own, to the egress, which writes them like an entry (its own
- *     ICRC prefix state, from sketch_region). The software translator's
+ *     most 16 reporters, so that a gateway compares two) and one
+ *     register per row of counters. The column's last report carries
+ *     the merged counters, in place of its own, to the egress. A column
+ *     has 2 rows, 8 bytes: the egress writes it as a Key-Write entry
+ *     (same lengths, ICRC prefix state and hash), which costs it no
+ *     stage; columns of 4 rows, a WRITE shape of their own, took the
+ *     egress to 13-14 of Tofino 1's 12 stages. The software translator's
  *     merge with a group of one column writes the same packets (a Go
- *     test). Ingress registers are per pipe, so all the reporters of one
+ *     test). On Tofino 1 the merge fits beside everything but the
+ *     reporters' sequence numbers: their check decides whether a report
+ *     is merged, and the merge's chain after it (lookups, expected
+ *     column, mask, counters, the HyperLogLog maximum) needed 16-19
+ *     ingress stages; -DDTA_SKETCH_MERGE -DDTA_NO_SEQNUM fits in 12, and
+ *     -DDTA_SKETCH_MERGE, every feature, fits Tofino 2 in 16 of 20. Ingress registers are per pipe, so all the reporters of one
  *     sketch must come in on one pipe. Two differences: a duplicate and
  *     a gap are counted alike (SK_ORDER; the software translator drops a
  *     duplicate silently), and a reporter a round ahead (its bit still
@@ -161,6 +169,8 @@
  *   p4check: build -DDTA_NO_SEQNUM
  *   p4check: build -DDTA_APPEND_BATCH=1
  *   p4check: build -DDTA_APPEND_BATCH=2
+ *   p4check: build -DDTA_SKETCH_MERGE -DDTA_NO_SEQNUM
+ *   p4check: build -DDTA_SKETCH_MERGE tofino2 nofit=tofino1
  */
 #include <core.p4>
 #include <tna.p4>
@@ -954,7 +964,7 @@ control Ingress(inout headers_t hdr,
      * of one sketch must come in on one pipe. A reporter sends its
      * sketch's columns in order, round after round; a column is written
      * (one WRITE of its SKETCH_ROWS merged counters, at base + column x
-     * 16) once every reporter has sent it this round, and starts the next
+     * 8) once every reporter has sent it this round, and starts the next
      * round empty, as translator/dtatranslator merges with a group of one
      * column. */
 
