@@ -46,8 +46,11 @@
 //     (Translator.SketchMerge), for sketches of SketchRows (2) rows,
 //     at most SketchReporters (16) reporters and a group of one column
 //     (dtamem.SketchRegion.Group 1): the ingress merges, in registers of
-//     its own pipe, and the column's last report carries the merged
-//     counters to the egress, which writes the column. A reporter a
+//     its own pipe (every reporter of a sketch must come in on one
+//     pipe), and the column's last report carries the merged counters to
+//     the egress, which writes the column as an 8-byte entry. On Tofino 1
+//     the build fits without sequence numbers (-DDTA_SKETCH_MERGE
+//     -DDTA_NO_SEQNUM); with them it fits Tofino 2 only. A reporter a
 //     round ahead is refused as in software, but its expected column
 //     has moved on (the switch reads it before the column's reporters),
 //     so its next reports are refused until its round comes back;
