@@ -1015,3 +1015,70 @@ func TestSketchMergeSource(t *testing.T) {
 		}
 	}
 }
+
+// TestSketchAheadDiffers pins down the one merge difference the package
+// doc states: a reporter a round ahead (it sends column 0 again while
+// another reporter has not sent it yet) is refused by both translators,
+// but the switch has moved its expected column on (sketch_next is read
+// before sketch_mask), so the two then disagree on the reporter's next
+// columns, and a later column is written by the software translator and
+// held by the switch.
+func TestSketchAheadDiffers(t *testing.T) {
+	tr := sketchMerge(t, 1)
+	tr.Collectors[1].Sketches = nil
+	tr.Collectors[0].Sketches = map[uint16]dtamem.SketchRegion{
+		5: {Addr: 0x7f00_3000_0000, RKey: 0x1237, Kind: dtawire.SketchCountMin, Columns: 4, Rows: SketchRows, Reporters: 2, Group: 1},
+	}
+	script, err := tr.Script()
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := newPipeModel(t, script)
+	c := &tr.Collectors[0]
+	local := dtamem.Endpoint{MAC: tr.portByName(c.Port).MAC, GID: roce.GIDFromAddr(tr.IP), QPN: tr.QPN}
+	remote := dtamem.Endpoint{MAC: c.MAC, GID: roce.GIDFromAddr(c.IP), QPN: c.QPN}
+	conn := dtatranslator.NewConnWith(local, remote, c.PSN, dtatranslator.ConnHeaders{UDPSrcPort: c.UDPSrcPort, DSCP: tr.DSCP})
+	soft, err := dtatranslator.NewTranslator(conn, dtamem.Regions{Lists: c.Lists, KeyWrite: c.KeyWrite, KeyIncrement: c.KeyIncrement,
+		Sketches: c.Sketches})
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := func(rep uint16, column uint32) dtawire.Report {
+		return dtawire.Report{Opcode: dtawire.OpSketchMerge, SketchID: 5, ReporterID: rep, Column: column,
+			Kind: dtawire.SketchCountMin, Counters: be32(be32(nil, 10+column), 20+column)}
+	}
+	for i, s := range []struct {
+		r              dtawire.Report
+		softErr        error
+		softN, switchN int
+	}{
+		{r: col(0, 0)}, {r: col(0, 1)}, {r: col(0, 2)}, {r: col(0, 3)},
+		// Reporter 0 a round ahead: refused by both.
+		{r: col(0, 0), softErr: dtatranslator.ErrSketchAhead},
+		// Reporter 1 completes column 0: written by both.
+		{r: col(1, 0), softN: 1, switchN: 1},
+		// Reporter 0's column 1: out of order for the software translator
+		// (it wants column 0), a round ahead for the switch (it wanted 1).
+		{r: col(0, 1), softErr: dtatranslator.ErrColumnOrder},
+		// Reporter 0's column 0: merged by the software translator,
+		// refused by the switch (it wants column 2 now).
+		{r: col(0, 0)},
+		// Reporter 1 completes columns 1 to 3 of round 1: written by both.
+		{r: col(1, 1), softN: 1, switchN: 1}, {r: col(1, 2), softN: 1, switchN: 1}, {r: col(1, 3), softN: 1, switchN: 1},
+		// Reporter 1's column 0 of round 2: the software translator holds
+		// reporter 0's and writes the column; the switch holds none.
+		{r: col(1, 0), softN: 1, switchN: 0},
+	} {
+		var softN int
+		err := soft.Translate(&s.r, func([]byte) error { softN++; return nil })
+		if s.softErr == nil && err != nil || !errors.Is(err, s.softErr) {
+			t.Fatalf("step %d: the software translator: %v, want %v", i, err, s.softErr)
+		}
+		if switchN := len(model.report(t, 0, &s.r)); softN != s.softN || switchN != s.switchN {
+			t.Fatalf("step %d: software %d packets (want %d), switch %d (want %d)", i, softN, s.softN, switchN, s.switchN)
+		}
+	}
+	if got := model.skNext[0]; got != 2 {
+		t.Errorf("the switch expects reporter 0's column %d, want 2", got)
+	}
+}
