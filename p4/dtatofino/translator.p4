@@ -120,7 +120,8 @@
  *     is merged, and the merge's chain after it (lookups, expected
  *     column, mask, counters, the HyperLogLog maximum) needed 16-19
  *     ingress stages; -DDTA_SKETCH_MERGE -DDTA_NO_SEQNUM fits in 12, and
- *     -DDTA_SKETCH_MERGE, every feature, fits Tofino 2 in 16 of 20. Ingress registers are per pipe, so all the reporters of one
+ *     -DDTA_SKETCH_MERGE, every feature, fits Tofino 2 in 16 of 20.
+ *     Ingress registers are per pipe, so all the reporters of one
  *     sketch must come in on one pipe. Two differences: a duplicate and
  *     a gap are counted alike (SK_ORDER; the software translator drops a
  *     duplicate silently), and a reporter a round ahead (its bit still
