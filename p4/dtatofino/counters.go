@@ -20,6 +20,11 @@ const CounterPrefix = "dta-counter "
 var (
 	dropReasons    = []string{"no_target", "nack", "duplicate", "unknown_opcode"}
 	postcardEvents = []string{"held", "complete", "bad_hop"}
+	// sketch_events (builds with -DDTA_SKETCH_MERGE): a column merged and
+	// waiting, a column completed and written, a column that was not the
+	// reporter's expected one (a duplicate or a gap), a reporter a round
+	// ahead.
+	sketchEvents = []string{"held", "complete", "out_of_order", "ahead"}
 )
 
 const postcardEvicted = "evicted"
@@ -79,6 +84,13 @@ func (t Translator) CounterScript() (string, error) {
 	}
 	s.Line("counter('postcard_evictions', 0, '', %s.postcard_evictions)  # %s", s.Eg, postcardEvicted)
 	n++
+	if t.SketchMerge {
+		s.Comment("Sketch-Merge reports, by outcome.")
+		for i, e := range sketchEvents {
+			s.Line("counter('sketch_events', %d, '', %s.sketch_events)  # %s", i, s.Ig, e)
+			n++
+		}
+	}
 	s.Comment("Per collector: RDMA packets, PSN resynchronisations, the next PSN (per pipe).")
 	for i, c := range t.Collectors {
 		s.Line("counter('rdma_pkts', %d, '%s', %s.rdma_pkts)", i, c.Name, s.Eg)
@@ -112,7 +124,10 @@ type Counters struct {
 	Dropped map[string]uint64 `json:"dropped"`
 	// Postcards counts postcards by outcome (held, complete, evicted,
 	// bad_hop).
-	Postcards  map[string]uint64   `json:"postcards"`
+	Postcards map[string]uint64 `json:"postcards"`
+	// Sketches counts Sketch-Merge reports by outcome (held, complete,
+	// out_of_order, ahead) in the build with Sketch-Merge.
+	Sketches   map[string]uint64   `json:"sketches,omitempty"`
 	Collectors []CollectorCounters `json:"collectors"`
 }
 
@@ -159,6 +174,15 @@ func (t Translator) ParseCounters(r io.Reader) (Counters, error) {
 				return err
 			}
 			out.Postcards[k] = rec.Packets
+		case rec.Kind == "counter" && rec.Name == "sketch_events" && t.SketchMerge:
+			k, err := inRange(sketchEvents)
+			if err != nil {
+				return err
+			}
+			if out.Sketches == nil {
+				out.Sketches = map[string]uint64{}
+			}
+			out.Sketches[k] = rec.Packets
 		case rec.Kind == "counter" && rec.Name == "postcard_evictions":
 			if _, err := inRange([]string{postcardEvicted}); err != nil {
 				return err

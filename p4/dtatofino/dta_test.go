@@ -87,6 +87,34 @@ func appendBatch(t testing.TB, b int) Translator {
 	return tr
 }
 
+// sketchMerge is twoCollectors for the Tofino 1 build with Sketch-Merge
+// (-DDTA_SKETCH_MERGE -DDTA_NO_SEQNUM: no reporter tracking) and Append
+// batches of b: a Count-Min sketch of three reporters at the first
+// collector, a HyperLogLog sketch of two at the second.
+func sketchMerge(t testing.TB, b int) Translator {
+	tr := appendBatch(t, b)
+	tr.SketchMerge = true
+	tr.NoSeqnum, tr.Peers = true, nil
+	tr.Collectors[0].Sketches = map[uint16]dtamem.SketchRegion{
+		5: {Addr: 0x7f00_3000_0000, RKey: 0x1237, Kind: dtawire.SketchCountMin, Columns: 64, Rows: SketchRows, Reporters: 3, Group: 1},
+	}
+	tr.Collectors[1].Sketches = map[uint16]dtamem.SketchRegion{
+		9: {Addr: 0x3_0000_0000, RKey: 0x9b, Kind: dtawire.SketchHyperLogLog, Columns: 16, Rows: SketchRows, Reporters: 2, Group: 1},
+	}
+	return tr
+}
+
+// editSketch makes p the build with Sketch-Merge, with sketchMerge's
+// sketches, and edits collector 0's sketch 5.
+func editSketch(t testing.TB, p *Translator, edit func(*dtamem.SketchRegion)) {
+	sm := sketchMerge(t, 1)
+	p.SketchMerge = true
+	p.Collectors[0].Sketches, p.Collectors[1].Sketches = sm.Collectors[0].Sketches, sm.Collectors[1].Sketches
+	s := p.Collectors[0].Sketches[5]
+	edit(&s)
+	p.Collectors[0].Sketches[5] = s
+}
+
 // leaf is a reporter with one rule per primitive.
 func leaf(t testing.TB) Reporter {
 	coll := netip.MustParseAddr("10.9.0.1")
@@ -129,6 +157,8 @@ var examples = []example{
 	{"no_seqnum", translatorP4, func(t testing.TB) (string, error) { return noSeqnum(t).Script() }, []string{"-DDTA_NO_SEQNUM"}},
 	{"append_batch1", translatorP4, func(t testing.TB) (string, error) { return appendBatch(t, 1).Script() }, []string{"-DDTA_APPEND_BATCH=1"}},
 	{"append_batch2", translatorP4, func(t testing.TB) (string, error) { return appendBatch(t, 2).Script() }, []string{"-DDTA_APPEND_BATCH=2"}},
+	{"sketch_merge", translatorP4, func(t testing.TB) (string, error) { return sketchMerge(t, DefaultAppendBatch).Script() },
+		[]string{"-DDTA_SKETCH_MERGE", "-DDTA_NO_SEQNUM"}},
 	{"leaf_reporter", reporterP4, func(t testing.TB) (string, error) { return leaf(t).ReporterScript() }, nil},
 }
 
@@ -279,6 +309,10 @@ func TestSizesMatchP4(t *testing.T) {
 		"RC_ACK": uint64(roce.RCAck), "RC_ATOMIC_ACK": uint64(roce.RCAtomicAck),
 		"AETH_NAK_PSN_SEQ": uint64(roce.AckTypeNAK)<<5 | uint64(roce.NAKPSNSequenceError),
 		"DROP_SLOTS":       8, "POSTCARD_EVENTS": uint64(len(postcardEvents)),
+		"SKETCH_SLOTS": SketchSlots, "SKETCH_REPORTER_SLOTS": SketchReporterSlots, "SKETCH_CELLS": SketchCells,
+		"SKETCH_ROWS": SketchRows, "OP_SKETCH_MERGE": uint64(dtawire.OpSketchMerge),
+		"SKETCH_COUNT_MIN": dtawire.SketchCountMin, "SKETCH_HYPERLOGLOG": dtawire.SketchHyperLogLog,
+		"SKETCH_EVENTS": uint64(len(sketchEvents)),
 	})
 	check(rp, reporterP4, map[string]uint64{
 		"FWD_SIZE": FwdSize, "RULE_SIZE": RuleSize, "ADDR_SIZE": AddrSize,
@@ -301,14 +335,17 @@ func TestSizesMatchP4(t *testing.T) {
 		"Ingress.redundancy_group": GroupSlots, "Ingress.append_list": ListSlots, "Ingress.reporter": ReporterSlots,
 		"Ingress.ipv4_fwd": FwdSize, "Egress.rdma_conn": CollectorSlots, "Egress.key_write_region": CollectorSlots,
 		"Egress.key_increment_region": CollectorSlots, "Egress.postcard_region": CollectorSlots,
-		"Egress.list_region": ListSlots, "Egress.hop_bits": PostcardHops} {
+		"Egress.list_region": ListSlots, "Egress.hop_bits": PostcardHops, "Ingress.sketch": SketchSlots,
+		"Ingress.sketch_reporter": SketchReporterSlots, "Egress.sketch_region": SketchSlots} {
 		if got := tr.Tables[tab]; got == nil || got.Size != want {
 			t.Errorf("%s table %s: size %v, want %d", translatorP4, tab, got, want)
 		}
 	}
 	for reg, want := range map[string]uint64{"Egress.psn": CollectorSlots, "Egress.list_head": ListSlots,
 		"Egress.list_seq": ListSlots, "Ingress.expected_seq": ReporterSlots, "Egress.pc_key": PostcardCache,
-		"Egress.pc_mask": PostcardCache, "Egress.pc_hop0": PostcardCache, "Egress.pc_hop4": PostcardCache} {
+		"Egress.pc_mask": PostcardCache, "Egress.pc_hop0": PostcardCache, "Egress.pc_hop4": PostcardCache,
+		"Ingress.sketch_next": SketchReporterSlots, "Ingress.sketch_mask": SketchCells, "Ingress.sketch_c0": SketchCells,
+		"Ingress.sketch_c1": SketchCells} {
 		if got := tr.Registers[reg]; got != want {
 			t.Errorf("%s register %s: size %d, want %d", translatorP4, reg, got, want)
 		}
@@ -494,6 +531,20 @@ func TestValidate(t *testing.T) {
 		{"collectors[0].key_increment.slots", func(p *Translator) { p.Collectors[0].KeyIncrement.Slots = 3 }},
 		{"collectors[1].postcards.slots", func(p *Translator) { p.Collectors[1].Postcards.Addr = 0x7f00_ffff_0000 }},
 		{"peers[0].ip", func(p *Translator) { p.Peers[0].IP = netip.MustParseAddr("2001:db8::9") }},
+		{"collectors[0].sketches:", func(p *Translator) { p.Collectors[0].Sketches = sketchMerge(t, 1).Collectors[0].Sketches }},
+		{"collectors[0].sketches[5].rows", func(p *Translator) { editSketch(t, p, func(s *dtamem.SketchRegion) { s.Rows = 4 }) }},
+		{"collectors[0].sketches[5].reporters", func(p *Translator) { editSketch(t, p, func(s *dtamem.SketchRegion) { s.Reporters = 17 }) }},
+		{"collectors[0].sketches[5].group", func(p *Translator) { editSketch(t, p, func(s *dtamem.SketchRegion) { s.Group = 0 }) }},
+		{"collectors[0].sketches[5]:", func(p *Translator) { editSketch(t, p, func(s *dtamem.SketchRegion) { s.Columns = 48 }) }},
+		{"collectors[0].sketches[5].columns", func(p *Translator) { editSketch(t, p, func(s *dtamem.SketchRegion) { s.Columns = 8192 }) }},
+		{"collectors[0].sketches[5].columns", func(p *Translator) {
+			editSketch(t, p, func(s *dtamem.SketchRegion) { s.Addr = 0x7f00_ffff_ff00 })
+		}},
+		{"collectors:", func(p *Translator) {
+			editSketch(t, p, func(s *dtamem.SketchRegion) { s.Columns = 4096 })
+			p.Collectors[1].Sketches[9] = dtamem.SketchRegion{Addr: 0x3_0000_0000, RKey: 1, Kind: dtawire.SketchCountMin, Columns: 64,
+				Rows: SketchRows, Reporters: 1, Group: 1}
+		}},
 	}
 	var errs strings.Builder
 	for _, c := range tcases {

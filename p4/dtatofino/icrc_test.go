@@ -65,7 +65,28 @@ type pipeModel struct {
 	pcKey    [PostcardCache]uint32
 	pcMask   [PostcardCache]uint32
 	pcHops   [PostcardCache][PostcardHops]uint32
+	// Sketch-Merge, in the build with -DDTA_SKETCH_MERGE: the ingress's
+	// sketch and sketch_reporter entries and its sketch_next, sketch_mask
+	// and sketch_c<i> registers; the egress's sketch_region.
+	sketch     bool
+	sketches   map[[2]uint32]pipeSketch         // (collector, sketch id)
+	sketchReps map[[3]uint32]pipeSketchReporter // (collector, sketch id, reporter id)
+	skNext     map[int]uint32
+	skMask     [SketchCells]uint32
+	skCount    [SketchCells][SketchRows]uint32
 }
+
+// pipeSketch is a sketch's set_sketch entry (the column's ternary mask,
+// its first cell, its last column) and its sketch_region.
+type pipeSketch struct {
+	kind       uint8
+	columnMask uint32
+	base, last uint32
+	region     pipeRegion
+}
+
+// pipeSketchReporter is a set_sketch_reporter entry.
+type pipeSketchReporter struct{ slot, bit, rest uint32 }
 
 var (
 	setConnRE = regexp.MustCompile(`rdma_conn\.add_with_set_conn\(collector=(\d+), dmac=mac\('([^']+)'\), smac=mac\('([^']+)'\), ` +
@@ -73,8 +94,14 @@ var (
 		`icrc_write8=(0x[0-9a-f]+), icrc_atomic=(0x[0-9a-f]+), icrc_record=(0x[0-9a-f]+)\)`)
 	setRegionRE = regexp.MustCompile(`Egress\.(\w+_region)\.add_with_set_region\((?:collector|list)=(\d+), base_hi=(0x[0-9a-f]+), ` +
 		`base_lo=(0x[0-9a-f]+), rkey=(0x[0-9a-f]+), slot_mask=(0x[0-9a-f]+)\)`)
-	setListRE    = regexp.MustCompile(`append_list\.add_with_set_list\(collector=(\d+), list_id=(\d+), idx=(\d+)\)`)
-	registerRE   = regexp.MustCompile(`(?:Ingress|Egress)\.(psn|ack_phase|list_head|list_seq\d?|batch_fill)\.mod\(REGISTER_INDEX=(\d+), f1=(\d+)\)`)
+	setListRE   = regexp.MustCompile(`append_list\.add_with_set_list\(collector=(\d+), list_id=(\d+), idx=(\d+)\)`)
+	registerRE  = regexp.MustCompile(`(?:Ingress|Egress)\.(psn|ack_phase|list_head|list_seq\d?|batch_fill|sketch_next)\.mod\(REGISTER_INDEX=(\d+), f1=(\d+)\)`)
+	setSketchRE = regexp.MustCompile(`Ingress\.sketch\.add_with_set_sketch\(collector=(\d+), sketch_id=(\d+), kind=(\d+), column=0, ` +
+		`column_mask=(0x[0-9a-f]+), MATCH_PRIORITY=0, base=(\d+), last=(\d+)\)`)
+	sketchRegionRE = regexp.MustCompile(`sketch_region\.add_with_set_region\(collector=(\d+), sketch_id=(\d+), base_hi=(0x[0-9a-f]+), ` +
+		`base_lo=(0x[0-9a-f]+), rkey=(0x[0-9a-f]+), slot_mask=(0x[0-9a-f]+)\)`)
+	sketchReporterRE = regexp.MustCompile(`sketch_reporter\.add_with_set_sketch_reporter\(collector=(\d+), sketch_id=(\d+), ` +
+		`reporter_id=(\d+), slot=(\d+), bit_of=(0x[0-9a-f]+), rest=(0x[0-9a-f]+)\)`)
 	batchICRCRE  = regexp.MustCompile(`batch_icrc\.add_with_set_batch_icrc\(collector=(\d+), icrc_batch=(0x[0-9a-f]+)\)`)
 	batchBuildRE = regexp.MustCompile(`-DDTA_APPEND_BATCH=(\d+)`)
 )
@@ -85,7 +112,8 @@ func newPipeModel(t *testing.T, script string) *pipeModel {
 	t.Helper()
 	m := &pipeModel{ps: p4test.Parse(t, translatorP4), conns: map[int]pipeConn{}, batchICRC: map[int]uint32{},
 		regions: map[string]map[int]pipeRegion{}, lists: map[[2]uint32]int{}, psn: map[int]uint32{}, ack: map[int]uint32{},
-		head: map[int]uint32{}, seq: map[int]uint32{}, fill: map[int]uint32{}, gathered: map[int]*[3]uint32{}}
+		head: map[int]uint32{}, seq: map[int]uint32{}, fill: map[int]uint32{}, gathered: map[int]*[3]uint32{},
+		sketches: map[[2]uint32]pipeSketch{}, sketchReps: map[[3]uint32]pipeSketchReporter{}, skNext: map[int]uint32{}}
 	m.seqs[0] = m.seq
 	for i := 1; i < len(m.seqs); i++ {
 		m.seqs[i] = map[int]uint32{}
@@ -121,8 +149,26 @@ func newPipeModel(t *testing.T, script string) *pipeModel {
 	for _, l := range batchICRCRE.FindAllStringSubmatch(script, -1) {
 		m.batchICRC[int(num(l[1]))] = uint32(num(l[2]))
 	}
+	m.sketch = strings.Contains(script, "-DDTA_SKETCH_MERGE")
+	for _, l := range setSketchRE.FindAllStringSubmatch(script, -1) {
+		m.sketches[[2]uint32{uint32(num(l[1])), uint32(num(l[2]))}] = pipeSketch{kind: uint8(num(l[3])),
+			columnMask: uint32(num(l[4])), base: uint32(num(l[5])), last: uint32(num(l[6]))}
+	}
+	for _, l := range sketchRegionRE.FindAllStringSubmatch(script, -1) {
+		key := [2]uint32{uint32(num(l[1])), uint32(num(l[2]))}
+		k, ok := m.sketches[key]
+		if !ok {
+			t.Fatalf("script: sketch_region entry for a sketch without a sketch entry: %s", l[0])
+		}
+		k.region = pipeRegion{uint32(num(l[3])), uint32(num(l[4])), uint32(num(l[5])), uint32(num(l[6]))}
+		m.sketches[key] = k
+	}
+	for _, l := range sketchReporterRE.FindAllStringSubmatch(script, -1) {
+		m.sketchReps[[3]uint32{uint32(num(l[1])), uint32(num(l[2])), uint32(num(l[3]))}] = pipeSketchReporter{
+			slot: uint32(num(l[4])), bit: uint32(num(l[5])), rest: uint32(num(l[6]))}
+	}
 	regs := map[string]map[int]uint32{"psn": m.psn, "ack_phase": m.ack, "list_head": m.head, "list_seq": m.seq,
-		"list_seq1": m.seqs[1], "list_seq2": m.seqs[2], "list_seq3": m.seqs[3], "batch_fill": m.fill}
+		"list_seq1": m.seqs[1], "list_seq2": m.seqs[2], "list_seq3": m.seqs[3], "batch_fill": m.fill, "sketch_next": m.skNext}
 	for _, l := range registerRE.FindAllStringSubmatch(script, -1) {
 		i, v := int(num(l[2])), uint32(num(l[3]))
 		regs[l[1]][i] = v
@@ -210,8 +256,78 @@ func (m *pipeModel) report(t *testing.T, coll int, r *dtawire.Report) [][]byte {
 			rec = be32(rec, m.pcHops[c][h])
 		}
 		out = append(out, m.packet(t, coll, 2, rg.hi, va, rg.rkey, rec, 0))
+	case dtawire.OpSketchMerge:
+		return m.sketchColumn(t, coll, r)
 	}
 	return out
+}
+
+// sketchColumn is a Sketch-Merge report in the build with
+// -DDTA_SKETCH_MERGE (dropped, unknown, without it). The ingress looks the
+// sketch up (its kind, a column below its columns: the ternary mask) and
+// the reporter, moves the reporter's expected column on when the report
+// has it, and, for that column, adds the reporter's bit to the column's
+// mask (the last reporter clears it) and merges the counters; the
+// column's last report takes the merged counters out (clearing the cells)
+// to the egress, which writes them at the column as an 8-byte entry (the
+// Key-Write shape: its lengths and ICRC prefix state).
+// A report of a reporter whose bit the mask held (a round ahead) is
+// dropped after its expected column moved on: the switch's order, which
+// the software translator's is not (see the package doc).
+func (m *pipeModel) sketchColumn(t *testing.T, coll int, r *dtawire.Report) [][]byte {
+	if !m.sketch {
+		return nil
+	}
+	k, ok := m.sketches[[2]uint32{uint32(coll), uint32(r.SketchID)}]
+	if !ok || r.Kind != k.kind || r.Column&k.columnMask != 0 || r.NumCounters() != SketchRows {
+		return nil
+	}
+	rep, ok := m.sketchReps[[3]uint32{uint32(coll), uint32(r.SketchID), uint32(r.ReporterID)}]
+	if !ok {
+		return nil
+	}
+	col := r.Column & 0xffff
+	want := m.skNext[int(rep.slot)]
+	if want != col {
+		return nil
+	}
+	if want == k.last {
+		m.skNext[int(rep.slot)] = 0
+	} else {
+		m.skNext[int(rep.slot)] = want + 1
+	}
+	cell := (k.base + col) & 0xffff
+	old := m.skMask[cell]
+	if old == rep.rest {
+		m.skMask[cell] = 0
+	} else {
+		m.skMask[cell] = old | rep.bit
+	}
+	if old&rep.bit != 0 {
+		return nil
+	}
+	complete := old == rep.rest
+	cnt := &m.skCount[cell]
+	var payload []byte
+	for i := range SketchRows {
+		v := r.CounterAt(i)
+		if k.kind == dtawire.SketchCountMin {
+			v += cnt[i]
+		} else {
+			v = max(v, cnt[i])
+		}
+		if complete {
+			cnt[i] = 0
+			payload = be32(payload, v)
+		} else {
+			cnt[i] = v
+		}
+	}
+	if !complete {
+		return nil
+	}
+	va := k.region.lo + (r.Column&k.region.mask)<<3
+	return [][]byte{m.packet(t, coll, 0, k.region.hi, va, k.region.rkey, payload, 0)}
 }
 
 // batchEntry is an Append report for list idx in a build with batch B > 1:
@@ -266,11 +382,21 @@ const postcardFull = 1<<PostcardHops - 1
 // packet builds what the egress emits for shape 0 (WRITE of an 8-byte
 // entry), 1 (FETCH_ADD of add), 2 (WRITE of a record) or 3 (WRITE of an
 // Append batch), taking the PSN and the ACK phase from the collector's
-// registers.
+// registers, and the ICRC prefix state from rdma_conn (batch_icrc for
+// a batch).
 func (m *pipeModel) packet(t *testing.T, coll, shape int, vaHi, vaLo, rkey uint32, payload []byte, add uint64) []byte {
 	c, ok := m.conns[coll]
 	if !ok {
 		t.Fatalf("collector %d has no rdma_conn entry", coll)
+	}
+	seed := uint32(0)
+	if shape < len(c.icrc) {
+		seed = c.icrc[shape]
+	}
+	if shape == 3 {
+		if seed, ok = m.batchICRC[coll]; !ok {
+			t.Fatalf("collector %d has no batch_icrc entry", coll)
+		}
 	}
 	psn := m.psn[coll]
 	m.psn[coll]++
@@ -279,10 +405,6 @@ func (m *pipeModel) packet(t *testing.T, coll, shape int, vaHi, vaLo, rkey uint3
 	opcode := byte(roce.RCWriteOnly)
 	ipLen, udpLen := m.ps.Consts["IP_LEN_WRITE8"], m.ps.Consts["UDP_LEN_WRITE8"]
 	var ext []byte
-	seed := uint32(0)
-	if shape < len(c.icrc) {
-		seed = c.icrc[shape]
-	}
 	switch shape {
 	case 0, 2, 3:
 		switch shape {
@@ -292,10 +414,6 @@ func (m *pipeModel) packet(t *testing.T, coll, shape int, vaHi, vaLo, rkey uint3
 			// IP_LEN_BATCH and UDP_LEN_BATCH (TestICRCFieldLists holds
 			// the source to them).
 			ipLen, udpLen = uint64(60+8*m.batch), uint64(40+8*m.batch)
-			var ok bool
-			if seed, ok = m.batchICRC[coll]; !ok {
-				t.Fatalf("collector %d has no batch_icrc entry", coll)
-			}
 		}
 		ext = be32(be32(be32(be32(nil, vaHi), vaLo), rkey), uint32(len(payload)))
 	case 1:
@@ -398,7 +516,8 @@ func TestICRCFieldLists(t *testing.T) {
 		// The batch's hash, first in the builds that have it.
 		`#if DTA_APPEND_BATCH > 1\s*if \(hdr\.append\.isValid\(\)\) \{[^}]*?#if DTA_APPEND_BATCH > 2\s*bit<32> c = icrc_hash_batch\.get` +
 			`[^#]*#else\s*bit<32> c = icrc_hash_batch\.get[^#]*#endif[^}]*\}\s*else\s*#endif\s*` +
-			`if \(hdr\.key_write\.isValid\(\) \|\| hdr\.append\.isValid\(\)\) \{\s*bit<32> c = icrc_hash_write8\.get`,
+			// A merged sketch column hashes as an 8-byte entry.
+			`if \(hdr\.key_write\.isValid\(\) \|\| hdr\.append\.isValid\(\) \|\| WRITE8_SKETCH\) \{\s*bit<32> c = icrc_hash_write8\.get`,
 		`\} else if \(hdr\.key_increment\.isValid\(\)\) \{\s*bit<32> c = icrc_hash_atomic\.get`,
 		`\} else \{\s*bit<32> c = icrc_hash_record\.get`,
 	} {
@@ -416,6 +535,9 @@ func TestICRCFieldLists(t *testing.T) {
 	}
 	if ps.Consts["RECORD_LEN"] != RecordLen || ps.Consts["POSTCARD_FULL"] != postcardFull {
 		t.Error("RECORD_LEN or POSTCARD_FULL differ from the model's")
+	}
+	if SketchColumnLen != EntryLen {
+		t.Errorf("a merged sketch column is %d bytes: translator.p4 writes it as an 8-byte entry", SketchColumnLen)
 	}
 	// The prefix state a seed stands for: hashing the seed from register
 	// 0 gives the register after the prefix.
@@ -441,16 +563,76 @@ func TestICRCFieldLists(t *testing.T) {
 // software translator every 64th packet of a connection, which agree
 // from such a start. It runs each build: Append batches of 1 (the
 // default), 2 and 4 entries, the software translator gathering as many
-// (it is never told to flush, as the switch has no timer to).
+// (it is never told to flush, as the switch has no timer to); and the
+// builds with Sketch-Merge (batches of 1 and 4), whose mix adds sketch
+// columns from several reporters, interleaved, with duplicates, columns
+// out of order and reports of the wrong kind, which neither translator
+// writes (no reporter gets a round ahead: the switch and the software
+// translator differ there, see the package doc).
 func TestICRCMatchesSoftware(t *testing.T) {
 	for _, b := range []int{1, 2, 4} {
-		t.Run(fmt.Sprintf("batch%d", b), func(t *testing.T) { matchSoftware(t, b) })
+		t.Run(fmt.Sprintf("batch%d", b), func(t *testing.T) { matchSoftware(t, b, false) })
+	}
+	for _, b := range []int{1, 4} {
+		t.Run(fmt.Sprintf("sketch-batch%d", b), func(t *testing.T) { matchSoftware(t, b, true) })
 	}
 }
 
-func matchSoftware(t *testing.T, batch int) {
-	tr := twoCollectors(t)
-	tr.AppendBatch = batch
+// sketchFeed sends a sketch's columns as its reporters would: each in
+// order, round after round, interleaved, none a round ahead of the
+// slowest.
+type sketchFeed struct {
+	coll int
+	id   uint16
+	reg  dtamem.SketchRegion
+	pos  []uint64 // per reporter: columns sent
+}
+
+// next is a report of the sketch and whether the software translator
+// refuses it (a column out of order, the wrong kind); a duplicate of the
+// last column is dropped without an error by both.
+func (f *sketchFeed) next(rng *rand.Rand) (r dtawire.Report, refused bool) {
+	cols := uint64(f.reg.Columns)
+	low := slices.Min(f.pos)
+	var ok []int
+	for i, p := range f.pos {
+		if p < low+cols {
+			ok = append(ok, i)
+		}
+	}
+	rep := ok[rng.IntN(len(ok))]
+	p := f.pos[rep]
+	col := p % cols
+	kind := f.reg.Kind
+	switch w := rng.IntN(100); {
+	case w < 7 && p > 0:
+		col = (p - 1) % cols // a duplicate
+	case w >= 7 && w < 12:
+		col = (p + 1) % cols // a gap
+		refused = true
+	case w >= 12 && w < 15:
+		kind ^= 1
+		refused = true
+	default:
+		f.pos[rep]++
+	}
+	counters := make([]byte, 0, 4*f.reg.Rows)
+	for range f.reg.Rows {
+		v := rng.Uint32N(1000)
+		if f.reg.Kind == dtawire.SketchHyperLogLog {
+			v = rng.Uint32N(34)
+		}
+		counters = be32(counters, v)
+	}
+	return dtawire.Report{Opcode: dtawire.OpSketchMerge, SketchID: f.id, ReporterID: uint16(rep), Column: uint32(col), Kind: kind,
+		Counters: counters}, refused
+}
+
+func matchSoftware(t *testing.T, batch int, sketch bool) {
+	tr := appendBatch(t, batch)
+	if sketch {
+		tr = sketchMerge(t, batch)
+	}
 	tr.Collectors[0].PSN = 1
 	tr.Collectors[1].PSN = 1<<24 - 63
 	script, err := tr.Script()
@@ -468,7 +650,7 @@ func matchSoftware(t *testing.T, batch int) {
 		conns[i] = dtatranslator.NewConnWith(local, remote, c.PSN,
 			dtatranslator.ConnHeaders{UDPSrcPort: c.UDPSrcPort, DSCP: tr.DSCP})
 		conns[i].MaxAtomic = 256
-		rg := dtamem.Regions{KeyWrite: c.KeyWrite, KeyIncrement: c.KeyIncrement, Lists: c.Lists, Batch: batch}
+		rg := dtamem.Regions{KeyWrite: c.KeyWrite, KeyIncrement: c.KeyIncrement, Lists: c.Lists, Batch: batch, Sketches: c.Sketches}
 		if c.Postcards != nil {
 			pc := *c.Postcards
 			pc.Cache = PostcardCache
@@ -480,20 +662,32 @@ func matchSoftware(t *testing.T, batch int) {
 	}
 
 	rng := rand.New(rand.NewPCG(1, 1))
-	var reports []struct {
-		coll int
-		r    dtawire.Report
+	type mixed struct {
+		coll    int
+		r       dtawire.Report
+		refused bool
 	}
-	add := func(coll int, r dtawire.Report) {
-		reports = append(reports, struct {
-			coll int
-			r    dtawire.Report
-		}{coll, r})
-	}
+	var reports []mixed
+	add := func(coll int, r dtawire.Report) { reports = append(reports, mixed{coll: coll, r: r}) }
 	data := func() []byte { return be32(nil, rng.Uint32()) }
+	var feeds []*sketchFeed
+	for i, c := range tr.Collectors {
+		for id, s := range c.Sketches {
+			feeds = append(feeds, &sketchFeed{coll: i, id: id, reg: s, pos: make([]uint64, s.Reporters)})
+		}
+	}
+	slices.SortFunc(feeds, func(a, b *sketchFeed) int { return int(a.id) - int(b.id) })
+	weights := 8
+	if sketch {
+		weights = 10
+	}
 	for range 1500 {
 		key := rng.Uint32N(1 << 20)
-		switch w := rng.IntN(8); {
+		switch w := rng.IntN(weights); {
+		case w >= 8:
+			f := feeds[rng.IntN(len(feeds))]
+			r, refused := f.next(rng)
+			reports = append(reports, mixed{coll: f.coll, r: r, refused: refused})
 		case w < 3:
 			add(0, dtawire.Report{Opcode: dtawire.OpKeyWrite, Redundancy: 2, Key: key, Data: data()})
 		case w < 5:
@@ -515,7 +709,7 @@ func matchSoftware(t *testing.T, batch int) {
 	if model.batch != batch {
 		t.Fatalf("the script loads the build with batch %d, want %d", model.batch, batch)
 	}
-	var packets, acks, records, batches, wrapped int
+	var packets, acks, records, batches, wrapped, columns, refused int
 	for i, rep := range reports {
 		var got [][]byte
 		err := soft[rep.coll].Translate(&rep.r, func(f []byte) error {
@@ -530,7 +724,12 @@ func matchSoftware(t *testing.T, batch int) {
 				return nil
 			})
 		}
-		if err != nil {
+		if rep.refused {
+			if !errors.Is(err, dtatranslator.ErrColumnOrder) && !errors.Is(err, dtatranslator.ErrSketchGeometry) {
+				t.Fatalf("report %d (%v): the software translator took a report it should refuse: %v", i, rep.r.Opcode, err)
+			}
+			refused++
+		} else if err != nil {
 			t.Fatalf("report %d (%v): the software translator: %v", i, rep.r.Opcode, err)
 		}
 		want := model.report(t, rep.coll, &rep.r)
@@ -564,16 +763,25 @@ func matchSoftware(t *testing.T, batch int) {
 					t.Fatalf("report %d: an Append WRITE of %d bytes, want %d entries", i, len(got[k]), batch)
 				}
 				batches++
+			case rep.r.Opcode == dtawire.OpSketchMerge:
+				if len(got[k]) != header.EthernetHeaderLen+60+SketchColumnLen {
+					t.Fatalf("report %d: a sketch WRITE of %d bytes, want one column", i, len(got[k]))
+				}
+				columns++
 			}
 		}
+	}
+	if sketch && (columns < 50 || refused < 10) {
+		t.Fatalf("%d merged columns written, %d sketch reports refused: the mix misses a case", columns, refused)
 	}
 	// The mix covered what it is meant to.
 	if acks < 10 || records < 50 || wrapped == 0 || batches < 50 {
 		t.Fatalf("%d packets, %d asking for an ACK, %d postcard records, %d Append WRITEs of %d, %d after the PSN wrapped: the mix misses a case",
 			packets, acks, records, batches, batch, wrapped)
 	}
-	t.Logf("batch %d: %d reports, %d RDMA packets alike byte for byte (%d asking for ACKs, %d postcard records, %d Append WRITEs of %d entries)",
-		batch, len(reports), packets, acks, records, batches, batch)
+	t.Logf("batch %d: %d reports, %d RDMA packets alike byte for byte (%d asking for ACKs, %d postcard records, %d Append WRITEs of %d entries, "+
+		"%d merged sketch columns; %d sketch reports refused by both)",
+		batch, len(reports), packets, acks, records, batches, batch, columns, refused)
 }
 
 // ackAll has the collector acknowledge every packet the connection sent.
@@ -747,5 +955,130 @@ func TestBatchGathering(t *testing.T) {
 		if !regexp.MustCompile(w).Match(src) {
 			t.Errorf("%s's Append gathering is not batchEntry's: %q", translatorP4, w)
 		}
+	}
+}
+
+// TestSketchMergeSource holds translator.p4's Sketch-Merge to
+// sketchColumn: the reporter's expected column moves on (wrapping after
+// the last) only with that column; the column's mask gains the reporter's
+// bit and is cleared by the last reporter, whose report is the one that
+// goes on; an out-of-order report and a reporter a round ahead are told
+// apart by the expected column and the mask before the update; Count-Min
+// counters are summed and HyperLogLog ones maxed, the last report taking
+// the merged column out and clearing it; the egress writes it at
+// base + column x 16.
+func TestSketchMergeSource(t *testing.T) {
+	src, err := os.ReadFile(translatorP4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`\(sketch_next\) next_column = \{\s*void apply\(inout bit<16> value, out bit<16> rv\) \{\s*rv = value;\s*` +
+			`if \(value == md\.sk_column\) \{\s*if \(value == md\.sk_last\) \{\s*value = 0;\s*\} else \{\s*value = value \+ 1;`,
+		`\(sketch_mask\) mask_add = \{\s*void apply\(inout bit<16> value, out bit<16> rv\) \{\s*rv = value;\s*` +
+			`if \(value == md\.sk_rest\) \{\s*value = 0;\s*\} else \{\s*value = value \| md\.sk_bit;`,
+		`md\.sk_column = hdr\.sketch\.column\[15:0\];\s*(/\*[^*]*\*+([^/*][^*]*\*+)*/\s*)?md\.sk_cell = hdr\.sketch\.column\[15:0\] \+ base;\s*md\.sk_last = last;`,
+		`hdr\.sketch\.column\s*: ternary @name\("column"\);`,
+		`md\.sk_want = next_column\.execute\(md\.sk_slot\);\s*if \(md\.sk_want != md\.sk_column\) \{\s*md\.sk_event = SK_ORDER;\s*\} else \{\s*` +
+			`md\.sk_old = mask_add\.execute\(md\.sk_cell\);\s*sketch_ahead\.apply\(\);\s*` +
+			`if \(md\.sk_ahead != 0\) \{\s*md\.sk_event = SK_AHEAD;\s*\} else if \(md\.sk_old == md\.sk_rest\) \{\s*md\.sk_event = SK_COMPLETE;\s*` +
+			`if \(md\.sk_kind == SKETCH_COUNT_MIN\) \{\s*hdr\.sketch_col\.c0 = c0_sum_last\.execute\(md\.sk_cell\);\s*` +
+			`hdr\.sketch_col\.c1 = c1_sum_last\.execute\(md\.sk_cell\);\s*\} else \{\s*md\.sk_o0 = c0_take\.execute\(md\.sk_cell\);\s*` +
+			`md\.sk_o1 = c1_take\.execute\(md\.sk_cell\);\s*sketch_max\(\);\s*\}\s*\} else \{\s*if \(md\.sk_kind == SKETCH_COUNT_MIN\) \{\s*` +
+			`c0_sum\.execute\(md\.sk_cell\);\s*c1_sum\.execute\(md\.sk_cell\);\s*` +
+			`\} else \{\s*c0_max\.execute\(md\.sk_cell\);\s*c1_max\.execute\(md\.sk_cell\);`,
+		`action sketch_and\(\) \{\s*md\.sk_ahead = md\.sk_old & md\.sk_bit;`,
+		`sketch_events\.count\(md\.sk_event\);\s*if \(md\.sk_event != SK_COMPLETE\) \{\s*discard\(\);`,
+		// The egress: the column is the slot, and the merged column an
+		// 8-byte entry, written and hashed as one.
+		`if \(hdr\.sketch_col\.isValid\(\)\) \{\s*md\.slot = hdr\.sketch\.column & md\.slot_mask;\s*\} else\s*#endif\s*` +
+			`if \(md\.emit == 1 \|\| hdr\.postcard\.isValid\(\)\) \{\s*md\.slot = md\.slot & md\.slot_mask;`,
+		`\} else if \(hdr\.sketch_col\.isValid\(\)\) \{\s*hdr\.entry\.setValid\(\);\s*hdr\.entry\.word0 = hdr\.sketch_col\.c0;\s*` +
+			`hdr\.entry\.word1 = hdr\.sketch_col\.c1;`,
+		`if \(hdr\.key_write\.isValid\(\) \|\| hdr\.append\.isValid\(\) \|\| WRITE8_SKETCH\) \{\s*write8\(\);`,
+		`#define WRITE8_SKETCH hdr\.sketch_col\.isValid\(\)\s*#else\s*#define WRITE8_SKETCH false`,
+		// Counters only when there are SKETCH_ROWS of them.
+		`transition select\(hdr\.sketch\.count\) \{\s*SKETCH_ROWS: parse_sketch_col;`,
+	}
+	for i := range SketchRows {
+		c := fmt.Sprintf(`hdr\.sketch_col\.c%d`, i)
+		want = append(want,
+			fmt.Sprintf(`c%d_sum = \{\s*void apply\(inout bit<32> value\) \{\s*value = value \+ %s;`, i, c),
+			fmt.Sprintf(`c%d_sum_last = \{\s*void apply\(inout bit<32> value, out bit<32> rv\) \{\s*rv = value \+ %s;\s*value = 0;`, i, c),
+			fmt.Sprintf(`c%d_max = \{\s*void apply\(inout bit<32> value\) \{\s*if \(%s > value\) \{\s*value = %s;`, i, c, c),
+			fmt.Sprintf(`c%d_take = \{\s*void apply\(inout bit<32> value, out bit<32> rv\) \{\s*rv = value;\s*value = 0;`, i),
+			fmt.Sprintf(`%s = \(md\.sk_o%d > %s\) \? md\.sk_o%d : %s;`, c, i, c, i, c))
+	}
+	for _, w := range want {
+		if !regexp.MustCompile(w).Match(src) {
+			t.Errorf("%s's Sketch-Merge is not sketchColumn's: %q", translatorP4, w)
+		}
+	}
+}
+
+// TestSketchAheadDiffers pins down the one merge difference the package
+// doc states: a reporter a round ahead (it sends column 0 again while
+// another reporter has not sent it yet) is refused by both translators,
+// but the switch has moved its expected column on (sketch_next is read
+// before sketch_mask), so the two then disagree on the reporter's next
+// columns, and a later column is written by the software translator and
+// held by the switch.
+func TestSketchAheadDiffers(t *testing.T) {
+	tr := sketchMerge(t, 1)
+	tr.Collectors[1].Sketches = nil
+	tr.Collectors[0].Sketches = map[uint16]dtamem.SketchRegion{
+		5: {Addr: 0x7f00_3000_0000, RKey: 0x1237, Kind: dtawire.SketchCountMin, Columns: 4, Rows: SketchRows, Reporters: 2, Group: 1},
+	}
+	script, err := tr.Script()
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := newPipeModel(t, script)
+	c := &tr.Collectors[0]
+	local := dtamem.Endpoint{MAC: tr.portByName(c.Port).MAC, GID: roce.GIDFromAddr(tr.IP), QPN: tr.QPN}
+	remote := dtamem.Endpoint{MAC: c.MAC, GID: roce.GIDFromAddr(c.IP), QPN: c.QPN}
+	conn := dtatranslator.NewConnWith(local, remote, c.PSN, dtatranslator.ConnHeaders{UDPSrcPort: c.UDPSrcPort, DSCP: tr.DSCP})
+	soft, err := dtatranslator.NewTranslator(conn, dtamem.Regions{Lists: c.Lists, KeyWrite: c.KeyWrite, KeyIncrement: c.KeyIncrement,
+		Sketches: c.Sketches})
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := func(rep uint16, column uint32) dtawire.Report {
+		return dtawire.Report{Opcode: dtawire.OpSketchMerge, SketchID: 5, ReporterID: rep, Column: column,
+			Kind: dtawire.SketchCountMin, Counters: be32(be32(nil, 10+column), 20+column)}
+	}
+	for i, s := range []struct {
+		r              dtawire.Report
+		softErr        error
+		softN, switchN int
+	}{
+		{r: col(0, 0)}, {r: col(0, 1)}, {r: col(0, 2)}, {r: col(0, 3)},
+		// Reporter 0 a round ahead: refused by both.
+		{r: col(0, 0), softErr: dtatranslator.ErrSketchAhead},
+		// Reporter 1 completes column 0: written by both.
+		{r: col(1, 0), softN: 1, switchN: 1},
+		// Reporter 0's column 1: out of order for the software translator
+		// (it wants column 0), a round ahead for the switch (it wanted 1).
+		{r: col(0, 1), softErr: dtatranslator.ErrColumnOrder},
+		// Reporter 0's column 0: merged by the software translator,
+		// refused by the switch (it wants column 2 now).
+		{r: col(0, 0)},
+		// Reporter 1 completes columns 1 to 3 of round 1: written by both.
+		{r: col(1, 1), softN: 1, switchN: 1}, {r: col(1, 2), softN: 1, switchN: 1}, {r: col(1, 3), softN: 1, switchN: 1},
+		// Reporter 1's column 0 of round 2: the software translator holds
+		// reporter 0's and writes the column; the switch holds none.
+		{r: col(1, 0), softN: 1, switchN: 0},
+	} {
+		var softN int
+		err := soft.Translate(&s.r, func([]byte) error { softN++; return nil })
+		if s.softErr == nil && err != nil || !errors.Is(err, s.softErr) {
+			t.Fatalf("step %d: the software translator: %v, want %v", i, err, s.softErr)
+		}
+		if switchN := len(model.report(t, 0, &s.r)); softN != s.softN || switchN != s.switchN {
+			t.Fatalf("step %d: software %d packets (want %d), switch %d (want %d)", i, softN, s.softN, switchN, s.switchN)
+		}
+	}
+	if got := model.skNext[0]; got != 2 {
+		t.Errorf("the switch expects reporter 0's column %d, want 2", got)
 	}
 }

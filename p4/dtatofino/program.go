@@ -42,7 +42,21 @@
 //     every hop has reported; a flow evicted from the PostcardCache-flow
 //     cache before that is counted, not written, and there is no flush
 //     timer.
-//   - Sketch-Merge is left to the software translator.
+//   - Sketch-Merge is in the build with -DDTA_SKETCH_MERGE
+//     (Translator.SketchMerge), for sketches of SketchRows (2) rows,
+//     at most SketchReporters (16) reporters and a group of one column
+//     (dtamem.SketchRegion.Group 1): the ingress merges, in registers of
+//     its own pipe (every reporter of a sketch must come in on one
+//     pipe), and the column's last report carries the merged counters to
+//     the egress, which writes the column as an 8-byte entry. On Tofino 1
+//     the build fits without sequence numbers (-DDTA_SKETCH_MERGE
+//     -DDTA_NO_SEQNUM); with them it fits Tofino 2 only. A reporter a
+//     round ahead is refused as in software, but its expected column
+//     has moved on (the switch reads it before the column's reporters),
+//     so its next reports are refused until its round comes back;
+//     the software translator keeps expecting the refused column.
+//     Out-of-order columns and duplicates are both counted as SK_ORDER
+//     (the software translator drops a duplicate silently).
 //   - The ICRC is computed in the data plane from a per-collector prefix
 //     state: the control plane runs the CRC over the headers that are the
 //     same in every packet of a shape to a collector (icrc.go) and
@@ -115,6 +129,18 @@ const (
 	RuleSize       = 512  // RULE_SIZE: a reporter's report rules
 	AddrSize       = 16   // ADDR_SIZE: a reporter's own addresses
 	PortSlots      = 512  // dev ports
+	// Sketch-Merge (-DDTA_SKETCH_MERGE): SKETCH_SLOTS sketches,
+	// SKETCH_REPORTER_SLOTS (sketch, reporter) pairs, SKETCH_CELLS columns
+	// over all sketches, SKETCH_ROWS counters per column, and at most 32
+	// reporters per sketch (a column's mask is 16 bits, which a gateway compares).
+	SketchSlots         = 64
+	SketchReporterSlots = 1024
+	SketchCells         = 4096
+	SketchRows          = 2
+	SketchReporters     = 16
+	// SketchColumnLen is a merged column's size, its WRITE's payload: an
+	// 8-byte entry, which the egress writes as it writes a Key-Write's.
+	SketchColumnLen = 4 * SketchRows
 	// RecordLen is a postcard record's size (RECORD_LEN).
 	RecordLen = 8 + 4*PostcardHops
 	// EntryLen is the size of a Key-Write entry, a Key-Increment counter
@@ -176,6 +202,9 @@ type Collector struct {
 	KeyIncrement *dtamem.KeyIncrementRegion   `json:"key_increment,omitempty"`
 	Postcards    *dtamem.PostcardRegion       `json:"postcards,omitempty"`
 	Lists        map[uint32]dtamem.ListRegion `json:"lists,omitempty"`
+	// Sketches are the Sketch-Merge sketches by sketch id (builds with
+	// -DDTA_SKETCH_MERGE only).
+	Sketches map[uint16]dtamem.SketchRegion `json:"sketches,omitempty"`
 }
 
 // Peer is a reporter the translator tracks the sequence numbers of
@@ -218,6 +247,9 @@ type Translator struct {
 	// Append WRITE, 1, 2 or 4 (0 means DefaultAppendBatch, the default
 	// build's). Every list's entries are then a multiple of it.
 	AppendBatch int `json:"append_batch,omitempty"`
+	// SketchMerge says the program was compiled with
+	// -DDTA_SKETCH_MERGE: collectors may have sketches.
+	SketchMerge bool `json:"sketch_merge,omitempty"`
 	// AckSnap truncates the mirrored copies that become ACKs
 	// (DefaultSnap when 0).
 	AckSnap int `json:"ack_snap,omitempty"`
@@ -361,13 +393,24 @@ type listRef struct {
 	reg  dtamem.ListRegion
 }
 
+// sketchRef is one Sketch-Merge sketch in table order: its first cell in
+// the column registers and its first slot in sketch_next.
+type sketchRef struct {
+	coll int
+	id   uint16
+	reg  dtamem.SketchRegion
+	cell int
+	slot int
+}
+
 // tplan is a validated translator.
 type tplan struct {
-	t      *Translator
-	ports  map[string]*Port
-	lists  []listRef
-	acks   []string       // ACK ports in session order
-	ackSID map[string]int // port -> mirror session
+	t        *Translator
+	ports    map[string]*Port
+	lists    []listRef
+	sketches []sketchRef
+	acks     []string       // ACK ports in session order
+	ackSID   map[string]int // port -> mirror session
 }
 
 func (c *Collector) redundancy() int {
@@ -497,6 +540,68 @@ func (pl *tplan) checkCollectors() error {
 	if len(pl.lists) > ListSlots {
 		return bad("collectors", "%d Append lists: the list registers hold %d", len(pl.lists), ListSlots)
 	}
+	return pl.checkSketchTotals()
+}
+
+// checkSketches checks collector i's Sketch-Merge sketches against what
+// translator.p4 merges and adds them to the plan in sketch id order.
+func (pl *tplan) checkSketches(f string, i int) error {
+	c := &pl.t.Collectors[i]
+	if len(c.Sketches) > 0 && !pl.t.SketchMerge {
+		return bad(f+".sketches", "translator.p4 merges sketches only when built with -DDTA_SKETCH_MERGE (sketch_merge: true)")
+	}
+	ids := make([]uint16, 0, len(c.Sketches))
+	for id := range c.Sketches {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		s := c.Sketches[id]
+		g := fmt.Sprintf("%s.sketches[%d]", f, id)
+		if err := s.Validate(); err != nil {
+			return bad(g, "%v", err)
+		}
+		if s.Rows != SketchRows {
+			return bad(g+".rows", "%d: translator.p4's columns have %d rows", s.Rows, SketchRows)
+		}
+		if s.Reporters > SketchReporters {
+			return bad(g+".reporters", "%d: translator.p4's column masks hold %d reporters", s.Reporters, SketchReporters)
+		}
+		if s.GroupColumns() != 1 {
+			return bad(g+".group", "%d columns a WRITE: translator.p4 writes each column as it completes (group: 1)", s.GroupColumns())
+		}
+		if s.Columns > SketchCells {
+			return bad(g+".columns", "%d: the column registers hold %d", s.Columns, SketchCells)
+		}
+		if err := (region{s.Addr, s.RKey, uint64(s.Columns), SketchColumnLen}).check(g + ".columns"); err != nil {
+			return err
+		}
+		ref := sketchRef{coll: i, id: id, reg: s}
+		if n := len(pl.sketches); n > 0 {
+			last := pl.sketches[n-1]
+			ref.cell = last.cell + int(last.reg.Columns)
+			ref.slot = last.slot + last.reg.Reporters
+		}
+		pl.sketches = append(pl.sketches, ref)
+	}
+	return nil
+}
+
+// checkSketchTotals checks that the sketches fit translator.p4's tables
+// and registers together.
+func (pl *tplan) checkSketchTotals() error {
+	if len(pl.sketches) > SketchSlots {
+		return bad("collectors", "%d sketches: the sketch tables hold %d", len(pl.sketches), SketchSlots)
+	}
+	if n := len(pl.sketches); n > 0 {
+		last := pl.sketches[n-1]
+		if cells := last.cell + int(last.reg.Columns); cells > SketchCells {
+			return bad("collectors", "%d sketch columns: the column registers hold %d", cells, SketchCells)
+		}
+		if slots := last.slot + last.reg.Reporters; slots > SketchReporterSlots {
+			return bad("collectors", "%d (sketch, reporter) pairs: sketch_reporter holds %d", slots, SketchReporterSlots)
+		}
+	}
 	return nil
 }
 
@@ -586,7 +691,10 @@ func (pl *tplan) checkRegions(f string, i int) (served bool, err error) {
 		}
 		pl.lists = append(pl.lists, listRef{coll: i, id: id, reg: l})
 	}
-	return served, nil
+	if len(c.Sketches) > 0 {
+		served = true
+	}
+	return served, pl.checkSketches(f, i)
 }
 
 // checkPostcards checks a Postcarder region against translator.p4's fixed

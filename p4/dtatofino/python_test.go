@@ -75,5 +75,27 @@ func TestScriptsRun(t *testing.T) {
 			got.Collectors[1].Resyncs != 1001 || got.Collectors[0].PSN != 77 || got.Collectors[1].PSN != 78 {
 			t.Errorf("%s: collectors %+v", mode, got.Collectors)
 		}
+		if got.Sketches != nil {
+			t.Errorf("%s: sketch outcomes from a build without Sketch-Merge: %v", mode, got.Sketches)
+		}
+	}
+
+	// The build with Sketch-Merge: its entries, and its outcomes read.
+	sm := sketchMerge(t, 1)
+	s, _ = sm.Script()
+	out = runPython(t, "file", s)
+	for name, want := range map[string]int{".sketch.add_with_set_sketch ": 2, "sketch_region.add_with_set_region ": 2,
+		"sketch_reporter.add_with_set_sketch_reporter ": 3 + 2, "sketch_next.mod ": 3 + 2} {
+		if n := strings.Count(out, name); n != want {
+			t.Errorf("%d %s calls, want %d", n, name, want)
+		}
+	}
+	c, _ = sm.CounterScript()
+	got, err := sm.ParseCounters(strings.NewReader(runPython(t, "file", c)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Sketches) != 4 || got.Sketches["held"] != 1000 || got.Sketches["ahead"] != 1003 {
+		t.Errorf("sketch outcomes %v", got.Sketches)
 	}
 }

@@ -29,6 +29,12 @@ var (
 		4: {bfrt.Ingress: {"batch_fill", "batch_data0", "batch_data1", "batch_data2", "append_gathered"},
 			bfrt.Egress: {"list_seq1", "list_seq2", "list_seq3", "batch_icrc"}},
 	}
+	// Only in the build with Sketch-Merge (-DDTA_SKETCH_MERGE).
+	sketchClear = map[string][]string{
+		bfrt.Ingress: {"sketch", "sketch_reporter", "sketch_next", "sketch_mask", "sketch_c0", "sketch_c1",
+			"sketch_events"},
+		bfrt.Egress: {"sketch_region"},
+	}
 	reporterClear = map[string][]string{
 		bfrt.Ingress: {"ipv4_fwd", "own_addr", "report_rule", "dta_acks"},
 		bfrt.Egress:  {"reports_sent"},
@@ -47,12 +53,16 @@ var (
 	reporterOrigin   = bfrt.Origin{Program: "DTA reporter", Source: "p4/dtatofino/reporter.p4", Package: "p4/dtatofino"}
 )
 
-// clearFor is what a load of the build with Append batch b clears:
-// translatorClear and the batch's registers, table and counter.
-func clearFor(b int) map[string][]string {
+// clearFor is what a load of the build with Append batch b (and
+// Sketch-Merge when sketch) clears: translatorClear, the batch's
+// registers, table and counter, and the sketches'.
+func clearFor(b int, sketch bool) map[string][]string {
 	out := map[string][]string{}
 	for ctl, names := range translatorClear {
 		out[ctl] = append(slices.Clone(names), batchClear[b][ctl]...)
+		if sketch {
+			out[ctl] = append(out[ctl], sketchClear[ctl]...)
+		}
 	}
 	return out
 }
@@ -134,8 +144,11 @@ func (t Translator) Script() (string, error) {
 	} else {
 		s.Comment("Built with -DDTA_APPEND_BATCH=%d: Append writes %d entries per WRITE.", batch, batch)
 	}
+	if t.SketchMerge {
+		s.Comment("Built with -DDTA_SKETCH_MERGE: a WRITE per merged sketch column (sketches: %d).", len(pl.sketches))
+	}
 	s.Blank()
-	s.setup(ports, clearFor(batch), translatorSeqClear, !t.NoSeqnum)
+	s.setup(ports, clearFor(batch, t.SketchMerge), translatorSeqClear, !t.NoSeqnum)
 
 	s.Comment("ACK mirror sessions: in-order reports are mirrored back to their reporter as ACKs.")
 	for _, p := range pl.acks {
@@ -224,6 +237,10 @@ func (t Translator) Script() (string, error) {
 	}
 	s.Blank()
 
+	if len(pl.sketches) > 0 {
+		s.sketches(&t, pl)
+	}
+
 	if !t.NoSeqnum {
 		s.Comment("Reporters: source address -> index and ACK session (0: NACKs only); the first expected sequence.")
 		for i, p := range t.Peers {
@@ -237,6 +254,33 @@ func (t Translator) Script() (string, error) {
 	s.Line("print('dta: %s loaded: %s, %s, %s, %s')", name, bfrt.Plural(len(t.Ports), "port"),
 		bfrt.Plural(len(t.Collectors), "collector"), bfrt.Plural(len(pl.lists), "list"), bfrt.Plural(len(t.Peers), "reporter"))
 	return s.String(), nil
+}
+
+// sketches writes the Sketch-Merge entries: per sketch, its lookup (the
+// column ternary: its bits above the sketch's columns zero), its region
+// and ICRC prefix state, and per reporter its slot, bit and the others'
+// bits, with its expected column 0. The column registers start empty
+// (cleared above).
+func (s *script) sketches(t *Translator, pl *tplan) {
+	s.Comment("Sketch-Merge: (collector, sketch id, kind, column below the sketch's) -> first column cell and last column;")
+	s.Comment("the region (a column is an 8-byte entry); per reporter its slot in sketch_next (from column 0) and its bit in a column's mask.")
+	for _, k := range pl.sketches {
+		c := &t.Collectors[k.coll]
+		r := k.reg
+		s.Line("%s.sketch.add_with_set_sketch(collector=%d, sketch_id=%d, kind=%d, column=0, column_mask=%#x, MATCH_PRIORITY=0, base=%d, last=%d)  # %s, %d x %d",
+			s.Ig, k.coll, k.id, r.Kind, ^(r.Columns - 1), k.cell, r.Columns-1, c.Name, r.Columns, r.Rows)
+		reg := region{r.Addr, r.RKey, uint64(r.Columns), SketchColumnLen}
+		s.Line("%s.sketch_region.add_with_set_region(collector=%d, sketch_id=%d, base_hi=%#x, base_lo=%#x, rkey=%#x, slot_mask=%#x)",
+			s.Eg, k.coll, k.id, reg.hi(), reg.lo(), reg.rkey, reg.mask())
+		all := uint32(1<<r.Reporters - 1)
+		for rep := range r.Reporters {
+			bit := uint32(1) << rep
+			s.Line("%s.sketch_reporter.add_with_set_sketch_reporter(collector=%d, sketch_id=%d, reporter_id=%d, slot=%d, bit_of=%#x, rest=%#x)",
+				s.Ig, k.coll, k.id, rep, k.slot+rep, bit, all&^bit)
+			s.Line("%s.sketch_next.mod(REGISTER_INDEX=%d, f1=0)", s.Ig, k.slot+rep)
+		}
+	}
+	s.Blank()
 }
 
 // seqRegister is the register of the sequence of a batch's entry i.

@@ -16,9 +16,13 @@
  *   Postcarder     the hops of a flow gathered in registers; one WRITE of
  *                  {CRC32(key), hop bitmap, hop 0..HOPS-1 data} at the
  *                  key's slot 0 once every hop has reported
- *   Sketch-Merge   (opcode 5, our own format) is not translated here: the
- *                  software translator does it. Such reports are dropped
- *                  and counted.
+ *   Sketch-Merge   (opcode 5, our own format; built with -DDTA_SKETCH_MERGE)
+ *                  a sketch's columns of SKETCH_ROWS (2) counters merged
+ *                  over its reporters in ingress registers (Count-Min
+ *                  summed, HyperLogLog maxed); one WRITE Only of the
+ *                  merged column (8 bytes) at base + column * 8 once
+ *                  every reporter has sent it this round. Without the
+ *                  flag such reports are dropped and counted (unknown).
  *
  * Why it is built this way:
  *   - N copies of one report: the public translator replicates through the
@@ -100,6 +104,32 @@
  *     hop's complement, so the chain to the PSN is short enough for the
  *     ICRC hash after it. The README's resource table has the stages
  *     bf-p4c places each build in.
+ *   - Sketch-Merge (-DDTA_SKETCH_MERGE) merges in the ingress, which has
+ *     the stages the egress lacks: per (sketch, reporter) the column it
+ *     sends next, per column the reporters that sent it (a bitmap, at
+ *     most 16 reporters, so that a gateway compares two) and one
+ *     register per row of counters. The column's last report carries
+ *     the merged counters, in place of its own, to the egress. A column
+ *     has 2 rows, 8 bytes: the egress writes it as a Key-Write entry
+ *     (same lengths, ICRC prefix state and hash), which costs it no
+ *     stage; columns of 4 rows, a WRITE shape of their own, took the
+ *     egress to 13-14 of Tofino 1's 12 stages. The software translator's
+ *     merge with a group of one column writes the same packets (a Go
+ *     test). On Tofino 1 the merge fits beside everything but the
+ *     reporters' sequence numbers: their check decides whether a report
+ *     is merged, and the merge's chain after it (lookups, expected
+ *     column, mask, counters, the HyperLogLog maximum) needed 16-19
+ *     ingress stages; -DDTA_SKETCH_MERGE -DDTA_NO_SEQNUM fits in 12, and
+ *     -DDTA_SKETCH_MERGE, every feature, fits Tofino 2 in 16 of 20.
+ *     Ingress registers are per pipe, so all the reporters of one
+ *     sketch must come in on one pipe. Two differences: a duplicate and
+ *     a gap are counted alike (SK_ORDER; the software translator drops a
+ *     duplicate silently), and a reporter a round ahead (its bit still
+ *     in the column's mask) is refused after its expected column moved
+ *     on, since that register is read before the mask: its next columns
+ *     are refused until its round comes back, where the software
+ *     translator keeps waiting for the refused column. A resubmit that
+ *     puts the column back would close that gap.
  *   - Immediate reports are written as plain WRITEs (no ImmDt, no
  *     notification); the software translator writes them with immediate.
  *   - Atomics are not windowed: the software translator keeps FETCH_ADDs
@@ -140,6 +170,8 @@
  *   p4check: build -DDTA_NO_SEQNUM
  *   p4check: build -DDTA_APPEND_BATCH=1
  *   p4check: build -DDTA_APPEND_BATCH=2
+ *   p4check: build -DDTA_SKETCH_MERGE -DDTA_NO_SEQNUM
+ *   p4check: build -DDTA_SKETCH_MERGE tofino2 nofit=tofino1
  */
 #include <core.p4>
 #include <tna.p4>
@@ -240,6 +272,28 @@ const bit<32> FWD_SIZE        = 1024;
 const bit<32> OPCODE_SLOTS    = 256;
 const bit<32> DROP_SLOTS      = 8;
 const bit<32> POSTCARD_EVENTS = 3;
+/* A merged sketch column is written as an 8-byte entry. */
+#ifdef DTA_SKETCH_MERGE
+#define WRITE8_SKETCH hdr.sketch_col.isValid()
+#else
+#define WRITE8_SKETCH false
+#endif
+#ifdef DTA_SKETCH_MERGE
+/* Sketch-Merge: sketches, (sketch, reporter) pairs and merged columns
+ * over all sketches; a column has SKETCH_ROWS counters. */
+const bit<32> SKETCH_SLOTS          = 64;
+const bit<32> SKETCH_REPORTER_SLOTS = 1024;
+const bit<32> SKETCH_CELLS          = 4096;
+const bit<8>  SKETCH_ROWS           = 2;
+const bit<8>  SKETCH_COUNT_MIN      = 0;
+const bit<8>  SKETCH_HYPERLOGLOG    = 1;
+const bit<32> SKETCH_EVENTS         = 4;
+/* sketch_events index. */
+const bit<2> SK_HELD     = 0; /* merged, the column waits for other reporters */
+const bit<2> SK_COMPLETE = 1; /* the column's last reporter: written */
+const bit<2> SK_ORDER    = 2; /* not the reporter's expected column */
+const bit<2> SK_AHEAD    = 3; /* the reporter is a round ahead */
+#endif
 
 /* POSTCARD_HOPS bits. */
 const bit<32> POSTCARD_FULL = 0x1f;
@@ -342,6 +396,26 @@ header dta_postcard_h {
     bit<8>  hop;
     bit<32> data;
 }
+
+#ifdef DTA_SKETCH_MERGE
+/* Sketch-Merge (our own format, internal/dtawire): one column of a
+ * reporter's sketch. */
+header dta_sketch_h {
+    bit<16> sketch_id;
+    bit<16> reporter_id;
+    bit<32> column;
+    bit<8>  kind;
+    bit<8>  count;
+}
+
+/* The column's SKETCH_ROWS counters: the report's, then (ingress, on
+ * the column's last report) the merged ones, which the egress writes as
+ * an 8-byte entry. */
+header sketch_col_h {
+    bit<32> c0;
+    bit<32> c1;
+}
+#endif
 
 /* DTA ACK/NACK to a reporter (UDP 40044). */
 header dta_ack_h {
@@ -462,6 +536,10 @@ struct headers_t {
     dta_append_h        append;
     dta_key_increment_h key_increment;
     dta_postcard_h      postcard;
+#ifdef DTA_SKETCH_MERGE
+    dta_sketch_h        sketch;
+    sketch_col_h        sketch_col;
+#endif
     dta_ack_h           ack;
     bth_h               bth;
     aeth_h              aeth;
@@ -489,6 +567,23 @@ struct ig_metadata_t {
 #if DTA_APPEND_BATCH > 1
     bit<8>         fill;
 #endif
+#ifdef DTA_SKETCH_MERGE
+    bit<1>         sk_found;
+    bit<1>         sk_member;
+    bit<16>        sk_last;
+    bit<16>        sk_column;
+    bit<16>        sk_slot;
+    bit<16>        sk_bit;
+    bit<16>        sk_rest;
+    bit<8>         sk_kind;
+    bit<16>        sk_cell;
+    bit<16>        sk_want;
+    bit<16>        sk_old;
+    bit<16>        sk_ahead;
+    bit<2>         sk_event;
+    bit<32>        sk_o0;
+    bit<32>        sk_o1;
+#endif
     ack_mirror_h   ack_mirror;
 }
 
@@ -506,6 +601,10 @@ struct eg_headers_t {
     dta_append_h        append;
     dta_key_increment_h key_increment;
     dta_postcard_h      postcard;
+#ifdef DTA_SKETCH_MERGE
+    dta_sketch_h        sketch;
+    sketch_col_h        sketch_col;
+#endif
     dta_ack_h           ack;
     bth_h               bth;
     aeth_h              aeth;
@@ -587,6 +686,23 @@ parser IngressParser(packet_in pkt,
 #if DTA_APPEND_BATCH > 1
         md.fill = 0;
 #endif
+#ifdef DTA_SKETCH_MERGE
+        md.sk_found = 0;
+        md.sk_member = 0;
+        md.sk_last = 0;
+        md.sk_kind = 0;
+        md.sk_column = 0;
+        md.sk_slot = 0;
+        md.sk_bit = 0;
+        md.sk_rest = 0;
+        md.sk_cell = 0;
+        md.sk_want = 0;
+        md.sk_old = 0;
+        md.sk_ahead = 0;
+        md.sk_event = SK_HELD;
+        md.sk_o0 = 0;
+        md.sk_o1 = 0;
+#endif
         transition parse_ethernet;
     }
 
@@ -632,9 +748,29 @@ parser IngressParser(packet_in pkt,
             OP_APPEND: parse_append;
             OP_KEY_INCREMENT: parse_key_increment;
             OP_POSTCARDER: parse_postcard;
+#ifdef DTA_SKETCH_MERGE
+            OP_SKETCH_MERGE: parse_sketch;
+#endif
             default: accept;
         }
     }
+
+#ifdef DTA_SKETCH_MERGE
+    /* The counters only when there are SKETCH_ROWS of them: a sketch of
+     * the switch has that many rows, and another count is refused. */
+    state parse_sketch {
+        pkt.extract(hdr.sketch);
+        transition select(hdr.sketch.count) {
+            SKETCH_ROWS: parse_sketch_col;
+            default: accept;
+        }
+    }
+
+    state parse_sketch_col {
+        pkt.extract(hdr.sketch_col);
+        transition accept;
+    }
+#endif
 
     state parse_key_write {
         pkt.extract(hdr.key_write);
@@ -821,6 +957,182 @@ control Ingress(inout headers_t hdr,
     Counter<bit<32>, bit<1>>(1, CounterType_t.PACKETS) append_gathered;
 #endif
 
+#ifdef DTA_SKETCH_MERGE
+    /* ---- Sketch-Merge ---------------------------------------------------- */
+
+    /* The merge is the ingress's: the egress has no stage left. A
+     * sketch's state is therefore per ingress pipe, and all the reporters
+     * of one sketch must come in on one pipe. A reporter sends its
+     * sketch's columns in order, round after round; a column is written
+     * (one WRITE of its SKETCH_ROWS merged counters, at base + column x
+     * 8) once every reporter has sent it this round, and starts the next
+     * round empty, as translator/dtatranslator merges with a group of one
+     * column. */
+
+    /* (collector, sketch id) with the right kind and a column below the
+     * sketch's (ternary: its high bits zero) -> the sketch's first cell
+     * in the column registers (base) and its last column. A report of another
+     * kind, or beyond the sketch, misses, as the software translator
+     * refuses it. */
+    action set_sketch(bit<16> base, bit<16> last) {
+        md.sk_found = 1;
+        md.sk_column = hdr.sketch.column[15:0];
+        /* The column's cell in the column registers, here: computed
+         * from md fields later, the compiler folds the add into the
+         * registers' index, which a stateful ALU cannot take. */
+        md.sk_cell = hdr.sketch.column[15:0] + base;
+        md.sk_last = last;
+        md.sk_kind = hdr.sketch.kind;
+    }
+
+    table sketch {
+        key = {
+            md.collector       : exact @name("collector");
+            hdr.sketch.sketch_id : exact @name("sketch_id");
+            hdr.sketch.kind    : exact @name("kind");
+            hdr.sketch.column  : ternary @name("column");
+        }
+        actions = { set_sketch; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = SKETCH_SLOTS;
+    }
+
+    /* (collector, sketch id, reporter id) -> the reporter's cell in
+     * sketch_next, its bit in a column's mask and every other reporter's
+     * bits: a sketch has at most 16 reporters here (64 in software), so
+     * that a gateway compares a mask with another (4 bytes at most). */
+    action set_sketch_reporter(bit<16> slot, bit<16> bit_of, bit<16> rest) {
+        md.sk_member = 1;
+        md.sk_slot = slot;
+        md.sk_bit = bit_of;
+        md.sk_rest = rest;
+    }
+
+    table sketch_reporter {
+        key = {
+            md.collector             : exact @name("collector");
+            hdr.sketch.sketch_id     : exact @name("sketch_id");
+            hdr.sketch.reporter_id   : exact @name("reporter_id");
+        }
+        actions = { set_sketch_reporter; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = SKETCH_REPORTER_SLOTS;
+    }
+
+    /* Per (sketch, reporter): the column it sends next. It moves on (past
+     * the last column to 0) only with that column; the old value comes
+     * back. */
+    Register<bit<16>, bit<16>>(SKETCH_REPORTER_SLOTS, 0) sketch_next;
+    RegisterAction<bit<16>, bit<16>, bit<16>>(sketch_next) next_column = {
+        void apply(inout bit<16> value, out bit<16> rv) {
+            rv = value;
+            if (value == md.sk_column) {
+                if (value == md.sk_last) {
+                    value = 0;
+                } else {
+                    value = value + 1;
+                }
+            }
+        }
+    };
+
+    /* Per column: the reporters that sent it this round. The last one
+     * clears it (as pc_mask_add does a postcard's bitmap); the bitmap
+     * before the update comes back: the column is complete when it held
+     * every other reporter, and a reporter whose bit is in it already is
+     * a round ahead (the update left it as it was). */
+    Register<bit<16>, bit<16>>(SKETCH_CELLS, 0) sketch_mask;
+    RegisterAction<bit<16>, bit<16>, bit<16>>(sketch_mask) mask_add = {
+        void apply(inout bit<16> value, out bit<16> rv) {
+            rv = value;
+            if (value == md.sk_rest) {
+                value = 0;
+            } else {
+                value = value | md.sk_bit;
+            }
+        }
+    };
+
+    /* Per column, one register per row: the counters merged so far this
+     * round. Count-Min sums, HyperLogLog keeps the largest; the column's
+     * last report reads the merged counter out and clears the cell. A
+     * stateful ALU outputs one kind of value on every branch, so the last
+     * HyperLogLog report takes the register's value out (c<i>_take) and
+     * an action keeps the larger (sketch_max), where the last Count-Min
+     * report outputs the sum itself. */
+    Register<bit<32>, bit<16>>(SKETCH_CELLS, 0) sketch_c0;
+    RegisterAction<bit<32>, bit<16>, bit<32>>(sketch_c0) c0_sum = {
+        void apply(inout bit<32> value) {
+            value = value + hdr.sketch_col.c0;
+        }
+    };
+    RegisterAction<bit<32>, bit<16>, bit<32>>(sketch_c0) c0_sum_last = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            rv = value + hdr.sketch_col.c0;
+            value = 0;
+        }
+    };
+    RegisterAction<bit<32>, bit<16>, bit<32>>(sketch_c0) c0_max = {
+        void apply(inout bit<32> value) {
+            if (hdr.sketch_col.c0 > value) {
+                value = hdr.sketch_col.c0;
+            }
+        }
+    };
+    RegisterAction<bit<32>, bit<16>, bit<32>>(sketch_c0) c0_take = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            rv = value;
+            value = 0;
+        }
+    };
+    Register<bit<32>, bit<16>>(SKETCH_CELLS, 0) sketch_c1;
+    RegisterAction<bit<32>, bit<16>, bit<32>>(sketch_c1) c1_sum = {
+        void apply(inout bit<32> value) {
+            value = value + hdr.sketch_col.c1;
+        }
+    };
+    RegisterAction<bit<32>, bit<16>, bit<32>>(sketch_c1) c1_sum_last = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            rv = value + hdr.sketch_col.c1;
+            value = 0;
+        }
+    };
+    RegisterAction<bit<32>, bit<16>, bit<32>>(sketch_c1) c1_max = {
+        void apply(inout bit<32> value) {
+            if (hdr.sketch_col.c1 > value) {
+                value = hdr.sketch_col.c1;
+            }
+        }
+    };
+    RegisterAction<bit<32>, bit<16>, bit<32>>(sketch_c1) c1_take = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            rv = value;
+            value = 0;
+        }
+    };
+
+    action sketch_max() {
+        hdr.sketch_col.c0 = (md.sk_o0 > hdr.sketch_col.c0) ? md.sk_o0 : hdr.sketch_col.c0;
+        hdr.sketch_col.c1 = (md.sk_o1 > hdr.sketch_col.c1) ? md.sk_o1 : hdr.sketch_col.c1;
+    }
+
+    /* The reporter's bit in the mask before the update (a round ahead),
+     * in a table of its own: as a statement the compiler folds the AND
+     * into the condition below, which a gateway cannot evaluate. */
+    action sketch_and() {
+        md.sk_ahead = md.sk_old & md.sk_bit;
+    }
+
+    table sketch_ahead {
+        actions = { sketch_and; }
+        const default_action = sketch_and();
+        size = 1;
+    }
+
+    /* Sketch-Merge outcomes, by SK_* index. */
+    Counter<bit<32>, bit<2>>(SKETCH_EVENTS, CounterType_t.PACKETS) sketch_events;
+#endif
+
     /* ---- reporters and their sequence numbers ---------------------------- */
 
     /* The translator's MAC, the source of ACKs and NACKs. */
@@ -887,6 +1199,10 @@ control Ingress(inout headers_t hdr,
         hdr.append.setInvalid();
         hdr.key_increment.setInvalid();
         hdr.postcard.setInvalid();
+#ifdef DTA_SKETCH_MERGE
+        hdr.sketch.setInvalid();
+        hdr.sketch_col.setInvalid();
+#endif
         hdr.ethernet.dst_addr = hdr.ethernet.src_addr;
         hdr.ethernet.src_addr = own_mac;
         ipv4_addr_t to = hdr.ipv4.src_addr;
@@ -939,6 +1255,16 @@ control Ingress(inout headers_t hdr,
             } else if (hdr.key_increment.isValid()) {
                 md.redundancy = hdr.key_increment.redundancy;
             }
+#ifdef DTA_SKETCH_MERGE
+            /* The sketch lookups first, beside the sequence check: the
+             * merge after them is a chain of four stateful stages. Either
+             * missing refuses the report (no sketch, another kind, a
+             * column beyond it, a reporter it does not have). */
+            if (hdr.sketch.isValid() && hdr.sketch_col.isValid()) {
+                sketch.apply();
+                sketch_reporter.apply();
+            }
+#endif
             /* A report the software translator cannot parse (an opcode
              * it does not know, N outside 1..PARSED_REDUNDANCY) moves no
              * sequence number there, nor here. */
@@ -949,6 +1275,14 @@ control Ingress(inout headers_t hdr,
             } else if (!hdr.append.isValid() && !hdr.postcard.isValid() && hdr.dta.opcode != OP_SKETCH_MERGE) {
                 md.malformed = 1;
             }
+#ifdef DTA_SKETCH_MERGE
+            /* A kind it does not know, or no counters. */
+            if (hdr.sketch.isValid()) {
+                if (hdr.sketch.kind > SKETCH_HYPERLOGLOG || hdr.sketch.count == 0) {
+                    md.malformed = 1;
+                }
+            }
+#endif
 #ifndef DTA_NO_SEQNUM
             if (hdr.dta.retransmittable == 1 && md.malformed == 0) {
                 if (reporter.apply().hit) {
@@ -993,6 +1327,13 @@ control Ingress(inout headers_t hdr,
                     }
                 } else if (hdr.postcard.isValid()) {
                     ig_tm_md.ucast_egress_port = md.port;
+#ifdef DTA_SKETCH_MERGE
+                } else if (hdr.sketch.isValid() && hdr.sketch_col.isValid()) {
+                    ig_tm_md.ucast_egress_port = md.port;
+                    if (md.sk_found == 0 || md.sk_member == 0) {
+                        md.refused = 1;
+                    }
+#endif
                 } else {
                     md.reason = DROP_UNKNOWN;
                     md.refused = 1;
@@ -1001,6 +1342,47 @@ control Ingress(inout headers_t hdr,
                     drop_reports.count(md.reason);
                     discard();
                 }
+#ifdef DTA_SKETCH_MERGE
+                /* A column merged: in order, not a round ahead; the
+                 * column's last report goes on to the egress with the
+                 * merged counters in place of its own. */
+                /* The lookups' flags rather than md.refused, which takes
+                 * a stage of its own to compute. */
+                if (md.sk_found == 1 && md.sk_member == 1 && hdr.sketch.isValid() && hdr.sketch_col.isValid()) {
+                    md.sk_want = next_column.execute(md.sk_slot);
+                    if (md.sk_want != md.sk_column) {
+                        md.sk_event = SK_ORDER;
+                    } else {
+                        md.sk_old = mask_add.execute(md.sk_cell);
+                        sketch_ahead.apply();
+                        if (md.sk_ahead != 0) {
+                            md.sk_event = SK_AHEAD;
+                        } else if (md.sk_old == md.sk_rest) {
+                            md.sk_event = SK_COMPLETE;
+                            if (md.sk_kind == SKETCH_COUNT_MIN) {
+                                hdr.sketch_col.c0 = c0_sum_last.execute(md.sk_cell);
+                                hdr.sketch_col.c1 = c1_sum_last.execute(md.sk_cell);
+                            } else {
+                                md.sk_o0 = c0_take.execute(md.sk_cell);
+                                md.sk_o1 = c1_take.execute(md.sk_cell);
+                                sketch_max();
+                            }
+                        } else {
+                            if (md.sk_kind == SKETCH_COUNT_MIN) {
+                                c0_sum.execute(md.sk_cell);
+                                c1_sum.execute(md.sk_cell);
+                            } else {
+                                c0_max.execute(md.sk_cell);
+                                c1_max.execute(md.sk_cell);
+                            }
+                        }
+                    }
+                    sketch_events.count(md.sk_event);
+                    if (md.sk_event != SK_COMPLETE) {
+                        discard();
+                    }
+                }
+#endif
 #if DTA_APPEND_BATCH > 1
                 /* A list's entry, gathered (md.refused is 0 when
                  * append_list hit). */
@@ -1177,9 +1559,29 @@ parser EgressParser(packet_in pkt,
             OP_APPEND: parse_append;
             OP_KEY_INCREMENT: parse_key_increment;
             OP_POSTCARDER: parse_postcard;
+#ifdef DTA_SKETCH_MERGE
+            OP_SKETCH_MERGE: parse_sketch;
+#endif
             default: accept;
         }
     }
+
+#ifdef DTA_SKETCH_MERGE
+    /* The counters only when there are SKETCH_ROWS of them: a sketch of
+     * the switch has that many rows, and another count is refused. */
+    state parse_sketch {
+        pkt.extract(hdr.sketch);
+        transition select(hdr.sketch.count) {
+            SKETCH_ROWS: parse_sketch_col;
+            default: accept;
+        }
+    }
+
+    state parse_sketch_col {
+        pkt.extract(hdr.sketch_col);
+        transition accept;
+    }
+#endif
 
     state parse_key_write {
         pkt.extract(hdr.key_write);
@@ -1479,6 +1881,24 @@ control Egress(inout eg_headers_t hdr,
     }
 #endif
 
+#ifdef DTA_SKETCH_MERGE
+    /* ---- Sketch-Merge --------------------------------------------------- */
+
+    /* (collector, sketch id) -> the sketch's region, columns - 1 as the
+     * slot mask. A merged column of SKETCH_ROWS (2) counters is an 8-byte
+     * entry: the egress writes it as it writes a Key-Write entry, with
+     * the same lengths and ICRC prefix state, and no stage of its own. */
+    table sketch_region {
+        key = {
+            hdr.bridge.collector : exact @name("collector");
+            hdr.sketch.sketch_id : exact @name("sketch_id");
+        }
+        actions = { set_region; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = SKETCH_SLOTS;
+    }
+#endif
+
     /* ---- Postcarder ----------------------------------------------------- */
 
     action hop(bit<8> bit_of, bit<8> rest) {
@@ -1594,6 +2014,10 @@ control Egress(inout eg_headers_t hdr,
         hdr.append.setInvalid();
         hdr.key_increment.setInvalid();
         hdr.postcard.setInvalid();
+#ifdef DTA_SKETCH_MERGE
+        hdr.sketch.setInvalid();
+        hdr.sketch_col.setInvalid();
+#endif
     }
 
     action write8() {
@@ -1677,6 +2101,14 @@ control Egress(inout eg_headers_t hdr,
 #endif
                 batch_icrc.apply();
 #endif
+#ifdef DTA_SKETCH_MERGE
+            } else if (hdr.sketch_col.isValid()) {
+                /* A merged column (only the column's last report gets
+                 * here); the column takes the place of a hashed slot
+                 * below. */
+                md.emit = 1;
+                sketch_region.apply();
+#endif
             } else if (hdr.postcard.isValid()) {
                 md.key = hdr.postcard.key;
                 /* The flow's cache index, the low bits of CRC32(key) (the
@@ -1729,12 +2161,25 @@ control Egress(inout eg_headers_t hdr,
                 hdr.entry.setValid();
                 hdr.entry.word0 = hdr.append.data;
                 hdr.entry.word1 = md.seq;
+#ifdef DTA_SKETCH_MERGE
+            } else if (hdr.sketch_col.isValid()) {
+                hdr.entry.setValid();
+                hdr.entry.word0 = hdr.sketch_col.c0;
+                hdr.entry.word1 = hdr.sketch_col.c1;
+#endif
             }
 
             /* The entry's address, one ALU operation per step (an action
              * does one operation per field, and every step needs the one
              * before): slot within the region, times the entry size (8,
              * or 28 = 32 - 4 for a postcard record), plus the base. */
+#ifdef DTA_SKETCH_MERGE
+            /* A sketch's column in place of the slot hashed above (no
+             * branch of its own in the hash's chain). */
+            if (hdr.sketch_col.isValid()) {
+                md.slot = hdr.sketch.column & md.slot_mask;
+            } else
+#endif
             if (md.emit == 1 || hdr.postcard.isValid()) {
                 md.slot = md.slot & md.slot_mask;
             }
@@ -1799,7 +2244,7 @@ control Egress(inout eg_headers_t hdr,
                     hdr.udp.length = UDP_LEN_BATCH;
                 } else
 #endif
-                if (hdr.key_write.isValid() || hdr.append.isValid()) {
+                if (hdr.key_write.isValid() || hdr.append.isValid() || WRITE8_SKETCH) {
                     write8();
                 } else if (hdr.key_increment.isValid()) {
                     hdr.bth.opcode = RC_FETCH_ADD;
@@ -1857,7 +2302,7 @@ control Egress(inout eg_headers_t hdr,
                     hdr.icrc.b3 = c[31:24];
                 } else
 #endif
-                if (hdr.key_write.isValid() || hdr.append.isValid()) {
+                if (hdr.key_write.isValid() || hdr.append.isValid() || WRITE8_SKETCH) {
                     bit<32> c = icrc_hash_write8.get({md.icrc_write8,
                         md.ack[6:6], 7w0, md.psn[23:0],
                         va_hi, md.va_lo, rkey_of, 32w8,
@@ -1915,6 +2360,10 @@ control EgressDeparser(packet_out pkt,
         pkt.emit(hdr.append);
         pkt.emit(hdr.key_increment);
         pkt.emit(hdr.postcard);
+#ifdef DTA_SKETCH_MERGE
+        pkt.emit(hdr.sketch);
+        pkt.emit(hdr.sketch_col);
+#endif
         pkt.emit(hdr.ack);
         pkt.emit(hdr.bth);
         pkt.emit(hdr.aeth);
