@@ -50,10 +50,11 @@ type AgentConfig struct {
 	StallCheck int64
 }
 
-// DefaultAgentConfig: 300% of the path RTT, a flow polled at most every
-// 2 ms.
+// DefaultAgentConfig: 300% of the fabric's largest RTT (BaseMax, as the
+// paper's §5 sets the threshold and the evaluation detects), a flow
+// polled at most every 2 ms.
 func DefaultAgentConfig() AgentConfig {
-	return AgentConfig{Threshold: 300, Interval: 2_000_000, Base: BasePath, FrameBytes: 1024 + fabric.HeaderBytes,
+	return AgentConfig{Threshold: 300, Interval: 2_000_000, Base: BaseMax, FrameBytes: 1024 + fabric.HeaderBytes,
 		Prio: fabric.PrioControl, StallCheck: 50_000}
 }
 
@@ -249,9 +250,10 @@ func PathRTT(sim *fabric.Sim, flow int32, frameBytes int) int64 {
 }
 
 // hopRTT is a link's share of a round trip: its delay both ways, a frame
-// of frameBytes serialised out and a minimum frame (the ACK) back.
+// of frameBytes serialised out and a minimum frame (the ACK) back
+// (hawkeyewire.HopRTT, which the real host's agent uses too).
 func hopRTT(l topo.Link, frameBytes int) float64 {
-	return 2*float64(l.Delay) + float64(frameBytes+fabric.WireOverhead+fabric.MinFrame+fabric.WireOverhead)*8e9/l.Bandwidth
+	return hawkeyewire.HopRTT(float64(l.Delay), l.Bandwidth, frameBytes)
 }
 
 // MaxRTT is the largest round trip without queues between two hosts of
