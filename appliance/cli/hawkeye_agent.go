@@ -8,9 +8,11 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/appliance/hawkeyeagent"
+	"github.com/rdma-appliance/appliance/bench/fabric"
 	"github.com/rdma-appliance/appliance/bench/perftest"
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dpdk/header"
+	"github.com/rdma-appliance/appliance/internal/hawkeyewire"
 )
 
 var hawkeyeAgentCmd = &Command{
@@ -25,8 +27,9 @@ come from one of two sources.
   SRC_IP DST_IP PROTO SPORT DPORT RTT_NS     e.g. 10.0.0.1 10.0.0.9 17 49153 4791 5200
   SRC_IP:SPORT DST_IP:DPORT RTT_NS           (protocol 17, RoCEv2's UDP)
   {"host": ..., "results": [...]}            a Hostmesh batch ('appliance mesh probe --out FILE'):
-                                             each answered probe's one-way network latency
-                                             is a sample of its 5-tuple (timeouts are not)
+                                             twice each answered probe's one-way network
+                                             latency is a round-trip sample of its 5-tuple
+                                             (timeouts are not)
 
 ('#' starts a comment in the text forms).
 
@@ -38,8 +41,13 @@ READ is one-sided, so its completion time is the network's and the RNICs' round 
 sample of the QP's 5-tuple (its UDP source port as the kernel derives it from the two QP
 numbers). '--ping loopback' runs the server in this process over an in-process link.
 
-Each flow's base RTT is the smallest it has shown (or --base-rtt
-for all); a sample above --threshold percent of it sends a polling packet for the flow,
+The base RTT is the fabric's largest round trip without queues, the same for every flow, as
+the paper's §5 sets the threshold ("2-4 times the maximum RTT, determined by the maximum hop
+count") and 'hawkeye eval' detects: --hops links on the longest host-to-host path (6 on a
+fat-tree), each --link-delay both ways and a 1086-byte frame out and an ACK back at
+--link-gbps (24.6 us with the defaults, the evaluation's fabric). --base-rtt fixes it
+instead; --base-per-flow takes each flow's smallest RTT seen (a flow on a short path is then
+caught sooner). A sample above --threshold percent of the base sends a polling packet for the flow,
 at most one per flow every --interval: an Ethernet frame with EtherType 0x6888 and the
 19-byte polling header (type 1, victim path; the victim's 5-tuple; see
 internal/hawkeyewire/wire.go) out of --port to --gw-mac (the first-hop switch, which
@@ -64,6 +72,10 @@ type hawkeyeAgentOptions struct {
 	threshold, evBase, pingCount   int
 	core                           int
 	interval, base, pingInterval   time.Duration
+	hops                           int
+	linkDelay                      time.Duration
+	linkGbps                       float64
+	perFlow                        bool
 	json                           bool
 	rnic                           rnicFlags
 	args                           []string
@@ -74,7 +86,11 @@ func hawkeyeAgentFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) e
 	fs.StringVar(&o.port, "port", "", "packet port for polling frames (driver:device); none: print only")
 	fs.IntVar(&o.threshold, "threshold", 300, "RTT threshold in percent of the base RTT")
 	fs.DurationVar(&o.interval, "interval", 2*time.Millisecond, "least time between two polls of one flow")
-	fs.DurationVar(&o.base, "base-rtt", 0, "fixed base RTT for every flow (0: the smallest seen per flow)")
+	fs.DurationVar(&o.base, "base-rtt", 0, "fixed base RTT for every flow (0: the fabric's largest, from --hops, --link-delay and --link-gbps)")
+	fs.IntVar(&o.hops, "hops", 6, "links on the fabric's longest host-to-host path (a fat-tree: 6)")
+	fs.DurationVar(&o.linkDelay, "link-delay", 2*time.Microsecond, "one link's propagation delay")
+	fs.Float64Var(&o.linkGbps, "link-gbps", 100, "link speed in Gbit/s")
+	fs.BoolVar(&o.perFlow, "base-per-flow", false, "each flow's base is the smallest RTT it has shown")
 	fs.StringVar(&o.input, "input", "-", "RTT samples file ('-': stdin)")
 	fs.StringVar(&o.gw, "gw-mac", "ff:ff:ff:ff:ff:ff", "destination MAC of polling frames (the first-hop switch)")
 	fs.StringVar(&o.mac, "mac", "", "source MAC (default: the port's)")
@@ -101,6 +117,22 @@ func (o *hawkeyeAgentOptions) config(env *Env) (hawkeyeagent.Config, error) {
 		return cfg, Usagef("--ping-interval must be positive and --ping-count at least 0")
 	case o.threshold < 100:
 		return cfg, Usagef("--threshold %d: at least 100 (percent of the base RTT)", o.threshold)
+	case o.base < 0:
+		return cfg, Usagef("--base-rtt %v: not negative", o.base)
+	case o.base > 0 && o.perFlow:
+		return cfg, Usagef("--base-rtt and --base-per-flow are two bases: give one")
+	case o.hops < 1 || o.hops > 64:
+		return cfg, Usagef("--hops %d: 1..64", o.hops)
+	case o.linkDelay < 0:
+		return cfg, Usagef("--link-delay %v: not negative", o.linkDelay)
+	case !(o.linkGbps > 0) || o.linkGbps > 1e5:
+		return cfg, Usagef("--link-gbps %v: above 0, at most 100000", o.linkGbps)
+	}
+	if o.base == 0 && !o.perFlow {
+		// The evaluation's base: hawkeyesim.MaxRTT over a fabric of
+		// these links, with its 1024-byte MTU and RoCEv2's 62 bytes of
+		// headers.
+		cfg.BaseRTT = time.Duration(hawkeyewire.BaseRTT(o.hops, float64(o.linkDelay), o.linkGbps*1e9, fabricFrameBytes))
 	}
 	var err error
 	if cfg.Dst, err = header.ParseMAC(o.gw); err != nil {
@@ -195,3 +227,7 @@ func (o *hawkeyeAgentOptions) pingSource(ctx context.Context, cfg *hawkeyeagent.
 		r.Close()
 	}, nil
 }
+
+// fabricFrameBytes is the data frame the base RTT serialises: the fabric
+// simulator's (and the evaluation's) 1024-byte MTU and its RoCEv2 headers.
+const fabricFrameBytes = 1024 + fabric.HeaderBytes

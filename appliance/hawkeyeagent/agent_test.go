@@ -77,9 +77,9 @@ garbage line
 	}
 }
 
-// TestAgentHostmesh: Hostmesh batches are samples too: a probe 5-tuple
-// whose one-way latency jumps is polled; timeouts are not samples; a
-// malformed batch is counted and skipped.
+// TestAgentHostmesh: Hostmesh batches are samples too (twice the one-way
+// latency, a round trip): a probe 5-tuple whose latency jumps is polled;
+// timeouts are not samples; a malformed batch is counted and skipped.
 func TestAgentHostmesh(t *testing.T) {
 	lines := `{"host":"h1","results":[{"host":"h1","src":"rnic0","dst":"rnic1","src_ip":"10.1.0.1","dst_ip":"10.1.1.1","sport":49200,"seq":1,"at_ns":1,"network_ns":3000,"processing_ns":900}]}
 {"host":"h1","results":[{"host":"h1","src":"rnic0","dst":"rnic1","src_ip":"10.1.0.1","dst_ip":"10.1.1.1","sport":49200,"seq":2,"at_ns":2,"timeout":true}]}
@@ -88,7 +88,7 @@ func TestAgentHostmesh(t *testing.T) {
 {"host":
 `
 	_, out, log := run(t, Config{Threshold: 300, Interval: time.Hour, Input: strings.NewReader(lines)})
-	if n := strings.Count(out, "poll event"); n != 1 || !strings.Contains(out, "10.1.0.1:49200 -> 10.1.1.1:4791 proto 17 rtt 12000 ns (base 3000 ns)") {
+	if n := strings.Count(out, "poll event"); n != 1 || !strings.Contains(out, "10.1.0.1:49200 -> 10.1.1.1:4791 proto 17 rtt 24000 ns (base 6000 ns)") {
 		t.Fatalf("out %q", out)
 	}
 	if strings.Count(log, "bad Hostmesh batch") != 2 {

@@ -61,9 +61,10 @@ func (a *Agent) read(ctx context.Context, in io.Reader) error {
 }
 
 // Batch takes the answered probes of a Hostmesh batch (one JSON line, as
-// 'appliance mesh probe --out' writes them) as samples: the one-way
-// latency stands in for the RTT, since the threshold is relative to each
-// flow's own base. Timeouts are not samples.
+// 'appliance mesh probe --out' writes them) as samples: twice the
+// one-way network latency stands in for the RTT (the way back crosses as
+// many links), so that it compares with a round-trip base, the fabric's
+// (the CLI's default) or the flow's own. Timeouts are not samples.
 func (a *Agent) Batch(line string) error {
 	var b hostmeshanalyzer.Batch
 	if err := json.Unmarshal([]byte(line), &b); err != nil {
@@ -80,7 +81,7 @@ func (a *Agent) Batch(line string) error {
 			return fmt.Errorf("result %d: %q -> %q: not IPv4 addresses", i, r.SrcIP, r.DstIP)
 		}
 		k := hawkeyewire.FlowKey{Src: addrU32(src), Dst: addrU32(dst), Proto: protoUDP, Sport: r.SPort, Dport: rocePort}
-		if a.Observe(k, r.NetworkNs) != nil {
+		if a.Observe(k, 2*r.NetworkNs) != nil {
 			break // a failed print: a.err holds it and read stops on it
 		}
 	}

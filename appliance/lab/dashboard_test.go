@@ -117,10 +117,8 @@ func TestDashboardInChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The in-loop trace's deadlock is diagnosed initiator in or out of
-	// the loop (TestHawkeyeStage says why); either way its loop is drawn.
 	for _, want := range []string{`<table id="services-table">`, ">hawkeye<", ">hostmesh<", "collector (dta-collect)",
-		`class="hawkeye-graph"`, "PFC storm from host PFC injection", "PFC deadlock, initiator",
+		`class="hawkeye-graph"`, "PFC storm from host PFC injection", "PFC deadlock, initiator in the loop",
 		`class="edge port-port loop back"`, `<table id="hostmesh-sla">`, `<table id="dta-lists">`, `<table id="lumina-runs">`} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("the DOM Chromium built lacks %q", want)

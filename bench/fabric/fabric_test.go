@@ -68,6 +68,26 @@ func TestSingleFlowLineRate(t *testing.T) {
 	t.Logf("goodput %.3f Gbps of %.3f", f.Gbps, want)
 }
 
+// TestResumedFlowRate: a flow already running when the simulation starts
+// (workload.Flow.Rate) is paced at its rate by DCQCN, not sent at line
+// rate; DCQCN's recovery then raises it only slowly (fast recovery keeps
+// the target, additive steps are 40 Mbit/s each 55 us).
+func TestResumedFlowRate(t *testing.T) {
+	g, r := star(t, 2, gbps100, 1000)
+	cfg := DefaultConfig()
+	const size = 1 << 20
+	s, err := New(g, r, []workload.Flow{{ID: 0, Src: host(g, "h0"), Dst: host(g, "h1"), Size: size, Rate: 10e9}}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := run(t, s, 1e9).Flows[0]
+	// 1 MB at 10 Gbit/s takes 839 us on the wire (headers included), at
+	// line rate 84 us.
+	if !f.Done || f.Gbps > 11 || f.Gbps < 8 {
+		t.Fatalf("flow resumed at 10 Gbit/s: %+v", f)
+	}
+}
+
 // incastConfig is a switch without ECN or DCQCN whose whole buffer is
 // one pool a group may fill (alpha huge), byte cells: the closed form's
 // buffer.

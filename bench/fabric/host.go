@@ -8,7 +8,9 @@ func (n *network) flowStart(fi int32) {
 	h := &n.hosts[n.nodeHost[fs.f.Src]]
 	fs.started = true
 	if h.cfg.DCQCN {
-		fs.rp.Init(&h.params)
+		// A flow already running when the simulation starts resumes at
+		// its rate (workload.Flow.Rate); a new one starts at line rate.
+		fs.rp.Resume(&h.params, fs.f.Rate, n.s.now)
 	}
 	h.active = append(h.active, fi)
 	n.armRTO(fi)

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/rdma-appliance/appliance/bench/hawkeyesim"
+	"github.com/rdma-appliance/appliance/internal/hawkeyewire"
 )
 
 // TestPlacementRandom: anomalies land in different places for different
@@ -107,6 +110,24 @@ func TestRunStorm(t *testing.T) {
 	for _, in := range res.Incidents {
 		if in.Time < tr.Truth.At && in.Victim {
 			t.Fatalf("a detection at %d, before the storm at %d, counted as its victim", in.Time, tr.Truth.At)
+		}
+	}
+}
+
+// TestFabricBase: the base the evaluation detects with (the fat-tree's
+// largest RTT without queues, hawkeyesim.MaxRTT over its links) is the one
+// the real host's agent computes from the hop count and the link
+// (hawkeyewire.BaseRTT: 6 links host to host across a core).
+func TestFabricBase(t *testing.T) {
+	frame := hawkeyesim.DefaultAgentConfig().FrameBytes
+	for _, k := range []int{4, 8} {
+		ft, err := newFatTree(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, want := hawkeyesim.MaxRTT(ft.g, frame), hawkeyewire.BaseRTT(6, evalDelay, evalBW, frame)
+		if got != want || want < 24_000 || want > 25_000 {
+			t.Errorf("k=%d: MaxRTT %d ns, BaseRTT over 6 links %d ns (want both about 24.6 us)", k, got, want)
 		}
 	}
 }

@@ -84,6 +84,9 @@ type Incident struct {
 	// for an ACK), Base what it was compared with.
 	RTT  int64 `json:"rtt_ns"`
 	Base int64 `json:"base_ns"`
+	// Stall: the agent's stall check raised it (no ACK for longer than
+	// the threshold), not an RTT sample.
+	Stall bool `json:"stall,omitempty"`
 	// Victim: the flow suffered the injected anomaly (one of the
 	// anomaly's own flows, or a background flow caught after the anomaly
 	// began that the counterfactual run did not catch). Expect are the
@@ -296,7 +299,7 @@ func runTrace(ctx context.Context, tr *Trace, o RunOptions, full bool) (*run, er
 		if !full {
 			return
 		}
-		in := &pending{Incident: Incident{Time: p.Time, Flow: int(p.Flow), RTT: p.RTT, Base: p.Base}, poll: p, read: p.Time + readDelay}
+		in := &pending{Incident: Incident{Time: p.Time, Flow: int(p.Flow), RTT: p.RTT, Base: p.Base, Stall: p.Stall}, poll: p, read: p.Time + readDelay}
 		current[p.Event] = in
 		r.incidents = append(r.incidents, in)
 		sim.At(in.read, func(*fabric.Sim) { col.read(in) })

@@ -50,10 +50,11 @@ type AgentConfig struct {
 	StallCheck int64
 }
 
-// DefaultAgentConfig: 300% of the path RTT, a flow polled at most every
-// 2 ms.
+// DefaultAgentConfig: 300% of the fabric's largest RTT (BaseMax, as the
+// paper's §5 sets the threshold and the evaluation detects), a flow
+// polled at most every 2 ms.
 func DefaultAgentConfig() AgentConfig {
-	return AgentConfig{Threshold: 300, Interval: 2_000_000, Base: BasePath, FrameBytes: 1024 + fabric.HeaderBytes,
+	return AgentConfig{Threshold: 300, Interval: 2_000_000, Base: BaseMax, FrameBytes: 1024 + fabric.HeaderBytes,
 		Prio: fabric.PrioControl, StallCheck: 50_000}
 }
 
@@ -67,6 +68,9 @@ type PollEvent struct {
 	Event  uint8               `json:"event"`
 	RTT    int64               `json:"rtt_ns"`  // the RTT that crossed the threshold
 	Base   int64               `json:"base_ns"` // the base it was compared with
+	// Stall: the poll came from the stall check (no ACK for longer than
+	// the threshold), not from an RTT sample; RTT is then the wait.
+	Stall bool `json:"stall,omitempty"`
 }
 
 // Agent is the detection agent of every host of a simulation: it watches
@@ -159,7 +163,7 @@ func (a *Agent) ack(host int, flow int32, rtt int64) {
 	if l := a.last[flow]; l >= 0 && now-l < a.cfg.Interval {
 		return
 	}
-	a.send(host, flow, rtt, base)
+	a.send(host, flow, rtt, base, false)
 }
 
 // stalls polls for flows whose oldest outstanding packet has waited past
@@ -187,7 +191,7 @@ func (a *Agent) stalls(sim *fabric.Sim) {
 			continue
 		}
 		src, _ := sim.FlowEnds(flow)
-		_, _ = a.send(src, flow, now-since, base)
+		_, _ = a.send(src, flow, now-since, base, true)
 	}
 	if pending {
 		sim.At(now+a.cfg.StallCheck, a.stalls)
@@ -201,10 +205,10 @@ func (a *Agent) Poll(flow int32) (PollEvent, error) {
 		return PollEvent{}, fmt.Errorf("hawkeye: no flow %d", flow)
 	}
 	src, _ := a.sim.FlowEnds(flow)
-	return a.send(src, flow, 0, a.Base(flow))
+	return a.send(src, flow, 0, a.Base(flow), false)
 }
 
-func (a *Agent) send(host int, flow int32, rtt, base int64) (PollEvent, error) {
+func (a *Agent) send(host int, flow int32, rtt, base int64, stall bool) (PollEvent, error) {
 	ev := a.next
 	if err := a.sim.Send(host, 0, PollPacket(a.sim, flow, ev, a.cfg.Prio)); err != nil {
 		return PollEvent{}, err
@@ -213,7 +217,7 @@ func (a *Agent) send(host int, flow int32, rtt, base int64) (PollEvent, error) {
 	now := a.sim.Now()
 	a.last[flow] = now
 	p := PollEvent{Time: now, Host: a.sim.Graph().Nodes[host].Name, Flow: flow, Victim: FlowKeyOf(a.sim, flow),
-		Event: ev, RTT: rtt, Base: base}
+		Event: ev, RTT: rtt, Base: base, Stall: stall}
 	a.polls = append(a.polls, p)
 	if a.OnPoll != nil {
 		a.OnPoll(p)
@@ -246,9 +250,10 @@ func PathRTT(sim *fabric.Sim, flow int32, frameBytes int) int64 {
 }
 
 // hopRTT is a link's share of a round trip: its delay both ways, a frame
-// of frameBytes serialised out and a minimum frame (the ACK) back.
+// of frameBytes serialised out and a minimum frame (the ACK) back
+// (hawkeyewire.HopRTT, which the real host's agent uses too).
 func hopRTT(l topo.Link, frameBytes int) float64 {
-	return 2*float64(l.Delay) + float64(frameBytes+fabric.WireOverhead+fabric.MinFrame+fabric.WireOverhead)*8e9/l.Bandwidth
+	return hawkeyewire.HopRTT(float64(l.Delay), l.Bandwidth, frameBytes)
 }
 
 // MaxRTT is the largest round trip without queues between two hosts of

@@ -5,6 +5,7 @@ import (
 
 	"github.com/rdma-appliance/appliance/bench/fabric"
 	"github.com/rdma-appliance/appliance/bench/fabric/workload"
+	"github.com/rdma-appliance/appliance/internal/hawkeyewire"
 )
 
 // TestBaseMax: with BaseMax every flow is compared with the fabric's
@@ -24,6 +25,9 @@ func TestBaseMax(t *testing.T) {
 	}
 	if m := MaxRTT(n.g, cfg.FrameBytes); m != long {
 		t.Fatalf("MaxRTT %d, want the longest path's %d", m, long)
+	}
+	if hawkeyewire.WireOverhead != fabric.WireOverhead || hawkeyewire.MinFrame != fabric.MinFrame {
+		t.Fatal("hawkeyewire's framing (the real agent's base) differs from the fabric's")
 	}
 	cfg.Base = BaseMax
 	a, err := NewAgent(sim, cfg)

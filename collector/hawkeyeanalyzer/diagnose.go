@@ -817,9 +817,17 @@ func (g *Graph) diagnoseTree(d *Diagnosis, starts []int, reach []int) {
 }
 
 // diagnoseDeadlock handles loops of paused ports (Table 2's deadlock
-// signatures): when a loop port also waits for a port outside the loop
-// that leads to contention or host injection, the initiator is out of the
-// loop; otherwise it is the contended port inside the loop.
+// signatures). The initiator is out of the loop when a loop port also
+// waits for a port outside the loop (out-degree above 1) that leads to
+// host injection, or to flow contention the loop port waits for at least
+// as much as for the loop itself; otherwise it is the contended port
+// inside the loop. An edge's weight is the paper's measure of how much
+// the downstream port holds the paused one (paused packets x traffic
+// share x queue): a loop that its own burst filled also feeds congested
+// ports next to it (long flows of the background), and the edges to them
+// make its ports' out-degree 2, but the loop port waits mostly for the
+// loop. Only when no loop port holds flow contention (nothing inside
+// could have started it) does a lighter exit to contention decide.
 func (g *Graph) diagnoseDeadlock(d *Diagnosis, starts []int, loops [][]int) {
 	inLoop := make(map[int]bool)
 	for _, l := range loops {
@@ -833,12 +841,24 @@ func (g *Graph) diagnoseDeadlock(d *Diagnosis, starts []int, loops [][]int) {
 		mine[p] = true
 	}
 	d.explain("%d port(s) form a loop of PFC pauses (cyclic buffer dependency): a deadlock", len(loop))
+	// inner: each loop port's heaviest wait inside the loop.
+	inner := make(map[int]float64, len(loop))
+	for _, p := range loop {
+		for _, ei := range g.out[p] {
+			if e := &g.PortEdges[ei]; mine[e.to] {
+				inner[p] = max(inner[p], e.Weight)
+			}
+		}
+	}
 	// Exits: edges from the loop to ports outside any loop, followed down
 	// to their initial congestion points.
 	type cand struct {
 		o     Origin
 		entry int
 		w     float64
+		// minor: the loop port waits for this exit less than for the
+		// loop.
+		minor bool
 	}
 	var cands []cand
 	var exitW float64
@@ -855,7 +875,7 @@ func (g *Graph) diagnoseDeadlock(d *Diagnosis, starts []int, loops [][]int) {
 				v := queue[i]
 				if len(g.out[v]) == 0 && !inLoop[v] {
 					o := g.classify(v)
-					cands = append(cands, cand{o, p, e.Weight})
+					cands = append(cands, cand{o, p, e.Weight, e.Weight < inner[p]})
 					continue
 				}
 				for _, ej := range g.out[v] {
@@ -867,10 +887,19 @@ func (g *Graph) diagnoseDeadlock(d *Diagnosis, starts []int, loops [][]int) {
 			}
 		}
 	}
+	// The loop port with the most local contention: the initiator if it
+	// is inside (Algorithm 2 analyses every loop port's flows).
+	init := -1
+	for _, p := range loop {
+		if g.Ports[p].Contention >= g.opt.MinContention && len(g.contributors(p)) > 0 &&
+			(init < 0 || g.Ports[p].Contention > g.Ports[init].Contention) {
+			init = p
+		}
+	}
 	var best *cand
 	for i := range cands {
 		c := &cands[i]
-		if c.o.Kind == "unexplained" {
+		if c.o.Kind == "unexplained" || (c.o.Kind == "contention" && c.minor && init >= 0) {
 			continue
 		}
 		if best == nil || c.w > best.w || (c.w == best.w && c.o.port < best.o.port) {
@@ -898,19 +927,17 @@ func (g *Graph) diagnoseDeadlock(d *Diagnosis, starts []int, loops [][]int) {
 		}
 		g.rootCauses(d, o)
 	} else {
-		// Initiator in the loop: the loop port with the most local
-		// contention (Algorithm 2 analyses every loop port's flows).
-		init := -1
-		for _, p := range loop {
-			if g.Ports[p].Contention >= g.opt.MinContention && len(g.contributors(p)) > 0 &&
-				(init < 0 || g.Ports[p].Contention > g.Ports[init].Contention) {
-				init = p
-			}
-		}
+		// Initiator in the loop.
 		d.Type = DeadlockInLoop
 		for _, c := range cands {
-			d.problem("loop port %s leads out of the loop to %s, which is unexplained: %s", g.Ports[c.entry].ID, c.o.Port, c.o.Why)
-			d.Confidence *= 0.4
+			switch {
+			case c.o.Kind == "unexplained":
+				d.problem("loop port %s leads out of the loop to %s, which is unexplained: %s", g.Ports[c.entry].ID, c.o.Port, c.o.Why)
+				d.Confidence *= 0.4
+			case c.minor:
+				d.explain("loop port %s also waits for %s outside the loop (contention %.0f B), but less than for the loop itself (edge weight %.3g against %.3g): not what closed the loop",
+					g.Ports[c.entry].ID, c.o.Port, c.o.Contention, c.w, inner[c.entry])
+			}
 		}
 		if init < 0 {
 			d.Loops = append(d.Loops, g.cycle(loop, loop[0]))
@@ -928,7 +955,7 @@ func (g *Graph) diagnoseDeadlock(d *Diagnosis, starts []int, loops [][]int) {
 			d.Initiator = o.Port
 			d.Loops = append(d.Loops, g.cycle(loop, init))
 			d.Path = g.spreadPath(starts, init)
-			d.explain("no loop port waits for a congested port outside the loop; %s has the most local contention (%.0f B): the initiator is in the loop",
+			d.explain("no loop port waits mostly for a congested port outside the loop; %s has the most local contention (%.0f B): the initiator is in the loop",
 				o.Port, g.Ports[init].Contention)
 			g.rootCauses(d, o)
 		}

@@ -194,6 +194,45 @@ func TestDeadlockInLoop(t *testing.T) {
 	}
 }
 
+// An in-loop deadlock whose loop port SW1.P2 also waits for a port
+// outside the loop congested by background flows (out-degree 2): the
+// loop's own burst filled it, and SW1.P2 waits for the loop more than
+// for the outside port, so the initiator is in the loop (the lab's k=4
+// trace: loop port tor4:2 also fed agg4:3, which long background flows
+// congested). Without the bursts the loop has no contention of its own,
+// and the same exit is its initiator.
+func TestDeadlockInLoopNextToContention(t *testing.T) {
+	r, bursts, bg := newInLoopNextToContention()
+	tel := r.s.telemetry()
+	g := Build(tel, Options{})
+	exit, loop := mustEdge(t, g, "SW1:2", "SW2:6"), mustEdge(t, g, "SW1:2", "SW2:2")
+	if n := outDegree(g, "SW1:2"); n != 2 || !(exit.Weight < loop.Weight) {
+		t.Fatalf("SW1:2 out-degree %d, exit weight %.3g, loop weight %.3g: the case needs a lighter exit", n, exit.Weight, loop.Weight)
+	}
+	if got := contributorsAt(g, "SW2:6"); !sameSet(got, bg) {
+		t.Fatalf("SW2:6 contributors %v, want the background flows", got)
+	}
+	d := diagnose(t, tel)
+	wantType(t, d, DeadlockInLoop)
+	if !sameSet(keys(d.RootCauses), bursts) || d.Initiator != "SW2:2" {
+		t.Errorf("root causes %v at %s, want the bursts at SW2:2", keys(d.RootCauses), d.Initiator)
+	}
+	if !slices.ContainsFunc(d.Explanation, func(s string) bool { return strings.Contains(s, "less than for the loop itself") }) {
+		t.Errorf("the explanation does not say why the exit is not the initiator: %v", d.Explanation)
+	}
+	// The exit outweighing the loop edge: out of the loop.
+	r2, _, _ := newInLoopNextToContention()
+	g2 := r2.s.flow("H1", "R", 6001)
+	r2.s.hops["SW1"] = slices.DeleteFunc(r2.s.hops["SW1"], func(f hawkeyewire.FlowRecord) bool { return f.Key == g2 })
+	r2.s.hops["SW2"] = slices.DeleteFunc(r2.s.hops["SW2"], func(f hawkeyewire.FlowRecord) bool { return f.Key == g2 })
+	r2.s.hop("SW1", g2, 3, 2, 600, 540, 60000).hop("SW2", g2, 1, 6, 600, 0, 90000)
+	d = diagnose(t, r2.s.telemetry())
+	wantType(t, d, DeadlockOutOfLoopContention)
+	if ks := keys(d.RootCauses); d.Initiator != "SW2:6" || !slices.Contains(ks, bg[0]) || !slices.Contains(ks, bg[1]) {
+		t.Errorf("heavier exit: root causes %v at %s, want the flows queued at SW2:6", ks, d.Initiator)
+	}
+}
+
 // Figure 12(d): loop port SW1.P2 has a second out-edge, to SW2.P4 outside
 // the loop, which host HI pauses without flow contention.
 func TestDeadlockOutOfLoopInjection(t *testing.T) {

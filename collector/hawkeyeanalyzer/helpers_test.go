@@ -229,6 +229,27 @@ func newInLoop() (*ring, []hawkeyewire.FlowKey) {
 	return r, bursts
 }
 
+// newInLoopNextToContention is Figure 1(c)'s loop with a congested port
+// next to it, as a fabric's long background flows make one: flow G from
+// H1 crosses loop port SW1.P2 to SW2.P4 (towards R), where background
+// flows D1, D2 queue without any pause. SW1.P2 then waits for SW2.P4 too,
+// but for less than it waits for the loop (SW2.P2, which the bursts fill).
+func newInLoopNextToContention() (*ring, []hawkeyewire.FlowKey, []hawkeyewire.FlowKey) {
+	r, bursts := newInLoop()
+	s := r.s
+	s.host("SW2", 6, "R")
+	g := s.flow("H1", "R", 6001)
+	s.hop("SW1", g, 3, 2, 60, 54, 60000).hop("SW2", g, 1, 6, 60, 0, 30000)
+	var bg []hawkeyewire.FlowKey
+	for i, h := range []string{"D1", "D2"} {
+		s.host("SW2", 7+i, h)
+		f := s.flow(h, "R", uint16(7101+i))
+		bg = append(bg, f)
+		s.hop("SW2", f, 7+i, 6, 400, 0, 30000)
+	}
+	return r, bursts, bg
+}
+
 // newOutOfLoopInjection is Figure 1(d): host HI keeps pausing SW2.P4,
 // outside the loop; flow G from H1 crosses loop port SW1.P2 to it.
 func newOutOfLoopInjection() *ring {

@@ -146,6 +146,25 @@ func (r *RP) Init(p *Params) {
 	*r = RP{p: p, rc: p.LineRate, rt: p.LineRate, alpha: p.InitialAlpha}
 }
 
+// Resume starts a flow at rate bits/s as a flow whose rate DCQCN had cut
+// to it by now: paced (Rc = Rt = rate), its increase timer and alpha's
+// quiet period counting from now, as after a cut at alpha 1. A flow
+// already running when a measurement begins (a trace cut out of a steady
+// state) resumes at the share it had, not at line rate. A rate at or
+// above the line rate (or not positive) is Init's.
+func (r *RP) Resume(p *Params, rate float64, now int64) {
+	r.Init(p)
+	if !(rate > 0) || rate >= p.LineRate {
+		return
+	}
+	rate = max(rate, p.MinRate)
+	r.rc, r.rt = rate, rate
+	r.limited, r.cutOnce, r.lastCut = true, true, now
+	r.nextTx = now
+	r.incDue = now + int64(p.Timer)
+	r.alphaDue = now + int64(p.AlphaPeriod)
+}
+
 // Rate is the current rate Rc in bits/s.
 func (r *RP) Rate() float64 { return r.rc }
 

@@ -254,3 +254,47 @@ func BenchmarkPacedPacket(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "packets/s")
 }
+
+func TestResume(t *testing.T) {
+	p := Defaults(100e9)
+	var r RP
+	r.Resume(&p, 25e9, 1000)
+	if !r.Limited() || r.Rate() != 25e9 || r.Target() != 25e9 || r.Stage() != FastRecovery {
+		t.Fatalf("resumed at 25G: limited %v rate %v target %v stage %v", r.Limited(), r.Rate(), r.Target(), r.Stage())
+	}
+	// Paced at the resumed rate: a 1000 B frame takes 320 ns at 25G.
+	if !r.Allowed(1000) {
+		t.Fatal("the first packet must go at once")
+	}
+	r.Sent(1000, 1000)
+	if r.Allowed(1319) || !r.Allowed(1320) {
+		t.Fatalf("next slot %d, want 1320", r.NextTx())
+	}
+	// Fast recovery keeps the target: five timer periods later the rate
+	// has not moved; after them it climbs back to line rate.
+	r.Advance(1000 + 5*int64(p.Timer) - 1)
+	if r.Rate() != 25e9 {
+		t.Fatalf("fast recovery moved the rate to %v", r.Rate())
+	}
+	r.Advance(int64(time.Second))
+	if r.Limited() || r.Rate() != p.LineRate {
+		t.Fatalf("after 1 s: limited %v rate %v", r.Limited(), r.Rate())
+	}
+	// A CNP cuts it as any flow's.
+	r.Resume(&p, 50e9, 0)
+	if !r.CNP(10) || r.Rate() >= 50e9 {
+		t.Fatalf("a CNP after resuming at 50G left %v", r.Rate())
+	}
+	// Line rate or above, or no rate: a new flow's start.
+	for _, rate := range []float64{0, -1, 100e9, 200e9} {
+		r.Resume(&p, rate, 5)
+		if r.Limited() || r.Rate() != p.LineRate {
+			t.Errorf("resume at %v: limited %v rate %v", rate, r.Limited(), r.Rate())
+		}
+	}
+	// Below the floor: the floor.
+	r.Resume(&p, 1, 5)
+	if r.Rate() != p.MinRate {
+		t.Errorf("resume at 1 bit/s: rate %v, want the floor %v", r.Rate(), p.MinRate)
+	}
+}

@@ -26,6 +26,12 @@ type Flow struct {
 	Size     int64 // bytes
 	Start    int64 // ns
 	Prio     uint8 // 802.1p priority the flow's data travels on
+	// Rate (bits/s), when positive and below the line rate, is what a
+	// flow already running at Start sends at: its sender's congestion
+	// control resumes it there (bench/fabric, with DCQCN on) instead of
+	// at line rate. Zero: a new flow, at line rate (RDMA's line-rate
+	// start).
+	Rate float64
 }
 
 // DefaultPrio is the priority the generators give flows: RoCEv2 data on the
@@ -79,8 +85,9 @@ func Poisson(hosts []int, bw float64, load float64, cdf *CDF, duration int64, se
 // runs through a fluid model of the hosts' links: every flow running
 // gets its max-min fair share of its sender's link and its receiver's
 // (bw each, the fabric between them taken as non-blocking), until it has
-// sent its size. The flows start at 0 with what they have left, in the
-// order they arrived, numbered from 0. There are none when Poisson would
+// sent its size. The flows start at 0 with what they have left and the
+// fair share they had (Flow.Rate), in the order they arrived, numbered
+// from 0. There are none when Poisson would
 // draw none or warmup is not positive.
 func InProgress(hosts []int, bw, load float64, cdf *CDF, warmup int64, seed uint64) []Flow {
 	if warmup <= 0 {
@@ -155,13 +162,19 @@ func InProgress(hosts []int, bw, load float64, cdf *CDF, warmup int64, seed uint
 		// Finished flows leave (less than a byte left: rounding).
 		act = slices.DeleteFunc(act, func(r *running) bool { return r.left < 1 })
 	}
+	// The rates at warmup, among the flows still running.
+	act = slices.DeleteFunc(act, func(r *running) bool { return r.left < 1 })
+	fair()
 	flows := make([]Flow, 0, len(act))
 	for _, r := range act {
 		if r.left < 1 {
 			continue
 		}
 		f := r.f
-		f.ID, f.Start, f.Size = len(flows), 0, int64(math.Ceil(r.left))
+		// The flow resumes at the share it had: flows that all restarted
+		// at line rate at 0 would make an incast of the trace's first
+		// microseconds that no steady state has.
+		f.ID, f.Start, f.Size, f.Rate = len(flows), 0, int64(math.Ceil(r.left)), r.rate*8e9
 		flows = append(flows, f)
 	}
 	return flows

@@ -261,7 +261,7 @@ func TestCSV(t *testing.T) {
 	}
 	// Columns by name; id and prio optional.
 	got, err := ReadCSV(strings.NewReader("start_ns,size,dst,src\n10,100,2,1\n20,200,1,2\n"))
-	want := []Flow{{0, 1, 2, 100, 10, DefaultPrio}, {1, 2, 1, 200, 20, DefaultPrio}}
+	want := []Flow{{ID: 0, Src: 1, Dst: 2, Size: 100, Start: 10, Prio: DefaultPrio}, {ID: 1, Src: 2, Dst: 1, Size: 200, Start: 20, Prio: DefaultPrio}}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v, %v", got, err)
 	}
@@ -338,6 +338,32 @@ func TestInProgress(t *testing.T) {
 	flows := InProgress(many, bw, load, Hawkeye, warmup, 9)
 	if float64(len(flows))/16 < load/(1-load)/2 || !reflect.DeepEqual(flows, InProgress(many, bw, load, Hawkeye, warmup, 9)) {
 		t.Errorf("16 hosts: %d flows in progress, or not deterministic", len(flows))
+	}
+	// Each resumes at its max-min share: no host link oversubscribed,
+	// and every link with a flow on it either full or the flows' own
+	// limit elsewhere (a flow below line rate shares a full link).
+	out, in := map[int]float64{}, map[int]float64{}
+	for _, f := range flows {
+		if !(f.Rate > 0) || f.Rate > bw*(1+1e-9) {
+			t.Fatalf("flow %+v: rate out of (0, bw]", f)
+		}
+		out[f.Src] += f.Rate
+		in[f.Dst] += f.Rate
+	}
+	for h, r := range out {
+		if r > bw*(1+1e-9) {
+			t.Errorf("host %d sends %.3g bit/s in all, over its link", h, r)
+		}
+	}
+	for h, r := range in {
+		if r > bw*(1+1e-9) {
+			t.Errorf("host %d receives %.3g bit/s in all, over its link", h, r)
+		}
+	}
+	for _, f := range flows {
+		if f.Rate < bw*(1-1e-9) && out[f.Src] < bw*(1-1e-6) && in[f.Dst] < bw*(1-1e-6) {
+			t.Errorf("flow %+v below line rate with neither its sender's nor its receiver's link full", f)
+		}
 	}
 	for _, bad := range [][]Flow{
 		InProgress(hosts[:1], bw, load, Hawkeye, warmup, 1),
