@@ -23,17 +23,7 @@ import (
 // included, their tags written back), and the file holds exactly the
 // frames the same filters accept in user space, which tshark reads.
 func TestSessionAFPacket(t *testing.T) {
-	pair := netns.TestPair(t, "cpt", 0)
-	pool, err := dpdk.NewPool("cpt-tx", 4096, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	tx, err := netns.OpenPort(pair.NSA, "afpacket:"+pair.IfA, dpdk.Config{Pool: pool})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Close()
+	pair, pool, tx := vethSender(t, "cpt")
 	var frames [][]byte
 	for i := uint32(0); i < 600; i++ {
 		s := frameSpec{op: roce.RCWriteOnly, qpn: 16 + i%4, psn: i, seq: i, vlan: i%3 == 0, ecn: uint8(i % 4)}
@@ -140,17 +130,7 @@ func readFrames(t *testing.T, path string) []string {
 // the same records at the same rotation points, and the per-QP counters
 // must agree.
 func TestRecordsPath(t *testing.T) {
-	pair := netns.TestPair(t, "crp", 0)
-	pool, err := dpdk.NewPool("crp-tx", 4096, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	tx, err := netns.OpenPort(pair.NSA, "afpacket:"+pair.IfA, dpdk.Config{Pool: pool})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Close()
+	pair, pool, tx := vethSender(t, "crp")
 	var frames [][]byte
 	for i := uint32(0); i < 1500; i++ {
 		s := frameSpec{op: roce.RCWriteOnly, qpn: 16 + i%5, psn: i / 2 % 97, seq: i, vlan: i%7 == 0, ecn: uint8(i % 4), badICRC: i%13 == 0}
@@ -273,3 +253,22 @@ func TestRecordsPath(t *testing.T) {
 // workers0Fast says whether the session's first worker takes the records
 // path.
 func (s *Session) workers0Fast() bool { return len(s.workers) > 0 && s.workers[0].fast }
+
+// vethSender is a veth pair between two fresh namespaces and an AF_PACKET
+// port on its first end to send test frames from; all closed at the end
+// of the test.
+func vethSender(t *testing.T, name string) (*netns.Pair, *dpdk.Pool, dpdk.Port) {
+	t.Helper()
+	pair := netns.TestPair(t, name, 0)
+	pool, err := dpdk.NewPool(name+"-tx", 4096, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pool.Close() })
+	tx, err := netns.OpenPort(pair.NSA, "afpacket:"+pair.IfA, dpdk.Config{Pool: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Close() })
+	return pair, pool, tx
+}

@@ -277,16 +277,8 @@ func FuzzParseRoCE(f *testing.F) {
 // on any frame, and both to verbs/roce's full parse on the frames it
 // accepts as RoCEv2: the per-QP counters read the same fields either way.
 func FuzzQuickRoCE(f *testing.F) {
-	for i, s := range []frameSpec{
-		{op: roce.RCWriteOnly, qpn: 17, psn: 5, ecn: 3},
-		{op: roce.RCSendMiddle, qpn: 0xabcdef, psn: 0xffffff, vlan: true},
-		{op: roce.RCAck, qpn: 18, psn: 9, syndrome: roce.Syndrome(0x60)},
-		{op: roce.OpCNP, qpn: 19},
-		{op: roce.RCWriteOnly, qpn: 20, src: "fe80::1", dst: "fe80::2"},
-		{op: roce.RCWriteOnly, qpn: 21, port: 9741},
-	} {
-		s.seq = uint32(i)
-		f.Add(buildFrame(f, s), uint16(roce.UDPPort))
+	for _, frame := range quickSeeds(f) {
+		f.Add(frame, uint16(roce.UDPPort))
 	}
 	f.Fuzz(func(t *testing.T, frame []byte, port uint16) {
 		var fast, any quickPkt
@@ -314,16 +306,8 @@ func FuzzQuickRoCE(f *testing.F) {
 // the PSN one ahead and one behind (a retransmission), then the frame
 // again, each as a record.
 func FuzzCountFrame(f *testing.F) {
-	for i, s := range []frameSpec{
-		{op: roce.RCWriteOnly, qpn: 17, psn: 5, ecn: 3},
-		{op: roce.RCSendMiddle, qpn: 0xabcdef, psn: 0xffffff, vlan: true},
-		{op: roce.RCAck, qpn: 18, psn: 9, syndrome: roce.Syndrome(0x60)},
-		{op: roce.OpCNP, qpn: 19},
-		{op: roce.RCReadResponseOnly, qpn: 22, psn: 3},
-		{op: roce.RCWriteOnly, qpn: 20, src: "fe80::1", dst: "fe80::2"},
-	} {
-		s.seq = uint32(i)
-		f.Add(buildFrame(f, s))
+	for _, frame := range quickSeeds(f) {
+		f.Add(frame)
 	}
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		seq := [][]byte{frame}
@@ -384,4 +368,24 @@ func epbRecord(frame []byte, wire int) []byte {
 	copy(r[28:], frame)
 	binary.LittleEndian.PutUint32(r[blen-4:], uint32(blen))
 	return r
+}
+
+// quickSeeds are the per-QP fuzz tests' seed frames: a marked WRITE, a
+// tagged SEND at the ends of the QPN and PSN spaces, a NAK, a CNP, a
+// READ response, IPv6, and another UDP port.
+func quickSeeds(f *testing.F) [][]byte {
+	var out [][]byte
+	for i, s := range []frameSpec{
+		{op: roce.RCWriteOnly, qpn: 17, psn: 5, ecn: 3},
+		{op: roce.RCSendMiddle, qpn: 0xabcdef, psn: 0xffffff, vlan: true},
+		{op: roce.RCAck, qpn: 18, psn: 9, syndrome: roce.Syndrome(0x60)},
+		{op: roce.OpCNP, qpn: 19},
+		{op: roce.RCReadResponseOnly, qpn: 22, psn: 3},
+		{op: roce.RCWriteOnly, qpn: 20, src: "fe80::1", dst: "fe80::2"},
+		{op: roce.RCWriteOnly, qpn: 21, port: 9741},
+	} {
+		s.seq = uint32(i)
+		out = append(out, buildFrame(f, s))
+	}
+	return out
 }
