@@ -12,10 +12,12 @@ import (
 // The records path is the capture's common case on AF_PACKET: every frame
 // of a kernel block that passes the RoCE filter goes to a pcapng file as it
 // is (no count to stop at). It writes the Enhanced Packet Blocks straight
-// into the writer's buffer in one loop over the block, with the per-QP
-// counters, and settles the file's bookkeeping (records, size, write
-// errors) once per run of records instead of once per frame: the general
-// path's per-frame checks cost as much as the record itself. Frames that
+// into the writer's buffer, in afpacket's loop over the block
+// (Block.WriteEPB) when no RoCE filter decides per frame; the per-QP
+// counters read the records back when they are committed
+// (qpTable.countRecords); and the file's bookkeeping (records, size, write
+// errors) is settled once per run of records instead of once per frame: the
+// general path's per-frame checks cost as much as the record itself. Frames that
 // need the general path (a VLAN tag to put back, a file to rotate, a record
 // too long for one buffer, a failed file) go through frameLocked, with the
 // records before them committed first so the order holds. The files are
