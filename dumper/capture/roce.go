@@ -228,7 +228,10 @@ func ParseRoCE(expr string, port uint16) (*RoCEFilter, error) {
 // Match reports whether frame is RoCEv2 and passes the filter; p is
 // scratch the caller keeps (and may read after a match).
 func (f *RoCEFilter) Match(frame []byte, p *roce.Packet) bool {
-	if roce.ParseTruncated(frame, f.Port, p) != nil {
+	// A whole frame in the common layouts parses in roce.Parse's one pass,
+	// which takes it as ParseTruncated would (verbs/roce's FuzzParse holds
+	// that); a frame cut at the snap length needs ParseTruncated.
+	if roce.ParsePort(frame, f.Port, p) != nil && roce.ParseTruncated(frame, f.Port, p) != nil {
 		return false
 	}
 	if f.root == nil {

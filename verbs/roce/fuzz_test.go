@@ -56,6 +56,14 @@ func FuzzParse(f *testing.F) {
 		}
 		err := Parse(frame, &p)
 		sameAsGeneral(t, frame, &p, err)
+		if err == nil {
+			// A frame Parse takes, ParseTruncated takes the same way: a
+			// caller that must accept cut frames may try Parse first.
+			var q Packet
+			if e := ParseTruncated(frame, UDPPort, &q); e != nil || q != p {
+				t.Fatalf("Parse %+v, ParseTruncated %+v, %v", p, q, e)
+			}
+		}
 		if len(frame) > header.EthernetHeaderLen {
 			_, _ = ICRC(frame[header.EthernetHeaderLen:]) // must not panic on anything
 		}
