@@ -487,17 +487,7 @@ func (w *worker) epb(r EPBReader) int {
 	if n == 0 {
 		return 0
 	}
-	port := w.s.rf.Port
-	for off := 0; off < used; {
-		blen := int(binary.NativeEndian.Uint32(buf[off+4:]))
-		caplen := int(binary.NativeEndian.Uint32(buf[off+20:]))
-		wl := int(binary.NativeEndian.Uint32(buf[off+24:]))
-		w.nbytes += uint64(wl)
-		if quickRoCE(buf[off+28:off+28+caplen], port, &w.quick) {
-			w.qps.count(&w.quick, wl)
-		}
-		off += blen
-	}
+	w.nbytes += w.qps.countRecords(buf[:used], w.s.rf.Port, &w.quick)
 	if sk.cur.Packets == 0 {
 		sk.firstTS = int64(binary.NativeEndian.Uint32(buf[12:]))<<32 | int64(binary.NativeEndian.Uint32(buf[16:]))
 	}

@@ -225,18 +225,20 @@ func (t *qpTable) count(q *quickPkt, wireLen int) {
 // common layout (untagged IPv4 without options, RoCEv2 to port) whose
 // queue pair is in the cache and already counted since the last publish,
 // it reads the fields straight into the counters, in the loop; any other
-// frame goes through quickRoCE and count with q.
-func (t *qpTable) countRecords(recs []byte, port uint16, q *quickPkt) {
+// frame goes through quickRoCE and count with q. It returns the records'
+// wire bytes.
+func (t *qpTable) countRecords(recs []byte, port uint16, q *quickPkt) (bytes uint64) {
 	for off := 0; off+28 <= len(recs); {
 		rh := (*[28]byte)(recs[off:])
 		blen := int(binary.LittleEndian.Uint32(rh[4:]))
 		caplen := int(binary.LittleEndian.Uint32(rh[20:]))
 		wire := int(binary.LittleEndian.Uint32(rh[24:]))
 		if blen < 32 || blen > len(recs)-off || caplen > blen-32 {
-			return // never: the records path wrote them
+			return bytes // never: the records path or the port wrote them
 		}
 		f := recs[off+28 : off+28+caplen]
 		off += blen
+		bytes += uint64(wire)
 		if len(f) >= 54 {
 			h := (*[54]byte)(f)
 			if binary.BigEndian.Uint32(h[12:])&0xffffff00 == 0x08004500 && h[23] == 17 &&
@@ -274,6 +276,7 @@ func (t *qpTable) countRecords(recs []byte, port uint16, q *quickPkt) {
 			t.count(q, wire)
 		}
 	}
+	return bytes
 }
 
 // publish hands the changed counters to readers.

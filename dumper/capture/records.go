@@ -128,7 +128,7 @@ func (w *worker) commitRecords(recs []byte, n uint64) {
 	if n == 0 {
 		return
 	}
-	w.qps.countRecords(recs, w.s.rf.Port, &w.quick)
+	_ = w.qps.countRecords(recs, w.s.rf.Port, &w.quick) // (their bytes were counted as they were written)
 	sk := w.sink
 	sk.cur.Packets += n
 	sk.written += n
