@@ -205,7 +205,9 @@ var luminaAnalyzeCmd = &Command{
 and runs the analyzers in one streaming pass: Go-back-N sender and receiver checks (first
 violation with its packet), NACK generation and reaction latency per dropped PSN, timeout
 retransmission intervals and retry counts, CNP pacing scope and interval, whether NAKs
-trigger CNPs, counters expected vs observed, message completion times. Writes
+trigger CNPs, Lumina's own CNP check (test_cnp's expected counts per port, IP pair and
+destination IP for the receiver's NIC), counters expected vs observed, message
+completion times. Writes
 analysis.json, summary.txt, the plots (SVG and PNG) and report.html into DIR and prints
 the summary. A run whose trace failed its integrity check is reported as invalid and no
 figure of it is presented as a result (exit status 1).`,

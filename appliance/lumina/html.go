@@ -51,6 +51,13 @@ func Analyze(ctx context.Context, dir string, m *luminaanalyzer.Meta, opt lumina
 	if err != nil {
 		return nil, err
 	}
+	// Lumina's own CNP check beside ours, as its test_cnp would judge the
+	// run (a second pass over the trace).
+	if c, err := luminaanalyzer.LuminaCNPCheck(ctx, filepath.Join(dir, m.Trace), m); err != nil {
+		rep.LuminaCNPError = err.Error()
+	} else {
+		rep.LuminaCNP = c
+	}
 	if err := rep.WriteFiles(dir); err != nil {
 		return nil, err
 	}

@@ -32,12 +32,17 @@ type Report struct {
 	Summary     TraceSummary `json:"summary"`
 	Connections []ConnReport `json:"connections"`
 
-	GBN            GBNReport      `json:"gbn"`
-	Retransmission RetransReport  `json:"retransmission"`
-	Timeouts       TimeoutReport  `json:"timeouts"`
-	CNP            CNPReport      `json:"cnp"`
-	Counters       CounterReport  `json:"counters"`
-	MCT            MCTReport      `json:"mct"`
+	GBN            GBNReport     `json:"gbn"`
+	Retransmission RetransReport `json:"retransmission"`
+	Timeouts       TimeoutReport `json:"timeouts"`
+	CNP            CNPReport     `json:"cnp"`
+	Counters       CounterReport `json:"counters"`
+	MCT            MCTReport     `json:"mct"`
+	// LuminaCNP is Lumina's own CNP check (test_cnp's expected counts per
+	// pacing mode) when the caller ran it (LuminaCNPCheck), or why it
+	// could not run.
+	LuminaCNP      *LuminaCNP     `json:"lumina_cnp,omitempty"`
+	LuminaCNPError string         `json:"lumina_cnp_error,omitempty"`
 	Options        ReportSettings `json:"settings"`
 	Notes          []string       `json:"notes,omitempty"`
 }

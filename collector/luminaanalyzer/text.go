@@ -20,6 +20,13 @@ func (r *Report) WriteText(w io.Writer) error {
 	tw.retransmission(&r.Retransmission)
 	tw.timeouts(&r.Timeouts)
 	tw.cnp(&r.CNP)
+	switch {
+	case r.LuminaCNP != nil:
+		tw.p("  Lumina's test_cnp (%s, NAK triggers CNP %v, min time between CNPs %v): %s", r.LuminaCNP.NIC,
+			r.LuminaCNP.NACKTriggersCNP, dur(r.LuminaCNP.MinTimeNs), r.LuminaCNP)
+	case r.LuminaCNPError != "":
+		tw.p("  Lumina's test_cnp: not run: %s", r.LuminaCNPError)
+	}
 	tw.counters(&r.Counters)
 	tw.mct(&r.MCT)
 	if len(r.Notes) > 0 {
