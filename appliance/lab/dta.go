@@ -407,14 +407,25 @@ func (s *dtaStage) runReporters() (time.Duration, dtatranslator.Status, error) {
 	if err := errors.Join(errs...); err != nil {
 		return 0, dtatranslator.Status{}, err
 	}
+	// waitDTA reads fresh statuses: the last publication could predate
+	// every report (the reporters may be acknowledged within the 50 ms
+	// between two), and its translator, with the collector up, nothing
+	// outstanding and its counters still, looked settled while
+	// Key-Increments were still to be sent.
 	var last dtatranslator.ServiceStats
+	seen := false
 	err := waitDTA(s.ctx, s.svc, 15*time.Second, func(st *dtatranslator.Status) bool {
-		ok := st.Settled() && st.Stats == last
-		last = st.Stats
+		ok := seen && st.Settled() && st.Stats == last
+		last, seen = st.Stats, true
 		return ok
 	})
 	took := time.Since(t0)
-	st := s.svc.Status()
+	fctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
+	st, serr := s.svc.FreshStatus(fctx)
+	cancel()
+	if err == nil && serr != nil {
+		err = fmt.Errorf("no fresh status: %w", serr)
+	}
 	if err != nil {
 		return took, st, fmt.Errorf("translator did not settle (%d reports, %d queued): %w", st.Stats.Reports, st.QueueDepth, err)
 	}
@@ -693,11 +704,21 @@ func reportedPath(reps []*dtatranslator.Reporter, k uint32, path dtamem.Path) bo
 	return false
 }
 
-// waitDTA polls the translator's status until ok or the timeout.
+// waitDTA polls the translator's status, as of a publication made after
+// each look (FreshStatus), until ok or the timeout.
 func waitDTA(ctx context.Context, svc *dtatranslator.Service, timeout time.Duration, ok func(*dtatranslator.Status) bool) error {
 	deadline := time.Now().Add(timeout)
+	// A loop that never publishes again times the wait out too.
+	fctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
 	for {
-		st := svc.Status()
+		st, err := svc.FreshStatus(fctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return errors.New("timed out")
+		}
 		if ok(&st) {
 			return nil
 		}

@@ -305,6 +305,25 @@ func TestDTAStage(t *testing.T) {
 	}
 }
 
+// TestDTAStageShort: a run short enough that the reporters are all
+// acknowledged within the 50 ms between two of the translator's status
+// publications. The stage took the publication from before the run
+// for a settled translator (its figures showed no RDMA packet sent) and
+// could query the collector before every report reached it; the
+// figures now come from the translator as it was after the run.
+func TestDTAStageShort(t *testing.T) {
+	s := onlySpec(t)
+	s.DTA.Enabled = true
+	s.DTA.Reports = 100
+	s.DTA.FlowControl.Enabled = false
+	for range 3 {
+		_, row, b := runPassing(t, s)
+		if row.Figures["rdma_pkts"] == "0" {
+			t.Fatalf("the figures are the translator's before the run:\n%s", b)
+		}
+	}
+}
+
 // TestDTAFlowStage runs the dta-flow row: under 1% link loss and twice
 // the meter's rate, every high-priority report arrives, every
 // low-priority one is accounted for, and the reporters slow down.

@@ -67,6 +67,10 @@ type Service struct {
 	mu      sync.Mutex
 	shown   Status
 	lastPub int64
+	// pubs counts the publications (under mu); wantPub asks the loop
+	// to publish at its next poll (FreshStatus).
+	pubs    uint64
+	wantPub atomic.Bool
 }
 
 // ServiceStats are the translator loop's counters.
@@ -278,7 +282,8 @@ func (s *Service) Poll() bool {
 		}
 	}
 	s.flushTx()
-	if s.now-s.lastPub > int64(50*time.Millisecond) {
+	if s.now-s.lastPub > int64(50*time.Millisecond) || s.wantPub.Load() {
+		s.wantPub.Store(false)
 		s.publish()
 	}
 	return work || n > 0
@@ -795,6 +800,7 @@ func (s *Service) publish() {
 	s.lastPub = s.now
 	s.mu.Lock()
 	s.shown = st
+	s.pubs++
 	s.mu.Unlock()
 }
 
@@ -814,13 +820,47 @@ func (st *Status) Settled() bool {
 }
 
 // Status is the translator's state as of the loop's last publication
-// (every 50 ms while it runs).
+// (every 50 ms while it runs, later on a host that keeps the loop off its
+// core): it may predate what the reporters already had acknowledged.
+// Whoever must see all that the loop has done, to tell that it settled,
+// reads FreshStatus.
 func (s *Service) Status() Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.shown
 	st.Running = s.running.Load()
 	return st
+}
+
+// FreshStatus is the translator's state as of a publication the loop
+// made after the call: it shows everything the loop had done by then
+// (every report it had acknowledged). Status could not tell that: the
+// lab's DTA stage, whose reporters were all acknowledged within 50 ms of
+// the publication that showed the collector up, took that stale one
+// (nothing outstanding, nothing queued, counters still) for a settled
+// translator and queried the collector while Key-Increments were still
+// on their way. A loop that is not running publishes nothing more, and
+// its Status is then as fresh as it gets.
+func (s *Service) FreshStatus(ctx context.Context) (Status, error) {
+	s.mu.Lock()
+	from := s.pubs
+	s.mu.Unlock()
+	for {
+		s.mu.Lock()
+		n := s.pubs
+		s.mu.Unlock()
+		// The publication after from may have been made before the
+		// call and stored after it: the one after that was made after.
+		if n >= from+2 || !s.running.Load() {
+			return s.Status(), nil
+		}
+		s.wantPub.Store(true)
+		select {
+		case <-ctx.Done():
+			return s.Status(), ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
 }
 
 // reportQueue is a FIFO of report payloads waiting for the meter or the

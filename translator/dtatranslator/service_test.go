@@ -258,8 +258,11 @@ func (b *serviceBed) waitUp(t testing.TB, n int) {
 func (b *serviceBed) settle(t testing.TB) Status {
 	t.Helper()
 	var last ServiceStats
+	// Fresh statuses: the last publication may predate the reports.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(60 * time.Millisecond) {
-		st := b.svc.Status()
+		st, _ := b.svc.FreshStatus(ctx)
 		c := st.Collectors[0]
 		if st.Stats == last && st.Settled() && c.Conn.Packets > 0 && c.Conn.ACKs > 0 {
 			return st
@@ -722,11 +725,14 @@ func TestServiceTwoCollectors(t *testing.T) {
 	}
 }
 
-// waitStatus polls the translator's status until ok.
+// waitStatus polls the translator's status, fresh (see FreshStatus),
+// until ok.
 func waitStatus(t testing.TB, svc *Service, ok func(*Status) bool) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		st := svc.Status()
+		st, _ := svc.FreshStatus(ctx)
 		if ok(&st) {
 			return
 		}

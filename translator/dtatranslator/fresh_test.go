@@ -1,0 +1,51 @@
+package dtatranslator
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/rdma-appliance/appliance/internal/dtawire"
+)
+
+// TestFreshStatus: once the loop has answered, FreshStatus shows it.
+// Status publishes every 50 ms, so right after an ARP answer or a run
+// whose reports were all acknowledged it still showed the translator as
+// it was before: the lab's DTA stage took such a publication (collector
+// up, nothing outstanding, counters still) for a settled translator and
+// read a Key-Increment whose atomics had not been sent yet.
+func TestFreshStatus(t *testing.T) {
+	b := newServiceBed(t, 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rc := ReporterConfig{Keys: 500, Redundancy: 2, Count: 300, Retransmittable: true, Seed: 9}
+	rc.Mix.KeyWrite = 1
+	for i := uint64(1); i <= 3; i++ {
+		// Each reporter resolves the translator: an ARP request the
+		// loop answered before reporter returns.
+		b.reporter(t, 0, rc)
+		st, err := b.svc.FreshStatus(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Stats.ARPReplies < i {
+			t.Fatalf("after %d ARP answers the status shows %d", i, st.Stats.ARPReplies)
+		}
+	}
+	r := b.reporter(t, 0, rc)
+	runReporters(t, []*Reporter{r})
+	st, err := b.svc.FreshStatus(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every report was acknowledged, so taken: each a Key-Write
+	// translated (none lost on the way, none dropped).
+	if got := st.Collectors[0].Translate.Reports[dtawire.OpKeyWrite]; got != rc.Count || st.Collectors[0].Conn.Packets == 0 {
+		t.Fatalf("all %d reports acknowledged, the status shows %d translated and %d RDMA packets", rc.Count, got, st.Collectors[0].Conn.Packets)
+	}
+	// A loop that stopped publishes no more: FreshStatus does not wait.
+	b.stop()
+	if _, err := b.svc.FreshStatus(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
