@@ -23,7 +23,7 @@ import (
 // included, their tags written back), and the file holds exactly the
 // frames the same filters accept in user space, which tshark reads.
 func TestSessionAFPacket(t *testing.T) {
-	pair, pool, tx := vethSender(t, "cpt")
+	pair, send := vethSender(t, "cpt")
 	var frames [][]byte
 	for i := uint32(0); i < 600; i++ {
 		s := frameSpec{op: roce.RCWriteOnly, qpn: 16 + i%4, psn: i, seq: i, vlan: i%3 == 0, ecn: uint8(i % 4)}
@@ -73,18 +73,7 @@ func TestSessionAFPacket(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := runUntil(t, s, func() {
-				for i, f := range frames {
-					pk := pool.Get()
-					pk.CopyFrom(f)
-					for tx.TxBurst(0, []*dpdk.Packet{pk}) == 0 {
-						time.Sleep(time.Millisecond)
-					}
-					if i%64 == 63 {
-						time.Sleep(time.Millisecond) // the veth backlog is 1000 frames
-					}
-				}
-			})
+			res, err := runUntil(t, s, func() { send(frames) })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -130,7 +119,7 @@ func readFrames(t *testing.T, path string) []string {
 // the same records at the same rotation points, and the per-QP counters
 // must agree.
 func TestRecordsPath(t *testing.T) {
-	pair, pool, tx := vethSender(t, "crp")
+	pair, send := vethSender(t, "crp")
 	var frames [][]byte
 	for i := uint32(0); i < 1500; i++ {
 		s := frameSpec{op: roce.RCWriteOnly, qpn: 16 + i%5, psn: i / 2 % 97, seq: i, vlan: i%7 == 0, ecn: uint8(i % 4), badICRC: i%13 == 0}
@@ -194,16 +183,7 @@ func TestRecordsPath(t *testing.T) {
 			if !fast.workers0Fast() || general.workers0Fast() {
 				t.Fatal("the sessions do not take the paths under test")
 			}
-			for i, f := range frames {
-				pk := pool.Get()
-				pk.CopyFrom(f)
-				for tx.TxBurst(0, []*dpdk.Packet{pk}) == 0 {
-					time.Sleep(time.Millisecond)
-				}
-				if i%64 == 63 {
-					time.Sleep(time.Millisecond) // the veth backlog is 1000 frames
-				}
-			}
+			send(frames)
 			for fast.Stats().Written < want || general.Stats().Written < want {
 				if ctx.Err() != nil {
 					t.Fatalf("written %d and %d of %d", fast.Stats().Written, general.Stats().Written, want)
@@ -254,10 +234,10 @@ func TestRecordsPath(t *testing.T) {
 // path.
 func (s *Session) workers0Fast() bool { return len(s.workers) > 0 && s.workers[0].fast }
 
-// vethSender is a veth pair between two fresh namespaces and an AF_PACKET
-// port on its first end to send test frames from; all closed at the end
-// of the test.
-func vethSender(t *testing.T, name string) (*netns.Pair, *dpdk.Pool, dpdk.Port) {
+// vethSender is a veth pair between two fresh namespaces and what sends
+// frames from its first end (an AF_PACKET port), paced for the veth's
+// backlog; all closed at the end of the test.
+func vethSender(t *testing.T, name string) (*netns.Pair, func(frames [][]byte)) {
 	t.Helper()
 	pair := netns.TestPair(t, name, 0)
 	pool, err := dpdk.NewPool(name+"-tx", 4096, 0)
@@ -270,5 +250,16 @@ func vethSender(t *testing.T, name string) (*netns.Pair, *dpdk.Pool, dpdk.Port) 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tx.Close() })
-	return pair, pool, tx
+	return pair, func(frames [][]byte) {
+		for i, f := range frames {
+			pk := pool.Get()
+			pk.CopyFrom(f)
+			for tx.TxBurst(0, []*dpdk.Packet{pk}) == 0 {
+				time.Sleep(time.Millisecond)
+			}
+			if i%64 == 63 {
+				time.Sleep(time.Millisecond) // the veth backlog is 1000 frames
+			}
+		}
+	}
 }
