@@ -351,8 +351,9 @@ collectors:
 	// The translator has nothing in flight and nothing more arrives.
 	var st dtatranslator.Status
 	var last dtatranslator.ServiceStats
+	// (Fresh statuses: a published one may predate the last reports.)
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if code, err := getJSON(hc, trAddr, "/v1/status", &st); code != http.StatusOK || err != nil {
+		if code, err := getJSON(hc, trAddr, "/v1/status?fresh=1", &st); code != http.StatusOK || err != nil {
 			t.Fatalf("translator status: %d %v", code, err)
 		}
 		if st.Stats == last && st.Settled() && len(st.Collectors) == 2 &&

@@ -2,8 +2,13 @@ package dtatranslator
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/rdma-appliance/appliance/internal/service"
 
 	"github.com/rdma-appliance/appliance/internal/dtawire"
 )
@@ -47,5 +52,37 @@ func TestFreshStatus(t *testing.T) {
 	b.stop()
 	if _, err := b.svc.FreshStatus(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestStatusFreshHTTP asks /v1/status?fresh=1 what FreshStatus gives: a
+// status published after the request (the ARP answer the reporter drew
+// shows in it), and refuses another value of fresh.
+func TestStatusFreshHTTP(t *testing.T) {
+	b := newServiceBed(t, 1, nil)
+	h := service.New("dta-fresh", "127.0.0.1:0", nil)
+	b.svc.Register(h)
+	rc := ReporterConfig{Keys: 10, Count: 1, Seed: 3}
+	rc.Mix.KeyWrite = 1
+	b.reporter(t, 0, rc)
+	get := func(q string) (int, Status) {
+		rec := httptest.NewRecorder()
+		h.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/v1/status"+q, nil))
+		var st Status
+		if rec.Code == http.StatusOK {
+			if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return rec.Code, st
+	}
+	if code, st := get("?fresh=1"); code != http.StatusOK || st.Stats.ARPReplies < 1 {
+		t.Fatalf("fresh status: %d, %d ARP answers", code, st.Stats.ARPReplies)
+	}
+	if code, _ := get("?fresh=yes"); code != http.StatusBadRequest {
+		t.Fatalf("fresh=yes: %d, want 400", code)
+	}
+	if code, _ := get(""); code != http.StatusOK {
+		t.Fatalf("status: %d", code)
 	}
 }

@@ -1,25 +1,46 @@
 package dtatranslator
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/rdma-appliance/appliance/internal/metrics"
 	"github.com/rdma-appliance/appliance/internal/service"
 )
 
+// freshWait bounds how long /v1/status?fresh=1 waits for the loop.
+const freshWait = 2 * time.Second
+
 // Register adds the translator's endpoints, health checks and metrics
 // to an HTTP service:
 //
-//	GET /v1/status   Status: counters, sequence tracking, each collector's connection
+//	GET /v1/status   Status: counters, sequence tracking, each collector's connection;
+//	                 ?fresh=1 waits (up to 2 s) for a status the loop published after the
+//	                 request (see FreshStatus), as a check that the translator settled needs
 //
 // /healthz fails while the loop is not running or a collector is down,
 // naming the collector and why.
 func (s *Service) Register(h *service.Service) {
-	h.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) {
-		service.WriteJSON(w, http.StatusOK, s.Status())
+	h.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
+		switch f := r.URL.Query().Get("fresh"); f {
+		case "":
+			service.WriteJSON(w, http.StatusOK, s.Status())
+		case "1":
+			ctx, cancel := context.WithTimeout(r.Context(), freshWait)
+			defer cancel()
+			st, err := s.FreshStatus(ctx)
+			if err != nil {
+				service.WriteError(w, http.StatusServiceUnavailable, fmt.Errorf("dta: no fresh status: %w", err))
+				return
+			}
+			service.WriteJSON(w, http.StatusOK, st)
+		default:
+			service.WriteError(w, http.StatusBadRequest, fmt.Errorf("dta: fresh=%q: want 1", f))
+		}
 	})
 	h.AddCheck("translator loop", func() error {
 		if !s.running.Load() {
