@@ -47,16 +47,12 @@ func analyzeRun(ctx context.Context, dir string, m *luminaanalyzer.Meta, opt lum
 // trace) and writes what a user reads there: analysis.json, summary.txt,
 // the plots (SVG and PNG) and report.html. It returns the report.
 func Analyze(ctx context.Context, dir string, m *luminaanalyzer.Meta, opt luminaanalyzer.Options) (*luminaanalyzer.Report, error) {
+	// Lumina's own CNP check beside ours, as its test_cnp would judge the
+	// run, in the same pass over the trace.
+	opt.LuminaCNP = true
 	rep, err := luminaanalyzer.AnalyzeOptions(ctx, filepath.Join(dir, m.Trace), m, opt)
 	if err != nil {
 		return nil, err
-	}
-	// Lumina's own CNP check beside ours, as its test_cnp would judge the
-	// run (a second pass over the trace).
-	if c, err := luminaanalyzer.LuminaCNPCheck(ctx, filepath.Join(dir, m.Trace), m); err != nil {
-		rep.LuminaCNPError = err.Error()
-	} else {
-		rep.LuminaCNP = c
 	}
 	if err := rep.WriteFiles(dir); err != nil {
 		return nil, err

@@ -37,6 +37,9 @@ type Options struct {
 	// CNPWindow is the longest a CNP may follow the CE mark or gap that
 	// drew it. Default 100 ms.
 	CNPWindow time.Duration
+	// LuminaCNP runs Lumina's own CNP check (LuminaCNPCheck) in the same
+	// pass, into Report.LuminaCNP (or LuminaCNPError when it cannot run).
+	LuminaCNP bool
 	// MaxRecords caps each per-event list of the Report (NAK latencies,
 	// losses, timeouts, CNP events), so that memory stays bounded for
 	// any trace; the figures count every event. Default 1<<20.
@@ -74,10 +77,28 @@ func AnalyzeOptions(ctx context.Context, tracePath string, m *Meta, opt Options)
 	if err != nil {
 		return nil, err
 	}
-	if err := eachRecord(ctx, tracePath, a.Packet); err != nil {
+	var lc *luminaCNPCheck
+	var lcErr error
+	if opt.LuminaCNP {
+		lc, lcErr = newLuminaCNPCheck(m)
+	}
+	fn := a.Packet
+	if lc != nil {
+		fn = func(ts int64, data []byte) {
+			a.Packet(ts, data)
+			lc.packet(data)
+		}
+	}
+	if err := eachRecord(ctx, tracePath, fn); err != nil {
 		return nil, err
 	}
 	rep := a.Report()
+	switch {
+	case lc != nil:
+		rep.LuminaCNP = lc.result()
+	case lcErr != nil:
+		rep.LuminaCNPError = lcErr.Error()
+	}
 	rep.Trace = tracePath
 	return rep, nil
 }

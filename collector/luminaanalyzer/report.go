@@ -39,7 +39,7 @@ type Report struct {
 	Counters       CounterReport `json:"counters"`
 	MCT            MCTReport     `json:"mct"`
 	// LuminaCNP is Lumina's own CNP check (test_cnp's expected counts per
-	// pacing mode) when the caller ran it (LuminaCNPCheck), or why it
+	// pacing mode) when the caller asked for it (Options.LuminaCNP), or why it
 	// could not run.
 	LuminaCNP      *LuminaCNP     `json:"lumina_cnp,omitempty"`
 	LuminaCNPError string         `json:"lumina_cnp_error,omitempty"`
