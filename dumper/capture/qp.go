@@ -162,15 +162,8 @@ func cacheSlot(qpn uint32, dst *gidKey) int {
 	return int((qpn ^ qpn>>8 ^ lo&0xff ^ (lo>>8&0xff)<<3) & 255)
 }
 
-func (t *qpTable) lookup(q *quickPkt) *qpEntry {
-	slot := cacheSlot(q.qpn, &q.dst)
-	if e := t.cache[slot]; e != nil && e.qpn == q.qpn && e.dst == q.dst {
-		return e
-	}
-	return t.lookupMap(q, slot)
-}
-
-// lookupMap is lookup past the cache: the map, or a new entry.
+// lookupMap finds q's entry past the cache (the map, or a new entry) and
+// caches it in slot.
 func (t *qpTable) lookupMap(q *quickPkt, slot int) *qpEntry {
 	e := t.m[q.qpn]
 	for e != nil && e.dst != q.dst {
@@ -192,8 +185,16 @@ func (t *qpTable) lookupMap(q *quickPkt, slot int) *qpEntry {
 	return e
 }
 
+// count adds one frame to its queue pair's counters. The cache in front
+// of the map is looked up here, not in a function of its own: the lookup
+// is too large for the compiler to inline, and a call per frame costs as
+// much as the lookup.
 func (t *qpTable) count(q *quickPkt, wireLen int) {
-	e := t.lookup(q)
+	slot := cacheSlot(q.qpn, &q.dst)
+	e := t.cache[slot]
+	if e == nil || e.qpn != q.qpn || e.dst != q.dst {
+		e = t.lookupMap(q, slot)
+	}
 	c := &e.live
 	if c.packets > 0 && q.op != uint8(roce.OpCNP) && !isResponse[q.op] {
 		// A request at or behind the last PSN seen is sent again.
@@ -221,12 +222,8 @@ func (t *qpTable) count(q *quickPkt, wireLen int) {
 }
 
 // countRecords counts the frames of pcapng Enhanced Packet Blocks that
-// the records path wrote (recs holds whole records). For a frame of the
-// common layout (untagged IPv4 without options, RoCEv2 to port) whose
-// queue pair is in the cache and already counted since the last publish,
-// it reads the fields straight into the counters, in the loop; any other
-// frame goes through quickRoCE and count with q. It returns the records'
-// wire bytes.
+// the records path or a port wrote (recs holds whole records), reading
+// them back from the file buffer, and returns their wire bytes.
 func (t *qpTable) countRecords(recs []byte, port uint16, q *quickPkt) (bytes uint64) {
 	for off := 0; off+28 <= len(recs); {
 		rh := (*[28]byte)(recs[off:])
@@ -239,39 +236,6 @@ func (t *qpTable) countRecords(recs []byte, port uint16, q *quickPkt) (bytes uin
 		f := recs[off+28 : off+28+caplen]
 		off += blen
 		bytes += uint64(wire)
-		if len(f) >= 54 {
-			h := (*[54]byte)(f)
-			if binary.BigEndian.Uint32(h[12:])&0xffffff00 == 0x08004500 && h[23] == 17 &&
-				binary.BigEndian.Uint16(h[20:])&0x3fff == 0 && binary.BigEndian.Uint16(h[36:]) == port {
-				qpn := binary.BigEndian.Uint32(h[46:]) & roce.QPNMask
-				dst := gidKey{0, 0xffff<<32 | uint64(binary.BigEndian.Uint32(h[30:]))}
-				// Not cached, or its first frame since the last publish:
-				// count decides those.
-				if e := t.cache[cacheSlot(qpn, &dst)]; e != nil && e.qpn == qpn && e.dst == dst && e.live.packets > 0 && e.dirty {
-					c := &e.live
-					op := h[42]
-					psn := binary.BigEndian.Uint32(h[50:]) & roce.PSNMask
-					if op != uint8(roce.OpCNP) && !isResponse[op] {
-						if roce.ComparePSN(psn, c.last) <= 0 {
-							c.retrans++
-						} else {
-							c.last = psn
-						}
-					}
-					c.packets++
-					c.bytes += uint64(wire)
-					if op == uint8(roce.OpCNP) {
-						c.cnps++
-					} else if a := int(aethOff[op]); a >= 0 && len(f) > 54+a && roce.Syndrome(f[54+a]).IsNAK() {
-						c.naks++
-					}
-					if h[15]&3 == 3 {
-						c.ecn++
-					}
-					continue
-				}
-			}
-		}
 		if quickRoCE(f, port, q) {
 			t.count(q, wire)
 		}
