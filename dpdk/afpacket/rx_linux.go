@@ -405,18 +405,10 @@ func (p *Port) ReadSlots(qi, burst int, arena []byte, stride int, lens []uint16,
 		src := q.ring[start:end:end]
 		dst := arena[n*stride : (n+1)*stride : (n+1)*stride]
 		w := int(h.Len)
-		var c int
-		if h.Status&unix.TP_STATUS_VLAN_VALID == 0 || len(src) < 12 {
-			c = copy(dst, src)
-		} else {
-			// The tag back after the MAC addresses, as copyFrame does.
-			tpid, tci := vlanTag(h)
-			tag := [4]byte{byte(tpid >> 8), byte(tpid), byte(tci >> 8), byte(tci)}
-			c = copy(dst, src[:12])
-			c += copy(dst[c:], tag[:])
-			c += copy(dst[c:], src[12:])
-			w += 4
+		if h.Status&unix.TP_STATUS_VLAN_VALID != 0 && len(src) >= 12 {
+			w += 4 // the tag putFrame puts back
 		}
+		c := putFrame(dst, src, h)
 		lens[n], wire[n] = uint16(c), uint32(w)
 		bytes += uint64(w)
 		n++
@@ -628,33 +620,39 @@ func copyFrame(pkt *dpdk.Packet, h *frameHdr, off uintptr, q *rxQueue) int {
 	}
 	src := q.ring[start:end]
 	dst := pkt.Buffer()
-	if h.Status&unix.TP_STATUS_VLAN_VALID == 0 || len(src) < 12 {
-		if len(src) > len(dst) {
-			return -1
-		}
-		copy(dst, src)
-		_ = pkt.SetLen(len(src))
-		if h.Len > h.Snaplen {
-			pkt.WireLen = int(h.Len)
-		}
-		return len(src)
+	l := len(src)
+	vlan := h.Status&unix.TP_STATUS_VLAN_VALID != 0 && len(src) >= 12
+	if vlan {
+		l += 4
 	}
-	// The kernel took the outermost tag out of the frame into the header
-	// (skb_vlan_untag runs before packet taps); put it back where it was,
-	// after the two MAC addresses, so consumers see the wire frame.
-	l := len(src) + 4
 	if l > len(dst) {
 		return -1
 	}
-	tpid, tci := vlanTag(h)
-	copy(dst[:12], src[:12])
-	dst[12], dst[13], dst[14], dst[15] = byte(tpid>>8), byte(tpid), byte(tci>>8), byte(tci)
-	copy(dst[16:l], src[12:])
+	putFrame(dst, src, h)
 	_ = pkt.SetLen(l)
 	if h.Len > h.Snaplen {
-		pkt.WireLen = int(h.Len) + 4
+		pkt.WireLen = int(h.Len)
+		if vlan {
+			pkt.WireLen += 4
+		}
 	}
 	return l
+}
+
+// putFrame copies the frame src with header h into dst, as much of it as
+// dst holds, and returns the bytes copied. The kernel took the outermost
+// VLAN tag out of the frame into the header (skb_vlan_untag runs before
+// packet taps); it goes back where it was, after the two MAC addresses, so
+// consumers see the wire frame.
+func putFrame(dst, src []byte, h *frameHdr) int {
+	if h.Status&unix.TP_STATUS_VLAN_VALID == 0 || len(src) < 12 {
+		return copy(dst, src)
+	}
+	tpid, tci := vlanTag(h)
+	tag := [4]byte{byte(tpid >> 8), byte(tpid), byte(tci >> 8), byte(tci)}
+	c := copy(dst, src[:12])
+	c += copy(dst[c:], tag[:])
+	return c + copy(dst[c:], src[12:])
 }
 
 // setDeadline makes the poller wake a Wait within timeout (never, when
