@@ -514,6 +514,9 @@ func frameAt(ring []byte, off uintptr, h *frameHdr, f *dpdk.Frame) bool {
 // until, and before a frame the kernel took a VLAN tag out of (which the
 // caller must put back: Next returns it). It returns the frames written,
 // the bytes used, their wire bytes and how many carry a hardware time.
+// The records are dumper/pcap's (PutEPB), written here because a port
+// driver's floor may not import it, as eal's shim writes them in C;
+// dumper/capture's TestRecordsPath holds the files to pcap's writer.
 func (b *Block) WriteEPB(buf []byte, snap, stopAt int, until int64) (n, used int, wire uint64, hw int) {
 	// The block's position in locals: as fields they would be loaded and
 	// stored around every record the loop writes.

@@ -423,22 +423,13 @@ type epbPort struct {
 }
 
 func (p *epbPort) ReadEPB(q int, buf []byte, snap int) (n, used int) {
-	rec := 32 + (snap+3)&^3 // the longest record
+	rec := pcap.EPBLen(snap) // the longest record
 	k := p.RxBurst(q, p.pkts[:min(len(buf)/rec, len(p.pkts))])
 	for _, pkt := range p.pkts[:k] {
 		d := pkt.Data()
 		c := min(len(d), snap)
-		blen := 32 + (c+3)&^3
-		r := buf[used : used+blen]
-		clear(r)
-		binary.NativeEndian.PutUint32(r[0:], 6)
-		binary.NativeEndian.PutUint32(r[4:], uint32(blen))
-		binary.NativeEndian.PutUint32(r[12:], uint32(uint64(pkt.Timestamp)>>32))
-		binary.NativeEndian.PutUint32(r[16:], uint32(pkt.Timestamp))
-		binary.NativeEndian.PutUint32(r[20:], uint32(c))
-		binary.NativeEndian.PutUint32(r[24:], uint32(pkt.OrigLen()))
-		copy(r[28:], d[:c])
-		binary.NativeEndian.PutUint32(r[blen-4:], uint32(blen))
+		blen := pcap.EPBLen(c)
+		pcap.PutEPB(buf[used:used+blen], uint64(pkt.Timestamp), d[:c], pkt.OrigLen())
 		used += blen
 		pkt.Free()
 	}

@@ -1,7 +1,6 @@
 package capture
 
 import (
-	"encoding/binary"
 	"math"
 
 	"github.com/rdma-appliance/appliance/dpdk"
@@ -65,7 +64,7 @@ func (w *worker) records(b *afpacket.Block, f *dpdk.Frame) {
 			break
 		}
 		caplen := min(len(f.Data), snap)
-		blen := 32 + (caplen+3)&^3
+		blen := pcap.EPBLen(caplen)
 		if f.VLAN != 0 || blen > maxFastRecord || pos >= sizeLeft || f.Timestamp >= ageLimit || pos+blen > len(buf) {
 			w.commitRecords(buf[:pos], n)
 			buf, pos, n = nil, 0, 0
@@ -105,17 +104,7 @@ func (w *worker) records(b *afpacket.Block, f *dpdk.Frame) {
 			sk.firstTS = f.Timestamp
 			sizeLeft, ageLimit = sk.limitsAfterFirst()
 		}
-		// The record, written here rather than in a function: every call
-		// costs the loop a spill and reload of all it keeps in registers.
-		r := buf[pos : pos+blen : pos+blen]
-		h := (*[28]byte)(r)
-		binary.LittleEndian.PutUint32(r[blen-8:], 0)                          // the padding, before the data overwrites what it covers
-		binary.LittleEndian.PutUint64(h[0:], 6|uint64(blen)<<32)              // Enhanced Packet Block, its length
-		binary.LittleEndian.PutUint64(h[8:], uint64(f.Timestamp)&^0xffffffff) // interface 0, time (high)
-		binary.LittleEndian.PutUint64(h[16:], uint64(f.Timestamp)&0xffffffff|uint64(caplen)<<32)
-		binary.LittleEndian.PutUint32(h[24:], uint32(max(f.WireLen, len(f.Data))))
-		copy(r[28:blen-4], f.Data[:caplen])
-		binary.LittleEndian.PutUint32(r[blen-4:], uint32(blen))
+		pcap.PutEPB(buf[pos:pos+blen:pos+blen], uint64(f.Timestamp), f.Data[:caplen], max(f.WireLen, len(f.Data)))
 		pos += blen
 		n++
 	}

@@ -403,27 +403,14 @@ func (w *Writer) WritePacket(tsNanos int64, data []byte, origLen int) error {
 		// options that fits the buffer, without the general path's checks
 		// and calls: a few stores and one copy.
 		caplen := min(len(data), w.snap[0])
-		p := pad4(28 + caplen)
-		blen := p + 4
+		blen := EPBLen(caplen)
 		if l := len(w.buf); l+blen <= cap(w.buf) {
 			units := uint64(tsNanos)
 			if !w.nano {
 				units /= 1e3
 			}
-			b := w.buf[l : l+blen : l+blen]
+			PutEPB(w.buf[l:l+blen:l+blen], units, data[:caplen], max(origLen, len(data)))
 			w.buf = w.buf[:l+blen]
-			// The padding (the buffer is reused) first: the header and the
-			// data then overwrite what of it they cover.
-			le.PutUint32(b[p-4:], 0)
-			le.PutUint32(b[0:], blockTypeEPB)
-			le.PutUint32(b[4:], uint32(blen))
-			le.PutUint32(b[8:], 0)
-			le.PutUint32(b[12:], uint32(units>>32))
-			le.PutUint32(b[16:], uint32(units))
-			le.PutUint32(b[20:], uint32(caplen))
-			le.PutUint32(b[24:], uint32(max(origLen, len(data))))
-			copy(b[28:], data[:caplen])
-			le.PutUint32(b[p:], uint32(blen))
 			if l+blen >= w.flushAt {
 				return w.flushBuf()
 			}
@@ -431,6 +418,32 @@ func (w *Writer) WritePacket(tsNanos int64, data []byte, origLen int) error {
 		}
 	}
 	return w.writePacket(tsNanos, data, origLen, PacketOptions{})
+}
+
+// EPBLen is the length of an Enhanced Packet Block without options that
+// holds caplen bytes of a packet.
+func EPBLen(caplen int) int { return 32 + pad4(caplen) }
+
+// PutEPB writes an Enhanced Packet Block of interface 0 without options
+// into b, which is exactly EPBLen(len(data)) bytes: data, stamped ts in the
+// file's units, with the packet's original length. Writers that fill the
+// buffer Tail gives them (a capture loop over a kernel block) use it, as
+// WritePacket does.
+func PutEPB(b []byte, ts uint64, data []byte, origLen int) {
+	blen := len(b)
+	h := (*[28]byte)(b)
+	// The padding (the buffer is reused) first: the data then overwrites
+	// what of it it covers.
+	le.PutUint32(b[blen-8:], 0)
+	le.PutUint32(h[0:], blockTypeEPB)
+	le.PutUint32(h[4:], uint32(blen))
+	le.PutUint32(h[8:], 0)
+	le.PutUint32(h[12:], uint32(ts>>32))
+	le.PutUint32(h[16:], uint32(ts))
+	le.PutUint32(h[20:], uint32(len(data)))
+	le.PutUint32(h[24:], uint32(origLen))
+	copy(b[28:blen-4], data)
+	le.PutUint32(b[blen-4:], uint32(blen))
 }
 
 // WritePacketOpts is WritePacket with pcapng per-packet options. For
