@@ -490,17 +490,7 @@ func TestEPBPath(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := pcap.Open(cfg.Output.Path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close()
-		var got []string
-		var rec pcap.Record
-		for r.Next(&rec) == nil {
-			got = append(got, string(rec.Data))
-		}
-		return res, got
+		return res, readFrames(t, cfg.Output.Path)
 	}
 	a, fa := run("capepb", true)
 	b, fb := run("capgen", false)
@@ -511,4 +501,20 @@ func TestEPBPath(t *testing.T) {
 		t.Fatalf("bytes %d and %d; per-QP counters\n%+v\n%+v", a.Stats.Bytes, b.Stats.Bytes, a.QPs, b.QPs)
 	}
 	t.Logf("%d frames, %d bytes; QPs %+v", len(fa), a.Stats.Bytes, a.QPs)
+}
+
+// readFrames reads the frames of a capture file, in order.
+func readFrames(t *testing.T, path string) []string {
+	t.Helper()
+	r, err := pcap.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var out []string
+	var rec pcap.Record
+	for r.Next(&rec) == nil {
+		out = append(out, string(rec.Data))
+	}
+	return out
 }

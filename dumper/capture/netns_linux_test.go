@@ -97,21 +97,6 @@ func TestSessionAFPacket(t *testing.T) {
 	}
 }
 
-func readFrames(t *testing.T, path string) []string {
-	t.Helper()
-	r, err := pcap.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	var out []string
-	var rec pcap.Record
-	for r.Next(&rec) == nil {
-		out = append(out, string(rec.Data))
-	}
-	return out
-}
-
 // TestRecordsPath captures the same frames twice at once on one veth end:
 // by the records path (no count) and by the general path (a count never
 // reached), with files rotated every few hundred records, untagged and
