@@ -29,7 +29,14 @@ type worker struct {
 	arena []byte
 	lens  []uint16
 	wire  []uint32
-	n     int // slots used; owned by the worker while it runs
+	// seqs[i] is slot i's mirror sequence, read while the copy is still
+	// in the cache: Stop's sort and order check then never touch the
+	// arena, whose slots it reads once, to write them. seqMax and
+	// outOfOrder track the order as copies arrive.
+	seqs       []uint64
+	seqMax     uint64
+	outOfOrder uint64
+	n          int // slots used; owned by the worker while it runs
 	bufs  []*dpdk.Packet
 	order []slot // sort scratch for write
 	epoch int64  // Unix ns at Start, to extend 48-bit timestamps
@@ -58,6 +65,7 @@ func newWorker(d *Dumper, q, core int) *worker {
 		arena: make([]byte, np*d.cfg.SnapLen),
 		lens:  make([]uint16, np),
 		wire:  make([]uint32, np),
+		seqs:  make([]uint64, np),
 		bufs:  make([]*dpdk.Packet, d.cfg.Burst),
 		order: make([]slot, 0, np)}
 	// Touch every page now: a fresh arena is mapped lazily, and the
@@ -68,11 +76,15 @@ func newWorker(d *Dumper, q, core int) *worker {
 	for i := 0; i < len(w.lens); i += 2048 {
 		w.lens[i], w.wire[i] = 1, 1
 	}
+	for i := 0; i < len(w.seqs); i += 512 {
+		w.seqs[i] = 1
+	}
 	return w
 }
 
 func (w *worker) reset(epoch int64) {
 	w.n, w.epoch = 0, epoch
+	w.seqMax, w.outOfOrder = 0, 0
 	w.received.Store(0)
 	w.captured.Store(0)
 	w.bytes.Store(0)
@@ -157,6 +169,9 @@ func (w *worker) readSlots(sr SlotReader, want int) int {
 	if n == 0 {
 		return 0
 	}
+	for j := i; j < i+n; j++ {
+		w.noteSeq(j)
+	}
 	w.n += n
 	w.received.Add(uint64(n))
 	w.captured.Add(uint64(n))
@@ -179,6 +194,7 @@ func (w *worker) capture(pkts []*dpdk.Packet) {
 		w.lens[i] = uint16(c)
 		wl := p.OrigLen()
 		w.wire[i] = uint32(wl)
+		w.noteSeq(i)
 		w.n++
 		got++
 		bytes += uint64(wl)
@@ -222,35 +238,40 @@ func (m *malformed) byReason() map[string]uint64 {
 	return out
 }
 
-// seqOf reads the mirror sequence from the source MAC of slot i.
-func (w *worker) seqOf(i int) uint64 {
-	if w.lens[i] < 12 {
-		return 0
+// noteSeq records the mirror sequence of slot i, just filled: the source
+// MAC (0 for a copy too short to hold one, which write counts malformed).
+func (w *worker) noteSeq(i int) {
+	var s uint64
+	if w.lens[i] >= 12 {
+		b := w.arena[i*w.d.cfg.SnapLen:]
+		s = uint64(binary.BigEndian.Uint16(b[6:8]))<<32 | uint64(binary.BigEndian.Uint32(b[8:12]))
 	}
-	b := w.arena[i*w.d.cfg.SnapLen:]
-	return uint64(b[6])<<40 | uint64(b[7])<<32 | uint64(binary.BigEndian.Uint32(b[8:12]))
+	w.seqs[i] = s
+	if s < w.seqMax {
+		w.outOfOrder++
+	}
+	w.seqMax = max(w.seqMax, s)
 }
 
 // write sorts the worker's copies by mirror sequence, restores them and
 // writes them to path.
 func (w *worker) write(ctx context.Context, path string, mal *malformed) (File, error) {
-	f := File{Name: filepath.Base(path), Path: path, Queue: w.queue}
+	f := File{Name: filepath.Base(path), Path: path, Queue: w.queue, OutOfOrder: w.outOfOrder}
 	cfg := &w.d.cfg
+	// Copies are nearly always in order (one queue of one injector's
+	// mirror); only then is there anything to sort.
 	w.order = w.order[:0]
-	var prev uint64
-	for i := 0; i < w.n; i++ {
-		s := w.seqOf(i)
-		if s < prev {
-			f.OutOfOrder++
-		}
-		prev = max(prev, s)
-		w.order = append(w.order, slot{seq: s, idx: uint32(i)})
-	}
 	if f.OutOfOrder > 0 {
+		for i, s := range w.seqs[:w.n] {
+			w.order = append(w.order, slot{seq: s, idx: uint32(i)})
+		}
 		slices.SortStableFunc(w.order, func(a, b slot) int { return cmp.Compare(a.seq, b.seq) })
 	}
+	// Direct I/O: the whole arena goes out in one sequential pass, the
+	// case O_DIRECT is for, and the page cache's copy of it would be most
+	// of what Stop costs.
 	opts := pcap.WriterOptions{Format: pcap.FormatPcap, LinkType: pcap.LinkTypeEthernet, SnapLen: cfg.SnapLen,
-		Nanosecond: true}
+		Nanosecond: true, DirectIO: true, BufferSize: 4 << 20}
 	if cfg.Zstd {
 		opts.Compress, opts.ZstdLevel = pcap.CompressZstd, cfg.ZstdLevel
 	}
@@ -259,12 +280,15 @@ func (w *worker) write(ctx context.Context, path string, mal *malformed) (File, 
 		return f, fmt.Errorf("queue %d: %w", w.queue, err)
 	}
 	var p header.Parsed
-	for k, s := range w.order {
+	for k := range w.n {
 		if k&4095 == 0 && ctx.Err() != nil {
 			pw.Close()
-			return f, fmt.Errorf("queue %d: %w after %d of %d copies", w.queue, ctx.Err(), k, len(w.order))
+			return f, fmt.Errorf("queue %d: %w after %d of %d copies", w.queue, ctx.Err(), k, w.n)
 		}
-		i := int(s.idx)
+		i := k
+		if len(w.order) > 0 {
+			i = int(w.order[k].idx)
+		}
 		rec := w.arena[i*cfg.SnapLen : i*cfg.SnapLen+int(w.lens[i])]
 		if err := header.DecodeTruncated(rec, &p); err != nil {
 			mal[malShort]++
