@@ -37,9 +37,9 @@ type worker struct {
 	seqMax     uint64
 	outOfOrder uint64
 	n          int // slots used; owned by the worker while it runs
-	bufs  []*dpdk.Packet
-	order []slot // sort scratch for write
-	epoch int64  // Unix ns at Start, to extend 48-bit timestamps
+	bufs       []*dpdk.Packet
+	order      []slot // sort scratch for write
+	epoch      int64  // Unix ns at Start, to extend 48-bit timestamps
 
 	// loop counts the poll loop's passes (its utilisation).
 	loop dpdk.LoopStats
