@@ -502,8 +502,34 @@ func (w *Writer) WritePacket(tsNanos int64, data []byte, origLen int) error {
 			return nil
 		}
 	}
+	if w.format == FormatPcap && w.err == nil && !w.closed && uint64(tsNanos) < pcapMaxNanos && uint(origLen) <= math.MaxUint32 {
+		// The same for a classic pcap record (a dumper's Stop).
+		caplen := min(len(data), w.snap[0])
+		n := pcapRecordHeaderLen + caplen
+		if l := len(w.buf); l+n <= cap(w.buf) {
+			b := w.buf[l : l+n : l+n]
+			sec, frac := uint64(tsNanos)/1e9, uint64(tsNanos)%1e9
+			if !w.nano {
+				frac /= 1e3
+			}
+			le.PutUint32(b[0:], uint32(sec))
+			le.PutUint32(b[4:], uint32(frac))
+			le.PutUint32(b[8:], uint32(caplen))
+			le.PutUint32(b[12:], uint32(max(origLen, len(data))))
+			copy(b[pcapRecordHeaderLen:], data[:caplen])
+			w.buf = w.buf[:l+n]
+			if l+n >= w.flushAt {
+				return w.flushBuf()
+			}
+			return nil
+		}
+	}
 	return w.writePacket(tsNanos, data, origLen, PacketOptions{})
 }
+
+// pcapMaxNanos bounds the timestamps a classic pcap record holds: 32-bit
+// seconds.
+const pcapMaxNanos = (math.MaxUint32 + 1) * 1e9
 
 // EPBLen is the length of an Enhanced Packet Block without options that
 // holds caplen bytes of a packet.
