@@ -272,7 +272,7 @@ func (w *worker) write(ctx context.Context, path string, mal *malformed) (File, 
 	// case O_DIRECT is for, and the page cache's copy of it would be most
 	// of what Stop costs.
 	opts := pcap.WriterOptions{Format: pcap.FormatPcap, LinkType: pcap.LinkTypeEthernet, SnapLen: cfg.SnapLen,
-		Nanosecond: true, DirectIO: true, BufferSize: 4 << 20}
+		Nanosecond: true, DirectIO: true}
 	if cfg.Zstd {
 		opts.Compress, opts.ZstdLevel = pcap.CompressZstd, cfg.ZstdLevel
 	}
