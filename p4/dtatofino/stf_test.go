@@ -16,7 +16,7 @@ import (
 	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/internal/dtamem"
 	"github.com/rdma-appliance/appliance/internal/dtawire"
-	"github.com/rdma-appliance/appliance/p4/internal/stf"
+	"github.com/rdma-appliance/appliance/p4/stf"
 	"github.com/rdma-appliance/appliance/translator/dtatranslator"
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )

@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"testing"
 
-	"github.com/rdma-appliance/appliance/p4/internal/stf"
+	"github.com/rdma-appliance/appliance/p4/stf"
 )
 
 // TestSTF: telemetry.p4's tests against bench/hawkeyesim. The twin is the

@@ -13,7 +13,7 @@ import (
 	"strings"
 
 	"github.com/rdma-appliance/appliance/p4/internal/p4build"
-	"github.com/rdma-appliance/appliance/p4/internal/stf"
+	"github.com/rdma-appliance/appliance/p4/stf"
 )
 
 // How the committed test sets are generated: P4Testgen's Tofino target,
