@@ -78,10 +78,13 @@ const MirrorType_t MIRROR_REPORT = 1;
  * make p4check generates them from -DP4TESTGEN builds, where a packet that
  * arrives on this port starts with such a header, as the first egress pass
  * writes it (type PKT_REPORT, an opcode a report_rule action sets, pad 0,
- * an IPv4 packet behind it), and ingress hands it to egress as it is: the
+ * a Key-Write's or Key-Increment's redundancy in the range the control
+ * plane accepts in a rule, 1..TESTGEN_MAX_REDUNDANCY, an IPv4 packet
+ * behind it), and ingress hands it to egress as it is: the
  * mirror session's copy, made by the test. Switch builds have no such
  * port. */
 const PortId_t TESTGEN_MIRROR_PORT = 100;
+const bit<8> TESTGEN_MAX_REDUNDANCY = 4; /* p4/dtatofino MaxRedundancy */
 #endif
 
 const bit<32> FWD_SIZE     = 1024;
@@ -410,6 +413,9 @@ control Ingress(inout ig_headers_t hdr,
             ig_tm_md.ucast_egress_port = ig_intr_md.ingress_port;
             if (hdr.testgen_mirror.pkt_type != PKT_REPORT || hdr.testgen_mirror.opcode == OP_NONE ||
                 hdr.testgen_mirror.opcode > OP_POSTCARDER || hdr.testgen_mirror.pad != 0 || !hdr.ipv4.isValid()) {
+                discard();
+            } else if ((hdr.testgen_mirror.opcode == OP_KEY_WRITE || hdr.testgen_mirror.opcode == OP_KEY_INCREMENT) &&
+                       (hdr.testgen_mirror.redundancy == 0 || hdr.testgen_mirror.redundancy > TESTGEN_MAX_REDUNDANCY)) {
                 discard();
             }
             exit;
