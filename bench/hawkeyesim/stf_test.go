@@ -22,7 +22,12 @@ import (
 // ports (local index, host-facing, the pause quantum 2^shift ns as the
 // speed 512 bit times take that long at). pfc_mcast is not mapped:
 // P4Testgen follows no multicast copy, and the Switch's PFC-trace
-// candidates are its switch-facing ports.
+// candidates are its switch-facing ports. Nor are the registers PTF tests
+// set: the Switch's hold epochs of its own clock, and no expected packet
+// reads one (forwarding does not; a polling packet goes on only as a new
+// event, which hinges on the switch clock P4Testgen taints, so its
+// polling tests all expect a drop; a test that ever expected a polling
+// packet would fail here and need them).
 func TestSTFTelemetry(t *testing.T) {
 	rep := stf.Replay(t, "../../p4/hawkeyetofino/testdata/p4testgen/telemetry", telemetryModel, stf.Known{})
 	if rep.Passed == 0 {
