@@ -252,25 +252,39 @@ var opTable [256]OpInfo
 // opFastInfo is what parse's one pass needs of an opcode, packed in one
 // word so that it takes one load (as a struct of four bytes it took four
 // loads and four address computations) from a 1 KB table indexed by a
-// shift (an OpInfo is 64 bytes):
+// shift (an OpInfo is 64 bytes). Each field turns one of parseTransport's
+// checks into one test, and a reserved opcode needs no test of its own:
 //
-//	bits 0-7    the extended headers' length (OpInfo.HeaderLen)
-//	bits 8-15   the data mask, as an int8: payload plus pad, masked, must be
+//	bits 0-15   the extended headers' length (OpInfo.HeaderLen); for a
+//	            reserved opcode opFastReserved, more than any UDP length,
+//	            so that the pass finds less than no payload and refuses it
+//	bits 16-23  the data mask, as an int8: payload plus pad, masked, must be
 //	            zero: -1 for opcodes without payload (none at all), 3
 //	            otherwise (a multiple of four)
-//	bits 16-23  the pad mask: the pad count, masked, must be zero: 3 for
-//	            First and Middle packets (never padded), 0 otherwise
-//	bit 24      the opcode is valid
+//	bits 24-31  the mask of BTH byte 1 (SE, M, pad count, TVer) whose bits
+//	            must be zero: the version always (0x0f, BTHVersion is 0),
+//	            the pad count too (0x30) for First and Middle packets,
+//	            never padded
 type opFastInfo uint32
 
+// opFastReserved is the header length of a reserved opcode in opFast: UDP
+// length minus it is negative for every 16-bit UDP length.
+const opFastReserved = 0xffff
+
 func makeOpFastInfo(hdrLen int, dataMask int8, padMask uint8) opFastInfo {
-	return opFastInfo(uint8(hdrLen)) | opFastInfo(uint8(dataMask))<<8 | opFastInfo(padMask)<<16 | 1<<24
+	return opFastInfo(uint16(hdrLen)) | opFastInfo(uint8(dataMask))<<16 |
+		opFastInfo(0x0f|padMask<<4)<<24
 }
 
-func (f opFastInfo) hdrLen() int   { return int(uint8(f)) }
-func (f opFastInfo) dataMask() int { return int(int8(f >> 8)) }
-func (f opFastInfo) padMask() int  { return int(uint8(f >> 16)) }
-func (f opFastInfo) valid() bool   { return f&(1<<24) != 0 }
+func (f opFastInfo) hdrLen() int   { return int(uint16(f)) }
+func (f opFastInfo) dataMask() int { return int(int8(f >> 16)) }
+func (f opFastInfo) byte1Mask() uint8 {
+	return uint8(f >> 24)
+}
+func (f opFastInfo) valid() bool { return f.hdrLen() != opFastReserved }
+
+// BTHVersion must be 0 for byte1Mask's test of it.
+var _ = [1]struct{}{}[BTHVersion]
 
 // opFast is opTable in opFastInfo form, filled by init from opTable.
 var opFast [256]opFastInfo
@@ -396,6 +410,7 @@ func init() {
 	opTable[OpCNP].Name = "CNP"
 	for i, info := range opTable {
 		if !info.Valid {
+			opFast[i] = opFastReserved
 			continue
 		}
 		dataMask, padMask := int8(-1), uint8(0)

@@ -245,11 +245,14 @@ func parse(frame []byte, port uint16, p *Packet, fallback bool) error {
 	// The transport: parseTransport's checks, on the loaded words. The
 	// BTH is inside the frame: the length checks above hold it, and
 	// ul <= tl - IP header <= len(ip) - IP header holds the whole packet.
+	// A reserved opcode leaves data negative (opFastReserved); one test
+	// of BTH byte 1 covers the version and the pad count of First and
+	// Middle packets.
 	f = opFast[uint8(b0>>56)]
 	pad = int(b0 >> 52 & 3)
 	data = ul - udp - BTHLen - ICRCLen - f.hdrLen() // payload + pad
-	if uint16(u>>32) != port || !f.valid() || b0>>48&0xf != BTHVersion ||
-		data < 0 || data&f.dataMask() != 0 || pad > data || pad&f.padMask() != 0 {
+	if uint16(u>>32) != port || data < 0 || data&f.dataMask() != 0 ||
+		uint8(b0>>48)&f.byte1Mask() != 0 || pad > data {
 		goto outer
 	}
 	p.Opcode = Opcode(b0 >> 56)
