@@ -95,11 +95,11 @@ type Packet struct {
 // Packet.VerifyICRC. Parse never allocates and never panics. On error only
 // p.Net is meaningful, as far as it was decoded; the other fields are left
 // as they were.
-func Parse(frame []byte, p *Packet) error { return parse(frame, UDPPort, p, true) }
+func Parse(frame []byte, p *Packet) error { return parse(frame, UDPPort, p) }
 
 // ParsePort is Parse for RoCEv2 carried to another UDP port, such as the
 // rewritten destination port of Lumina's mirrored copies.
-func ParsePort(frame []byte, port uint16, p *Packet) error { return parse(frame, port, p, true) }
+func ParsePort(frame []byte, port uint16, p *Packet) error { return parse(frame, port, p) }
 
 // ParseTruncated parses a frame captured with a snap length (the Lumina
 // dumper keeps 128 bytes): the headers through the extended headers must be
@@ -124,9 +124,16 @@ func ParseDecoded(frame []byte, port uint16, p *Packet) error {
 // be 2 for this to compile.
 var _ = [1]struct{}{}[header.MaxVLANTags-2]
 
-// errNotCommon is what parse returns, without fallback, for a frame
-// the one pass does not accept (the tests ask for it).
+// errNotCommon is what parse returns, while commonOnly is set, for a frame
+// the one pass does not accept.
 var errNotCommon = errors.New("not a common layout")
+
+// commonOnly makes parse return errNotCommon instead of calling its
+// fallbacks: the tests set it to see which frames the one pass accepts.
+// It is a variable read only where the one pass gives up, not a
+// parameter, because a parameter would hold a register through the whole
+// pass (one more value spilled to the stack there).
+var commonOnly bool
 
 // parse parses, in one pass, the frames RoCEv2 fabrics carry nearly
 // always: Ethernet, at most one 802.1Q tag, IPv4 without options and not a
@@ -141,11 +148,13 @@ var errNotCommon = errors.New("not a common layout")
 // IP version makes every later read a constant index into a fixed-size
 // array, and the IP, UDP and BTH fields come from 8-byte loads.
 //
-// It writes p.Net as soon as the outer layers pass, and the other fields of
-// p only once the packet is accepted, as Parse promises. The fallbacks are
+// It writes p.Net as soon as the outer layers pass (but for the UDP
+// length's lower bound, which the transport's checks imply: see outer),
+// and the other fields of p only once the packet is accepted, as Parse
+// promises. The fallbacks are
 // called from here, not by a caller that looks at a result, so that Parse
-// costs one call. Without fallback it returns errNotCommon instead.
-func parse(frame []byte, port uint16, p *Packet, fallback bool) error {
+// costs one call. While commonOnly is set it returns errNotCommon instead.
+func parse(frame []byte, port uint16, p *Packet) error {
 	const (
 		eth  = header.EthernetHeaderLen
 		ipv4 = header.IPv4MinHeaderLen
@@ -189,14 +198,17 @@ func parse(frame []byte, port uint16, p *Packet, fallback bool) error {
 		}
 		h := (*[ipv4 + udp + BTHLen]byte)(ip)
 		w := binary.BigEndian.Uint64(h[0:8]) // version, IHL, TOS, total length, ID, flags, offset
-		if w>>56 != 0x45 || h[9] != header.IPProtoUDP || w&0x3fff != 0 {
+		// Version 4 and no options (0x45), MF and fragment offset 0: one
+		// test of w, not two.
+		if w&0xff00_0000_0000_3fff != 0x45<<56 || h[9] != header.IPProtoUDP {
 			goto other
 		}
 		tl = int(w >> 32 & 0xffff)
 		u = binary.BigEndian.Uint64(h[ipv4 : ipv4+8])
 		ul = int(u >> 16 & 0xffff)
-		// ul >= 8 and ul <= tl-20 imply tl >= 28: Decode's checks, all.
-		if tl > len(ip) || ul < udp || ul > tl-ipv4 {
+		// ul >= 8 (checked at outer) and ul <= tl-20 imply tl >= 28:
+		// Decode's checks, all.
+		if tl > len(ip) || ul > tl-ipv4 {
 			goto other
 		}
 		ecn = uint8(w>>48) & 3
@@ -215,7 +227,7 @@ func parse(frame []byte, port uint16, p *Packet, fallback bool) error {
 		tl = ipv6 + int(binary.BigEndian.Uint16(h[4:6]))
 		u = binary.BigEndian.Uint64(h[ipv6 : ipv6+8])
 		ul = int(u >> 16 & 0xffff)
-		if tl > len(ip) || ul < udp || ul > tl-ipv6 {
+		if tl > len(ip) || ul > tl-ipv6 {
 			goto other
 		}
 		ecn = h[1] >> 4 & 3
@@ -274,14 +286,21 @@ func parse(frame []byte, port uint16, p *Packet, fallback bool) error {
 	p.ICRCOff = p.PayloadOff + data
 	return nil
 outer:
-	if !fallback {
+	// The outer layers' last check, deferred to here: a UDP length under
+	// 8 leaves less than no payload, so such a frame always fails the
+	// transport's checks above. Decode names its fault (and clears the
+	// p.Net written above).
+	if ul < udp {
+		goto other
+	}
+	if commonOnly {
 		return errNotCommon
 	}
 	// Sliced to its length, the frame needs no register for its capacity
 	// through the one pass: fewer values spill to the stack there.
 	return parseTransport(frame[:len(frame):len(frame)], port, p)
 other:
-	if !fallback {
+	if commonOnly {
 		return errNotCommon
 	}
 	return parseGeneral(frame[:len(frame):len(frame)], port, false, p)
