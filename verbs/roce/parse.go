@@ -166,13 +166,13 @@ func parse(frame []byte, port uint16, p *Packet) error {
 	// transport offset, the ECN bits, and the UDP header (u) and BTH (b0,
 	// b1) as big-endian words.
 	var (
-		l3, vlans, tl, ul, l4, pad, data int
-		et                               uint16
-		ecn                              uint8
-		u, b0                            uint64
-		b1                               uint32
-		f                                opFastInfo
-		ip                               []byte
+		l3, vlans, tl, ul, l4, pad, data, payload int
+		et                                        uint16
+		ecn                                       uint8
+		u, b0                                     uint64
+		b1                                        uint32
+		f                                         opFastInfo
+		ip                                        []byte
 	)
 	// The shortest RoCEv2 frame (untagged, IPv4, no extended header, no
 	// payload) is 58 bytes; shorter ones go to parseGeneral, which names
@@ -257,14 +257,16 @@ func parse(frame []byte, port uint16, p *Packet) error {
 	// The transport: parseTransport's checks, on the loaded words. The
 	// BTH is inside the frame: the length checks above hold it, and
 	// ul <= tl - IP header <= len(ip) - IP header holds the whole packet.
-	// A reserved opcode leaves data negative (opFastReserved); one test
-	// of BTH byte 1 covers the version and the pad count of First and
-	// Middle packets.
+	// The payload is data less the pad: negative when the pad is longer
+	// than data, and when data is negative, which a reserved opcode
+	// makes it (opFastReserved). One test of BTH byte 1 covers the
+	// version and the pad count of First and Middle packets.
 	f = opFast[uint8(b0>>56)]
 	pad = int(b0 >> 52 & 3)
 	data = ul - udp - BTHLen - ICRCLen - f.hdrLen() // payload + pad
-	if uint16(u>>32) != port || data < 0 || data&f.dataMask() != 0 ||
-		uint8(b0>>48)&f.byte1Mask() != 0 || pad > data {
+	payload = data - pad
+	if uint16(u>>32) != port || payload < 0 || data&f.dataMask() != 0 ||
+		uint8(b0>>48)&f.byte1Mask() != 0 {
 		goto outer
 	}
 	p.Opcode = Opcode(b0 >> 56)
@@ -282,7 +284,7 @@ func parse(frame []byte, port uint16, p *Packet) error {
 	p.BTHOff = l4 + udp
 	p.ExtOff = l4 + udp + BTHLen
 	p.PayloadOff = l4 + udp + BTHLen + f.hdrLen()
-	p.PayloadLen = data - pad
+	p.PayloadLen = payload
 	p.ICRCOff = p.PayloadOff + data
 	return nil
 outer:
