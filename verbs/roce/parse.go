@@ -269,23 +269,26 @@ func parse(frame []byte, port uint16, p *Packet) error {
 		uint8(b0>>48)&f.byte1Mask() != 0 {
 		goto outer
 	}
+	// The values the checks left in registers first, so that they need
+	// not be kept (spilled to the stack) while the BTH fields are taken
+	// apart.
+	p.PayloadLen = payload
+	p.ICRCOff = l4 + ul - ICRCLen // the end of UDP
+	p.PadCnt = uint8(pad)
+	p.ECN = ecn
+	p.SrcPort = uint16(u >> 48)
+	p.BTHOff = l4 + udp
+	p.ExtOff = l4 + udp + BTHLen
+	p.PayloadOff = l4 + udp + BTHLen + f.hdrLen()
 	p.Opcode = Opcode(b0 >> 56)
 	p.SE = b0&(1<<55) != 0
 	p.MigReq = b0&(1<<54) != 0
-	p.PadCnt = uint8(pad)
 	p.PKey = uint16(b0 >> 32)
 	p.FECN = b0&(1<<31) != 0
 	p.BECN = b0&(1<<30) != 0
 	p.DestQP = uint32(b0) & QPNMask
 	p.AckReq = b1&(1<<31) != 0
 	p.PSN = b1 & PSNMask
-	p.ECN = ecn
-	p.SrcPort = uint16(u >> 48)
-	p.BTHOff = l4 + udp
-	p.ExtOff = l4 + udp + BTHLen
-	p.PayloadOff = l4 + udp + BTHLen + f.hdrLen()
-	p.PayloadLen = payload
-	p.ICRCOff = p.PayloadOff + data
 	return nil
 outer:
 	// The outer layers' last check, deferred to here: a UDP length under
