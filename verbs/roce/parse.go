@@ -263,7 +263,7 @@ func parse(frame []byte, port uint16, p *Packet) error {
 	// version and the pad count of First and Middle packets.
 	f = opFast[uint8(b0>>56)]
 	pad = int(b0 >> 52 & 3)
-	data = ul - udp - BTHLen - ICRCLen - f.hdrLen() // payload + pad
+	data = ul - f.minUDPLen() // payload + pad
 	payload = data - pad
 	if uint16(u>>32) != port || payload < 0 || data&f.dataMask() != 0 ||
 		uint8(b0>>48)&f.byte1Mask() != 0 {
@@ -279,7 +279,7 @@ func parse(frame []byte, port uint16, p *Packet) error {
 	p.SrcPort = uint16(u >> 48)
 	p.BTHOff = l4 + udp
 	p.ExtOff = l4 + udp + BTHLen
-	p.PayloadOff = l4 + udp + BTHLen + f.hdrLen()
+	p.PayloadOff = l4 + f.minUDPLen() - ICRCLen
 	p.Opcode = Opcode(b0 >> 56)
 	p.SE = b0&(1<<55) != 0
 	p.MigReq = b0&(1<<54) != 0
