@@ -176,26 +176,26 @@ func parse(frame []byte, port uint16, p *Packet) error {
 	)
 	// The shortest RoCEv2 frame (untagged, IPv4, no extended header, no
 	// payload) is 58 bytes; shorter ones go to parseGeneral, which names
-	// their fault. Known this long, the frame is sliced after the
-	// Ethernet header and the tag at constant offsets, cheaper than at a
-	// variable one.
+	// their fault. Known this long, the frame holds 40 bytes after the
+	// Ethernet header and the tag (l3 is 14 or 18, which the compiler
+	// sees), so neither the slice at l3 nor the IPv4 branch needs a
+	// length check.
 	if len(frame) < eth+ipv4+udp+BTHLen+ICRCLen {
 		goto other
 	}
-	l3, ip = eth, frame[eth:]
+	l3 = eth
 	et = binary.BigEndian.Uint16(frame[12:14])
 	if et == header.EtherTypeVLAN {
 		et = binary.BigEndian.Uint16(frame[16:18])
-		l3, ip, vlans = eth+header.VLANTagLen, frame[eth+header.VLANTagLen:], 1
+		l3, vlans = eth+header.VLANTagLen, 1
 	}
-	// The length checks admit every frame that can hold a RoCEv2 packet of
-	// that version (UDP, BTH and ICRC after the IP header); shorter ones
-	// would fail below anyway and go to parseGeneral.
+	ip = frame[l3:]
+	// Each branch reads the IP header, UDP and the BTH as a fixed-size
+	// array. The IP and UDP length checks, with the transport's (ul is at
+	// least 24), hold the ICRC too: IPv4 needs no length check of its own
+	// (40 bytes are there, above), IPv6 one for its longer header.
 	switch et {
 	case header.EtherTypeIPv4:
-		if len(ip) < ipv4+udp+BTHLen+ICRCLen {
-			goto other
-		}
 		h := (*[ipv4 + udp + BTHLen]byte)(ip)
 		w := binary.BigEndian.Uint64(h[0:8]) // version, IHL, TOS, total length, ID, flags, offset
 		// Version 4 and no options (0x45), MF and fragment offset 0: one
