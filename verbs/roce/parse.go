@@ -144,16 +144,16 @@ var commonOnly bool
 // differential test and FuzzParse check that both paths agree on every
 // frame). The layers walk of header.Decode, the calls between the layers
 // and the bounds checks of variable offsets cost as much as the RoCE
-// headers themselves (the profile of bench/wire); here one length check per
-// IP version makes every later read a constant index into a fixed-size
-// array, and the IP, UDP and BTH fields come from 8-byte loads.
+// headers themselves (the profile of bench/wire); here the frame's length
+// check (and IPv6's own) makes every later read a constant index into a
+// fixed-size array, and the IP, UDP and BTH fields come from 8-byte loads.
 //
 // It writes p.Net as soon as the outer layers pass (but for the UDP
 // length's lower bound, which the transport's checks imply: see outer),
 // and the other fields of p only once the packet is accepted, as Parse
-// promises. The fallbacks are
-// called from here, not by a caller that looks at a result, so that Parse
-// costs one call. While commonOnly is set it returns errNotCommon instead.
+// promises. The fallbacks are called from here, not by a caller that looks
+// at a result, so that Parse costs one call. While commonOnly is set it
+// returns errNotCommon instead.
 func parse(frame []byte, port uint16, p *Packet) error {
 	const (
 		eth  = header.EthernetHeaderLen
