@@ -356,6 +356,15 @@ func (n *network) leaveSwitch(pt *port, pi int32, prio int) int32 {
 	return i
 }
 
+// portKeys points each port at its node's entry in next (Sim.next).
+func (n *network) portKeys(next []uint64) []*uint64 {
+	keys := make([]*uint64, len(n.ports))
+	for i := range n.ports {
+		keys[i] = &next[n.ports[i].node+1]
+	}
+	return keys
+}
+
 // txDone: the frame left; it reaches the peer after the link's delay.
 func (n *network) txDone(pi int32) {
 	pt := &n.ports[pi]
@@ -641,10 +650,7 @@ func (n *network) build(g *topo.Graph, r *topo.Routes, flows []workload.Flow, cf
 			n.ports = append(n.ports, port{node: int32(i), num: int32(num), host: n.nodeHost[i], sw: n.nodeSwitch[i], cur: -1, xpart: -1})
 		}
 	}
-	n.portKey = make([]*uint64, len(n.ports))
-	for i := range n.ports {
-		n.portKey[i] = &n.s.next[n.ports[i].node+1]
-	}
+	n.portKey = n.portKeys(n.s.next)
 	for i := range g.Nodes {
 		for num, ref := range g.Ports(i) {
 			l := g.Links[ref.Link]
