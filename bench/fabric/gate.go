@@ -29,6 +29,9 @@ type gate struct {
 	// poster that swaps it from true sends it one token.
 	parked atomic.Bool
 	wake   chan struct{}
+	// parks counts the times the waiter parked (the tests check that
+	// both ways of waking are taken).
+	parks uint64
 	// Keep other gates' counters off this one's cache line: the poster
 	// and the waiter of each gate are different cores.
 	_ [64]byte
@@ -66,6 +69,7 @@ func (g *gate) wait(want uint64) {
 		}
 	}
 	for {
+		g.parks++
 		g.parked.Store(true)
 		if g.n.Load() >= want {
 			if !g.parked.Swap(false) {
