@@ -16,11 +16,30 @@ import (
 // transfer, and parks on a channel only when the partner is slow to come
 // (not running: the OS gave its core to other work), so that the waiter
 // does not burn a core shared with others for long.
+//
+// How long to spin depends on the machine: with a core each, the partner
+// comes within the imbalance of a window (microseconds) and spinning
+// always pays; on a machine loaded with other work, a partner that lost
+// its core stays away for a time slice (milliseconds), and every spin
+// that ends in a park is a core's time taken from the others for
+// nothing. So each gate adapts its spin: a wait that parked and lasted
+// longer than gateSpin (the partner was away: spinning was no use)
+// halves it, down to gateSpinMin; a spin that succeeded, or a park that
+// a longer spin would have spared (the partner came within gateSpin),
+// grows it by a quarter, up to gateSpin. On this 2-core VM at a load of
+// 16-22 without a real-time priority, a fixed 100 us spin cost the k=4
+// benchmark's 2-partition run 2.3 times the CPU per hop of the parking
+// barrier; adapting, 1.3 times. With a core each (chrt), the spin stays
+// long and the two behave alike.
 
 // gateSpin bounds how long a gate spins before it parks: a few windows of
-// a small fabric, short against an OS time slice (milliseconds), which is
-// how long a partner that lost its core stays away.
-const gateSpin = 100 * time.Microsecond
+// a small fabric, short against an OS time slice. gateSpinMin is the
+// least: a partner that is running but a little behind still gets
+// caught without a park.
+const (
+	gateSpin    = 100 * time.Microsecond
+	gateSpinMin = 5 * time.Microsecond
+)
 
 // gate is a counter one goroutine waits on and others post to.
 type gate struct {
@@ -29,8 +48,11 @@ type gate struct {
 	// poster that swaps it from true sends it one token.
 	parked atomic.Bool
 	wake   chan struct{}
-	// parks counts the times the waiter parked (the tests check that
-	// both ways of waking are taken).
+	// spin is how long the next wait spins before it parks (0: not
+	// set yet, gateSpin); parks counts the waits that parked (the tests
+	// check that both ways of waking are taken). The waiter alone uses
+	// both.
+	spin  time.Duration
 	parks uint64
 	// Keep other gates' counters off this one's cache line: the poster
 	// and the waiter of each gate are different cores.
@@ -57,19 +79,33 @@ func (g *gate) wait(want uint64) {
 	if g.n.Load() >= want {
 		return
 	}
+	if g.spin == 0 {
+		g.spin = gateSpin
+	}
 	t0 := time.Now()
 	for i := 1; ; i++ {
 		if g.n.Load() >= want {
+			g.spin = min(gateSpin, g.spin+g.spin/4)
 			return
 		}
 		// The clock every 256 loads: the spin's bound need not be
 		// sharp, and a load is much cheaper than reading the clock.
-		if i&255 == 0 && time.Since(t0) > gateSpin {
+		if i&255 == 0 && time.Since(t0) > g.spin {
 			break
 		}
 	}
+	g.parks++
+	g.park(want)
+	if time.Since(t0) > gateSpin {
+		g.spin = max(gateSpinMin, g.spin/2)
+	} else {
+		g.spin = min(gateSpin, g.spin+g.spin/4)
+	}
+}
+
+// park blocks on wake until the count is at least want.
+func (g *gate) park(want uint64) {
 	for {
-		g.parks++
 		g.parked.Store(true)
 		if g.n.Load() >= want {
 			if !g.parked.Swap(false) {
