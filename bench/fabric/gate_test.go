@@ -3,6 +3,7 @@ package fabric
 import (
 	"bytes"
 	"context"
+	"errors"
 	"runtime"
 	"sync"
 	"testing"
@@ -119,5 +120,41 @@ func TestParallelOneWorker(t *testing.T) {
 	}
 	if got := resultBytes(t, run(t, s, until)); !bytes.Equal(got, want) {
 		t.Fatalf("one worker, 3 partitions: results differ from the sequential run\n%s", firstDiff(want, got))
+	}
+}
+
+// TestParallelCanceled: a parallel run whose context ends stops its
+// workers and returns ErrCanceled, and the simulation goes on in parallel
+// afterwards (new workers, new gates) to the sequential run's results.
+func TestParallelCanceled(t *testing.T) {
+	const until = 1_000_000
+	want := resultBytes(t, run(t, parScenario(t, 4), until))
+	s := parScenario(t, 4)
+	if _, err := s.RunParallel(context.Background(), until/4, 2); err != nil {
+		t.Fatal(err)
+	}
+	goroutines := runtime.NumGoroutine()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.RunParallel(ctx, until, 2); !errors.Is(err, ErrCanceled) {
+		t.Fatalf("canceled run: %v, want ErrCanceled", err)
+	}
+	if s.Now() > until/4 {
+		t.Fatalf("a canceled run moved the clock to %d", s.Now())
+	}
+	// The workers have posted their last done by the time RunParallel
+	// returns, and return right after: give them time to exit (a loaded
+	// machine may not run them at once), but no goroutine stays.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		n := runtime.NumGoroutine()
+		if n <= goroutines {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines after the canceled run, %d before it", n, goroutines)
+		}
+	}
+	if got := resultBytes(t, run(t, s, until)); !bytes.Equal(got, want) {
+		t.Fatalf("after a canceled piece: results differ from the sequential run\n%s", firstDiff(want, got))
 	}
 }
