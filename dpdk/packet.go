@@ -155,14 +155,3 @@ func FreeBulk(pkts []*Packet) {
 		pkts = pkts[i:]
 	}
 }
-
-// SrcMAC48 is frame's source MAC address as a 48-bit number, 0 for a frame
-// shorter than 12 bytes. Ports that copy frames into a capture arena give
-// it per frame (ReadSlots), read while the frame is in the cache.
-func SrcMAC48(frame []byte) uint64 {
-	if len(frame) < 12 {
-		return 0
-	}
-	return uint64(frame[6])<<40 | uint64(frame[7])<<32 | uint64(frame[8])<<24 | uint64(frame[9])<<16 |
-		uint64(frame[10])<<8 | uint64(frame[11])
-}

@@ -96,7 +96,6 @@ func BenchmarkWrite(b *testing.B) {
 		n := mirrored(buf, uint64(i+1), 0)
 		c := copy(image[i*snap:(i+1)*snap], buf[:n])
 		w.lens[i], w.wire[i] = uint16(c), uint32(n)
-		w.seqs[i] = dpdk.SrcMAC48(w.arena[i*snap : i*snap+int(w.lens[i])])
 		w.noteSeq(i)
 	}
 	path := filepath.Join(b.TempDir(), "w.pcap")

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dumper/pcap"
 	"github.com/rdma-appliance/appliance/internal/mirror"
 )
@@ -32,7 +31,6 @@ func FuzzWrite(f *testing.F) {
 			i := w.n
 			w.lens[i] = uint16(copy(w.arena[i*128:(i+1)*128], fr))
 			w.wire[i] = uint32(len(fr))
-			w.seqs[i] = dpdk.SrcMAC48(w.arena[i*128 : i*128+int(w.lens[i])])
 			w.noteSeq(i)
 			w.n++
 		}

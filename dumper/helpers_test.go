@@ -136,15 +136,14 @@ func newSlotPort(p dpdk.Port) *slotPort {
 	return s
 }
 
-func (s *slotPort) ReadSlots(q, burst int, arena []byte, stride int, lens []uint16, wire []uint32, srcs []uint64) (int, uint64) {
+func (s *slotPort) ReadSlots(q, burst int, arena []byte, stride int, lens []uint16, wire []uint32) (int, uint64) {
 	s.calls.Add(1)
-	bufs := s.bufs[q][:min(burst, len(arena)/stride, len(lens), len(wire), len(srcs), len(s.bufs[q]))]
+	bufs := s.bufs[q][:min(burst, len(arena)/stride, len(lens), len(wire), len(s.bufs[q]))]
 	n := s.Port.RxBurst(q, bufs)
 	var bytes uint64
 	for i, p := range bufs[:n] {
 		lens[i] = uint16(copy(arena[i*stride:(i+1)*stride], p.Data()))
 		wire[i] = uint32(p.OrigLen())
-		srcs[i] = dpdk.SrcMAC48(p.Data())
 		bytes += uint64(wire[i])
 	}
 	dpdk.FreeBulk(bufs[:n])

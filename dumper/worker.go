@@ -138,7 +138,7 @@ func (w *worker) run(started chan<- error) {
 // copied once, not into a packet buffer and then into the arena. See
 // eal.Port.ReadSlots and afpacket.Port.ReadSlots.
 type SlotReader interface {
-	ReadSlots(q, burst int, arena []byte, stride int, lens []uint16, wire []uint32, srcs []uint64) (n int, bytes uint64)
+	ReadSlots(q, burst int, arena []byte, stride int, lens []uint16, wire []uint32) (n int, bytes uint64)
 }
 
 // Both drivers that fill an arena themselves.
@@ -166,10 +166,7 @@ func (w *worker) readSlots(sr SlotReader, want int) int {
 		return n
 	}
 	snap := w.d.cfg.SnapLen
-	// The port gives each copy's source MAC, its mirror sequence, as it
-	// copies: the eal driver writes the arena with non-temporal stores,
-	// and reading the sequences back from it would miss the cache.
-	n, bytes := sr.ReadSlots(w.queue, want, w.arena[i*snap:(i+k)*snap], snap, w.lens[i:i+k], w.wire[i:i+k], w.seqs[i:i+k])
+	n, bytes := sr.ReadSlots(w.queue, want, w.arena[i*snap:(i+k)*snap], snap, w.lens[i:i+k], w.wire[i:i+k])
 	if n == 0 {
 		return 0
 	}
@@ -198,7 +195,6 @@ func (w *worker) capture(pkts []*dpdk.Packet) {
 		w.lens[i] = uint16(c)
 		wl := p.OrigLen()
 		w.wire[i] = uint32(wl)
-		w.seqs[i] = dpdk.SrcMAC48(w.arena[i*snap : i*snap+c])
 		w.noteSeq(i)
 		w.n++
 		got++
@@ -243,11 +239,15 @@ func (m *malformed) byReason() map[string]uint64 {
 	return out
 }
 
-// noteSeq tracks the order of the copies as slot i, just filled, arrives:
-// seqs[i] holds its mirror sequence, the source MAC (0 for a copy too short
-// to hold one, which write counts malformed).
+// noteSeq records the mirror sequence of slot i, just filled: the source
+// MAC (0 for a copy too short to hold one, which write counts malformed).
 func (w *worker) noteSeq(i int) {
-	s := w.seqs[i]
+	var s uint64
+	if w.lens[i] >= 12 {
+		b := w.arena[i*w.d.cfg.SnapLen:]
+		s = uint64(binary.BigEndian.Uint16(b[6:8]))<<32 | uint64(binary.BigEndian.Uint32(b[8:12]))
+	}
+	w.seqs[i] = s
 	if s < w.seqMax {
 		w.outOfOrder++
 	}

@@ -68,6 +68,6 @@ func (b *Block) WriteEPB(buf []byte, snap, stopAt int, until int64) (n, used int
 
 func (p *Port) ReadBlocks(qi, max int, fn func(b *Block)) int { return 0 }
 
-func (p *Port) ReadSlots(qi, burst int, arena []byte, stride int, lens []uint16, wire []uint32, srcs []uint64) (n int, bytes uint64) {
+func (p *Port) ReadSlots(qi, burst int, arena []byte, stride int, lens []uint16, wire []uint32) (n int, bytes uint64) {
 	return 0, 0
 }

@@ -377,17 +377,12 @@ func (p *Port) RxBurst(qi int, pkts []*dpdk.Packet) int {
 // SlotReader; eal.Port.ReadSlots is the DPDK one). It takes as many frames
 // as there are slots in arena, lens and wire, or as the ring holds, and
 // returns how many it took and their bytes on the wire. burst is the DPDK
-// driver's receive burst and means nothing here. srcs, unless nil, gets
-// each frame's source MAC address as a 48-bit number (0 when fewer than 12
-// bytes were copied), as eal.Port.ReadSlots gives it. Counters as RxBurst.
-func (p *Port) ReadSlots(qi, burst int, arena []byte, stride int, lens []uint16, wire []uint32, srcs []uint64) (n int, bytes uint64) {
+// driver's receive burst and means nothing here. Counters as RxBurst.
+func (p *Port) ReadSlots(qi, burst int, arena []byte, stride int, lens []uint16, wire []uint32) (n int, bytes uint64) {
 	if qi < 0 || qi >= len(p.rx) || stride <= 0 || stride > 0xffff {
 		return 0, 0
 	}
 	nb := min(len(arena)/stride, len(lens), len(wire))
-	if srcs != nil {
-		nb = min(nb, len(srcs))
-	}
 	if nb == 0 {
 		return 0, 0
 	}
@@ -415,9 +410,6 @@ func (p *Port) ReadSlots(qi, burst int, arena []byte, stride int, lens []uint16,
 		}
 		c := putFrame(dst, src, h)
 		lens[n], wire[n] = uint16(c), uint32(w)
-		if srcs != nil {
-			srcs[n] = dpdk.SrcMAC48(dst[:c])
-		}
 		bytes += uint64(w)
 		n++
 		q.done()

@@ -88,7 +88,7 @@ func BenchmarkReadSlotsNull(b *testing.B) {
 		if i+benchBurst > slots {
 			i = 0
 		}
-		n, _ := port.ReadSlots(0, benchBurst, arena[i*stride:(i+benchBurst)*stride], stride, lens[i:i+benchBurst], wire[i:i+benchBurst], nil)
+		n, _ := port.ReadSlots(0, benchBurst, arena[i*stride:(i+benchBurst)*stride], stride, lens[i:i+benchBurst], wire[i:i+benchBurst])
 		i += n
 		got += n
 	}

@@ -343,18 +343,18 @@ func TestReadSlots(t *testing.T) {
 				sent += txFrames(t, pool, port, 0, sent, total-sent)
 			}
 			arena := make([]byte, total*stride)
-			lens, wire, srcs := make([]uint16, total), make([]uint32, total), make([]uint64, total)
+			lens, wire := make([]uint16, total), make([]uint32, total)
 			for i := range arena {
 				arena[i] = 0xee
 			}
 			// 40 slots in bursts of 16: three bursts, the last one short.
-			n, got := port.ReadSlots(0, 16, arena[:40*stride], stride, lens[:40], wire[:40], srcs[:40])
+			n, got := port.ReadSlots(0, 16, arena[:40*stride], stride, lens[:40], wire[:40])
 			if n != 40 {
 				t.Fatalf("took %d packets into 40 slots", n)
 			}
 			// The remaining 60 in bursts of 32: the second burst comes back
 			// with 28, and the call stops there.
-			k, b := port.ReadSlots(0, 32, arena[40*stride:], stride, lens[40:], wire[40:], srcs[40:])
+			k, b := port.ReadSlots(0, 32, arena[40*stride:], stride, lens[40:], wire[40:])
 			if k != 60 {
 				t.Fatalf("took %d of the last 60", k)
 			}
@@ -365,10 +365,9 @@ func TestReadSlots(t *testing.T) {
 				l := frame(want[:], i)
 				c := min(l, stride)
 				slot := arena[i*stride : (i+1)*stride]
-				if int(lens[i]) != c || int(wire[i]) != l || !bytes.Equal(slot[:c], want[:c]) ||
-					srcs[i] != dpdk.SrcMAC48(want[:c]) {
-					t.Fatalf("slot %d: %d of %d bytes, source %012x, want %d of %d, %012x; equal %v", i, lens[i],
-						wire[i], srcs[i], c, l, dpdk.SrcMAC48(want[:c]), bytes.Equal(slot[:c], want[:c]))
+				if int(lens[i]) != c || int(wire[i]) != l || !bytes.Equal(slot[:c], want[:c]) {
+					t.Fatalf("slot %d: %d of %d bytes, want %d of %d; equal %v", i, lens[i], wire[i], c, l,
+						bytes.Equal(slot[:c], want[:c]))
 				}
 				if stride%16 != 0 && c < stride && slot[c] != 0xee {
 					t.Fatalf("slot %d: written past the copy", i)
@@ -378,18 +377,18 @@ func TestReadSlots(t *testing.T) {
 			if got != sum {
 				t.Fatalf("bytes %d, frames %d", got, sum)
 			}
-			if k, _ := port.ReadSlots(0, 32, arena, stride, lens, wire, nil); k != 0 {
+			if k, _ := port.ReadSlots(0, 32, arena, stride, lens, wire); k != 0 {
 				t.Fatalf("%d packets from an empty ring", k)
 			}
 			if s := port.Stats(); s.RxPackets != total || s.RxBytes != sum {
 				t.Fatalf("stats %+v, want %d packets and %d bytes", s, total, sum)
 			}
 			for _, bad := range []func() int{
-				func() int { k, _ := port.ReadSlots(1, 32, arena, stride, lens, wire, nil); return k },
-				func() int { k, _ := port.ReadSlots(0, 0, arena, stride, lens, wire, nil); return k },
-				func() int { k, _ := port.ReadSlots(0, 32, arena, 0, lens, wire, nil); return k },
-				func() int { k, _ := port.ReadSlots(0, 32, arena[:stride-1], stride, lens, wire, nil); return k },
-				func() int { k, _ := port.ReadSlots(0, 32, arena, 1<<16, lens, wire, nil); return k },
+				func() int { k, _ := port.ReadSlots(1, 32, arena, stride, lens, wire); return k },
+				func() int { k, _ := port.ReadSlots(0, 0, arena, stride, lens, wire); return k },
+				func() int { k, _ := port.ReadSlots(0, 32, arena, 0, lens, wire); return k },
+				func() int { k, _ := port.ReadSlots(0, 32, arena[:stride-1], stride, lens, wire); return k },
+				func() int { k, _ := port.ReadSlots(0, 32, arena, 1<<16, lens, wire); return k },
 			} {
 				if txFrames(t, pool, port, 0, 0, 1) != 1 {
 					t.Fatal("send")
@@ -633,7 +632,7 @@ func TestAllocs(t *testing.T) {
 		t.Fatalf("ReadEPB allocates %v per burst", a)
 	}
 	lens, wire := make([]uint16, 256), make([]uint32, 256)
-	if a := testing.AllocsPerRun(1000, func() { null.ReadSlots(0, 32, buf, 128, lens, wire, nil) }); a != 0 {
+	if a := testing.AllocsPerRun(1000, func() { null.ReadSlots(0, 32, buf, 128, lens, wire) }); a != 0 {
 		t.Fatalf("ReadSlots allocates %v per call", a)
 	}
 }

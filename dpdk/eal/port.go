@@ -426,26 +426,18 @@ func (p *Port) ReadEPB(q int, buf []byte, snap int) (n, used int) {
 // slots in arena, lens and wire (at most MaxBurst) or a burst comes back
 // short, so a busy queue costs one cgo call per several bursts. It returns
 // how many packets it took and their bytes on the wire. stride is at most
-// 65535, the longest length lens holds. srcs, unless nil, gets each
-// packet's source MAC address as a 48-bit number (0 when fewer than 12
-// bytes were copied): the slots are written with non-temporal stores, and
-// reading the address back from the arena would miss the cache. Counters as
-// RxBurst.
-func (p *Port) ReadSlots(q, burst int, arena []byte, stride int, lens []uint16, wire []uint32, srcs []uint64) (n int, bytes uint64) {
+// 65535, the longest length lens holds. Counters as RxBurst.
+func (p *Port) ReadSlots(q, burst int, arena []byte, stride int, lens []uint16, wire []uint32) (n int, bytes uint64) {
 	if q < 0 || q >= len(p.rxq) || p.closed.Load() || stride <= 0 || stride > 0xffff || burst <= 0 {
 		return 0, 0
 	}
 	nb := min(len(arena)/stride, len(lens), len(wire), MaxBurst)
-	if srcs != nil {
-		nb = min(nb, len(srcs))
-	}
 	if nb == 0 {
 		return 0, 0
 	}
 	rq := &p.rxq[q]
 	k := int(C.shim_rx_slots(rq.c, C.uint16_t(nb), C.uint16_t(min(burst, nb)), C.uint32_t(stride),
-		(*C.char)(unsafe.Pointer(unsafe.SliceData(arena))), (*C.uint64_t)(unsafe.Pointer(unsafe.SliceData(srcs))),
-		(*C.uint16_t)(unsafe.Pointer(unsafe.SliceData(lens))),
+		(*C.char)(unsafe.Pointer(unsafe.SliceData(arena))), (*C.uint16_t)(unsafe.Pointer(unsafe.SliceData(lens))),
 		(*C.uint32_t)(unsafe.Pointer(unsafe.SliceData(wire)))))
 	if k == 0 {
 		return 0, 0

@@ -381,12 +381,8 @@ static inline void free_simple(struct rte_mbuf **m, uint16_t n)
 // an arena is written once and read only when the capture ends, so a normal
 // store's read of each line before writing it (half the memory traffic) and
 // the lines it evicts from the cache buy nothing. The fence at the end
-// orders them before whatever the caller stores next. For the same reason
-// srcs[i], when srcs is not NULL, is packet i's source MAC address (bytes
-// 6-11, big-endian; 0 when fewer than 12 bytes were copied), read while the
-// packet is in the cache: reading it back from the arena would be a memory
-// access per packet.
-uint16_t shim_rx_slots(struct shim_rxq *q, uint16_t nb, uint16_t burst, uint32_t stride, char *out, uint64_t *srcs,
+// orders them before whatever the caller stores next.
+uint16_t shim_rx_slots(struct shim_rxq *q, uint16_t nb, uint16_t burst, uint32_t stride, char *out,
 		       uint16_t *lens, uint32_t *wire)
 {
 	struct rte_mbuf **m = q->mbufs;
@@ -407,14 +403,6 @@ uint16_t shim_rx_slots(struct shim_rxq *q, uint16_t nb, uint16_t burst, uint32_t
 				copy_stream(rte_pktmbuf_mtod(m[i], const char *), out, whole);
 			else
 				copy_out(m[i], out, cap);
-			if (srcs != NULL) {
-				const unsigned char *d = rte_pktmbuf_mtod(m[i], const unsigned char *);
-				if (m[i]->data_len < 12) // a first segment this short: read what was copied
-					d = (const unsigned char *)out;
-				srcs[total + i] = cap < 12 ? 0 :
-					(uint64_t)d[6] << 40 | (uint64_t)d[7] << 32 | (uint64_t)d[8] << 24 |
-					(uint64_t)d[9] << 16 | (uint64_t)d[10] << 8 | (uint64_t)d[11];
-			}
 			out += stride;
 			lens[total + i] = (uint16_t)cap;
 			wire[total + i] = len;

@@ -102,7 +102,7 @@ void shim_free(void *q);
 uint16_t shim_rx(struct shim_rxq *q, uint16_t top, uint16_t nb);
 uint16_t shim_tx(struct shim_txq *q, uint16_t nb);
 uint16_t shim_rx_epb(struct shim_rxq *q, uint16_t nb, uint32_t snap, uint64_t ts, char *out);
-uint16_t shim_rx_slots(struct shim_rxq *q, uint16_t nb, uint16_t burst, uint32_t stride, char *out, uint64_t *srcs,
+uint16_t shim_rx_slots(struct shim_rxq *q, uint16_t nb, uint16_t burst, uint32_t stride, char *out,
 		       uint16_t *lens, uint32_t *wire);
 
 #endif
