@@ -96,7 +96,7 @@ func BenchmarkWrite(b *testing.B) {
 		n := mirrored(buf, uint64(i+1), 0)
 		c := copy(image[i*snap:(i+1)*snap], buf[:n])
 		w.lens[i], w.wire[i] = uint16(c), uint32(n)
-		w.noteSeq(i)
+		w.noteSeq(w.seqOf(i))
 	}
 	path := filepath.Join(b.TempDir(), "w.pcap")
 	b.ReportAllocs()

@@ -31,7 +31,7 @@ func FuzzWrite(f *testing.F) {
 			i := w.n
 			w.lens[i] = uint16(copy(w.arena[i*128:(i+1)*128], fr))
 			w.wire[i] = uint32(len(fr))
-			w.noteSeq(i)
+			w.noteSeq(w.seqOf(i))
 			w.n++
 		}
 		var mal malformed

@@ -30,11 +30,14 @@ type worker struct {
 	arena []byte
 	lens  []uint16
 	wire  []uint32
-	// seqs[i] is slot i's mirror sequence, read while the copy is still
-	// in the cache: Stop's sort and order check then never touch the
-	// arena, whose slots it reads once, to write them. seqMax and
-	// outOfOrder track the order as copies arrive.
-	seqs       []uint64
+	// With track, seqMax and outOfOrder follow the copies' order as they
+	// arrive, from their mirror sequences read while they are in the
+	// cache: Stop has anything to sort only when a copy came out of order,
+	// and otherwise reads each slot once, to write it. A port that writes
+	// the arena with non-temporal stores (eal) leaves it off: reading a
+	// sequence back would be a memory access per packet on the capture
+	// path, which Stop's scan of the arena pays instead.
+	track      bool
 	seqMax     uint64
 	outOfOrder uint64
 	n          int // slots used; owned by the worker while it runs
@@ -66,7 +69,6 @@ func newWorker(d *Dumper, q, core int) *worker {
 		arena: make([]byte, np*d.cfg.SnapLen),
 		lens:  make([]uint16, np),
 		wire:  make([]uint32, np),
-		seqs:  make([]uint64, np),
 		bufs:  make([]*dpdk.Packet, d.cfg.Burst),
 		order: make([]slot, 0, np)}
 	// Touch every page now: a fresh arena is mapped lazily, and the
@@ -77,9 +79,9 @@ func newWorker(d *Dumper, q, core int) *worker {
 	for i := 0; i < len(w.lens); i += 2048 {
 		w.lens[i], w.wire[i] = 1, 1
 	}
-	for i := 0; i < len(w.seqs); i += 512 {
-		w.seqs[i] = 1
-	}
+	_, slots := d.cfg.Port.(SlotReader)
+	_, cached := d.cfg.Port.(*afpacket.Port)
+	w.track = !slots || cached
 	return w
 }
 
@@ -170,8 +172,10 @@ func (w *worker) readSlots(sr SlotReader, want int) int {
 	if n == 0 {
 		return 0
 	}
-	for j := i; j < i+n; j++ {
-		w.noteSeq(j)
+	if w.track {
+		for j := i; j < i+n; j++ {
+			w.noteSeq(w.seqOf(j))
+		}
 	}
 	w.n += n
 	w.received.Add(uint64(n))
@@ -195,7 +199,7 @@ func (w *worker) capture(pkts []*dpdk.Packet) {
 		w.lens[i] = uint16(c)
 		wl := p.OrigLen()
 		w.wire[i] = uint32(wl)
-		w.noteSeq(i)
+		w.noteSeq(w.seqOf(i))
 		w.n++
 		got++
 		bytes += uint64(wl)
@@ -239,15 +243,19 @@ func (m *malformed) byReason() map[string]uint64 {
 	return out
 }
 
-// noteSeq records the mirror sequence of slot i, just filled: the source
-// MAC (0 for a copy too short to hold one, which write counts malformed).
-func (w *worker) noteSeq(i int) {
-	var s uint64
-	if w.lens[i] >= 12 {
-		b := w.arena[i*w.d.cfg.SnapLen:]
-		s = uint64(binary.BigEndian.Uint16(b[6:8]))<<32 | uint64(binary.BigEndian.Uint32(b[8:12]))
+// seqOf is the mirror sequence of the copy in slot i: its source MAC (0 for
+// a copy too short to hold one, which write counts malformed).
+func (w *worker) seqOf(i int) uint64 {
+	if w.lens[i] < 12 {
+		return 0
 	}
-	w.seqs[i] = s
+	b := w.arena[i*w.d.cfg.SnapLen:]
+	return uint64(binary.BigEndian.Uint16(b[6:8]))<<32 | uint64(binary.BigEndian.Uint32(b[8:12]))
+}
+
+// noteSeq follows the order of the copies as one with mirror sequence s
+// arrives.
+func (w *worker) noteSeq(s uint64) {
 	if s < w.seqMax {
 		w.outOfOrder++
 	}
@@ -257,14 +265,21 @@ func (w *worker) noteSeq(i int) {
 // write sorts the worker's copies by mirror sequence, restores them and
 // writes them to path.
 func (w *worker) write(ctx context.Context, path string, mal *malformed) (File, error) {
-	f := File{Name: filepath.Base(path), Path: path, Queue: w.queue, OutOfOrder: w.outOfOrder}
+	f := File{Name: filepath.Base(path), Path: path, Queue: w.queue}
 	cfg := &w.d.cfg
+	if !w.track {
+		w.seqMax, w.outOfOrder = 0, 0
+		for i := range w.n {
+			w.noteSeq(w.seqOf(i))
+		}
+	}
 	// Copies are nearly always in order (one queue of one injector's
 	// mirror); only then is there anything to sort.
+	f.OutOfOrder = w.outOfOrder
 	w.order = w.order[:0]
 	if f.OutOfOrder > 0 {
-		for i, s := range w.seqs[:w.n] {
-			w.order = append(w.order, slot{seq: s, idx: uint32(i)})
+		for i := range w.n {
+			w.order = append(w.order, slot{seq: w.seqOf(i), idx: uint32(i)})
 		}
 		slices.SortStableFunc(w.order, func(a, b slot) int { return cmp.Compare(a.seq, b.seq) })
 	}
