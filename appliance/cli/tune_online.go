@@ -82,7 +82,7 @@ func runTuneDiscriminate(_ context.Context, env *Env, o tuneDiscriminateOptions)
 var tuneOnlineCmd = &Command{
 	Name:    "online",
 	Summary: "online tuning on a running simulated fabric whose workload changes, against every preset",
-	Usage:   "[--scenario fig11] [--steps 240] [--seed 1] [--reheat 0.01] [--reheat-sigma 3] [--reheat-after 2] [--samples 1] [--median] [--window D] [--start PRESET] [--receiver-side] [--out DIR]",
+	Usage:   "[--scenario fig11] [--steps 240] [--seed 1] [--reheat 0.01] [--reheat-sigma 3] [--reheat-after 2] [--samples 1] [--median] [--window D] [--start PRESET] [--receiver-side] [--grid] [--workers 1] [--out DIR]",
 	Long: `Runs an online scenario twice over: first ByteTuning online, one fabric simulation that never
 restarts while its workload moves through phases (fig11: a k=4 fat tree, tuned per layer
 (tor, agg, core), whose traffic cycles through a 2-to-1 of 1 MB messages, a 12-to-1 incast
@@ -126,6 +126,8 @@ type tuneOnlineOptions struct {
 	window        time.Duration
 	start         string
 	receiver      bool
+	grid          bool
+	workers       int
 	args          []string
 }
 
@@ -144,6 +146,8 @@ func tuneOnlineFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) err
 	fs.DurationVar(&o.window, "window", 0, "telemetry window (0: the scenario's, 8ms for fig11; use a multiple of it)")
 	fs.StringVar(&o.out, "out", "tune-online", "directory for online.txt and online.json")
 	fs.BoolVar(&o.receiver, "receiver-side", false, "judge windows on the receiver-side switches only (the paper's telemetry compression), not every switch on the traffic's paths")
+	fs.BoolVar(&o.grid, "grid", false, "also hold each of 18 coarse grid points fixed for the whole run, and measure each phase change's recovery against the phase's best fixed level (the grid optimum)")
+	fs.IntVar(&o.workers, "workers", 1, "simulations run side by side (the tuned run, the presets and the grid points are independent)")
 	return bind(&o, &o.args, runTuneOnline)
 }
 
@@ -157,6 +161,9 @@ func runTuneOnline(ctx context.Context, env *Env, o tuneOnlineOptions) error {
 	if o.reheat < 0 || o.sigma < 0 || !(o.reheat > 0 || o.sigma > 0) {
 		return Usagef("--reheat %g, --reheat-sigma %g: not negative, one positive (online the schedule must restart when the workload changes)", o.reheat, o.sigma)
 	}
+	if o.workers < 1 {
+		return Usagef("--workers %d: at least 1", o.workers)
+	}
 	if o.samples < 1 || o.window < 0 {
 		return Usagef("--samples %d, --window %v: at least one sample, window not negative", o.samples, o.window)
 	}
@@ -168,7 +175,7 @@ func runTuneOnline(ctx context.Context, env *Env, o tuneOnlineOptions) error {
 		return Usagef("%v", err)
 	}
 	t0 := time.Now()
-	r, err := tunesim.Online(ctx, tunesim.OnlineOptions{Scenario: o.scenario, Steps: o.steps, Seed: o.seed, Anneal: &ap, ReceiverSide: o.receiver, Window: o.window, Start: o.start})
+	r, err := tunesim.Online(ctx, tunesim.OnlineOptions{Scenario: o.scenario, Steps: o.steps, Seed: o.seed, Anneal: &ap, ReceiverSide: o.receiver, Window: o.window, Start: o.start, Grid: o.grid, Workers: o.workers})
 	if err != nil {
 		return err
 	}
