@@ -99,14 +99,28 @@ on the same fabric and workload for as many windows. incast39 and redis are the 
 threads, 64 KB requests, 64-byte replies, closed loop) on the leaf-spine of 'tune paper',
 the leaf layer tuned, one workload that runs on; incast39-redis alternates the two every
 320 ms (40 windows), to measure tracking on the paper's workloads; a redis exchange's FCT
-runs from the SET's post to its reply's completion.
+runs from the SET's post to its reply's completion. fig11-leaf is fig11's kind of schedule on
+that leaf-spine, judged on the receiver-side leaf: the traffic to h39 cycles a 2-to-1 of
+1 MB messages (8 QPs per sender every 8 ms, 67% load), the 39-to-1 incast and a light 3-to-1
+of 16 KB messages (4 QPs per sender every 200 us, 32% load), 320 ms each, so that load,
+incast degree and message size change at once.
+
+--grid also holds each of 18 coarse grid points (the same watermark on every tuned scope:
+Kmin at the space's lowest, middle and highest level, Pmax at its ends, alpha at its ends
+and middle, headroom at its middle) fixed for the whole run on its own fabric, as the presets
+are. A phase's grid optimum is the best steady level (the mean of its windows without the
+first 4 after each change) among the grid points and the presets; each phase change's
+recovery is then also the steps until 4 tuned windows in a row reach 98% of it, and the
+goal line says at how many changes that took at most 30 steps. The optimum is a lower bound
+on the phase's true one (18 points of 3300 per scope). --workers runs the simulations side by
+side.
 
 Prints per phase the objective under the fixed normalisation (its standard deviation over
 the phase's windows and the window-to-window noise), the rate delivered to the
 receiver, the mean queue of the watched switches, the P50/P99 FCT of the phase's messages
 and the drops, for the tuned run and every preset; the presets better than the tuned run on
 any metric; and after each phase change the steps until a tuned window scored 98% of the
-best preset's mean in that phase; per phase the presets' spread against the noise of one
+best preset's mean in that phase (and with --grid of the grid optimum); per phase the presets' spread against the noise of one
 window, and the tuned run's mean on windows at x against its windows on proposals. Writes online.txt and online.json to --out. The
 simulation is the cost: minutes on two cores.
 

@@ -114,6 +114,10 @@ type OnlineResult struct {
 	// reheated the schedule.
 	ReheatAt []int       `json:"reheat_at"`
 	Base     []OnlineRun `json:"baselines"`
+	// Objective is, per window of the tuned run, what the tuner judged
+	// it by: Eq. 14 under the run's history normalisation (the best
+	// throughput and smallest queue seen so far, over every phase).
+	Objective []float64 `json:"objective"`
 	// Recovery is, per phase change of the tuned run, the steps until a
 	// window scored at least 98% of the best baseline's mean in that
 	// phase (-1: never within the phase). The grid optimum of a 3-layer
@@ -237,11 +241,14 @@ func Online(ctx context.Context, o OnlineOptions) (OnlineResult, error) {
 		}
 	}
 	jobs := []func() error{func() error {
-		if _, err := tu.Run(ctx); err != nil {
+		tr, err := tu.Run(ctx)
+		if err != nil {
 			return fmt.Errorf("online tuner: %w", err)
 		}
+		for _, r := range tr.Records {
+			res.Objective = append(res.Objective, r.Score)
+		}
 		res.Reheats, res.ReheatAt = opt.Reheats(), rec.reheats
-		var err error
 		res.Tuned, err = summariseLive("bytetuning", lt, fixed, nil)
 		if err != nil {
 			return err
