@@ -41,6 +41,11 @@ type OnlineOptions struct {
 	// optimum the recovery is measured against (the online stand-in for
 	// the grid optimum, which a live fabric cannot traverse).
 	Grid bool
+	// Norm replaces the tuner's normalisation (the paper's History by
+	// default; Fixed judges by the table's own score, the ablation that
+	// tells a search too slow to recover from an objective that cannot
+	// see the optimum).
+	Norm tuning.Normalisation
 	// Workers run the tuned run and the fixed ones (presets, grid) side
 	// by side, each its own simulation (default 1: one after another).
 	Workers int
@@ -181,15 +186,27 @@ const SustainWindows = 4
 
 // Online runs the comparison.
 func Online(ctx context.Context, o OnlineOptions) (OnlineResult, error) {
-	t0 := time.Now()
 	sc, ok := LiveScenarios()[o.Scenario]
 	if !ok {
 		return OnlineResult{}, fmt.Errorf("online scenario %q: %s", o.Scenario, strings.Join(LiveScenarioNames(), ", "))
 	}
+	return online(ctx, sc, o)
+}
+
+// online runs the comparison on sc (tests shorten a named scenario's
+// phases).
+func online(ctx context.Context, sc LiveScenario, o OnlineOptions) (OnlineResult, error) {
+	t0 := time.Now()
 	if o.Steps <= 0 {
 		o.Steps = 240
 	}
 	sc.ReceiverSide = sc.ReceiverSide || o.ReceiverSide
+	if o.Norm != "" {
+		sc.Objective.Norm = o.Norm
+	}
+	if err := sc.Objective.Validate(); err != nil {
+		return OnlineResult{}, err
+	}
 	if o.Window > 0 {
 		sc.Window = o.Window
 	}

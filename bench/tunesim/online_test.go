@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rdma-appliance/appliance/tuning"
 )
@@ -307,5 +308,56 @@ func TestOptimumAndCoarseGrid(t *testing.T) {
 	}
 	if !kmin[0] || !kmin[2500] || !kmin[5000] || !alpha[1] || !alpha[5] || !alpha[20] || !pmax[1] || !pmax[90] {
 		t.Fatalf("grid levels: Kmin %v, alpha %v, Pmax %v", kmin, alpha, pmax)
+	}
+}
+
+// TestOnlineGrid: with Grid, every coarse grid point runs the whole
+// schedule beside the presets, each phase's optimum is the best steady
+// level among them, and every phase change's recovery is measured
+// against its phase's optimum. fig11-leaf's phases shortened to 6
+// windows of 2 ms, one pass (two workers: the runs are independent).
+func TestOnlineGrid(t *testing.T) {
+	if testing.Short() {
+		t.Skip("24 short simulations")
+	}
+	sc := LiveScenarios()["fig11-leaf"]
+	sc.Window = 2 * time.Millisecond
+	for i := range sc.Phases {
+		sc.Phases[i].Duration = 6 * sc.Window
+	}
+	r, err := online(context.Background(), sc, OnlineOptions{Steps: 18, Seed: 1, Grid: true, Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Grid) != 18 || len(r.Base) != 5 || len(r.Objective) != 18 {
+		t.Fatalf("%d grid runs, %d presets, %d tuner scores", len(r.Grid), len(r.Base), len(r.Objective))
+	}
+	for _, ph := range sc.Phases {
+		op, ok := r.Optimum[ph.Name]
+		if !ok {
+			t.Fatalf("no optimum for %s", ph.Name)
+		}
+		found := false
+		for _, run := range append(append([]OnlineRun(nil), r.Base...), r.Grid...) {
+			st := run.Phases[ph.Name]
+			if st.Windows != 6 {
+				t.Fatalf("%s: %d windows in %s", run.Name, st.Windows, ph.Name)
+			}
+			if st.Steady > op.Score {
+				t.Fatalf("%s: %s steady %g above the optimum %+v", ph.Name, run.Name, st.Steady, op)
+			}
+			found = found || run.Name == op.Name && st.Steady == op.Score
+		}
+		if !found {
+			t.Fatalf("%s: optimum %+v is no run's", ph.Name, op)
+		}
+	}
+	if len(r.Recovery) != 2 {
+		t.Fatalf("%d phase changes in 3 phases' windows", len(r.Recovery))
+	}
+	for _, rc := range r.Recovery {
+		if rc.Opt != r.Optimum[rc.Phase].Score || rc.Opt <= 0 {
+			t.Fatalf("change to %s: optimum %g, want %g", rc.Phase, rc.Opt, r.Optimum[rc.Phase].Score)
+		}
 	}
 }
