@@ -76,6 +76,8 @@ func TestTuneDiscriminate(t *testing.T) {
 		{[]string{"tune", "discriminate", filepath.Join(dir, "discrimination.txt")}, "discrimination.txt"},
 		{[]string{"tune", "online", "--steps", "0"}, "at least 1"},
 		{[]string{"tune", "online", "--scenario", "nope", "--steps", "1"}, `online scenario "nope"`},
+		{[]string{"tune", "online", "--norm", "eq15", "--steps", "1"}, `--norm "eq15": history or fixed`},
+		{[]string{"tune", "online", "--workers", "0", "--steps", "1"}, "--workers 0: at least 1"},
 	} {
 		if code, _, errOut := runCLI(t, c.args...); code == 0 || !strings.Contains(errOut, c.want) {
 			t.Errorf("%v: %d %s, want %q", c.args, code, errOut, c.want)

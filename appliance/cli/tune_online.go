@@ -82,7 +82,7 @@ func runTuneDiscriminate(_ context.Context, env *Env, o tuneDiscriminateOptions)
 var tuneOnlineCmd = &Command{
 	Name:    "online",
 	Summary: "online tuning on a running simulated fabric whose workload changes, against every preset",
-	Usage:   "[--scenario fig11] [--steps 240] [--seed 1] [--reheat 0.01] [--reheat-sigma 3] [--reheat-after 2] [--samples 1] [--median] [--window D] [--start PRESET] [--receiver-side] [--out DIR]",
+	Usage:   "[--scenario fig11] [--steps 240] [--seed 1] [--reheat 0.01] [--reheat-sigma 3] [--reheat-after 2] [--samples 1] [--median] [--window D] [--start PRESET] [--receiver-side] [--grid] [--norm history|fixed] [--workers 1] [--out DIR]",
 	Long: `Runs an online scenario twice over: first ByteTuning online, one fabric simulation that never
 restarts while its workload moves through phases (fig11: a k=4 fat tree, tuned per layer
 (tor, agg, core), whose traffic cycles through a 2-to-1 of 1 MB messages, a 12-to-1 incast
@@ -99,14 +99,30 @@ on the same fabric and workload for as many windows. incast39 and redis are the 
 threads, 64 KB requests, 64-byte replies, closed loop) on the leaf-spine of 'tune paper',
 the leaf layer tuned, one workload that runs on; incast39-redis alternates the two every
 320 ms (40 windows), to measure tracking on the paper's workloads; a redis exchange's FCT
-runs from the SET's post to its reply's completion.
+runs from the SET's post to its reply's completion. fig11-leaf is fig11's kind of schedule on
+that leaf-spine, judged on the receiver-side leaf: the traffic to h39 cycles a 2-to-1 of
+1 MB messages (8 QPs per sender every 8 ms, 67% load), the 39-to-1 incast and a light 3-to-1
+of 16 KB messages (4 QPs per sender every 200 us, 32% load), 320 ms each, so that load,
+incast degree and message size change at once.
+
+--grid also holds each of 18 coarse grid points (the same watermark on every tuned scope:
+Kmin at the space's lowest, middle and highest level, Pmax at its ends, alpha at its ends
+and middle, headroom at its middle) fixed for the whole run on its own fabric, as the presets
+are. A phase's grid optimum is the best steady level (the mean of its windows without the
+first 4 after each change) among the grid points and the presets; each phase change's
+recovery is then also the steps until 4 tuned windows in a row reach 98% of it, and the
+goal line says at how many changes that took at most 30 steps. --norm fixed makes the tuner
+judge by the table's score (throughput over line rate, queue against a fixed reference)
+instead of Eq. 14's history normalisation. The optimum is a lower bound
+on the phase's true one (18 points of 3300 per scope). --workers runs the simulations side by
+side.
 
 Prints per phase the objective under the fixed normalisation (its standard deviation over
 the phase's windows and the window-to-window noise), the rate delivered to the
 receiver, the mean queue of the watched switches, the P50/P99 FCT of the phase's messages
 and the drops, for the tuned run and every preset; the presets better than the tuned run on
 any metric; and after each phase change the steps until a tuned window scored 98% of the
-best preset's mean in that phase; per phase the presets' spread against the noise of one
+best preset's mean in that phase (and with --grid of the grid optimum); per phase the presets' spread against the noise of one
 window, and the tuned run's mean on windows at x against its windows on proposals. Writes online.txt and online.json to --out. The
 simulation is the cost: minutes on two cores.
 
@@ -126,6 +142,9 @@ type tuneOnlineOptions struct {
 	window        time.Duration
 	start         string
 	receiver      bool
+	grid          bool
+	workers       int
+	norm          string
 	args          []string
 }
 
@@ -144,6 +163,9 @@ func tuneOnlineFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) err
 	fs.DurationVar(&o.window, "window", 0, "telemetry window (0: the scenario's, 8ms for fig11; use a multiple of it)")
 	fs.StringVar(&o.out, "out", "tune-online", "directory for online.txt and online.json")
 	fs.BoolVar(&o.receiver, "receiver-side", false, "judge windows on the receiver-side switches only (the paper's telemetry compression), not every switch on the traffic's paths")
+	fs.BoolVar(&o.grid, "grid", false, "also hold each of 18 coarse grid points fixed for the whole run, and measure each phase change's recovery against the phase's best fixed level (the grid optimum)")
+	fs.StringVar(&o.norm, "norm", "history", "the tuner's normalisation: history (Eq. 14's, over the whole run) or fixed (the table's score)")
+	fs.IntVar(&o.workers, "workers", 1, "simulations run side by side (the tuned run, the presets and the grid points are independent)")
 	return bind(&o, &o.args, runTuneOnline)
 }
 
@@ -157,6 +179,12 @@ func runTuneOnline(ctx context.Context, env *Env, o tuneOnlineOptions) error {
 	if o.reheat < 0 || o.sigma < 0 || !(o.reheat > 0 || o.sigma > 0) {
 		return Usagef("--reheat %g, --reheat-sigma %g: not negative, one positive (online the schedule must restart when the workload changes)", o.reheat, o.sigma)
 	}
+	if o.norm != string(tuning.History) && o.norm != string(tuning.Fixed) {
+		return Usagef("--norm %q: history or fixed", o.norm)
+	}
+	if o.workers < 1 {
+		return Usagef("--workers %d: at least 1", o.workers)
+	}
 	if o.samples < 1 || o.window < 0 {
 		return Usagef("--samples %d, --window %v: at least one sample, window not negative", o.samples, o.window)
 	}
@@ -168,7 +196,7 @@ func runTuneOnline(ctx context.Context, env *Env, o tuneOnlineOptions) error {
 		return Usagef("%v", err)
 	}
 	t0 := time.Now()
-	r, err := tunesim.Online(ctx, tunesim.OnlineOptions{Scenario: o.scenario, Steps: o.steps, Seed: o.seed, Anneal: &ap, ReceiverSide: o.receiver, Window: o.window, Start: o.start})
+	r, err := tunesim.Online(ctx, tunesim.OnlineOptions{Scenario: o.scenario, Steps: o.steps, Seed: o.seed, Anneal: &ap, ReceiverSide: o.receiver, Window: o.window, Start: o.start, Grid: o.grid, Workers: o.workers, Norm: tuning.Normalisation(o.norm)})
 	if err != nil {
 		return err
 	}

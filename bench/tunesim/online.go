@@ -2,11 +2,13 @@ package tunesim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"sort"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -33,6 +35,20 @@ type OnlineOptions struct {
 	// Window, when set, replaces the scenario's telemetry window (a
 	// multiple of it keeps whole periods of every phase in each window).
 	Window time.Duration
+	// Grid also runs every point of CoarseGrid held fixed on the same
+	// fabric and schedule, as the presets are: per phase, the best
+	// steady level among the grid and the presets is the phase's
+	// optimum the recovery is measured against (the online stand-in for
+	// the issue's grid optimum, which a live fabric cannot traverse).
+	Grid bool
+	// Norm replaces the tuner's normalisation (the paper's History by
+	// default; Fixed judges by the table's own score, the ablation that
+	// tells a search too slow to recover from an objective that cannot
+	// see the optimum).
+	Norm tuning.Normalisation
+	// Workers run the tuned run and the fixed ones (presets, grid) side
+	// by side, each its own simulation (default 1: one after another).
+	Workers int
 }
 
 // OnlineAnneal is the online setting of Algorithm 1
@@ -54,6 +70,13 @@ type PhaseStats struct {
 	// P50 and P99 FCT of the phase's messages that completed, ns.
 	P50, P99 float64
 	Drops    uint64 `json:"drops"`
+	// Steady is the mean score of the phase's windows without the first
+	// SustainWindows of each stretch of the phase: a fixed
+	// configuration's level once the change's transient (the last
+	// phase's backlog draining) is over. The grid optimum is the best
+	// steady level, so the recovery is not judged against a level that
+	// the transient pulled down.
+	Steady float64 `json:"steady"`
 	// ScoreSD is the standard deviation of the windows' scores: for a
 	// preset, held fixed, the measurement noise of one window (with
 	// the phase's own change at its start).
@@ -96,14 +119,34 @@ type OnlineResult struct {
 	// reheated the schedule.
 	ReheatAt []int       `json:"reheat_at"`
 	Base     []OnlineRun `json:"baselines"`
+	// Objective is, per window of the tuned run, what the tuner judged
+	// it by: Eq. 14 under the run's history normalisation (the best
+	// throughput and smallest queue seen so far, over every phase).
+	Objective []float64 `json:"objective"`
 	// Recovery is, per phase change of the tuned run, the steps until a
 	// window scored at least 98% of the best baseline's mean in that
 	// phase (-1: never within the phase). The grid optimum of a 3-layer
 	// space (3300^3 points) is out of reach on a live fabric; the best
 	// fixed preset is the reference instead.
 	Recovery []Recovery `json:"recovery"`
-	Seconds  float64    `json:"seconds"`
+	// Grid are the runs of CoarseGrid's points held fixed (with Grid),
+	// and Optimum per phase the best steady level among them and the
+	// presets.
+	Grid    []OnlineRun        `json:"grid,omitempty"`
+	Optimum map[string]Optimum `json:"optimum,omitempty"`
+	Seconds float64            `json:"seconds"`
 }
+
+// Optimum is a phase's best fixed configuration: its run's name and
+// steady level.
+type Optimum struct {
+	Name  string  `json:"name"`
+	Score float64 `json:"steady_score"`
+}
+
+// RecoverySteps is the issue's goal: after a phase change the tuned
+// objective is within 2% of the phase's optimum within 30 tuning steps.
+const RecoverySteps = 30
 
 // Recovery is one phase change's tracking.
 type Recovery struct {
@@ -130,6 +173,11 @@ type Recovery struct {
 	// overstates what the phase allows.
 	Best          float64 `json:"best_known"`
 	SustainedBest int     `json:"sustained_best"`
+	// Opt is the phase's grid optimum (Optimum's score; 0 without a
+	// grid), SustainedOpt the steps until SustainWindows windows in a
+	// row reached 98% of it (-1: never within the phase, or no grid).
+	Opt          float64 `json:"grid_optimum,omitempty"`
+	SustainedOpt int     `json:"sustained_optimum"`
 }
 
 // SustainWindows is how many windows the sustained recovery averages:
@@ -138,15 +186,27 @@ const SustainWindows = 4
 
 // Online runs the comparison.
 func Online(ctx context.Context, o OnlineOptions) (OnlineResult, error) {
-	t0 := time.Now()
 	sc, ok := LiveScenarios()[o.Scenario]
 	if !ok {
 		return OnlineResult{}, fmt.Errorf("online scenario %q: %s", o.Scenario, strings.Join(LiveScenarioNames(), ", "))
 	}
+	return online(ctx, sc, o)
+}
+
+// online runs the comparison on sc (tests shorten a named scenario's
+// phases).
+func online(ctx context.Context, sc LiveScenario, o OnlineOptions) (OnlineResult, error) {
+	t0 := time.Now()
 	if o.Steps <= 0 {
 		o.Steps = 240
 	}
 	sc.ReceiverSide = sc.ReceiverSide || o.ReceiverSide
+	if o.Norm != "" {
+		sc.Objective.Norm = o.Norm
+	}
+	if err := sc.Objective.Validate(); err != nil {
+		return OnlineResult{}, err
+	}
 	if o.Window > 0 {
 		sc.Window = o.Window
 	}
@@ -177,37 +237,52 @@ func Online(ctx context.Context, o OnlineOptions) (OnlineResult, error) {
 	}
 	rec := &judgingRecorder{Anneal: opt}
 	tu := &tuning.Tuner{Space: &sp, Objective: sc.Objective, Target: lt, Optimizer: rec, Budget: o.Steps, Interval: sc.Window}
-	if _, err := tu.Run(ctx); err != nil {
-		return res, fmt.Errorf("online tuner: %w", err)
+	// The tuned run and the fixed ones are separate simulations of the
+	// same scenario: nothing is shared but the scenario's description.
+	type fixedRun struct {
+		name string
+		cfg  tuning.Config
+		run  *OnlineRun
 	}
-	res.Reheats, res.ReheatAt = opt.Reheats(), rec.reheats
-	res.Tuned, err = summariseLive("bytetuning", lt, fixed, nil)
-	if err != nil {
+	bases := tuning.Baselines(sp.Cell, sc.Capacity, sc.RTT)
+	res.Base = make([]OnlineRun, len(bases))
+	var fixedRuns []fixedRun
+	for i, b := range bases {
+		fixedRuns = append(fixedRuns, fixedRun{b.Name, tuning.Uniform(sp.Cell, b.W, sc.Scopes...), &res.Base[i]})
+	}
+	if o.Grid {
+		grid := CoarseGrid(sp)
+		res.Grid = make([]OnlineRun, len(grid))
+		for i, c := range grid {
+			fixedRuns = append(fixedRuns, fixedRun{GridName(c, sc.Scopes[0]), c, &res.Grid[i]})
+		}
+	}
+	jobs := []func() error{func() error {
+		tr, err := tu.Run(ctx)
+		if err != nil {
+			return fmt.Errorf("online tuner: %w", err)
+		}
+		for _, r := range tr.Records {
+			res.Objective = append(res.Objective, r.Score)
+		}
+		res.Reheats, res.ReheatAt = opt.Reheats(), rec.reheats
+		res.Tuned, err = summariseLive("bytetuning", lt, fixed, nil)
+		if err != nil {
+			return err
+		}
+		res.Tuned.Judging = rec.kinds[:min(len(rec.kinds), len(res.Tuned.Scores))]
+		splitJudging(&res.Tuned)
+		return nil
+	}}
+	for _, fr := range fixedRuns {
+		jobs = append(jobs, func() error {
+			r, err := runFixed(ctx, sc, fr.name, fr.cfg, fixed, o.Steps)
+			*fr.run = r
+			return err
+		})
+	}
+	if err := runJobs(max(o.Workers, 1), jobs); err != nil {
 		return res, err
-	}
-	res.Tuned.Judging = rec.kinds[:min(len(rec.kinds), len(res.Tuned.Scores))]
-	splitJudging(&res.Tuned)
-	for _, b := range tuning.Baselines(sp.Cell, sc.Capacity, sc.RTT) {
-		bt, err := NewLiveTarget(sc)
-		if err != nil {
-			return res, err
-		}
-		if err := bt.Apply(ctx, tuning.Uniform(sp.Cell, b.W, sc.Scopes...)); err != nil {
-			return res, fmt.Errorf("baseline %s: %w", b.Name, err)
-		}
-		var tels []tuning.Telemetry
-		for range o.Steps {
-			tel, err := bt.Measure(ctx, sc.Window)
-			if err != nil {
-				return res, fmt.Errorf("baseline %s: %w", b.Name, err)
-			}
-			tels = append(tels, tel)
-		}
-		run, err := summariseLive(b.Name, bt, fixed, tels)
-		if err != nil {
-			return res, err
-		}
-		res.Base = append(res.Base, run)
 	}
 	// Recovery after each phase change, against the best preset.
 	ref := map[string]float64{}
@@ -216,14 +291,131 @@ func Online(ctx context.Context, o OnlineOptions) (OnlineResult, error) {
 			ref[ph] = max(ref[ph], st.Score)
 		}
 	}
-	res.Recovery = recoveries(res.Tuned, ref)
+	var opts map[string]float64
+	if o.Grid {
+		res.Optimum = optimum(append(append([]OnlineRun(nil), res.Base...), res.Grid...))
+		opts = map[string]float64{}
+		for ph, op := range res.Optimum {
+			opts[ph] = op.Score
+		}
+	}
+	res.Recovery = recoveries(res.Tuned, ref, opts)
 	res.Seconds = time.Since(t0).Seconds()
 	return res, nil
 }
 
+// runFixed holds c on a fresh run of sc for steps windows.
+func runFixed(ctx context.Context, sc LiveScenario, name string, c tuning.Config, fixed tuning.Objective, steps int) (OnlineRun, error) {
+	bt, err := NewLiveTarget(sc)
+	if err != nil {
+		return OnlineRun{}, err
+	}
+	if err := bt.Apply(ctx, c); err != nil {
+		return OnlineRun{}, fmt.Errorf("%s: %w", name, err)
+	}
+	var tels []tuning.Telemetry
+	for range steps {
+		tel, err := bt.Measure(ctx, sc.Window)
+		if err != nil {
+			return OnlineRun{}, fmt.Errorf("%s: %w", name, err)
+		}
+		tels = append(tels, tel)
+	}
+	return summariseLive(name, bt, fixed, tels)
+}
+
+// runJobs runs jobs on n goroutines and returns the first error (in the
+// jobs' order).
+func runJobs(n int, jobs []func() error) error {
+	errs := make([]error, len(jobs))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(n, len(jobs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				errs[i] = jobs[i]()
+			}
+		}()
+	}
+	for i := range jobs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// CoarseGrid is the fixed configurations whose best per phase stands in
+// for the phase's grid optimum online: on every scope the same
+// watermark, Kmin at the space's lowest, middle and highest level, Pmax
+// at its lowest and highest, alpha at its lowest, middle and highest,
+// headroom at its middle (18 points of the paper's space). Kmin and
+// alpha are what moves the tuned points (tune paper's tuned points span
+// Kmin 0 to 5000 cells, all at alpha 1; Pmax sets how hard ECN marks
+// between them); headroom only absorbs what is in flight after a pause.
+// A live fabric cannot hold each of the space's 3300 points for a whole
+// schedule; a lower bound on the true optimum, as the table says.
+func CoarseGrid(sp tuning.Space) []tuning.Config {
+	pick := map[string][]int{}
+	for _, p := range sp.Params {
+		n := len(p.Values)
+		switch p.Name {
+		case tuning.ParamKmin, tuning.ParamAlpha:
+			pick[p.Name] = []int{0, (n - 1) / 2, n - 1}
+		case tuning.ParamPmax:
+			pick[p.Name] = []int{0, n - 1}
+		default:
+			pick[p.Name] = []int{(n - 1) / 2}
+		}
+	}
+	var out []tuning.Config
+	var rec func(pi int, pt []int)
+	rec = func(pi int, pt []int) {
+		if pi == len(sp.Params) {
+			full := make(tuning.Point, 0, len(sp.Scopes)*len(pt))
+			for range sp.Scopes {
+				full = append(full, pt...)
+			}
+			c, err := sp.Config(full)
+			if err != nil {
+				panic(err) // indices picked from the space's own levels
+			}
+			out = append(out, c)
+			return
+		}
+		for _, v := range pick[sp.Params[pi].Name] {
+			rec(pi+1, append(pt, v))
+		}
+	}
+	rec(0, nil)
+	return out
+}
+
+// GridName labels a grid run by scope's watermark.
+func GridName(c tuning.Config, scope string) string {
+	w := c.Scopes[scope]
+	return fmt.Sprintf("K%d/P%g/a%g/h%d", w.Kmin, w.Pmax, w.Alpha, w.Headroom)
+}
+
+// optimum is per phase the run with the best steady level.
+func optimum(runs []OnlineRun) map[string]Optimum {
+	out := map[string]Optimum{}
+	for _, r := range runs {
+		for ph, st := range r.Phases {
+			if op, ok := out[ph]; !ok || st.Steady > op.Score {
+				out[ph] = Optimum{Name: r.Name, Score: st.Steady}
+			}
+		}
+	}
+	return out
+}
+
 // recoveries is, per phase change of the tuned run tr, how soon its
-// windows reached 98% of the phase's reference score ref.
-func recoveries(tr OnlineRun, ref map[string]float64) []Recovery {
+// windows reached 98% of the phase's reference score ref, of the best
+// level known and of the phase's grid optimum opt (nil: no grid).
+func recoveries(tr OnlineRun, ref, opt map[string]float64) []Recovery {
 	// sustained is the mean of the SustainWindows windows from j, when
 	// they lie in one stretch of one phase.
 	sustained := func(j int) (float64, bool) {
@@ -254,7 +446,8 @@ func recoveries(tr OnlineRun, ref map[string]float64) []Recovery {
 		if tr.Phase[i] == tr.Phase[i-1] {
 			continue
 		}
-		r := Recovery{Phase: tr.Phase[i], At: i, Steps: -1, Sustained: -1, Ref: ref[tr.Phase[i]], Best: best[tr.Phase[i]], SustainedBest: -1}
+		r := Recovery{Phase: tr.Phase[i], At: i, Steps: -1, Sustained: -1, Ref: ref[tr.Phase[i]], Best: best[tr.Phase[i]], SustainedBest: -1,
+			Opt: opt[tr.Phase[i]], SustainedOpt: -1}
 		for j := i; j < len(tr.Phase) && tr.Phase[j] == tr.Phase[i]; j++ {
 			if r.Steps < 0 && tr.Scores[j] >= 0.98*r.Ref {
 				r.Steps = j - i
@@ -265,6 +458,9 @@ func recoveries(tr OnlineRun, ref map[string]float64) []Recovery {
 			}
 			if ok && r.SustainedBest < 0 && m >= 0.98*r.Best {
 				r.SustainedBest = j - i
+			}
+			if ok && r.Opt > 0 && r.SustainedOpt < 0 && m >= 0.98*r.Opt {
+				r.SustainedOpt = j - i
 			}
 		}
 		out = append(out, r)
@@ -394,7 +590,9 @@ func summariseLive(name string, lt *LiveTarget, fixed tuning.Objective, tels []t
 			diffs[run.Phase[i]] = append(diffs[run.Phase[i]], math.Abs(run.Scores[i]-run.Scores[i-1]))
 		}
 	}
+	steady := steadyLevels(run.Scores, run.Phase)
 	for ph, a := range acc {
+		a.Steady = steady[ph]
 		a.Noise = tuning.Percentile(diffs[ph], 50) / 0.6745 / math.Sqrt2
 		k := float64(a.Windows)
 		a.Score /= k
@@ -405,6 +603,30 @@ func summariseLive(name string, lt *LiveTarget, fixed tuning.Objective, tels []t
 		run.Phases[ph] = *a
 	}
 	return run, nil
+}
+
+// steadyLevels is per phase the mean of the scores past the first
+// SustainWindows windows of each stretch of the phase (a phase with no
+// stretch that long has none).
+func steadyLevels(scores []float64, phase []string) map[string]float64 {
+	sum, n := map[string]float64{}, map[string]float64{}
+	into := 0 // windows of the current stretch before this one
+	for i, f := range scores {
+		if i > 0 && phase[i-1] == phase[i] {
+			into++
+		} else {
+			into = 0
+		}
+		if into >= SustainWindows {
+			sum[phase[i]] += f
+			n[phase[i]]++
+		}
+	}
+	out := map[string]float64{}
+	for ph, v := range sum {
+		out[ph] = v / n[ph]
+	}
+	return out
 }
 
 // delivered is the rate a window's telemetry shows into host dst: the
@@ -439,12 +661,12 @@ func WriteOnline(w io.Writer, r OnlineResult) error {
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "phase\trun\tscore\tsd\tnoise\tGbit/s to rx\tqueue KB\tP50 FCT us\tP99 FCT us\tdrops\t")
+	fmt.Fprintln(tw, "phase\trun\tscore\tsteady\tsd\tnoise\tGbit/s to rx\tqueue KB\tP50 FCT us\tP99 FCT us\tdrops\t")
 	runs := append([]OnlineRun{r.Tuned}, r.Base...)
 	for _, ph := range phases {
 		for _, run := range runs {
 			st := run.Phases[ph]
-			fmt.Fprintf(tw, "%s\t%s\t%.4f\t%.4f\t%.4f\t%.2f\t%.1f\t%.0f\t%.0f\t%d\t\n", ph, run.Name, st.Score, st.ScoreSD, st.Noise,
+			fmt.Fprintf(tw, "%s\t%s\t%.4f\t%.4f\t%.4f\t%.4f\t%.2f\t%.1f\t%.0f\t%.0f\t%d\t\n", ph, run.Name, st.Score, st.Steady, st.ScoreSD, st.Noise,
 				st.Throughput/1e9, st.Queue/1024, st.P50/1e3, st.P99/1e3, st.Drops)
 		}
 	}
@@ -509,9 +731,40 @@ func WriteOnline(w io.Writer, r OnlineResult) error {
 		}
 		return fmt.Sprintf("%d steps", n)
 	}
+	if r.Optimum != nil {
+		fmt.Fprintf(w, "\ngrid optimum per phase: the best steady level (the phase's windows without the first %d of each stretch) of %d fixed grid points (CoarseGrid: the same watermark on every tuned scope) and the presets, each held for the whole run on its own fabric:\n", SustainWindows, len(r.Grid))
+		for _, ph := range phases {
+			op := r.Optimum[ph]
+			// The runner-up says how flat the phase is around the best.
+			second := 0.0
+			for _, run := range append(append([]OnlineRun(nil), r.Base...), r.Grid...) {
+				if run.Name != op.Name {
+					second = max(second, run.Phases[ph].Steady)
+				}
+			}
+			fmt.Fprintf(w, "%s: %s %.4f (runner-up %.4f); tuned run's steady level %.4f (%.1f%% of it)\n", ph, op.Name, op.Score, second,
+				r.Tuned.Phases[ph].Steady, 100*r.Tuned.Phases[ph].Steady/op.Score)
+		}
+	}
+	met, changes := 0, 0
 	for _, rc := range r.Recovery {
-		fmt.Fprintf(w, "phase change to %s at step %d: 98%% of the best preset's mean (%.4f) after %s in one window, %s in %d windows in a row; 98%% of the best level known for the phase (%.4f) after %s in %d windows in a row\n",
+		fmt.Fprintf(w, "phase change to %s at step %d: 98%% of the best preset's mean (%.4f) after %s in one window, %s in %d windows in a row; 98%% of the best level known for the phase (%.4f) after %s in %d windows in a row",
 			rc.Phase, rc.At, rc.Ref, steps(rc.Steps), steps(rc.Sustained), SustainWindows, rc.Best, steps(rc.SustainedBest), SustainWindows)
+		if rc.Opt > 0 {
+			fmt.Fprintf(w, "; 98%% of the grid optimum (%.4f) after %s in %d windows in a row", rc.Opt, steps(rc.SustainedOpt), SustainWindows)
+			changes++
+			if rc.SustainedOpt >= 0 && rc.SustainedOpt <= RecoverySteps {
+				met++
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	if changes > 0 {
+		verdict := "met"
+		if met < changes {
+			verdict = "NOT met"
+		}
+		fmt.Fprintf(w, "goal (within 2%% of the new phase's grid optimum within %d steps, %d windows in a row): %s at %d of %d phase changes\n", RecoverySteps, SustainWindows, verdict, met, changes)
 	}
 	return nil
 }
