@@ -365,34 +365,24 @@ func restoreFast(rec []byte, rewrite uint16, arrived int) (ts48 int64, orig int,
 		return 0, 0, false
 	}
 	var hl, tl int // IP header length, IP packet length
-	ecn := func() {}
+	var ip4 header.IPv4
+	var ip6 header.IPv6
 	switch binary.BigEndian.Uint16(rec[12:14]) {
 	case header.EtherTypeIPv4:
-		ip := header.IPv4(rec[l3 : l3+header.IPv4MinHeaderLen])
-		if ip[0] != 0x45 || ip[9] != header.IPProtoUDP || binary.BigEndian.Uint16(ip[6:8])&0x3fff != 0 {
+		ip4 = header.IPv4(rec[l3 : l3+header.IPv4MinHeaderLen])
+		if ip4[0] != 0x45 || ip4[9] != header.IPProtoUDP || binary.BigEndian.Uint16(ip4[6:8])&0x3fff != 0 {
 			return 0, 0, false
 		}
-		hl, tl = header.IPv4MinHeaderLen, int(binary.BigEndian.Uint16(ip[2:4]))
+		hl, tl = header.IPv4MinHeaderLen, int(binary.BigEndian.Uint16(ip4[2:4]))
 		if tl < hl {
 			return 0, 0, false
 		}
-		ecn = func() {
-			if mirror.EventType(ip[8]) == mirror.EventECN {
-				ip.SetECN(header.ECNCE)
-			}
-			ip.UpdateChecksum()
-		}
 	case header.EtherTypeIPv6:
-		ip := header.IPv6(rec[l3 : l3+header.IPv6HeaderLen])
-		if ip[0]>>4 != 6 || ip[6] != header.IPProtoUDP {
+		ip6 = header.IPv6(rec[l3 : l3+header.IPv6HeaderLen])
+		if ip6[0]>>4 != 6 || ip6[6] != header.IPProtoUDP {
 			return 0, 0, false
 		}
-		hl, tl = header.IPv6HeaderLen, header.IPv6HeaderLen+int(binary.BigEndian.Uint16(ip[4:6]))
-		ecn = func() {
-			if mirror.EventType(ip[7]) == mirror.EventECN {
-				ip.SetECN(header.ECNCE)
-			}
-		}
+		hl, tl = header.IPv6HeaderLen, header.IPv6HeaderLen+int(binary.BigEndian.Uint16(ip6[4:6]))
 	default:
 		return 0, 0, false
 	}
@@ -406,7 +396,14 @@ func restoreFast(rec []byte, rewrite uint16, arrived int) (ts48 int64, orig int,
 	u.SetSrcPort(u.Checksum())
 	u.SetDstPort(roce.UDPPort)
 	u.SetChecksum(0)
-	ecn()
+	if ip4 != nil {
+		if mirror.EventType(ip4[8]) == mirror.EventECN {
+			ip4.SetECN(header.ECNCE)
+		}
+		ip4.UpdateChecksum()
+	} else if mirror.EventType(ip6[7]) == mirror.EventECN {
+		ip6.SetECN(header.ECNCE)
+	}
 	return ts48, max(l3+tl, arrived), true
 }
 
