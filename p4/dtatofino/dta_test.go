@@ -104,6 +104,15 @@ func sketchMerge(t testing.TB, b int) Translator {
 	return tr
 }
 
+// metered is twoCollectors with the rate meter on: 1000 reports a second per collector with a burst of 16,
+// high priority from DSCP 40, the CPU's PCIe port (64 on a 2-pipe
+// Tofino 1) and its queue 3.
+func metered(t testing.TB) Translator {
+	tr := twoCollectors(t)
+	tr.FlowControl = &FlowControl{Rate: 1000, Burst: 16, HighDSCP: 40, CPUPort: 64, CPUQueue: 3}
+	return tr
+}
+
 // editSketch makes p the build with Sketch-Merge, with sketchMerge's
 // sketches, and edits collector 0's sketch 5.
 func editSketch(t testing.TB, p *Translator, edit func(*dtamem.SketchRegion)) {
@@ -159,6 +168,8 @@ var examples = []example{
 	{"append_batch2", translatorP4, func(t testing.TB) (string, error) { return appendBatch(t, 2).Script() }, []string{"-DDTA_APPEND_BATCH=2"}},
 	{"sketch_merge", translatorP4, func(t testing.TB) (string, error) { return sketchMerge(t, DefaultAppendBatch).Script() },
 		[]string{"-DDTA_SKETCH_MERGE", "-DDTA_NO_SEQNUM"}},
+	{"metered", translatorP4, func(t testing.TB) (string, error) { return metered(t).Script() }, nil},
+	{"metered_counters", translatorP4, func(t testing.TB) (string, error) { return metered(t).CounterScript() }, nil},
 	{"leaf_reporter", reporterP4, func(t testing.TB) (string, error) { return leaf(t).ReporterScript() }, nil},
 }
 
@@ -540,6 +551,13 @@ func TestValidate(t *testing.T) {
 		{"collectors[0].sketches[5].columns", func(p *Translator) {
 			editSketch(t, p, func(s *dtamem.SketchRegion) { s.Addr = 0x7f00_ffff_ff00 })
 		}},
+		{"flow_control.rate", func(p *Translator) { p.FlowControl = &FlowControl{CPUPort: 64} }},
+		{"flow_control.high_dscp", func(p *Translator) { p.FlowControl = &FlowControl{Rate: 1, HighDSCP: 64, CPUPort: 64} }},
+		{"flow_control.cpu_port", func(p *Translator) { p.FlowControl = &FlowControl{Rate: 1, CPUPort: 512} }},
+		{"flow_control.cpu_port", func(p *Translator) { p.FlowControl = &FlowControl{Rate: 1, CPUPort: 100} }},
+		{"flow_control.cpu_port", func(p *Translator) { p.FlowControl = &FlowControl{Rate: 1, CPUPort: -1} }},
+		{"flow_control.cpu_queue", func(p *Translator) { p.FlowControl = &FlowControl{Rate: 1, CPUPort: 64, CPUQueue: 32} }},
+		{"flow_control:", func(p *Translator) { p.NoMeter, p.FlowControl = true, &FlowControl{Rate: 1, CPUPort: 64} }},
 		{"collectors:", func(p *Translator) {
 			editSketch(t, p, func(s *dtamem.SketchRegion) { s.Columns = 4096 })
 			p.Collectors[1].Sketches[9] = dtamem.SketchRegion{Addr: 0x3_0000_0000, RKey: 1, Kind: dtawire.SketchCountMin, Columns: 64,

@@ -640,26 +640,7 @@ func matchSoftware(t *testing.T, batch int, sketch bool) {
 		t.Fatal(err)
 	}
 	model := newPipeModel(t, script)
-
-	soft := make([]*dtatranslator.Translator, len(tr.Collectors))
-	conns := make([]*dtatranslator.Conn, len(tr.Collectors))
-	for i := range tr.Collectors {
-		c := &tr.Collectors[i]
-		local := dtamem.Endpoint{MAC: tr.portByName(c.Port).MAC, GID: roce.GIDFromAddr(tr.IP), QPN: tr.QPN}
-		remote := dtamem.Endpoint{MAC: c.MAC, GID: roce.GIDFromAddr(c.IP), QPN: c.QPN}
-		conns[i] = dtatranslator.NewConnWith(local, remote, c.PSN,
-			dtatranslator.ConnHeaders{UDPSrcPort: c.UDPSrcPort, DSCP: tr.DSCP})
-		conns[i].MaxAtomic = 256
-		rg := dtamem.Regions{KeyWrite: c.KeyWrite, KeyIncrement: c.KeyIncrement, Lists: c.Lists, Batch: batch, Sketches: c.Sketches}
-		if c.Postcards != nil {
-			pc := *c.Postcards
-			pc.Cache = PostcardCache
-			rg.Postcards = &pc
-		}
-		if soft[i], err = dtatranslator.NewTranslator(conns[i], rg); err != nil {
-			t.Fatal(err)
-		}
-	}
+	soft, conns := softTranslators(t, &tr, batch)
 
 	rng := rand.New(rand.NewPCG(1, 1))
 	type mixed struct {
@@ -782,6 +763,34 @@ func matchSoftware(t *testing.T, batch int, sketch bool) {
 	t.Logf("batch %d: %d reports, %d RDMA packets alike byte for byte (%d asking for ACKs, %d postcard records, %d Append WRITEs of %d entries, "+
 		"%d merged sketch columns; %d sketch reports refused by both)",
 		batch, len(reports), packets, acks, records, batches, batch, columns, refused)
+}
+
+// softTranslators are the software translator's twins of tr's
+// collectors, with Append batches of batch: the same connections (first
+// PSN, headers) and regions.
+func softTranslators(t *testing.T, tr *Translator, batch int) ([]*dtatranslator.Translator, []*dtatranslator.Conn) {
+	t.Helper()
+	soft := make([]*dtatranslator.Translator, len(tr.Collectors))
+	conns := make([]*dtatranslator.Conn, len(tr.Collectors))
+	for i := range tr.Collectors {
+		c := &tr.Collectors[i]
+		local := dtamem.Endpoint{MAC: tr.portByName(c.Port).MAC, GID: roce.GIDFromAddr(tr.IP), QPN: tr.QPN}
+		remote := dtamem.Endpoint{MAC: c.MAC, GID: roce.GIDFromAddr(c.IP), QPN: c.QPN}
+		conns[i] = dtatranslator.NewConnWith(local, remote, c.PSN,
+			dtatranslator.ConnHeaders{UDPSrcPort: c.UDPSrcPort, DSCP: tr.DSCP})
+		conns[i].MaxAtomic = 256
+		rg := dtamem.Regions{KeyWrite: c.KeyWrite, KeyIncrement: c.KeyIncrement, Lists: c.Lists, Batch: batch, Sketches: c.Sketches}
+		if c.Postcards != nil {
+			pc := *c.Postcards
+			pc.Cache = PostcardCache
+			rg.Postcards = &pc
+		}
+		var err error
+		if soft[i], err = dtatranslator.NewTranslator(conns[i], rg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return soft, conns
 }
 
 // ackAll has the collector acknowledge every packet the connection sent.

@@ -250,9 +250,82 @@ type Translator struct {
 	// SketchMerge says the program was compiled with
 	// -DDTA_SKETCH_MERGE: collectors may have sketches.
 	SketchMerge bool `json:"sketch_merge,omitempty"`
+	// FlowControl, when set, turns the rate meter on and configures it
+	// and the CPU queue; without it every report is translated as it
+	// comes (the meter is off).
+	FlowControl *FlowControl `json:"flow_control,omitempty"`
+	// NoMeter says the program was compiled with -DDTA_NO_METER: no rate
+	// meter, no flow control.
+	NoMeter bool `json:"no_meter,omitempty"`
 	// AckSnap truncates the mirrored copies that become ACKs
 	// (DefaultSnap when 0).
 	AckSnap int `json:"ack_snap,omitempty"`
+}
+
+// FlowControl is translator.p4's rate meter (in every build but
+// -DDTA_NO_METER's), the
+// software translator's flow-control (translator/dtatranslator.FlowSpec)
+// on the switch: each collector's meter lets Rate reports a second
+// through with a burst of Burst; beyond it a high-priority report (DSCP at
+// least HighDSCP) waits, untranslated, in queue CPUQueue of the switch
+// CPU's port CPUPort for the CPU to send it back in, and a low-priority
+// one is dropped and counted (drop_reports "to_cpu" and "metered"). The
+// switch's meter counts reports where the software translator's counts
+// the RDMA packets they make (N for a Key-Write or Key-Increment): see
+// the package doc.
+type FlowControl struct {
+	// Rate is reports a second per collector (at least 1).
+	Rate uint64 `json:"rate"`
+	// Burst is the meter's bucket in reports (0: DefaultBurst).
+	Burst uint64 `json:"burst,omitempty"`
+	// HighDSCP: reports whose DSCP is at least this are high priority
+	// (0: DefaultHighDSCP).
+	HighDSCP int `json:"high_dscp,omitempty"`
+	// CPUPort is the dev port of the switch CPU (its PCIe port, 64 or
+	// 320 on Tofino 1, 0 on Tofino 2, or one of its Ethernet ports);
+	// CPUQueue is the queue there that high-priority reports wait in.
+	CPUPort  int `json:"cpu_port"`
+	CPUQueue int `json:"cpu_queue,omitempty"`
+}
+
+// The software translator's defaults (translator/dtatranslator's
+// FlowSpec), and the queues a port has on Tofino 1 (QueueId_t is 5
+// bits there).
+const (
+	DefaultBurst    = 256
+	DefaultHighDSCP = 46
+	CPUQueues       = 32
+)
+
+func (f *FlowControl) burst() uint64 {
+	if f.Burst == 0 {
+		return DefaultBurst
+	}
+	return f.Burst
+}
+
+func (f *FlowControl) highDSCP() int {
+	if f.HighDSCP == 0 {
+		return DefaultHighDSCP
+	}
+	return f.HighDSCP
+}
+
+// check names the first bad field of the flow control.
+func (f *FlowControl) check() error {
+	if f.Rate == 0 {
+		return bad("flow_control.rate", "0: the meter needs a rate in reports a second (leave flow_control out for none)")
+	}
+	if f.HighDSCP < 0 || f.HighDSCP > 63 {
+		return bad("flow_control.high_dscp", "%d: a DSCP is 0..63", f.HighDSCP)
+	}
+	if f.CPUPort < 0 || f.CPUPort >= bfrt.DevPorts || f.CPUPort&127 >= 72 {
+		return bad("flow_control.cpu_port", "%d is not a Tofino dev port (pipe*128 + 0..71)", f.CPUPort)
+	}
+	if f.CPUQueue < 0 || f.CPUQueue >= CPUQueues {
+		return bad("flow_control.cpu_queue", "%d: a port's queue is 0..%d", f.CPUQueue, CPUQueues-1)
+	}
+	return nil
 }
 
 // Rule says which forwarded packets a reporter reports on, and how.
@@ -476,6 +549,14 @@ func (t *Translator) plan() (*tplan, error) {
 	}
 	if err := pl.checkPeers(); err != nil {
 		return nil, err
+	}
+	if f := t.FlowControl; f != nil {
+		if t.NoMeter {
+			return nil, bad("flow_control", "the build without the meter (no_meter) has no flow control")
+		}
+		if err := f.check(); err != nil {
+			return nil, err
+		}
 	}
 	return pl, nil
 }
