@@ -31,7 +31,7 @@ type Source struct {
 	// entry takes in bfrt_python (the rates and bursts of its type).
 	Meters  map[string]Meter
 	Entries map[string][]Entry // const entries per table
-	Polys     map[string]CRCPoly  // CRCPolynomial instances by name
+	Polys   map[string]CRCPoly // CRCPolynomial instances by name
 }
 
 // Table is a table's declaration.
