@@ -88,13 +88,15 @@ func appendBatch(t testing.TB, b int) Translator {
 }
 
 // sketchMerge is twoCollectors for the Tofino 1 build with Sketch-Merge
-// (-DDTA_SKETCH_MERGE -DDTA_NO_SEQNUM: no reporter tracking) and Append
+// (-DDTA_SKETCH_MERGE -DDTA_NO_SEQNUM -DDTA_NO_METER: no reporter
+// tracking, no rate meter) and Append
 // batches of b: a Count-Min sketch of three reporters at the first
 // collector, a HyperLogLog sketch of two at the second.
 func sketchMerge(t testing.TB, b int) Translator {
 	tr := appendBatch(t, b)
 	tr.SketchMerge = true
 	tr.NoSeqnum, tr.Peers = true, nil
+	tr.NoMeter = true
 	tr.Collectors[0].Sketches = map[uint16]dtamem.SketchRegion{
 		5: {Addr: 0x7f00_3000_0000, RKey: 0x1237, Kind: dtawire.SketchCountMin, Columns: 64, Rows: SketchRows, Reporters: 3, Group: 1},
 	}
@@ -167,7 +169,7 @@ var examples = []example{
 	{"append_batch1", translatorP4, func(t testing.TB) (string, error) { return appendBatch(t, 1).Script() }, []string{"-DDTA_APPEND_BATCH=1"}},
 	{"append_batch2", translatorP4, func(t testing.TB) (string, error) { return appendBatch(t, 2).Script() }, []string{"-DDTA_APPEND_BATCH=2"}},
 	{"sketch_merge", translatorP4, func(t testing.TB) (string, error) { return sketchMerge(t, DefaultAppendBatch).Script() },
-		[]string{"-DDTA_SKETCH_MERGE", "-DDTA_NO_SEQNUM"}},
+		[]string{"-DDTA_SKETCH_MERGE", "-DDTA_NO_SEQNUM", "-DDTA_NO_METER"}},
 	{"metered", translatorP4, func(t testing.TB) (string, error) { return metered(t).Script() }, nil},
 	{"metered_counters", translatorP4, func(t testing.TB) (string, error) { return metered(t).CounterScript() }, nil},
 	{"leaf_reporter", reporterP4, func(t testing.TB) (string, error) { return leaf(t).ReporterScript() }, nil},

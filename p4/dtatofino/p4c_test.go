@@ -24,10 +24,10 @@ func TestP4FrontEnd(t *testing.T) {
 		{translatorP4, []string{"-DDTA_APPEND_BATCH=2"}},
 		{translatorP4, []string{"-DP4TESTGEN"}},
 		{translatorP4, []string{"-DDTA_SKETCH_MERGE"}},
-		{translatorP4, []string{"-DDTA_SKETCH_MERGE", "-DDTA_NO_SEQNUM"}},
+		{translatorP4, []string{"-DDTA_SKETCH_MERGE", "-DDTA_NO_SEQNUM", "-DDTA_NO_METER"}},
 		{translatorP4, []string{"-DDTA_NO_METER"}},
 		{translatorP4, []string{"-DDTA_NO_METER", "-DDTA_NO_SEQNUM"}},
-		{translatorP4, []string{"-DDTA_NO_METER", "-DDTA_SKETCH_MERGE", "-DDTA_NO_SEQNUM"}},
+		{translatorP4, []string{"-DDTA_SKETCH_MERGE", "-DDTA_NO_SEQNUM"}},
 		{reporterP4, nil},
 		{reporterP4, []string{"-DDTA_NO_SEQNUM"}},
 	} {

@@ -49,8 +49,9 @@
 //     its own pipe (every reporter of a sketch must come in on one
 //     pipe), and the column's last report carries the merged counters to
 //     the egress, which writes the column as an 8-byte entry. On Tofino 1
-//     the build fits without sequence numbers (-DDTA_SKETCH_MERGE
-//     -DDTA_NO_SEQNUM); with them it fits Tofino 2 only. A reporter a
+//     the build fits without sequence numbers and the rate meter
+//     (-DDTA_SKETCH_MERGE -DDTA_NO_SEQNUM -DDTA_NO_METER, NoMeter); with
+//     them it fits Tofino 2 only. A reporter a
 //     round ahead is refused as in software, but its expected column
 //     has moved on (the switch reads it before the column's reporters),
 //     so its next reports are refused until its round comes back;
@@ -71,14 +72,32 @@
 //     ingress mirror session when the reporter asks for ACKs. Unlike the
 //     software tracker, the first expected number is the control plane's
 //     (Peer.FirstSeq), NACKs are not spaced by an interval, every 16th
-//     ACK goes by sequence number rather than by count, and there is no
-//     rate meter or CPU queue for high-priority reports. The answer is the
+//     ACK goes by sequence number rather than by count. The answer is the
 //     software translator's datagram (UDP 40044 -> 40044, DF, with the UDP
 //     checksum; a mirrored ACK's checksum is 0), written over the report:
 //     the report's bytes the parser did not take stay behind it as link
 //     padding. As in software, a report that does not parse (unknown
 //     opcode, N outside 1..8) moves no sequence number. The reporter
 //     program counts the answers but keeps no reports to resend.
+//   - Flow control (Translator.FlowControl; off without it, absent from
+//     the build with -DDTA_NO_METER, NoMeter): a meter per collector of
+//     Rate reports a second with a burst of Burst, a report's priority
+//     from its DSCP (high from HighDSCP), as the software translator's.
+//     Over the meter a high-priority report goes untranslated to queue
+//     CPUQueue of the switch CPU's port CPUPort, for the CPU to send it
+//     back in (its resends skip the sequence check), and a low-priority
+//     one is dropped without moving its reporter's expected number on,
+//     so that a NACK has it resent; both are counted (Counters.Dropped
+//     "to_cpu" and "metered"), and a tracked reporter with an ACK port
+//     gets a congestion notice, at most one per 2^20 ns. Unlike the
+//     software translator's, the meter counts reports, not the RDMA
+//     packets they make (a Key-Write of N = 2 takes one token, not two),
+//     duplicates and gaps take a token too, only red reports wait (the
+//     software translator queues every report while one waits), and a
+//     report the full CPU queue drops is lost (the software translator
+//     refuses it, and its reporter resends it). Nothing here is the
+//     switch CPU's side: the program that reads the queue and sends the
+//     reports back in is not part of this package.
 //   - Postcard outcomes are counted in postcard_events (held, complete,
 //     bad hop) and evictions in postcard_evictions: the postcard that
 //     evicts a flow is held too, and a Tofino counter takes one count per

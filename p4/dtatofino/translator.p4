@@ -119,8 +119,10 @@
  *     reporters' sequence numbers: their check decides whether a report
  *     is merged, and the merge's chain after it (lookups, expected
  *     column, mask, counters, the HyperLogLog maximum) needed 16-19
- *     ingress stages; -DDTA_SKETCH_MERGE -DDTA_NO_SEQNUM fits in 12, and
- *     -DDTA_SKETCH_MERGE, every feature, fits Tofino 2 in 16 of 20.
+ *     ingress stages; -DDTA_SKETCH_MERGE -DDTA_NO_SEQNUM -DDTA_NO_METER
+ *     fits in 12 (with the rate meter too, bf-p4c's placement rounds
+ *     needed 13 egress stages and the compile was stopped at 900 s), and
+ *     -DDTA_SKETCH_MERGE, every feature, fits Tofino 2.
  *     Ingress registers are per pipe, so all the reporters of one
  *     sketch must come in on one pipe. Two differences: a duplicate and
  *     a gap are counted alike (SK_ORDER; the software translator drops a
@@ -130,7 +132,38 @@
  *     are refused until its round comes back, where the software
  *     translator keeps waiting for the refused column. A resubmit that
  *     puts the column back would close that gap.
- *   - Immediate reports are written as plain WRITEs (no ImmDt, no
+ *   - Flow control (the software translator's FlowSpec; left out with
+     -DDTA_NO_METER): a meter per collector in the ingress, where the
+     report's collector is known, run beside the sequence check so that
+     it costs no stage (the default build stays at 11 ingress stages of
+     Tofino 1's 12). A report's priority is its DSCP (report_priority:
+     high from the translator's high-dscp). Green is translated as
+     without the meter; red and high priority goes, untranslated, to the
+     switch CPU's port on the queue the control plane names (flow_cfg),
+     for the CPU to send back in later (its resends are high priority
+     and skip the sequence check, which took them the first time); red
+     and low priority is dropped. Both are counted in drop_reports
+     (DROP_TO_CPU, DROP_METERED). A red low-priority report does not
+     move its reporter's expected number on (seq_peek: the software
+     translator's Unaccept), so the reporter's next report draws the
+     NACK that has it resent. A red report of a tracked reporter with an
+     ACK session draws a congestion notice (an ACK with dtawire's
+     congested bit, mirrored as the ACKs are) at most once per tick of
+     2^20 ns (notice_tick), about the software translator's 1 ms; an ACK
+     due goes first. Differences from the software translator: the
+     meter counts reports, one token each (a TNA meter is charged once
+     per execution), where the software translator's counts the RDMA
+     packets a report makes (N for a Key-Write or Key-Increment), so the
+     control plane's rate is in reports a second; a duplicate or a gap
+     takes a token too (the meter runs beside the check that tells
+     them); the software translator queues every report while one
+     waits, the switch only the red ones; a full CPU queue drops in the
+     traffic manager, uncounted here, and the report, which the
+     sequence check took, is lost, where the software translator
+     refuses it and its reporter resends it; notices go to
+     tracked reporters with an ACK session only. The meter is off until
+     the control plane turns it on (flow_cfg's default).
+   - Immediate reports are written as plain WRITEs (no ImmDt, no
  *     notification); the software translator writes them with immediate.
  *   - Atomics are not windowed: the software translator keeps FETCH_ADDs
  *     within the collector's responder resources (max_dest_rd_atomic); a
@@ -170,7 +203,7 @@
  *   p4check: build -DDTA_NO_SEQNUM
  *   p4check: build -DDTA_APPEND_BATCH=1
  *   p4check: build -DDTA_APPEND_BATCH=2
- *   p4check: build -DDTA_SKETCH_MERGE -DDTA_NO_SEQNUM
+ *   p4check: build -DDTA_SKETCH_MERGE -DDTA_NO_SEQNUM -DDTA_NO_METER
  *   p4check: build -DDTA_SKETCH_MERGE tofino2 nofit=tofino1
  */
 #include <core.p4>

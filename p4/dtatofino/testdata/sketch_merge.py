@@ -6,7 +6,7 @@
 # Built with -DDTA_NO_SEQNUM: 2-byte base header, no reporter tracking.
 # Append writes 4 entries per WRITE (-DDTA_APPEND_BATCH=4, the default build).
 # Built with -DDTA_SKETCH_MERGE: a WRITE per merged sketch column (sketches: 2).
-# The rate meter is off: every report is translated as it comes.
+# Built with -DDTA_NO_METER: no rate meter.
 
 import ipaddress
 
@@ -50,8 +50,6 @@ bfrt.translator.pipe.Ingress.sketch_mask.clear()
 bfrt.translator.pipe.Ingress.sketch_c0.clear()
 bfrt.translator.pipe.Ingress.sketch_c1.clear()
 bfrt.translator.pipe.Ingress.sketch_events.clear()
-bfrt.translator.pipe.Ingress.report_priority.clear()
-bfrt.translator.pipe.Ingress.rdma_meter.clear()
 bfrt.translator.pipe.Egress.rdma_conn.clear()
 bfrt.translator.pipe.Egress.key_write_region.clear()
 bfrt.translator.pipe.Egress.key_increment_region.clear()
@@ -171,8 +169,5 @@ bfrt.translator.pipe.Ingress.sketch_reporter.add_with_set_sketch_reporter(collec
 bfrt.translator.pipe.Ingress.sketch_next.mod(REGISTER_INDEX=3, f1=0)
 bfrt.translator.pipe.Ingress.sketch_reporter.add_with_set_sketch_reporter(collector=1, sketch_id=9, reporter_id=1, slot=4, bit_of=0x2, rest=0x1)
 bfrt.translator.pipe.Ingress.sketch_next.mod(REGISTER_INDEX=4, f1=0)
-
-# Flow control off: no report is metered.
-bfrt.translator.pipe.Ingress.flow_cfg.set_default_with_set_flow(metered=0, cpu_port=0, cpu_qid=0)
 
 print('dta: translator loaded: 3 ports, 2 collectors, 3 lists, 0 reporters')
