@@ -692,19 +692,7 @@ func matchSoftware(t *testing.T, batch int, sketch bool) {
 	}
 	var packets, acks, records, batches, wrapped, columns, refused int
 	for i, rep := range reports {
-		var got [][]byte
-		err := soft[rep.coll].Translate(&rep.r, func(f []byte) error {
-			got = append(got, append([]byte(nil), f...))
-			return nil
-		})
-		if errors.Is(err, dtatranslator.ErrAtomicWindow) {
-			// The collector acknowledges what it has: the window opens.
-			ackAll(t, conns[rep.coll], tr.Collectors[rep.coll], tr)
-			err = soft[rep.coll].Translate(&rep.r, func(f []byte) error {
-				got = append(got, append([]byte(nil), f...))
-				return nil
-			})
-		}
+		got, err := softTranslate(t, soft, conns, &tr, rep.coll, &rep.r)
 		if rep.refused {
 			if !errors.Is(err, dtatranslator.ErrColumnOrder) && !errors.Is(err, dtatranslator.ErrSketchGeometry) {
 				t.Fatalf("report %d (%v): the software translator took a report it should refuse: %v", i, rep.r.Opcode, err)
@@ -791,6 +779,25 @@ func softTranslators(t *testing.T, tr *Translator, batch int) ([]*dtatranslator.
 		}
 	}
 	return soft, conns
+}
+
+// softTranslate has the software translator of collector coll translate
+// r and returns the packets it sent; a Key-Increment that finds the
+// atomic window full is sent once the collector has acknowledged what it
+// has (the window opens).
+func softTranslate(t *testing.T, soft []*dtatranslator.Translator, conns []*dtatranslator.Conn, tr *Translator, coll int,
+	r *dtawire.Report) ([][]byte, error) {
+	var out [][]byte
+	emit := func(f []byte) error {
+		out = append(out, append([]byte(nil), f...))
+		return nil
+	}
+	err := soft[coll].Translate(r, emit)
+	if errors.Is(err, dtatranslator.ErrAtomicWindow) {
+		ackAll(t, conns[coll], tr.Collectors[coll], *tr)
+		err = soft[coll].Translate(r, emit)
+	}
+	return out, err
 }
 
 // ackAll has the collector acknowledge every packet the connection sent.

@@ -2,7 +2,6 @@ package dtatofino
 
 import (
 	"bytes"
-	"errors"
 	"math/rand/v2"
 	"os"
 	"regexp"
@@ -98,6 +97,17 @@ func newPipeMeter(t *testing.T, script string) *pipeMeter {
 	return m
 }
 
+// meteredModel is the metered translator and the model of its flow
+// control from its script.
+func meteredModel(t *testing.T) (Translator, *pipeMeter) {
+	tr := metered(t)
+	script, err := tr.Script()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr, newPipeMeter(t, script)
+}
+
 // decide is the flow control's verdict on a parsed report for collector
 // coll with DSCP dscp that came in on port in at time now (ns), and
 // whether the report is a resend from the CPU (which the sequence check
@@ -133,12 +143,7 @@ func (m *pipeMeter) decide(t *testing.T, coll int, dscp uint8, in int, now int64
 // CPU's resend of it (high whatever its DSCP) while the meter is red;
 // each collector has its own meter; a token returns at the rate.
 func TestMeterDecision(t *testing.T) {
-	tr := metered(t)
-	script, err := tr.Script()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := newPipeMeter(t, script)
+	tr, m := meteredModel(t)
 	f := tr.FlowControl
 	if m.cpuPort != f.CPUPort || m.cpuQid != f.CPUQueue {
 		t.Fatalf("the CPU's queue is port %d queue %d, want %d and %d", m.cpuPort, m.cpuQid, f.CPUPort, f.CPUQueue)
@@ -303,18 +308,7 @@ func TestMeterMatchesSoftware(t *testing.T) {
 		if got != flowTranslate {
 			continue
 		}
-		var sw [][]byte
-		err := soft[coll].Translate(&r, func(f []byte) error {
-			sw = append(sw, append([]byte(nil), f...))
-			return nil
-		})
-		if errors.Is(err, dtatranslator.ErrAtomicWindow) {
-			ackAll(t, conns[coll], tr.Collectors[coll], tr)
-			err = soft[coll].Translate(&r, func(f []byte) error {
-				sw = append(sw, append([]byte(nil), f...))
-				return nil
-			})
-		}
+		sw, err := softTranslate(t, soft, conns, &tr, coll, &r)
 		if err != nil {
 			t.Fatalf("report %d: the software translator: %v", i, err)
 		}
@@ -341,12 +335,7 @@ func TestMeterMatchesSoftware(t *testing.T) {
 // packets) and one of the switch's (one report), so from a full bucket
 // the software translator takes burst/2 of them and the switch burst.
 func TestMeterUnitDiffers(t *testing.T) {
-	tr := metered(t)
-	script, err := tr.Script()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := newPipeMeter(t, script)
+	tr, m := meteredModel(t)
 	f := tr.FlowControl
 	sw := dtatranslator.Meter{Rate: float64(f.Rate), Burst: float64(f.Burst)}
 	r := dtawire.Report{Opcode: dtawire.OpKeyWrite, Redundancy: 2, Key: 1, Data: []byte{0, 0, 0, 1}}
