@@ -352,3 +352,109 @@ func TestMeterUnitDiffers(t *testing.T) {
 		t.Fatalf("Key-Writes of N = 2 from a full bucket of %d: the software translator took %d, the switch %d", f.Burst, swTaken, hwTaken)
 	}
 }
+
+// TestMeterUnaccept follows one reporter's retransmittable reports
+// through the switch's ingress (the meter beside the sequence check: a
+// red low-priority report reads the expected number without moving it
+// on, seq_peek, and is dropped) and through the software translator's
+// (SeqTracker.Check, the meter, Unaccept of a report not taken), step by
+// step: the same verdicts, the same ACKs and NACKs. The software
+// tracker repeats NACKs without an interval here, as the switch does.
+// The reports come after the bucket has emptied, and a token comes back
+// only where the test says; a duplicate or a gap takes a token on the
+// switch and none in software (the meter runs beside the check), so the
+// test takes one from the software translator's bucket too.
+func TestMeterUnaccept(t *testing.T) {
+	tr, m := meteredModel(t)
+	f := tr.FlowControl
+	src := tr.Peers[0].IP
+	seq := dtatranslator.NewSeqTracker()
+	seq.NackInterval = 0
+	seq.Expect(src, 5)
+	sw := dtatranslator.Meter{Rate: float64(f.Rate), Burst: float64(f.Burst)}
+	expected := uint8(5) // the switch's expected_seq
+	now := int64(1e9)
+	// Empty both buckets.
+	for range f.Burst {
+		sw.Take(1, now)
+		m.decide(t, 0, 0, 8, now)
+	}
+	type answer struct {
+		verdict string
+		ack     bool
+		nack    bool
+		seq     uint8
+	}
+	// switchStep is translator.p4's ingress for a retransmittable report
+	// of a tracked reporter with ACKs.
+	switchStep := func(s uint8, dscp uint8) answer {
+		v, _ := m.decide(t, 0, dscp, 8, now)
+		old := expected
+		if v != flowDropped && expected == s {
+			expected++ // seq_check; seq_peek for a red low-priority report
+		}
+		switch d := s - old; {
+		case d == 0 && v == flowDropped:
+			return answer{verdict: "dropped"}
+		case d == 0 && s&15 == 15:
+			return answer{verdict: v.String(), ack: true, seq: s}
+		case d == 0:
+			return answer{verdict: v.String()}
+		case d&0x80 != 0:
+			return answer{verdict: "duplicate", ack: true, seq: old - 1}
+		}
+		return answer{verdict: "gap", ack: true, nack: true, seq: old}
+	}
+	softStep := func(s uint8, dscp uint8) answer {
+		r := dtawire.Report{Opcode: dtawire.OpAppend, ListID: 7, Data: []byte{0, 0, 0, 1}}
+		v, ack, nack, as := seq.Check(src, s, now)
+		if v != dtatranslator.SeqAccept {
+			// The switch's meter took a token for it (it runs beside
+			// the check): the difference the package doc names, given
+			// to the software translator's bucket too.
+			sw.Take(1, now)
+		}
+		switch v {
+		case dtatranslator.SeqDuplicate:
+			return answer{verdict: "duplicate", ack: ack, seq: as}
+		case dtatranslator.SeqGap:
+			return answer{verdict: "gap", ack: ack, nack: nack, seq: as}
+		}
+		if !sw.Take(dtatranslator.Cost(&r), now) {
+			if int(dscp) < f.highDSCP() {
+				seq.Unaccept(src)
+				return answer{verdict: "dropped"}
+			}
+			return answer{verdict: flowToCPU.String(), ack: ack, seq: as}
+		}
+		return answer{verdict: flowTranslate.String(), ack: ack, seq: as}
+	}
+	token := func() {
+		now += 1e6 // one token at 1000 a second
+	}
+	steps := []struct {
+		what     string
+		seq      uint8
+		dscp     uint8
+		token    bool // a token comes back before the report
+		want     string
+		nackWant bool
+	}{
+		{"low, red: dropped, not taken", 5, 0, false, "dropped", false},
+		{"the next, a gap now: NACK of 5", 6, 0, true, "gap", true},
+		{"the resend of 5, green", 5, 0, true, "translate", false},
+		{"high, red: to the CPU, taken", 6, 46, false, "to CPU", false},
+		{"low, red: dropped", 7, 0, false, "dropped", false},
+		{"the resend of 5 again: a duplicate", 5, 0, true, "duplicate", false},
+		{"7 resent, green", 7, 0, true, "translate", false},
+	}
+	for _, st := range steps {
+		if st.token {
+			token()
+		}
+		hw, soft := switchStep(st.seq, st.dscp), softStep(st.seq, st.dscp)
+		if hw != soft || hw.verdict != st.want || hw.nack != st.nackWant {
+			t.Errorf("%s: the switch %+v, the software translator %+v, want %s", st.what, hw, soft, st.want)
+		}
+	}
+}
