@@ -1,6 +1,9 @@
 package fabric
 
-import "math"
+import (
+	"math"
+	"unsafe"
+)
 
 // flowStart puts a flow on its sender's active list.
 func (n *network) flowStart(fi int32) {
@@ -84,13 +87,37 @@ func flowHash(id int) uint32 {
 	return x
 }
 
+// flowRx is a flow's receiver, apart from its sender (flowState) and a
+// cache line of its own: in a parallel run the two ends of a flow are
+// often in different partitions, and so are the receivers of flows next
+// to each other, and receiver state in the sender's lines (or a
+// neighbour's) made those lines move between cores at every packet. It
+// holds copies of what the receiver reads of the flow.
+type flowRx struct {
+	src, dst int32  // the flow's hosts (nodes)
+	hash     uint32 // the ECMP hash of its ACKs, NAKs and CNPs
+	npkts    int32
+	expected int32
+	sinceAck int32
+	lastCNP  int64
+	nakSent  bool
+	_        [31]byte // to 64 bytes, which the next line checks
+}
+
+var _ = [1]struct{}{}[unsafe.Sizeof(flowRx{})-64]
+
+// Senders of flows next to each other are in different partitions as
+// often: a flowState that is a whole number of cache lines shares none
+// with its neighbours (the check fails to compile otherwise).
+var _ = [1]struct{}{}[unsafe.Sizeof(flowState{})%64]
+
 // control queues an ACK, NAK or CNP from host h about flow fi.
 func (n *network) control(h *hostState, kind uint8, fi, psn int32) {
-	fs := &n.flows[fi]
+	rx := &n.rx[fi]
 	i := n.s.allocPacket()
 	p := n.pkt(i)
 	*p = Packet{Kind: kind, Prio: PrioControl, TTL: n.s.cfg.TTL, Flow: fi, PSN: psn, Size: MinFrame,
-		Src: int32(fs.f.Dst), Dst: int32(fs.f.Src), Hash: flowHash(fs.f.ID) ^ 0x5bd1e995, Sent: n.s.now, inPort: -1, next: -1}
+		Src: rx.dst, Dst: rx.src, Hash: rx.hash, Sent: n.s.now, inPort: -1, next: -1}
 	n.enqueue(&h.ctl, i)
 	n.kick(h.port)
 }
@@ -101,7 +128,7 @@ func (n *network) hostRx(h *hostState, i int32) {
 	now := n.s.now
 	switch p.Kind {
 	case KindData:
-		fs := &n.flows[p.Flow]
+		fs := &n.rx[p.Flow]
 		if p.ECN && now-fs.lastCNP >= h.cfg.CNPInterval {
 			fs.lastCNP = now
 			n.s.stats.CNPs++

@@ -209,13 +209,7 @@ func (s *Sim) AddFlow(f workload.Flow) (int32, error) {
 		n.nodeHost[f.Src] < 0 || n.nodeHost[f.Dst] < 0 || f.Src == f.Dst || f.Prio >= NumPrio || f.Size <= 0 {
 		return -1, fmt.Errorf("fabric: add flow %d: %d -> %d, size %d, prio %d", f.ID, f.Src, f.Dst, f.Size, f.Prio)
 	}
-	mtu := int64(n.hosts[n.nodeHost[f.Src]].cfg.MTU)
-	fs := flowState{f: f}
-	fs.npkts = int32((f.Size + mtu - 1) / mtu)
-	fs.lastPktLen = int32(f.Size - int64(fs.npkts-1)*mtu)
-	fs.lastCNP = -1 << 62
-	n.flows = append(n.flows, fs)
-	fi := int32(len(n.flows) - 1)
+	fi := n.appendFlow(f)
 	s.schedule(max(f.Start, s.now), evFlowStart, fi, 0)
 	return fi, nil
 }

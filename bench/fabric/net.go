@@ -138,7 +138,8 @@ type hostState struct {
 	fault       *HostFault
 }
 
-// flowState is one RC connection: sender and receiver.
+// flowState is one RC connection's sender; flowRx (host.go) is its
+// receiver.
 type flowState struct {
 	f         workload.Flow
 	npkts     int32
@@ -159,10 +160,6 @@ type flowState struct {
 	retries    int32 // timeouts since the last progress
 	failed     bool  // retries exhausted (HostConfig.RetryLimit)
 	cnps       uint64
-	expected   int32 // receiver
-	nakSent    bool
-	lastCNP    int64
-	sinceAck   int32
 	lastPktLen int32
 }
 
@@ -189,6 +186,7 @@ type network struct {
 	switches   []switchState
 	hosts      []hostState
 	flows      []flowState
+	rx         []flowRx // by flow, as flows
 	hooks      *Hooks
 	faults     *linkFaults // injected link and RNIC faults (linkfault.go), nil without
 	// portKey[p] is the next-key entry (Sim.next) of port p's node: most
@@ -354,6 +352,15 @@ func (n *network) leaveSwitch(pt *port, pi int32, prio int) int32 {
 	}
 	n.release(p)
 	return i
+}
+
+// portKeys points each port at its node's entry in next (Sim.next).
+func (n *network) portKeys(next []uint64) []*uint64 {
+	keys := make([]*uint64, len(n.ports))
+	for i := range n.ports {
+		keys[i] = &next[n.ports[i].node+1]
+	}
+	return keys
 }
 
 // txDone: the frame left; it reaches the peer after the link's delay.
@@ -641,10 +648,7 @@ func (n *network) build(g *topo.Graph, r *topo.Routes, flows []workload.Flow, cf
 			n.ports = append(n.ports, port{node: int32(i), num: int32(num), host: n.nodeHost[i], sw: n.nodeSwitch[i], cur: -1, xpart: -1})
 		}
 	}
-	n.portKey = make([]*uint64, len(n.ports))
-	for i := range n.ports {
-		n.portKey[i] = &n.s.next[n.ports[i].node+1]
-	}
+	n.portKey = n.portKeys(n.s.next)
 	for i := range g.Nodes {
 		for num, ref := range g.Ports(i) {
 			l := g.Links[ref.Link]
@@ -684,6 +688,7 @@ func (n *network) build(g *topo.Graph, r *topo.Routes, flows []workload.Flow, cf
 		h.params.LineRate = n.ports[h.port].bw
 	}
 	n.flows = make([]flowState, 0, len(flows))
+	n.rx = make([]flowRx, 0, len(flows))
 	return n.addFlows(flows)
 }
 
@@ -704,15 +709,21 @@ func (n *network) addFlows(flows []workload.Flow) error {
 		}
 	}
 	for _, f := range flows {
-		mtu := int64(n.hosts[n.nodeHost[f.Src]].cfg.MTU)
 		f.Start = max(f.Start, n.s.now) // its FCT counts from when it could start
-		i := len(n.flows)
-		n.flows = append(n.flows, flowState{f: f})
-		fs := &n.flows[i]
-		fs.npkts = int32((f.Size + mtu - 1) / mtu)
-		fs.lastPktLen = int32(f.Size - int64(fs.npkts-1)*mtu)
-		fs.lastCNP = math.MinInt64 / 2
-		n.s.schedule(f.Start, evFlowStart, int32(i), 0)
+		n.s.schedule(f.Start, evFlowStart, n.appendFlow(f), 0)
 	}
 	return nil
+}
+
+// appendFlow adds flow f's sender and receiver state and returns its
+// index.
+func (n *network) appendFlow(f workload.Flow) int32 {
+	mtu := int64(n.hosts[n.nodeHost[f.Src]].cfg.MTU)
+	fs := flowState{f: f}
+	fs.npkts = int32((f.Size + mtu - 1) / mtu)
+	fs.lastPktLen = int32(f.Size - int64(fs.npkts-1)*mtu)
+	n.flows = append(n.flows, fs)
+	n.rx = append(n.rx, flowRx{src: int32(f.Src), dst: int32(f.Dst), hash: flowHash(f.ID) ^ 0x5bd1e995,
+		npkts: fs.npkts, lastCNP: math.MinInt64 / 2})
+	return int32(len(n.flows) - 1)
 }

@@ -85,41 +85,14 @@ func (pr *Program) poll(sw, in int, p *fabric.Packet) {
 	if flow < 0 || int(flow) >= pr.sim.Flows() {
 		return // no victim we know of: a malformed probe
 	}
-	t := uint16(p.Tag >> 32)
 	ev := uint8(p.Tag)
-	var buf [Epochs]*epochSlot
-	slots := pr.recent(st, now, &buf)
-	visit := Visit{Time: now, Switch: st.name, Event: ev, Type: t, Ingress: in}
-	handled := false
-	victimOut := -1
-	if t&hawkeyewire.TypeFlow != 0 && pr.firstTime(st, flow, ev, 0, now) {
-		handled = true
+	victimPort := func() int {
 		_, dst := pr.sim.FlowEnds(flow)
-		o := pr.sim.NextHop(st.node, dst, pr.sim.FlowHash(flow))
-		if o >= 0 && st.peerSw[o] {
-			out := hawkeyewire.TypeFlow
-			if pr.paused(st, slots, o, now) {
-				out |= hawkeyewire.TypePFC
-				victimOut = o
-			}
-			pr.send(st, o, p, out, in, ev, &visit)
-		}
-		visit.Quiet = pr.cfg.QuietQdepth > 0 && t&hawkeyewire.TypePFC == 0 && o >= 0 &&
-			!pr.paused(st, slots, o, now) && queue(slots, o) < pr.cfg.QuietQdepth
+		return pr.sim.NextHop(st.node, dst, pr.sim.FlowHash(flow))
 	}
-	if t&hawkeyewire.TypePFC != 0 && pr.firstTime(st, flow, ev, 1, now) {
-		handled = true
-		for o := range st.nports {
-			if o == in || o == victimOut || !st.peerSw[o] {
-				continue
-			}
-			if pr.meter(st, slots, in, o) > 0 && pr.paused(st, slots, o, now) {
-				pr.send(st, o, p, hawkeyewire.TypePFC, in, ev, &visit)
-			}
-		}
-	}
+	send := func(o int, t uint16) bool { return pr.send(st, o, p, t, in, ev) }
+	visit, handled := pr.trace(st, now, in, uint16(p.Tag>>32), ev, flow, victimPort, send)
 	if !handled {
-		pr.Stats.Duplicates++
 		return
 	}
 	if pr.OnVisit != nil {
@@ -128,6 +101,60 @@ func (pr *Program) poll(sw, in int, p *fabric.Packet) {
 	if !visit.Quiet {
 		pr.trigger(st, ev, FlowKeyOf(pr.sim, flow), now)
 	}
+}
+
+// trace is the data-plane decision of a polling packet of type t, event
+// ev, for the victim numbered victim (what duplicates are told apart by),
+// that reached st on port in at now: victimPort is the port the victim's
+// destination is routed through (-1 none), asked only for a new flow
+// trace, and send puts a polling packet of a type out of a port,
+// reporting whether it left. handled is false for a duplicate. The
+// simulator's Packet hook and Switch.Packet share it.
+func (pr *Program) trace(st *switchState, now int64, in int, t uint16, ev uint8, victim int32, victimPort func() int,
+	send func(o int, t uint16) bool) (visit Visit, handled bool) {
+	var buf [Epochs]*epochSlot
+	slots := pr.recent(st, now, &buf)
+	visit = Visit{Time: now, Switch: st.name, Event: ev, Type: t, Ingress: in}
+	sendOn := func(o int, t uint16) {
+		if !send(o, t) {
+			return
+		}
+		pr.Stats.PollsSent++
+		if t&hawkeyewire.TypePFC != 0 {
+			pr.Stats.PFCCopies++
+		}
+		visit.Sent = append(visit.Sent, SentPoll{Port: o, Type: t})
+	}
+	victimOut := -1
+	if t&hawkeyewire.TypeFlow != 0 && pr.firstTime(st, victim, ev, 0, now) {
+		handled = true
+		o := victimPort()
+		if o >= 0 && st.peerSw[o] {
+			out := hawkeyewire.TypeFlow
+			if pr.paused(st, slots, o, now) {
+				out |= hawkeyewire.TypePFC
+				victimOut = o
+			}
+			sendOn(o, out)
+		}
+		visit.Quiet = pr.cfg.QuietQdepth > 0 && t&hawkeyewire.TypePFC == 0 && o >= 0 &&
+			!pr.paused(st, slots, o, now) && queue(slots, o) < pr.cfg.QuietQdepth
+	}
+	if t&hawkeyewire.TypePFC != 0 && pr.firstTime(st, victim, ev, 1, now) {
+		handled = true
+		for o := range st.nports {
+			if o == in || o == victimOut || !st.peerSw[o] {
+				continue
+			}
+			if pr.meter(st, slots, in, o) > 0 && pr.paused(st, slots, o, now) {
+				sendOn(o, hawkeyewire.TypePFC)
+			}
+		}
+	}
+	if !handled {
+		pr.Stats.Duplicates++
+	}
+	return visit, handled
 }
 
 // queue is port o's average queue at enqueue (bytes) over the epochs
@@ -197,16 +224,10 @@ func (pr *Program) meter(st *switchState, slots []*epochSlot, in, out int) uint6
 	return b
 }
 
-// send emits a polling packet of type t out of port o, copied from p.
-func (pr *Program) send(st *switchState, o int, p *fabric.Packet, t uint16, in int, ev uint8, v *Visit) {
+// send emits a polling packet of type t out of port o, copied from p,
+// reporting whether the simulator took it.
+func (pr *Program) send(st *switchState, o int, p *fabric.Packet, t uint16, in int, ev uint8) bool {
 	q := fabric.Packet{Kind: fabric.KindProbe, Prio: pr.cfg.PollPrio, Flow: p.Flow, Size: fabric.MinFrame,
 		Src: p.Src, Dst: p.Dst, Hash: p.Hash, PSN: -1, Tag: PollTag(t, uint16(in), uint16(o), ev)}
-	if err := pr.sim.Send(st.node, o, q); err != nil {
-		return
-	}
-	pr.Stats.PollsSent++
-	if t&hawkeyewire.TypePFC != 0 {
-		pr.Stats.PFCCopies++
-	}
-	v.Sent = append(v.Sent, SentPoll{Port: o, Type: t})
+	return pr.sim.Send(st.node, o, q) == nil
 }

@@ -201,8 +201,8 @@ func (pr *Program) collect(st *switchState, now int64) hawkeyewire.SwitchReport 
 		newest := s.epoch == cur
 		for p := range s.ports {
 			pc := &s.ports[p]
-			now := newest && slices.Contains(pausedNow, p)
-			if *pc == (portCounters{}) && !now {
+			isPaused := newest && slices.Contains(pausedNow, p)
+			if *pc == (portCounters{}) && !isPaused {
 				continue
 			}
 			if !k.add(PortRecordLen) {
@@ -211,8 +211,8 @@ func (pr *Program) collect(st *switchState, now int64) hawkeyewire.SwitchReport 
 			rec := hawkeyewire.PortRecord{Port: p, Packets: pc.packets, Paused: pc.paused, QdepthSum: pc.qsum, PauseFrames: pc.pauseFrames,
 				PauseSent: pc.pauseSent}
 			if newest {
-				rec.PausedNow = now
-				rec.PauseLeftNs = max(st.pauseLeft(p, pr.sim.Now()), 0)
+				rec.PausedNow = isPaused
+				rec.PauseLeftNs = max(st.pauseLeft(p, now), 0)
 			}
 			er.Ports = append(er.Ports, rec)
 		}

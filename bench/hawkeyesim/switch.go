@@ -346,34 +346,41 @@ func (pr *Program) enqueue(sw, port int, p *fabric.Packet, qbytes int64) {
 	if p.Kind != fabric.KindData {
 		return
 	}
-	pr.Stats.Packets++
 	st := &pr.sw[sw]
-	now := pr.sim.Now()
-	s := st.slot(now, pr.cfg.EpochShift)
 	in := -1
 	if p == pr.lastPkt && sw == pr.lastSw {
 		in = pr.lastIn
 	}
 	// The depth the packet found: the queue ahead of it.
 	depth := uint64(max(qbytes-int64(p.Size), 0))
-	paused := pr.sim.Paused(st.node, port, p.Prio)
-	pc := &s.ports[port]
+	src, dst, sport, dport := pr.sim.FlowTuple(p.Flow)
+	pr.count(st, pr.sim.Now(), in, port, int(p.Size), depth, pr.sim.Paused(st.node, port, p.Prio), src, dst, sport, dport)
+}
+
+// count is the data plane's telemetry of one data packet queued at
+// egress port out of st at time now (in: its ingress port, -1 unknown):
+// the epoch's port counters and port-pair meter, and the flow table slot
+// of its 5-tuple, which a colliding flow takes over (the old entry goes
+// to the CPU). The simulator's Enqueue hook and Switch.Packet share it.
+func (pr *Program) count(st *switchState, now int64, in, out, size int, depth uint64, paused bool, src, dst uint32, sport, dport uint16) {
+	pr.Stats.Packets++
+	s := st.slot(now, pr.cfg.EpochShift)
+	pc := &s.ports[out]
 	pc.packets++
 	pc.qsum += depth
 	if paused {
 		pc.paused++
 	}
 	if in >= 0 {
-		s.meters[in*st.nports+port] += uint64(p.Size)
+		s.meters[in*st.nports+out] += uint64(size)
 	}
-	src, dst, sport, dport := pr.sim.FlowTuple(p.Flow)
 	fe := &s.flows[flowIndex(src, dst, ProtoUDP, sport, dport)&pr.mask]
 	if !fe.valid || fe.src != src || fe.dst != dst || fe.sport != sport || fe.dport != dport || fe.proto != ProtoUDP {
 		if fe.valid {
 			pr.evict(st, s.epoch, fe)
 		}
 		*fe = flowEntry{src: src, dst: dst, sport: sport, dport: dport, proto: ProtoUDP, valid: true,
-			in: uint16(max(in, 0)), out: uint16(port)}
+			in: uint16(max(in, 0)), out: uint16(out)}
 	}
 	fe.packets++
 	fe.qsum += depth
@@ -417,12 +424,21 @@ func (pr *Program) pause(node, port int, prio uint8, quanta uint16) {
 	if si < 0 {
 		return
 	}
-	st := &pr.sw[si]
-	now := pr.sim.Now()
+	pr.pauseRx(&pr.sw[si], pr.sim.Now(), port, prio, quanta, true)
+}
+
+// pauseRx is a PFC pause time for priority prio received on port of st
+// at now: the port's pause timer for that priority runs for quanta x 512
+// bit times at the port's speed (0 resumes), and, with frame, a frame
+// with pause time counts in the epoch's port registers (a frame pausing
+// several priorities counts once).
+func (pr *Program) pauseRx(st *switchState, now int64, port int, prio uint8, quanta uint16, frame bool) {
 	until := now
 	if quanta > 0 {
 		until = now + int64(math.Ceil(float64(quanta)*512*1e9/st.bw[port]))
-		st.slot(now, pr.cfg.EpochShift).ports[port].pauseFrames++
+		if frame {
+			st.slot(now, pr.cfg.EpochShift).ports[port].pauseFrames++
+		}
 	}
 	st.pauseUntil[port*fabric.NumPrio+int(prio)] = until
 }

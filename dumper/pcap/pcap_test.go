@@ -698,9 +698,13 @@ func TestLargeBlocks(t *testing.T) {
 // and microsecond files, and a buffer reused after flushes so stale bytes
 // would show in the padding.
 func TestWritePacketFastPath(t *testing.T) {
-	for _, micro := range []bool{false, true} {
+	for _, c := range []struct {
+		format Format
+		micro  bool
+	}{{FormatPcapNG, false}, {FormatPcapNG, true}, {FormatPcap, false}, {FormatPcap, true}} {
+		micro := c.micro
 		var fast, slow bytes.Buffer
-		opts := WriterOptions{Format: FormatPcapNG, SnapLen: 64, Microsecond: micro, FlushSize: 4096}
+		opts := WriterOptions{Format: c.format, SnapLen: 64, Microsecond: micro, FlushSize: 4096}
 		wf, err := NewWriter(&fast, opts)
 		if err != nil {
 			t.Fatal(err)
@@ -731,7 +735,8 @@ func TestWritePacketFastPath(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(fast.Bytes(), slow.Bytes()) {
-			t.Fatalf("micro=%v: WritePacket wrote %d bytes differing from the general path's %d", micro, fast.Len(), slow.Len())
+			t.Fatalf("format %d micro=%v: WritePacket wrote %d bytes differing from the general path's %d", c.format, micro,
+				fast.Len(), slow.Len())
 		}
 	}
 }

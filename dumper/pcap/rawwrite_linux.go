@@ -1,6 +1,7 @@
 package pcap
 
 import (
+	"errors"
 	"io"
 	"os"
 	"unsafe"
@@ -72,4 +73,42 @@ func writeRaw(fd int, b []byte) (int, error) {
 		done += int(n)
 	}
 	return done, nil
+}
+
+// directAlign is the alignment of a direct write's buffer, length and file
+// offset: a page, which covers every logical block size (512 or 4096).
+const directAlign = 4096
+
+// createDirect creates (truncating) path for O_DIRECT writes; where the
+// filesystem refuses O_DIRECT it creates it normally and says so.
+func createDirect(path string) (*os.File, bool, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC|unix.O_DIRECT, 0o666)
+	if err == nil {
+		return f, true, nil
+	}
+	if errors.Is(err, unix.EINVAL) {
+		f, err = os.Create(path)
+		return f, false, err
+	}
+	return nil, false, err
+}
+
+// clearDirect turns O_DIRECT off on f, so that a partial block can be
+// written.
+func clearDirect(f *os.File) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ferr error
+	if err := rc.Control(func(fd uintptr) {
+		fl, err := unix.FcntlInt(fd, unix.F_GETFL, 0)
+		if err == nil {
+			_, err = unix.FcntlInt(fd, unix.F_SETFL, fl&^unix.O_DIRECT)
+		}
+		ferr = err
+	}); err != nil {
+		return err
+	}
+	return ferr
 }

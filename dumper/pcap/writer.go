@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"unsafe"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -76,6 +77,16 @@ type WriterOptions struct {
 	InterfaceDescription string
 	// Application is the pcapng shb_userappl option (optional).
 	Application string
+	// DirectIO (Create only, uncompressed only) writes the file with
+	// O_DIRECT: the kernel moves the buffer to the disk without copying it
+	// into the page cache, which on this project's machines is most of the
+	// CPU a buffered write of a capture costs (measured: 2 s of system
+	// time per GiB buffered, 0.16 s direct). Every write but the last is a
+	// whole number of aligned blocks from an aligned buffer; the tail goes
+	// out at Flush or Close through the page cache, after which the file
+	// is written normally. Where the filesystem refuses O_DIRECT (tmpfs,
+	// some FUSE and network filesystems) the file is written normally.
+	DirectIO bool
 }
 
 // PacketOptions carries the per-packet metadata only pcapng can store.
@@ -108,6 +119,10 @@ type Writer struct {
 	closed bool
 	// flushAt is the buffered size at which WritePacket writes out.
 	flushAt int
+	// align is the O_DIRECT block size while the file is open for direct
+	// I/O (0 otherwise): flushBuf then writes whole blocks and keeps the
+	// rest at the buffer's (aligned) start.
+	align int
 }
 
 // NewWriter writes the file header(s) for opts to an internal buffer and
@@ -217,11 +232,23 @@ func newZstdEncoder(w io.Writer, opts WriterOptions) (*zstd.Encoder, error) {
 // Closing the Writer flushes everything and closes the file; it does not
 // fsync.
 func Create(path string, opts WriterOptions) (*Writer, error) {
-	f, err := os.Create(path)
+	var f *os.File
+	var err error
+	direct := false
+	if opts.DirectIO && opts.Compress == CompressNone {
+		f, direct, err = createDirect(path)
+	} else {
+		f, err = os.Create(path)
+	}
 	if err != nil {
 		return nil, err
 	}
 	dst := DirectWriter(f)
+	if direct {
+		// A direct write waits for the disk: the runtime's syscall path
+		// lets other goroutines run meanwhile, which a raw write would not.
+		dst = f
+	}
 	var bw *bufio.Writer
 	if opts.Compress != CompressNone {
 		// The Writer's own buffer already makes uncompressed writes large;
@@ -236,7 +263,33 @@ func Create(path string, opts WriterOptions) (*Writer, error) {
 		return nil, err
 	}
 	w.bw, w.file = bw, f
+	if direct {
+		w.startDirect()
+	}
 	return w, nil
+}
+
+// addrMod is the address of b's first byte modulo align.
+func addrMod(b []byte, align int) int {
+	return int(uintptr(unsafe.Pointer(unsafe.SliceData(b))) % uintptr(align))
+}
+
+// startDirect moves the buffer (the file header so far) into an aligned
+// one of the full size, which direct writes need and which never grows.
+func (w *Writer) startDirect() {
+	const align = directAlign
+	size := (w.bufMax + align - 1) &^ (align - 1)
+	// The remainder a flush keeps (< align) plus the largest record
+	// (< minBufferSize <= bufMax) must fit behind each other.
+	raw := make([]byte, size+2*align)
+	off := 0
+	if r := addrMod(raw, align); r != 0 {
+		off = align - r
+	}
+	nb := raw[off : off : off+size+align]
+	w.buf = append(nb, w.buf...)
+	w.bufMax = cap(w.buf)
+	w.align = align
 }
 
 var le = binary.LittleEndian // written files use the byte order of the machines we run on
@@ -261,7 +314,7 @@ func (w *Writer) reserve(n int) []byte {
 			if w.flushBuf() != nil {
 				return nil
 			}
-			l = 0
+			l = len(w.buf) // a direct writer keeps a partial block
 		}
 	}
 	w.buf = w.buf[:l+n]
@@ -275,12 +328,44 @@ func (w *Writer) flushBuf() error {
 	if len(w.buf) == 0 {
 		return nil
 	}
+	if w.align > 0 {
+		// Whole blocks only; the rest waits at the buffer's start for
+		// the next flush (or for the final one, endDirect).
+		n := len(w.buf) &^ (w.align - 1)
+		if n == 0 {
+			return nil
+		}
+		_, err := w.dst.Write(w.buf[:n])
+		w.buf = w.buf[:copy(w.buf, w.buf[n:])]
+		if err != nil {
+			w.err = fmt.Errorf("pcap: write: %w", err)
+		}
+		return w.err
+	}
 	_, err := w.dst.Write(w.buf)
 	w.buf = w.buf[:0]
 	if err != nil {
 		w.err = fmt.Errorf("pcap: write: %w", err)
 	}
 	return w.err
+}
+
+// flushAll writes everything buffered, ending direct I/O first when the
+// buffer holds a partial block (which only a buffered write can take).
+func (w *Writer) flushAll() error {
+	if err := w.flushBuf(); err != nil {
+		return err
+	}
+	if w.align > 0 && len(w.buf) > 0 {
+		if err := clearDirect(w.file); err != nil {
+			w.err = fmt.Errorf("pcap: ending direct I/O: %w", err)
+			return w.err
+		}
+		w.align = 0
+		w.dst = DirectWriter(w.file)
+		return w.flushBuf()
+	}
+	return nil
 }
 
 // putOption writes a pcapng option header and value (zero-padded) at b and
@@ -417,8 +502,34 @@ func (w *Writer) WritePacket(tsNanos int64, data []byte, origLen int) error {
 			return nil
 		}
 	}
+	if w.format == FormatPcap && w.err == nil && !w.closed && uint64(tsNanos) < pcapMaxNanos && uint(origLen) <= math.MaxUint32 {
+		// The same for a classic pcap record (a dumper's Stop).
+		caplen := min(len(data), w.snap[0])
+		n := pcapRecordHeaderLen + caplen
+		if l := len(w.buf); l+n <= cap(w.buf) {
+			b := w.buf[l : l+n : l+n]
+			sec, frac := uint64(tsNanos)/1e9, uint64(tsNanos)%1e9
+			if !w.nano {
+				frac /= 1e3
+			}
+			le.PutUint32(b[0:], uint32(sec))
+			le.PutUint32(b[4:], uint32(frac))
+			le.PutUint32(b[8:], uint32(caplen))
+			le.PutUint32(b[12:], uint32(max(origLen, len(data))))
+			copy(b[pcapRecordHeaderLen:], data[:caplen])
+			w.buf = w.buf[:l+n]
+			if l+n >= w.flushAt {
+				return w.flushBuf()
+			}
+			return nil
+		}
+	}
 	return w.writePacket(tsNanos, data, origLen, PacketOptions{})
 }
+
+// pcapMaxNanos bounds the timestamps a classic pcap record holds: 32-bit
+// seconds.
+const pcapMaxNanos = (math.MaxUint32 + 1) * 1e9
 
 // EPBLen is the length of an Enhanced Packet Block without options that
 // holds caplen bytes of a packet.
@@ -590,12 +701,13 @@ func (w *Writer) maybeFlush() error {
 // boundary when compressing, so that everything written so far can be read
 // (for a Create writer, it reaches the file). Flushing often hurts
 // compression and throughput; a dumper should flush on a timer, not per
-// packet.
+// packet. A DirectIO writer holding a partial block writes it through the
+// page cache and goes on without O_DIRECT.
 func (w *Writer) Flush() error {
 	if w.closed {
 		return ErrClosed
 	}
-	if err := w.flushBuf(); err != nil {
+	if err := w.flushAll(); err != nil {
 		return err
 	}
 	if w.zw != nil {
@@ -622,7 +734,7 @@ func (w *Writer) Close() error {
 		return nil
 	}
 	w.closed = true
-	err := w.flushBuf()
+	err := w.flushAll()
 	if w.zw != nil {
 		// Close even after an error: it releases the encoder's state.
 		if e := w.zw.Close(); e != nil && err == nil {

@@ -72,6 +72,21 @@ const bit<8> PKT_NORMAL = 0;
 const bit<8> PKT_REPORT = 1;
 const MirrorType_t MIRROR_REPORT = 1;
 
+#ifdef P4TESTGEN
+/* P4Testgen follows no mirrored copy, so the report rewrite (the egress
+ * path of a copy that starts with a report_mirror_h) is beyond its tests.
+ * make p4check generates them from -DP4TESTGEN builds, where a packet that
+ * arrives on this port starts with such a header, as the first egress pass
+ * writes it (type PKT_REPORT, an opcode a report_rule action sets, pad 0,
+ * a Key-Write's or Key-Increment's redundancy in the range the control
+ * plane accepts in a rule, 1..TESTGEN_MAX_REDUNDANCY, an IPv4 packet
+ * behind it), and ingress hands it to egress as it is: the
+ * mirror session's copy, made by the test. Switch builds have no such
+ * port. */
+const PortId_t TESTGEN_MIRROR_PORT = 100;
+const bit<8> TESTGEN_MAX_REDUNDANCY = 4; /* p4/dtatofino MaxRedundancy */
+#endif
+
 const bit<32> FWD_SIZE     = 1024;
 const bit<32> RULE_SIZE    = 512;
 const bit<32> ADDR_SIZE    = 16;
@@ -193,6 +208,9 @@ header report_mirror_h {
 }
 
 struct ig_headers_t {
+#ifdef P4TESTGEN
+    report_mirror_h testgen_mirror;
+#endif
     bridge_h   bridge;
     ethernet_h ethernet;
     ipv4_h     ipv4;
@@ -242,7 +260,19 @@ parser IngressParser(packet_in pkt,
         md.to_me = 0;
         md.sport = 0;
         md.dport = 0;
+#ifdef P4TESTGEN
+        transition select(ig_intr_md.ingress_port) {
+            TESTGEN_MIRROR_PORT: parse_testgen_mirror;
+            default: parse_ethernet;
+        }
+    }
+
+    state parse_testgen_mirror {
+        pkt.extract(hdr.testgen_mirror);
         transition parse_ethernet;
+#else
+        transition parse_ethernet;
+#endif
     }
 
     state parse_ethernet {
@@ -375,6 +405,22 @@ control Ingress(inout ig_headers_t hdr,
     }
 
     apply {
+#ifdef P4TESTGEN
+        if (hdr.testgen_mirror.isValid()) {
+            /* The test's mirrored copy, back out of the port it came in
+             * by; one the first egress pass could not have written is
+             * dropped. */
+            ig_tm_md.ucast_egress_port = ig_intr_md.ingress_port;
+            if (hdr.testgen_mirror.pkt_type != PKT_REPORT || hdr.testgen_mirror.opcode == OP_NONE ||
+                hdr.testgen_mirror.opcode > OP_POSTCARDER || hdr.testgen_mirror.pad != 0 || !hdr.ipv4.isValid()) {
+                discard();
+            } else if ((hdr.testgen_mirror.opcode == OP_KEY_WRITE || hdr.testgen_mirror.opcode == OP_KEY_INCREMENT) &&
+                       (hdr.testgen_mirror.redundancy == 0 || hdr.testgen_mirror.redundancy > TESTGEN_MAX_REDUNDANCY)) {
+                discard();
+            }
+            exit;
+        }
+#endif
         hdr.bridge.setValid();
         hdr.bridge.pkt_type = PKT_NORMAL;
         hdr.bridge.opcode = OP_NONE;
@@ -525,11 +571,16 @@ control Egress(inout eg_headers_t hdr,
             /* The mirrored copy becomes the report. */
             hdr.ethernet.dst_addr = report_dmac;
             hdr.ethernet.src_addr = report_smac;
+            /* The software reporter's datagram (dtatranslator.WriteUDP4):
+             * DSCP 0 (a report does not inherit the priority of the packet
+             * it reports on), ID 0, DF, TTL 64, the UDP checksum (in the
+             * deparser). */
             hdr.ipv4.version = 4;
             hdr.ipv4.ihl = 5;
+            hdr.ipv4.dscp = 0;
             hdr.ipv4.ecn = 0;
             hdr.ipv4.identification = 0;
-            hdr.ipv4.flags = 0;
+            hdr.ipv4.flags = 2;
             hdr.ipv4.frag_offset = 0;
             hdr.ipv4.ttl = 64;
             hdr.ipv4.protocol = IP_PROTO_UDP;
@@ -601,6 +652,11 @@ control EgressDeparser(packet_out pkt,
                        in eg_metadata_t md,
                        in egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
     Checksum() ipv4_csum;
+    /* One per primitive: a deparser checksum sums fixed fields. */
+    Checksum() kw_csum;
+    Checksum() ki_csum;
+    Checksum() pc_csum;
+    Checksum() ap_csum;
     Mirror(MIRROR_REPORT) mirror;
 
     apply {
@@ -613,6 +669,50 @@ control EgressDeparser(packet_out pkt,
             hdr.ipv4.flags, hdr.ipv4.frag_offset,
             hdr.ipv4.ttl, hdr.ipv4.protocol,
             hdr.ipv4.src_addr, hdr.ipv4.dst_addr});
+        /* A report carries the UDP checksum the software reporter's does
+         * (pseudo-header, UDP header, the DTA report; the bytes of the
+         * mirrored packet behind it are outside the UDP length). */
+        if (hdr.key_write.isValid()) {
+            hdr.udp_rest.checksum = kw_csum.update({
+                hdr.ipv4.src_addr, hdr.ipv4.dst_addr, 8w0, hdr.ipv4.protocol, hdr.udp_rest.length,
+                hdr.ports.src_port, hdr.ports.dst_port, hdr.udp_rest.length,
+#ifndef DTA_NO_SEQNUM
+                hdr.dta.opcode, hdr.dta.seqnum, hdr.dta.immediate, hdr.dta.retransmittable, hdr.dta.reserved,
+#else
+                hdr.dta.opcode, hdr.dta.immediate, hdr.dta.retransmittable, hdr.dta.reserved,
+#endif
+                hdr.key_write.redundancy, hdr.key_write.key, hdr.key_write.data});
+        } else if (hdr.key_increment.isValid()) {
+            hdr.udp_rest.checksum = ki_csum.update({
+                hdr.ipv4.src_addr, hdr.ipv4.dst_addr, 8w0, hdr.ipv4.protocol, hdr.udp_rest.length,
+                hdr.ports.src_port, hdr.ports.dst_port, hdr.udp_rest.length,
+#ifndef DTA_NO_SEQNUM
+                hdr.dta.opcode, hdr.dta.seqnum, hdr.dta.immediate, hdr.dta.retransmittable, hdr.dta.reserved,
+#else
+                hdr.dta.opcode, hdr.dta.immediate, hdr.dta.retransmittable, hdr.dta.reserved,
+#endif
+                hdr.key_increment.redundancy, hdr.key_increment.key, hdr.key_increment.counter});
+        } else if (hdr.postcard.isValid()) {
+            hdr.udp_rest.checksum = pc_csum.update({
+                hdr.ipv4.src_addr, hdr.ipv4.dst_addr, 8w0, hdr.ipv4.protocol, hdr.udp_rest.length,
+                hdr.ports.src_port, hdr.ports.dst_port, hdr.udp_rest.length,
+#ifndef DTA_NO_SEQNUM
+                hdr.dta.opcode, hdr.dta.seqnum, hdr.dta.immediate, hdr.dta.retransmittable, hdr.dta.reserved,
+#else
+                hdr.dta.opcode, hdr.dta.immediate, hdr.dta.retransmittable, hdr.dta.reserved,
+#endif
+                hdr.postcard.key, hdr.postcard.hop, hdr.postcard.data});
+        } else if (hdr.append.isValid()) {
+            hdr.udp_rest.checksum = ap_csum.update({
+                hdr.ipv4.src_addr, hdr.ipv4.dst_addr, 8w0, hdr.ipv4.protocol, hdr.udp_rest.length,
+                hdr.ports.src_port, hdr.ports.dst_port, hdr.udp_rest.length,
+#ifndef DTA_NO_SEQNUM
+                hdr.dta.opcode, hdr.dta.seqnum, hdr.dta.immediate, hdr.dta.retransmittable, hdr.dta.reserved,
+#else
+                hdr.dta.opcode, hdr.dta.immediate, hdr.dta.retransmittable, hdr.dta.reserved,
+#endif
+                hdr.append.list_id, hdr.append.data});
+        }
         /* The bridged and mirror headers stay behind. */
         pkt.emit(hdr.ethernet);
         pkt.emit(hdr.ipv4);

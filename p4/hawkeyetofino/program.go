@@ -5,7 +5,10 @@
 // of every switch-facing port, the eviction mirror session to the CPU,
 // registers cleared). bench/hawkeyesim runs the same logic in the fabric
 // simulator; its CPU poller's report layout is the one a Tofino switch CPU
-// would send after reading these registers.
+// would send after reading these registers. P4Testgen's tests of the
+// program (testdata/p4testgen/telemetry) are replayed there, against
+// hawkeyesim.Switch (TestSTFTelemetry): the floors keep the harness out of
+// this package's tests.
 package hawkeyetofino
 
 import (

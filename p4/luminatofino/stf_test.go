@@ -11,7 +11,7 @@ import (
 	"github.com/rdma-appliance/appliance/dpdk/ring"
 	"github.com/rdma-appliance/appliance/internal/intent"
 	"github.com/rdma-appliance/appliance/internal/mirror"
-	"github.com/rdma-appliance/appliance/p4/internal/stf"
+	"github.com/rdma-appliance/appliance/p4/stf"
 	"github.com/rdma-appliance/appliance/translator/inject"
 )
 

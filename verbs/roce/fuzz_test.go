@@ -214,7 +214,9 @@ func TestParseCommonPath(t *testing.T) {
 	for _, f := range commonPathFrames(t) {
 		f = append([]byte(nil), f...)
 		var p Packet
-		err := parse(f, UDPPort, &p, false)
+		commonOnly = true
+		err := Parse(f, &p)
+		commonOnly = false
 		taken[layout{p.IsIPv6(), p.Net.VLANs, err == nil}] = true
 		sameAsGeneral(t, f, &p, Parse(f, &p))
 		// Through the first extended header of a tagged IPv6 packet (BTH

@@ -1,6 +1,10 @@
 package roce
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/rdma-appliance/appliance/dpdk/header"
+)
 
 // Opcode is the BTH opcode: three bits of transport and five of operation.
 type Opcode uint8
@@ -251,26 +255,43 @@ var opTable [256]OpInfo
 
 // opFastInfo is what parse's one pass needs of an opcode, packed in one
 // word so that it takes one load (as a struct of four bytes it took four
-// loads and four address computations) from a 1 KB table indexed by a
-// shift (an OpInfo is 64 bytes):
+// loads and four address computations) from a 2 KB table indexed by a
+// shift (an OpInfo is 64 bytes). Each field turns one of parseTransport's
+// checks into one test, and a reserved opcode needs no test of its own:
 //
-//	bits 0-7    the extended headers' length (OpInfo.HeaderLen)
-//	bits 8-15   the data mask, as an int8: payload plus pad, masked, must be
+//	bits 0-31   the shortest UDP length the opcode allows: UDP header,
+//	            BTH, extended headers (OpInfo.HeaderLen) and ICRC; for a
+//	            reserved opcode opFastReserved, more than any UDP length,
+//	            so that the pass finds less than no payload and refuses it
+//	bits 32-39  the mask of BTH byte 1 (SE, M, pad count, TVer) whose bits
+//	            must be zero: the version always (0x0f, BTHVersion is 0),
+//	            the pad count too (0x30) for First and Middle packets,
+//	            never padded
+//	bits 40-47  the data mask, as an int8: payload plus pad, masked, must be
 //	            zero: -1 for opcodes without payload (none at all), 3
 //	            otherwise (a multiple of four)
-//	bits 16-23  the pad mask: the pad count, masked, must be zero: 3 for
-//	            First and Middle packets (never padded), 0 otherwise
-//	bit 24      the opcode is valid
-type opFastInfo uint32
+type opFastInfo uint64
+
+// opFastReserved is the shortest UDP length of a reserved opcode in
+// opFast: UDP length minus it is negative for every 16-bit UDP length.
+const opFastReserved = 1<<32 - 1
+
+// opFastFixed is the part of the shortest UDP length every opcode has.
+const opFastFixed = header.UDPHeaderLen + BTHLen + ICRCLen
 
 func makeOpFastInfo(hdrLen int, dataMask int8, padMask uint8) opFastInfo {
-	return opFastInfo(uint8(hdrLen)) | opFastInfo(uint8(dataMask))<<8 | opFastInfo(padMask)<<16 | 1<<24
+	return opFastInfo(opFastFixed+hdrLen) | opFastInfo(0x0f|padMask<<4)<<32 |
+		opFastInfo(uint8(dataMask))<<40
 }
 
-func (f opFastInfo) hdrLen() int   { return int(uint8(f)) }
-func (f opFastInfo) dataMask() int { return int(int8(f >> 8)) }
-func (f opFastInfo) padMask() int  { return int(uint8(f >> 16)) }
-func (f opFastInfo) valid() bool   { return f&(1<<24) != 0 }
+func (f opFastInfo) minUDPLen() int   { return int(uint32(f)) }
+func (f opFastInfo) hdrLen() int      { return f.minUDPLen() - opFastFixed }
+func (f opFastInfo) byte1Mask() uint8 { return uint8(f >> 32) }
+func (f opFastInfo) dataMask() int    { return int(int8(f >> 40)) }
+func (f opFastInfo) valid() bool      { return f.minUDPLen() != opFastReserved }
+
+// BTHVersion must be 0 for byte1Mask's test of it.
+var _ = [1]struct{}{}[BTHVersion]
 
 // opFast is opTable in opFastInfo form, filled by init from opTable.
 var opFast [256]opFastInfo
@@ -396,6 +417,7 @@ func init() {
 	opTable[OpCNP].Name = "CNP"
 	for i, info := range opTable {
 		if !info.Valid {
+			opFast[i] = opFastReserved
 			continue
 		}
 		dataMask, padMask := int8(-1), uint8(0)

@@ -95,11 +95,11 @@ type Packet struct {
 // Packet.VerifyICRC. Parse never allocates and never panics. On error only
 // p.Net is meaningful, as far as it was decoded; the other fields are left
 // as they were.
-func Parse(frame []byte, p *Packet) error { return parse(frame, UDPPort, p, true) }
+func Parse(frame []byte, p *Packet) error { return parse(frame, UDPPort, p) }
 
 // ParsePort is Parse for RoCEv2 carried to another UDP port, such as the
 // rewritten destination port of Lumina's mirrored copies.
-func ParsePort(frame []byte, port uint16, p *Packet) error { return parse(frame, port, p, true) }
+func ParsePort(frame []byte, port uint16, p *Packet) error { return parse(frame, port, p) }
 
 // ParseTruncated parses a frame captured with a snap length (the Lumina
 // dumper keeps 128 bytes): the headers through the extended headers must be
@@ -124,9 +124,16 @@ func ParseDecoded(frame []byte, port uint16, p *Packet) error {
 // be 2 for this to compile.
 var _ = [1]struct{}{}[header.MaxVLANTags-2]
 
-// errNotCommon is what parse returns, without fallback, for a frame
-// the one pass does not accept (the tests ask for it).
+// errNotCommon is what parse returns, while commonOnly is set, for a frame
+// the one pass does not accept.
 var errNotCommon = errors.New("not a common layout")
+
+// commonOnly makes parse return errNotCommon instead of calling its
+// fallbacks: the tests set it to see which frames the one pass accepts.
+// It is a variable read only where the one pass gives up, not a
+// parameter, because a parameter would hold a register through the whole
+// pass (one more value spilled to the stack there).
+var commonOnly bool
 
 // parse parses, in one pass, the frames RoCEv2 fabrics carry nearly
 // always: Ethernet, at most one 802.1Q tag, IPv4 without options and not a
@@ -137,15 +144,17 @@ var errNotCommon = errors.New("not a common layout")
 // differential test and FuzzParse check that both paths agree on every
 // frame). The layers walk of header.Decode, the calls between the layers
 // and the bounds checks of variable offsets cost as much as the RoCE
-// headers themselves (the profile of bench/wire); here one length check per
-// IP version makes every later read a constant index into a fixed-size
-// array, and the IP, UDP and BTH fields come from 8-byte loads.
+// headers themselves (the profile of bench/wire); here the frame's length
+// check (and IPv6's own) makes every later read a constant index into a
+// fixed-size array, and the IP, UDP and BTH fields come from 8-byte loads.
 //
-// It writes p.Net as soon as the outer layers pass, and the other fields of
-// p only once the packet is accepted, as Parse promises. The fallbacks are
-// called from here, not by a caller that looks at a result, so that Parse
-// costs one call. Without fallback it returns errNotCommon instead.
-func parse(frame []byte, port uint16, p *Packet, fallback bool) error {
+// It writes p.Net as soon as the outer layers pass (but for the UDP
+// length's lower bound, which the transport's checks imply: see outer),
+// and the other fields of p only once the packet is accepted, as Parse
+// promises. The fallbacks are called from here, not by a caller that looks
+// at a result, so that Parse costs one call. While commonOnly is set it
+// returns errNotCommon instead.
+func parse(frame []byte, port uint16, p *Packet) error {
 	const (
 		eth  = header.EthernetHeaderLen
 		ipv4 = header.IPv4MinHeaderLen
@@ -157,46 +166,49 @@ func parse(frame []byte, port uint16, p *Packet, fallback bool) error {
 	// transport offset, the ECN bits, and the UDP header (u) and BTH (b0,
 	// b1) as big-endian words.
 	var (
-		l3, vlans, tl, ul, l4, pad, data int
-		et                               uint16
-		ecn                              uint8
-		u, b0                            uint64
-		b1                               uint32
-		f                                opFastInfo
-		ip                               []byte
+		l3, vlans, tl, ul, l4, pad, data, payload int
+		et                                        uint16
+		ecn                                       uint8
+		u, b0                                     uint64
+		b1                                        uint32
+		f                                         opFastInfo
+		ip                                        []byte
 	)
 	// The shortest RoCEv2 frame (untagged, IPv4, no extended header, no
 	// payload) is 58 bytes; shorter ones go to parseGeneral, which names
-	// their fault. Known this long, the frame is sliced after the
-	// Ethernet header and the tag at constant offsets, cheaper than at a
-	// variable one.
+	// their fault. Known this long, the frame holds 40 bytes after the
+	// Ethernet header and the tag (l3 is 14 or 18, which the compiler
+	// sees), so neither the slice at l3 nor the IPv4 branch needs a
+	// length check.
 	if len(frame) < eth+ipv4+udp+BTHLen+ICRCLen {
 		goto other
 	}
-	l3, ip = eth, frame[eth:]
+	l3 = eth
 	et = binary.BigEndian.Uint16(frame[12:14])
 	if et == header.EtherTypeVLAN {
 		et = binary.BigEndian.Uint16(frame[16:18])
-		l3, ip, vlans = eth+header.VLANTagLen, frame[eth+header.VLANTagLen:], 1
+		l3, vlans = eth+header.VLANTagLen, 1
 	}
-	// The length checks admit every frame that can hold a RoCEv2 packet of
-	// that version (UDP, BTH and ICRC after the IP header); shorter ones
-	// would fail below anyway and go to parseGeneral.
+	ip = frame[l3:]
+	// Each branch reads the IP header, UDP and the BTH as a fixed-size
+	// array. The IP and UDP length checks, with the transport's (ul is at
+	// least 24), hold the ICRC too: IPv4 needs no length check of its own
+	// (40 bytes are there, above), IPv6 one for its longer header.
 	switch et {
 	case header.EtherTypeIPv4:
-		if len(ip) < ipv4+udp+BTHLen+ICRCLen {
-			goto other
-		}
 		h := (*[ipv4 + udp + BTHLen]byte)(ip)
 		w := binary.BigEndian.Uint64(h[0:8]) // version, IHL, TOS, total length, ID, flags, offset
-		if w>>56 != 0x45 || h[9] != header.IPProtoUDP || w&0x3fff != 0 {
+		// Version 4 and no options (0x45), MF and fragment offset 0: one
+		// test of w, not two.
+		if w&0xff00_0000_0000_3fff != 0x45<<56 || h[9] != header.IPProtoUDP {
 			goto other
 		}
 		tl = int(w >> 32 & 0xffff)
 		u = binary.BigEndian.Uint64(h[ipv4 : ipv4+8])
 		ul = int(u >> 16 & 0xffff)
-		// ul >= 8 and ul <= tl-20 imply tl >= 28: Decode's checks, all.
-		if tl > len(ip) || ul < udp || ul > tl-ipv4 {
+		// ul >= 8 (checked at outer) and ul <= tl-20 imply tl >= 28:
+		// Decode's checks, all.
+		if tl > len(ip) || ul > tl-ipv4 {
 			goto other
 		}
 		ecn = uint8(w>>48) & 3
@@ -215,7 +227,7 @@ func parse(frame []byte, port uint16, p *Packet, fallback bool) error {
 		tl = ipv6 + int(binary.BigEndian.Uint16(h[4:6]))
 		u = binary.BigEndian.Uint64(h[ipv6 : ipv6+8])
 		ul = int(u >> 16 & 0xffff)
-		if tl > len(ip) || ul < udp || ul > tl-ipv6 {
+		if tl > len(ip) || ul > tl-ipv6 {
 			goto other
 		}
 		ecn = h[1] >> 4 & 3
@@ -245,40 +257,55 @@ func parse(frame []byte, port uint16, p *Packet, fallback bool) error {
 	// The transport: parseTransport's checks, on the loaded words. The
 	// BTH is inside the frame: the length checks above hold it, and
 	// ul <= tl - IP header <= len(ip) - IP header holds the whole packet.
+	// The payload is data less the pad: negative when the pad is longer
+	// than data, and when data is negative, which a reserved opcode
+	// makes it (opFastReserved). One test of BTH byte 1 covers the
+	// version and the pad count of First and Middle packets.
 	f = opFast[uint8(b0>>56)]
 	pad = int(b0 >> 52 & 3)
-	data = ul - udp - BTHLen - ICRCLen - f.hdrLen() // payload + pad
-	if uint16(u>>32) != port || !f.valid() || b0>>48&0xf != BTHVersion ||
-		data < 0 || data&f.dataMask() != 0 || pad > data || pad&f.padMask() != 0 {
+	data = ul - f.minUDPLen() // payload + pad
+	payload = data - pad
+	if uint16(u>>32) != port || payload < 0 || data&f.dataMask() != 0 ||
+		uint8(b0>>48)&f.byte1Mask() != 0 {
 		goto outer
 	}
+	// The values the checks left in registers first, so that they need
+	// not be kept (spilled to the stack) while the BTH fields are taken
+	// apart.
+	p.PayloadLen = payload
+	p.ICRCOff = l4 + ul - ICRCLen // the end of UDP
+	p.PadCnt = uint8(pad)
+	p.ECN = ecn
+	p.SrcPort = uint16(u >> 48)
+	p.BTHOff = l4 + udp
+	p.ExtOff = l4 + udp + BTHLen
+	p.PayloadOff = l4 + f.minUDPLen() - ICRCLen
 	p.Opcode = Opcode(b0 >> 56)
 	p.SE = b0&(1<<55) != 0
 	p.MigReq = b0&(1<<54) != 0
-	p.PadCnt = uint8(pad)
 	p.PKey = uint16(b0 >> 32)
 	p.FECN = b0&(1<<31) != 0
 	p.BECN = b0&(1<<30) != 0
 	p.DestQP = uint32(b0) & QPNMask
 	p.AckReq = b1&(1<<31) != 0
 	p.PSN = b1 & PSNMask
-	p.ECN = ecn
-	p.SrcPort = uint16(u >> 48)
-	p.BTHOff = l4 + udp
-	p.ExtOff = l4 + udp + BTHLen
-	p.PayloadOff = l4 + udp + BTHLen + f.hdrLen()
-	p.PayloadLen = data - pad
-	p.ICRCOff = p.PayloadOff + data
 	return nil
 outer:
-	if !fallback {
+	// The outer layers' last check, deferred to here: a UDP length under
+	// 8 leaves less than no payload, so such a frame always fails the
+	// transport's checks above. Decode names its fault (and clears the
+	// p.Net written above).
+	if ul < udp {
+		goto other
+	}
+	if commonOnly {
 		return errNotCommon
 	}
 	// Sliced to its length, the frame needs no register for its capacity
 	// through the one pass: fewer values spill to the stack there.
 	return parseTransport(frame[:len(frame):len(frame)], port, p)
 other:
-	if !fallback {
+	if commonOnly {
 		return errNotCommon
 	}
 	return parseGeneral(frame[:len(frame):len(frame)], port, false, p)

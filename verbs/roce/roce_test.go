@@ -753,6 +753,10 @@ func TestOpFastTable(t *testing.T) {
 			t.Fatalf("%#x: valid %v, opTable %v", i, f.valid(), info.Valid)
 		}
 		if !info.Valid {
+			// The pass refuses the opcode through the payload length alone.
+			if f.minUDPLen() <= 0xffff {
+				t.Fatalf("%#x: shortest UDP length %d leaves room for a packet", i, f.minUDPLen())
+			}
 			continue
 		}
 		dataMask, padMask := -1, 0
@@ -762,9 +766,10 @@ func TestOpFastTable(t *testing.T) {
 				padMask = 3
 			}
 		}
-		if f.hdrLen() != info.HeaderLen || f.dataMask() != dataMask || f.padMask() != padMask {
-			t.Errorf("%s: header length %d, data mask %d, pad mask %d; want %d, %d, %d", info.Name,
-				f.hdrLen(), f.dataMask(), f.padMask(), info.HeaderLen, dataMask, padMask)
+		byte1Mask := uint8(0x0f | padMask<<4) // TVer, and the pad count where it must be 0
+		if f.hdrLen() != info.HeaderLen || f.dataMask() != dataMask || f.byte1Mask() != byte1Mask {
+			t.Errorf("%s: header length %d, data mask %d, byte 1 mask %#x; want %d, %d, %#x", info.Name,
+				f.hdrLen(), f.dataMask(), f.byte1Mask(), info.HeaderLen, dataMask, byte1Mask)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,11 +35,16 @@ func TestTable(t *testing.T) {
 	}
 	set := TestSet{Parts: map[string]*SetPart{"STF": {Tests: 10, Outputs: 4, Coverage: 0.6}, "PTF": {Tests: 12, Outputs: 5, Coverage: 0.8}},
 		StatementsLo: 100, StatementsHi: 100, Neither: make([]string, 9)}
-	got := Table(progs, res, map[string]TestSet{"p4/x/x.p4": set})
+	all := TestSet{Parts: map[string]*SetPart{"STF": {Tests: 10, Outputs: 4, Coverage: 1}, "PTF": {Tests: 12, Outputs: 5, Coverage: 1}},
+		StatementsHi: math.MaxInt}
+	progs = append(progs, p4build.Program{Path: "p4/y/y.p4", Variants: []p4build.Variant{{Targets: []int{1}}}})
+	res[BuildKey{"p4/y/y.p4", "default", 1}] = res[BuildKey{"p4/x/x.p4", "default", 1}]
+	got := Table(progs, res, map[string]TestSet{"p4/x/x.p4": set, "p4/y/y.p4": all})
 	for _, want := range []string{
 		"| `x/x.p4` | default | Tofino 1 | 8/12 (8, 2) | 4 | 42 | normal 70/224, T-PHV 33/112 | 95/960 | 12/288 |",
 		"| `x/x.p4` | -DI | Tofino 1 | does not fit: 18/12 (11, 18) | none | 100 | | | |",
 		"| `x/x.p4` | 10 (4) | 12 (5) | 100 | 60% | 80% | 91% |",
+		"| `y/y.p4` | 10 (4) | 12 (5) | not counted | 100% | 100% | 100% |",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("no %q in\n%s", want, got)
