@@ -18,7 +18,9 @@ const CounterPrefix = "dta-counter "
 // postcard that evicts a flow is counted as held too and a Tofino counter
 // takes one count per packet.
 var (
-	dropReasons    = []string{"no_target", "nack", "duplicate", "unknown_opcode"}
+	// metered and to_cpu: reports over the rate meter (-DDTA_METER),
+	// low priority dropped and high priority sent to the CPU's queue.
+	dropReasons    = []string{"no_target", "nack", "duplicate", "unknown_opcode", "metered", "to_cpu"}
 	postcardEvents = []string{"held", "complete", "bad_hop"}
 	// sketch_events (builds with -DDTA_SKETCH_MERGE): a column merged and
 	// waiting, a column completed and written, a column that was not the
@@ -71,7 +73,7 @@ func (t Translator) CounterScript() (string, error) {
 	}
 	s.Comment("Reports not translated, by reason.")
 	for i, r := range dropReasons {
-		if t.NoSeqnum && (r == "nack" || r == "duplicate") {
+		if t.NoSeqnum && (r == "nack" || r == "duplicate") || t.FlowControl == nil && (r == "metered" || r == "to_cpu") {
 			continue
 		}
 		s.Line("counter('drop_reports', %d, '', %s.drop_reports)  # %s", i, s.Ig, r)
@@ -120,7 +122,9 @@ type Counters struct {
 	// Reports counts received reports by opcode.
 	Reports map[dtawire.Opcode]uint64 `json:"reports"`
 	// Dropped counts reports not translated by reason (no_target, nack,
-	// duplicate, unknown_opcode).
+	// duplicate, unknown_opcode; with the rate meter metered, the
+	// low-priority reports it dropped, and to_cpu, the high-priority
+	// ones it sent to the CPU's queue).
 	Dropped map[string]uint64 `json:"dropped"`
 	// Postcards counts postcards by outcome (held, complete, evicted,
 	// bad_hop).

@@ -88,19 +88,30 @@ func appendBatch(t testing.TB, b int) Translator {
 }
 
 // sketchMerge is twoCollectors for the Tofino 1 build with Sketch-Merge
-// (-DDTA_SKETCH_MERGE -DDTA_NO_SEQNUM: no reporter tracking) and Append
+// (-DDTA_SKETCH_MERGE -DDTA_NO_SEQNUM -DDTA_NO_METER: no reporter
+// tracking, no rate meter) and Append
 // batches of b: a Count-Min sketch of three reporters at the first
 // collector, a HyperLogLog sketch of two at the second.
 func sketchMerge(t testing.TB, b int) Translator {
 	tr := appendBatch(t, b)
 	tr.SketchMerge = true
 	tr.NoSeqnum, tr.Peers = true, nil
+	tr.NoMeter = true
 	tr.Collectors[0].Sketches = map[uint16]dtamem.SketchRegion{
 		5: {Addr: 0x7f00_3000_0000, RKey: 0x1237, Kind: dtawire.SketchCountMin, Columns: 64, Rows: SketchRows, Reporters: 3, Group: 1},
 	}
 	tr.Collectors[1].Sketches = map[uint16]dtamem.SketchRegion{
 		9: {Addr: 0x3_0000_0000, RKey: 0x9b, Kind: dtawire.SketchHyperLogLog, Columns: 16, Rows: SketchRows, Reporters: 2, Group: 1},
 	}
+	return tr
+}
+
+// metered is twoCollectors with the rate meter on: 1000 reports a second per collector with a burst of 16,
+// high priority from DSCP 40, the CPU's PCIe port (64 on a 2-pipe
+// Tofino 1) and its queue 3.
+func metered(t testing.TB) Translator {
+	tr := twoCollectors(t)
+	tr.FlowControl = &FlowControl{Rate: 1000, Burst: 16, HighDSCP: 40, CPUPort: 64, CPUQueue: 3}
 	return tr
 }
 
@@ -158,7 +169,9 @@ var examples = []example{
 	{"append_batch1", translatorP4, func(t testing.TB) (string, error) { return appendBatch(t, 1).Script() }, []string{"-DDTA_APPEND_BATCH=1"}},
 	{"append_batch2", translatorP4, func(t testing.TB) (string, error) { return appendBatch(t, 2).Script() }, []string{"-DDTA_APPEND_BATCH=2"}},
 	{"sketch_merge", translatorP4, func(t testing.TB) (string, error) { return sketchMerge(t, DefaultAppendBatch).Script() },
-		[]string{"-DDTA_SKETCH_MERGE", "-DDTA_NO_SEQNUM"}},
+		[]string{"-DDTA_SKETCH_MERGE", "-DDTA_NO_SEQNUM", "-DDTA_NO_METER"}},
+	{"metered", translatorP4, func(t testing.TB) (string, error) { return metered(t).Script() }, nil},
+	{"metered_counters", translatorP4, func(t testing.TB) (string, error) { return metered(t).CounterScript() }, nil},
 	{"leaf_reporter", reporterP4, func(t testing.TB) (string, error) { return leaf(t).ReporterScript() }, nil},
 }
 
@@ -540,6 +553,13 @@ func TestValidate(t *testing.T) {
 		{"collectors[0].sketches[5].columns", func(p *Translator) {
 			editSketch(t, p, func(s *dtamem.SketchRegion) { s.Addr = 0x7f00_ffff_ff00 })
 		}},
+		{"flow_control.rate", func(p *Translator) { p.FlowControl = &FlowControl{CPUPort: 64} }},
+		{"flow_control.high_dscp", func(p *Translator) { p.FlowControl = &FlowControl{Rate: 1, HighDSCP: 64, CPUPort: 64} }},
+		{"flow_control.cpu_port", func(p *Translator) { p.FlowControl = &FlowControl{Rate: 1, CPUPort: 512} }},
+		{"flow_control.cpu_port", func(p *Translator) { p.FlowControl = &FlowControl{Rate: 1, CPUPort: 100} }},
+		{"flow_control.cpu_port", func(p *Translator) { p.FlowControl = &FlowControl{Rate: 1, CPUPort: -1} }},
+		{"flow_control.cpu_queue", func(p *Translator) { p.FlowControl = &FlowControl{Rate: 1, CPUPort: 64, CPUQueue: 32} }},
+		{"flow_control:", func(p *Translator) { p.NoMeter, p.FlowControl = true, &FlowControl{Rate: 1, CPUPort: 64} }},
 		{"collectors:", func(p *Translator) {
 			editSketch(t, p, func(s *dtamem.SketchRegion) { s.Columns = 4096 })
 			p.Collectors[1].Sketches[9] = dtamem.SketchRegion{Addr: 0x3_0000_0000, RKey: 1, Kind: dtawire.SketchCountMin, Columns: 64,

@@ -640,26 +640,7 @@ func matchSoftware(t *testing.T, batch int, sketch bool) {
 		t.Fatal(err)
 	}
 	model := newPipeModel(t, script)
-
-	soft := make([]*dtatranslator.Translator, len(tr.Collectors))
-	conns := make([]*dtatranslator.Conn, len(tr.Collectors))
-	for i := range tr.Collectors {
-		c := &tr.Collectors[i]
-		local := dtamem.Endpoint{MAC: tr.portByName(c.Port).MAC, GID: roce.GIDFromAddr(tr.IP), QPN: tr.QPN}
-		remote := dtamem.Endpoint{MAC: c.MAC, GID: roce.GIDFromAddr(c.IP), QPN: c.QPN}
-		conns[i] = dtatranslator.NewConnWith(local, remote, c.PSN,
-			dtatranslator.ConnHeaders{UDPSrcPort: c.UDPSrcPort, DSCP: tr.DSCP})
-		conns[i].MaxAtomic = 256
-		rg := dtamem.Regions{KeyWrite: c.KeyWrite, KeyIncrement: c.KeyIncrement, Lists: c.Lists, Batch: batch, Sketches: c.Sketches}
-		if c.Postcards != nil {
-			pc := *c.Postcards
-			pc.Cache = PostcardCache
-			rg.Postcards = &pc
-		}
-		if soft[i], err = dtatranslator.NewTranslator(conns[i], rg); err != nil {
-			t.Fatal(err)
-		}
-	}
+	soft, conns := softTranslators(t, &tr, batch)
 
 	rng := rand.New(rand.NewPCG(1, 1))
 	type mixed struct {
@@ -711,19 +692,7 @@ func matchSoftware(t *testing.T, batch int, sketch bool) {
 	}
 	var packets, acks, records, batches, wrapped, columns, refused int
 	for i, rep := range reports {
-		var got [][]byte
-		err := soft[rep.coll].Translate(&rep.r, func(f []byte) error {
-			got = append(got, append([]byte(nil), f...))
-			return nil
-		})
-		if errors.Is(err, dtatranslator.ErrAtomicWindow) {
-			// The collector acknowledges what it has: the window opens.
-			ackAll(t, conns[rep.coll], tr.Collectors[rep.coll], tr)
-			err = soft[rep.coll].Translate(&rep.r, func(f []byte) error {
-				got = append(got, append([]byte(nil), f...))
-				return nil
-			})
-		}
+		got, err := softTranslate(t, soft, conns, &tr, rep.coll, &rep.r)
 		if rep.refused {
 			if !errors.Is(err, dtatranslator.ErrColumnOrder) && !errors.Is(err, dtatranslator.ErrSketchGeometry) {
 				t.Fatalf("report %d (%v): the software translator took a report it should refuse: %v", i, rep.r.Opcode, err)
@@ -782,6 +751,53 @@ func matchSoftware(t *testing.T, batch int, sketch bool) {
 	t.Logf("batch %d: %d reports, %d RDMA packets alike byte for byte (%d asking for ACKs, %d postcard records, %d Append WRITEs of %d entries, "+
 		"%d merged sketch columns; %d sketch reports refused by both)",
 		batch, len(reports), packets, acks, records, batches, batch, columns, refused)
+}
+
+// softTranslators are the software translator's twins of tr's
+// collectors, with Append batches of batch: the same connections (first
+// PSN, headers) and regions.
+func softTranslators(t *testing.T, tr *Translator, batch int) ([]*dtatranslator.Translator, []*dtatranslator.Conn) {
+	t.Helper()
+	soft := make([]*dtatranslator.Translator, len(tr.Collectors))
+	conns := make([]*dtatranslator.Conn, len(tr.Collectors))
+	for i := range tr.Collectors {
+		c := &tr.Collectors[i]
+		local := dtamem.Endpoint{MAC: tr.portByName(c.Port).MAC, GID: roce.GIDFromAddr(tr.IP), QPN: tr.QPN}
+		remote := dtamem.Endpoint{MAC: c.MAC, GID: roce.GIDFromAddr(c.IP), QPN: c.QPN}
+		conns[i] = dtatranslator.NewConnWith(local, remote, c.PSN,
+			dtatranslator.ConnHeaders{UDPSrcPort: c.UDPSrcPort, DSCP: tr.DSCP})
+		conns[i].MaxAtomic = 256
+		rg := dtamem.Regions{KeyWrite: c.KeyWrite, KeyIncrement: c.KeyIncrement, Lists: c.Lists, Batch: batch, Sketches: c.Sketches}
+		if c.Postcards != nil {
+			pc := *c.Postcards
+			pc.Cache = PostcardCache
+			rg.Postcards = &pc
+		}
+		var err error
+		if soft[i], err = dtatranslator.NewTranslator(conns[i], rg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return soft, conns
+}
+
+// softTranslate has the software translator of collector coll translate
+// r and returns the packets it sent; a Key-Increment that finds the
+// atomic window full is sent once the collector has acknowledged what it
+// has (the window opens).
+func softTranslate(t *testing.T, soft []*dtatranslator.Translator, conns []*dtatranslator.Conn, tr *Translator, coll int,
+	r *dtawire.Report) ([][]byte, error) {
+	var out [][]byte
+	emit := func(f []byte) error {
+		out = append(out, append([]byte(nil), f...))
+		return nil
+	}
+	err := soft[coll].Translate(r, emit)
+	if errors.Is(err, dtatranslator.ErrAtomicWindow) {
+		ackAll(t, conns[coll], tr.Collectors[coll], *tr)
+		err = soft[coll].Translate(r, emit)
+	}
+	return out, err
 }
 
 // ackAll has the collector acknowledge every packet the connection sent.

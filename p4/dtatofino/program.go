@@ -49,8 +49,9 @@
 //     its own pipe (every reporter of a sketch must come in on one
 //     pipe), and the column's last report carries the merged counters to
 //     the egress, which writes the column as an 8-byte entry. On Tofino 1
-//     the build fits without sequence numbers (-DDTA_SKETCH_MERGE
-//     -DDTA_NO_SEQNUM); with them it fits Tofino 2 only. A reporter a
+//     the build fits without sequence numbers and the rate meter
+//     (-DDTA_SKETCH_MERGE -DDTA_NO_SEQNUM -DDTA_NO_METER, NoMeter); with
+//     them it fits Tofino 2 only. A reporter a
 //     round ahead is refused as in software, but its expected column
 //     has moved on (the switch reads it before the column's reporters),
 //     so its next reports are refused until its round comes back;
@@ -71,14 +72,32 @@
 //     ingress mirror session when the reporter asks for ACKs. Unlike the
 //     software tracker, the first expected number is the control plane's
 //     (Peer.FirstSeq), NACKs are not spaced by an interval, every 16th
-//     ACK goes by sequence number rather than by count, and there is no
-//     rate meter or CPU queue for high-priority reports. The answer is the
+//     ACK goes by sequence number rather than by count. The answer is the
 //     software translator's datagram (UDP 40044 -> 40044, DF, with the UDP
 //     checksum; a mirrored ACK's checksum is 0), written over the report:
 //     the report's bytes the parser did not take stay behind it as link
 //     padding. As in software, a report that does not parse (unknown
 //     opcode, N outside 1..8) moves no sequence number. The reporter
 //     program counts the answers but keeps no reports to resend.
+//   - Flow control (Translator.FlowControl; off without it, absent from
+//     the build with -DDTA_NO_METER, NoMeter): a meter per collector of
+//     Rate reports a second with a burst of Burst, a report's priority
+//     from its DSCP (high from HighDSCP), as the software translator's.
+//     Over the meter a high-priority report goes untranslated to queue
+//     CPUQueue of the switch CPU's port CPUPort, for the CPU to send it
+//     back in (its resends skip the sequence check), and a low-priority
+//     one is dropped without moving its reporter's expected number on,
+//     so that a NACK has it resent; both are counted (Counters.Dropped
+//     "to_cpu" and "metered"), and a tracked reporter with an ACK port
+//     gets a congestion notice, at most one per 2^20 ns. Unlike the
+//     software translator's, the meter counts reports, not the RDMA
+//     packets they make (a Key-Write of N = 2 takes one token, not two),
+//     duplicates and gaps take a token too, only red reports wait (the
+//     software translator queues every report while one waits), and a
+//     report the full CPU queue drops is lost (the software translator
+//     refuses it, and its reporter resends it). Nothing here is the
+//     switch CPU's side: the program that reads the queue and sends the
+//     reports back in is not part of this package.
 //   - Postcard outcomes are counted in postcard_events (held, complete,
 //     bad hop) and evictions in postcard_evictions: the postcard that
 //     evicts a flow is held too, and a Tofino counter takes one count per
@@ -250,9 +269,82 @@ type Translator struct {
 	// SketchMerge says the program was compiled with
 	// -DDTA_SKETCH_MERGE: collectors may have sketches.
 	SketchMerge bool `json:"sketch_merge,omitempty"`
+	// FlowControl, when set, turns the rate meter on and configures it
+	// and the CPU queue; without it every report is translated as it
+	// comes (the meter is off).
+	FlowControl *FlowControl `json:"flow_control,omitempty"`
+	// NoMeter says the program was compiled with -DDTA_NO_METER: no rate
+	// meter, no flow control.
+	NoMeter bool `json:"no_meter,omitempty"`
 	// AckSnap truncates the mirrored copies that become ACKs
 	// (DefaultSnap when 0).
 	AckSnap int `json:"ack_snap,omitempty"`
+}
+
+// FlowControl is translator.p4's rate meter (in every build but
+// -DDTA_NO_METER's), the
+// software translator's flow-control (translator/dtatranslator.FlowSpec)
+// on the switch: each collector's meter lets Rate reports a second
+// through with a burst of Burst; beyond it a high-priority report (DSCP at
+// least HighDSCP) waits, untranslated, in queue CPUQueue of the switch
+// CPU's port CPUPort for the CPU to send it back in, and a low-priority
+// one is dropped and counted (drop_reports "to_cpu" and "metered"). The
+// switch's meter counts reports where the software translator's counts
+// the RDMA packets they make (N for a Key-Write or Key-Increment): see
+// the package doc.
+type FlowControl struct {
+	// Rate is reports a second per collector (at least 1).
+	Rate uint64 `json:"rate"`
+	// Burst is the meter's bucket in reports (0: DefaultBurst).
+	Burst uint64 `json:"burst,omitempty"`
+	// HighDSCP: reports whose DSCP is at least this are high priority
+	// (0: DefaultHighDSCP).
+	HighDSCP int `json:"high_dscp,omitempty"`
+	// CPUPort is the dev port of the switch CPU (its PCIe port, 64 or
+	// 320 on Tofino 1, 0 on Tofino 2, or one of its Ethernet ports);
+	// CPUQueue is the queue there that high-priority reports wait in.
+	CPUPort  int `json:"cpu_port"`
+	CPUQueue int `json:"cpu_queue,omitempty"`
+}
+
+// The software translator's defaults (translator/dtatranslator's
+// FlowSpec), and the queues a port has on Tofino 1 (QueueId_t is 5
+// bits there).
+const (
+	DefaultBurst    = 256
+	DefaultHighDSCP = 46
+	CPUQueues       = 32
+)
+
+func (f *FlowControl) burst() uint64 {
+	if f.Burst == 0 {
+		return DefaultBurst
+	}
+	return f.Burst
+}
+
+func (f *FlowControl) highDSCP() int {
+	if f.HighDSCP == 0 {
+		return DefaultHighDSCP
+	}
+	return f.HighDSCP
+}
+
+// check names the first bad field of the flow control.
+func (f *FlowControl) check() error {
+	if f.Rate == 0 {
+		return bad("flow_control.rate", "0: the meter needs a rate in reports a second (leave flow_control out for none)")
+	}
+	if f.HighDSCP < 0 || f.HighDSCP > 63 {
+		return bad("flow_control.high_dscp", "%d: a DSCP is 0..63", f.HighDSCP)
+	}
+	if f.CPUPort < 0 || f.CPUPort >= bfrt.DevPorts || f.CPUPort&127 >= 72 {
+		return bad("flow_control.cpu_port", "%d is not a Tofino dev port (pipe*128 + 0..71)", f.CPUPort)
+	}
+	if f.CPUQueue < 0 || f.CPUQueue >= CPUQueues {
+		return bad("flow_control.cpu_queue", "%d: a port's queue is 0..%d", f.CPUQueue, CPUQueues-1)
+	}
+	return nil
 }
 
 // Rule says which forwarded packets a reporter reports on, and how.
@@ -476,6 +568,14 @@ func (t *Translator) plan() (*tplan, error) {
 	}
 	if err := pl.checkPeers(); err != nil {
 		return nil, err
+	}
+	if f := t.FlowControl; f != nil {
+		if t.NoMeter {
+			return nil, bad("flow_control", "the build without the meter (no_meter) has no flow control")
+		}
+		if err := f.check(); err != nil {
+			return nil, err
+		}
 	}
 	return pl, nil
 }

@@ -98,4 +98,36 @@ func TestScriptsRun(t *testing.T) {
 	if len(got.Sketches) != 4 || got.Sketches["held"] != 1000 || got.Sketches["ahead"] != 1003 {
 		t.Errorf("sketch outcomes %v", got.Sketches)
 	}
+
+	// The build with the rate meter: a meter per collector, the reports it
+	// dropped and sent to the CPU read back; none without it.
+	if _, ok := twoCollectorsCounters(t)["metered"]; ok {
+		t.Error("the build without the meter reads the metered count")
+	}
+	mt := metered(t)
+	s, _ = mt.Script()
+	out = runPython(t, "file", s)
+	if n := strings.Count(out, "CALL bfrt.translator.pipe.Ingress.rdma_meter.mod "); n != len(mt.Collectors) {
+		t.Errorf("%d meters set, want %d", n, len(mt.Collectors))
+	}
+	c, _ = mt.CounterScript()
+	got, err = mt.ParseCounters(strings.NewReader(runPython(t, "file", c)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Dropped["metered"] != 1004 || got.Dropped["to_cpu"] != 1005 {
+		t.Errorf("metered outcomes %v", got.Dropped)
+	}
+}
+
+// twoCollectorsCounters is what twoCollectors' counter script reads from
+// the mock switch: reports not translated, by reason.
+func twoCollectorsCounters(t *testing.T) map[string]uint64 {
+	tr := twoCollectors(t)
+	c, _ := tr.CounterScript()
+	got, err := tr.ParseCounters(strings.NewReader(runPython(t, "file", c)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got.Dropped
 }

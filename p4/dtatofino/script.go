@@ -35,7 +35,11 @@ var (
 			"sketch_events"},
 		bfrt.Egress: {"sketch_region"},
 	}
-	reporterClear = map[string][]string{
+	// Not in the build without the rate meter (-DDTA_NO_METER);
+	// notice_tick only with sequence numbers.
+	meterClear       = []string{"report_priority", "rdma_meter"}
+	meterNoticeClear = []string{"notice_tick"}
+	reporterClear    = map[string][]string{
 		bfrt.Ingress: {"ipv4_fwd", "own_addr", "report_rule", "dta_acks"},
 		bfrt.Egress:  {"reports_sent"},
 	}
@@ -147,8 +151,23 @@ func (t Translator) Script() (string, error) {
 	if t.SketchMerge {
 		s.Comment("Built with -DDTA_SKETCH_MERGE: a WRITE per merged sketch column (sketches: %d).", len(pl.sketches))
 	}
+	switch {
+	case t.NoMeter:
+		s.Comment("Built with -DDTA_NO_METER: no rate meter.")
+	case t.FlowControl == nil:
+		s.Comment("The rate meter is off: every report is translated as it comes.")
+	default:
+		s.Comment("Flow control: a rate meter per collector, high-priority reports over it to the CPU's queue.")
+	}
 	s.Blank()
-	s.setup(ports, clearFor(batch, t.SketchMerge), translatorSeqClear, !t.NoSeqnum)
+	cl := clearFor(batch, t.SketchMerge)
+	if !t.NoMeter {
+		cl[bfrt.Ingress] = append(cl[bfrt.Ingress], meterClear...)
+		if !t.NoSeqnum {
+			cl[bfrt.Ingress] = append(cl[bfrt.Ingress], meterNoticeClear...)
+		}
+	}
+	s.setup(ports, cl, translatorSeqClear, !t.NoSeqnum)
 
 	s.Comment("ACK mirror sessions: in-order reports are mirrored back to their reporter as ACKs.")
 	for _, p := range pl.acks {
@@ -240,6 +259,9 @@ func (t Translator) Script() (string, error) {
 	if len(pl.sketches) > 0 {
 		s.sketches(&t, pl)
 	}
+	if !t.NoMeter {
+		s.flowControl(t.FlowControl, len(t.Collectors))
+	}
 
 	if !t.NoSeqnum {
 		s.Comment("Reporters: source address -> index and ACK session (0: NACKs only); the first expected sequence.")
@@ -279,6 +301,33 @@ func (s *script) sketches(t *Translator, pl *tplan) {
 				s.Ig, k.coll, k.id, rep, k.slot+rep, bit, all&^bit)
 			s.Line("%s.sketch_next.mod(REGISTER_INDEX=%d, f1=0)", s.Ig, k.slot+rep)
 		}
+	}
+	s.Blank()
+}
+
+// flowControl writes the meter's entries: off without f; with it on, the
+// CPU's port and queue, the priorities (the CPU's resends first, then
+// every DSCP from high_dscp) and each collector's meter, one token bucket
+// of rate and burst in reports (both rates and both bursts of the
+// two-rate meter equal, so that a report is green or red, never yellow).
+func (s *script) flowControl(f *FlowControl, collectors int) {
+	if f == nil {
+		s.Comment("Flow control off: no report is metered.")
+		s.Line("%s.flow_cfg.set_default_with_set_flow(metered=0, cpu_port=0, cpu_qid=0)", s.Ig)
+		s.Blank()
+		return
+	}
+	s.Comment("Flow control: over the meter, high-priority reports wait in the CPU's queue, low-priority ones are dropped.")
+	s.Line("%s.flow_cfg.set_default_with_set_flow(metered=1, cpu_port=%d, cpu_qid=%d)", s.Ig, f.CPUPort, f.CPUQueue)
+	s.Line("%s.report_priority.add_with_set_priority(ingress_port=%d, ingress_port_mask=0x1ff, dscp=0, dscp_mask=0x0, MATCH_PRIORITY=0, high=1, resent=1)  # the CPU's resends",
+		s.Ig, f.CPUPort)
+	for d := f.highDSCP(); d < 64; d++ {
+		s.Line("%s.report_priority.add_with_set_priority(ingress_port=0, ingress_port_mask=0x0, dscp=%d, dscp_mask=0x3f, MATCH_PRIORITY=1, high=1, resent=0)",
+			s.Ig, d)
+	}
+	for i := range collectors {
+		s.Line("%s.rdma_meter.mod(METER_INDEX=%d, METER_SPEC_CIR_PPS=%d, METER_SPEC_PIR_PPS=%d, METER_SPEC_CBS_PKTS=%d, METER_SPEC_PBS_PKTS=%d)",
+			s.Ig, i, f.Rate, f.Rate, f.burst(), f.burst())
 	}
 	s.Blank()
 }

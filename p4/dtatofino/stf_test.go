@@ -236,6 +236,10 @@ func translatorModel(tc *stf.Test) ([]stf.Output, string, error) {
 			a, _ := e.Key("src_addr")
 			reporters[[4]byte(a.Value())] = true
 		case "Ingress.ipv4_fwd":
+		case "Ingress.report_priority":
+			// The -DP4TESTGEN build sees every report green and none
+			// resent (P4Testgen taints a meter's colour): a report's
+			// priority changes nothing there.
 		default:
 			if e.Table[:7] == "Egress." {
 				continue // the egress only sees what ingress sends it

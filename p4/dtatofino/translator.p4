@@ -119,8 +119,10 @@
  *     reporters' sequence numbers: their check decides whether a report
  *     is merged, and the merge's chain after it (lookups, expected
  *     column, mask, counters, the HyperLogLog maximum) needed 16-19
- *     ingress stages; -DDTA_SKETCH_MERGE -DDTA_NO_SEQNUM fits in 12, and
- *     -DDTA_SKETCH_MERGE, every feature, fits Tofino 2 in 16 of 20.
+ *     ingress stages; -DDTA_SKETCH_MERGE -DDTA_NO_SEQNUM -DDTA_NO_METER
+ *     fits in 12 (with the rate meter too, bf-p4c's placement rounds
+ *     needed 13 egress stages and the compile was stopped at 900 s), and
+ *     -DDTA_SKETCH_MERGE, every feature, fits Tofino 2.
  *     Ingress registers are per pipe, so all the reporters of one
  *     sketch must come in on one pipe. Two differences: a duplicate and
  *     a gap are counted alike (SK_ORDER; the software translator drops a
@@ -130,7 +132,38 @@
  *     are refused until its round comes back, where the software
  *     translator keeps waiting for the refused column. A resubmit that
  *     puts the column back would close that gap.
- *   - Immediate reports are written as plain WRITEs (no ImmDt, no
+ *   - Flow control (the software translator's FlowSpec; left out with
+     -DDTA_NO_METER): a meter per collector in the ingress, where the
+     report's collector is known, run beside the sequence check so that
+     it costs no stage (the default build stays at 11 ingress stages of
+     Tofino 1's 12). A report's priority is its DSCP (report_priority:
+     high from the translator's high-dscp). Green is translated as
+     without the meter; red and high priority goes, untranslated, to the
+     switch CPU's port on the queue the control plane names (flow_cfg),
+     for the CPU to send back in later (its resends are high priority
+     and skip the sequence check, which took them the first time); red
+     and low priority is dropped. Both are counted in drop_reports
+     (DROP_TO_CPU, DROP_METERED). A red low-priority report does not
+     move its reporter's expected number on (seq_peek: the software
+     translator's Unaccept), so the reporter's next report draws the
+     NACK that has it resent. A red report of a tracked reporter with an
+     ACK session draws a congestion notice (an ACK with dtawire's
+     congested bit, mirrored as the ACKs are) at most once per tick of
+     2^20 ns (notice_tick), about the software translator's 1 ms; an ACK
+     due goes first. Differences from the software translator: the
+     meter counts reports, one token each (a TNA meter is charged once
+     per execution), where the software translator's counts the RDMA
+     packets a report makes (N for a Key-Write or Key-Increment), so the
+     control plane's rate is in reports a second; a duplicate or a gap
+     takes a token too (the meter runs beside the check that tells
+     them); the software translator queues every report while one
+     waits, the switch only the red ones; a full CPU queue drops in the
+     traffic manager, uncounted here, and the report, which the
+     sequence check took, is lost, where the software translator
+     refuses it and its reporter resends it; notices go to
+     tracked reporters with an ACK session only. The meter is off until
+     the control plane turns it on (flow_cfg's default).
+   - Immediate reports are written as plain WRITEs (no ImmDt, no
  *     notification); the software translator writes them with immediate.
  *   - Atomics are not windowed: the software translator keeps FETCH_ADDs
  *     within the collector's responder resources (max_dest_rd_atomic); a
@@ -170,7 +203,7 @@
  *   p4check: build -DDTA_NO_SEQNUM
  *   p4check: build -DDTA_APPEND_BATCH=1
  *   p4check: build -DDTA_APPEND_BATCH=2
- *   p4check: build -DDTA_SKETCH_MERGE -DDTA_NO_SEQNUM
+ *   p4check: build -DDTA_SKETCH_MERGE -DDTA_NO_SEQNUM -DDTA_NO_METER
  *   p4check: build -DDTA_SKETCH_MERGE tofino2 nofit=tofino1
  */
 #include <core.p4>
@@ -212,6 +245,15 @@
 #define EGRESS_RID(eg_md) 16w0
 #else
 #define EGRESS_RID(eg_md) eg_md.egress_rid
+#endif
+
+/* A report the switch CPU sends back in (flow control) skips the
+ * sequence check: it passed it the first time. P4Testgen's tests, whose
+ * reports are all green (see the meter), never come from the CPU. */
+#if defined(DTA_NO_METER) || defined(P4TESTGEN)
+#define NOT_RESENT true
+#else
+#define NOT_RESENT (md.resent == 0)
 #endif
 
 typedef bit<48> mac_addr_t;
@@ -305,6 +347,15 @@ const bit<3> DROP_NACK      = 1; /* answered with a NACK */
 const bit<3> DROP_DUPLICATE = 2; /* answered with an ACK, not rewritten */
 #endif
 const bit<3> DROP_UNKNOWN   = 3; /* opcode not translated here */
+#ifndef DTA_NO_METER
+const bit<3> DROP_METERED   = 4; /* low priority over the meter: dropped */
+const bit<3> DROP_TO_CPU    = 5; /* high priority over the meter: to the CPU */
+#ifndef DTA_NO_SEQNUM
+/* The congestion notice's bit in the answer's second byte (the 7 bits
+ * after the NACK bit): dtawire's ackCongested, 0x40. */
+const bit<7> ACK_CONGESTED  = 0x40;
+#endif
+#endif
 
 /* postcard_events index (an eviction is counted apart, in
  * postcard_evictions: the postcard that evicts is also held). */
@@ -521,6 +572,9 @@ header bridge_h {
 header ack_mirror_h {
     bit<8> pkt_type; /* PKT_ACK */
     bit<8> seqnum;
+#ifndef DTA_NO_METER
+    bit<8> flags;    /* ACK_CONGESTED for a congestion notice */
+#endif
 }
 
 struct headers_t {
@@ -566,6 +620,19 @@ struct ig_metadata_t {
     bit<3>         reason;
 #if DTA_APPEND_BATCH > 1
     bit<8>         fill;
+#endif
+#ifndef DTA_NO_METER
+    bit<1>         metered;
+    bit<1>         high;
+    bit<1>         resent;
+    bit<8>         color;
+    PortId_t       cpu_port;
+    QueueId_t      cpu_qid;
+#ifndef DTA_NO_SEQNUM
+    bit<16>        tick;
+    bit<16>        notice_old;
+    bit<16>        notice_diff;
+#endif
 #endif
 #ifdef DTA_SKETCH_MERGE
     bit<1>         sk_found;
@@ -702,6 +769,19 @@ parser IngressParser(packet_in pkt,
         md.sk_event = SK_HELD;
         md.sk_o0 = 0;
         md.sk_o1 = 0;
+#endif
+#ifndef DTA_NO_METER
+        md.metered = 0;
+        md.high = 0;
+        md.resent = 0;
+        md.color = 0;
+        md.cpu_port = 0;
+        md.cpu_qid = 0;
+#ifndef DTA_NO_SEQNUM
+        md.tick = 0;
+        md.notice_old = 0;
+        md.notice_diff = 0;
+#endif
 #endif
         transition parse_ethernet;
     }
@@ -1148,6 +1228,51 @@ control Ingress(inout headers_t hdr,
         size = 1;
     }
 
+#ifndef DTA_NO_METER
+    /* ---- the RDMA rate meter and the CPU queue ---------------------------- */
+
+    /* A report's priority, as the software translator's: high when its
+     * DSCP is at least the translator's high-dscp (the control plane
+     * installs one entry per such DSCP). A report the switch CPU sends
+     * back in, from its port, is high (only high-priority reports went
+     * there) and resent: the sequence check took it the first time. */
+    action set_priority(bit<1> high, bit<1> resent) {
+        md.high = high;
+        md.resent = resent;
+    }
+
+    table report_priority {
+        key = {
+            ig_intr_md.ingress_port : ternary @name("ingress_port");
+            hdr.ipv4.dscp           : ternary @name("dscp");
+        }
+        actions = { set_priority; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = 128;
+    }
+
+    /* Whether reports are metered (off until the control plane says
+     * otherwise: every report is then green), and where a high-priority
+     * report over the meter waits: the CPU port and one of its queues. */
+    action set_flow(bit<1> metered, PortId_t cpu_port, QueueId_t cpu_qid) {
+        md.metered = metered;
+        md.cpu_port = cpu_port;
+        md.cpu_qid = cpu_qid;
+    }
+
+    table flow_cfg {
+        actions = { set_flow; }
+        default_action = set_flow(0, 0, 0);
+        size = 1;
+    }
+
+    /* Per collector, a two-rate three-colour meter in packets (reports)
+     * the control plane sets with both rates and both bursts equal, so it
+     * is one token bucket: green while a token is left, red beyond. A red
+     * report takes no token, as the software translator's Meter.Take. */
+    Meter<coll_idx_t>(COLLECTOR_SLOTS, MeterType_t.PACKETS) rdma_meter;
+#endif
+
 #ifndef DTA_NO_SEQNUM
     /* ack_session 0: no ACKs for in-order reports (NACKs still go back). */
     action set_reporter(reporter_idx_t idx, MirrorId_t ack_session) {
@@ -1186,6 +1311,39 @@ control Ingress(inout headers_t hdr,
         const default_action = seq_diff();
         size = 1;
     }
+
+#ifndef DTA_NO_METER
+    /* A low-priority report over the meter is dropped and must be resent,
+     * so it does not move the expected number on (the software
+     * translator's Unaccept): the register is read, not advanced. */
+    RegisterAction<bit<8>, reporter_idx_t, bit<8>>(expected_seq) seq_peek = {
+        void apply(inout bit<8> value, out bit<8> rv) {
+            rv = value;
+        }
+    };
+
+    /* Congestion notices: at most one per reporter per tick (2^20 ns,
+     * about the software translator's 1 ms NACK interval), the tick of
+     * its last notice in notice_tick (swapped for the current one). */
+    Register<bit<16>, reporter_idx_t>(REPORTER_SLOTS, 0) notice_tick;
+    RegisterAction<bit<16>, reporter_idx_t, bit<16>>(notice_tick) notice_swap = {
+        void apply(inout bit<16> value, out bit<16> rv) {
+            rv = value;
+            value = md.tick;
+        }
+    };
+
+    /* In a table of its own, as seq_diff. */
+    action notice_diff() {
+        md.notice_diff = md.tick - md.notice_old;
+    }
+
+    table notice_delta {
+        actions = { notice_diff; }
+        const default_action = notice_diff();
+        size = 1;
+    }
+#endif
 
     /* The report turns into the answer, back out of its ingress port, from
      * the address it was sent to. */
@@ -1228,6 +1386,12 @@ control Ingress(inout headers_t hdr,
         hdr.bridge.collector = 0;
         hdr.bridge.list = 0;
         translator_cfg.apply();
+#ifndef DTA_NO_METER
+        flow_cfg.apply();
+#ifndef DTA_NO_SEQNUM
+        md.tick = ig_prsr_md.global_tstamp[35:20];
+#endif
+#endif
 
         /* A table's hit can only be tested in an if of its own, so the
          * two lookups that tell reports and collector answers from other
@@ -1283,20 +1447,68 @@ control Ingress(inout headers_t hdr,
                 }
             }
 #endif
+#ifndef DTA_NO_METER
+            /* Every report the software translator parses is metered
+             * (a duplicate or a gap too, here: the meter runs beside the
+             * sequence check, which then knows the colour). */
+            report_priority.apply();
+            if (md.malformed == 0 && md.metered == 1) {
+                md.color = rdma_meter.execute(md.collector);
+            }
+#ifdef P4TESTGEN
+            /* P4Testgen taints a meter's colour and does not follow a
+             * branch on a tainted value: every report path would end
+             * here. Its tests see every report green. */
+            md.color = 0;
+#endif
+#endif
 #ifndef DTA_NO_SEQNUM
-            if (hdr.dta.retransmittable == 1 && md.malformed == 0) {
+            if (hdr.dta.retransmittable == 1 && md.malformed == 0 && NOT_RESENT) {
                 if (reporter.apply().hit) {
+#ifndef DTA_NO_METER
+                    if (md.color != 0 && md.high == 0) {
+                        md.expected = seq_peek.execute(md.reporter);
+                    } else {
+                        md.expected = seq_check.execute(md.reporter);
+                    }
+                    if (md.color != 0 && md.ack_session != 0) {
+                        md.notice_old = notice_swap.execute(md.reporter);
+                    }
+                    notice_delta.apply();
+#else
                     md.expected = seq_check.execute(md.reporter);
+#endif
                     seq_delta.apply();
                     if (md.seq_diff == 0) {
                         /* A cumulative ACK every 16th report, as the
                          * software translator's AckEvery default. */
+#ifndef DTA_NO_METER
+                        /* Not for a report dropped by the meter; a
+                         * congestion notice otherwise, when the
+                         * reporter's last one is a tick old (an ACK due
+                         * goes first: the notice waits for the next red
+                         * report). */
+                        if (md.ack_session != 0 && hdr.dta.seqnum[3:0] == 15 && (md.color == 0 || md.high == 1)) {
+                            ig_dprsr_md.mirror_type = MIRROR_ACK;
+                            md.ack_mirror.setValid();
+                            md.ack_mirror.pkt_type = PKT_ACK;
+                            md.ack_mirror.seqnum = hdr.dta.seqnum;
+                            md.ack_mirror.flags = 0;
+                        } else if (md.color != 0 && md.ack_session != 0 && md.notice_diff != 0) {
+                            ig_dprsr_md.mirror_type = MIRROR_ACK;
+                            md.ack_mirror.setValid();
+                            md.ack_mirror.pkt_type = PKT_ACK;
+                            md.ack_mirror.seqnum = 0;
+                            md.ack_mirror.flags = (bit<8>)ACK_CONGESTED;
+                        }
+#else
                         if (md.ack_session != 0 && hdr.dta.seqnum[3:0] == 15) {
                             ig_dprsr_md.mirror_type = MIRROR_ACK;
                             md.ack_mirror.setValid();
                             md.ack_mirror.pkt_type = PKT_ACK;
                             md.ack_mirror.seqnum = hdr.dta.seqnum;
                         }
+#endif
                     } else if (md.seq_diff[7:7] == 1) {
                         /* Older than expected: it arrived before. The ACK
                          * names the last report taken (cumulative). */
@@ -1312,6 +1524,23 @@ control Ingress(inout headers_t hdr,
             if (md.bounced == 1) {
                 hdr.bridge.pkt_type = PKT_FORWARD;
                 drop_reports.count(md.reason);
+#ifndef DTA_NO_METER
+            } else if (md.color != 0) {
+                /* Over the meter: a high-priority report waits in the
+                 * CPU's queue, untranslated, for the switch CPU to send
+                 * it back in (the software translator's queue); a
+                 * low-priority one is dropped. Both are counted. */
+                if (md.high == 1) {
+                    hdr.bridge.pkt_type = PKT_FORWARD;
+                    ig_tm_md.ucast_egress_port = md.cpu_port;
+                    ig_tm_md.qid = md.cpu_qid;
+                    md.reason = DROP_TO_CPU;
+                } else {
+                    md.reason = DROP_METERED;
+                    discard();
+                }
+                drop_reports.count(md.reason);
+#endif
             } else {
                 if (hdr.key_write.isValid() || hdr.key_increment.isValid()) {
                     /* Groups exist for N = 1..MAX_REDUNDANCY only. */
@@ -2037,7 +2266,11 @@ control Egress(inout eg_headers_t hdr,
             hdr.ack.setValid();
             hdr.ack.seqnum = hdr.ack_mirror.seqnum;
             hdr.ack.nack = 0;
+#ifndef DTA_NO_METER
+            hdr.ack.reserved = hdr.ack_mirror.flags[6:0];
+#else
             hdr.ack.reserved = 0;
+#endif
             drop_dta();
             mac_addr_t to = hdr.ethernet.src_addr;
             hdr.ethernet.src_addr = hdr.ethernet.dst_addr;

@@ -4,6 +4,7 @@
 #
 # 3 ports, 2 routes, 2 collectors, 3 Append lists, 2 tracked reporters.
 # Built with -DDTA_APPEND_BATCH=1: Append writes 1 entries per WRITE.
+# The rate meter is off: every report is translated as it comes.
 
 import ipaddress
 
@@ -35,6 +36,9 @@ bfrt.translator.pipe.Ingress.redundancy_group.clear()
 bfrt.translator.pipe.Ingress.append_list.clear()
 bfrt.translator.pipe.Ingress.report_pkts.clear()
 bfrt.translator.pipe.Ingress.drop_reports.clear()
+bfrt.translator.pipe.Ingress.report_priority.clear()
+bfrt.translator.pipe.Ingress.rdma_meter.clear()
+bfrt.translator.pipe.Ingress.notice_tick.clear()
 bfrt.translator.pipe.Egress.rdma_conn.clear()
 bfrt.translator.pipe.Egress.key_write_region.clear()
 bfrt.translator.pipe.Egress.key_increment_region.clear()
@@ -121,6 +125,9 @@ bfrt.translator.pipe.Ingress.append_list.add_with_set_list(collector=1, list_id=
 bfrt.translator.pipe.Egress.list_region.add_with_set_region(list=2, base_hi=0x2, base_lo=0x0, rkey=0x9a, slot_mask=0xff)  # 256 x 8 B
 bfrt.translator.pipe.Egress.list_head.mod(REGISTER_INDEX=2, f1=0)
 bfrt.translator.pipe.Egress.list_seq.mod(REGISTER_INDEX=2, f1=0)
+
+# Flow control off: no report is metered.
+bfrt.translator.pipe.Ingress.flow_cfg.set_default_with_set_flow(metered=0, cpu_port=0, cpu_qid=0)
 
 # Reporters: source address -> index and ACK session (0: NACKs only); the first expected sequence.
 bfrt.translator.pipe.Ingress.reporter.add_with_set_reporter(src_addr=ip('10.1.0.1'), idx=0, ack_session=1)  # leaf1

@@ -5,6 +5,7 @@
 # 1 port, 0 routes, 1 collector, 0 Append lists, 0 tracked reporters.
 # Built with -DDTA_NO_SEQNUM: 2-byte base header, no reporter tracking.
 # Append writes 4 entries per WRITE (-DDTA_APPEND_BATCH=4, the default build).
+# The rate meter is off: every report is translated as it comes.
 
 import ipaddress
 
@@ -39,6 +40,8 @@ bfrt.dta_translator.pipe.Ingress.batch_data0.clear()
 bfrt.dta_translator.pipe.Ingress.batch_data1.clear()
 bfrt.dta_translator.pipe.Ingress.batch_data2.clear()
 bfrt.dta_translator.pipe.Ingress.append_gathered.clear()
+bfrt.dta_translator.pipe.Ingress.report_priority.clear()
+bfrt.dta_translator.pipe.Ingress.rdma_meter.clear()
 bfrt.dta_translator.pipe.Egress.rdma_conn.clear()
 bfrt.dta_translator.pipe.Egress.key_write_region.clear()
 bfrt.dta_translator.pipe.Egress.key_increment_region.clear()
@@ -93,5 +96,8 @@ bfrt.dta_translator.pipe.Egress.ack_phase.mod(REGISTER_INDEX=0, f1=63)
 
 # Append lists: (collector, list id) -> list index; head at 0; the sequences of the batch before the first
 # (the first batch's entries are numbered from 1); gathering from the batch's first entry.
+
+# Flow control off: no report is metered.
+bfrt.dta_translator.pipe.Ingress.flow_cfg.set_default_with_set_flow(metered=0, cpu_port=0, cpu_qid=0)
 
 print('dta: dta_translator loaded: 1 port, 1 collector, 0 lists, 0 reporters')

@@ -6,6 +6,7 @@
 # Built with -DDTA_NO_SEQNUM: 2-byte base header, no reporter tracking.
 # Append writes 4 entries per WRITE (-DDTA_APPEND_BATCH=4, the default build).
 # Built with -DDTA_SKETCH_MERGE: a WRITE per merged sketch column (sketches: 2).
+# Built with -DDTA_NO_METER: no rate meter.
 
 import ipaddress
 

@@ -4,6 +4,7 @@
 #
 # 3 ports, 2 routes, 2 collectors, 3 Append lists, 2 tracked reporters.
 # Append writes 4 entries per WRITE (-DDTA_APPEND_BATCH=4, the default build).
+# The rate meter is off: every report is translated as it comes.
 
 import ipaddress
 
@@ -40,6 +41,9 @@ bfrt.translator.pipe.Ingress.batch_data0.clear()
 bfrt.translator.pipe.Ingress.batch_data1.clear()
 bfrt.translator.pipe.Ingress.batch_data2.clear()
 bfrt.translator.pipe.Ingress.append_gathered.clear()
+bfrt.translator.pipe.Ingress.report_priority.clear()
+bfrt.translator.pipe.Ingress.rdma_meter.clear()
+bfrt.translator.pipe.Ingress.notice_tick.clear()
 bfrt.translator.pipe.Egress.rdma_conn.clear()
 bfrt.translator.pipe.Egress.key_write_region.clear()
 bfrt.translator.pipe.Egress.key_increment_region.clear()
@@ -145,6 +149,9 @@ bfrt.translator.pipe.Egress.list_seq1.mod(REGISTER_INDEX=2, f1=4294967293)
 bfrt.translator.pipe.Egress.list_seq2.mod(REGISTER_INDEX=2, f1=4294967294)
 bfrt.translator.pipe.Egress.list_seq3.mod(REGISTER_INDEX=2, f1=4294967295)
 bfrt.translator.pipe.Ingress.batch_fill.mod(REGISTER_INDEX=2, f1=0)
+
+# Flow control off: no report is metered.
+bfrt.translator.pipe.Ingress.flow_cfg.set_default_with_set_flow(metered=0, cpu_port=0, cpu_qid=0)
 
 # Reporters: source address -> index and ACK session (0: NACKs only); the first expected sequence.
 bfrt.translator.pipe.Ingress.reporter.add_with_set_reporter(src_addr=ip('10.1.0.1'), idx=0, ack_session=1)  # leaf1

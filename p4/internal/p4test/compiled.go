@@ -88,7 +88,8 @@ func FromBfrt(path string) (*Source, error) {
 		return nil, err
 	}
 	ps := &Source{File: path, Consts: map[string]uint64{}, Tables: map[string]*Table{}, Actions: map[string][]string{},
-		Registers: map[string]uint64{}, Counters: map[string]uint64{}, Entries: map[string][]Entry{}, Polys: map[string]CRCPoly{}}
+		Registers: map[string]uint64{}, Counters: map[string]uint64{}, Meters: map[string]Meter{}, Entries: map[string][]Entry{},
+		Polys: map[string]CRCPoly{}}
 	for _, tb := range bj.Tables {
 		name, ok := strings.CutPrefix(tb.Name, "pipe.")
 		if !ok {
@@ -125,6 +126,12 @@ func FromBfrt(path string) (*Source, error) {
 			}
 		case "Counter":
 			ps.Counters[name] = tb.Size
+		case "Meter":
+			m := Meter{Size: tb.Size}
+			for _, d := range tb.Data {
+				m.Fields = append(m.Fields, strings.TrimPrefix(d.Singleton.Name, "$"))
+			}
+			ps.Meters[name] = m
 		}
 	}
 	if len(ps.Tables) == 0 {

@@ -33,7 +33,7 @@ func TestFromBfrt(t *testing.T) {
 			"bfrt.t.pipe.Egress.pause_until.mod(REGISTER_INDEX=0, f1=0)\nbfrt.t.pipe.Ingress.polls.clear()": "",
 		"bfrt.t.pipe.Ingress.victim_route.add_with_victim_port(dst_addr=1, dst_addr_p_length=8, egress_port=p)": "takes",
 		"bfrt.t.pipe.Egress.port_info.add_with_set_port(egress_port=1, idx=0, to_host=0, shift=3)":              "takes",
-		"bfrt.t.pipe.Egress.flow_src.clear()": "no table, register or counter",
+		"bfrt.t.pipe.Egress.flow_src.clear()": "no table, register, counter or meter",
 	} {
 		r := &recorder{TB: t}
 		CheckScript(r, ps, "t", "s.py", script, map[string]bool{})

@@ -13,7 +13,7 @@ var (
 	fieldRE = regexp.MustCompile(`b'(\w+)\.(\w+)\.f1'`)
 )
 
-// CheckScript checks every table, register and counter the script s
+// CheckScript checks every table, register, counter and meter the script s
 // (named file in messages) names against ps: that it is declared, and
 // that each call on it takes the keys and action parameters the source
 // declares, by keyword. prog, when not empty, is the bfrt program name
@@ -40,8 +40,9 @@ func CheckScript(t testing.TB, ps *Source, prog, file, s string, used map[string
 			tab, isTable := ps.Tables[obj]
 			_, isReg := ps.Registers[obj]
 			_, isCnt := ps.Counters[obj]
-			if !isTable && !isReg && !isCnt {
-				t.Errorf("%s: %s is no table, register or counter of %s", where, obj, ps.File)
+			meter, isMeter := ps.Meters[obj]
+			if !isTable && !isReg && !isCnt && !isMeter {
+				t.Errorf("%s: %s is no table, register, counter or meter of %s", where, obj, ps.File)
 				continue
 			}
 			rest := line[loc[1]:]
@@ -95,6 +96,8 @@ func CheckScript(t testing.TB, ps *Source, prog, file, s string, used map[string
 				want = []string{"REGISTER_INDEX", "f1"}
 			case method == "get" && isReg:
 				want = []string{"REGISTER_INDEX", "from_hw", "print_ents"}
+			case method == "mod" && isMeter:
+				want = append([]string{"METER_INDEX"}, meter.Fields...)
 			default:
 				t.Errorf("%s: %s.%s: not a call the tests know", where, obj, method)
 				continue
@@ -138,6 +141,11 @@ func CheckCovered(t testing.TB, ps *Source, used map[string]bool) {
 	for name := range ps.Counters {
 		if !used[name] {
 			t.Errorf("%s: counter %s is named by no script", ps.File, name)
+		}
+	}
+	for name := range ps.Meters {
+		if !used[name] {
+			t.Errorf("%s: meter %s is named by no script", ps.File, name)
 		}
 	}
 }

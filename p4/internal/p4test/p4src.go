@@ -27,8 +27,11 @@ type Source struct {
 	Actions   map[string][]string // "Ingress.drop" -> parameter names
 	Registers map[string]uint64   // "Ingress.conn_psn" -> size
 	Counters  map[string]uint64   // "Ingress.rx_pkts" -> size
-	Entries   map[string][]Entry  // const entries per table
-	Polys     map[string]CRCPoly  // CRCPolynomial instances by name
+	// Meters are indexed meters by name, with the data fields a meter
+	// entry takes in bfrt_python (the rates and bursts of its type).
+	Meters  map[string]Meter
+	Entries map[string][]Entry // const entries per table
+	Polys   map[string]CRCPoly // CRCPolynomial instances by name
 }
 
 // Table is a table's declaration.
@@ -40,6 +43,20 @@ type Table struct {
 	// the program that Tofino's rules made a table, nothing for the
 	// control plane to fill.
 	Fixed bool
+}
+
+// Meter is an indexed meter: its size and the data fields of an entry
+// (bfrt's names without the '$': METER_SPEC_CIR_PPS, ...).
+type Meter struct {
+	Size   uint64
+	Fields []string
+}
+
+// meterFields are the data fields of a TNA meter of each type: a
+// two-rate three-colour meter's committed and peak rates and bursts.
+var meterFields = map[string][]string{
+	"PACKETS": {"METER_SPEC_CIR_PPS", "METER_SPEC_PIR_PPS", "METER_SPEC_CBS_PKTS", "METER_SPEC_PBS_PKTS"},
+	"BYTES":   {"METER_SPEC_CIR_KBPS", "METER_SPEC_PIR_KBPS", "METER_SPEC_CBS_KBITS", "METER_SPEC_PBS_KBITS"},
 }
 
 // Key is a key element: its bfrt name (the @name annotation, else the
@@ -95,6 +112,7 @@ var (
 	sizeRE      = regexp.MustCompile(`\bsize\s*=\s*(\w+)\s*;`)
 	registerRE  = regexp.MustCompile(`\bRegister<[^;]*?>\s*\(\s*(\w+)[^)]*\)\s+(\w+)\s*;`)
 	counterRE   = regexp.MustCompile(`\bCounter<[^;]*?>\s*\(\s*(\w+)\s*,[^)]*\)\s+(\w+)\s*;`)
+	meterRE     = regexp.MustCompile(`\bMeter<[^;]*?>\s*\(\s*(\w+)\s*,\s*MeterType_t\.(\w+)[^)]*\)\s+(\w+)\s*;`)
 	entryRE     = regexp.MustCompile(`(0x[0-9a-fA-F]+|\d+)\s*:\s*(\w+)\s*\([^)]*\)\s*;`)
 	crcPolyRE   = regexp.MustCompile(`CRCPolynomial<bit<32>>\(\s*32w(0x[0-9a-fA-F]+)\s*,\s*(true|false)\s*,\s*(true|false)\s*,\s*(true|false)\s*,\s*32w(0x[0-9a-fA-F]+)\s*,\s*32w(0x[0-9a-fA-F]+)\s*\)\s*(\w+)\s*;`)
 )
@@ -127,7 +145,7 @@ func Parse(t testing.TB, path string) *Source {
 	}
 	src := commentRE.ReplaceAllString(string(raw), "")
 	ps := &Source{File: path, Consts: map[string]uint64{}, Tables: map[string]*Table{}, Actions: map[string][]string{},
-		Registers: map[string]uint64{}, Counters: map[string]uint64{}, Entries: map[string][]Entry{},
+		Registers: map[string]uint64{}, Counters: map[string]uint64{}, Meters: map[string]Meter{}, Entries: map[string][]Entry{},
 		Polys: map[string]CRCPoly{}}
 	num := func(s string) uint64 {
 		if v, ok := ps.Consts[s]; ok {
@@ -179,6 +197,13 @@ func Parse(t testing.TB, path string) *Source {
 		}
 		for _, m := range counterRE.FindAllStringSubmatch(body, -1) {
 			ps.Counters[ctl+"."+m[2]] = num(m[1])
+		}
+		for _, m := range meterRE.FindAllStringSubmatch(body, -1) {
+			f, ok := meterFields[m[2]]
+			if !ok {
+				t.Fatalf("%s: meter %s of type %s", path, m[3], m[2])
+			}
+			ps.Meters[ctl+"."+m[3]] = Meter{Size: num(m[1]), Fields: f}
 		}
 		for _, tm := range tableRE.FindAllStringSubmatchIndex(body, -1) {
 			name := body[tm[2]:tm[3]]
