@@ -220,6 +220,20 @@ type Graph struct {
 	// cause says, for a paused port without out-edges, why nothing
 	// downstream explains its pause.
 	cause map[int]string
+	// nic are the hosts whose NIC a switch paused (XOFF sent out of the
+	// port facing the host), by host name: the NIC's egress is a paused
+	// port like a switch's, so it waits for the switch's congested egress
+	// ports that the host's traffic went to.
+	nic map[string]*nicWait
+}
+
+// nicWait is a host's NIC paused by its switch: Port is the switch's
+// port facing the host (its PauseSent counts the XOFF frames the NIC
+// got), Edges the NIC's waits, weighted as port edges are (the XOFF
+// frames standing for the NIC's paused packets, which no switch counts).
+type nicWait struct {
+	Port  int
+	Edges []PortEdge
 }
 
 // peer is the far end of a switch port.
@@ -356,6 +370,7 @@ func Build(t *hawkeyewire.Telemetry, opt Options) *Graph {
 		reported: make(map[string]bool),
 		hostName: make(map[uint32]string),
 		cause:    make(map[int]string),
+		nic:      make(map[string]*nicWait),
 	}
 	if t == nil {
 		g.problem("no telemetry")
@@ -792,8 +807,12 @@ func (g *Graph) buildPortEdges(meters map[meterKey]uint64) {
 	cand := make([][]PortEdge, len(g.Ports))
 	for _, k := range mk {
 		up, ok := g.topo.links[PortID{k.sw, k.in}]
-		if !ok || up.host != "" {
-			continue // fed by a host or by nothing the topology knows
+		if !ok {
+			continue // fed by nothing the topology knows
+		}
+		if up.host != "" {
+			g.nicEdge(up.host, k, meters[k], inTotal[PortID{k.sw, k.in}])
+			continue
 		}
 		from, ok := g.portIdx[PortID{up.sw, up.port}]
 		if !ok {
@@ -839,6 +858,15 @@ func (g *Graph) buildPortEdges(meters map[meterKey]uint64) {
 			g.PortEdges = append(g.PortEdges, e)
 		}
 	}
+	for _, w := range g.nic {
+		var top float64
+		for _, e := range w.Edges {
+			top = max(top, e.Weight)
+		}
+		w.Edges = slices.DeleteFunc(w.Edges, func(e PortEdge) bool {
+			return e.Weight < g.opt.EdgeFraction*top && !g.Ports[e.to].IsPaused()
+		})
+	}
 	// Say, for each paused port nothing downstream explains, why.
 	for i := range g.Ports {
 		p := &g.Ports[i]
@@ -858,6 +886,36 @@ func (g *Graph) buildPortEdges(meters map[meterKey]uint64) {
 				p.ID, pr.sw, pr.sw, pr.port)
 		}
 	}
+}
+
+// nicEdge adds host's NIC's wait for egress k.out of its switch when the
+// switch paused the NIC (sent XOFF out of k.in, the port facing the
+// host): the paper's port edge from a paused port to a congested egress
+// its traffic is queued at, with the host's NIC as the paused port. A
+// flow whose sender's NIC is paused gets no ACKs and shows no pause at
+// any switch egress; its wait is this one.
+func (g *Graph) nicEdge(host string, k meterKey, bytes, total uint64) {
+	in, ok := g.portIdx[PortID{k.sw, k.in}]
+	if !ok || g.Ports[in].PauseSent == 0 {
+		return
+	}
+	to, ok := g.portIdx[PortID{k.sw, k.out}]
+	if !ok || to == in {
+		return
+	}
+	tp := &g.Ports[to]
+	if tp.Qdepth < g.opt.MinQdepth && !tp.IsPaused() {
+		return
+	}
+	w := g.nic[host]
+	if w == nil {
+		w = &nicWait{Port: in}
+		g.nic[host] = w
+	}
+	share := float64(bytes) / float64(total)
+	paused := float64(g.Ports[in].PauseSent)
+	w.Edges = append(w.Edges, PortEdge{From: "host " + host, To: tp.ID, Weight: finite(paused * share * max(tp.Qdepth, 1)),
+		Paused: paused, Share: share, Qdepth: tp.Qdepth, from: -1, to: to})
 }
 
 // routeEdges adds the buffer dependencies the flows' routes show where
