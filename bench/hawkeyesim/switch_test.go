@@ -329,8 +329,11 @@ func mustSrc(s *fabric.Sim, f int32) int { src, _ := s.FlowEnds(f); return src }
 // TestTraceIncast: a poll for the victim walks its path (s1, s2, s3) and
 // the PFC trace leaves it at s2 for s4, the switch whose pauses started
 // it, and goes nowhere else: not to s5, which is paused by s2 too but
-// only feeds the congestion, nor to the idle s6. Every switch reached
-// reports once, into one incident.
+// only feeds the congestion, nor to the idle s6. The incast's PFC has
+// reached the victim's sender by then (s1 pauses a0's NIC), so the poll
+// reaches s1 with the PFC bit already set; s1's only paused egress fed by
+// a0 is the victim's own. Every switch reached reports once, into one
+// incident.
 func TestTraceIncast(t *testing.T) {
 	n, s, sys := incastByHand(t, DefaultConfig())
 	var visits []Visit
@@ -347,9 +350,12 @@ func TestTraceIncast(t *testing.T) {
 			got[v.Switch] |= v.Type
 		}
 	}
-	want := map[string]uint16{"s1": hawkeyewire.TypeFlow, "s2": hawkeyewire.TypeBoth, "s3": hawkeyewire.TypeFlow, "s4": hawkeyewire.TypePFC}
+	want := map[string]uint16{"s1": hawkeyewire.TypeBoth, "s2": hawkeyewire.TypeBoth, "s3": hawkeyewire.TypeFlow, "s4": hawkeyewire.TypePFC}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("visits %v, want %v (all: %+v)", got, want, visits)
+	}
+	if !p.NICPaused {
+		t.Error("the poll does not say that a0's NIC was paused")
 	}
 	tel := sys.Collector.Incident(p.Event)
 	if tel == nil || tel.Victim != FlowKeyOf(s, 0) || tel.Time != p.Time {
