@@ -730,3 +730,61 @@ func TestNoPoller(t *testing.T) {
 		t.Fatalf("visits %d, collections %d, incidents %d", visited, sys.Program.Stats.Collections, len(sys.Collector.Incidents()))
 	}
 }
+
+// TestNICPausedPoll: a1 sends into the incast (to r) and to w, on its own
+// switch. s1 pauses a1's NIC, so the flow to w stalls though its one hop
+// (s1 to w) is neither paused nor queued: a flow trace alone would end
+// at a quiet s1 and collect nothing. The agent sees its NIC paused and
+// sets the PFC bit; s1 then reports and traces PFC from a1's port to the
+// paused uplink, on to s2 and s4, where the incast is.
+func TestNICPausedPoll(t *testing.T) {
+	n := build(t, "a0-s1", "a1-s1", "a2-s1", "a3-s1", "a4-s1", "w-s1", "s1-s2", "s2-s3", "s3-v", "s2-s4", "s4-r",
+		"s5-s2", "y-s5", "s6-s2", "z-s6")
+	flows := append(incastFlows(t, n), workload.Flow{Src: n.node(t, "a1"), Dst: n.node(t, "w"), Size: 64 << 20})
+	victim := int32(len(flows) - 1)
+	s := newSim(t, n, noCC(), flows...)
+	cfg := DefaultConfig()
+	cfg.QuietQdepth = 2000
+	acfg := DefaultAgentConfig()
+	acfg.Threshold = 1 << 30
+	sys, err := Attach(s, cfg, acfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var visits []Visit
+	sys.Program.OnVisit = func(v Visit) { visits = append(visits, v) }
+	runTo(t, s, 500_000)
+	if !s.Paused(n.node(t, "a1"), 0, fabric.PrioData) {
+		t.Fatal("setup: s1 does not pause a1's NIC")
+	}
+	p, err := sys.Agent.Poll(victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.NICPaused {
+		t.Fatal("the poll does not say that a1's NIC is paused")
+	}
+	runTo(t, s, 520_000)
+	got := map[string]uint16{}
+	for _, v := range visits {
+		if v.Event == p.Event && !v.Quiet {
+			got[v.Switch] |= v.Type
+		}
+	}
+	want := map[string]uint16{"s1": hawkeyewire.TypeBoth, "s2": hawkeyewire.TypePFC, "s4": hawkeyewire.TypePFC}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("collected visits %v, want %v (all: %+v)", got, want, visits)
+	}
+	tel := sys.Collector.Incident(p.Event)
+	if tel == nil {
+		t.Fatal("no incident")
+	}
+	var sws []string
+	for _, r := range tel.Reports {
+		sws = append(sws, r.Switch)
+	}
+	slices.Sort(sws)
+	if !slices.Equal(sws, []string{"s1", "s2", "s4"}) {
+		t.Fatalf("reports from %v, want s1, s2, s4", sws)
+	}
+}
