@@ -826,46 +826,23 @@ func (g *Graph) buildPortEdges(meters map[meterKey]uint64) {
 		if !ok || to == from {
 			continue
 		}
-		tp := &g.Ports[to]
-		if tp.Qdepth < g.opt.MinQdepth && !tp.IsPaused() {
-			continue // this queue holds too little to pause anyone
-		}
 		share := float64(meters[k]) / float64(inTotal[PortID{k.sw, k.in}])
-		paused := g.pausedCount(fp)
-		// A paused port whose queue saw no enqueue in the epochs read
-		// (a settled deadlock) still holds the traffic: count it as 1 B.
-		qd := max(tp.Qdepth, 1)
-		cand[from] = append(cand[from], PortEdge{From: fp.ID, To: tp.ID, Weight: finite(paused * share * qd),
-			Paused: paused, Share: share, Qdepth: tp.Qdepth, from: from, to: to})
+		if e, ok := g.waitEdge(fp.ID, from, g.pausedCount(fp), to, share); ok {
+			cand[from] = append(cand[from], e)
+		}
 	}
 	g.routeEdges(cand)
 	g.out = make([][]int, len(g.Ports))
 	g.in = make([][]int, len(g.Ports))
 	for from, es := range cand {
-		var top float64
-		for _, e := range es {
-			top = max(top, e.Weight)
-		}
-		for _, e := range es {
-			// A paused target is the PFC chain itself: keep it however
-			// little of the traffic goes there (the few packets
-			// circling a deadlock loop close the loop).
-			if e.Weight < g.opt.EdgeFraction*top && !g.Ports[e.to].IsPaused() {
-				continue
-			}
+		for _, e := range g.heavy(es) {
 			g.out[from] = append(g.out[from], len(g.PortEdges))
 			g.in[e.to] = append(g.in[e.to], len(g.PortEdges))
 			g.PortEdges = append(g.PortEdges, e)
 		}
 	}
 	for _, w := range g.nic {
-		var top float64
-		for _, e := range w.Edges {
-			top = max(top, e.Weight)
-		}
-		w.Edges = slices.DeleteFunc(w.Edges, func(e PortEdge) bool {
-			return e.Weight < g.opt.EdgeFraction*top && !g.Ports[e.to].IsPaused()
-		})
+		w.Edges = g.heavy(w.Edges)
 	}
 	// Say, for each paused port nothing downstream explains, why.
 	for i := range g.Ports {
@@ -903,8 +880,8 @@ func (g *Graph) nicEdge(host string, k meterKey, bytes, total uint64) {
 	if !ok || to == in {
 		return
 	}
-	tp := &g.Ports[to]
-	if tp.Qdepth < g.opt.MinQdepth && !tp.IsPaused() {
+	e, ok := g.waitEdge("host "+host, -1, float64(g.Ports[in].PauseSent), to, float64(bytes)/float64(total))
+	if !ok {
 		return
 	}
 	w := g.nic[host]
@@ -912,10 +889,37 @@ func (g *Graph) nicEdge(host string, k meterKey, bytes, total uint64) {
 		w = &nicWait{Port: in}
 		g.nic[host] = w
 	}
-	share := float64(bytes) / float64(total)
-	paused := float64(g.Ports[in].PauseSent)
-	w.Edges = append(w.Edges, PortEdge{From: "host " + host, To: tp.ID, Weight: finite(paused * share * max(tp.Qdepth, 1)),
-		Paused: paused, Share: share, Qdepth: tp.Qdepth, from: -1, to: to})
+	w.Edges = append(w.Edges, e)
+}
+
+// waitEdge is the wait of a paused port (id, index from, its pause count
+// paused) for egress to of the next switch, which share of the traffic
+// the paused port sent there went to: paused x share x to's queue. No
+// edge when to holds too little to pause anyone.
+func (g *Graph) waitEdge(id string, from int, paused float64, to int, share float64) (PortEdge, bool) {
+	tp := &g.Ports[to]
+	if tp.Qdepth < g.opt.MinQdepth && !tp.IsPaused() {
+		return PortEdge{}, false
+	}
+	// A paused port whose queue saw no enqueue in the epochs read (a
+	// settled deadlock) still holds the traffic: count it as 1 B.
+	qd := max(tp.Qdepth, 1)
+	return PortEdge{From: id, To: tp.ID, Weight: finite(paused * share * qd), Paused: paused, Share: share, Qdepth: tp.Qdepth,
+		from: from, to: to}, true
+}
+
+// heavy are the edges out of one paused port that it really waits for:
+// those at least EdgeFraction of the heaviest, and every one to a paused
+// port, which is the PFC chain itself, however little of the traffic
+// goes there (the few packets circling a deadlock loop close the loop).
+func (g *Graph) heavy(es []PortEdge) []PortEdge {
+	var top float64
+	for _, e := range es {
+		top = max(top, e.Weight)
+	}
+	return slices.DeleteFunc(es, func(e PortEdge) bool {
+		return e.Weight < g.opt.EdgeFraction*top && !g.Ports[e.to].IsPaused()
+	})
 }
 
 // routeEdges adds the buffer dependencies the flows' routes show where
