@@ -82,6 +82,9 @@ func (s *Sim) FlowEnds(flow int32) (src, dst int) {
 // FlowHash is the hash switches use for a flow's ECMP.
 func (s *Sim) FlowHash(flow int32) uint32 { return flowHash(s.net.flows[flow].f.ID) }
 
+// FlowPrio is the class flow's data travels in.
+func (s *Sim) FlowPrio(flow int32) uint8 { return s.net.flows[flow].prio() }
+
 // Send transmits a packet a program builds (a probe or a polling packet)
 // out of node's port: on a switch into the egress queue of its priority,
 // without buffer accounting (control traffic the MMU reserves for); on a

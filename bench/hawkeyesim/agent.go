@@ -71,6 +71,9 @@ type PollEvent struct {
 	// Stall: the poll came from the stall check (no ACK for longer than
 	// the threshold), not from an RTT sample; RTT is then the wait.
 	Stall bool `json:"stall,omitempty"`
+	// NICPaused: the sender's NIC was paused by PFC for the victim's
+	// class when the poll left, so the poll carried the PFC bit.
+	NICPaused bool `json:"nic_paused,omitempty"`
 }
 
 // Agent is the detection agent of every host of a simulation: it watches
@@ -208,16 +211,29 @@ func (a *Agent) Poll(flow int32) (PollEvent, error) {
 	return a.send(src, flow, 0, a.Base(flow), false)
 }
 
+// send polls for flow from host. A sender whose NIC is paused for the
+// victim's class (its switch sent it PAUSE frames) has the victim's first
+// paused egress in the NIC itself: the poll carries the PFC bit, as a
+// switch sets it on a paused egress (the paper's Figure 6), so that the
+// switch which paused the NIC traces its own PFC causality from the port
+// the poll came in by. Such a victim sends nothing and, its last packets
+// short of the receiver's ACK batch, gets no ACK; no switch egress on its
+// path is paused or queued for it, and without the bit none would report.
 func (a *Agent) send(host int, flow int32, rtt, base int64, stall bool) (PollEvent, error) {
 	ev := a.next
-	if err := a.sim.Send(host, 0, PollPacket(a.sim, flow, ev, a.cfg.Prio)); err != nil {
+	pkt := PollPacket(a.sim, flow, ev, a.cfg.Prio)
+	nic := a.sim.Paused(host, 0, a.sim.FlowPrio(flow))
+	if nic {
+		pkt.Tag = PollTag(hawkeyewire.TypeFlow|hawkeyewire.TypePFC, 0, 0, ev)
+	}
+	if err := a.sim.Send(host, 0, pkt); err != nil {
 		return PollEvent{}, err
 	}
 	a.next++
 	now := a.sim.Now()
 	a.last[flow] = now
 	p := PollEvent{Time: now, Host: a.sim.Graph().Nodes[host].Name, Flow: flow, Victim: FlowKeyOf(a.sim, flow),
-		Event: ev, RTT: rtt, Base: base, Stall: stall}
+		Event: ev, RTT: rtt, Base: base, Stall: stall, NICPaused: nic}
 	a.polls = append(a.polls, p)
 	if a.OnPoll != nil {
 		a.OnPoll(p)

@@ -329,8 +329,11 @@ func mustSrc(s *fabric.Sim, f int32) int { src, _ := s.FlowEnds(f); return src }
 // TestTraceIncast: a poll for the victim walks its path (s1, s2, s3) and
 // the PFC trace leaves it at s2 for s4, the switch whose pauses started
 // it, and goes nowhere else: not to s5, which is paused by s2 too but
-// only feeds the congestion, nor to the idle s6. Every switch reached
-// reports once, into one incident.
+// only feeds the congestion, nor to the idle s6. The incast's PFC has
+// reached the victim's sender by then (s1 pauses a0's NIC), so the poll
+// reaches s1 with the PFC bit already set; s1's only paused egress fed by
+// a0 is the victim's own. Every switch reached reports once, into one
+// incident.
 func TestTraceIncast(t *testing.T) {
 	n, s, sys := incastByHand(t, DefaultConfig())
 	var visits []Visit
@@ -347,9 +350,12 @@ func TestTraceIncast(t *testing.T) {
 			got[v.Switch] |= v.Type
 		}
 	}
-	want := map[string]uint16{"s1": hawkeyewire.TypeFlow, "s2": hawkeyewire.TypeBoth, "s3": hawkeyewire.TypeFlow, "s4": hawkeyewire.TypePFC}
+	want := map[string]uint16{"s1": hawkeyewire.TypeBoth, "s2": hawkeyewire.TypeBoth, "s3": hawkeyewire.TypeFlow, "s4": hawkeyewire.TypePFC}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("visits %v, want %v (all: %+v)", got, want, visits)
+	}
+	if !p.NICPaused {
+		t.Error("the poll does not say that a0's NIC was paused")
 	}
 	tel := sys.Collector.Incident(p.Event)
 	if tel == nil || tel.Victim != FlowKeyOf(s, 0) || tel.Time != p.Time {
@@ -722,5 +728,63 @@ func TestNoPoller(t *testing.T) {
 	if visited == 0 || sys.Program.Stats.Collections != 0 || len(sys.Collector.Incidents()) != 1 ||
 		len(sys.Collector.Incidents()[0].Reports) != 0 {
 		t.Fatalf("visits %d, collections %d, incidents %d", visited, sys.Program.Stats.Collections, len(sys.Collector.Incidents()))
+	}
+}
+
+// TestNICPausedPoll: a1 sends into the incast (to r) and to w, on its own
+// switch. s1 pauses a1's NIC, so the flow to w stalls though its one hop
+// (s1 to w) is neither paused nor queued: a flow trace alone would end
+// at a quiet s1 and collect nothing. The agent sees its NIC paused and
+// sets the PFC bit; s1 then reports and traces PFC from a1's port to the
+// paused uplink, on to s2 and s4, where the incast is.
+func TestNICPausedPoll(t *testing.T) {
+	n := build(t, "a0-s1", "a1-s1", "a2-s1", "a3-s1", "a4-s1", "w-s1", "s1-s2", "s2-s3", "s3-v", "s2-s4", "s4-r",
+		"s5-s2", "y-s5", "s6-s2", "z-s6")
+	flows := append(incastFlows(t, n), workload.Flow{Src: n.node(t, "a1"), Dst: n.node(t, "w"), Size: 64 << 20})
+	victim := int32(len(flows) - 1)
+	s := newSim(t, n, noCC(), flows...)
+	cfg := DefaultConfig()
+	cfg.QuietQdepth = 2000
+	acfg := DefaultAgentConfig()
+	acfg.Threshold = 1 << 30
+	sys, err := Attach(s, cfg, acfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var visits []Visit
+	sys.Program.OnVisit = func(v Visit) { visits = append(visits, v) }
+	runTo(t, s, 500_000)
+	if !s.Paused(n.node(t, "a1"), 0, fabric.PrioData) {
+		t.Fatal("setup: s1 does not pause a1's NIC")
+	}
+	p, err := sys.Agent.Poll(victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.NICPaused {
+		t.Fatal("the poll does not say that a1's NIC is paused")
+	}
+	runTo(t, s, 520_000)
+	got := map[string]uint16{}
+	for _, v := range visits {
+		if v.Event == p.Event && !v.Quiet {
+			got[v.Switch] |= v.Type
+		}
+	}
+	want := map[string]uint16{"s1": hawkeyewire.TypeBoth, "s2": hawkeyewire.TypePFC, "s4": hawkeyewire.TypePFC}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("collected visits %v, want %v (all: %+v)", got, want, visits)
+	}
+	tel := sys.Collector.Incident(p.Event)
+	if tel == nil {
+		t.Fatal("no incident")
+	}
+	var sws []string
+	for _, r := range tel.Reports {
+		sws = append(sws, r.Switch)
+	}
+	slices.Sort(sws)
+	if !slices.Equal(sws, []string{"s1", "s2", "s4"}) {
+		t.Fatalf("reports from %v, want s1, s2, s4", sws)
 	}
 }

@@ -195,34 +195,40 @@ func (g *Graph) Diagnose() *Diagnosis {
 		Problems: slices.Clone(g.Problems), PortEdges: g.PortEdges, RootCauses: []RootCause{}}
 	defer d.finish()
 	var path []int
+	nic := g.nic[g.hostName[g.Victim.Src]]
+	if nic != nil && len(nic.Edges) == 0 {
+		nic = nil
+	}
 	if vf, ok := g.flowIdx[g.Victim]; ok {
 		path = g.victimPath(vf)
 	} else if len(g.pathHops) > 0 {
 		path = g.pathHops
 		d.explain("no flow record names the victim: its hops are the ports its polling packet took, with the ports' counters")
-	} else {
+	} else if nic == nil {
 		d.Type = Unknown
 		d.Confidence = 0
 		d.problem("victim %s appears in no switch's flow records: its path, and so the anomaly, cannot be traced", d.Victim)
 		return d
 	}
-	var starts []int
+	var starts []start
 	for _, hi := range path {
 		h := &g.hops[hi]
 		p := &g.Ports[h.port]
 		d.VictimPath = append(d.VictimPath, Hop{Port: p.ID, Packets: h.packets, Paused: h.paused,
 			Qdepth: finite(h.qdepthSum / float64(max(h.packets, 1))), PFC: h.paused > 0, Contention: p.Contention})
 		if h.paused > 0 {
-			starts = append(starts, hi)
+			starts = append(starts, start{h.port, float64(h.paused)})
+			d.explain("the victim was paused at %s (%d of its %d packets there)", p.ID, h.paused, h.packets)
 		}
+	}
+	if len(starts) == 0 && nic != nil {
+		// The victim's own NIC was paused: the first paused port on its
+		// path is the sender's egress, and its wait spreads from there.
+		starts = g.nicStarts(d, nic)
 	}
 	if len(starts) == 0 {
 		g.diagnoseUnpaused(d, path)
 		return d
-	}
-	for _, hi := range starts {
-		d.explain("the victim was paused at %s (%d of its %d packets there)", g.Ports[g.hops[hi].port].ID,
-			g.hops[hi].paused, g.hops[hi].packets)
 	}
 	reach := g.reach(starts)
 	loops := g.loops(reach)
@@ -344,13 +350,46 @@ func (g *Graph) victimPath(vf int) []int {
 	return out
 }
 
-// reach returns the ports reachable over port-level edges from the ports
-// of the start hops, in breadth-first order.
-func (g *Graph) reach(starts []int) []int {
+// start is a port where the victim's wait enters the port graph, and
+// how much of it: a hop of the victim's where it was paused (its paused
+// packets), or a port its paused NIC waited for (the NIC's wait split by
+// the edges' weights).
+type start struct {
+	port int
+	mass float64
+}
+
+// nicStarts are the starts of a victim that no switch paused but whose
+// sender's NIC its switch did: the switch's congested egress ports the
+// NIC's traffic went to, each with its share of the NIC's wait.
+func (g *Graph) nicStarts(d *Diagnosis, w *nicWait) []start {
+	var total float64
+	for _, e := range w.Edges {
+		total += e.Weight
+	}
+	host := g.hostName[g.Victim.Src]
+	d.explain("the victim was paused at no switch egress, but its sender's NIC was: %s sent host %s %d PAUSE frames",
+		g.Ports[w.Port].ID, host, g.Ports[w.Port].PauseSent)
+	var out []start
+	for _, e := range w.Edges {
+		m := 1 / float64(len(w.Edges))
+		if total > 0 {
+			m = e.Weight / total
+		}
+		out = append(out, start{e.to, m})
+		d.PortEdges = append(slices.Clip(d.PortEdges), e)
+		d.explain("host %s's NIC waits for %s (%.0f%% of its traffic there, average queue %.0f B)", host, e.To, 100*e.Share, e.Qdepth)
+	}
+	return out
+}
+
+// reach returns the ports reachable over port-level edges from the start
+// ports, in breadth-first order.
+func (g *Graph) reach(starts []start) []int {
 	seen := make(map[int]bool)
 	var order []int
-	for _, hi := range starts {
-		p := g.hops[hi].port
+	for _, st := range starts {
+		p := st.port
 		if !seen[p] {
 			seen[p] = true
 			order = append(order, p)
@@ -486,7 +525,7 @@ func (g *Graph) cycle(loop []int, entry int) []string {
 // on the victim's path where it was paused (or, when target is not
 // reachable from there, from any of them), in spreading order: target
 // first, the victim's port last.
-func (g *Graph) spreadPath(starts []int, target int) []string {
+func (g *Graph) spreadPath(starts []start, target int) []string {
 	if len(starts) > 1 {
 		if p := g.spreadPath(starts[:1], target); p != nil {
 			return p
@@ -494,8 +533,8 @@ func (g *Graph) spreadPath(starts []int, target int) []string {
 	}
 	parent := make(map[int]int)
 	var queue []int
-	for _, hi := range starts {
-		p := g.hops[hi].port
+	for _, st := range starts {
+		p := st.port
 		if _, ok := parent[p]; !ok {
 			parent[p] = -1
 			queue = append(queue, p)
@@ -720,7 +759,7 @@ func (g *Graph) upstreamPath(pi int) []string {
 // packets are spread over the wait-for edges (in proportion to their
 // weights, in topological order) down to the initial congestion points,
 // and the heaviest one decides (Table 2: incast or storm).
-func (g *Graph) diagnoseTree(d *Diagnosis, starts []int, reach []int) {
+func (g *Graph) diagnoseTree(d *Diagnosis, starts []start, reach []int) {
 	inReach := make(map[int]bool, len(reach))
 	for _, p := range reach {
 		inReach[p] = true
@@ -733,9 +772,9 @@ func (g *Graph) diagnoseTree(d *Diagnosis, starts []int, reach []int) {
 	}
 	mass := make(map[int]float64, len(reach))
 	var total float64
-	for _, hi := range starts {
-		mass[g.hops[hi].port] += float64(g.hops[hi].paused)
-		total += float64(g.hops[hi].paused)
+	for _, st := range starts {
+		mass[st.port] += st.mass
+		total += st.mass
 	}
 	var queue []int
 	for _, p := range reach {
@@ -828,7 +867,7 @@ func (g *Graph) diagnoseTree(d *Diagnosis, starts []int, reach []int) {
 // make its ports' out-degree 2, but the loop port waits mostly for the
 // loop. Only when no loop port holds flow contention (nothing inside
 // could have started it) does a lighter exit to contention decide.
-func (g *Graph) diagnoseDeadlock(d *Diagnosis, starts []int, loops [][]int) {
+func (g *Graph) diagnoseDeadlock(d *Diagnosis, starts []start, loops [][]int) {
 	inLoop := make(map[int]bool)
 	for _, l := range loops {
 		for _, p := range l {

@@ -720,3 +720,71 @@ func TestStormSingleFlowQueue(t *testing.T) {
 		t.Fatalf("%s, root causes %+v (%v)", d.Type, d.RootCauses, d.Explanation)
 	}
 }
+
+// TestNICPausedVictim: the victim V (X to Y, one hop at SW1) was paused at
+// no switch egress and its only queue is empty, but SW1 paused X's NIC
+// (XOFF out of SW1:3): X's other flow F2 fills the paused SW1:1, so V's
+// sender waits for SW1:1 and, down the PFC path, for the incast at SW4:1.
+// Without the XOFF count V is no anomaly; with it, the incast, from the
+// NIC. The same holds when V sent nothing in the epochs read (no flow
+// record): its NIC's wait is all the telemetry says of it.
+func TestNICPausedVictim(t *testing.T) {
+	for _, tc := range []struct {
+		sent   uint32
+		record bool
+		want   Anomaly
+	}{{0, true, None}, {40, true, Incast}, {40, false, Incast}, {0, false, Unknown}} {
+		c := newIncast()
+		v := c.s.flow("X", "Y", 1003)
+		if tc.record {
+			c.s.hop("SW1", v, 3, 4, 4, 0, 100)
+		}
+		c.s.victim = v
+		tel := c.s.telemetry()
+		if tc.sent > 0 {
+			setPauseSent(t, tel, "SW1", 3, tc.sent)
+		}
+		d := diagnose(t, tel)
+		if d.Type != tc.want {
+			t.Fatalf("pause sent %d, flow record %v: %s, want %s (%v %v)", tc.sent, tc.record, d.Type, tc.want, d.Explanation, d.Problems)
+		}
+		if tc.want != Incast {
+			continue
+		}
+		if !sameSet(keys(d.RootCauses), c.bursts) || d.Initiator != c.sw41 {
+			t.Errorf("flow record %v: initiator %s root causes %v, want the bursts at SW4:1", tc.record, d.Initiator, keys(d.RootCauses))
+		}
+		if want := []string{"SW4:1", "SW2:3", "SW1:1"}; !slices.Equal(d.Path, want) {
+			t.Errorf("flow record %v: path %v, want %v", tc.record, d.Path, want)
+		}
+		if !slices.ContainsFunc(d.PortEdges, func(e PortEdge) bool { return e.From == "host X" && e.To == "SW1:1" }) ||
+			slices.ContainsFunc(d.PortEdges, func(e PortEdge) bool { return e.From == "host X" && e.To == "SW1:4" }) {
+			t.Errorf("flow record %v: the NIC's edges %v: want SW1:1 (paused), not the idle SW1:4", tc.record, d.PortEdges)
+		}
+		if !slices.ContainsFunc(d.Explanation, func(s string) bool { return strings.Contains(s, "sender's NIC") }) {
+			t.Errorf("flow record %v: the explanation does not name the NIC: %v", tc.record, d.Explanation)
+		}
+	}
+}
+
+// setPauseSent sets the XOFF frames sw sent out of port in its newest
+// epoch's port record (adding the record when the port had no traffic).
+func setPauseSent(t *testing.T, tel *hawkeyewire.Telemetry, sw string, port int, n uint32) {
+	t.Helper()
+	for ri := range tel.Reports {
+		r := &tel.Reports[ri]
+		if r.Switch != sw {
+			continue
+		}
+		e := &r.Epochs[len(r.Epochs)-1]
+		for pi := range e.Ports {
+			if e.Ports[pi].Port == port {
+				e.Ports[pi].PauseSent = n
+				return
+			}
+		}
+		e.Ports = append(e.Ports, hawkeyewire.PortRecord{Port: port, PauseSent: n})
+		return
+	}
+	t.Fatalf("no report from %s", sw)
+}

@@ -33,6 +33,15 @@ func FuzzDiagnose(f *testing.F) {
 	if b, err := json.Marshal(ps); err == nil {
 		f.Add(b)
 	}
+	// A victim no switch paused, whose sender's NIC its switch paused.
+	nc := newIncast()
+	nc.s.victim = nc.s.flow("X", "Y", 1003)
+	nc.s.hop("SW1", nc.s.victim, 3, 4, 4, 0, 100)
+	nt := nc.s.telemetry() // Reports[0] is SW1's
+	nt.Reports[0].Epochs[0].Ports = append(nt.Reports[0].Epochs[0].Ports, hawkeyewire.PortRecord{Port: 3, PauseSent: 40})
+	if b, err := json.Marshal(nt); err == nil {
+		f.Add(b)
+	}
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`{"victim":{"src":1},"reports":[{"switch":"a","truncated":true,"epochs":[{}]}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -220,6 +220,20 @@ type Graph struct {
 	// cause says, for a paused port without out-edges, why nothing
 	// downstream explains its pause.
 	cause map[int]string
+	// nic are the hosts whose NIC a switch paused (XOFF sent out of the
+	// port facing the host), by host name: the NIC's egress is a paused
+	// port like a switch's, so it waits for the switch's congested egress
+	// ports that the host's traffic went to.
+	nic map[string]*nicWait
+}
+
+// nicWait is a host's NIC paused by its switch: Port is the switch's
+// port facing the host (its PauseSent counts the XOFF frames the NIC
+// got), Edges the NIC's waits, weighted as port edges are (the XOFF
+// frames standing for the NIC's paused packets, which no switch counts).
+type nicWait struct {
+	Port  int
+	Edges []PortEdge
 }
 
 // peer is the far end of a switch port.
@@ -356,6 +370,7 @@ func Build(t *hawkeyewire.Telemetry, opt Options) *Graph {
 		reported: make(map[string]bool),
 		hostName: make(map[uint32]string),
 		cause:    make(map[int]string),
+		nic:      make(map[string]*nicWait),
 	}
 	if t == nil {
 		g.problem("no telemetry")
@@ -792,8 +807,12 @@ func (g *Graph) buildPortEdges(meters map[meterKey]uint64) {
 	cand := make([][]PortEdge, len(g.Ports))
 	for _, k := range mk {
 		up, ok := g.topo.links[PortID{k.sw, k.in}]
-		if !ok || up.host != "" {
-			continue // fed by a host or by nothing the topology knows
+		if !ok {
+			continue // fed by nothing the topology knows
+		}
+		if up.host != "" {
+			g.nicEdge(up.host, k, meters[k], inTotal[PortID{k.sw, k.in}])
+			continue
 		}
 		from, ok := g.portIdx[PortID{up.sw, up.port}]
 		if !ok {
@@ -807,37 +826,23 @@ func (g *Graph) buildPortEdges(meters map[meterKey]uint64) {
 		if !ok || to == from {
 			continue
 		}
-		tp := &g.Ports[to]
-		if tp.Qdepth < g.opt.MinQdepth && !tp.IsPaused() {
-			continue // this queue holds too little to pause anyone
-		}
 		share := float64(meters[k]) / float64(inTotal[PortID{k.sw, k.in}])
-		paused := g.pausedCount(fp)
-		// A paused port whose queue saw no enqueue in the epochs read
-		// (a settled deadlock) still holds the traffic: count it as 1 B.
-		qd := max(tp.Qdepth, 1)
-		cand[from] = append(cand[from], PortEdge{From: fp.ID, To: tp.ID, Weight: finite(paused * share * qd),
-			Paused: paused, Share: share, Qdepth: tp.Qdepth, from: from, to: to})
+		if e, ok := g.waitEdge(fp.ID, from, g.pausedCount(fp), to, share); ok {
+			cand[from] = append(cand[from], e)
+		}
 	}
 	g.routeEdges(cand)
 	g.out = make([][]int, len(g.Ports))
 	g.in = make([][]int, len(g.Ports))
 	for from, es := range cand {
-		var top float64
-		for _, e := range es {
-			top = max(top, e.Weight)
-		}
-		for _, e := range es {
-			// A paused target is the PFC chain itself: keep it however
-			// little of the traffic goes there (the few packets
-			// circling a deadlock loop close the loop).
-			if e.Weight < g.opt.EdgeFraction*top && !g.Ports[e.to].IsPaused() {
-				continue
-			}
+		for _, e := range g.heavy(es) {
 			g.out[from] = append(g.out[from], len(g.PortEdges))
 			g.in[e.to] = append(g.in[e.to], len(g.PortEdges))
 			g.PortEdges = append(g.PortEdges, e)
 		}
+	}
+	for _, w := range g.nic {
+		w.Edges = g.heavy(w.Edges)
 	}
 	// Say, for each paused port nothing downstream explains, why.
 	for i := range g.Ports {
@@ -858,6 +863,63 @@ func (g *Graph) buildPortEdges(meters map[meterKey]uint64) {
 				p.ID, pr.sw, pr.sw, pr.port)
 		}
 	}
+}
+
+// nicEdge adds host's NIC's wait for egress k.out of its switch when the
+// switch paused the NIC (sent XOFF out of k.in, the port facing the
+// host): the paper's port edge from a paused port to a congested egress
+// its traffic is queued at, with the host's NIC as the paused port. A
+// flow whose sender's NIC is paused gets no ACKs and shows no pause at
+// any switch egress; its wait is this one.
+func (g *Graph) nicEdge(host string, k meterKey, bytes, total uint64) {
+	in, ok := g.portIdx[PortID{k.sw, k.in}]
+	if !ok || g.Ports[in].PauseSent == 0 {
+		return
+	}
+	to, ok := g.portIdx[PortID{k.sw, k.out}]
+	if !ok || to == in {
+		return
+	}
+	e, ok := g.waitEdge("host "+host, -1, float64(g.Ports[in].PauseSent), to, float64(bytes)/float64(total))
+	if !ok {
+		return
+	}
+	w := g.nic[host]
+	if w == nil {
+		w = &nicWait{Port: in}
+		g.nic[host] = w
+	}
+	w.Edges = append(w.Edges, e)
+}
+
+// waitEdge is the wait of a paused port (id, index from, its pause count
+// paused) for egress to of the next switch, which share of the traffic
+// the paused port sent there went to: paused x share x to's queue. No
+// edge when to holds too little to pause anyone.
+func (g *Graph) waitEdge(id string, from int, paused float64, to int, share float64) (PortEdge, bool) {
+	tp := &g.Ports[to]
+	if tp.Qdepth < g.opt.MinQdepth && !tp.IsPaused() {
+		return PortEdge{}, false
+	}
+	// A paused port whose queue saw no enqueue in the epochs read (a
+	// settled deadlock) still holds the traffic: count it as 1 B.
+	qd := max(tp.Qdepth, 1)
+	return PortEdge{From: id, To: tp.ID, Weight: finite(paused * share * qd), Paused: paused, Share: share, Qdepth: tp.Qdepth,
+		from: from, to: to}, true
+}
+
+// heavy are the edges out of one paused port that it really waits for:
+// those at least EdgeFraction of the heaviest, and every one to a paused
+// port, which is the PFC chain itself, however little of the traffic
+// goes there (the few packets circling a deadlock loop close the loop).
+func (g *Graph) heavy(es []PortEdge) []PortEdge {
+	var top float64
+	for _, e := range es {
+		top = max(top, e.Weight)
+	}
+	return slices.DeleteFunc(es, func(e PortEdge) bool {
+		return e.Weight < g.opt.EdgeFraction*top && !g.Ports[e.to].IsPaused()
+	})
 }
 
 // routeEdges adds the buffer dependencies the flows' routes show where
