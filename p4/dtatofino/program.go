@@ -95,9 +95,8 @@
 //     duplicates and gaps take a token too, only red reports wait (the
 //     software translator queues every report while one waits), and a
 //     report the full CPU queue drops is lost (the software translator
-//     refuses it, and its reporter resends it). Nothing here is the
-//     switch CPU's side: the program that reads the queue and sends the
-//     reports back in is not part of this package.
+//     refuses it, and its reporter resends it). CPUAgent is the switch
+//     CPU's side: it reads the queue and sends the reports back in.
 //   - Postcard outcomes are counted in postcard_events (held, complete,
 //     bad hop) and evictions in postcard_evictions: the postcard that
 //     evicts a flow is held too, and a Tofino counter takes one count per
