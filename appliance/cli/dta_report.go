@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/internal/dtawire"
 	"github.com/rdma-appliance/appliance/translator/dtatranslator"
@@ -125,16 +124,11 @@ func runDtaReport(ctx context.Context, env *Env, o dtaReportOptions) error {
 	if err != nil {
 		return err
 	}
-	pool, err := dpdk.NewPool("dta-report", 4096, 0)
+	p, pool, closePort, err := openPacketPort("dta-report", o.port, 4096)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	p, err := dpdk.Open(o.port, dpdk.Config{Pool: pool, RxQueues: 1, TxQueues: 1, Promiscuous: true})
-	if err != nil {
-		return err
-	}
-	defer p.Close()
+	defer closePort()
 	cfg.SrcMAC = header.MAC(p.Info().MAC)
 	if o.mac != "" {
 		if cfg.SrcMAC, err = header.ParseMAC(o.mac); err != nil {

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 
-	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/internal/dtawire"
 	"github.com/rdma-appliance/appliance/p4/dtatofino"
 )
@@ -78,16 +77,11 @@ func runDtaSwitchCPU(ctx context.Context, env *Env, o dtaSwitchCPUOptions) error
 		return err
 	}
 	// The queue holds packet buffers: the pool covers it and a burst.
-	pool, err := dpdk.NewPool("dta-switch-cpu", o.qlen+2*o.burst+64, 0)
+	p, _, closePort, err := openPacketPort("dta-switch-cpu", o.port, o.qlen+2*o.burst+64)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	p, err := dpdk.Open(o.port, dpdk.Config{Pool: pool, RxQueues: 1, TxQueues: 1, Promiscuous: true})
-	if err != nil {
-		return err
-	}
-	defer p.Close()
+	defer closePort()
 	cfg.Port = p
 	a, err := dtatofino.NewCPUAgent(cfg)
 	if err != nil {

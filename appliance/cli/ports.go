@@ -81,3 +81,19 @@ func dash(s string) string {
 	}
 	return s
 }
+
+// openPacketPort opens the one-queue, promiscuous port a DTA sender or the
+// switch CPU's agent works on, with a pool of n packet buffers of its own
+// (which a sender takes its packets from); closing releases both.
+func openPacketPort(name, port string, n int) (dpdk.Port, *dpdk.Pool, func(), error) {
+	pool, err := dpdk.NewPool(name, n, 0)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	p, err := dpdk.Open(port, dpdk.Config{Pool: pool, RxQueues: 1, TxQueues: 1, Promiscuous: true})
+	if err != nil {
+		pool.Close()
+		return nil, nil, nil, err
+	}
+	return p, pool, func() { p.Close(); pool.Close() }, nil
+}
