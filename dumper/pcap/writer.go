@@ -330,7 +330,7 @@ func (w *Writer) flushBuf() error {
 	}
 	if w.align > 0 {
 		// Whole blocks only; the rest waits at the buffer's start for
-		// the next flush (or for the final one, endDirect).
+		// the next flush (or for the final one, flushAll).
 		n := len(w.buf) &^ (w.align - 1)
 		if n == 0 {
 			return nil
