@@ -29,7 +29,9 @@
 //     with the same selection in tcpdump's syntax: udp dst port 4791 and
 //     udp[12:4] & 0xffffff = 17. Same ring size (256 x 256 KiB), same snap
 //     length, no promiscuous mode; not --immediate-mode (TPACKET_V2 and a
-//     wakeup per packet, which only costs tcpdump CPU).
+//     wakeup per packet, which only costs tcpdump CPU). tcpdump-file is
+//     tcpdump writing a file in a temporary directory (-Z root, so that it
+//     may), the dumper's peer: both pay for a real file.
 //   - dumper: this test binary as a helper running the Lumina dumper
 //     (package dumper, snap-len 128, 1 s block timeout) on an afpacket
 //     port, unpinned: its capture path copies each frame's first 128 bytes
@@ -104,6 +106,7 @@ type capturer struct {
 	dumper    bool   // our helper runs the Lumina dumper on its port
 	opts      string // afpacket port options for the dumper helper
 	qp        bool   // keeps QP keptQP only
+	file      bool   // tcpdump writes a file (in a temporary directory) instead of /dev/null
 }
 
 var (
@@ -111,6 +114,10 @@ var (
 	applianceQPCap = capturer{name: "appliance-qp", appliance: true, qp: true}
 	tcpdumpCap     = capturer{name: "tcpdump", tcpdump: true}
 	tcpdumpQPCap   = capturer{name: "tcpdump-qp", tcpdump: true, qp: true}
+	// tcpdump-file is the dumper's peer: it writes its capture to a file in
+	// the same kind of directory as the dumper's, paying for the page cache
+	// as the dumper pays for its file.
+	tcpdumpFileCap = capturer{name: "tcpdump-file", tcpdump: true, file: true}
 	dumperCap      = capturer{name: "dumper", dumper: true, opts: "snaplen=128,timeout=1000ms"}
 )
 
@@ -121,7 +128,7 @@ var phases = []struct {
 	rates     []float64
 	capturers []capturer
 }{
-	{0, []float64{0.25, 0.5, 0}, []capturer{applianceCap, applianceQPCap, dumperCap, tcpdumpCap, tcpdumpQPCap}},
+	{0, []float64{0.25, 0.5, 0}, []capturer{applianceCap, applianceQPCap, dumperCap, tcpdumpCap, tcpdumpQPCap, tcpdumpFileCap}},
 	{budgetPct, []float64{0.2, 0.4, 0.6, 0.8, 1.0, 0}, []capturer{applianceCap, dumperCap, tcpdumpCap}},
 }
 
@@ -297,6 +304,8 @@ func BenchmarkCapture(b *testing.B) {
 	ca, ct := cpuAtTop(a, t, result.cpuPerM), cpuAtTop(t, a, result.cpuPerM)
 	cqa, cqt := cpuAtTop(aq, tq, result.cpuPerOffered), cpuAtTop(tq, aq, result.cpuPerOffered)
 	cdm, ctd, wdm := cpuAtTop(dm, t, result.cpuPerM), cpuAtTop(t, dm, result.cpuPerM), cpuAtTop(dm, t, result.writeCPUPerM)
+	tf := results[tcpdumpFileCap.name]
+	cdf, ctf, wdf := cpuAtTop(dm, tf, result.cpuPerM), cpuAtTop(tf, dm, result.cpuPerM), cpuAtTop(dm, tf, result.writeCPUPerM)
 	b.ReportMetric(zeroDropRate(a, 0), "appliance-zerodrop-Mpps")
 	b.ReportMetric(zeroDropRate(aq, 0), "appliance-qp-zerodrop-Mpps")
 	b.ReportMetric(zeroDropRate(t, 0), "tcpdump-zerodrop-Mpps")
@@ -306,6 +315,10 @@ func BenchmarkCapture(b *testing.B) {
 	b.ReportMetric(cqt, "tcpdump-qp-CPUs/Mpkt-offered")
 	b.ReportMetric(cdm, "dumper-CPUs/Mpkt")
 	b.ReportMetric(wdm, "dumper-write-CPUs/Mpkt")
+	b.ReportMetric(ctf, "tcpdump-file-CPUs/Mpkt")
+	if ctf > 0 {
+		b.ReportMetric((cdf+wdf)/ctf, "dumper/tcpdump-file-CPU")
+	}
 	if ct > 0 {
 		b.ReportMetric(ca/ct, "appliance/tcpdump-CPU")
 	}
@@ -319,7 +332,8 @@ func BenchmarkCapture(b *testing.B) {
 		zeroDropRate(a, 0), zeroDropRate(aq, 0), zeroDropRate(dm, 0), zeroDropRate(t, 0), zeroDropRate(tq, 0))
 	report("CPU-s per Mpkt at the top common zero-drop point, no filter: appliance %.4f / tcpdump %.4f = %.2fx (goal <= 0.5x)", ca, ct, ratio(ca, ct))
 	report("CPU-s per Mpkt offered, keeping 1 QP of 64 (kernel filter): appliance %.4f / tcpdump %.4f = %.2fx (goal <= 0.2x)", cqa, cqt, ratio(cqa, cqt))
-	report("dumper %.4f capturing + %.4f writing at Stop / tcpdump %.4f", cdm, wdm, ctd)
+	report("dumper %.4f capturing + %.4f writing at Stop / tcpdump %.4f (to /dev/null) = %.2fx", cdm, wdm, ctd, ratio(cdm+wdm, ctd))
+	report("dumper %.4f capturing + %.4f writing at Stop / tcpdump-file %.4f (writing its file) = %.2fx (goal <= 1.0x)", cdf, wdf, ctf, ratio(cdf+wdf, ctf))
 	report("%d%% of a core: zero-drop appliance %.3f / dumper %.3f / tcpdump %.3f Mpps; max kept appliance %.3f / dumper %.3f / tcpdump %.3f Mpps",
 		budgetPct, zeroDropRate(a, budgetPct), zeroDropRate(dm, budgetPct), zeroDropRate(t, budgetPct),
 		maxRate(a, budgetPct), maxRate(dm, budgetPct), maxRate(t, budgetPct))
@@ -394,7 +408,21 @@ func (bn *bench) run(c capturer, mpps float64, budget int, cg *cgroup) (result, 
 	ready := "listening on" // tcpdump's line on stderr once capturing
 	switch {
 	case c.tcpdump:
-		args = append(args, bn.tcpdump, "-i", bn.l.IfB, "-w", "/dev/null", "-s", strconv.Itoa(snapLen), "-B", "65536", "-p", "-n")
+		out := "/dev/null"
+		if c.file {
+			dir, err := os.MkdirTemp("", "capbench-tcpdump")
+			if err != nil {
+				return res, err
+			}
+			defer os.RemoveAll(dir)
+			// -Z root: tcpdump would drop to its own user before
+			// opening the file, in a directory it cannot write.
+			out = filepath.Join(dir, "t.pcap")
+			args = append(args, bn.tcpdump, "-Z", "root")
+		} else {
+			args = append(args, bn.tcpdump)
+		}
+		args = append(args, "-i", bn.l.IfB, "-w", out, "-s", strconv.Itoa(snapLen), "-B", "65536", "-p", "-n")
 		if c.qp {
 			args = append(args, fmt.Sprintf("udp dst port 4791 and udp[12:4] & 0xffffff = %d", keptQP))
 		}
