@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/rdma-appliance/appliance/internal/dtawire"
+	"github.com/rdma-appliance/appliance/internal/service"
 	"github.com/rdma-appliance/appliance/p4/dtatofino"
 )
 
@@ -25,7 +26,8 @@ translated once the meter lets it through, and comes back here while it does not
 Frames that are not DTA reports to UDP 40040 (in the --no-seqnum / --data-width format the
 reporters use) are counted and dropped; reports beyond --depth queued are counted and lost
 (the pipeline already took their sequence numbers, so their reporters do not resend them).
-Runs until interrupted, then prints its counters.
+Runs until interrupted, then prints its counters; with --listen it also serves them (GET
+/v1/status, /metrics, /healthz).
 
 Example (Tofino 1's PCIe CPU port):
   appliance dta switch-cpu --port afpacket:bf_pci0 --rate 20000`,
@@ -33,12 +35,12 @@ Example (Tofino 1's PCIe CPU port):
 }
 
 type dtaSwitchCPUOptions struct {
-	port        string
-	rate        uint64
-	burst, qlen int
-	width       int
-	noSeq, json bool
-	args        []string
+	port, listen string
+	rate         uint64
+	burst, qlen  int
+	width        int
+	noSeq, json  bool
+	args         []string
 }
 
 func dtaSwitchCPUFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
@@ -50,6 +52,7 @@ func dtaSwitchCPUFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) e
 	fs.BoolVar(&o.noSeq, "no-seqnum", false, "the reports' 2-byte base header")
 	fs.IntVar(&o.width, "data-width", 4, "Key-Write data bytes of the reports")
 	fs.BoolVar(&o.json, "json", false, "print the counters as JSON")
+	fs.StringVar(&o.listen, "listen", "", "HTTP address for the counters and metrics (none when empty)")
 	return bind(&o, &o.args, runDtaSwitchCPU)
 }
 
@@ -87,8 +90,24 @@ func runDtaSwitchCPU(ctx context.Context, env *Env, o dtaSwitchCPUOptions) error
 	if err != nil {
 		return err
 	}
-	if err := a.Run(ctx); err != nil {
-		return err
+	if o.listen == "" {
+		if err := a.Run(ctx); err != nil {
+			return err
+		}
+	} else {
+		svc := service.New("dta-switch-cpu", o.listen, env.Log)
+		a.Register(svc)
+		ctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- a.Run(ctx) }()
+		err := svc.Run(ctx)
+		cancel() // the service failed to start, or ctx ended: stop the agent too
+		if aerr := <-done; err == nil {
+			err = aerr
+		}
+		if err != nil {
+			return err
+		}
 	}
 	st := a.Stats()
 	if o.json {

@@ -295,6 +295,8 @@ collectors:
   - {name: c0, exchange: %s}
 `, trAddr, id, exAddr))
 	start(trAddr, "dta", "translate", "-f", tr)
+	cpuAddr := freeAddr(t)
+	start(cpuAddr, "dta", "switch-cpu", "--port", "ring:"+id+"cpu.a", "--rate", "1000", "--listen", cpuAddr)
 
 	anAddr := freeAddr(t)
 	start(anAddr, "mesh", "analyze", "--serve", anAddr, "--window", "200ms")

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync/atomic"
 
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/internal/dtawire"
+	"github.com/rdma-appliance/appliance/internal/service"
 )
 
 // CPUAgent is the switch CPU's side of translator.p4's flow control
@@ -195,4 +197,26 @@ func (a *CPUAgent) Stats() CPUAgentStats {
 		Malformed: a.malformed.Load(), Received: a.received.Load()}
 	s.Queued = s.Received - s.Overflow - s.Resent - s.Discarded
 	return s
+}
+
+// Register adds the agent's status and metrics to a service:
+//
+//	GET /v1/status   the counters (CPUAgentStats)
+func (a *CPUAgent) Register(s *service.Service) {
+	s.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) {
+		service.WriteJSON(w, http.StatusOK, a.Stats())
+	})
+	for _, c := range []struct {
+		name, help string
+		get        func(CPUAgentStats) uint64
+	}{
+		{"received_total", "Reports the switch CPU took from the CPU port (over the meter, high priority).", func(s CPUAgentStats) uint64 { return s.Received }},
+		{"resent_total", "Reports sent back into the pipeline.", func(s CPUAgentStats) uint64 { return s.Resent }},
+		{"overflow_total", "Reports lost to a full queue (their reporters do not resend them).", func(s CPUAgentStats) uint64 { return s.Overflow }},
+		{"malformed_total", "Frames on the CPU port that were not DTA reports, dropped.", func(s CPUAgentStats) uint64 { return s.Malformed }},
+	} {
+		s.Metrics.CounterFunc("appliance_dta_switch_cpu_"+c.name, c.help, func() float64 { return float64(c.get(a.Stats())) })
+	}
+	s.Metrics.GaugeFunc("appliance_dta_switch_cpu_queued", "Reports waiting to be sent back in.",
+		func() float64 { return float64(a.Stats().Queued) })
 }

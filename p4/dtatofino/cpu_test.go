@@ -1,14 +1,17 @@
 package dtatofino
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
 	"github.com/rdma-appliance/appliance/internal/dtawire"
+	"github.com/rdma-appliance/appliance/internal/service"
 	"github.com/rdma-appliance/appliance/translator/dtatranslator"
 )
 
@@ -274,4 +277,35 @@ func BenchmarkCPUAgent(b *testing.B) {
 		dpdk.FreeBulk(back[:k])
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "reports/s")
+}
+
+// TestCPUAgentHTTP: the service's status and metrics show the counters.
+func TestCPUAgentHTTP(t *testing.T) {
+	r := newCPURig(t, 1000, 0, 0)
+	r.toCPU(reportFrame(t, 1), reportFrame(t, 2), []byte{1, 2, 3})
+	for r.agent.Poll() {
+	}
+	s := service.New("dta-switch-cpu", "127.0.0.1:0", nil)
+	r.agent.Register(s)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	<-s.Ready()
+	c := service.NewClient(s.Addr())
+	var st CPUAgentStats
+	if err := c.Do(ctx, "GET", "/v1/status", nil, &st); err != nil || st.Received != 2 || st.Resent != 2 || st.Malformed != 1 {
+		t.Fatalf("status: %v %+v", err, st)
+	}
+	_, body, err := c.Get(ctx, "/metrics")
+	for _, want := range []string{"appliance_dta_switch_cpu_received_total 2", "appliance_dta_switch_cpu_malformed_total 1",
+		"appliance_dta_switch_cpu_queued 0"} {
+		if err != nil || !strings.Contains(string(body), want+"\n") {
+			t.Fatalf("metrics lack %q: %v\n%s", want, err, body)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 }
