@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -109,24 +108,15 @@ func BenchmarkWrite(b *testing.B) {
 		w.n = copies
 		os.Remove(path)
 		b.StartTimer()
-		c0 := processCPU()
+		c0 := dpdk.ProcessCPU()
 		var mal malformed
 		file, err := w.write(context.Background(), path, &mal)
 		if err != nil || file.Packets != copies {
 			b.Fatalf("wrote %d of %d: %v (malformed %v)", file.Packets, copies, err, mal)
 		}
-		cpu += processCPU() - c0
+		cpu += dpdk.ProcessCPU() - c0
 		written += copies
 	}
 	b.ReportMetric(float64(written)/b.Elapsed().Seconds()/1e6, "Mpps")
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(written), "CPU-ns/pkt")
-}
-
-// processCPU is the process's user and system time.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -13,7 +13,6 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,18 +22,6 @@ import (
 )
 
 var overheadFor = flag.Duration("hostmesh.overhead", 3*time.Second, "how long each phase of BenchmarkAgentOverhead measures (the issue's 60 s: -hostmesh.overhead=60s)")
-
-// rusageCPU is user plus system time of the process (who = RUSAGE_SELF)
-// or of the calling thread (RUSAGE_THREAD).
-func rusageCPU(who int) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(who, &ru); err != nil {
-		panic(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-const rusageThread = 1 // RUSAGE_THREAD (Linux)
 
 // statusKB is a field of /proc/self/status in kB (VmRSS, RssAnon, ...).
 func statusKB(field string) int64 {
@@ -68,7 +55,7 @@ func runHardware(ctx context.Context, br *ring.Bridge, devs []*soft.Device) *har
 		defer close(hw.done)
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		t0 := rusageCPU(rusageThread)
+		t0 := dpdk.ThreadCPU()
 		for ctx.Err() == nil {
 			br.Poll()
 			for _, d := range devs {
@@ -76,7 +63,7 @@ func runHardware(ctx context.Context, br *ring.Bridge, devs []*soft.Device) *har
 			}
 			select {
 			case r := <-hw.cpu:
-				r <- rusageCPU(rusageThread) - t0
+				r <- dpdk.ThreadCPU() - t0
 			default:
 			}
 		}
@@ -150,9 +137,9 @@ func BenchmarkAgentOverhead(b *testing.B) {
 		// The cost of everything but the agent, outside the hardware
 		// thread.
 		phase := func(f func()) (outside, inside, wall time.Duration) {
-			c0, h0, t0 := rusageCPU(syscall.RUSAGE_SELF), hw.cpuTime(), time.Now()
+			c0, h0, t0 := dpdk.ProcessCPU(), hw.cpuTime(), time.Now()
 			f()
-			c1, h1, t1 := rusageCPU(syscall.RUSAGE_SELF), hw.cpuTime(), time.Now()
+			c1, h1, t1 := dpdk.ProcessCPU(), hw.cpuTime(), time.Now()
 			return (c1 - c0) - (h1 - h0), h1 - h0, t1.Sub(t0)
 		}
 		base, _, baseWall := phase(func() { time.Sleep(d) })

@@ -95,7 +95,7 @@ func dumperMain(port *afpacket.Port, ifname string, opts map[string]string) int 
 	}
 	fmt.Printf("%s %s, options %v, Lumina dumper: arena %d x %d bytes\n", helperReady, ifname, opts, dumperArena, snapLen)
 	<-sig
-	cpu0 := selfCPU()
+	cpu0 := dpdk.ProcessCPU()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	res, err := d.Stop(ctx)
@@ -103,7 +103,7 @@ func dumperMain(port *afpacket.Port, ifname string, opts map[string]string) int 
 		fmt.Println(err)
 		return 1
 	}
-	cpu := selfCPU() - cpu0
+	cpu := dpdk.ProcessCPU() - cpu0
 	ks := port.KernelStats(0)
 	fmt.Printf("%d packets captured\n%d packets received by filter\n%d packets dropped by kernel\n",
 		res.Captured, ks.Packets, res.PortDropped+res.ArenaFull)
@@ -111,13 +111,4 @@ func dumperMain(port *afpacket.Port, ifname string, opts map[string]string) int 
 		res.Written, cpu.Seconds(), res.ArenaFull, res.PortDropped, res.Malformed)
 	_ = port.Close()
 	return 0
-}
-
-// selfCPU is the process's user and system time.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

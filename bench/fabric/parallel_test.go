@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/bench/fabric/workload"
+	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/internal/topo"
 )
 
@@ -270,7 +271,7 @@ func BenchmarkFatTreeParallel(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					c0, t0 := processCPU(), time.Now()
+					c0, t0 := dpdk.ProcessCPU(), time.Now()
 					var res *Results
 					if p == 1 {
 						res, err = s.Run(context.Background(), until)
@@ -281,7 +282,7 @@ func BenchmarkFatTreeParallel(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					cpu[i] += processCPU() - c0
+					cpu[i] += dpdk.ProcessCPU() - c0
 					wall[i] += w
 					hops[i] += res.Stats.Hops
 					got := resultBytes(b, res)

@@ -83,7 +83,7 @@ func BenchmarkReadSlotsNull(b *testing.B) {
 	defer pinLast(b)()
 	b.ReportAllocs()
 	b.ResetTimer()
-	start, cpu0 := time.Now(), threadCPU(b)
+	start, cpu0 := time.Now(), dpdk.ThreadCPU()
 	for got, i := 0, 0; got < b.N; {
 		if i+benchBurst > slots {
 			i = 0
@@ -95,17 +95,7 @@ func BenchmarkReadSlotsNull(b *testing.B) {
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "pkts/s")
 	// The rate of a poller that owns its core, which on a shared machine
 	// the wall clock does not show.
-	b.ReportMetric(float64(b.N)/(threadCPU(b)-cpu0).Seconds(), "pkts/cpu-s")
-}
-
-// threadCPU is the CPU time of the calling thread (the benchmark goroutine
-// is locked to it by pinLast).
-func threadCPU(b *testing.B) time.Duration {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	b.ReportMetric(float64(b.N)/(dpdk.ThreadCPU()-cpu0).Seconds(), "pkts/cpu-s")
 }
 
 // BenchmarkTxNull is the transmit loop on net_null: take a burst from the

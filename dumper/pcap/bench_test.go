@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rdma-appliance/appliance/dpdk"
 )
 
 // benchTrace is a pre-generated RoCEv2 packet stream shared by the
@@ -194,7 +196,7 @@ func BenchmarkZstdVsCLI(b *testing.B) {
 		// Collect the previous round's garbage outside the timing: the CLI
 		// starts each round as a fresh process too.
 		runtime.GC()
-		cpu0 := processCPU()
+		cpu0 := dpdk.ProcessCPU()
 		start := time.Now()
 		w, err := NewWriter(out, WriterOptions{LinkType: LinkTypeEthernet, SnapLen: 128, Compress: CompressZstd, ZstdLevel: 1})
 		if err != nil {
@@ -209,7 +211,7 @@ func BenchmarkZstdVsCLI(b *testing.B) {
 		if err := w.Close(); err != nil {
 			b.Fatal(err)
 		}
-		return time.Since(start), processCPU() - cpu0
+		return time.Since(start), dpdk.ProcessCPU() - cpu0
 	}
 
 	// Sizes, and a check that both compress the very same bytes.
