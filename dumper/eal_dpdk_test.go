@@ -29,7 +29,7 @@ func TestEALSlots(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer port.Close()
-	var _ SlotReader = port
+	var _ StreamingSlotReader = port
 	d, err := New(Config{Name: "eal", Port: port, NumPkts: 4095, Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)

@@ -33,9 +33,9 @@ type worker struct {
 	// With track, seqMax and outOfOrder follow the copies' order as they
 	// arrive, from their mirror sequences read while they are in the
 	// cache: Stop has anything to sort only when a copy came out of order,
-	// and otherwise reads each slot once, to write it. A port that writes
-	// the arena with non-temporal stores (eal) leaves it off: reading a
-	// sequence back would be a memory access per packet on the capture
+	// and otherwise reads each slot once, to write it. A port that streams
+	// its slots past the cache (StreamingSlotReader) leaves it off: reading
+	// a sequence back would be a memory access per packet on the capture
 	// path, which Stop's scan of the arena pays instead.
 	track      bool
 	seqMax     uint64
@@ -79,9 +79,8 @@ func newWorker(d *Dumper, q, core int) *worker {
 	for i := 0; i < len(w.lens); i += 2048 {
 		w.lens[i], w.wire[i] = 1, 1
 	}
-	_, slots := d.cfg.Port.(SlotReader)
-	_, cached := d.cfg.Port.(*afpacket.Port)
-	w.track = !slots || cached
+	s, ok := d.cfg.Port.(StreamingSlotReader)
+	w.track = !ok || !s.StreamsSlots(d.cfg.SnapLen)
 	return w
 }
 
@@ -143,7 +142,17 @@ type SlotReader interface {
 	ReadSlots(q, burst int, arena []byte, stride int, lens []uint16, wire []uint32) (n int, bytes uint64)
 }
 
-// Both drivers that fill an arena themselves.
+// StreamingSlotReader is a SlotReader that may write the arena with
+// non-temporal stores, past the cache (eal.Port, whose copies of slots of
+// a stride that is a multiple of 16 are such stores): StreamsSlots says
+// whether it does for slots of stride bytes.
+type StreamingSlotReader interface {
+	SlotReader
+	StreamsSlots(stride int) bool
+}
+
+// Both drivers that fill an arena themselves; afpacket copies through the
+// cache.
 var _ SlotReader = (*afpacket.Port)(nil)
 
 // slotPoll is how many receive bursts one poll of a SlotReader port may

@@ -449,6 +449,12 @@ func (p *Port) ReadSlots(q, burst int, arena []byte, stride int, lens []uint16, 
 	return k, b
 }
 
+// StreamsSlots reports whether ReadSlots writes slots of stride bytes with
+// non-temporal stores, past the cache (when the arena and the stride are
+// 16-byte aligned: a large Go allocation is): a caller that reads a slot
+// back right after the call then misses the cache.
+func (p *Port) StreamsSlots(stride int) bool { return stride%16 == 0 }
+
 // TxBurst implements dpdk.Port. The packets are copied into mbufs, so those
 // sent go straight back to their pool; when the device's ring or the port's
 // mbuf pool is full the rest stay with the caller. A packet no mbuf of the port
