@@ -90,21 +90,18 @@ func runDtaSwitchCPU(ctx context.Context, env *Env, o dtaSwitchCPUOptions) error
 	if err != nil {
 		return err
 	}
+	env.Log.Info("switch CPU agent running", "port", o.port, "rate", o.rate, "burst", o.burst, "depth", o.qlen)
 	if o.listen == "" {
-		if err := a.Run(ctx); err != nil {
-			return err
-		}
+		a.Run(ctx)
 	} else {
 		svc := service.New("dta-switch-cpu", o.listen, env.Log)
 		a.Register(svc)
 		ctx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- a.Run(ctx) }()
+		done := make(chan struct{})
+		go func() { a.Run(ctx); close(done) }()
 		err := svc.Run(ctx)
 		cancel() // the service failed to start, or ctx ended: stop the agent too
-		if aerr := <-done; err == nil {
-			err = aerr
-		}
+		<-done
 		if err != nil {
 			return err
 		}

@@ -165,9 +165,8 @@ func (a *CPUAgent) isReport(frame []byte) bool {
 }
 
 // Run polls until ctx ends, backing off while the port is idle and nothing
-// waits, then frees what is still queued (counted in Stats' Queued until
-// then).
-func (a *CPUAgent) Run(ctx context.Context) error {
+// waits, then frees what is still queued (Stats counts it as Discarded).
+func (a *CPUAgent) Run(ctx context.Context) {
 	var bo dpdk.Backoff
 	for ctx.Err() == nil {
 		if a.Poll() || a.n > 0 {
@@ -177,7 +176,6 @@ func (a *CPUAgent) Run(ctx context.Context) error {
 		}
 	}
 	a.Close()
-	return nil
 }
 
 // Close frees the queued reports (Stats counts them in Discarded).
