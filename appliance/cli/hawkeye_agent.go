@@ -5,9 +5,12 @@ import (
 	"flag"
 	"net/netip"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/rdma-appliance/appliance/appliance/hawkeyeagent"
+	"github.com/rdma-appliance/appliance/appliance/host"
+	"github.com/rdma-appliance/appliance/appliance/hostmesh"
 	"github.com/rdma-appliance/appliance/bench/fabric"
 	"github.com/rdma-appliance/appliance/bench/perftest"
 	"github.com/rdma-appliance/appliance/dpdk"
@@ -18,7 +21,7 @@ import (
 var hawkeyeAgentCmd = &Command{
 	Name:    "agent",
 	Summary: "the detection agent on a real host: RTTs over a threshold send polling packets (EtherType 0x6888)",
-	Usage:   "[--port DRIVER:DEV] [--threshold 300] [--interval 2ms] [--input FILE | --ping SERVER (-d DEV | --nic PORT --gid IP)] [flags]",
+	Usage:   "[--port DRIVER:DEV] [--threshold 300] [--interval 2ms] [--input FILE | --ping SERVER (-d DEV | --nic PORT --gid IP)] [--pfc-netdev IF|auto] [flags]",
 	Long: `Watches the RTTs of flows and sends polling packets for those that slow down. The RTTs
 come from one of two sources.
 
@@ -54,6 +57,15 @@ internal/hawkeyewire/wire.go) out of --port to --gw-mac (the first-hop switch, w
 routes it along the victim's path and traces PFC from there). Every poll is printed
 (--json: one JSON object a line). Without --port the polls are only printed.
 
+--pfc-netdev IF reads the NIC's PFC counters of --pfc-prio (default 3) every --pfc-interval
+through the ethtool ioctl (the counters 'ethtool -S IF' lists: mlx5's rx_prioN_pause and
+rx_prioN_pause_duration, ice's rx_priority_N_xoff.nic). While its switch pauses the NIC (time
+paused grew in the last interval, or PAUSE frames arrived where the driver counts no time) the
+polls carry the PFC bit, as a switch sets it on a paused egress: the NIC is the first paused
+egress on the victim's path, and the switch that paused it traces PFC from the host's port
+(a victim that sends nothing leaves no queue or paused egress on its path to find otherwise).
+'auto' takes the netdev of -d's GID from sysfs.
+
 The samples can come from any measurement that sees the flow's round trips: the NIC's
 congestion-control telemetry (the paper's BlueField PCC agent), a verbs ping, or a
 log, Hostmesh probes. Event ids start at --event-base (default the low byte of --ip), so hosts sharing
@@ -77,6 +89,9 @@ type hawkeyeAgentOptions struct {
 	linkGbps                       float64
 	perFlow                        bool
 	json                           bool
+	pfcNetdev                      string
+	pfcPrio                        int
+	pfcInterval                    time.Duration
 	rnic                           rnicFlags
 	args                           []string
 }
@@ -101,6 +116,9 @@ func hawkeyeAgentFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) e
 	fs.DurationVar(&o.pingInterval, "ping-interval", 10*time.Millisecond, "time between two pings")
 	fs.IntVar(&o.pingCount, "ping-count", 0, "stop after this many pings (0: until SIGTERM)")
 	fs.IntVar(&o.core, "core", -1, "pin the ping's thread (which drives a software RNIC) to this core")
+	fs.StringVar(&o.pfcNetdev, "pfc-netdev", "", "the NIC's Ethernet interface, whose PFC counters say when it is paused ('auto': -d's; none: never)")
+	fs.IntVar(&o.pfcPrio, "pfc-prio", 3, "the victims' PFC priority, 0-7")
+	fs.DurationVar(&o.pfcInterval, "pfc-interval", 10*time.Millisecond, "time between two readings of the PFC counters")
 	o.rnic.declare(fs)
 	return bind(&o, &o.args, runHawkeyeAgent)
 }
@@ -127,6 +145,12 @@ func (o *hawkeyeAgentOptions) config(env *Env) (hawkeyeagent.Config, error) {
 		return cfg, Usagef("--link-delay %v: not negative", o.linkDelay)
 	case !(o.linkGbps > 0) || o.linkGbps > 1e5:
 		return cfg, Usagef("--link-gbps %v: above 0, at most 100000", o.linkGbps)
+	case o.pfcPrio < 0 || o.pfcPrio > 7:
+		return cfg, Usagef("--pfc-prio %d: 0-7", o.pfcPrio)
+	case o.pfcInterval < 100*time.Microsecond:
+		return cfg, Usagef("--pfc-interval %v: at least 100us (each reading is an ioctl the driver may answer from firmware)", o.pfcInterval)
+	case o.pfcNetdev == "auto" && (o.rnic.dev == "" || o.ping == ""):
+		return cfg, Usagef("--pfc-netdev auto takes the netdev of -d's GID: give --ping with -d, or name the interface")
 	}
 	if o.base == 0 && !o.perFlow {
 		// The evaluation's base: hawkeyesim.MaxRTT over a fabric of
@@ -177,6 +201,13 @@ func runHawkeyeAgent(ctx context.Context, env *Env, o hawkeyeAgentOptions) error
 			}
 		}
 	}
+	if o.pfcNetdev != "" {
+		stop, err := o.pfcMonitor(ctx, env, &cfg)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	if o.ping != "" {
 		closePing, err := o.pingSource(ctx, &cfg)
 		if err != nil {
@@ -194,6 +225,45 @@ func runHawkeyeAgent(ctx context.Context, env *Env, o hawkeyeAgentOptions) error
 		cfg.Input = os.Stdin
 	}
 	return hawkeyeagent.New(cfg).Run(ctx)
+}
+
+// pfcMonitor opens the NIC's PFC counters and samples them until stop.
+func (o *hawkeyeAgentOptions) pfcMonitor(ctx context.Context, env *Env, cfg *hawkeyeagent.Config) (stop func(), err error) {
+	nd := o.pfcNetdev
+	if nd == "auto" {
+		dev := o.rnic.dev
+		if _, name, ok := strings.Cut(dev, ":"); ok {
+			dev = name
+		}
+		if nd, err = hostmesh.NetdevOf("/sys", dev, o.rnic.ibPort, o.rnic.gidIndex); err != nil {
+			return nil, err
+		}
+	}
+	st, err := host.OpenPFCStats(nd, o.pfcPrio)
+	if err != nil {
+		return nil, err
+	}
+	m := &hawkeyeagent.PFCMonitor{Read: st.Read, Interval: o.pfcInterval}
+	if _, err := st.Read(); err != nil {
+		st.Close()
+		return nil, err
+	}
+	env.Log.Info("hawkeye agent reading PFC counters", "netdev", nd, "prio", o.pfcPrio, "interval", o.pfcInterval)
+	cfg.PFC = m
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.Run(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+		st.Close()
+		if n := m.Errors(); n > 0 {
+			env.Log.Warn("hawkeye agent: PFC counter readings failed", "netdev", nd, "failures", n)
+		}
+	}, nil
 }
 
 // pingSource opens the RDMA device and connects to the perftest server

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/rdma-appliance/appliance/dpdk"
+	"github.com/rdma-appliance/appliance/dpdk/netns"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
 )
 
@@ -61,5 +62,33 @@ func TestHawkeyeAgentFabricBase(t *testing.T) {
 		if code != 2 || !strings.Contains(errOut, bad[0]) {
 			t.Errorf("%v: exit %d: %s", bad, code, errOut)
 		}
+	}
+}
+
+// TestHawkeyeAgentPFCFlags: the PFC counters' flags are checked before
+// anything opens, and a NIC whose driver has no PFC counters (here a veth
+// in a namespace of the test's) is refused by name, not polled blind.
+func TestHawkeyeAgentPFCFlags(t *testing.T) {
+	in := filepath.Join(t.TempDir(), "rtt.txt")
+	if err := os.WriteFile(in, []byte("10.0.0.1:49153 10.0.0.9:4791 5000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range [][]string{{"--pfc-prio", "8"}, {"--pfc-interval", "10us"}, {"--pfc-netdev", "auto"}} {
+		code, _, errOut := runCLI(t, append([]string{"hawkeye", "agent", "--input", in, "--pfc-netdev", "eth0"}, bad...)...)
+		if code != 2 || !strings.Contains(errOut, bad[0]) {
+			t.Errorf("%v: exit %d: %s", bad, code, errOut)
+		}
+	}
+	pr := netns.TestPair(t, "hpf", 0)
+	var code int
+	var errOut string
+	if err := netns.Do(pr.NSA, func() error {
+		code, _, errOut = runCLI(t, "hawkeye", "agent", "--input", in, "--pfc-netdev", pr.IfA)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if code != 1 || !strings.Contains(errOut, pr.IfA+" has no PFC pause counters of priority 3") {
+		t.Fatalf("veth: exit %d: %s", code, errOut)
 	}
 }

@@ -39,6 +39,9 @@ type Config struct {
 	// batches; used when Ping is nil.
 	Input io.Reader
 	Ping  *Ping
+	// PFC, when set, says whether the NIC is paused: polls then carry the
+	// PFC bit (see PFCMonitor). The caller runs it.
+	PFC *PFCMonitor
 }
 
 // Ping is the agent's own source of RTTs: one 8-byte RDMA READ every
@@ -60,6 +63,8 @@ type Ping struct {
 // Stats count what an agent saw and did.
 type Stats struct {
 	Samples, Polls, Sent, Bad uint64
+	// PFC counts the polls sent with the PFC bit (the NIC was paused).
+	PFC uint64
 }
 
 // Agent turns RTT samples into polling frames.
@@ -100,7 +105,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	st := a.stats
-	a.cfg.Log.Info("hawkeye agent done", "samples", st.Samples, "polls", st.Polls, "sent", st.Sent, "bad_lines", st.Bad)
+	a.cfg.Log.Info("hawkeye agent done", "samples", st.Samples, "polls", st.Polls, "sent", st.Sent, "pfc_polls", st.PFC, "bad_lines", st.Bad)
 	return a.err
 }
 
@@ -148,8 +153,13 @@ func (a *Agent) Observe(k hawkeyewire.FlowKey, rtt int64) error {
 		return nil
 	}
 	a.stats.Polls++
+	paused := a.cfg.PFC.Paused()
+	if paused {
+		p.Type |= hawkeyewire.TypePFC
+		a.stats.PFC++
+	}
 	sent := a.send(p)
-	a.err = a.print(Poll{TimeNs: now, Event: p.Event, Victim: k, RTT: rtt, Base: a.det.Base(k), Sent: sent})
+	a.err = a.print(Poll{TimeNs: now, Event: p.Event, Victim: k, RTT: rtt, Base: a.det.Base(k), NICPaused: paused, Sent: sent})
 	return a.err
 }
 
@@ -182,7 +192,10 @@ type Poll struct {
 	Victim hawkeyewire.FlowKey `json:"victim"`
 	RTT    int64               `json:"rtt_ns"`
 	Base   int64               `json:"base_ns"`
-	Sent   bool                `json:"sent"`
+	// NICPaused: the NIC was paused by PFC, and the poll carries the PFC
+	// bit.
+	NICPaused bool `json:"nic_paused,omitempty"`
+	Sent      bool `json:"sent"`
 }
 
 func (a *Agent) print(p Poll) error {
@@ -190,8 +203,12 @@ func (a *Agent) print(p Poll) error {
 		return json.NewEncoder(a.cfg.Out).Encode(p)
 	}
 	v := p.Victim
-	_, err := fmt.Fprintf(a.cfg.Out, "poll event %d: %v:%d -> %v:%d proto %d rtt %d ns (base %d ns) sent %v\n", p.Event,
-		IP4(v.Src), v.Sport, IP4(v.Dst), v.Dport, v.Proto, p.RTT, p.Base, p.Sent)
+	pfc := ""
+	if p.NICPaused {
+		pfc = " NIC paused (PFC bit)"
+	}
+	_, err := fmt.Fprintf(a.cfg.Out, "poll event %d: %v:%d -> %v:%d proto %d rtt %d ns (base %d ns)%s sent %v\n", p.Event,
+		IP4(v.Src), v.Sport, IP4(v.Dst), v.Dport, v.Proto, p.RTT, p.Base, pfc, p.Sent)
 	return err
 }
 

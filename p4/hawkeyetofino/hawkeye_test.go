@@ -65,8 +65,8 @@ func TestNamesInCompiledProgram(t *testing.T) {
 }
 
 // TestScriptRuns: the script runs against a mock bfrt_python whole and
-// line by line, with a PFC-trace group for each spine port holding the
-// other.
+// line by line, with a PFC-trace group for each port holding the
+// switch-facing others.
 func TestScriptRuns(t *testing.T) {
 	s, err := leaf(t).Script()
 	if err != nil {
@@ -78,8 +78,10 @@ func TestScriptRuns(t *testing.T) {
 		if !strings.Contains(out, "hawkeye: telemetry loaded: 4 ports, 3 routes") {
 			t.Fatalf("%s: not finished:\n%s", mode, out)
 		}
-		if n := strings.Count(out, "CALL bfrt.pre.mgid.add"); n != 2 {
-			t.Errorf("%s: %d groups, want 2 (one per spine port)", mode, n)
+		// One per port: the hosts' hold both spines (a poll from a
+		// paused NIC), a spine's the other spine.
+		if n := strings.Count(out, "CALL bfrt.pre.mgid.add"); n != 4 {
+			t.Errorf("%s: %d groups, want 4 (one per port)", mode, n)
 		}
 		if n := strings.Count(out, "victim_route.add_with_victim_port"); n != 3 {
 			t.Errorf("%s: %d victim routes", mode, n)

@@ -2,8 +2,8 @@
 // telemetry and polling logic for Tofino: it validates a switch's ports and
 // routes and writes the bfrt_python script that loads them (port indexes and
 // pause quanta, routes and the victim route, the PFC-trace multicast group
-// of every switch-facing port, the eviction mirror session to the CPU,
-// registers cleared). bench/hawkeyesim runs the same logic in the fabric
+// of every port, whose members are the switch-facing ports, the eviction
+// mirror session to the CPU, registers cleared). bench/hawkeyesim runs the same logic in the fabric
 // simulator; its CPU poller's report layout is the one a Tofino switch CPU
 // would send after reading these registers. P4Testgen's tests of the
 // program (testdata/p4testgen/telemetry) are replayed there, against
@@ -51,8 +51,8 @@ type Port struct {
 	FEC        string     `json:"fec"`
 	AutoNeg    string     `json:"autoneg,omitempty"`
 	MAC        header.MAC `json:"mac"`
-	// Host says the port faces a host: traces end there and it joins no
-	// PFC-trace group.
+	// Host says the port faces a host: traces end there and it is in no
+	// PFC-trace group (its own group traces a poll from a paused NIC).
 	Host bool `json:"host,omitempty"`
 }
 
@@ -188,12 +188,10 @@ func (p Program) Script() (string, error) {
 	}
 	s.Blank()
 
-	s.Comment("PFC trace: per switch-facing ingress port, a group of every other switch-facing port (rid 1);")
-	s.Comment("egress keeps the copies on paused ports that had traffic from that ingress.")
+	s.Comment("PFC trace: per ingress port, a group of every other switch-facing port (rid 1); egress keeps the")
+	s.Comment("copies on paused ports that had traffic from that ingress. Host ports have one too: a host whose NIC")
+	s.Comment("this switch paused sends its polls with the PFC bit, and the trace starts here.")
 	for i, in := range p.Ports {
-		if in.Host {
-			continue
-		}
 		g := i + 1
 		var devs []string
 		for _, o := range sw {

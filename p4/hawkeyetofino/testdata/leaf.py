@@ -85,8 +85,19 @@ bfrt.telemetry.pipe.Egress.in_port_info.add_with_in_index(ingress_port=port_spin
 bfrt.telemetry.pipe.Egress.port_info.add_with_set_port(egress_port=port_spine1, idx=3, to_host=0, quantum_shift=5)
 bfrt.telemetry.pipe.Egress.in_port_info.add_with_in_index(ingress_port=port_spine1, idx=3)
 
-# PFC trace: per switch-facing ingress port, a group of every other switch-facing port (rid 1);
-# egress keeps the copies on paused ports that had traffic from that ingress.
+# PFC trace: per ingress port, a group of every other switch-facing port (rid 1); egress keeps the
+# copies on paused ports that had traffic from that ingress. Host ports have one too: a host whose NIC
+# this switch paused sends its polls with the PFC bit, and the trace starts here.
+quietly(bfrt.pre.mgid.delete, MGID=1)
+quietly(bfrt.pre.node.delete, MULTICAST_NODE_ID=1)
+bfrt.pre.node.add(MULTICAST_NODE_ID=1, MULTICAST_RID=1, MULTICAST_LAG_ID=[], DEV_PORT=[port_spine0, port_spine1])
+bfrt.pre.mgid.add(MGID=1, MULTICAST_NODE_ID=[1], MULTICAST_NODE_L1_XID_VALID=[False], MULTICAST_NODE_L1_XID=[0])
+bfrt.telemetry.pipe.Ingress.pfc_mcast.add_with_pfc_group(ingress_port=port_h0, mgid=1)
+quietly(bfrt.pre.mgid.delete, MGID=2)
+quietly(bfrt.pre.node.delete, MULTICAST_NODE_ID=2)
+bfrt.pre.node.add(MULTICAST_NODE_ID=2, MULTICAST_RID=1, MULTICAST_LAG_ID=[], DEV_PORT=[port_spine0, port_spine1])
+bfrt.pre.mgid.add(MGID=2, MULTICAST_NODE_ID=[2], MULTICAST_NODE_L1_XID_VALID=[False], MULTICAST_NODE_L1_XID=[0])
+bfrt.telemetry.pipe.Ingress.pfc_mcast.add_with_pfc_group(ingress_port=port_h1, mgid=2)
 quietly(bfrt.pre.mgid.delete, MGID=3)
 quietly(bfrt.pre.node.delete, MULTICAST_NODE_ID=3)
 bfrt.pre.node.add(MULTICAST_NODE_ID=3, MULTICAST_RID=1, MULTICAST_LAG_ID=[], DEV_PORT=[port_spine1])
