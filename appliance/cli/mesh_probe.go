@@ -70,7 +70,7 @@ func meshProbeFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) erro
 	fs.StringVar(&o.cores, "cores", "", "pin the RNICs' loops to these cores (list, e.g. 2-3)")
 	fs.DurationVar(&o.duration, "duration", 0, "stop after this long (0: until SIGTERM)")
 	fs.IntVar(&o.maxHeld, "max-held", 100000, "results held while the analyzer is down")
-	fs.IntVar(&o.pfcPrio, "pfc-prio", 3, "priority of the probes' lossless class, whose PFC pause counters (ethtool -S) go with the results (-1: none)")
+	fs.IntVar(&o.pfcPrio, "pfc-prio", 3, "priority of the probes' lossless class, whose PFC pause counters (the ethtool statistics) go with the results (-1: none)")
 	return bind(&o, &o.args, runMeshProbe)
 }
 

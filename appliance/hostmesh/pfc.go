@@ -1,28 +1,22 @@
 package hostmesh
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
+	"sync"
 
+	"github.com/rdma-appliance/appliance/appliance/host"
 	"github.com/rdma-appliance/appliance/collector/hostmeshanalyzer"
 )
 
 // PFCCounters are an RNIC's cumulative PFC counters of one priority: pause
 // frames sent (to its switch) and received (from it), and how long they
-// held the link, ns.
-type PFCCounters struct {
-	TxPause, RxPause     uint64
-	TxPauseNs, RxPauseNs int64
-}
+// held the link, ns, where the driver counts it.
+type PFCCounters = host.PFCCounters
 
 // pfcLast is the last reading of an RNIC's counters, and when.
 type pfcLast struct {
@@ -79,46 +73,6 @@ func (c *Core) PFC(i int, now int64, cur PFCCounters) {
 	*last = pfcLast{at: now, c: cur, set: true}
 }
 
-// ParseEthtoolPFC reads the PFC counters of priority prio from `ethtool -S`
-// output, as mlx5 names them: tx_prioN_pause and rx_prioN_pause (frames)
-// and tx_prioN_pause_duration and rx_prioN_pause_duration (microseconds).
-// It fails when the output has no pause counter of the priority (a driver
-// that names them otherwise, or one without PFC).
-func ParseEthtoolPFC(r io.Reader, prio int) (PFCCounters, error) {
-	var c PFCCounters
-	want := map[string]func(v uint64){
-		fmt.Sprintf("tx_prio%d_pause", prio):          func(v uint64) { c.TxPause = v },
-		fmt.Sprintf("rx_prio%d_pause", prio):          func(v uint64) { c.RxPause = v },
-		fmt.Sprintf("tx_prio%d_pause_duration", prio): func(v uint64) { c.TxPauseNs = int64(v) * 1000 },
-		fmt.Sprintf("rx_prio%d_pause_duration", prio): func(v uint64) { c.RxPauseNs = int64(v) * 1000 },
-	}
-	found := 0
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
-		set := want[strings.TrimSpace(k)]
-		if set == nil {
-			continue
-		}
-		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-		if err != nil {
-			return c, fmt.Errorf("hostmesh: ethtool counter %s: %w", strings.TrimSpace(k), err)
-		}
-		set(n)
-		found++
-	}
-	if err := sc.Err(); err != nil {
-		return c, err
-	}
-	if found == 0 {
-		return c, fmt.Errorf("hostmesh: no PFC counters of priority %d (tx_prio%d_pause) in ethtool -S", prio, prio)
-	}
-	return c, nil
-}
-
 // NetdevOf is the Ethernet interface behind a RoCE device's GID: the
 // kernel names it in <sysfs>/class/infiniband/DEV/ports/PORT/gid_attrs/ndevs/GID
 // (sysfs is /sys on a host).
@@ -135,29 +89,29 @@ func NetdevOf(sysfs, dev string, port, gid int) (string, error) {
 	return n, nil
 }
 
-// EthtoolPFC reads a netdev's PFC counters of prio with `ethtool -S`. The
-// pause counters are the Ethernet port's, not the verbs device's
-// (hw_counters holds RoCE's, not PFC's): the NIC counts them in its MAC.
-// One ethtool per RNIC per batch (a second) is a fork a second, next to
-// the probes' ten sends.
-func EthtoolPFC(ctx context.Context, netdev string, prio int) (PFCCounters, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "ethtool", "-S", netdev).Output()
-	if err != nil {
-		return PFCCounters{}, fmt.Errorf("hostmesh: ethtool -S %s: %w", netdev, err)
-	}
-	return ParseEthtoolPFC(bytes.NewReader(out), prio)
-}
-
 // SysPFC is AgentConfig.ReadPFC on a host: the netdev of the device's GID
-// from sysfs (/sys), its counters of prio from ethtool.
+// from sysfs (/sys), its counters of prio from the driver's ethtool
+// statistics (host.PFCStats: the ioctl `ethtool -S` uses, without a fork
+// per RNIC per batch). The pause counters are the Ethernet port's, not the
+// verbs device's (hw_counters holds RoCE's, not PFC's): the NIC counts them
+// in its MAC. The readers stay open for the agent's life.
 func SysPFC(sysfs string, prio int) func(ctx context.Context, d Device) (PFCCounters, error) {
+	var mu sync.Mutex
+	open := map[string]*host.PFCStats{}
 	return func(ctx context.Context, d Device) (PFCCounters, error) {
 		nd, err := NetdevOf(sysfs, d.Dev.Info().Name, d.Port, d.GIDIndex)
 		if err != nil {
 			return PFCCounters{}, err
 		}
-		return EthtoolPFC(ctx, nd, prio)
+		mu.Lock()
+		defer mu.Unlock()
+		st := open[nd]
+		if st == nil {
+			if st, err = host.OpenPFCStats(nd, prio); err != nil {
+				return PFCCounters{}, fmt.Errorf("hostmesh: %w", err)
+			}
+			open[nd] = st
+		}
+		return st.Read()
 	}
 }

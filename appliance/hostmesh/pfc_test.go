@@ -4,44 +4,10 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/rdma-appliance/appliance/collector/hostmeshanalyzer"
 )
-
-// TestParseEthtoolPFC reads the priority's pause counters out of mlx5's
-// `ethtool -S` (durations in microseconds), and fails on a driver that
-// has none or on a counter that is not a number.
-func TestParseEthtoolPFC(t *testing.T) {
-	f, err := os.Open("testdata/ethtool-S-mlx5.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	c, err := ParseEthtoolPFC(f, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := PFCCounters{TxPause: 96204, RxPause: 148213, TxPauseNs: 1904772_000, RxPauseNs: 3320119_000}
-	if c != want {
-		t.Fatalf("prio 3: %+v, want %+v", c, want)
-	}
-	b, _ := os.ReadFile("testdata/ethtool-S-mlx5.txt")
-	if c, err := ParseEthtoolPFC(strings.NewReader(string(b)), 0); err != nil || c != (PFCCounters{}) {
-		t.Fatalf("prio 0: %+v, %v", c, err)
-	}
-	if _, err := ParseEthtoolPFC(strings.NewReader(string(b)), 5); err == nil {
-		t.Fatal("prio 5 has no counters in the sample: want an error")
-	}
-	nopfc, _ := os.ReadFile("testdata/ethtool-S-nopfc.txt")
-	if _, err := ParseEthtoolPFC(strings.NewReader(string(nopfc)), 3); err == nil || !strings.Contains(err.Error(), "tx_prio3_pause") {
-		t.Fatalf("no PFC counters: %v", err)
-	}
-	if _, err := ParseEthtoolPFC(strings.NewReader("     tx_prio3_pause: lots\n"), 3); err == nil {
-		t.Fatal("a counter that is not a number: want an error")
-	}
-}
 
 // TestNetdevOf finds the Ethernet interface of a RoCE GID where the kernel
 // names it.
