@@ -42,7 +42,7 @@ func TestNames(t *testing.T) {
 	p4test.CheckScript(t, ps, DefaultName, "leaf.py", s, used)
 	p4test.CheckCovered(t, ps, used)
 	for name, want := range map[string]uint64{"PORT_SLOTS": PortSlots, "FWD_SIZE": FwdSize, "FLOW_REGS": FlowRegs,
-		"PORT_REGS": PortRegs, "METER_REGS": MeterRegs, "PAIR_SLOTS": PairSlots, "EVENT_SLOTS": EventSlots} {
+		"PORT_REGS": PortRegs, "METER_REGS": MeterRegs, "PAIR_SLOTS": PairSlots, "SEEN_SLOTS": SeenSlots} {
 		if ps.Consts[name] != want {
 			t.Errorf("%s = %d in the P4, %d in Go", name, ps.Consts[name], want)
 		}

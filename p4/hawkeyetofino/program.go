@@ -28,13 +28,13 @@ const DefaultName = "telemetry"
 // Sizes of the P4 program (its constants of the same names); a test checks
 // they agree.
 const (
-	PortSlots  = 64    // PORT_SLOTS: ports with a local index
-	FwdSize    = 1024  // FWD_SIZE: routes (and victim routes)
-	FlowRegs   = 16384 // FLOW_REGS: 4 epochs x 4096 flow slots
-	PortRegs   = 256   // PORT_REGS: 4 epochs x 64 ports
-	MeterRegs  = 16384 // METER_REGS: 4 epochs x 64 x 64 port pairs
-	PairSlots  = 4096  // PAIR_SLOTS: port pairs
-	EventSlots = 256   // EVENT_SLOTS: polling event ids
+	PortSlots = 64    // PORT_SLOTS: ports with a local index
+	FwdSize   = 1024  // FWD_SIZE: routes (and victim routes)
+	FlowRegs  = 16384 // FLOW_REGS: 4 epochs x 4096 flow slots
+	PortRegs  = 256   // PORT_REGS: 4 epochs x 64 ports
+	MeterRegs = 16384 // METER_REGS: 4 epochs x 64 x 64 port pairs
+	PairSlots = 4096  // PAIR_SLOTS: port pairs
+	SeenSlots = 4096  // SEEN_SLOTS: polling events (event id and victim hashed), per type
 	// EvictSession is the mirror session evicted flows go to the CPU by.
 	EvictSession = 1
 )

@@ -38,8 +38,9 @@
  * at 100G for 5.12): Tofino has no multiplier for a variable; a table
  * over the quanta's high bits would be closer.
  *
- * Polling (Figure 6): ingress handles each event id once per type (a
- * register per type holding a coarse time stamp); a new flow trace is
+ * Polling (Figure 6): ingress handles each event of a victim once per
+ * type (a register per type, indexed by a hash of the event id and the
+ * victim's 5-tuple, holding a coarse time stamp); a new flow trace is
  * unicast towards the victim's destination (victim_route); a new PFC
  * trace is multicast to the group of its ingress port (every other port
  * facing a switch, rid 1); the CPU gets one copy of a new event. Egress
@@ -108,7 +109,7 @@ const bit<32> PAIR_SLOTS  = 4096;
 const bit<32> FLOW_REGS   = 16384;
 const bit<32> PORT_REGS   = 256;
 const bit<32> METER_REGS  = 16384;
-const bit<32> EVENT_SLOTS = 256;
+const bit<32> SEEN_SLOTS  = 4096;
 const bit<32> PORT_INFO_SIZE = 512;
 
 /*************************************************************************
@@ -211,8 +212,9 @@ struct ig_headers_t {
 }
 
 struct ig_metadata_t {
-    bit<1> new_flow_trace;
-    bit<1> new_pfc_trace;
+    bit<1>  new_flow_trace;
+    bit<1>  new_pfc_trace;
+    bit<12> seen_idx;
 }
 
 struct eg_headers_t {
@@ -267,6 +269,7 @@ parser IngressParser(packet_in pkt,
         pkt.advance(PORT_METADATA_SIZE);
         md.new_flow_trace = 0;
         md.new_pfc_trace = 0;
+        md.seen_idx = 0;
         transition parse_ethernet;
     }
 
@@ -330,11 +333,14 @@ control Ingress(inout ig_headers_t hdr,
 
     Hash<bit<32>>(HashAlgorithm_t.CRC32) flow_hash;
 
-    /* Per event id, the coarse time (ts[33:26], about 67 ms) it was last
-     * handled at, per polling type: a switch handles an event once per
-     * type while the stamp holds. */
-    Register<bit<8>, bit<8>>(EVENT_SLOTS, 0) seen_flow;
-    RegisterAction<bit<8>, bit<8>, bit<1>>(seen_flow) mark_flow = {
+    /* Per event id and victim (a 12-bit hash of the two: 8-bit ids alone
+     * wrap when hundreds of hosts detect across a fabric, and a new
+     * victim's poll would be taken for a duplicate), the coarse time
+     * (ts[33:26], about 67 ms) it was last handled at, per polling type:
+     * a switch handles an event once per type while the stamp holds. */
+    Hash<bit<12>>(HashAlgorithm_t.CRC16) seen_hash;
+    Register<bit<8>, bit<12>>(SEEN_SLOTS, 0) seen_flow;
+    RegisterAction<bit<8>, bit<12>, bit<1>>(seen_flow) mark_flow = {
         void apply(inout bit<8> value, out bit<1> rv) {
             rv = 0;
             if (value != ig_prsr_md.global_tstamp[33:26]) {
@@ -343,8 +349,8 @@ control Ingress(inout ig_headers_t hdr,
             }
         }
     };
-    Register<bit<8>, bit<8>>(EVENT_SLOTS, 0) seen_pfc;
-    RegisterAction<bit<8>, bit<8>, bit<1>>(seen_pfc) mark_pfc = {
+    Register<bit<8>, bit<12>>(SEEN_SLOTS, 0) seen_pfc;
+    RegisterAction<bit<8>, bit<12>, bit<1>>(seen_pfc) mark_pfc = {
         void apply(inout bit<8> value, out bit<1> rv) {
             rv = 0;
             if (value != ig_prsr_md.global_tstamp[33:26]) {
@@ -417,11 +423,13 @@ control Ingress(inout ig_headers_t hdr,
         if (hdr.poll.isValid()) {
             polls.count(hdr.poll.poll_type[1:0]);
             hdr.bridge.pkt_type = PKT_POLL;
+            md.seen_idx = seen_hash.get({hdr.poll.event_id, hdr.poll.src_addr, hdr.poll.dst_addr,
+                                         hdr.poll.protocol, hdr.poll.src_port, hdr.poll.dst_port});
             if (hdr.poll.poll_type[0:0] == 1) {
-                md.new_flow_trace = mark_flow.execute(hdr.poll.event_id);
+                md.new_flow_trace = mark_flow.execute(md.seen_idx);
             }
             if (hdr.poll.poll_type[1:1] == 1) {
-                md.new_pfc_trace = mark_pfc.execute(hdr.poll.event_id);
+                md.new_pfc_trace = mark_pfc.execute(md.seen_idx);
             }
             if (md.new_flow_trace == 1 || md.new_pfc_trace == 1) {
                 /* The CPU poller collects on this copy. */
