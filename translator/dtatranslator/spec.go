@@ -75,6 +75,27 @@ type CollectorSpec struct {
 	Key []byte `yaml:"-" json:"-"`
 }
 
+// Check records the problems of the collector at key (such as
+// "collectors[1]") in doc and reads its key file, a relative path taken
+// from doc's file: what every translator checks of its collectors, the
+// software one and the Tofino's control plane (p4/dtatofino) alike.
+func (c *CollectorSpec) Check(doc *spec.Doc, key string) {
+	if _, _, err := net.SplitHostPort(c.Exchange); err != nil {
+		doc.Errorf(key+".exchange", "%q: want host:port of the collector's exchange (port %d by default)", c.Exchange, dtamem.ExchangePort)
+	}
+	if c.KeyFile != "" {
+		p := c.KeyFile
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(filepath.Dir(doc.File), p)
+		}
+		k, err := dtamem.ReadKey(p)
+		if err != nil {
+			doc.Errorf(key+".key-file", "%v", err)
+		}
+		c.Key = k
+	}
+}
+
 // ReliabilitySpec configures sequence tracking of retransmittable
 // reports.
 type ReliabilitySpec struct {
@@ -173,20 +194,7 @@ func (s *Spec) Validate(doc *spec.Doc) {
 			doc.Errorf(key+".name", "%q named twice", c.Name)
 		}
 		names[s.Collectors[i].Name] = true
-		if _, _, err := net.SplitHostPort(c.Exchange); err != nil {
-			doc.Errorf(key+".exchange", "%q: want host:port of the collector's exchange (port %d by default)", c.Exchange, dtamem.ExchangePort)
-		}
-		if c.KeyFile != "" {
-			p := c.KeyFile
-			if !filepath.IsAbs(p) {
-				p = filepath.Join(filepath.Dir(doc.File), p)
-			}
-			k, err := dtamem.ReadKey(p)
-			if err != nil {
-				doc.Errorf(key+".key-file", "%v", err)
-			}
-			s.Collectors[i].Key = k
-		}
+		s.Collectors[i].Check(doc, key)
 	}
 	r := &s.Reliability
 	if r.AckEvery == 0 {
