@@ -80,7 +80,7 @@ collectors:
 	}
 	for _, tc := range []struct {
 		name, edit, with string
-		want         []string
+		want             []string
 	}{
 		{"typo", "qpn: 0x100\n", "qpn: 0x100\ncolectors: []\n", []string{`bad.yml:4: colectors: unknown key (did you mean "collectors"?)`}},
 		{"wrong type", "qpn: 0x100\n", "qpn: 0x100\ndscp: 300\n", []string{"bad.yml:4: dscp: cannot unmarshal !!int `300` into uint8"}},
