@@ -451,45 +451,46 @@ func (c *Controller) Register(s *service.Service) {
 		func() float64 { return float64(c.Status().CounterErrors) })
 	// The switch's counters as last read: a load clears them, which the
 	// scraper takes for a counter reset.
-	counters := func(name, help, label string, get func(cnt *Counters, emit func(string, uint64))) {
-		m.Collect(name, help, metrics.CounterType, []string{label}, func(emit func(metrics.Sample)) {
+	counts := func(get func(cnt *Counters) map[string]uint64) func(emit func(metrics.Sample)) {
+		return func(emit func(metrics.Sample)) {
 			if cnt := c.Status().Counters; cnt != nil {
-				get(cnt, func(v string, n uint64) { emit(metrics.Sample{Labels: []string{v}, Value: float64(n)}) })
+				for k, v := range get(cnt) {
+					emit(metrics.Sample{Labels: []string{k}, Value: float64(v)})
+				}
 			}
-		})
+		}
 	}
-	counters("appliance_dta_tofino_reports_total", "Reports the switch received, by opcode.", "opcode",
-		func(cnt *Counters, emit func(string, uint64)) {
+	m.Collect("appliance_dta_tofino_reports_total", "Reports the switch received, by opcode.", metrics.CounterType, []string{"opcode"},
+		counts(func(cnt *Counters) map[string]uint64 {
+			out := map[string]uint64{}
 			for op := dtawire.OpKeyWrite; op <= dtawire.OpSketchMerge; op++ {
-				emit(op.String(), cnt.Reports[op])
+				out[op.String()] = cnt.Reports[op]
+			}
+			return out
+		}))
+	m.Collect("appliance_dta_tofino_reports_dropped_total", "Reports the switch did not translate, by reason.", metrics.CounterType,
+		[]string{"reason"}, counts(func(cnt *Counters) map[string]uint64 { return cnt.Dropped }))
+	m.Collect("appliance_dta_tofino_postcards_total", "Postcards by outcome (held, complete, evicted, bad_hop).", metrics.CounterType,
+		[]string{"outcome"}, counts(func(cnt *Counters) map[string]uint64 { return cnt.Postcards }))
+	m.Collect("appliance_dta_tofino_sketch_reports_total", "Sketch-Merge reports by outcome (builds with Sketch-Merge).", metrics.CounterType,
+		[]string{"outcome"}, counts(func(cnt *Counters) map[string]uint64 { return cnt.Sketches }))
+	type field struct {
+		name, help string
+		get        func(CollectorCounters) uint64
+	}
+	for _, f := range []field{
+		{"rdma_packets_total", "RDMA packets the switch sent, by collector.", func(cc CollectorCounters) uint64 { return cc.RDMAPackets }},
+		{"rdma_bytes_total", "Bytes of the RDMA packets the switch sent, by collector.", func(cc CollectorCounters) uint64 { return cc.RDMABytes }},
+		{"psn_resyncs_total", "PSN resynchronisations (the collector's NAKs), by collector.", func(cc CollectorCounters) uint64 { return cc.Resyncs }},
+	} {
+		m.Collect("appliance_dta_tofino_"+f.name, f.help, metrics.CounterType, []string{"collector"}, func(emit func(metrics.Sample)) {
+			if cnt := c.Status().Counters; cnt != nil {
+				for _, cc := range cnt.Collectors {
+					emit(metrics.Sample{Labels: []string{cc.Name}, Value: float64(f.get(cc))})
+				}
 			}
 		})
-	byName := func(get func(*Counters) map[string]uint64) func(*Counters, func(string, uint64)) {
-		return func(cnt *Counters, emit func(string, uint64)) {
-			for k, v := range get(cnt) {
-				emit(k, v)
-			}
-		}
 	}
-	counters("appliance_dta_tofino_reports_dropped_total", "Reports the switch did not translate, by reason.", "reason",
-		byName(func(cnt *Counters) map[string]uint64 { return cnt.Dropped }))
-	counters("appliance_dta_tofino_postcards_total", "Postcards by outcome (held, complete, evicted, bad_hop).", "outcome",
-		byName(func(cnt *Counters) map[string]uint64 { return cnt.Postcards }))
-	counters("appliance_dta_tofino_sketch_reports_total", "Sketch-Merge reports by outcome (builds with Sketch-Merge).", "outcome",
-		byName(func(cnt *Counters) map[string]uint64 { return cnt.Sketches }))
-	perColl := func(get func(CollectorCounters) uint64) func(*Counters, func(string, uint64)) {
-		return func(cnt *Counters, emit func(string, uint64)) {
-			for _, cc := range cnt.Collectors {
-				emit(cc.Name, get(cc))
-			}
-		}
-	}
-	counters("appliance_dta_tofino_rdma_packets_total", "RDMA packets the switch sent, by collector.", "collector",
-		perColl(func(cc CollectorCounters) uint64 { return cc.RDMAPackets }))
-	counters("appliance_dta_tofino_rdma_bytes_total", "Bytes of the RDMA packets the switch sent, by collector.", "collector",
-		perColl(func(cc CollectorCounters) uint64 { return cc.RDMABytes }))
-	counters("appliance_dta_tofino_psn_resyncs_total", "PSN resynchronisations (the collector's NAKs), by collector.", "collector",
-		perColl(func(cc CollectorCounters) uint64 { return cc.Resyncs }))
 	m.Collect("appliance_dta_tofino_collector_up", "1 while the collector's connection is up.", metrics.GaugeType,
 		[]string{"collector"}, func(emit func(metrics.Sample)) {
 			for _, cs := range c.Status().Collectors {
