@@ -46,8 +46,9 @@ type Controller struct {
 	Script func(script string) error
 	Log    *slog.Logger
 
-	mu sync.Mutex
-	st Status
+	initOnce sync.Once
+	mu       sync.Mutex
+	st       Status
 }
 
 // DefaultBfshell runs `$SDE/run_bfshell.sh -b FILE` with SDE set, the
@@ -249,15 +250,16 @@ func (c *Controller) Status() Status {
 	return st
 }
 
+// init sets the status up from the spec, once: Register and Run both
+// need it, in either order.
 func (c *Controller) init() {
-	c.update(func(st *Status) {
-		if st.Name != "" {
-			return
-		}
-		st.Name, st.Program, st.State = c.Spec.Name, bfrt.ProgName(c.Spec.Program, DefaultTranslatorName), "connecting"
-		for _, cs := range c.Spec.Collectors {
-			st.Collectors = append(st.Collectors, CollectorState{Name: cs.Name, Exchange: cs.Exchange})
-		}
+	c.initOnce.Do(func() {
+		c.update(func(st *Status) {
+			st.Name, st.Program, st.State = c.Spec.Name, bfrt.ProgName(c.Spec.Program, DefaultTranslatorName), "connecting"
+			for _, cs := range c.Spec.Collectors {
+				st.Collectors = append(st.Collectors, CollectorState{Name: cs.Name, Exchange: cs.Exchange})
+			}
+		})
 	})
 }
 
