@@ -229,7 +229,7 @@ func (s *Spec) Validate(doc *spec.Doc) {
 			doc.Errorf("", "%v", err)
 			return
 		}
-		doc.Errorf(specKey(fe.Field), "%s", fe.Msg)
+		doc.Errorf(specKey(fe.Field), "%s", specWords.Replace(fe.Msg))
 		return
 	}
 	s.setup = t
@@ -244,6 +244,11 @@ func specKey(field string) string {
 	}
 	return strings.ReplaceAll(field, "_", "-")
 }
+
+// specWords are the Translator's field names its messages use, as the
+// file names them.
+var specWords = strings.NewReplacer("no_seqnum", "no-seqnum", "no_meter", "no-meter", "sketch_merge", "sketch-merge",
+	"flow_control", "flow-control")
 
 // Setup is the Translator the validated file describes, with no
 // collector's exchanged values yet: a copy, whose collectors the caller

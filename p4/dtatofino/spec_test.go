@@ -97,11 +97,11 @@ collectors:
 		{"flow control", "qpn: 0x100\n", "qpn: 0x100\nflow-control: {rate: 1000, cpu-port: 100}\n",
 			[]string{"bad.yml:4: flow-control.cpu-port: 100 is not a Tofino dev port"}},
 		{"no meter", "qpn: 0x100\n", "qpn: 0x100\nno-meter: true\nflow-control: {rate: 1000}\n",
-			[]string{"bad.yml:5: flow-control: the build without the meter (no_meter) has no flow control"}},
+			[]string{"bad.yml:5: flow-control: the build without the meter (no-meter) has no flow control"}},
 		{"batch", "qpn: 0x100\n", "qpn: 0x100\nappend-batch: 3\n", []string{"bad.yml:4: append-batch: 3: translator.p4 is built with a batch of 1, 2 or 4"}},
 		{"program", "qpn: 0x100\n", "qpn: 0x100\nprogram: dta-translator\n", []string{`bad.yml:4: program: "dta-translator" is not a P4 identifier`}},
 		{"peers without seqnum", "qpn: 0x100\n", "qpn: 0x100\nno-seqnum: true\npeers: [{name: r, ip: 10.9.1.3}]\n",
-			[]string{"bad.yml:5: peers: the 2-byte base header (no_seqnum) has no sequence numbers to track"}},
+			[]string{"bad.yml:5: peers: the 2-byte base header (no-seqnum) has no sequence numbers to track"}},
 		// The service's keys and the exchanges: every problem at once.
 		{"service", "qpn: 0x100\n", "qpn: 0x100\nname: 'tofino 0'\nlisten: nowhere\ninterval: 1ms\n", []string{
 			`bad.yml:4: name: "tofino 0"`, `bad.yml:5: listen: "nowhere": want host:port`, "bad.yml:6: interval: 1ms: at least 100ms"}},
