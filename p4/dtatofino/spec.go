@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/rdma-appliance/appliance/dpdk/header"
-	"github.com/rdma-appliance/appliance/internal/dtamem"
 	"github.com/rdma-appliance/appliance/internal/service"
 	"github.com/rdma-appliance/appliance/internal/spec"
 	"github.com/rdma-appliance/appliance/p4/internal/bfrt"
@@ -142,11 +141,7 @@ func DecodeSpec(name string, data []byte) (Spec, error) {
 // the translator the file describes is checked as translator.p4 holds it
 // (Translator.ValidateSetup), whose first problem is put at its key.
 func (s *Spec) Validate(doc *spec.Doc) {
-	if s.Name == "" {
-		s.Name = "tofino-translator"
-	} else if !dtamem.ValidName(s.Name) {
-		doc.Errorf("name", "%q: want 1..%d letters, digits, '.', '_' or '-' (collectors refuse other names)", s.Name, dtamem.MaxNameLen)
-	}
+	dtatranslator.CheckName(doc, &s.Name, "tofino-translator")
 	if s.Listen == "" {
 		s.Listen = DefaultListen
 	} else if _, _, err := net.SplitHostPort(s.Listen); err != nil {
@@ -157,15 +152,7 @@ func (s *Spec) Validate(doc *spec.Doc) {
 	} else if s.Interval < 100*time.Millisecond {
 		doc.Errorf("interval", "%v: at least 100ms (each read runs bfshell)", s.Interval)
 	}
-	if s.ReconnectMin == 0 {
-		s.ReconnectMin = 100 * time.Millisecond
-	}
-	if s.ReconnectMax == 0 {
-		s.ReconnectMax = 5 * time.Second
-	}
-	if s.ReconnectMin < 0 || s.ReconnectMax < s.ReconnectMin {
-		doc.Errorf("reconnect-max", "want 0 < reconnect-min <= reconnect-max")
-	}
+	dtatranslator.CheckReconnect(doc, &s.ReconnectMin, &s.ReconnectMax)
 	t := Translator{Name: s.Program, QPN: s.QPN, DSCP: s.DSCP, NoSeqnum: s.NoSeqnum, AppendBatch: s.AppendBatch,
 		SketchMerge: s.SketchMerge, NoMeter: s.NoMeter, AckSnap: s.AckSnap}
 	parsed := true // every value parsed: the translator is worth checking

@@ -138,11 +138,7 @@ func DecodeSpec(name string, data []byte) (Spec, error) {
 
 // Validate records every problem of s in doc and fills the defaults.
 func (s *Spec) Validate(doc *spec.Doc) {
-	if s.Name == "" {
-		s.Name = "translator"
-	} else if !dtamem.ValidName(s.Name) {
-		doc.Errorf("name", "%q: want 1..%d letters, digits, '.', '_' or '-' (collectors refuse other names)", s.Name, dtamem.MaxNameLen)
-	}
+	CheckName(doc, &s.Name, "translator")
 	if s.Listen == "" {
 		s.Listen = "127.0.0.1:9310"
 	} else if _, _, err := net.SplitHostPort(s.Listen); err != nil {
@@ -226,13 +222,31 @@ func (s *Spec) Validate(doc *spec.Doc) {
 	} else if f.Queue < 1 {
 		doc.Errorf("flow-control.queue", "%d: at least 1", f.Queue)
 	}
-	if s.ReconnectMin == 0 {
-		s.ReconnectMin = 100 * time.Millisecond
+	CheckReconnect(doc, &s.ReconnectMin, &s.ReconnectMax)
+}
+
+// CheckName checks a translator's name (def when empty) as collectors
+// take it in the exchange's Hello: every translator's file, the software
+// one's and the Tofino's (p4/dtatofino), has one.
+func CheckName(doc *spec.Doc, name *string, def string) {
+	if *name == "" {
+		*name = def
+	} else if !dtamem.ValidName(*name) {
+		doc.Errorf("name", "%q: want 1..%d letters, digits, '.', '_' or '-' (collectors refuse other names)", *name, dtamem.MaxNameLen)
 	}
-	if s.ReconnectMax == 0 {
-		s.ReconnectMax = 5 * time.Second
+}
+
+// CheckReconnect fills and checks a translator file's reconnect-min and
+// reconnect-max, the bounds of the wait between attempts to set a
+// collector's connection up (default 100ms and 5s).
+func CheckReconnect(doc *spec.Doc, lo, hi *time.Duration) {
+	if *lo == 0 {
+		*lo = 100 * time.Millisecond
 	}
-	if s.ReconnectMin < 0 || s.ReconnectMax < s.ReconnectMin {
+	if *hi == 0 {
+		*hi = 5 * time.Second
+	}
+	if *lo < 0 || *hi < *lo {
 		doc.Errorf("reconnect-max", "want 0 < reconnect-min <= reconnect-max")
 	}
 }
