@@ -24,6 +24,7 @@ import (
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/dpdk/header"
 	"github.com/rdma-appliance/appliance/dpdk/ring"
+	"github.com/rdma-appliance/appliance/internal/dtamem"
 	"github.com/rdma-appliance/appliance/internal/dtawire"
 	"github.com/rdma-appliance/appliance/internal/service"
 	"github.com/rdma-appliance/appliance/p4/internal/p4test"
@@ -258,6 +259,55 @@ func TestConnectRefused(t *testing.T) {
 	spec.Collectors[0].Key = []byte("another key, not the collector's")
 	if _, err := (&Controller{Spec: spec}).Connect(context.Background()); err == nil || !strings.Contains(err.Error(), "collector c0") {
 		t.Fatalf("a collector without the translator's key: %v", err)
+	}
+}
+
+// TestAcceptOffer: what a collector's offer may say that a live collector
+// does not (its address, MTU, MAC, QPN), checked before the switch's
+// tables take it.
+func TestAcceptOffer(t *testing.T) {
+	s := tofinoSpec(t, "127.0.0.1:40050", header.MAC{2, 0, 0, 0, 0, 1})
+	good := dtamem.Offer{Name: "c0", IP: netip.MustParseAddr("10.9.0.1"), MAC: "02:00:00:00:00:09", QPN: 0x11, MTU: 1024,
+		Regions: dtamem.Regions{KeyWrite: &dtamem.KeyWriteRegion{Addr: 0x10000, RKey: 5, Slots: 1024},
+			Lists: map[uint32]dtamem.ListRegion{1: {Addr: 0x20000, RKey: 6, Entries: 64}}}}
+	tr := s.Setup()
+	if err := tr.accept(0, &good, 77); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Validate(); err != nil || tr.Collectors[0].PSN != 77 || tr.Collectors[0].QPN != 0x11 {
+		t.Fatalf("%v %+v", err, tr.Collectors[0])
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(o *dtamem.Offer)
+		says string // from accept, or from Validate when it passes
+	}{
+		{"ipv6", func(o *dtamem.Offer) { o.IP = netip.MustParseAddr("fd00::1") }, "address fd00::1: translator.p4 writes to IPv4 unicast hosts"},
+		{"multicast", func(o *dtamem.Offer) { o.IP = netip.MustParseAddr("224.0.0.9") }, "address 224.0.0.9"},
+		{"broadcast", func(o *dtamem.Offer) { o.IP = netip.MustParseAddr("255.255.255.255") }, "address 255.255.255.255"},
+		{"own address", func(o *dtamem.Offer) { o.IP = netip.MustParseAddr("10.9.0.100") }, "collectors[0].ip: 10.9.0.100 is the translator's own address"},
+		{"mac", func(o *dtamem.Offer) { o.MAC = "01:00:5e:00:00:01" }, "collectors[0].mac: 01:00:5e:00:00:01: the collector's RNIC needs a unicast MAC"},
+		{"bad mac", func(o *dtamem.Offer) { o.MAC = "nope" }, "dta: offer from c0: header: invalid MAC address"},
+		{"qpn", func(o *dtamem.Offer) { o.QPN = 1 }, "collectors[0].qpn: 0x1: a 24-bit QPN from 2"},
+		{"mtu", func(o *dtamem.Offer) { o.MTU = 16 }, "its regions need WRITEs of 32 bytes, over its path MTU 16"},
+		{"batch", func(o *dtamem.Offer) { o.Regions.Batch = 8 }, "the collector reads Append batches of 8 entries, translator.p4 is built with 4"},
+		{"window", func(o *dtamem.Offer) { o.Regions.KeyWrite.Addr = 0x7f00fffff000 },
+			"collectors[0].key_write.slots: 0x7f00fffff000 + 1024 x 8 B crosses a 4 GiB boundary"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := good
+			kw := *good.Regions.KeyWrite
+			o.Regions.KeyWrite = &kw
+			tc.edit(&o)
+			tr := s.Setup()
+			err := tr.accept(0, &o, 77)
+			if err == nil {
+				err = tr.Validate()
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("%v, want %q", err, tc.says)
+			}
+		})
 	}
 }
 
