@@ -14,7 +14,11 @@
 // state, sets the ports up, creates the mirror sessions and multicast
 // groups, fills the tables and sets the registers' initial values;
 // CounterScript renders the script that reads the translator's counters
-// and PSNs back, which ParseCounters reads.
+// and PSNs back, which ParseCounters reads. Spec is a translator's YAML
+// file, which names each collector's exchange instead of its endpoint and
+// regions, and Controller runs it (`appliance dta tofino`): it takes the
+// rest from the collectors through the software translator's exchange,
+// loads the script with bfshell and serves the counters.
 //
 // What the Tofino translator does differently from the software one (the
 // programs' header comments say why):
