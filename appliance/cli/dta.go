@@ -4,5 +4,5 @@ package cli
 var dtaCmd = &Command{
 	Name:    "dta",
 	Summary: "DTA: collectors, translators and reporters of Direct Telemetry Access",
-	Sub:     []*Command{dtaCollectCmd, dtaQueryCmd, dtaReportCmd, dtaSwitchCPUCmd, dtaTranslateCmd},
+	Sub:     []*Command{dtaCollectCmd, dtaQueryCmd, dtaReportCmd, dtaSwitchCPUCmd, dtaTofinoCmd, dtaTranslateCmd},
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/rdma-appliance/appliance/appliance/dashboard"
 	"github.com/rdma-appliance/appliance/appliance/lab"
 	"github.com/rdma-appliance/appliance/internal/service"
+	"github.com/rdma-appliance/appliance/p4/dtatofino"
 )
 
 // oddTargets are request targets a client (a scanner, a typo, an attack)
@@ -295,6 +296,11 @@ collectors:
   - {name: c0, exchange: %s}
 `, trAddr, id, exAddr))
 	start(trAddr, "dta", "translate", "-f", tr)
+	// The Tofino translator's control plane on the same collector, with a
+	// stand-in bfshell: its per-collector and counter families have series
+	// once the script is loaded and the counters read.
+	dtaTofAddr := freeAddr(t)
+	start(dtaTofAddr, "dta", "tofino", "-f", tofinoFile(t, dir, dtaTofAddr, exAddr, ""), "--sde", fakeSDE(t))
 	cpuAddr := freeAddr(t)
 	start(cpuAddr, "dta", "switch-cpu", "--port", "ring:"+id+"cpu.a", "--rate", "1000", "--listen", cpuAddr)
 
@@ -324,12 +330,24 @@ collectors:
 	case err := <-served:
 		t.Fatal(err)
 	}
-	// The translator's per-collector families have series once it is
-	// connected (its /healthz fails until then).
-	c := service.NewClient(trAddr)
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if code, _, err := c.Get(ctx, "/healthz"); err == nil && code == http.StatusOK {
+	// The translators' per-collector families have series once they are
+	// connected (their /healthz fails until then); the Tofino one's
+	// counter families once it read them.
+	for _, a := range []string{trAddr, dtaTofAddr} {
+		c := service.NewClient(a)
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if code, _, err := c.Get(ctx, "/healthz"); err == nil && code == http.StatusOK {
+				break
+			}
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var st dtatofino.Status
+		if service.NewClient(dtaTofAddr).Do(ctx, "GET", "/v1/status", nil, &st) == nil && st.Counters != nil {
 			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dta tofino read no counters: %+v", st)
 		}
 	}
 	return addrs

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rdma-appliance/appliance/collector/dtacollector"
 	"github.com/rdma-appliance/appliance/internal/service"
+	"github.com/rdma-appliance/appliance/p4/dtatofino"
 )
 
 // defaultServices are the services' default listen addresses, looked up where
@@ -24,6 +25,7 @@ var defaultServices = []struct{ name, addr string }{
 	{"dump", dumpListen},
 	{"dta-collect", dtacollector.DefaultListen},
 	{"dta-translate", "127.0.0.1:9310"}, // translator/dtatranslator's default
+	{"dta-tofino", dtatofino.DefaultListen},
 	{"mesh-analyze", "127.0.0.1:9400"},
 	{"mesh-probe", "127.0.0.1:9410"},
 }

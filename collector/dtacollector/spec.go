@@ -9,6 +9,7 @@ import (
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/internal/dtamem"
 	"github.com/rdma-appliance/appliance/internal/dtawire"
+	"github.com/rdma-appliance/appliance/internal/service"
 	"github.com/rdma-appliance/appliance/internal/spec"
 	"github.com/rdma-appliance/appliance/verbs"
 )
@@ -218,7 +219,7 @@ func CheckExchange(addr string, wildcard, haveKey bool) error {
 			}
 		}
 	}
-	if !haveKey && !isLoopback(host) {
+	if !haveKey && !service.LoopbackHost(host) {
 		what := fmt.Sprintf("%q is", addr)
 		if addr == "" {
 			what = "the default exchange (the RDMA address) is"
@@ -226,14 +227,6 @@ func CheckExchange(addr string, wildcard, haveKey bool) error {
 		return fmt.Errorf("%s reachable off this host: set key-file, the secret translators must prove they hold", what)
 	}
 	return nil
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
 }
 
 func pow2(n uint64) bool { return n > 0 && n&(n-1) == 0 }

@@ -185,6 +185,13 @@ func ValidName(s string) bool {
 	}) < 0
 }
 
+// UnicastHost reports whether ip may be a host's RDMA address: valid,
+// not unspecified, multicast, loopback or the broadcast address.
+func UnicastHost(ip netip.Addr) bool {
+	ip = ip.Unmap()
+	return ip.IsValid() && !ip.IsUnspecified() && !ip.IsMulticast() && !ip.IsLoopback() && ip != netip.AddrFrom4([4]byte{255, 255, 255, 255})
+}
+
 // Validate checks a Hello. The collector puts its fields in its
 // neighbour table, QP attributes, logs and metrics, so each must be
 // what a translator could really have: a unicast address and MAC, a
@@ -193,7 +200,7 @@ func (h *Hello) Validate() error {
 	if !h.IP.IsValid() {
 		return errors.New("dta: hello without an IP")
 	}
-	if ip := h.IP.Unmap(); ip.IsUnspecified() || ip.IsMulticast() || ip.IsLoopback() || ip == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
+	if !UnicastHost(h.IP) {
 		return fmt.Errorf("dta: hello: IP %v is not a unicast host address", h.IP)
 	}
 	mac, err := header.ParseMAC(h.MAC)

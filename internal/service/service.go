@@ -100,7 +100,7 @@ func New(name, addr string, log *slog.Logger) *Service {
 	if t := defaultToken.Load(); t != nil {
 		s.Token = *t
 	}
-	if host, _, err := net.SplitHostPort(addr); err != nil || !loopbackHost(host) {
+	if host, _, err := net.SplitHostPort(addr); err != nil || !LoopbackHost(host) {
 		s.offLoopback.Store(true)
 	}
 	// Each service's registry has its own runtime collectors: the
@@ -456,8 +456,9 @@ func ReadToken(path string) ([]byte, error) {
 	return b, nil
 }
 
-// loopbackHost reports whether a listen host reaches only this host.
-func loopbackHost(host string) bool {
+// LoopbackHost reports whether a host (of a listen or dial address)
+// reaches only this host: localhost or a loopback address.
+func LoopbackHost(host string) bool {
 	if host == "localhost" {
 		return true
 	}

@@ -58,7 +58,7 @@ def register(name, index, collector, table, field):
 // outcomes) and each collector's PSN register, printing each as a
 // CounterPrefix line of JSON for ParseCounters.
 func (t Translator) CounterScript() (string, error) {
-	if _, err := t.plan(); err != nil {
+	if _, err := t.plan(true); err != nil {
 		return "", err
 	}
 	s := bfrt.New(bfrt.ProgName(t.Name, DefaultTranslatorName))

@@ -14,7 +14,11 @@
 // state, sets the ports up, creates the mirror sessions and multicast
 // groups, fills the tables and sets the registers' initial values;
 // CounterScript renders the script that reads the translator's counters
-// and PSNs back, which ParseCounters reads.
+// and PSNs back, which ParseCounters reads. Spec is a translator's YAML
+// file, which names each collector's exchange instead of its endpoint and
+// regions, and Controller runs it (`appliance dta tofino`): it takes the
+// rest from the collectors through the software translator's exchange,
+// loads the script with bfshell and serves the counters.
 //
 // What the Tofino translator does differently from the software one (the
 // programs' header comments say why):
@@ -502,6 +506,8 @@ type tplan struct {
 	sketches []sketchRef
 	acks     []string       // ACK ports in session order
 	ackSID   map[string]int // port -> mirror session
+	// offered: the collectors' exchanged values are checked too.
+	offered bool
 }
 
 func (c *Collector) redundancy() int {
@@ -540,14 +546,24 @@ func (t *Translator) ackSnap() int {
 
 // Validate checks the translator; the error names the first bad field.
 func (t Translator) Validate() error {
-	_, err := t.plan()
+	_, err := t.plan(true)
+	return err
+}
+
+// ValidateSetup checks what the translator's operator writes, before the
+// collectors are asked for the rest: everything Validate checks but each
+// collector's MAC, IP, QPN, PSN and regions, which come from the
+// collector's exchange. The error names the first bad field.
+func (t Translator) ValidateSetup() error {
+	_, err := t.plan(false)
 	return err
 }
 
 // plan validates the translator in the order its parts depend on each
 // other (ports before the routes, collectors and peers that name them),
-// so that the error names the first bad field.
-func (t *Translator) plan() (*tplan, error) {
+// so that the error names the first bad field. Without offered, the
+// collectors' exchanged values are not checked (ValidateSetup).
+func (t *Translator) plan(offered bool) (*tplan, error) {
 	if !bfrt.IsIdentifier(bfrt.ProgName(t.Name, DefaultTranslatorName)) {
 		return nil, bad("name", "%q is not a P4 identifier", t.Name)
 	}
@@ -558,7 +574,7 @@ func (t *Translator) plan() (*tplan, error) {
 	if err := checkRoutes(t.Routes, ports); err != nil {
 		return nil, err
 	}
-	pl := &tplan{t: t, ports: ports, ackSID: map[string]int{}}
+	pl := &tplan{t: t, ports: ports, ackSID: map[string]int{}, offered: offered}
 	if err := t.checkRoCE(); err != nil {
 		return nil, err
 	}
@@ -621,6 +637,9 @@ func (pl *tplan) checkCollectors() error {
 		f := fmt.Sprintf("collectors[%d]", i)
 		if err := pl.checkCollector(f, i, names, ips); err != nil {
 			return err
+		}
+		if !pl.offered {
+			continue
 		}
 		served, err := pl.checkRegions(f, i)
 		if err != nil {
@@ -704,11 +723,11 @@ func (pl *tplan) checkSketchTotals() error {
 	return nil
 }
 
-// checkCollector checks collector i's RDMA endpoint: a unique name and
-// IPv4 address other than the translator's, a port, a unicast MAC, a QPN,
-// a PSN and a redundancy the multicast groups allow.
+// checkCollector checks collector i: a unique name, a port, its RDMA
+// endpoint when offered (checkEndpoint) and a redundancy the multicast
+// groups allow.
 func (pl *tplan) checkCollector(f string, i int, names map[string]int, ips map[netip.Addr]int) error {
-	t, c := pl.t, &pl.t.Collectors[i]
+	c := &pl.t.Collectors[i]
 	if !bfrt.IsName(c.Name) {
 		return bad(f+".name", "%q: letters, digits, '_' and '-', starting with a letter", c.Name)
 	}
@@ -719,6 +738,22 @@ func (pl *tplan) checkCollector(f string, i int, names map[string]int, ips map[n
 	if _, ok := pl.ports[c.Port]; !ok {
 		return bad(f+".port", "%q is not in ports", c.Port)
 	}
+	if pl.offered {
+		if err := pl.checkEndpoint(f, i, ips); err != nil {
+			return err
+		}
+	}
+	if c.Redundancy < 0 || c.Redundancy > MaxRedundancy {
+		return bad(f+".redundancy", "%d: 1..%d (0 for %d)", c.Redundancy, MaxRedundancy, MaxRedundancy)
+	}
+	return nil
+}
+
+// checkEndpoint checks what collector i's exchange gives: a unicast MAC,
+// an IPv4 address other than the translator's and the other collectors',
+// a QPN and a PSN.
+func (pl *tplan) checkEndpoint(f string, i int, ips map[netip.Addr]int) error {
+	t, c := pl.t, &pl.t.Collectors[i]
 	if !unicastMAC(c.MAC) {
 		return bad(f+".mac", "%v: the collector's RNIC needs a unicast MAC", c.MAC)
 	}
@@ -737,9 +772,6 @@ func (pl *tplan) checkCollector(f string, i int, names map[string]int, ips map[n
 	}
 	if c.PSN > roce.PSNMask {
 		return bad(f+".psn", "%#x is not a 24-bit PSN", c.PSN)
-	}
-	if c.Redundancy < 0 || c.Redundancy > MaxRedundancy {
-		return bad(f+".redundancy", "%d: 1..%d (0 for %d)", c.Redundancy, MaxRedundancy, MaxRedundancy)
 	}
 	return nil
 }

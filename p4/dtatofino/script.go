@@ -126,7 +126,7 @@ func portMAC(ports map[string]*Port) func(string) header.MAC {
 // reporter tables and the PSN and sequence registers. The output depends
 // only on the translator, with entries in a fixed order.
 func (t Translator) Script() (string, error) {
-	pl, err := t.plan()
+	pl, err := t.plan(true)
 	if err != nil {
 		return "", err
 	}

@@ -6,13 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
 
 	"github.com/rdma-appliance/appliance/internal/mirror"
 	"github.com/rdma-appliance/appliance/internal/service"
+	"github.com/rdma-appliance/appliance/p4/internal/bfrt"
 	"github.com/rdma-appliance/appliance/translator/inject"
 )
 
@@ -36,36 +34,7 @@ type Controller struct {
 // DefaultBfshell runs `$SDE/run_bfshell.sh -b FILE` with SDE set, the
 // way the SDE's tools expect.
 func DefaultBfshell(sde string) func(ctx context.Context, script string) ([]byte, error) {
-	return func(ctx context.Context, script string) ([]byte, error) {
-		f, err := os.CreateTemp("", "lumina-*.py")
-		if err != nil {
-			return nil, err
-		}
-		defer os.Remove(f.Name())
-		if _, err := f.WriteString(script); err != nil {
-			f.Close()
-			return nil, err
-		}
-		if err := f.Close(); err != nil {
-			return nil, err
-		}
-		cmd := exec.CommandContext(ctx, filepath.Join(sde, "run_bfshell.sh"), "-b", f.Name())
-		cmd.Env = append(os.Environ(), "SDE="+sde, "SDE_INSTALL="+filepath.Join(sde, "install"))
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Run(); err != nil {
-			return out.Bytes(), fmt.Errorf("%s: %w: %s", cmd.Path, err, lastLine(out.String()))
-		}
-		return out.Bytes(), nil
-	}
-}
-
-func lastLine(s string) string {
-	s = string(bytes.TrimSpace([]byte(s)))
-	if i := bytes.LastIndexByte([]byte(s), '\n'); i >= 0 {
-		return s[i+1:]
-	}
-	return s
+	return bfrt.Bfshell(sde, "lumina")
 }
 
 // ErrNotLoaded is returned for counters before any test was loaded.

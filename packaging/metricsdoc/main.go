@@ -73,6 +73,7 @@ var services = map[string]string{
 	"collector/dtacollector":     "appliance dta collect",
 	"collector/hostmeshanalyzer": "appliance mesh analyze",
 	"appliance/hostmesh":         "appliance mesh probe",
+	"p4/dtatofino":               "appliance dta switch-cpu and dta tofino",
 }
 
 func main() {

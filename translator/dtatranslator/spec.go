@@ -75,6 +75,27 @@ type CollectorSpec struct {
 	Key []byte `yaml:"-" json:"-"`
 }
 
+// Check records the problems of the collector at key (such as
+// "collectors[1]") in doc and reads its key file, a relative path taken
+// from doc's file: what every translator checks of its collectors, the
+// software one and the Tofino's control plane (p4/dtatofino) alike.
+func (c *CollectorSpec) Check(doc *spec.Doc, key string) {
+	if _, _, err := net.SplitHostPort(c.Exchange); err != nil {
+		doc.Errorf(key+".exchange", "%q: want host:port of the collector's exchange (port %d by default)", c.Exchange, dtamem.ExchangePort)
+	}
+	if c.KeyFile != "" {
+		p := c.KeyFile
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(filepath.Dir(doc.File), p)
+		}
+		k, err := dtamem.ReadKey(p)
+		if err != nil {
+			doc.Errorf(key+".key-file", "%v", err)
+		}
+		c.Key = k
+	}
+}
+
 // ReliabilitySpec configures sequence tracking of retransmittable
 // reports.
 type ReliabilitySpec struct {
@@ -117,11 +138,7 @@ func DecodeSpec(name string, data []byte) (Spec, error) {
 
 // Validate records every problem of s in doc and fills the defaults.
 func (s *Spec) Validate(doc *spec.Doc) {
-	if s.Name == "" {
-		s.Name = "translator"
-	} else if !dtamem.ValidName(s.Name) {
-		doc.Errorf("name", "%q: want 1..%d letters, digits, '.', '_' or '-' (collectors refuse other names)", s.Name, dtamem.MaxNameLen)
-	}
+	CheckName(doc, &s.Name, "translator")
 	if s.Listen == "" {
 		s.Listen = "127.0.0.1:9310"
 	} else if _, _, err := net.SplitHostPort(s.Listen); err != nil {
@@ -173,20 +190,7 @@ func (s *Spec) Validate(doc *spec.Doc) {
 			doc.Errorf(key+".name", "%q named twice", c.Name)
 		}
 		names[s.Collectors[i].Name] = true
-		if _, _, err := net.SplitHostPort(c.Exchange); err != nil {
-			doc.Errorf(key+".exchange", "%q: want host:port of the collector's exchange (port %d by default)", c.Exchange, dtamem.ExchangePort)
-		}
-		if c.KeyFile != "" {
-			p := c.KeyFile
-			if !filepath.IsAbs(p) {
-				p = filepath.Join(filepath.Dir(doc.File), p)
-			}
-			k, err := dtamem.ReadKey(p)
-			if err != nil {
-				doc.Errorf(key+".key-file", "%v", err)
-			}
-			s.Collectors[i].Key = k
-		}
+		s.Collectors[i].Check(doc, key)
 	}
 	r := &s.Reliability
 	if r.AckEvery == 0 {
@@ -218,13 +222,31 @@ func (s *Spec) Validate(doc *spec.Doc) {
 	} else if f.Queue < 1 {
 		doc.Errorf("flow-control.queue", "%d: at least 1", f.Queue)
 	}
-	if s.ReconnectMin == 0 {
-		s.ReconnectMin = 100 * time.Millisecond
+	CheckReconnect(doc, &s.ReconnectMin, &s.ReconnectMax)
+}
+
+// CheckName checks a translator's name (def when empty) as collectors
+// take it in the exchange's Hello: every translator's file, the software
+// one's and the Tofino's (p4/dtatofino), has one.
+func CheckName(doc *spec.Doc, name *string, def string) {
+	if *name == "" {
+		*name = def
+	} else if !dtamem.ValidName(*name) {
+		doc.Errorf("name", "%q: want 1..%d letters, digits, '.', '_' or '-' (collectors refuse other names)", *name, dtamem.MaxNameLen)
 	}
-	if s.ReconnectMax == 0 {
-		s.ReconnectMax = 5 * time.Second
+}
+
+// CheckReconnect fills and checks a translator file's reconnect-min and
+// reconnect-max, the bounds of the wait between attempts to set a
+// collector's connection up (default 100ms and 5s).
+func CheckReconnect(doc *spec.Doc, lo, hi *time.Duration) {
+	if *lo == 0 {
+		*lo = 100 * time.Millisecond
 	}
-	if s.ReconnectMin < 0 || s.ReconnectMax < s.ReconnectMin {
+	if *hi == 0 {
+		*hi = 5 * time.Second
+	}
+	if *lo < 0 || *hi < *lo {
 		doc.Errorf("reconnect-max", "want 0 < reconnect-min <= reconnect-max")
 	}
 }

@@ -69,10 +69,22 @@ func PortVar(name string) string { return "port_" + strings.ReplaceAll(name, "-"
 
 // Bad is a validation error: it wraps the program's sentinel (each
 // control plane has its own, such as lumina.ErrProgram) and names the
-// field at fault, as in "ports[1].speed".
+// field at fault, as in "ports[1].speed". It is a *FieldError, so that
+// a spec file's loader can put the field's line beside the message.
 func Bad(sentinel error, field, format string, a ...any) error {
-	return fmt.Errorf("%w: %s: %s", sentinel, field, fmt.Sprintf(format, a...))
+	return &FieldError{Sentinel: sentinel, Field: field, Msg: fmt.Sprintf(format, a...)}
 }
+
+// FieldError is Bad's error: the sentinel it wraps, the field at fault
+// and what is wrong with it.
+type FieldError struct {
+	Sentinel   error
+	Field, Msg string
+}
+
+func (e *FieldError) Error() string { return fmt.Sprintf("%v: %s: %s", e.Sentinel, e.Field, e.Msg) }
+
+func (e *FieldError) Unwrap() error { return e.Sentinel }
 
 // CheckPorts validates ports in order, each wholly before the next, so
 // the error names the first bad field; more, when not nil, checks what

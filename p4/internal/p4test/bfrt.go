@@ -87,18 +87,9 @@ else:
 // Without a working python3 the test is skipped.
 func RunBfrt(t *testing.T, answers, mode, script string) string {
 	t.Helper()
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not installed: the generated scripts are not run")
-	}
-	if err := exec.Command(py, "-c", "pass").Run(); err != nil {
-		t.Skipf("python3 does not run (%v): the generated scripts are not run", err)
-	}
+	py := python(t)
 	dir := t.TempDir()
-	mock, prog := filepath.Join(dir, "mock.py"), filepath.Join(dir, "script.py")
-	if err := os.WriteFile(mock, []byte(strings.Replace(mockBfrt, "ANSWERS", strings.TrimSpace(answers), 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	mock, prog := writeMock(t, dir, answers), filepath.Join(dir, "script.py")
 	if err := os.WriteFile(prog, []byte(script), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -107,4 +98,54 @@ func RunBfrt(t *testing.T, answers, mode, script string) string {
 		t.Fatalf("python3 (%s mode): %v\n%s", mode, err, out)
 	}
 	return string(out)
+}
+
+// python is python3's path; the test is skipped without a working one.
+func python(t *testing.T) string {
+	t.Helper()
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not installed: the generated scripts are not run")
+	}
+	if err := exec.Command(py, "-c", "pass").Run(); err != nil {
+		t.Skipf("python3 does not run (%v): the generated scripts are not run", err)
+	}
+	return py
+}
+
+// writeMock writes the mock bfrt_python with answers into dir.
+func writeMock(t *testing.T, dir, answers string) string {
+	t.Helper()
+	mock := filepath.Join(dir, "mock.py")
+	if err := os.WriteFile(mock, []byte(strings.Replace(mockBfrt, "ANSWERS", strings.TrimSpace(answers), 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return mock
+}
+
+// MockSDE is an SDE directory whose run_bfshell.sh runs the script it is
+// given (`run_bfshell.sh -b FILE`, SDE set to the directory, as a control
+// plane runs the SDE's) against the mock bfrt_python of RunBfrt, as a
+// file, and keeps a copy of it as scripts/N.py (N from 1); anything else
+// fails as bfshell would. Without a working python3 the test is skipped.
+func MockSDE(t *testing.T, answers string) string {
+	t.Helper()
+	py := python(t)
+	dir := t.TempDir()
+	writeMock(t, dir, answers)
+	if err := os.Mkdir(filepath.Join(dir, "scripts"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sh := `#!/bin/sh
+dir=$(cd "$(dirname "$0")" && pwd)
+[ "$1" = -b ] && [ -f "$2" ] || { echo "usage: run_bfshell.sh -b FILE" >&2; exit 2; }
+[ "$SDE" = "$dir" ] && [ "$SDE_INSTALL" = "$dir/install" ] || { echo "SDE=$SDE SDE_INSTALL=$SDE_INSTALL: not this SDE" >&2; exit 3; }
+n=$(ls "$dir/scripts" | wc -l)
+cp "$2" "$dir/scripts/$((n + 1)).py"
+exec "` + py + `" "$dir/mock.py" file "$2"
+`
+	if err := os.WriteFile(filepath.Join(dir, "run_bfshell.sh"), []byte(sh), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
