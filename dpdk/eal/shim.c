@@ -341,7 +341,7 @@ uint16_t shim_rx_epb(struct shim_rxq *q, uint16_t nb, uint32_t snap, uint64_t ts
 
 // copy_stream copies n bytes, a multiple of 16, from src to dst (16-byte
 // aligned) with non-temporal stores.
-static inline void copy_stream(const char *src, char *dst, uint32_t n)
+static inline __attribute__((always_inline)) void copy_stream(const char *src, char *dst, uint32_t n)
 {
 	for (uint32_t off = 0; off < n; off += 16)
 		_mm_stream_si128((__m128i *)(dst + off), _mm_loadu_si128((const __m128i *)(src + off)));
@@ -352,7 +352,7 @@ static inline void copy_stream(const char *src, char *dst, uint32_t n)
 // PMD's RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE assumes), and through
 // rte_pktmbuf_free_bulk otherwise: the checks the latter makes per mbuf
 // before it can put them back in bulk are most of its cost.
-static inline void free_simple(struct rte_mbuf **m, uint16_t n)
+static inline __attribute__((always_inline)) void free_simple(struct rte_mbuf **m, uint16_t n)
 {
 	if (n == 0)
 		return;

@@ -37,7 +37,10 @@ func Unmap(b []byte) error { return unix.Munmap(b[:cap(b)]) }
 // arena, then takes a TLB miss per 2 MiB instead of per 4 KiB. It applies
 // to pages faulted in after the call. It changes nothing where b holds no
 // whole huge page, and a kernel without transparent huge pages (or with
-// them turned off) answers with an error that leaves b as it was.
+// them turned off) answers with an error that leaves b as it was. On a Go
+// slice the advice belongs to the address range and outlives the slice:
+// what the runtime later puts there may be on huge pages too, which
+// changes nothing but the page size.
 func Advise(b []byte) error {
 	if len(b) == 0 {
 		return nil
