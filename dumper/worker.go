@@ -75,9 +75,10 @@ func newWorker(d *Dumper, q, core int) *worker {
 	// Transparent huge pages where the kernel has them: the capture
 	// writes the arena end to end, and on 4 KiB pages each 4 KiB of it
 	// costs the copies' stores a TLB miss. On net_null with 64-byte
-	// slots the copy took 3.6 ns a packet instead of 4.8 (dpdk/eal
-	// BenchmarkReadSlotsParts, pages=THP against pages=4KiB). Without
-	// them the arena is on small pages as before.
+	// slots ReadSlots took 1.6-2.5 ns a packet less in three runs of
+	// dpdk/eal BenchmarkReadSlotsParts (pages=THP against pages=4KiB),
+	// though BenchmarkVsTestpmd's ratio showed no change beyond its
+	// noise. Without them the arena is on small pages as before.
 	_ = hugemem.Advise(w.arena)
 	// Touch every page now: a fresh arena is mapped lazily, and the
 	// first write to each page would otherwise fault on the capture path.
