@@ -1,7 +1,8 @@
 // Package hugemem maps memory outside the Go heap, on 2 MiB huge pages when
 // the kernel has them reserved. Packet pools and RDMA-registered buffers live
 // there: the garbage collector never scans them, and C code and NICs may keep
-// their addresses.
+// their addresses. Advise asks for transparent huge pages under memory that
+// stays in the Go heap, such as the dumper's capture arenas.
 package hugemem
 
 import (
