@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rdma-appliance/appliance/dpdk"
+	"github.com/rdma-appliance/appliance/dpdk/hugemem"
 )
 
 // Burst is testpmd's default burst size, so both sides move the same bursts.
@@ -96,6 +97,64 @@ func BenchmarkReadSlotsNull(b *testing.B) {
 	// The rate of a poller that owns its core, which on a shared machine
 	// the wall clock does not show.
 	b.ReportMetric(float64(b.N)/(dpdk.ThreadCPU()-cpu0).Seconds(), "pkts/cpu-s")
+}
+
+// BenchmarkReadSlotsParts says where the nanoseconds of a copy on the
+// dumper's DPDK path go, beside what dpdk-testpmd --forward-mode=rxonly does
+// with a packet: each part below is a C loop over net_null's 64-byte
+// packets in bursts of 32 (shim_bench_parts), except readslots, which is the
+// Go loop calling ReadSlots 256 packets at a time as the dumper's worker
+// does. Slots are 64 bytes, in a 256 MiB arena used round, on 4 KiB pages
+// and on transparent huge pages (hugemem.Advise, as the dumper's arena).
+// Each reports CPU nanoseconds per packet of its pinned thread:
+//   - rxonly: receive and rte_pktmbuf_free_bulk, testpmd rxonly's work;
+//   - rx-free: receive and ReadSlots' free;
+//   - rx-copy-free: the same with the copy into the arena (non-temporal stores);
+//   - shim: shim_rx_slots (adds the lengths and the per-packet checks);
+//   - readslots: ReadSlots from Go (adds the cgo call and the counters);
+//   - store-only: the copies' stores alone, no packet received.
+//
+// The difference between rx-copy-free and rx-free is the copy, between
+// readslots and rxonly what the dumper's receive costs beyond testpmd's.
+func BenchmarkReadSlotsParts(b *testing.B) {
+	pool := newPool(b, 4096, 0)
+	port := open(b, "eal:net_null17", dpdk.Config{Pool: pool})
+	const slots, stride = 1 << 22, 64
+	lens, wire := make([]uint16, slots), make([]uint32, slots)
+	for _, pages := range []string{"4KiB", "THP"} {
+		arena := make([]byte, slots*stride)
+		if pages == "THP" {
+			if err := hugemem.Advise(arena); err != nil {
+				b.Logf("no transparent huge pages: %v", err)
+				continue
+			}
+		}
+		for i := 0; i < len(arena); i += 4096 {
+			arena[i] = 1
+		}
+		parts := []string{"rxonly", "rx-free", "rx-copy-free", "shim", "store-only", "readslots"}
+		for part, name := range parts {
+			b.Run("pages="+pages+"/"+name, func(b *testing.B) {
+				defer pinLast(b)()
+				b.ReportAllocs()
+				b.ResetTimer()
+				cpu0 := dpdk.ThreadCPU()
+				if name != "readslots" {
+					port.benchParts(part, uint64(b.N), arena, stride, lens, wire)
+				} else {
+					for got, i := 0, 0; got < b.N; {
+						if i+256 > slots {
+							i = 0
+						}
+						n, _ := port.ReadSlots(0, benchBurst, arena[i*stride:(i+256)*stride], stride, lens[i:i+256], wire[i:i+256])
+						i += n
+						got += n
+					}
+				}
+				b.ReportMetric(float64((dpdk.ThreadCPU()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/pkt")
+			})
+		}
+	}
 }
 
 // BenchmarkTxNull is the transmit loop on net_null: take a burst from the

@@ -341,7 +341,7 @@ uint16_t shim_rx_epb(struct shim_rxq *q, uint16_t nb, uint32_t snap, uint64_t ts
 
 // copy_stream copies n bytes, a multiple of 16, from src to dst (16-byte
 // aligned) with non-temporal stores.
-static inline void copy_stream(const char *src, char *dst, uint32_t n)
+static inline __attribute__((always_inline)) void copy_stream(const char *src, char *dst, uint32_t n)
 {
 	for (uint32_t off = 0; off < n; off += 16)
 		_mm_stream_si128((__m128i *)(dst + off), _mm_loadu_si128((const __m128i *)(src + off)));
@@ -352,7 +352,7 @@ static inline void copy_stream(const char *src, char *dst, uint32_t n)
 // PMD's RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE assumes), and through
 // rte_pktmbuf_free_bulk otherwise: the checks the latter makes per mbuf
 // before it can put them back in bulk are most of its cost.
-static inline void free_simple(struct rte_mbuf **m, uint16_t n)
+static inline __attribute__((always_inline)) void free_simple(struct rte_mbuf **m, uint16_t n)
 {
 	if (n == 0)
 		return;
@@ -449,3 +449,57 @@ uint16_t shim_tx(struct shim_txq *q, uint16_t nb)
 	return sent;
 }
 
+
+// shim_bench_parts is for BenchmarkReadSlotsParts only: it receives pkts
+// packets on q in bursts of 32 and does with them, in one C loop (no Go, no
+// cgo transition), one of the parts of ReadSlots' work, so that the
+// benchmark can say where a copy's nanoseconds go:
+//   0: receive, rte_pktmbuf_free_bulk (what testpmd --forward-mode=rxonly does)
+//   1: receive, free_simple (ReadSlots' free)
+//   2: receive, the non-temporal copy of the first stride bytes into the
+//      next slot of arena, free_simple
+//   3: shim_rx_slots itself, 256 packets a call as the dumper polls
+//   4: no receive: non-temporal stores of stride zero bytes a packet into
+//      the arena (what the memory takes for the copies' bytes alone)
+// arena holds slots slots of stride bytes (16-byte aligned, a multiple of
+// 16), lens and wire slots entries; the slots are used round.
+uint64_t shim_bench_parts(struct shim_rxq *q, int part, uint64_t pkts, char *arena, uint64_t slots,
+			  uint32_t stride, uint16_t *lens, uint32_t *wire)
+{
+	struct rte_mbuf **m = q->mbufs;
+	uint64_t got = 0, i = 0;
+	if (unlikely(thread_state == 0))
+		thread_register();
+	while (got < pkts) {
+		if (i + 256 > slots)
+			i = 0;
+		char *out = arena + i * stride;
+		uint16_t n;
+		switch (part) {
+		case 3:
+			n = shim_rx_slots(q, 256, 32, stride, out, lens + i, wire + i);
+			break;
+		case 4:
+			n = 32;
+			for (uint16_t j = 0; j < n; j++, out += stride)
+				for (uint32_t off = 0; off < stride; off += 16)
+					_mm_stream_si128((__m128i *)(out + off), _mm_setzero_si128());
+			_mm_sfence();
+			break;
+		default:
+			n = rte_eth_rx_burst(q->port, q->queue, m, 32);
+			if (part == 2) {
+				for (uint16_t j = 0; j < n; j++, out += stride)
+					copy_stream(rte_pktmbuf_mtod(m[j], const char *), out, stride);
+				_mm_sfence();
+			}
+			if (part == 0)
+				rte_pktmbuf_free_bulk(m, n);
+			else
+				free_simple(m, n);
+		}
+		i += n;
+		got += n;
+	}
+	return got;
+}

@@ -104,5 +104,7 @@ uint16_t shim_tx(struct shim_txq *q, uint16_t nb);
 uint16_t shim_rx_epb(struct shim_rxq *q, uint16_t nb, uint32_t snap, uint64_t ts, char *out);
 uint16_t shim_rx_slots(struct shim_rxq *q, uint16_t nb, uint16_t burst, uint32_t stride, char *out,
 		       uint16_t *lens, uint32_t *wire);
+uint64_t shim_bench_parts(struct shim_rxq *q, int part, uint64_t pkts, char *arena, uint64_t slots,
+			  uint32_t stride, uint16_t *lens, uint32_t *wire);
 
 #endif
