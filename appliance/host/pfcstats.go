@@ -82,7 +82,9 @@ func (p *PFCStats) Read() (PFCCounters, error) {
 	if err != nil {
 		return PFCCounters{}, err
 	}
-	if changed {
+	// After a reload that lost the counters, every read fails until a
+	// reload brings them back.
+	if changed || p.idx[0] < 0 {
 		if err := p.lookup(); err != nil {
 			return PFCCounters{}, err
 		}
