@@ -200,13 +200,19 @@ func (m *pipeModel) report(t *testing.T, coll int, r *dtawire.Report) [][]byte {
 	checksum := func(key uint32) uint32 { return m.poly(t, "poly_checksum").Sum(be32(nil, key)) }
 	switch r.Opcode {
 	case dtawire.OpKeyWrite:
-		rg := m.regions["key_write_region"][coll]
+		rg, ok := m.regions["key_write_region"][coll]
+		if !ok {
+			return nil // no region, no WRITE
+		}
 		for n := range int(r.Redundancy) {
 			va := rg.lo + (slot(n, r.Key)&rg.mask)<<3
 			out = append(out, m.packet(t, coll, 0, rg.hi, va, rg.rkey, be32(be32(nil, checksum(r.Key)), r.Data32()), 0))
 		}
 	case dtawire.OpKeyIncrement:
-		rg := m.regions["key_increment_region"][coll]
+		rg, ok := m.regions["key_increment_region"][coll]
+		if !ok {
+			return nil
+		}
 		for n := range int(r.Redundancy) {
 			va := rg.lo + (slot(n, r.Key)&rg.mask)<<3
 			out = append(out, m.packet(t, coll, 1, rg.hi, va, rg.rkey, nil, r.Counter))

@@ -37,22 +37,33 @@ const (
 // Conn takes a collector's ACKs and NAKs, an Append's WRITE is the twin's
 // on the connection the test's rdma_conn entry describes (appendModel),
 // and a postcard meets the twin's flow cache holding the cell the test
-// sets in the switch's (postcardModel). The replay compares drops, the
-// reporters' answers, the Appends and the postcard records, and each
-// postcard's outcome (held, complete, refused hop) with the switch's in
-// the trace; TestICRCMatchesSoftware compares every RDMA packet the egress
-// builds with the twin's.
+// sets in the switch's (postcardModel). The -DP4TESTGEN harness's copies
+// (stf_harness_test.go) are the twin's too: a mirrored ACK copy its
+// tracker's ACK (ackCopyModel), copy r of a Key-Write or Key-Increment
+// group its r-th WRITE or FETCH_ADD (copyModel). The replay compares
+// drops, the reporters' answers, the ACKs, the Appends, the Key-Write and
+// Key-Increment packets and the postcard records, and each postcard's
+// outcome (held, complete, refused hop) with the switch's in the trace;
+// TestICRCMatchesSoftware compares every RDMA packet the egress builds
+// with the twin's, ICRC included.
 func TestSTFTranslator(t *testing.T) {
 	postcards = map[string]int{}
 	appendCompared = map[bool]int{}
+	harnessCompared = map[string]int{}
 	stf.Replay(t, "testdata/p4testgen/translator", translatorModel, stf.Known{})
 	t.Logf("postcard outcomes the twin and the switch agreed on: %v", postcards)
 	t.Logf("Appends compared: %d held by both, %d completing a batch", appendCompared[true], appendCompared[false])
+	t.Logf("harness copies compared: %v", harnessCompared)
 	if appendCompared[true] == 0 {
 		t.Error("no Append held by the switch was compared with the twin")
 	}
 	if len(postcards) == 0 {
 		t.Error("no postcard outcome compared: were the trace patterns of switchPostcard renamed?")
+	}
+	for _, k := range []string{"ACK", "key-write", "key-increment"} {
+		if harnessCompared[k] == 0 {
+			t.Errorf("no %s copy of the -DP4TESTGEN harness compared with the twin: did the set lose the harness's ports?", k)
+		}
 	}
 }
 
@@ -195,8 +206,74 @@ func reporterModel(tc *stf.Test) ([]stf.Output, string, error) {
 	return []stf.Output{{Port: testgenMirrorPort, Frame: frame}}, "", nil
 }
 
-// translatorModel is the adapter.
+// The -DP4TESTGEN harness's ports of translator.p4 (TESTGEN_ACK_PORT,
+// TESTGEN_COPY_PORT): a packet on the first is a mirrored ACK copy, led
+// by the ack_mirror_h the ingress deparser prepends; one on the second
+// is a report led by the replication id of the multicast copy the test
+// follows.
+const (
+	testgenAckPort  = 100
+	testgenCopyPort = 101
+	ackMirrorLen    = 3 // ack_mirror_h: type, sequence number, flags
+	pktAck          = 3 // translator.p4's PKT_ACK
+)
+
+// notAnAckCopy: the harness drops a mirrored copy the ingress cannot
+// write (see ackCopyModel).
+const notAnAckCopy = "not an ACK copy the ingress mirrors (an in-order retransmittable report whose number ends in 15, " +
+	"its ACK header of type PKT_ACK, that number and no flags): the -DP4TESTGEN harness drops it"
+
+// translatorModel is the adapter: the harness's ACK copies go to
+// ackCopyModel; a report on the copy port is replayed as any other, the
+// copy of a Key-Write or Key-Increment group it names included.
 func translatorModel(tc *stf.Test) ([]stf.Output, string, error) {
+	switch tc.InPort {
+	case testgenAckPort:
+		return ackCopyModel(tc)
+	case testgenCopyPort:
+		c, rid, ok := copyHarness(tc)
+		if !ok || !keyReport(c.In) {
+			return nil, notACopyReport, nil
+		}
+		return reportModel(c, rid)
+	}
+	return reportModel(tc, -1)
+}
+
+// notACopyReport: the copy port takes Key-Write and Key-Increment
+// reports, behind the replication id, and drops anything else.
+const notACopyReport = "not a replication id and a Key-Write or Key-Increment report: the -DP4TESTGEN copy port drops it"
+
+// keyReport says the frame is one the switch's parser takes for a
+// Key-Write or Key-Increment report: IPv4 with a 20-byte header, not a
+// fragment, UDP to the DTA port, that opcode.
+func keyReport(f []byte) bool {
+	const ip = header.EthernetHeaderLen
+	if len(f) < ip+header.IPv4MinHeaderLen+header.UDPHeaderLen+1 || binary.BigEndian.Uint16(f[12:]) != header.EtherTypeIPv4 ||
+		f[ip] != 0x45 || binary.BigEndian.Uint16(f[ip+6:])&0x3fff != 0 || f[ip+9] != header.IPProtoUDP {
+		return false
+	}
+	udp := ip + header.IPv4MinHeaderLen
+	op := dtawire.Opcode(f[udp+header.UDPHeaderLen])
+	return binary.BigEndian.Uint16(f[udp+2:]) == dtawire.ReportPort && (op == dtawire.OpKeyWrite || op == dtawire.OpKeyIncrement)
+}
+
+// copyHarness splits a test of the copy port into the report (a shallow
+// copy of tc whose packet is the frame behind the replication id) and
+// the id. The copy shares tc's expectation.
+func copyHarness(tc *stf.Test) (*stf.Test, int, bool) {
+	if tc.InPort != testgenCopyPort || len(tc.In) < 1 {
+		return tc, -1, tc.InPort != testgenCopyPort
+	}
+	c := *tc
+	c.In = tc.In[1:]
+	return &c, int(tc.In[0]), true
+}
+
+// reportModel replays a packet that arrives on a port of the switch; rid
+// is the replication id of the copy the test follows when the packet came
+// in by the copy port (-1 otherwise: P4Testgen follows no multicast copy).
+func reportModel(tc *stf.Test, rid int) ([]stf.Output, string, error) {
 	// translator.p4 reads no IP or UDP length.
 	tc.FixLengths()
 	var np header.Parsed
@@ -315,8 +392,10 @@ func translatorModel(tc *stf.Test) ([]stf.Output, string, error) {
 			mgid, ok := groups[[2]uint64{c.idx, uint64(r.Redundancy)}]
 			switch {
 			case !ok || r.Redundancy == 0 || r.Redundancy > MaxRedundancy:
-			case mgid != 0:
+			case mgid != 0 && rid < 0:
 				return nil, multicast, nil
+			case mgid != 0:
+				return copyModel(tc, c.idx, c.port, rid, &r)
 			}
 			// Group 0 replicates to nobody: as a collector without the
 			// region, the report goes nowhere.
@@ -378,9 +457,15 @@ func ipv4(a [4]byte) uint32 {
 // twinConn is the twin's connection to collector coll as the test's
 // rdma_conn entry installs it (MACs, addresses, DSCP, UDP source port,
 // QPN), with the PSN and ACK period the registers a PTF test sets, or nil
-// without an entry: the switch then sends nothing. A skip reason comes
-// back for what the control plane never installs.
-func twinConn(tc *stf.Test, coll uint64) (*dtatranslator.Conn, string) {
+// without an entry: the switch then sends nothing.
+func twinConn(tc *stf.Test, coll uint64) *dtatranslator.Conn {
+	return twinConnAfter(tc, coll, 0)
+}
+
+// twinConnAfter is twinConn for the packet that follows before others
+// of one report on the connection: the registers a test sets are what
+// its packet finds, so the twin's connection starts before PSNs earlier.
+func twinConnAfter(tc *stf.Test, coll uint64, before uint32) *dtatranslator.Conn {
 	var conn *stf.Entry
 	for i := range tc.Adds {
 		e := &tc.Adds[i]
@@ -389,7 +474,7 @@ func twinConn(tc *stf.Test, coll uint64) (*dtatranslator.Conn, string) {
 		}
 	}
 	if conn == nil {
-		return nil, ""
+		return nil
 	}
 	var psn, ackPhase uint64
 	for _, reg := range tc.Registers {
@@ -402,22 +487,23 @@ func twinConn(tc *stf.Test, coll uint64) (*dtatranslator.Conn, string) {
 	}
 	if conn.Uint("udp_src_port") == 0 {
 		// The control plane derives the port from the QPNs, as the twin
-		// does for 0: never 0 (roce.FlowLabelToUDPSrcPort).
-		return nil, "a connection with UDP source port 0, which the control plane never installs and the twin reads as " +
-			"derive it from the QPNs"
+		// does for 0: never 0 (roce.FlowLabelToUDPSrcPort). The
+		// -DP4TESTGEN build takes such an entry for none.
+		return nil
 	}
 	var smac, dmac header.MAC
 	copy(dmac[:], conn.Bytes("dmac", 6))
 	copy(smac[:], conn.Bytes("smac", 6))
 	local := dtamem.Endpoint{MAC: smac, GID: roce.GIDFromIPv4([4]byte(conn.Bytes("src_addr", 4)))}
 	remote := dtamem.Endpoint{MAC: dmac, GID: roce.GIDFromIPv4([4]byte(conn.Bytes("dst_addr", 4))), QPN: uint32(conn.Uint("dst_qpn"))}
-	c := dtatranslator.NewConnWith(local, remote, uint32(psn),
+	c := dtatranslator.NewConnWith(local, remote, uint32(psn)-before,
 		dtatranslator.ConnHeaders{UDPSrcPort: uint16(conn.Uint("udp_src_port")), DSCP: uint8(conn.Uint("dscp"))})
-	// The switch asks for an ACK when ack_phase goes from 63 to 64.
+	// The switch asks for an ACK when ack_phase goes from 63 to 64 (the
+	// packets before the one compared are not compared).
 	if ackPhase == 63 {
 		c.AckEvery = 1
 	}
-	return c, ""
+	return c
 }
 
 // rdmaOut is the switch's RDMA packet for the twin's frame f: a Tofino
@@ -472,17 +558,15 @@ func appendModel(tc *stf.Test, coll, port, list uint64, r *dtawire.Report) ([]st
 		return nil, "batch_fill beyond the batch's places, which the switch's register never holds", nil
 	}
 	held := fill < b-1
-	c, skip := twinConn(tc, coll)
+	c := twinConn(tc, coll)
 	switch {
 	case held:
 		// The connection does not matter: nothing is sent.
 		c = dtatranslator.NewConn(dtamem.Endpoint{}, dtamem.Endpoint{}, 0)
-	case c == nil && skip == "":
+	case c == nil:
 		return nil, "", nil
 	case ringSkip != "":
 		return nil, ringSkip, nil
-	case skip != "":
-		return nil, skip, nil
 	}
 	var region *stf.Entry
 	for i := range tc.Adds {
@@ -589,7 +673,7 @@ func postcardModel(tc *stf.Test, coll, port uint64, r *dtawire.Report) ([]stf.Ou
 			}
 		}
 	}
-	c, connSkip := twinConn(tc, coll)
+	c := twinConn(tc, coll)
 	conn := c
 	if conn == nil {
 		conn = dtatranslator.NewConn(dtamem.Endpoint{}, dtamem.Endpoint{}, 0)
@@ -666,9 +750,6 @@ func postcardModel(tc *stf.Test, coll, port uint64, r *dtawire.Report) ([]stf.Ou
 		postcards[want]++
 	}
 	if c == nil {
-		if connSkip != "" && len(frames) > 0 {
-			return nil, connSkip, nil
-		}
 		return nil, "", nil // the switch sends nothing without a connection
 	}
 	var outs []stf.Output
@@ -697,6 +778,10 @@ func TestSTFPostcardRecord(t *testing.T) {
 	for _, tc := range tests {
 		if out, _, _ := switchPostcard(tc); out != "complete" {
 			continue
+		}
+		tc, rid, ok := copyHarness(tc)
+		if !ok {
+			t.Fatalf("%s: a completed postcard on the copy port without a replication id", tc.Name)
 		}
 		tc.FixLengths()
 		var np header.Parsed
@@ -766,7 +851,7 @@ func TestSTFPostcardRecord(t *testing.T) {
 		care := bytes.Repeat([]byte{0xff}, len(want))
 		clear(care[len(frames[0])-4 : len(frames[0])])
 		tc.Expect = &stf.Expected{Port: port, Data: want, Care: care, Exact: true}
-		outs, skip, err := translatorModel(tc)
+		outs, skip, err := reportModel(tc, rid)
 		if err != nil || skip != "" {
 			t.Fatalf("%s: %v %s", tc.Name, err, skip)
 		}
@@ -797,6 +882,10 @@ func TestSTFAppendBatch(t *testing.T) {
 	n, wraps := 0, 0
 	for _, tc := range tests {
 		if tc.Expect == nil || tc.Expect.Odd {
+			continue
+		}
+		tc, _, ok := copyHarness(tc)
+		if !ok {
 			continue
 		}
 		tc.FixLengths()

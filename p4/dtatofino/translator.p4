@@ -205,6 +205,15 @@
  *   p4check: build -DDTA_APPEND_BATCH=2
  *   p4check: build -DDTA_SKETCH_MERGE -DDTA_NO_SEQNUM -DDTA_NO_METER
  *   p4check: build -DDTA_SKETCH_MERGE tofino2 nofit=tofino1
+ * P4Testgen's STF tests, which cannot set registers, follow the
+ * -DP4TESTGEN harness's copies (its ports, below: paths that need no
+ * register) and the PTF tests, which set them, the switch's other ports
+ * (with the harness's ports in one set, P4Testgen's greedy search spent
+ * most tests on the copies' paths and left more statements unreached):
+ *   p4check: tests STF 300
+ *   p4check: tests PTF 200
+ *   p4check: ports STF 100:101
+ *   p4check: ports PTF 0:99,102:511
  */
 #include <core.p4>
 #include <tna.p4>
@@ -237,12 +246,13 @@
 /* The replication id of an egress packet: a multicast copy's, 0 for a
  * unicast packet. P4Testgen's Tofino model misreads the whole egress of a
  * program that reads egress_rid (it makes the field one bit wide; see
- * p4/internal/stf/testdata/egress_rid), and the only packets it follows
- * into egress are unicast, whose replication id is 0. make p4check
- * generates the tests with -DP4TESTGEN, which reads that 0 instead; the
- * switch builds read the field. */
+ * p4/internal/stf/testdata/egress_rid), and it follows no multicast copy
+ * into egress, only unicast packets, whose replication id is 0. make
+ * p4check generates the tests with -DP4TESTGEN, which reads the id from
+ * the bridged header instead: 0, but for the copies the test harness
+ * below makes (TESTGEN_COPY_PORT); the switch builds read the field. */
 #ifdef P4TESTGEN
-#define EGRESS_RID(eg_md) 16w0
+#define EGRESS_RID(eg_md) (8w0 ++ hdr.bridge.testgen_rid)
 #else
 #define EGRESS_RID(eg_md) eg_md.egress_rid
 #endif
@@ -566,6 +576,9 @@ header bridge_h {
     bit<8>     pkt_type;
     coll_idx_t collector;
     list_idx_t list;
+#ifdef P4TESTGEN
+    bit<8>     testgen_rid; /* the harness's replication id (EGRESS_RID) */
+#endif
 }
 
 /* Prepended to the mirrored copy that becomes an ACK. */
@@ -577,7 +590,41 @@ header ack_mirror_h {
 #endif
 }
 
+#ifdef P4TESTGEN
+/* P4Testgen follows neither a mirrored nor a multicast copy into egress,
+ * so the ACK rewrite (the egress path of a mirrored report) and the
+ * Key-Write and Key-Increment WRITEs and FETCH_ADDs (the egress paths of
+ * the copies redundancy_group's groups make) are beyond its tests. make
+ * p4check generates them from -DP4TESTGEN builds, where two ports stand
+ * for the traffic manager:
+ *   - a packet arriving on TESTGEN_ACK_PORT starts with the ack_mirror_h
+ *     the ingress deparser prepends to the copy, and ingress hands it to
+ *     egress as the mirror session would (back out of the port it came
+ *     in by), only if it is a copy the ingress writes: an in-order ACK
+ *     (the -DP4TESTGEN build sees every report green, so no congestion
+ *     notice) of a retransmittable report whose number ends in 15;
+ *   - a packet arriving on TESTGEN_COPY_PORT starts with one byte, the
+ *     replication id r of the copy the test follows, then a Key-Write or
+ *     Key-Increment report (it drops any other packet); the report goes
+ *     through the ingress as on any other port, and where a group
+ *     would replicate it the copy r of the group (N nodes on the
+ *     collector's port with ids 0..N-1, as the control plane makes them:
+ *     none for r >= N or group 0) goes to egress with r as its
+ *     replication id.
+ * Switch builds have neither. */
+const PortId_t TESTGEN_ACK_PORT  = 100;
+const PortId_t TESTGEN_COPY_PORT = 101;
+
+header testgen_copy_h {
+    bit<8> rid;
+}
+#endif
+
 struct headers_t {
+#ifdef P4TESTGEN
+    ack_mirror_h        testgen_ack;
+    testgen_copy_h      testgen_copy;
+#endif
     bridge_h            bridge;
 #if DTA_APPEND_BATCH > 1
     gathered_h          gathered;
@@ -652,6 +699,9 @@ struct ig_metadata_t {
     bit<32>        sk_o1;
 #endif
     ack_mirror_h   ack_mirror;
+#ifdef P4TESTGEN
+    MulticastGroupId_t testgen_mgid;
+#endif
 }
 
 struct eg_headers_t {
@@ -783,7 +833,26 @@ parser IngressParser(packet_in pkt,
         md.notice_diff = 0;
 #endif
 #endif
+#ifdef P4TESTGEN
+        md.testgen_mgid = 0;
+        transition select(ig_intr_md.ingress_port) {
+            TESTGEN_ACK_PORT: parse_testgen_ack;
+            TESTGEN_COPY_PORT: parse_testgen_copy;
+            default: parse_ethernet;
+        }
+    }
+
+    state parse_testgen_ack {
+        pkt.extract(hdr.testgen_ack);
         transition parse_ethernet;
+    }
+
+    state parse_testgen_copy {
+        pkt.extract(hdr.testgen_copy);
+        transition parse_ethernet;
+#else
+        transition parse_ethernet;
+#endif
     }
 
     state parse_ethernet {
@@ -952,6 +1021,9 @@ control Ingress(inout headers_t hdr,
      * N copies with replication ids 0..N-1 on the collector's port. */
     action set_group(MulticastGroupId_t mgid) {
         ig_tm_md.mcast_grp_a = mgid;
+#ifdef P4TESTGEN
+        md.testgen_mgid = mgid;
+#endif
     }
 
     table redundancy_group {
@@ -1381,10 +1453,41 @@ control Ingress(inout headers_t hdr,
 #endif
 
     apply {
+#ifdef P4TESTGEN
+        if (hdr.testgen_ack.isValid()) {
+            /* The test's mirrored ACK copy (see TESTGEN_ACK_PORT), back
+             * out of the port it came in by, with no bridged header; one
+             * the ingress could not have written is dropped. */
+            ig_tm_md.ucast_egress_port = ig_intr_md.ingress_port;
+            if (hdr.testgen_ack.pkt_type != PKT_ACK || !hdr.dta.isValid() || hdr.dta.retransmittable == 0 ||
+                hdr.testgen_ack.seqnum != hdr.dta.seqnum || hdr.dta.seqnum[3:0] != 15
+#ifndef DTA_NO_METER
+                || hdr.testgen_ack.flags != 0
+#endif
+                ) {
+                discard();
+            }
+            exit;
+        }
+#endif
         hdr.bridge.setValid();
         hdr.bridge.pkt_type = PKT_FORWARD;
         hdr.bridge.collector = 0;
         hdr.bridge.list = 0;
+#ifdef P4TESTGEN
+        hdr.bridge.testgen_rid = 0;
+        if (hdr.testgen_copy.isValid()) {
+            /* Only groups replicate: the port takes Key-Write and
+             * Key-Increment reports (any other traffic comes in by the
+             * other ports). */
+            hdr.bridge.testgen_rid = hdr.testgen_copy.rid;
+            hdr.testgen_copy.setInvalid();
+            if (!hdr.key_write.isValid() && !hdr.key_increment.isValid()) {
+                discard();
+                exit;
+            }
+        }
+#endif
         translator_cfg.apply();
 #ifndef DTA_NO_METER
         flow_cfg.apply();
@@ -1549,6 +1652,15 @@ control Ingress(inout headers_t hdr,
                     } else if (!redundancy_group.apply().hit) {
                         md.refused = 1;
                     }
+#ifdef P4TESTGEN
+                    /* The group's copy the test follows (see
+                     * TESTGEN_COPY_PORT); without the harness P4Testgen
+                     * makes none and sees the report dropped. */
+                    if (md.refused == 0 && ig_intr_md.ingress_port == TESTGEN_COPY_PORT && md.testgen_mgid != 0 &&
+                        hdr.bridge.testgen_rid < md.redundancy) {
+                        ig_tm_md.ucast_egress_port = md.port;
+                    }
+#endif
                 } else if (hdr.append.isValid()) {
                     ig_tm_md.ucast_egress_port = md.port;
                     if (!append_list.apply().hit) {
@@ -2312,14 +2424,33 @@ control Egress(inout eg_headers_t hdr,
             if (rdma_conn.apply().hit) {
                 md.send = 1;
             }
+#ifdef P4TESTGEN
+            /* The control plane installs no connection with UDP source
+             * port 0 (it derives one from the QPNs, as the software
+             * translator does): the harness takes a test's such entry for
+             * none, so that P4Testgen's tests send on connections the
+             * software translator can have. */
+            if (hdr.udp.src_port == 0) {
+                md.send = 0;
+            }
+#endif
+            /* A Key-Write or Key-Increment is written only to a
+             * collector with the primitive's region, as the software
+             * translator refuses it: the groups are per (collector, N),
+             * so a collector with one of the two regions gets the other
+             * primitive's reports too, which a WRITE or FETCH_ADD to VA 0
+             * with rkey 0 would answer with a NAK that breaks the
+             * connection. */
             if (hdr.key_write.isValid()) {
                 md.key = hdr.key_write.key;
-                md.emit = 1;
-                key_write_region.apply();
+                if (key_write_region.apply().hit) {
+                    md.emit = 1;
+                }
             } else if (hdr.key_increment.isValid()) {
                 md.key = hdr.key_increment.key;
-                md.emit = 1;
-                key_increment_region.apply();
+                if (key_increment_region.apply().hit) {
+                    md.emit = 1;
+                }
             } else if (hdr.append.isValid()) {
                 md.emit = 1;
                 list_region.apply();

@@ -45,7 +45,8 @@ func TestPrograms(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write("p4/b/b.p4", "/*\n * p4check: build -DX tofino2 nofit=tofino1\n * p4check: build -DY -DZ\n */\nSwitch(pipe) main;\n")
+	write("p4/b/b.p4", "/*\n * p4check: build -DX tofino2 nofit=tofino1\n * p4check: build -DY -DZ\n * p4check: tests STF 300\n * p4check: tests PTF 200\n"+
+		" * p4check: ports STF 100:101\n * p4check: ports PTF 0:99,102:511\n */\nSwitch(pipe) main;\n")
 	write("p4/a/a.p4", "Pipeline(IngressParser()) pipe;\n")
 	write("p4/a/lib.p4", "header h_t { bit<8> x; }\n")
 	write("p4/a/testdata/x.p4", "Switch(pipe) main;\n")
@@ -56,14 +57,17 @@ func TestPrograms(t *testing.T) {
 	want := []Program{
 		{Path: "p4/a/a.p4", Variants: []Variant{{Targets: Targets}}},
 		{Path: "p4/b/b.p4", Variants: []Variant{{Targets: Targets}, {Flags: []string{"-DX"}, Targets: []int{1, 2}, NoFit: []int{1}},
-			{Flags: []string{"-DY", "-DZ"}, Targets: []int{1}}}},
+			{Flags: []string{"-DY", "-DZ"}, Targets: []int{1}}}, Tests: map[string]int{"STF": 300, "PTF": 200}, Ports: map[string]string{"STF": "100:101", "PTF": "0:99,102:511"}},
 	}
 	if !reflect.DeepEqual(progs, want) {
 		t.Errorf("%+v\nwant %+v", progs, want)
 	}
-	write("p4/c/c.p4", "// p4check: build -DX fast\nSwitch(pipe) main;\n")
-	if _, err := Programs(root); err == nil {
-		t.Error("an unknown directive word accepted")
+	for _, bad := range []string{"// p4check: build -DX fast", "// p4check: tests 0", "// p4check: tests 10\n// p4check: tests STF 20", "// p4check: tests STP 2",
+		"// p4check: ports XYZ 1:2", "// p4check: ports STF 1-2", "// p4check: ports STF 1:2\n// p4check: ports STF 3:4"} {
+		write("p4/c/c.p4", bad+"\nSwitch(pipe) main;\n")
+		if _, err := Programs(root); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -33,6 +34,21 @@ type Variant struct {
 type Program struct {
 	Path     string // relative to the module root, as "p4/dtatofino/translator.p4"
 	Variants []Variant
+	// Tests is how many tests make p4check asks P4Testgen for, by back
+	// end (STF, PTF): a line
+	//
+	//	p4check: tests [BACKEND] N
+	//
+	// in a comment (without a back end, for both); absent, p4check's
+	// default.
+	Tests map[string]int
+	// Ports are the input ports P4Testgen's tests of a back end (STF,
+	// PTF) may use (its --port-ranges), by back end: a line
+	//
+	//	p4check: ports BACKEND LO:HI[,LO:HI...]
+	//
+	// per back end; absent, any port.
+	Ports map[string]string
 }
 
 // Name is the program's file name without .p4.
@@ -53,6 +69,9 @@ func (v Variant) FlagString() string {
 var (
 	mainRE      = regexp.MustCompile(`(?m)^\s*(Pipeline|Switch)\s*\(`)
 	directiveRE = regexp.MustCompile(`p4check:\s*build\s+([^\n*]*)`)
+	testsRE     = regexp.MustCompile(`p4check:\s*tests\s+([^\n*]*)`)
+	portsRE     = regexp.MustCompile(`p4check:\s*ports\s+([^\n*]*)`)
+	rangesRE    = regexp.MustCompile(`^\d+:\d+(,\d+:\d+)*$`)
 )
 
 // Programs finds every TNA program under root/p4 (a file that
@@ -90,6 +109,38 @@ func Programs(root string) ([]Program, error) {
 				return fmt.Errorf("%s: %v", rel, err)
 			}
 			p.Variants = append(p.Variants, v)
+		}
+		for _, m := range testsRE.FindAllStringSubmatch(string(src), -1) {
+			f := strings.Fields(m[1])
+			backends := []string{"STF", "PTF"}
+			if len(f) == 2 && (f[0] == "STF" || f[0] == "PTF") {
+				backends, f = f[:1], f[1:]
+			}
+			n, err := 0, error(nil)
+			if len(f) == 1 {
+				n, err = strconv.Atoi(f[0])
+			}
+			if len(f) != 1 || err != nil || n <= 0 || p.Tests[backends[0]] != 0 || p.Tests[backends[len(backends)-1]] != 0 {
+				return fmt.Errorf("%s: p4check directive \"tests %s\": one per back end, as tests [STF|PTF] N, N above 0",
+					rel, strings.TrimSpace(m[1]))
+			}
+			if p.Tests == nil {
+				p.Tests = map[string]int{}
+			}
+			for _, b := range backends {
+				p.Tests[b] = n
+			}
+		}
+		for _, m := range portsRE.FindAllStringSubmatch(string(src), -1) {
+			f := strings.Fields(m[1])
+			if len(f) != 2 || (f[0] != "STF" && f[0] != "PTF") || !rangesRE.MatchString(f[1]) || p.Ports[f[0]] != "" {
+				return fmt.Errorf("%s: p4check directive \"ports %s\": one per back end, as ports STF|PTF LO:HI[,LO:HI...]",
+					rel, strings.TrimSpace(m[1]))
+			}
+			if p.Ports == nil {
+				p.Ports = map[string]string{}
+			}
+			p.Ports[f[0]] = f[1]
 		}
 		out = append(out, p)
 		return nil

@@ -29,6 +29,13 @@ import (
 // program reads, under that macro, the value the switch has on every path
 // P4Testgen can take (egress_rid, which it misreads, is 0 for the unicast
 // packets it follows into egress; see translator.p4's EGRESS_RID).
+//
+// TestCount tests per back end, or the count a program asks for
+// (p4build.Program.Tests), from the input ports it names
+// (p4build.Program.Ports; translator.p4's STF tests come in by its
+// -DP4TESTGEN harness's ports, which stand for the mirror sessions and
+// multicast groups P4Testgen does not follow, its PTF tests by the
+// others).
 const (
 	TestCount     = 100
 	PathPolicy    = "GREEDY_STATEMENT_SEARCH"
@@ -59,6 +66,14 @@ type SetPart struct {
 	Uncovered []string
 }
 
+// testCount is how many tests p's set of back end b is generated with.
+func testCount(p p4build.Program, b string) int {
+	if n := p.Tests[b]; n > 0 {
+		return n
+	}
+	return TestCount
+}
+
 // SetDir is where a program's tests live: its package's
 // testdata/p4testgen/<name>.
 func SetDir(p p4build.Program) string {
@@ -72,10 +87,21 @@ func stamp(p p4build.Program) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("p4testgen tests of %s (make p4check regenerates them when the program changes)\n"+
+	s := fmt.Sprintf("p4testgen tests of %s (make p4check regenerates them when the program changes)\n"+
 		"program sha256 %s\nback ends %s: gen.sh %s OUT %d %s %s -- --path-selection %s --print-coverage\n",
 		p.Path, sha(src), strings.Join(Backends, ", "), p.Path, TestCount, strings.Join(p4build.Includes(p.Path), " "), TestgenDefine,
-		PathPolicy), nil
+		PathPolicy)
+	// What a program's directives change, so that the stamps of the
+	// others stay as they were.
+	for _, b := range Backends {
+		if n := testCount(p, b); n != TestCount {
+			s += fmt.Sprintf("%s: %d tests\n", b, n)
+		}
+		if r := p.Ports[b]; r != "" {
+			s += fmt.Sprintf("%s: --port-ranges %s\n", b, r)
+		}
+	}
+	return s, nil
 }
 
 // testSets checks every program's test set against its stamp, or with
@@ -122,10 +148,13 @@ func generate(tools p4build.Tools, p p4build.Program, dir, stampText string) err
 		if b == "PTF" {
 			out = filepath.Join(tmp, "ptf")
 		}
-		args := append([]string{p.Path, out, strconv.Itoa(TestCount)}, p4build.Includes(p.Path)...)
+		args := append([]string{p.Path, out, strconv.Itoa(testCount(p, b))}, p4build.Includes(p.Path)...)
 		args = append(args, TestgenDefine, "--", "--path-selection", PathPolicy, "--print-coverage")
 		if b == "PTF" {
 			args = append(args, "--test-name", p.Name())
+		}
+		if r := p.Ports[b]; r != "" {
+			args = append(args, "--port-ranges", r)
 		}
 		cmd := exec.Command(tools.Testgen(), args...)
 		cmd.Env = append(os.Environ(), "P4TESTGEN_BACKEND="+b)
