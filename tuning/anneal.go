@@ -126,6 +126,22 @@ type AnnealParams struct {
 	// of them cost k evaluations. 0 or 1: one.
 	Samples int  `json:"samples,omitempty"`
 	Median  bool `json:"median,omitempty"`
+	// Hold (online) ends each schedule as Algorithm 1 ends: once the
+	// temperature reaches tem_goal, x_best is applied and only
+	// re-measured (line 7, for the drift test) until a changed workload
+	// restarts the schedule from it. Off, the search goes on at tem_goal,
+	// every other judgement a proposal. Not in the paper, which has no
+	// online mode: there the run ends and x_best is deployed.
+	Hold bool `json:"hold,omitempty"`
+	// PhaseHistory (online) restarts Eq. 14/15's history normalisation
+	// (T_max, Q_min) with the schedule: a reheat is a new run of
+	// Algorithm 1 on a new workload, and the best throughput and
+	// smallest queue of another workload are no yardstick for this one
+	// (an incast's queue against a light phase's empty one scores 0 for
+	// every configuration). The first judgement after it re-measures x
+	// under the new history before any proposal is compared with it.
+	// Off, the history runs over the whole run, as Eq. 14 is written.
+	PhaseHistory bool `json:"phase_history,omitempty"`
 }
 
 // online is whether the schedule restarts on a changed workload instead
@@ -203,6 +219,8 @@ func (a AnnealParams) Validate() error {
 		return fmt.Errorf("anneal: samples %d: 0 to 100", a.Samples)
 	case a.online() && !a.Remeasure:
 		return errors.New("anneal: reheat watches re-measurements of x: it needs remeasure")
+	case (a.Hold || a.PhaseHistory) && !a.online():
+		return errors.New("anneal: hold and phase history are online settings: they need reheat")
 	}
 	return nil
 }
@@ -212,6 +230,7 @@ const (
 	phaseInit    = "init"    // line 2: f(x) of the start point
 	phaseCurrent = "current" // line 7: f(x) again
 	phasePropose = "propose" // lines 8-9: f(x') of a perturbation
+	phaseHold    = "hold"    // online, cooled: x_best held and re-measured
 	phaseDone    = "done"
 )
 
@@ -239,7 +258,10 @@ type annealState struct {
 	// measurements of the pending point taken so far (Samples).
 	Drift *Drift    `json:"drift,omitempty"`
 	Acc   []float64 `json:"acc,omitempty"`
-	RNG   *rng      `json:"rng"`
+	// NewHistory is set by a reheat with PhaseHistory until the tuner
+	// takes it (HistoryRestart).
+	NewHistory bool `json:"new_history,omitempty"`
+	RNG        *rng `json:"rng"`
 }
 
 // NewAnneal starts Algorithm 1 at start (a random point when nil).
@@ -276,8 +298,15 @@ func (a *Anneal) startIteration() {
 		}
 		// Online there is no end: the search goes on at the goal
 		// temperature (almost only improvements accepted) and line 7
-		// keeps watching f(x).
+		// keeps watching f(x), or (Hold) x_best is held and watched.
 		st.Tem = st.Params.TemGoal
+		if st.Params.Hold {
+			if !slices.Equal(st.X, st.BestX) {
+				a.move(slices.Clone(st.BestX), st.FBest)
+			}
+			st.Phase, st.Pending = phaseHold, slices.Clone(st.X)
+			return
+		}
 	}
 	if st.Params.Remeasure {
 		st.Phase, st.Pending = phaseCurrent, slices.Clone(st.X)
@@ -305,8 +334,15 @@ func (a *Anneal) Tell(f float64) {
 		st.BestX, st.FBest = slices.Clone(st.Pending), f
 		st.Iter = 0
 		a.startIteration()
+	case phaseHold:
+		if a.watch(f) && !st.NewHistory {
+			a.startIteration()
+		}
 	case phaseCurrent: // line 7
-		a.watch(f)
+		if a.watch(f) && st.NewHistory {
+			// x's next judgement is under the new history.
+			return
+		}
 		if st.Drift != nil && st.Drift.Run > 0 {
 			// f(x) moved past the noise once: look at x again before
 			// proposing, or an accepted proposal (after a drop nearly
@@ -397,7 +433,23 @@ func (a *Anneal) watch(f float64) bool {
 	st.Tem, st.S, st.Iter = st.Params.Tem, st.Params.S, 0
 	st.BestX, st.FBest = slices.Clone(st.X), f
 	st.Reheats++
+	if st.Params.PhaseHistory {
+		// The scores to come are on the new history's scale: x is
+		// judged again first, and the drift test starts a new
+		// reference (its noise estimate stays: the fabric's).
+		st.NewHistory = true
+		st.Drift.Rebase()
+		st.Phase, st.Pending = phaseCurrent, slices.Clone(st.X)
+	}
 	return true
+}
+
+// HistoryRestart reports, once, that a reheat restarted the history
+// normalisation (PhaseHistory): the tuner empties its history.
+func (a *Anneal) HistoryRestart() bool {
+	r := a.st.NewHistory
+	a.st.NewHistory = false
+	return r
 }
 
 // Reheats is how many times an online run restarted its schedule.
@@ -451,8 +503,8 @@ func (a *Anneal) perturb(x Point) Point {
 }
 
 // Judging is what the pending evaluation measures: "init" (the start
-// point), "current" (x again, line 7), "propose" (a perturbation) or
-// "done".
+// point), "current" (x again, line 7), "propose" (a perturbation),
+// "hold" (x_best, cooled, online) or "done".
 func (a *Anneal) Judging() string { return a.st.Phase }
 
 // Best is x_best.

@@ -82,7 +82,7 @@ func runTuneDiscriminate(_ context.Context, env *Env, o tuneDiscriminateOptions)
 var tuneOnlineCmd = &Command{
 	Name:    "online",
 	Summary: "online tuning on a running simulated fabric whose workload changes, against every preset",
-	Usage:   "[--scenario fig11] [--steps 240] [--seed 1] [--reheat 0.01] [--reheat-sigma 3] [--reheat-after 2] [--samples 1] [--median] [--window D] [--start PRESET] [--receiver-side] [--grid] [--norm history|fixed] [--workers 1] [--out DIR]",
+	Usage:   "[--scenario fig11] [--steps 240] [--seed 1] [--reheat 0.01] [--reheat-sigma 3] [--reheat-after 2] [--samples 1] [--median] [--window D] [--start PRESET] [--receiver-side] [--grid] [--norm history|fixed] [--workers 1] [--fixed-from online.json] [--out DIR]",
 	Long: `Runs an online scenario twice over: first ByteTuning online, one fabric simulation that never
 restarts while its workload moves through phases (fig11: a k=4 fat tree, tuned per layer
 (tor, agg, core), whose traffic cycles through a 2-to-1 of 1 MB messages, a 12-to-1 incast
@@ -115,7 +115,10 @@ goal line says at how many changes that took at most 30 steps. --norm fixed make
 judge by the table's score (throughput over line rate, queue against a fixed reference)
 instead of Eq. 14's history normalisation. The optimum is a lower bound
 on the phase's true one (18 points of 3300 per scope). --workers runs the simulations side by
-side.
+side. --fixed-from takes the preset and grid runs from an earlier online.json of the same
+scenario, steps and window instead of simulating them again (held fixed on a fabric of a fixed
+seed, they do not depend on the tuner): another seed or tuner setting then costs one
+simulation instead of 24.
 
 Prints per phase the objective under the fixed normalisation (its standard deviation over
 the phase's windows and the window-to-window noise), the rate delivered to the
@@ -139,12 +142,15 @@ type tuneOnlineOptions struct {
 	after         int
 	samples       int
 	median        bool
+	hold, phaseH  bool
+	cool          int
 	window        time.Duration
 	start         string
 	receiver      bool
 	grid          bool
 	workers       int
 	norm          string
+	fixedFrom     string
 	args          []string
 }
 
@@ -159,6 +165,9 @@ func tuneOnlineFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) err
 	fs.IntVar(&o.after, "reheat-after", def.ReheatAfter, "re-measurements of x in a row that must show the move")
 	fs.IntVar(&o.samples, "samples", max(def.Samples, 1), "telemetry windows per judgement (of x and of each proposal)")
 	fs.BoolVar(&o.median, "median", def.Median, "judge on the median of the samples, not their mean")
+	fs.BoolVar(&o.hold, "hold", def.Hold, "once a schedule has cooled, hold x_best and only re-measure it until the workload changes (as Algorithm 1 ends), instead of searching on at tem_goal")
+	fs.BoolVar(&o.phaseH, "phase-history", def.PhaseHistory, "restart Eq. 14's history (best throughput, smallest queue) with the schedule on a changed workload, instead of keeping it over the whole run")
+	fs.IntVar(&o.cool, "cool-within", 60, "windows (evaluations) each schedule cools within")
 	fs.StringVar(&o.start, "start", "", "start the tuner from this preset ("+strings.Join(tuning.BaselineNames(), ", ")+"; none: a random point)")
 	fs.DurationVar(&o.window, "window", 0, "telemetry window (0: the scenario's, 8ms for fig11; use a multiple of it)")
 	fs.StringVar(&o.out, "out", "tune-online", "directory for online.txt and online.json")
@@ -166,6 +175,7 @@ func tuneOnlineFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) err
 	fs.BoolVar(&o.grid, "grid", false, "also hold each of 18 coarse grid points fixed for the whole run, and measure each phase change's recovery against the phase's best fixed level (the grid optimum)")
 	fs.StringVar(&o.norm, "norm", "history", "the tuner's normalisation: history (Eq. 14's, over the whole run) or fixed (the table's score)")
 	fs.IntVar(&o.workers, "workers", 1, "simulations run side by side (the tuned run, the presets and the grid points are independent)")
+	fs.StringVar(&o.fixedFrom, "fixed-from", "", "an earlier online.json of the same scenario, steps and window whose preset and grid runs are reused instead of simulated again")
 	return bind(&o, &o.args, runTuneOnline)
 }
 
@@ -189,14 +199,28 @@ func runTuneOnline(ctx context.Context, env *Env, o tuneOnlineOptions) error {
 		return Usagef("--samples %d, --window %v: at least one sample, window not negative", o.samples, o.window)
 	}
 	ap := tunesim.OnlineAnneal()
+	if o.cool < 2 {
+		return Usagef("--cool-within %d: at least 2", o.cool)
+	}
 	ap.Reheat, ap.ReheatSigma, ap.ReheatAfter, ap.Samples, ap.Median = o.reheat, o.sigma, o.after, o.samples, o.median
-	// Each schedule cools within 60 evaluations (windows), as by default.
-	ap = ap.ForBudget(60)
+	ap.Hold, ap.PhaseHistory = o.hold, o.phaseH
+	ap = ap.ForBudget(o.cool)
 	if err := ap.Validate(); err != nil {
 		return Usagef("%v", err)
 	}
+	var fixed *tunesim.OnlineResult
+	if o.fixedFrom != "" {
+		b, err := os.ReadFile(o.fixedFrom)
+		if err != nil {
+			return fmt.Errorf("--fixed-from: %w", err)
+		}
+		fixed = &tunesim.OnlineResult{}
+		if err := json.Unmarshal(b, fixed); err != nil {
+			return fmt.Errorf("--fixed-from %s: %w", o.fixedFrom, err)
+		}
+	}
 	t0 := time.Now()
-	r, err := tunesim.Online(ctx, tunesim.OnlineOptions{Scenario: o.scenario, Steps: o.steps, Seed: o.seed, Anneal: &ap, ReceiverSide: o.receiver, Window: o.window, Start: o.start, Grid: o.grid, Workers: o.workers, Norm: tuning.Normalisation(o.norm)})
+	r, err := tunesim.Online(ctx, tunesim.OnlineOptions{Scenario: o.scenario, Steps: o.steps, Seed: o.seed, Anneal: &ap, ReceiverSide: o.receiver, Window: o.window, Start: o.start, Grid: o.grid, Workers: o.workers, Norm: tuning.Normalisation(o.norm), Fixed: fixed})
 	if err != nil {
 		return err
 	}

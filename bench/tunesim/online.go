@@ -49,6 +49,12 @@ type OnlineOptions struct {
 	// Workers run the tuned run and the fixed ones (presets, grid) side
 	// by side, each its own simulation (default 1: one after another).
 	Workers int
+	// Fixed, when set, is an earlier result of the same scenario, steps,
+	// window and telemetry whose preset and grid runs are taken instead
+	// of simulated again: a configuration held fixed on a fabric of a
+	// fixed seed does not depend on the tuner, so seeds and tuner
+	// settings compare against the same runs at a 24th of the cost.
+	Fixed *OnlineResult
 }
 
 // OnlineAnneal is the online setting of Algorithm 1
@@ -111,8 +117,12 @@ type OnlineRun struct {
 
 // OnlineResult is the comparison.
 type OnlineResult struct {
-	Scenario string    `json:"scenario"`
-	Steps    int       `json:"steps"`
+	Scenario string `json:"scenario"`
+	Steps    int    `json:"steps"`
+	// Window and ReceiverSide are the telemetry the fixed runs were
+	// scored on (Fixed reuses them only for the same).
+	Window       time.Duration `json:"window_ns"`
+	ReceiverSide bool          `json:"receiver_side"`
 	Tuned    OnlineRun `json:"tuned"`
 	Reheats  int       `json:"reheats"`
 	// ReheatAt are the steps (windows of the tuned run) whose judgement
@@ -217,7 +227,16 @@ func online(ctx context.Context, sc LiveScenario, o OnlineOptions) (OnlineResult
 	sp := tuning.PaperSpace(sc.Scopes...)
 	fixed := sc.Objective
 	fixed.Norm = tuning.Fixed
-	res := OnlineResult{Scenario: sc.Name, Steps: o.Steps}
+	res := OnlineResult{Scenario: sc.Name, Steps: o.Steps, Window: sc.Window, ReceiverSide: sc.ReceiverSide}
+	if f := o.Fixed; f != nil {
+		if f.Scenario != res.Scenario || f.Steps != res.Steps || f.Window != res.Window || f.ReceiverSide != res.ReceiverSide {
+			return res, fmt.Errorf("online: fixed runs of %s, %d steps, window %v, receiver side %v do not fit %s, %d steps, window %v, receiver side %v",
+				f.Scenario, f.Steps, f.Window, f.ReceiverSide, res.Scenario, res.Steps, res.Window, res.ReceiverSide)
+		}
+		if len(f.Base) == 0 || (o.Grid && len(f.Grid) == 0) {
+			return res, fmt.Errorf("online: the fixed runs of %s have %d presets and %d grid points (grid wanted: %v)", f.Scenario, len(f.Base), len(f.Grid), o.Grid)
+		}
+	}
 
 	lt, err := NewLiveTarget(sc)
 	if err != nil {
@@ -250,7 +269,12 @@ func online(ctx context.Context, sc LiveScenario, o OnlineOptions) (OnlineResult
 	for i, b := range bases {
 		fixedRuns = append(fixedRuns, fixedRun{b.Name, tuning.Uniform(sp.Cell, b.W, sc.Scopes...), &res.Base[i]})
 	}
-	if o.Grid {
+	if o.Fixed != nil {
+		res.Base, fixedRuns = o.Fixed.Base, nil
+		if o.Grid {
+			res.Grid = o.Fixed.Grid
+		}
+	} else if o.Grid {
 		grid := CoarseGrid(sp)
 		res.Grid = make([]OnlineRun, len(grid))
 		for i, c := range grid {
