@@ -142,7 +142,22 @@ type AnnealParams struct {
 	// under the new history before any proposal is compared with it.
 	// Off, the history runs over the whole run, as Eq. 14 is written.
 	PhaseHistory bool `json:"phase_history,omitempty"`
+	// ReheatTem (online), when positive, is the temperature a reheat
+	// restarts at instead of tem. Algorithm 1's tem (100, objectives in
+	// percentage points) accepts nearly every worse proposal for its
+	// first temperatures: a random walk that a run of thousands of
+	// iterations can afford and an online run, judged on every window,
+	// cannot. The cooling coefficient stays, so the schedule is shorter.
+	ReheatTem float64 `json:"reheat_tem,omitempty"`
+	// Recall (online) makes a reheat's first proposals the points that
+	// served earlier workloads (x at each earlier reheat, most recent
+	// first, at most recallPoints): a workload that comes back finds its
+	// configuration again in one judgement. Not in the paper.
+	Recall bool `json:"recall,omitempty"`
 }
+
+// recallPoints is how many earlier workloads' points Recall keeps.
+const recallPoints = 4
 
 // online is whether the schedule restarts on a changed workload instead
 // of ending.
@@ -219,8 +234,10 @@ func (a AnnealParams) Validate() error {
 		return fmt.Errorf("anneal: samples %d: 0 to 100", a.Samples)
 	case a.online() && !a.Remeasure:
 		return errors.New("anneal: reheat watches re-measurements of x: it needs remeasure")
-	case (a.Hold || a.PhaseHistory) && !a.online():
-		return errors.New("anneal: hold and phase history are online settings: they need reheat")
+	case (a.Hold || a.PhaseHistory || a.Recall || a.ReheatTem != 0) && !a.online():
+		return errors.New("anneal: hold, phase history, recall and reheat temperature are online settings: they need reheat")
+	case a.ReheatTem < 0 || math.IsNaN(a.ReheatTem):
+		return fmt.Errorf("anneal: reheat temperature %g: not negative", a.ReheatTem)
 	}
 	return nil
 }
@@ -261,7 +278,11 @@ type annealState struct {
 	// NewHistory is set by a reheat with PhaseHistory until the tuner
 	// takes it (HistoryRestart).
 	NewHistory bool `json:"new_history,omitempty"`
-	RNG        *rng `json:"rng"`
+	// Served are the points x was at when earlier reheats came (Recall),
+	// most recent first; Recall the ones still to propose.
+	Served []Point `json:"served,omitempty"`
+	Recall []Point `json:"recall,omitempty"`
+	RNG    *rng    `json:"rng"`
 }
 
 // NewAnneal starts Algorithm 1 at start (a random point when nil).
@@ -431,6 +452,24 @@ func (a *Anneal) watch(f float64) bool {
 		return false
 	}
 	st.Tem, st.S, st.Iter = st.Params.Tem, st.Params.S, 0
+	if st.Params.ReheatTem > 0 {
+		st.Tem = st.Params.ReheatTem
+	}
+	if st.Params.Recall {
+		st.Recall = st.Recall[:0]
+		for _, p := range st.Served {
+			if !slices.Equal(p, st.X) {
+				st.Recall = append(st.Recall, slices.Clone(p))
+			}
+		}
+		served := []Point{slices.Clone(st.X)}
+		for _, p := range st.Served {
+			if !slices.Equal(p, st.X) && len(served) < recallPoints {
+				served = append(served, p)
+			}
+		}
+		st.Served = served
+	}
 	st.BestX, st.FBest = slices.Clone(st.X), f
 	st.Reheats++
 	if st.Params.PhaseHistory {
@@ -459,6 +498,11 @@ func (a *Anneal) Reheats() int { return a.st.Reheats }
 // and at least one dimension by one level so no evaluation is spent on
 // the point itself.
 func (a *Anneal) perturb(x Point) Point {
+	if n := len(a.st.Recall); n > 0 {
+		p := a.st.Recall[0]
+		a.st.Recall = a.st.Recall[1:]
+		return p
+	}
 	r := a.st.RNG.r
 	p := slices.Clone(x)
 	moved := false

@@ -143,3 +143,63 @@ func TestPhaseHistory(t *testing.T) {
 	}
 	t.Fatal("no re-measurement of x scored 1 under a new history after the change")
 }
+
+// TestAnnealRecall: with Recall a reheat first proposes the points that
+// served earlier workloads, so a workload that comes back finds its
+// configuration in one judgement; ReheatTem restarts the schedule there
+// instead of at tem.
+func TestAnnealRecall(t *testing.T) {
+	sp := PaperSpace("leaf")
+	p := PaperAnneal()
+	p.I, p.Reheat, p.Hold, p.Recall, p.ReheatTem = 2, 0.05, true, true, 1
+	p = p.ForBudget(100)
+	a, err := NewAnneal(&sp, p, 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peak := 0
+	f := func(x Point) float64 {
+		d := float64(x[0]-peak) / 10
+		return 1 - d*d
+	}
+	var first Point // held before the first change
+	back, recalled := false, false
+	for i := range 450 {
+		switch i {
+		case 150:
+			first, _, _ = a.Best()
+			peak = 10
+		case 300:
+			peak = 0
+		}
+		x, ok := a.Next()
+		if !ok {
+			t.Fatalf("evaluation %d: the online annealer ended", i)
+		}
+		if back && a.Judging() == phasePropose {
+			// The first proposal after the workload came back is
+			// the point that served it before.
+			if !slices.Equal(x, first) {
+				t.Fatalf("evaluation %d: the first proposal after the workload came back is %v, want %v (held before)", i, x, first)
+			}
+			back, recalled = false, true
+		}
+		n := a.Reheats()
+		a.Tell(f(x))
+		if a.Reheats() > n {
+			if tem := a.Temperature(); tem != 1 {
+				t.Fatalf("evaluation %d: reheated to %g, want ReheatTem 1", i, tem)
+			}
+			back = i > 300
+		}
+	}
+	if !recalled {
+		t.Fatal("no proposal after the workload came back")
+	}
+	if a.Reheats() != 2 {
+		t.Fatalf("%d reheats, want 2", a.Reheats())
+	}
+	if bx, _, _ := a.Best(); f(bx) < f(first) {
+		t.Fatalf("after the workload came back x_best %v scores %.3f, below the recalled %v's %.3f", bx, f(bx), first, f(first))
+	}
+}

@@ -144,6 +144,8 @@ type tuneOnlineOptions struct {
 	median        bool
 	hold, phaseH  bool
 	cool          int
+	reheatTem     float64
+	recall        bool
 	window        time.Duration
 	start         string
 	receiver      bool
@@ -151,6 +153,7 @@ type tuneOnlineOptions struct {
 	workers       int
 	norm          string
 	fixedFrom     string
+	queueFloor    float64
 	args          []string
 }
 
@@ -167,6 +170,8 @@ func tuneOnlineFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) err
 	fs.BoolVar(&o.median, "median", def.Median, "judge on the median of the samples, not their mean")
 	fs.BoolVar(&o.hold, "hold", def.Hold, "once a schedule has cooled, hold x_best and only re-measure it until the workload changes (as Algorithm 1 ends), instead of searching on at tem_goal")
 	fs.BoolVar(&o.phaseH, "phase-history", def.PhaseHistory, "restart Eq. 14's history (best throughput, smallest queue) with the schedule on a changed workload, instead of keeping it over the whole run")
+	fs.Float64Var(&o.reheatTem, "reheat-tem", def.ReheatTem, "the temperature a reheat restarts at (0: tem, Algorithm 1's 100)")
+	fs.BoolVar(&o.recall, "recall", def.Recall, "a reheat's first proposals are the points that served earlier workloads, most recent first")
 	fs.IntVar(&o.cool, "cool-within", 60, "windows (evaluations) each schedule cools within")
 	fs.StringVar(&o.start, "start", "", "start the tuner from this preset ("+strings.Join(tuning.BaselineNames(), ", ")+"; none: a random point)")
 	fs.DurationVar(&o.window, "window", 0, "telemetry window (0: the scenario's, 8ms for fig11; use a multiple of it)")
@@ -175,6 +180,7 @@ func tuneOnlineFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) err
 	fs.BoolVar(&o.grid, "grid", false, "also hold each of 18 coarse grid points fixed for the whole run, and measure each phase change's recovery against the phase's best fixed level (the grid optimum)")
 	fs.StringVar(&o.norm, "norm", "history", "the tuner's normalisation: history (Eq. 14's, over the whole run) or fixed (the table's score)")
 	fs.IntVar(&o.workers, "workers", 1, "simulations run side by side (the tuned run, the presets and the grid points are independent)")
+	fs.Float64Var(&o.queueFloor, "queue-floor", 0, "the history normalisation's queue floor in bytes, Q_min/Q_now with both raised by it (0: one MMU cell, 256 bytes)")
 	fs.StringVar(&o.fixedFrom, "fixed-from", "", "an earlier online.json of the same scenario, steps and window whose preset and grid runs are reused instead of simulated again")
 	return bind(&o, &o.args, runTuneOnline)
 }
@@ -192,6 +198,9 @@ func runTuneOnline(ctx context.Context, env *Env, o tuneOnlineOptions) error {
 	if o.norm != string(tuning.History) && o.norm != string(tuning.Fixed) {
 		return Usagef("--norm %q: history or fixed", o.norm)
 	}
+	if o.queueFloor < 0 {
+		return Usagef("--queue-floor %g: not negative", o.queueFloor)
+	}
 	if o.workers < 1 {
 		return Usagef("--workers %d: at least 1", o.workers)
 	}
@@ -203,7 +212,7 @@ func runTuneOnline(ctx context.Context, env *Env, o tuneOnlineOptions) error {
 		return Usagef("--cool-within %d: at least 2", o.cool)
 	}
 	ap.Reheat, ap.ReheatSigma, ap.ReheatAfter, ap.Samples, ap.Median = o.reheat, o.sigma, o.after, o.samples, o.median
-	ap.Hold, ap.PhaseHistory = o.hold, o.phaseH
+	ap.Hold, ap.PhaseHistory, ap.ReheatTem, ap.Recall = o.hold, o.phaseH, o.reheatTem, o.recall
 	ap = ap.ForBudget(o.cool)
 	if err := ap.Validate(); err != nil {
 		return Usagef("%v", err)
@@ -220,7 +229,7 @@ func runTuneOnline(ctx context.Context, env *Env, o tuneOnlineOptions) error {
 		}
 	}
 	t0 := time.Now()
-	r, err := tunesim.Online(ctx, tunesim.OnlineOptions{Scenario: o.scenario, Steps: o.steps, Seed: o.seed, Anneal: &ap, ReceiverSide: o.receiver, Window: o.window, Start: o.start, Grid: o.grid, Workers: o.workers, Norm: tuning.Normalisation(o.norm), Fixed: fixed})
+	r, err := tunesim.Online(ctx, tunesim.OnlineOptions{Scenario: o.scenario, Steps: o.steps, Seed: o.seed, Anneal: &ap, ReceiverSide: o.receiver, Window: o.window, Start: o.start, Grid: o.grid, Workers: o.workers, Norm: tuning.Normalisation(o.norm), Fixed: fixed, QueueFloor: o.queueFloor})
 	if err != nil {
 		return err
 	}

@@ -46,6 +46,14 @@ type OnlineOptions struct {
 	// tells a search too slow to recover from an objective that cannot
 	// see the optimum).
 	Norm tuning.Normalisation
+	// QueueFloor, when positive, replaces the history normalisation's
+	// queue floor (one MMU cell by default): Q_min/Q_now with both
+	// raised by it. One cell makes the queue term 0 for every window
+	// once any window of the history had an empty queue; a floor of the
+	// fixed normalisation's QueueRef makes it QueueRef/(QueueRef+Q_now)
+	// then, the fixed form's term, and Q_min/Q_now where the smallest
+	// queue is far above it (an incast's).
+	QueueFloor float64
 	// Workers run the tuned run and the fixed ones (presets, grid) side
 	// by side, each its own simulation (default 1: one after another).
 	Workers int
@@ -123,8 +131,8 @@ type OnlineResult struct {
 	// scored on (Fixed reuses them only for the same).
 	Window       time.Duration `json:"window_ns"`
 	ReceiverSide bool          `json:"receiver_side"`
-	Tuned    OnlineRun `json:"tuned"`
-	Reheats  int       `json:"reheats"`
+	Tuned        OnlineRun     `json:"tuned"`
+	Reheats      int           `json:"reheats"`
 	// ReheatAt are the steps (windows of the tuned run) whose judgement
 	// reheated the schedule.
 	ReheatAt []int       `json:"reheat_at"`
@@ -213,6 +221,9 @@ func online(ctx context.Context, sc LiveScenario, o OnlineOptions) (OnlineResult
 	sc.ReceiverSide = sc.ReceiverSide || o.ReceiverSide
 	if o.Norm != "" {
 		sc.Objective.Norm = o.Norm
+	}
+	if o.QueueFloor > 0 {
+		sc.Objective.QueueFloor = o.QueueFloor
 	}
 	if err := sc.Objective.Validate(); err != nil {
 		return OnlineResult{}, err
