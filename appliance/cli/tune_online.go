@@ -82,7 +82,7 @@ func runTuneDiscriminate(_ context.Context, env *Env, o tuneDiscriminateOptions)
 var tuneOnlineCmd = &Command{
 	Name:    "online",
 	Summary: "online tuning on a running simulated fabric whose workload changes, against every preset",
-	Usage:   "[--scenario fig11] [--steps 240] [--seed 1] [--reheat 0.01] [--reheat-sigma 3] [--reheat-after 2] [--samples 1] [--median] [--window D] [--start PRESET] [--receiver-side] [--grid] [--norm history|fixed] [--workers 1] [--fixed-from online.json] [--out DIR]",
+	Usage:   "[--scenario fig11] [--steps 240] [--seed 1] [--reheat 0.01] [--reheat-sigma 3] [--reheat-after 2] [--samples 1] [--median] [--window D] [--start PRESET] [--receiver-side] [--grid] [--norm history|fixed] [--phase-history] [--hold] [--reheat-tem T] [--recall] [--queue-floor B] [--cool-within 60] [--workers 1] [--fixed-from online.json] [--out DIR]",
 	Long: `Runs an online scenario twice over: first ByteTuning online, one fabric simulation that never
 restarts while its workload moves through phases (fig11: a k=4 fat tree, tuned per layer
 (tor, agg, core), whose traffic cycles through a 2-to-1 of 1 MB messages, a 12-to-1 incast
@@ -93,7 +93,17 @@ schedule when the workload changed: when --reheat-after re-measurements in a row
 than --reheat-sigma standard deviations of the window noise (measured from repeated
 re-measurements of one configuration) and more than --reheat of f(x) away from x's
 earlier re-measurements. --samples windows per judgement (mean, or --median) and a longer
---window trade tuning steps for less noise. Then every preset of Tables 2 and 3 held fixed
+--window trade tuning steps for less noise. Online settings that are not Algorithm 1's, each
+off by default: --phase-history restarts Eq. 14's history (best throughput, smallest queue)
+with the schedule on a reheat and judges x again under it (a new run of Algorithm 1 on a new
+workload); --hold holds x_best once a schedule has cooled, only re-measuring it, until the
+next change (as Algorithm 1 ends and deploys x_best; without it the search goes on at
+tem_goal); --reheat-tem restarts a reheat at a lower temperature than tem (100 accepts nearly
+every worse proposal for the first temperatures: a random walk on the live fabric);
+--recall makes a reheat's first proposals the points that served earlier workloads;
+--queue-floor raises Q_min and Q_now by that many bytes (one MMU cell by default: once any
+window's queue was empty, the queue term is ~0 for every other); --cool-within sets the
+windows each schedule cools within (60). Then every preset of Tables 2 and 3 held fixed
 on the same fabric and workload for as many windows. incast39 and redis are the paper's
 39-to-1 incast (10 QPs per sender, 64 KB every 1000 us) and Redis SETs (20 clients x 10
 threads, 64 KB requests, 64-byte replies, closed loop) on the leaf-spine of 'tune paper',

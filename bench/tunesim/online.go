@@ -141,6 +141,9 @@ type OnlineResult struct {
 	// it by: Eq. 14 under the run's history normalisation (the best
 	// throughput and smallest queue seen so far, over every phase).
 	Objective []float64 `json:"objective"`
+	// Points are the configurations judged in those windows (the
+	// space's level indices, scope after scope).
+	Points []tuning.Point `json:"points"`
 	// Recovery is, per phase change of the tuned run, the steps until a
 	// window scored at least 98% of the best baseline's mean in that
 	// phase (-1: never within the phase). The grid optimum of a 3-layer
@@ -299,6 +302,7 @@ func online(ctx context.Context, sc LiveScenario, o OnlineOptions) (OnlineResult
 		}
 		for _, r := range tr.Records {
 			res.Objective = append(res.Objective, r.Score)
+			res.Points = append(res.Points, r.Point)
 		}
 		res.Reheats, res.ReheatAt = opt.Reheats(), rec.reheats
 		res.Tuned, err = summariseLive("bytetuning", lt, fixed, nil)

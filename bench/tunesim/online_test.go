@@ -109,6 +109,20 @@ func TestOnlineRunSpecJudging(t *testing.T) {
 	if p.Reheat != 0.02 || p.ReheatSigma != 4 || p.ReheatAfter != 3 || p.Samples != 3 || !p.Median {
 		t.Fatalf("file's judging not taken: %+v", p)
 	}
+	if p.Hold || p.PhaseHistory || p.Recall || p.ReheatTem != 0 {
+		t.Fatalf("settings that are not Algorithm 1's on without the file saying: %+v", p)
+	}
+	rs, err = tuning.DecodeRunSpec("tune.yml", []byte("target: {kind: simulator, scenario: fig11, online: true}\n"+
+		"algorithm: {hold: true, phase-history: true, reheat-tem: 1, recall: true}\n"), Simulator{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err = rs.AnnealParams(); err != nil {
+		t.Fatal(err)
+	}
+	if !p.Hold || !p.PhaseHistory || !p.Recall || p.ReheatTem != 1 {
+		t.Fatalf("file's online settings not taken: %+v", p)
+	}
 }
 
 // TestRecoveries: a tuned trace that alternates high and low windows (as
