@@ -82,7 +82,7 @@ func runTuneDiscriminate(_ context.Context, env *Env, o tuneDiscriminateOptions)
 var tuneOnlineCmd = &Command{
 	Name:    "online",
 	Summary: "online tuning on a running simulated fabric whose workload changes, against every preset",
-	Usage:   "[--scenario fig11] [--steps 240] [--seed 1] [--reheat 0.01] [--reheat-sigma 3] [--reheat-after 2] [--samples 1] [--median] [--window D] [--start PRESET] [--receiver-side] [--grid] [--norm history|fixed] [--phase-history] [--hold] [--reheat-tem T] [--recall] [--queue-floor B] [--cool-within 60] [--workers 1] [--fixed-from online.json] [--out DIR]",
+	Usage:   "[--scenario fig11] [--steps 240] [--seed 1] [--reheat 0.01] [--reheat-sigma 3] [--reheat-after 2] [--samples 1] [--median] [--window D] [--start PRESET] [--receiver-side] [--grid] [--norm history|fixed] [--phase-history] [--hold] [--reheat-tem T] [--recall] [--queue-floor B] [--cool-within 60] [--step 0.5] [--workers 1] [--fixed-from online.json] [--out DIR]",
 	Long: `Runs an online scenario twice over: first ByteTuning online, one fabric simulation that never
 restarts while its workload moves through phases (fig11: a k=4 fat tree, tuned per layer
 (tor, agg, core), whose traffic cycles through a 2-to-1 of 1 MB messages, a 12-to-1 incast
@@ -103,7 +103,8 @@ every worse proposal for the first temperatures: a random walk on the live fabri
 --recall makes a reheat's first proposals the points that served earlier workloads;
 --queue-floor raises Q_min and Q_now by that many bytes (one MMU cell by default: once any
 window's queue was empty, the queue term is ~0 for every other); --cool-within sets the
-windows each schedule cools within (60). Then every preset of Tables 2 and 3 held fixed
+windows each schedule cools within (60); --step is Algorithm 1's initial search step s (0.5).
+Then every preset of Tables 2 and 3 held fixed
 on the same fabric and workload for as many windows. incast39 and redis are the paper's
 39-to-1 incast (10 QPs per sender, 64 KB every 1000 us) and Redis SETs (20 clients x 10
 threads, 64 KB requests, 64-byte replies, closed loop) on the leaf-spine of 'tune paper',
@@ -155,6 +156,7 @@ type tuneOnlineOptions struct {
 	hold, phaseH  bool
 	cool          int
 	reheatTem     float64
+	step          float64
 	recall        bool
 	window        time.Duration
 	start         string
@@ -182,6 +184,7 @@ func tuneOnlineFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) err
 	fs.BoolVar(&o.phaseH, "phase-history", def.PhaseHistory, "restart Eq. 14's history (best throughput, smallest queue) with the schedule on a changed workload, instead of keeping it over the whole run")
 	fs.Float64Var(&o.reheatTem, "reheat-tem", def.ReheatTem, "the temperature a reheat restarts at (0: tem, Algorithm 1's 100)")
 	fs.BoolVar(&o.recall, "recall", def.Recall, "a reheat's first proposals are the points that served earlier workloads, most recent first")
+	fs.Float64Var(&o.step, "step", def.S, "Algorithm 1's initial search step s, a fraction of each parameter's range (the paper's 0.5), at the start and at every reheat")
 	fs.IntVar(&o.cool, "cool-within", 60, "windows (evaluations) each schedule cools within")
 	fs.StringVar(&o.start, "start", "", "start the tuner from this preset ("+strings.Join(tuning.BaselineNames(), ", ")+"; none: a random point)")
 	fs.DurationVar(&o.window, "window", 0, "telemetry window (0: the scenario's, 8ms for fig11; use a multiple of it)")
@@ -222,7 +225,7 @@ func runTuneOnline(ctx context.Context, env *Env, o tuneOnlineOptions) error {
 		return Usagef("--cool-within %d: at least 2", o.cool)
 	}
 	ap.Reheat, ap.ReheatSigma, ap.ReheatAfter, ap.Samples, ap.Median = o.reheat, o.sigma, o.after, o.samples, o.median
-	ap.Hold, ap.PhaseHistory, ap.ReheatTem, ap.Recall = o.hold, o.phaseH, o.reheatTem, o.recall
+	ap.Hold, ap.PhaseHistory, ap.ReheatTem, ap.Recall, ap.S = o.hold, o.phaseH, o.reheatTem, o.recall, o.step
 	ap = ap.ForBudget(o.cool)
 	if err := ap.Validate(); err != nil {
 		return Usagef("%v", err)
