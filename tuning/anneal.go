@@ -154,6 +154,12 @@ type AnnealParams struct {
 	// first, at most recallPoints): a workload that comes back finds its
 	// configuration again in one judgement. Not in the paper.
 	Recall bool `json:"recall,omitempty"`
+	// Lean (online, with Hold) skips line 7 within a schedule: every
+	// judgement is a proposal, compared with x's last judgement, and
+	// only the held x_best is re-measured for the drift test. Twice the
+	// proposals in a schedule's windows; a change during a schedule is
+	// seen once it holds. Not in the paper.
+	Lean bool `json:"lean,omitempty"`
 }
 
 // recallPoints is how many earlier workloads' points Recall keeps.
@@ -179,7 +185,7 @@ func (p AnnealParams) drift() *Drift {
 // run cut off while still hot is a random walk.
 func (p AnnealParams) ForBudget(evals int) AnnealParams {
 	iters := float64(evals-1) / float64(p.samples())
-	if p.Remeasure {
+	if p.Remeasure && !p.Lean {
 		iters /= 2
 	}
 	steps := iters / float64(p.I)
@@ -236,6 +242,8 @@ func (a AnnealParams) Validate() error {
 		return errors.New("anneal: reheat watches re-measurements of x: it needs remeasure")
 	case (a.Hold || a.PhaseHistory || a.Recall || a.ReheatTem != 0) && !a.online():
 		return errors.New("anneal: hold, phase history, recall and reheat temperature are online settings: they need reheat")
+	case a.Lean && !a.Hold:
+		return errors.New("anneal: lean re-measures x only while held: it needs hold")
 	case a.ReheatTem < 0 || math.IsNaN(a.ReheatTem):
 		return fmt.Errorf("anneal: reheat temperature %g: not negative", a.ReheatTem)
 	}
@@ -329,7 +337,7 @@ func (a *Anneal) startIteration() {
 			return
 		}
 	}
-	if st.Params.Remeasure {
+	if st.Params.Remeasure && !st.Params.Lean {
 		st.Phase, st.Pending = phaseCurrent, slices.Clone(st.X)
 		return
 	}

@@ -203,3 +203,48 @@ func TestAnnealRecall(t *testing.T) {
 		t.Fatalf("after the workload came back x_best %v scores %.3f, below the recalled %v's %.3f", bx, f(bx), first, f(first))
 	}
 }
+
+// TestAnnealLean: with Lean a schedule re-measures nothing (every
+// judgement within it is a proposal) and fits twice the proposals into
+// the same evaluations; the held x_best is still watched, and a change
+// restarts the search.
+func TestAnnealLean(t *testing.T) {
+	sp := PaperSpace("leaf")
+	p := PaperAnneal()
+	p.I, p.Reheat, p.Hold, p.Lean = 2, 0.05, true, true
+	p = p.ForBudget(60)
+	a, err := NewAnneal(&sp, p, 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peak := 0
+	kinds := map[string]int{}
+	for i := range 300 {
+		if i == 150 {
+			peak = 10
+		}
+		x, ok := a.Next()
+		if !ok {
+			t.Fatalf("evaluation %d: the online annealer ended", i)
+		}
+		if i < 60 {
+			kinds[a.Judging()]++
+		}
+		d := float64(x[0]-peak) / 10
+		a.Tell(1 - d*d)
+	}
+	if kinds[phaseCurrent] != 0 || kinds[phasePropose] < 55 {
+		t.Fatalf("first schedule's judgements: %v, want proposals only (after the start)", kinds)
+	}
+	if a.Reheats() != 1 || a.Judging() != phaseHold {
+		t.Fatalf("%d reheats, judging %s at the end: want 1 and a hold", a.Reheats(), a.Judging())
+	}
+	if bx, _, _ := a.Best(); bx[0] < 8 {
+		t.Fatalf("after the change: held Kmin level %d, want 8 to 10", bx[0])
+	}
+	bad := p
+	bad.Hold = false
+	if err := bad.Validate(); err == nil {
+		t.Fatal("lean without hold was accepted")
+	}
+}

@@ -82,7 +82,7 @@ func runTuneDiscriminate(_ context.Context, env *Env, o tuneDiscriminateOptions)
 var tuneOnlineCmd = &Command{
 	Name:    "online",
 	Summary: "online tuning on a running simulated fabric whose workload changes, against every preset",
-	Usage:   "[--scenario fig11] [--steps 240] [--seed 1] [--reheat 0.01] [--reheat-sigma 3] [--reheat-after 2] [--samples 1] [--median] [--window D] [--start PRESET] [--receiver-side] [--grid] [--norm history|fixed] [--phase-history] [--hold] [--reheat-tem T] [--recall] [--queue-floor B] [--cool-within 60] [--step 0.5] [--workers 1] [--fixed-from online.json] [--out DIR]",
+	Usage:   "[--scenario fig11] [--steps 240] [--seed 1] [--reheat 0.01] [--reheat-sigma 3] [--reheat-after 2] [--samples 1] [--median] [--window D] [--start PRESET] [--receiver-side] [--grid] [--norm history|fixed] [--phase-history] [--hold] [--reheat-tem T] [--recall] [--lean] [--queue-floor B] [--cool-within 60] [--step 0.5] [--workers 1] [--fixed-from online.json] [--out DIR]",
 	Long: `Runs an online scenario twice over: first ByteTuning online, one fabric simulation that never
 restarts while its workload moves through phases (fig11: a k=4 fat tree, tuned per layer
 (tor, agg, core), whose traffic cycles through a 2-to-1 of 1 MB messages, a 12-to-1 incast
@@ -100,7 +100,8 @@ workload); --hold holds x_best once a schedule has cooled, only re-measuring it,
 next change (as Algorithm 1 ends and deploys x_best; without it the search goes on at
 tem_goal); --reheat-tem restarts a reheat at a lower temperature than tem (100 accepts nearly
 every worse proposal for the first temperatures: a random walk on the live fabric);
---recall makes a reheat's first proposals the points that served earlier workloads;
+--recall makes a reheat's first proposals the points that served earlier workloads; --lean
+(with --hold) skips line 7 within a schedule, every judgement a proposal;
 --queue-floor raises Q_min and Q_now by that many bytes (one MMU cell by default: once any
 window's queue was empty, the queue term is ~0 for every other); --cool-within sets the
 windows each schedule cools within (60); --step is Algorithm 1's initial search step s (0.5).
@@ -157,7 +158,7 @@ type tuneOnlineOptions struct {
 	cool          int
 	reheatTem     float64
 	step          float64
-	recall        bool
+	recall, lean  bool
 	window        time.Duration
 	start         string
 	receiver      bool
@@ -185,6 +186,7 @@ func tuneOnlineFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) err
 	fs.Float64Var(&o.reheatTem, "reheat-tem", def.ReheatTem, "the temperature a reheat restarts at (0: tem, Algorithm 1's 100)")
 	fs.BoolVar(&o.recall, "recall", def.Recall, "a reheat's first proposals are the points that served earlier workloads, most recent first")
 	fs.Float64Var(&o.step, "step", def.S, "Algorithm 1's initial search step s, a fraction of each parameter's range (the paper's 0.5), at the start and at every reheat")
+	fs.BoolVar(&o.lean, "lean", def.Lean, "with --hold: no re-measurement of x within a schedule (line 7 skipped), every judgement a proposal; the held x_best is re-measured")
 	fs.IntVar(&o.cool, "cool-within", 60, "windows (evaluations) each schedule cools within")
 	fs.StringVar(&o.start, "start", "", "start the tuner from this preset ("+strings.Join(tuning.BaselineNames(), ", ")+"; none: a random point)")
 	fs.DurationVar(&o.window, "window", 0, "telemetry window (0: the scenario's, 8ms for fig11; use a multiple of it)")
@@ -225,7 +227,7 @@ func runTuneOnline(ctx context.Context, env *Env, o tuneOnlineOptions) error {
 		return Usagef("--cool-within %d: at least 2", o.cool)
 	}
 	ap.Reheat, ap.ReheatSigma, ap.ReheatAfter, ap.Samples, ap.Median = o.reheat, o.sigma, o.after, o.samples, o.median
-	ap.Hold, ap.PhaseHistory, ap.ReheatTem, ap.Recall, ap.S = o.hold, o.phaseH, o.reheatTem, o.recall, o.step
+	ap.Hold, ap.PhaseHistory, ap.ReheatTem, ap.Recall, ap.S, ap.Lean = o.hold, o.phaseH, o.reheatTem, o.recall, o.step, o.lean
 	ap = ap.ForBudget(o.cool)
 	if err := ap.Validate(); err != nil {
 		return Usagef("%v", err)
