@@ -7,28 +7,36 @@ import (
 	"time"
 )
 
+// movingPeak is an online annealer (I 2, a reheat past 5% of f(x),
+// cooled within budget evaluations, then set) on a noise-free bowl in the
+// Kmin level whose peak the test moves by setting *peak.
+func movingPeak(t *testing.T, budget int, set func(*AnnealParams)) (*Anneal, *int, func(Point) float64) {
+	t.Helper()
+	sp := PaperSpace("leaf")
+	p := PaperAnneal()
+	p.I, p.Reheat = 2, 0.05
+	set(&p)
+	a, err := NewAnneal(&sp, p.ForBudget(budget), 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peak := new(int)
+	return a, peak, func(x Point) float64 {
+		d := float64(x[0]-*peak) / 10
+		return 1 - d*d
+	}
+}
+
 // TestAnnealHold: with Hold, once a schedule has cooled every judgement is
 // x_best held and re-measured (no proposal costs a window) until the
 // workload changes; the change restarts the search, which finds the new
 // peak and holds it.
 func TestAnnealHold(t *testing.T) {
-	sp := PaperSpace("leaf")
-	p := PaperAnneal()
-	p.I, p.Reheat, p.Hold = 2, 0.05, true
-	p = p.ForBudget(100)
-	a, err := NewAnneal(&sp, p, 3, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	peak := 0
-	f := func(x Point) float64 {
-		d := float64(x[0]-peak) / 10
-		return 1 - d*d
-	}
+	a, peak, f := movingPeak(t, 100, func(p *AnnealParams) { p.Hold = true })
 	var held []int
 	for i := range 400 {
 		if i == 200 {
-			peak = 10
+			*peak = 10
 		}
 		x, ok := a.Next()
 		if !ok {
@@ -149,28 +157,16 @@ func TestPhaseHistory(t *testing.T) {
 // configuration in one judgement; ReheatTem restarts the schedule there
 // instead of at tem.
 func TestAnnealRecall(t *testing.T) {
-	sp := PaperSpace("leaf")
-	p := PaperAnneal()
-	p.I, p.Reheat, p.Hold, p.Recall, p.ReheatTem = 2, 0.05, true, true, 1
-	p = p.ForBudget(100)
-	a, err := NewAnneal(&sp, p, 3, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	peak := 0
-	f := func(x Point) float64 {
-		d := float64(x[0]-peak) / 10
-		return 1 - d*d
-	}
+	a, peak, f := movingPeak(t, 100, func(p *AnnealParams) { p.Hold, p.Recall, p.ReheatTem = true, true, 1 })
 	var first Point // held before the first change
 	back, recalled := false, false
 	for i := range 450 {
 		switch i {
 		case 150:
 			first, _, _ = a.Best()
-			peak = 10
+			*peak = 10
 		case 300:
-			peak = 0
+			*peak = 0
 		}
 		x, ok := a.Next()
 		if !ok {
@@ -209,19 +205,11 @@ func TestAnnealRecall(t *testing.T) {
 // the same evaluations; the held x_best is still watched, and a change
 // restarts the search.
 func TestAnnealLean(t *testing.T) {
-	sp := PaperSpace("leaf")
-	p := PaperAnneal()
-	p.I, p.Reheat, p.Hold, p.Lean = 2, 0.05, true, true
-	p = p.ForBudget(60)
-	a, err := NewAnneal(&sp, p, 3, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	peak := 0
+	a, peak, f := movingPeak(t, 60, func(p *AnnealParams) { p.Hold, p.Lean = true, true })
 	kinds := map[string]int{}
 	for i := range 300 {
 		if i == 150 {
-			peak = 10
+			*peak = 10
 		}
 		x, ok := a.Next()
 		if !ok {
@@ -230,8 +218,7 @@ func TestAnnealLean(t *testing.T) {
 		if i < 60 {
 			kinds[a.Judging()]++
 		}
-		d := float64(x[0]-peak) / 10
-		a.Tell(1 - d*d)
+		a.Tell(f(x))
 	}
 	if kinds[phaseCurrent] != 0 || kinds[phasePropose] < 55 {
 		t.Fatalf("first schedule's judgements: %v, want proposals only (after the start)", kinds)
@@ -242,8 +229,8 @@ func TestAnnealLean(t *testing.T) {
 	if bx, _, _ := a.Best(); bx[0] < 8 {
 		t.Fatalf("after the change: held Kmin level %d, want 8 to 10", bx[0])
 	}
-	bad := p
-	bad.Hold = false
+	bad := OnlineTuning()
+	bad.Lean = true
 	if err := bad.Validate(); err == nil {
 		t.Fatal("lean without hold was accepted")
 	}
