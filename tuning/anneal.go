@@ -126,7 +126,44 @@ type AnnealParams struct {
 	// of them cost k evaluations. 0 or 1: one.
 	Samples int  `json:"samples,omitempty"`
 	Median  bool `json:"median,omitempty"`
+	// Hold (online) ends each schedule as Algorithm 1 ends: once the
+	// temperature reaches tem_goal, x_best is applied and only
+	// re-measured (line 7, for the drift test) until a changed workload
+	// restarts the schedule from it. Off, the search goes on at tem_goal,
+	// every other judgement a proposal. Not in the paper, which has no
+	// online mode: there the run ends and x_best is deployed.
+	Hold bool `json:"hold,omitempty"`
+	// PhaseHistory (online) restarts Eq. 14/15's history normalisation
+	// (T_max, Q_min) with the schedule: a reheat is a new run of
+	// Algorithm 1 on a new workload, and the best throughput and
+	// smallest queue of another workload are no yardstick for this one
+	// (an incast's queue against a light phase's empty one scores 0 for
+	// every configuration). The first judgement after it re-measures x
+	// under the new history before any proposal is compared with it.
+	// Off, the history runs over the whole run, as Eq. 14 is written.
+	PhaseHistory bool `json:"phase_history,omitempty"`
+	// ReheatTem (online), when positive, is the temperature a reheat
+	// restarts at instead of tem. Algorithm 1's tem (100, objectives in
+	// percentage points) accepts nearly every worse proposal for its
+	// first temperatures: a random walk that a run of thousands of
+	// iterations can afford and an online run, judged on every window,
+	// cannot. The cooling coefficient stays, so the schedule is shorter.
+	ReheatTem float64 `json:"reheat_tem,omitempty"`
+	// Recall (online) makes a reheat's first proposals the points that
+	// served earlier workloads (x at each earlier reheat, most recent
+	// first, at most recallPoints): a workload that comes back finds its
+	// configuration again in one judgement. Not in the paper.
+	Recall bool `json:"recall,omitempty"`
+	// Lean (online, with Hold) skips line 7 within a schedule: every
+	// judgement is a proposal, compared with x's last judgement, and
+	// only the held x_best is re-measured for the drift test. Twice the
+	// proposals in a schedule's windows; a change during a schedule is
+	// seen once it holds. Not in the paper.
+	Lean bool `json:"lean,omitempty"`
 }
+
+// recallPoints is how many earlier workloads' points Recall keeps.
+const recallPoints = 4
 
 // online is whether the schedule restarts on a changed workload instead
 // of ending.
@@ -148,7 +185,7 @@ func (p AnnealParams) drift() *Drift {
 // run cut off while still hot is a random walk.
 func (p AnnealParams) ForBudget(evals int) AnnealParams {
 	iters := float64(evals-1) / float64(p.samples())
-	if p.Remeasure {
+	if p.Remeasure && !p.Lean {
 		iters /= 2
 	}
 	steps := iters / float64(p.I)
@@ -203,6 +240,12 @@ func (a AnnealParams) Validate() error {
 		return fmt.Errorf("anneal: samples %d: 0 to 100", a.Samples)
 	case a.online() && !a.Remeasure:
 		return errors.New("anneal: reheat watches re-measurements of x: it needs remeasure")
+	case (a.Hold || a.PhaseHistory || a.Recall || a.ReheatTem != 0) && !a.online():
+		return errors.New("anneal: hold, phase history, recall and reheat temperature are online settings: they need reheat")
+	case a.Lean && !a.Hold:
+		return errors.New("anneal: lean re-measures x only while held: it needs hold")
+	case a.ReheatTem < 0 || math.IsNaN(a.ReheatTem):
+		return fmt.Errorf("anneal: reheat temperature %g: not negative", a.ReheatTem)
 	}
 	return nil
 }
@@ -212,6 +255,7 @@ const (
 	phaseInit    = "init"    // line 2: f(x) of the start point
 	phaseCurrent = "current" // line 7: f(x) again
 	phasePropose = "propose" // lines 8-9: f(x') of a perturbation
+	phaseHold    = "hold"    // online, cooled: x_best held and re-measured
 	phaseDone    = "done"
 )
 
@@ -239,7 +283,14 @@ type annealState struct {
 	// measurements of the pending point taken so far (Samples).
 	Drift *Drift    `json:"drift,omitempty"`
 	Acc   []float64 `json:"acc,omitempty"`
-	RNG   *rng      `json:"rng"`
+	// NewHistory is set by a reheat with PhaseHistory until the tuner
+	// takes it (HistoryRestart).
+	NewHistory bool `json:"new_history,omitempty"`
+	// Served are the points x was at when earlier reheats came (Recall),
+	// most recent first; Recall the ones still to propose.
+	Served []Point `json:"served,omitempty"`
+	Recall []Point `json:"recall,omitempty"`
+	RNG    *rng    `json:"rng"`
 }
 
 // NewAnneal starts Algorithm 1 at start (a random point when nil).
@@ -276,10 +327,17 @@ func (a *Anneal) startIteration() {
 		}
 		// Online there is no end: the search goes on at the goal
 		// temperature (almost only improvements accepted) and line 7
-		// keeps watching f(x).
+		// keeps watching f(x), or (Hold) x_best is held and watched.
 		st.Tem = st.Params.TemGoal
+		if st.Params.Hold {
+			if !slices.Equal(st.X, st.BestX) {
+				a.move(slices.Clone(st.BestX), st.FBest)
+			}
+			st.Phase, st.Pending = phaseHold, slices.Clone(st.X)
+			return
+		}
 	}
-	if st.Params.Remeasure {
+	if st.Params.Remeasure && !st.Params.Lean {
 		st.Phase, st.Pending = phaseCurrent, slices.Clone(st.X)
 		return
 	}
@@ -305,8 +363,15 @@ func (a *Anneal) Tell(f float64) {
 		st.BestX, st.FBest = slices.Clone(st.Pending), f
 		st.Iter = 0
 		a.startIteration()
+	case phaseHold:
+		if a.watch(f) && !st.NewHistory {
+			a.startIteration()
+		}
 	case phaseCurrent: // line 7
-		a.watch(f)
+		if a.watch(f) && st.NewHistory {
+			// x's next judgement is under the new history.
+			return
+		}
 		if st.Drift != nil && st.Drift.Run > 0 {
 			// f(x) moved past the noise once: look at x again before
 			// proposing, or an accepted proposal (after a drop nearly
@@ -395,9 +460,43 @@ func (a *Anneal) watch(f float64) bool {
 		return false
 	}
 	st.Tem, st.S, st.Iter = st.Params.Tem, st.Params.S, 0
+	if st.Params.ReheatTem > 0 {
+		st.Tem = st.Params.ReheatTem
+	}
+	if st.Params.Recall {
+		st.Recall = st.Recall[:0]
+		for _, p := range st.Served {
+			if !slices.Equal(p, st.X) {
+				st.Recall = append(st.Recall, slices.Clone(p))
+			}
+		}
+		served := []Point{slices.Clone(st.X)}
+		for _, p := range st.Served {
+			if !slices.Equal(p, st.X) && len(served) < recallPoints {
+				served = append(served, p)
+			}
+		}
+		st.Served = served
+	}
 	st.BestX, st.FBest = slices.Clone(st.X), f
 	st.Reheats++
+	if st.Params.PhaseHistory {
+		// The scores to come are on the new history's scale: x is
+		// judged again first, and the drift test starts a new
+		// reference (its noise estimate stays: the fabric's).
+		st.NewHistory = true
+		st.Drift.Rebase()
+		st.Phase, st.Pending = phaseCurrent, slices.Clone(st.X)
+	}
 	return true
+}
+
+// HistoryRestart reports, once, that a reheat restarted the history
+// normalisation (PhaseHistory): the tuner empties its history.
+func (a *Anneal) HistoryRestart() bool {
+	r := a.st.NewHistory
+	a.st.NewHistory = false
+	return r
 }
 
 // Reheats is how many times an online run restarted its schedule.
@@ -407,6 +506,11 @@ func (a *Anneal) Reheats() int { return a.st.Reheats }
 // and at least one dimension by one level so no evaluation is spent on
 // the point itself.
 func (a *Anneal) perturb(x Point) Point {
+	if n := len(a.st.Recall); n > 0 {
+		p := a.st.Recall[0]
+		a.st.Recall = a.st.Recall[1:]
+		return p
+	}
 	r := a.st.RNG.r
 	p := slices.Clone(x)
 	moved := false
@@ -451,8 +555,8 @@ func (a *Anneal) perturb(x Point) Point {
 }
 
 // Judging is what the pending evaluation measures: "init" (the start
-// point), "current" (x again, line 7), "propose" (a perturbation) or
-// "done".
+// point), "current" (x again, line 7), "propose" (a perturbation),
+// "hold" (x_best, cooled, online) or "done".
 func (a *Anneal) Judging() string { return a.st.Phase }
 
 // Best is x_best.

@@ -235,22 +235,10 @@ func TestStopsOnBadTelemetry(t *testing.T) {
 // peak jumps from one corner of Kmin to the other) the change in f(x)
 // restarts the schedule and the search finds the new peak.
 func TestAnnealReheatTracksAChange(t *testing.T) {
-	sp := PaperSpace("leaf")
-	p := PaperAnneal()
-	p.I, p.Reheat = 2, 0.05
-	p = p.ForBudget(60)
-	a, err := NewAnneal(&sp, p, 3, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	peak := 0
-	f := func(x Point) float64 {
-		d := float64(x[0]-peak) / 10
-		return 1 - d*d
-	}
+	a, peak, f := movingPeak(t, 60, func(*AnnealParams) {})
 	for i := range 400 {
 		if i == 200 {
-			peak = 10
+			*peak = 10
 		}
 		x, ok := a.Next()
 		if !ok {

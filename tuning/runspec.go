@@ -139,6 +139,14 @@ type AlgorithmSpec struct {
 	ReheatAfter *int     `yaml:"reheat-after"`
 	Samples     *int     `yaml:"samples"`
 	Aggregate   string   `yaml:"aggregate"`
+	// Hold, PhaseHistory, ReheatTem, Recall and Lean (online) are
+	// AnnealParams' settings of the same names, not Algorithm 1's: off
+	// unless the file says.
+	Hold         bool    `yaml:"hold"`
+	PhaseHistory bool    `yaml:"phase-history"`
+	ReheatTem    float64 `yaml:"reheat-tem"`
+	Recall       bool    `yaml:"recall"`
+	Lean         bool    `yaml:"lean"`
 	// Start is a baseline name to start from (random when empty).
 	Start string `yaml:"start"`
 }
@@ -427,6 +435,17 @@ func (s *RunSpec) checkJudging(doc *spec.Doc) {
 	if (a.ReheatSigma != nil || a.ReheatAfter != nil) && !s.Target.Online && s.Target.Kind != "switches" {
 		doc.Errorf("algorithm.reheat-sigma", "the drift test is for online runs (target.online)")
 	}
+	if a.ReheatTem < 0 || math.IsNaN(a.ReheatTem) {
+		doc.Errorf("algorithm.reheat-tem", "%g: not negative", a.ReheatTem)
+	}
+	for _, k := range []struct {
+		key string
+		on  bool
+	}{{"hold", a.Hold}, {"phase-history", a.PhaseHistory}, {"reheat-tem", a.ReheatTem > 0}, {"recall", a.Recall}, {"lean", a.Lean}} {
+		if k.on && !s.Target.Online && s.Target.Kind != "switches" {
+			doc.Errorf("algorithm."+k.key, "an online setting (target.online, or switches)")
+		}
+	}
 }
 
 // AnnealParams are Algorithm 1's inputs from the file (the paper's by
@@ -474,6 +493,7 @@ func (s *RunSpec) AnnealParams() (AnnealParams, error) {
 	if a.Aggregate != "" {
 		p.Median = a.Aggregate == "median"
 	}
+	p.Hold, p.PhaseHistory, p.ReheatTem, p.Recall, p.Lean = a.Hold, a.PhaseHistory, a.ReheatTem, a.Recall, a.Lean
 	switch {
 	case a.CoolWithin > 0:
 		p = p.ForBudget(a.CoolWithin)

@@ -16,6 +16,8 @@ func TestRunSpecErrors(t *testing.T) {
 		{"target: {kind: switches, known-hosts: insecure, switches: [{name: s, address: a:22, user: u, dialect: vrp, ports: [100GE1/0/1]}]}\n", "queue-cells"},
 		{"target: {kind: fluid}\nalgorithm: {C: 1.5, method: anneal}\nbudget: 0\n", "cooling"},
 		{"target: {kind: fluid}\nspace: {kmax-offset: 500, kmaxx: 1}\n", "kmaxx"},
+		{"target: {kind: fluid}\nalgorithm: {method: anneal, hold: true}\n", "tune.yml:2: algorithm.hold: an online setting"},
+		{"target: {kind: fluid}\nalgorithm: {method: anneal, reheat-tem: -1}\n", "algorithm.reheat-tem: -1: not negative"},
 	} {
 		_, err := DecodeRunSpec("tune.yml", []byte(c.yaml), nil)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

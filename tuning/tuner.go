@@ -19,6 +19,14 @@ type Target interface {
 	Measure(ctx context.Context, d time.Duration) (Telemetry, error)
 }
 
+// HistoryRestarter is an optimizer that can ask for the history
+// normalisation to start again (an online Anneal with PhaseHistory, on a
+// changed workload): HistoryRestart reports it once, after the Tell that
+// decided it.
+type HistoryRestarter interface {
+	HistoryRestart() bool
+}
+
 // ErrNoTelemetry is what a target returns when telemetry stopped
 // arriving; the tuner stops on it (as on a timeout of Measure).
 var ErrNoTelemetry = errors.New("telemetry stopped arriving")
@@ -183,6 +191,9 @@ func (t *Tuner) Run(ctx context.Context) (Result, error) {
 		fx, _ := fixedObj.Score(tel, nil)
 		t.st.FixedOf[p.Key()] = fx
 		t.Optimizer.Tell(f)
+		if hr, ok := t.Optimizer.(HistoryRestarter); ok && hr.HistoryRestart() {
+			t.st.History = HistoryBest{}
+		}
 		bp, bf, _ := t.Optimizer.Best()
 		rec := Record{Eval: n + 1, Point: p, Score: f, Fixed: fx, Best: bf, BestFixed: t.st.FixedOf[bp.Key()], Drops: tel.Drops}
 		rec.Throughput, rec.Queue = summarise(tel)

@@ -78,6 +78,11 @@ func TestTuneDiscriminate(t *testing.T) {
 		{[]string{"tune", "online", "--scenario", "nope", "--steps", "1"}, `online scenario "nope"`},
 		{[]string{"tune", "online", "--norm", "eq15", "--steps", "1"}, `--norm "eq15": history or fixed`},
 		{[]string{"tune", "online", "--workers", "0", "--steps", "1"}, "--workers 0: at least 1"},
+		{[]string{"tune", "online", "--queue-floor", "-1", "--steps", "1"}, "--queue-floor -1: not negative"},
+		{[]string{"tune", "online", "--cool-within", "1", "--steps", "1"}, "--cool-within 1: at least 2"},
+		{[]string{"tune", "online", "--lean", "--steps", "1"}, "lean re-measures x only while held: it needs hold"},
+		{[]string{"tune", "online", "--reheat-tem", "-2", "--steps", "1"}, "reheat temperature -2: not negative"},
+		{[]string{"tune", "online", "--fixed-from", "/nonexistent/online.json", "--steps", "1"}, "--fixed-from: open /nonexistent/online.json"},
 	} {
 		if code, _, errOut := runCLI(t, c.args...); code == 0 || !strings.Contains(errOut, c.want) {
 			t.Errorf("%v: %d %s, want %q", c.args, code, errOut, c.want)

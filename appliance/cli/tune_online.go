@@ -82,7 +82,7 @@ func runTuneDiscriminate(_ context.Context, env *Env, o tuneDiscriminateOptions)
 var tuneOnlineCmd = &Command{
 	Name:    "online",
 	Summary: "online tuning on a running simulated fabric whose workload changes, against every preset",
-	Usage:   "[--scenario fig11] [--steps 240] [--seed 1] [--reheat 0.01] [--reheat-sigma 3] [--reheat-after 2] [--samples 1] [--median] [--window D] [--start PRESET] [--receiver-side] [--grid] [--norm history|fixed] [--workers 1] [--out DIR]",
+	Usage:   "[--scenario fig11] [--steps 240] [--seed 1] [--reheat 0.01] [--reheat-sigma 3] [--reheat-after 2] [--samples 1] [--median] [--window D] [--start PRESET] [--receiver-side] [--grid] [--norm history|fixed] [--phase-history] [--hold] [--reheat-tem T] [--recall] [--lean] [--queue-floor B] [--cool-within 60] [--step 0.5] [--workers 1] [--fixed-from online.json] [--out DIR]",
 	Long: `Runs an online scenario twice over: first ByteTuning online, one fabric simulation that never
 restarts while its workload moves through phases (fig11: a k=4 fat tree, tuned per layer
 (tor, agg, core), whose traffic cycles through a 2-to-1 of 1 MB messages, a 12-to-1 incast
@@ -93,7 +93,19 @@ schedule when the workload changed: when --reheat-after re-measurements in a row
 than --reheat-sigma standard deviations of the window noise (measured from repeated
 re-measurements of one configuration) and more than --reheat of f(x) away from x's
 earlier re-measurements. --samples windows per judgement (mean, or --median) and a longer
---window trade tuning steps for less noise. Then every preset of Tables 2 and 3 held fixed
+--window trade tuning steps for less noise. Online settings that are not Algorithm 1's, each
+off by default: --phase-history restarts Eq. 14's history (best throughput, smallest queue)
+with the schedule on a reheat and judges x again under it (a new run of Algorithm 1 on a new
+workload); --hold holds x_best once a schedule has cooled, only re-measuring it, until the
+next change (as Algorithm 1 ends and deploys x_best; without it the search goes on at
+tem_goal); --reheat-tem restarts a reheat at a lower temperature than tem (100 accepts nearly
+every worse proposal for the first temperatures: a random walk on the live fabric);
+--recall makes a reheat's first proposals the points that served earlier workloads; --lean
+(with --hold) skips line 7 within a schedule, every judgement a proposal;
+--queue-floor raises Q_min and Q_now by that many bytes (one MMU cell by default: once any
+window's queue was empty, the queue term is ~0 for every other); --cool-within sets the
+windows each schedule cools within (60); --step is Algorithm 1's initial search step s (0.5).
+Then every preset of Tables 2 and 3 held fixed
 on the same fabric and workload for as many windows. incast39 and redis are the paper's
 39-to-1 incast (10 QPs per sender, 64 KB every 1000 us) and Redis SETs (20 clients x 10
 threads, 64 KB requests, 64-byte replies, closed loop) on the leaf-spine of 'tune paper',
@@ -115,7 +127,10 @@ goal line says at how many changes that took at most 30 steps. --norm fixed make
 judge by the table's score (throughput over line rate, queue against a fixed reference)
 instead of Eq. 14's history normalisation. The optimum is a lower bound
 on the phase's true one (18 points of 3300 per scope). --workers runs the simulations side by
-side.
+side. --fixed-from takes the preset and grid runs from an earlier online.json of the same
+scenario, steps and window instead of simulating them again (held fixed on a fabric of a fixed
+seed, they do not depend on the tuner): another seed or tuner setting then costs one
+simulation instead of 24.
 
 Prints per phase the objective under the fixed normalisation (its standard deviation over
 the phase's windows and the window-to-window noise), the rate delivered to the
@@ -139,12 +154,19 @@ type tuneOnlineOptions struct {
 	after         int
 	samples       int
 	median        bool
+	hold, phaseH  bool
+	cool          int
+	reheatTem     float64
+	step          float64
+	recall, lean  bool
 	window        time.Duration
 	start         string
 	receiver      bool
 	grid          bool
 	workers       int
 	norm          string
+	fixedFrom     string
+	queueFloor    float64
 	args          []string
 }
 
@@ -159,6 +181,13 @@ func tuneOnlineFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) err
 	fs.IntVar(&o.after, "reheat-after", def.ReheatAfter, "re-measurements of x in a row that must show the move")
 	fs.IntVar(&o.samples, "samples", max(def.Samples, 1), "telemetry windows per judgement (of x and of each proposal)")
 	fs.BoolVar(&o.median, "median", def.Median, "judge on the median of the samples, not their mean")
+	fs.BoolVar(&o.hold, "hold", def.Hold, "once a schedule has cooled, hold x_best and only re-measure it until the workload changes (as Algorithm 1 ends), instead of searching on at tem_goal")
+	fs.BoolVar(&o.phaseH, "phase-history", def.PhaseHistory, "restart Eq. 14's history (best throughput, smallest queue) with the schedule on a changed workload, instead of keeping it over the whole run")
+	fs.Float64Var(&o.reheatTem, "reheat-tem", def.ReheatTem, "the temperature a reheat restarts at (0: tem, Algorithm 1's 100)")
+	fs.BoolVar(&o.recall, "recall", def.Recall, "a reheat's first proposals are the points that served earlier workloads, most recent first")
+	fs.Float64Var(&o.step, "step", def.S, "Algorithm 1's initial search step s, a fraction of each parameter's range (the paper's 0.5), at the start and at every reheat")
+	fs.BoolVar(&o.lean, "lean", def.Lean, "with --hold: no re-measurement of x within a schedule (line 7 skipped), every judgement a proposal; the held x_best is re-measured")
+	fs.IntVar(&o.cool, "cool-within", 60, "windows (evaluations) each schedule cools within")
 	fs.StringVar(&o.start, "start", "", "start the tuner from this preset ("+strings.Join(tuning.BaselineNames(), ", ")+"; none: a random point)")
 	fs.DurationVar(&o.window, "window", 0, "telemetry window (0: the scenario's, 8ms for fig11; use a multiple of it)")
 	fs.StringVar(&o.out, "out", "tune-online", "directory for online.txt and online.json")
@@ -166,6 +195,8 @@ func tuneOnlineFlags(fs *flag.FlagSet) func(context.Context, *Env, []string) err
 	fs.BoolVar(&o.grid, "grid", false, "also hold each of 18 coarse grid points fixed for the whole run, and measure each phase change's recovery against the phase's best fixed level (the grid optimum)")
 	fs.StringVar(&o.norm, "norm", "history", "the tuner's normalisation: history (Eq. 14's, over the whole run) or fixed (the table's score)")
 	fs.IntVar(&o.workers, "workers", 1, "simulations run side by side (the tuned run, the presets and the grid points are independent)")
+	fs.Float64Var(&o.queueFloor, "queue-floor", 0, "the history normalisation's queue floor in bytes, Q_min/Q_now with both raised by it (0: one MMU cell, 256 bytes)")
+	fs.StringVar(&o.fixedFrom, "fixed-from", "", "an earlier online.json of the same scenario, steps and window whose preset and grid runs are reused instead of simulated again")
 	return bind(&o, &o.args, runTuneOnline)
 }
 
@@ -182,6 +213,9 @@ func runTuneOnline(ctx context.Context, env *Env, o tuneOnlineOptions) error {
 	if o.norm != string(tuning.History) && o.norm != string(tuning.Fixed) {
 		return Usagef("--norm %q: history or fixed", o.norm)
 	}
+	if o.queueFloor < 0 {
+		return Usagef("--queue-floor %g: not negative", o.queueFloor)
+	}
 	if o.workers < 1 {
 		return Usagef("--workers %d: at least 1", o.workers)
 	}
@@ -189,14 +223,28 @@ func runTuneOnline(ctx context.Context, env *Env, o tuneOnlineOptions) error {
 		return Usagef("--samples %d, --window %v: at least one sample, window not negative", o.samples, o.window)
 	}
 	ap := tunesim.OnlineAnneal()
+	if o.cool < 2 {
+		return Usagef("--cool-within %d: at least 2", o.cool)
+	}
 	ap.Reheat, ap.ReheatSigma, ap.ReheatAfter, ap.Samples, ap.Median = o.reheat, o.sigma, o.after, o.samples, o.median
-	// Each schedule cools within 60 evaluations (windows), as by default.
-	ap = ap.ForBudget(60)
+	ap.Hold, ap.PhaseHistory, ap.ReheatTem, ap.Recall, ap.S, ap.Lean = o.hold, o.phaseH, o.reheatTem, o.recall, o.step, o.lean
+	ap = ap.ForBudget(o.cool)
 	if err := ap.Validate(); err != nil {
 		return Usagef("%v", err)
 	}
+	var fixed *tunesim.OnlineResult
+	if o.fixedFrom != "" {
+		b, err := os.ReadFile(o.fixedFrom)
+		if err != nil {
+			return fmt.Errorf("--fixed-from: %w", err)
+		}
+		fixed = &tunesim.OnlineResult{}
+		if err := json.Unmarshal(b, fixed); err != nil {
+			return fmt.Errorf("--fixed-from %s: %w", o.fixedFrom, err)
+		}
+	}
 	t0 := time.Now()
-	r, err := tunesim.Online(ctx, tunesim.OnlineOptions{Scenario: o.scenario, Steps: o.steps, Seed: o.seed, Anneal: &ap, ReceiverSide: o.receiver, Window: o.window, Start: o.start, Grid: o.grid, Workers: o.workers, Norm: tuning.Normalisation(o.norm)})
+	r, err := tunesim.Online(ctx, tunesim.OnlineOptions{Scenario: o.scenario, Steps: o.steps, Seed: o.seed, Anneal: &ap, ReceiverSide: o.receiver, Window: o.window, Start: o.start, Grid: o.grid, Workers: o.workers, Norm: tuning.Normalisation(o.norm), Fixed: fixed, QueueFloor: o.queueFloor})
 	if err != nil {
 		return err
 	}

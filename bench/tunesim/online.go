@@ -46,9 +46,23 @@ type OnlineOptions struct {
 	// tells a search too slow to recover from an objective that cannot
 	// see the optimum).
 	Norm tuning.Normalisation
+	// QueueFloor, when positive, replaces the history normalisation's
+	// queue floor (one MMU cell by default): Q_min/Q_now with both
+	// raised by it. One cell makes the queue term 0 for every window
+	// once any window of the history had an empty queue; a floor of the
+	// fixed normalisation's QueueRef makes it QueueRef/(QueueRef+Q_now)
+	// then, the fixed form's term, and Q_min/Q_now where the smallest
+	// queue is far above it (an incast's).
+	QueueFloor float64
 	// Workers run the tuned run and the fixed ones (presets, grid) side
 	// by side, each its own simulation (default 1: one after another).
 	Workers int
+	// Fixed, when set, is an earlier result of the same scenario, steps,
+	// window and telemetry whose preset and grid runs are taken instead
+	// of simulated again: a configuration held fixed on a fabric of a
+	// fixed seed does not depend on the tuner, so seeds and tuner
+	// settings compare against the same runs at a 24th of the cost.
+	Fixed *OnlineResult
 }
 
 // OnlineAnneal is the online setting of Algorithm 1
@@ -111,10 +125,14 @@ type OnlineRun struct {
 
 // OnlineResult is the comparison.
 type OnlineResult struct {
-	Scenario string    `json:"scenario"`
-	Steps    int       `json:"steps"`
-	Tuned    OnlineRun `json:"tuned"`
-	Reheats  int       `json:"reheats"`
+	Scenario string `json:"scenario"`
+	Steps    int    `json:"steps"`
+	// Window and ReceiverSide are the telemetry the fixed runs were
+	// scored on (Fixed reuses them only for the same).
+	Window       time.Duration `json:"window_ns"`
+	ReceiverSide bool          `json:"receiver_side"`
+	Tuned        OnlineRun     `json:"tuned"`
+	Reheats      int           `json:"reheats"`
 	// ReheatAt are the steps (windows of the tuned run) whose judgement
 	// reheated the schedule.
 	ReheatAt []int       `json:"reheat_at"`
@@ -123,6 +141,9 @@ type OnlineResult struct {
 	// it by: Eq. 14 under the run's history normalisation (the best
 	// throughput and smallest queue seen so far, over every phase).
 	Objective []float64 `json:"objective"`
+	// Points are the configurations judged in those windows (the
+	// space's level indices, scope after scope).
+	Points []tuning.Point `json:"points"`
 	// Recovery is, per phase change of the tuned run, the steps until a
 	// window scored at least 98% of the best baseline's mean in that
 	// phase (-1: never within the phase). The grid optimum of a 3-layer
@@ -204,6 +225,9 @@ func online(ctx context.Context, sc LiveScenario, o OnlineOptions) (OnlineResult
 	if o.Norm != "" {
 		sc.Objective.Norm = o.Norm
 	}
+	if o.QueueFloor > 0 {
+		sc.Objective.QueueFloor = o.QueueFloor
+	}
 	if err := sc.Objective.Validate(); err != nil {
 		return OnlineResult{}, err
 	}
@@ -217,7 +241,16 @@ func online(ctx context.Context, sc LiveScenario, o OnlineOptions) (OnlineResult
 	sp := tuning.PaperSpace(sc.Scopes...)
 	fixed := sc.Objective
 	fixed.Norm = tuning.Fixed
-	res := OnlineResult{Scenario: sc.Name, Steps: o.Steps}
+	res := OnlineResult{Scenario: sc.Name, Steps: o.Steps, Window: sc.Window, ReceiverSide: sc.ReceiverSide}
+	if f := o.Fixed; f != nil {
+		if f.Scenario != res.Scenario || f.Steps != res.Steps || f.Window != res.Window || f.ReceiverSide != res.ReceiverSide {
+			return res, fmt.Errorf("online: fixed runs of %s, %d steps, window %v, receiver side %v do not fit %s, %d steps, window %v, receiver side %v",
+				f.Scenario, f.Steps, f.Window, f.ReceiverSide, res.Scenario, res.Steps, res.Window, res.ReceiverSide)
+		}
+		if len(f.Base) == 0 || (o.Grid && len(f.Grid) == 0) {
+			return res, fmt.Errorf("online: the fixed runs of %s have %d presets and %d grid points (grid wanted: %v)", f.Scenario, len(f.Base), len(f.Grid), o.Grid)
+		}
+	}
 
 	lt, err := NewLiveTarget(sc)
 	if err != nil {
@@ -250,7 +283,12 @@ func online(ctx context.Context, sc LiveScenario, o OnlineOptions) (OnlineResult
 	for i, b := range bases {
 		fixedRuns = append(fixedRuns, fixedRun{b.Name, tuning.Uniform(sp.Cell, b.W, sc.Scopes...), &res.Base[i]})
 	}
-	if o.Grid {
+	if o.Fixed != nil {
+		res.Base, fixedRuns = o.Fixed.Base, nil
+		if o.Grid {
+			res.Grid = o.Fixed.Grid
+		}
+	} else if o.Grid {
 		grid := CoarseGrid(sp)
 		res.Grid = make([]OnlineRun, len(grid))
 		for i, c := range grid {
@@ -264,6 +302,7 @@ func online(ctx context.Context, sc LiveScenario, o OnlineOptions) (OnlineResult
 		}
 		for _, r := range tr.Records {
 			res.Objective = append(res.Objective, r.Score)
+			res.Points = append(res.Points, r.Point)
 		}
 		res.Reheats, res.ReheatAt = opt.Reheats(), rec.reheats
 		res.Tuned, err = summariseLive("bytetuning", lt, fixed, nil)

@@ -3,6 +3,7 @@ package tunesim
 import (
 	"context"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -108,6 +109,20 @@ func TestOnlineRunSpecJudging(t *testing.T) {
 	}
 	if p.Reheat != 0.02 || p.ReheatSigma != 4 || p.ReheatAfter != 3 || p.Samples != 3 || !p.Median {
 		t.Fatalf("file's judging not taken: %+v", p)
+	}
+	if p.Hold || p.PhaseHistory || p.Recall || p.ReheatTem != 0 || p.Lean {
+		t.Fatalf("settings that are not Algorithm 1's on without the file saying: %+v", p)
+	}
+	rs, err = tuning.DecodeRunSpec("tune.yml", []byte("target: {kind: simulator, scenario: fig11, online: true}\n"+
+		"algorithm: {hold: true, phase-history: true, reheat-tem: 1, recall: true, lean: true}\n"), Simulator{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err = rs.AnnealParams(); err != nil {
+		t.Fatal(err)
+	}
+	if !p.Hold || !p.PhaseHistory || !p.Recall || p.ReheatTem != 1 || !p.Lean {
+		t.Fatalf("file's online settings not taken: %+v", p)
 	}
 }
 
@@ -359,5 +374,17 @@ func TestOnlineGrid(t *testing.T) {
 		if rc.Opt != r.Optimum[rc.Phase].Score || rc.Opt <= 0 {
 			t.Fatalf("change to %s: optimum %g, want %g", rc.Phase, rc.Opt, r.Optimum[rc.Phase].Score)
 		}
+	}
+	// The same tuner against the fixed runs of r instead of new ones:
+	// the same run (a fixed-seed fabric), at one simulation's cost.
+	again, err := online(context.Background(), sc, OnlineOptions{Steps: 18, Seed: 1, Grid: true, Fixed: &r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(again.Tuned, r.Tuned) || !reflect.DeepEqual(again.Recovery, r.Recovery) || !reflect.DeepEqual(again.Optimum, r.Optimum) {
+		t.Fatalf("with the fixed runs reused: %+v, %+v; want %+v, %+v", again.Tuned.Scores, again.Recovery, r.Tuned.Scores, r.Recovery)
+	}
+	if _, err := online(context.Background(), sc, OnlineOptions{Steps: 12, Seed: 1, Grid: true, Fixed: &r}); err == nil || !strings.Contains(err.Error(), "do not fit") {
+		t.Fatalf("fixed runs of 18 steps for a run of 12: %v", err)
 	}
 }
