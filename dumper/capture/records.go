@@ -14,7 +14,9 @@ import (
 // into the writer's buffer, in afpacket's loop over the block
 // (Block.WriteEPB) when no RoCE filter decides per frame; the per-QP
 // counters read the records back when they are committed
-// (qpTable.countRecords); and the file's bookkeeping (records, size, write
+// (qpTable.countRecords), or, when a RoCE filter runs the per-frame loop,
+// count each record's bytes as it is written, while the frame is in the
+// cache; and the file's bookkeeping (records, size, write
 // errors) is settled once per run of records instead of once per frame: the
 // general path's per-frame checks cost as much as the record itself. Frames that
 // need the general path (a VLAN tag to put back, a file to rotate, a record
