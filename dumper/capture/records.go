@@ -14,7 +14,9 @@ import (
 // into the writer's buffer, in afpacket's loop over the block
 // (Block.WriteEPB) when no RoCE filter decides per frame; the per-QP
 // counters read the records back when they are committed
-// (qpTable.countRecords); and the file's bookkeeping (records, size, write
+// (qpTable.countRecords), or, when a RoCE filter runs the per-frame loop,
+// count each record's bytes as it is written, while the frame is in the
+// cache; and the file's bookkeeping (records, size, write
 // errors) is settled once per run of records instead of once per frame: the
 // general path's per-frame checks cost as much as the record itself. Frames that
 // need the general path (a VLAN tag to put back, a file to rotate, a record
@@ -66,7 +68,7 @@ func (w *worker) records(b *afpacket.Block, f *dpdk.Frame) {
 		caplen := min(len(f.Data), snap)
 		blen := pcap.EPBLen(caplen)
 		if f.VLAN != 0 || blen > maxFastRecord || pos >= sizeLeft || f.Timestamp >= ageLimit || pos+blen > len(buf) {
-			w.commitRecords(buf[:pos], n)
+			w.commitRecords(buf[:pos], n, match)
 			buf, pos, n = nil, 0, 0
 			if f.VLAN == 0 && blen <= maxFastRecord && sk.errp.Load() == nil {
 				// Only the buffer was full, or the run ended at a limit
@@ -104,20 +106,30 @@ func (w *worker) records(b *afpacket.Block, f *dpdk.Frame) {
 			sk.firstTS = f.Timestamp
 			sizeLeft, ageLimit = sk.limitsAfterFirst()
 		}
-		pcap.PutEPB(buf[pos:pos+blen:pos+blen], uint64(f.Timestamp), f.Data[:caplen], max(f.WireLen, len(f.Data)))
+		wire := max(f.WireLen, len(f.Data))
+		pcap.PutEPB(buf[pos:pos+blen:pos+blen], uint64(f.Timestamp), f.Data[:caplen], wire)
+		if match && quickRoCE(f.Data[:caplen], rf.Port, &w.quick) {
+			// Counted here, from the bytes the record holds, while the
+			// frame is in the cache: commitRecords need not read the
+			// records back.
+			w.qps.count(&w.quick, wire)
+		}
 		pos += blen
 		n++
 	}
 	w.nrecv, w.nbytes, w.nhw, w.nrej = nrecv, nbytes, nhw, nrej
-	w.commitRecords(buf[:pos], n)
+	w.commitRecords(buf[:pos], n, match)
 }
 
-// commitRecords adds n records written by records, recs, to the file.
-func (w *worker) commitRecords(recs []byte, n uint64) {
+// commitRecords adds n records written by records, recs, to the file,
+// counting them per QP unless records did as it wrote them (counted).
+func (w *worker) commitRecords(recs []byte, n uint64, counted bool) {
 	if n == 0 {
 		return
 	}
-	_ = w.qps.countRecords(recs, w.s.rf.Port, &w.quick) // (their bytes were counted as they were written)
+	if !counted {
+		_ = w.qps.countRecords(recs, w.s.rf.Port, &w.quick) // (their bytes were counted as they were written)
+	}
 	sk := w.sink
 	sk.cur.Packets += n
 	sk.written += n

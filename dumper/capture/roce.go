@@ -92,28 +92,47 @@ func (n rNot) bpf(v6 bool) string {
 	return ""
 }
 
-// A field of the BTH or AETH compared with a range.
+// A field of the BTH or AETH compared with a range. kind is the field
+// as a number, which eval switches on: a switch on the name compared
+// strings for every frame the filter saw.
 type rField struct {
 	name   string
+	kind   fieldKind
 	lo, hi uint32
 }
 
-func (n rField) value(p *roce.Packet, f []byte) (uint32, bool) {
-	switch n.name {
-	case "qpn":
-		return p.DestQP, true
-	case "opcode":
-		return uint32(p.Opcode), true
-	case "psn":
-		return p.PSN, true
-	case "ecn":
-		return uint32(p.ECN), true
+type fieldKind uint8
+
+const (
+	fieldQPN fieldKind = iota
+	fieldOpcode
+	fieldPSN
+	fieldECN
+)
+
+var fieldKinds = map[string]fieldKind{"qpn": fieldQPN, "opcode": fieldOpcode, "psn": fieldPSN, "ecn": fieldECN}
+
+// newField is the predicate lo <= name <= hi; name is one of fieldKinds.
+func newField(name string, lo, hi uint32) rField {
+	k, ok := fieldKinds[name]
+	if !ok {
+		panic("capture: no RoCE field " + name) // the parser names only these
 	}
-	return 0, false
+	return rField{name: name, kind: k, lo: lo, hi: hi}
 }
 
-func (n rField) eval(p *roce.Packet, f []byte, _ bool) bool {
-	v, _ := n.value(p, f)
+func (n rField) eval(p *roce.Packet, _ []byte, _ bool) bool {
+	var v uint32
+	switch n.kind {
+	case fieldQPN:
+		v = p.DestQP
+	case fieldOpcode:
+		v = uint32(p.Opcode)
+	case fieldPSN:
+		v = p.PSN
+	default:
+		v = uint32(p.ECN)
+	}
 	return v >= n.lo && v <= n.hi
 }
 
@@ -385,7 +404,7 @@ func (p *rparser) pred() (rnode, error) {
 	}
 	switch t.text {
 	case "cnp":
-		return rField{"opcode", uint32(roce.OpCNP), uint32(roce.OpCNP)}, nil
+		return newField("opcode", uint32(roce.OpCNP), uint32(roce.OpCNP)), nil
 	case "nak":
 		return rNAK{}, nil
 	case "icrc-bad":
@@ -397,25 +416,25 @@ func (p *rparser) pred() (rnode, error) {
 		if err != nil {
 			return nil, p.errAt(v.pos, "%s: %v", t.text, err)
 		}
-		return rField{t.text, lo, hi}, nil
+		return newField(t.text, lo, hi), nil
 	case "opcode":
 		v := p.next()
 		op, err := parseOpcode(v.text)
 		if err != nil {
 			return nil, p.errAt(v.pos, "%v", err)
 		}
-		return rField{"opcode", uint32(op), uint32(op)}, nil
+		return newField("opcode", uint32(op), uint32(op)), nil
 	case "ecn":
 		v := p.peek()
 		if cp, ok := ecnNames[strings.ToLower(v.text)]; ok && !v.str {
 			p.next()
-			return rField{"ecn", cp, cp}, nil
+			return newField("ecn", cp, cp), nil
 		}
 		if n, err := strconv.ParseUint(v.text, 0, 8); err == nil && n <= 3 {
 			p.next()
-			return rField{"ecn", uint32(n), uint32(n)}, nil
+			return newField("ecn", uint32(n), uint32(n)), nil
 		}
-		return rField{"ecn", 3, 3}, nil // ecn alone: marked CE
+		return newField("ecn", 3, 3), nil // ecn alone: marked CE
 	case "src-gid", "dst-gid", "gid":
 		v := p.next()
 		a, err := netip.ParseAddr(v.text)
