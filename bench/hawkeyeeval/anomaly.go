@@ -10,7 +10,6 @@ package hawkeyeeval
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"slices"
 
@@ -318,49 +317,10 @@ func (t *Trace) fabricShares() error {
 		paths = append(paths, path)
 		idx = append(idx, i)
 	}
-	for j, r := range maxMin(paths, len(links), evalBW) {
+	for j, r := range workload.MaxMin(paths, len(links), evalBW) {
 		t.Flows[idx[j]].Rate = r
 	}
 	return nil
-}
-
-// maxMin is the max-min fair rates of flows over paths of numbered links
-// of capacity c each (progressive filling): the most shared link's
-// flows are fixed at its fair share, and so on.
-func maxMin(paths [][]int, nlinks int, c float64) []float64 {
-	left := make([]float64, nlinks)
-	users := make([]int, nlinks)
-	for i := range left {
-		left[i] = c
-	}
-	for _, p := range paths {
-		for _, l := range p {
-			users[l]++
-		}
-	}
-	rate := make([]float64, len(paths))
-	fixed := make([]bool, len(paths))
-	for {
-		bottleneck, share := -1, math.Inf(1)
-		for l, n := range users {
-			if n > 0 && left[l]/float64(n) < share {
-				bottleneck, share = l, left[l]/float64(n)
-			}
-		}
-		if bottleneck < 0 {
-			return rate
-		}
-		for i, p := range paths {
-			if fixed[i] || !slices.Contains(p, bottleneck) {
-				continue
-			}
-			fixed[i], rate[i] = true, share
-			for _, l := range p {
-				left[l] -= share
-				users[l]--
-			}
-		}
-	}
 }
 
 // generator places one trace's anomaly.

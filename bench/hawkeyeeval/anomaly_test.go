@@ -133,16 +133,6 @@ func TestFabricBase(t *testing.T) {
 	}
 }
 
-// TestMaxMin: progressive filling on a known case: flows a and b share
-// link 0 with c, c also crosses link 1 with d; link 1 has d alone
-// beside c, so a, b and c get a third of link 0 and d the rest of link 1.
-func TestMaxMin(t *testing.T) {
-	got := maxMin([][]int{{0}, {0}, {0, 1}, {1}}, 2, 90)
-	if want := []float64{30, 30, 30, 60}; !slices.Equal(got, want) {
-		t.Fatalf("max-min %v, want %v", got, want)
-	}
-}
-
 // TestFabricShares: the flows a trace starts with in progress resume at
 // rates every link of their ECMP paths carries, the fabric's included;
 // the warm-up's shares over the hosts' links alone offered some
