@@ -745,14 +745,7 @@ func TestNICPausedPoll(t *testing.T) {
 	s := newSim(t, n, noCC(), flows...)
 	cfg := DefaultConfig()
 	cfg.QuietQdepth = 2000
-	acfg := DefaultAgentConfig()
-	acfg.Threshold = 1 << 30
-	sys, err := Attach(s, cfg, acfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var visits []Visit
-	sys.Program.OnVisit = func(v Visit) { visits = append(visits, v) }
+	sys, seen := attachByHand(t, s, cfg)
 	runTo(t, s, 500_000)
 	if !s.Paused(n.node(t, "a1"), 0, fabric.PrioData) {
 		t.Fatal("setup: s1 does not pause a1's NIC")
@@ -766,14 +759,14 @@ func TestNICPausedPoll(t *testing.T) {
 	}
 	runTo(t, s, 520_000)
 	got := map[string]uint16{}
-	for _, v := range visits {
+	for _, v := range *seen {
 		if v.Event == p.Event && !v.Quiet {
 			got[v.Switch] |= v.Type
 		}
 	}
 	want := map[string]uint16{"s1": hawkeyewire.TypeBoth, "s2": hawkeyewire.TypePFC, "s4": hawkeyewire.TypePFC}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("collected visits %v, want %v (all: %+v)", got, want, visits)
+		t.Fatalf("collected visits %v, want %v (all: %+v)", got, want, *seen)
 	}
 	tel := sys.Collector.Incident(p.Event)
 	if tel == nil {
@@ -804,14 +797,7 @@ func TestRetrace(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.ReadDelay = 200_000
 		cfg.Retrace = retrace
-		acfg := DefaultAgentConfig()
-		acfg.Threshold = 1 << 30
-		sys, err := Attach(s, cfg, acfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var visits []Visit
-		sys.Program.OnVisit = func(v Visit) { visits = append(visits, v) }
+		sys, seen := attachByHand(t, s, cfg)
 		runTo(t, s, 50_000)
 		p, err := sys.Agent.Poll(0)
 		if err != nil {
@@ -819,7 +805,7 @@ func TestRetrace(t *testing.T) {
 		}
 		runTo(t, s, 300_000)
 		var pfc []string
-		for _, v := range visits {
+		for _, v := range *seen {
 			if v.Event != p.Event || v.Flow != 0 {
 				t.Fatalf("visit of event %d flow %d, polled event %d flow 0", v.Event, v.Flow, p.Event)
 			}
@@ -837,4 +823,19 @@ func TestRetrace(t *testing.T) {
 			t.Fatalf("with Retrace: PFC traces at %v (want s4, the storm's switch), %d re-traced", pfc, sys.Program.Stats.Retraced)
 		}
 	}
+}
+
+// attachByHand attaches Hawkeye with cfg and an agent that polls only
+// when the test calls Agent.Poll, and records every visit.
+func attachByHand(t *testing.T, s *fabric.Sim, cfg Config) (*System, *[]Visit) {
+	t.Helper()
+	acfg := DefaultAgentConfig()
+	acfg.Threshold = 1 << 30
+	sys, err := Attach(s, cfg, acfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var visits []Visit
+	sys.Program.OnVisit = func(v Visit) { visits = append(visits, v) }
+	return sys, &visits
 }
