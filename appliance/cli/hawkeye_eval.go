@@ -24,8 +24,9 @@ var hawkeyeEvalCmd = &Command{
 		"[--seed 0] [--workers N] [--sweep] [--json FILE] [--out DIR] [--shard i/n]",
 	Long: `Generates --traces traces per topology and anomaly type (fat-trees of 100 Gbps, 2 us links, the
 paper's long-tailed workload, flows of up to 300 MB, at a random load between 20% and 50%, starting
-with the flows 100 ms of its arrivals left running, each resuming at the fair share it had, not
-at line rate), each with one anomaly placed at random
+with the flows 100 ms of its arrivals left running, each resuming at its max-min fair share over
+its path's links, the fabric's as ECMP hashes it and its hosts', not at line rate), each with one
+anomaly placed at random
 (seeded): a synchronized incast, a host injecting PAUSE frames until the trace ends, a routing loop
 (of 2 to 6 switches, between ToRs and aggregation switches or aggregation switches and cores)
 closed by its own burst or by an incast or a storm next to it, and plain contention without PFC;

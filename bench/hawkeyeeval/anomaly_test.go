@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/rdma-appliance/appliance/bench/fabric/workload"
 	"github.com/rdma-appliance/appliance/bench/hawkeyesim"
 	"github.com/rdma-appliance/appliance/internal/hawkeyewire"
 )
@@ -129,5 +130,52 @@ func TestFabricBase(t *testing.T) {
 		if got != want || want < 24_000 || want > 25_000 {
 			t.Errorf("k=%d: MaxRTT %d ns, BaseRTT over 6 links %d ns (want both about 24.6 us)", k, got, want)
 		}
+	}
+}
+
+// TestFabricShares: the flows a trace starts with in progress resume at
+// rates every link of their ECMP paths carries, the fabric's included;
+// the warm-up's shares over the hosts' links alone offered some
+// aggregation or core link more than it carries (ECMP collisions).
+func TestFabricShares(t *testing.T) {
+	over := 0
+	for seed := uint64(1); seed <= 3; seed++ {
+		tr, err := Generate(Topology{8}, Incast, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sim, err := tr.Sim()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The incast keeps every background flow, so the warm-up's
+		// flows are the trace's first, with the same IDs.
+		hostOnly := workload.InProgress(tr.Graph.Hosts(), evalBW, tr.Load, workload.Hawkeye, warmupNs, seed)
+		load := func(rate func(f workload.Flow) float64) map[[2]int]float64 {
+			out := map[[2]int]float64{}
+			for _, f := range tr.Flows[:len(hostOnly)] {
+				h := sim.FlowHash(int32(f.ID))
+				node, _ := sim.Peer(f.Src, 0)
+				for node != f.Dst && sim.SwitchOf(node) >= 0 {
+					p := sim.NextHop(node, f.Dst, h)
+					out[[2]int{node, p}] += rate(f)
+					node, _ = sim.Peer(node, p)
+				}
+			}
+			return out
+		}
+		for l, r := range load(func(f workload.Flow) float64 { return f.Rate }) {
+			if r > evalBW*(1+1e-9) {
+				t.Fatalf("seed %d: link %v offered %.3g b/s, above %.3g", seed, l, r, evalBW)
+			}
+		}
+		for _, r := range load(func(f workload.Flow) float64 { return hostOnly[f.ID].Rate }) {
+			if r > evalBW*(1+1e-9) {
+				over++
+			}
+		}
+	}
+	if over == 0 {
+		t.Fatal("the hosts' shares overloaded no fabric link: the test shows nothing")
 	}
 }

@@ -53,6 +53,12 @@ const (
 	// the epochs hold the anomaly as it developed, not only its first
 	// microseconds).
 	readDelay = 500_000
+	// retraceLead: the switches' CPUs take the mirrored polls and
+	// re-trace (hawkeyesim.Config.Retrace) this long before the
+	// registers are read: the re-trace's polling packets cross the
+	// fabric at line rate, 2 us and a hop's handling each, so by the read
+	// they have reached every switch a trace of 20 hops would.
+	retraceLead = 50_000
 	// collectInterval: a switch collected less than this ago is not read
 	// again for another incident; its last report serves (the paper's
 	// interval between two collections of one switch), for every method.
@@ -234,11 +240,14 @@ func runTrace(ctx context.Context, tr *Trace, o RunOptions, full bool) (*run, er
 	r := &run{sim: sim, loopPaused: map[int32]int64{}, nearLoop: map[int32]int64{}}
 	cfg := hawkeyesim.DefaultConfig()
 	cfg.EpochShift = o.Params.EpochShift
-	cfg.ReadDelay = readDelay
+	cfg.ReadDelay = readDelay - retraceLead
 	cfg.CollectInterval = collectInterval
 	// A hop where the victim met neither pause nor a queue of the
 	// analyzer's least contention has nothing to say about its delay.
 	cfg.QuietQdepth = quietQdepth
+	// The trace follows the pause as far as it spread by the time the
+	// registers are read, not only as it stood when the poll passed.
+	cfg.Retrace = true
 	// The evaluation reads the switches itself, for every method alike
 	// (same moment, same epochs, same interval between two collections
 	// of a switch): Hawkeye's own CPU pollers would only read the same
@@ -286,7 +295,7 @@ func runTrace(ctx context.Context, tr *Trace, o RunOptions, full bool) (*run, er
 	}
 	current := map[uint8]*pending{}
 	sys.Program.OnVisit = func(v hawkeyesim.Visit) {
-		if p := current[v.Event]; p != nil {
+		if p := current[v.Event]; p != nil && p.poll.Flow == v.Flow {
 			p.visits = append(p.visits, v)
 		}
 	}

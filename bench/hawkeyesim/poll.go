@@ -1,6 +1,8 @@
 package hawkeyesim
 
 import (
+	"slices"
+
 	"github.com/rdma-appliance/appliance/bench/fabric"
 	"github.com/rdma-appliance/appliance/internal/hawkeyewire"
 )
@@ -57,6 +59,9 @@ type Visit struct {
 	// Quiet: a flow trace only, at a hop where the victim's egress was
 	// neither paused nor queued (Config.QuietQdepth): not collected.
 	Quiet bool
+	// Flow is the victim (the simulation's flow index): event ids wrap,
+	// the victim and the event together name an incident.
+	Flow int32
 }
 
 // SentPoll is a polling packet a switch sent on.
@@ -100,7 +105,51 @@ func (pr *Program) poll(sw, in int, p *fabric.Packet) {
 	}
 	if !visit.Quiet {
 		pr.trigger(st, ev, FlowKeyOf(pr.sim, flow), now)
+		if pr.cfg.Retrace {
+			pr.scheduleRetrace(st, in, visit, *p)
+		}
 	}
+}
+
+// scheduleRetrace has st's CPU look at the trace of visit again when it
+// takes the mirrored polling packet p (Config.Retrace): every port that
+// the data plane would send a PFC copy to now and did not then gets one.
+func (pr *Program) scheduleRetrace(st *switchState, in int, visit Visit, p fabric.Packet) {
+	var done []int
+	for _, s := range visit.Sent {
+		if s.Type&hawkeyewire.TypePFC != 0 {
+			done = append(done, s.Port)
+		}
+	}
+	t, ev := visit.Type, visit.Event
+	pr.sim.At(visit.Time+pr.cfg.ReadDelay, func(sim *fabric.Sim) {
+		now := sim.Now()
+		var buf [Epochs]*epochSlot
+		slots := pr.recent(st, now, &buf)
+		try := func(o int) {
+			if o < 0 || o == in || !st.peerSw[o] || slices.Contains(done, o) || !pr.paused(st, slots, o, now) {
+				return
+			}
+			done = append(done, o)
+			if pr.send(st, o, &p, hawkeyewire.TypePFC, in, ev) {
+				pr.Stats.PollsSent++
+				pr.Stats.PFCCopies++
+				pr.Stats.Retraced++
+			}
+		}
+		if t&hawkeyewire.TypeFlow != 0 {
+			// The victim's egress, paused since the flow trace passed.
+			_, dst := sim.FlowEnds(p.Flow)
+			try(sim.NextHop(st.node, dst, sim.FlowHash(p.Flow)))
+		}
+		if t&hawkeyewire.TypePFC != 0 {
+			for o := range st.nports {
+				if pr.meter(st, slots, in, o) > 0 {
+					try(o)
+				}
+			}
+		}
+	})
 }
 
 // trace is the data-plane decision of a polling packet of type t, event
@@ -114,7 +163,7 @@ func (pr *Program) trace(st *switchState, now int64, in int, t uint16, ev uint8,
 	send func(o int, t uint16) bool) (visit Visit, handled bool) {
 	var buf [Epochs]*epochSlot
 	slots := pr.recent(st, now, &buf)
-	visit = Visit{Time: now, Switch: st.name, Event: ev, Type: t, Ingress: in}
+	visit = Visit{Time: now, Switch: st.name, Event: ev, Type: t, Ingress: in, Flow: victim}
 	sendOn := func(o int, t uint16) {
 		if !send(o, t) {
 			return

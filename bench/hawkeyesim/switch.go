@@ -54,6 +54,22 @@ type Config struct {
 	// it in the data plane, per switch). A PFC trace always collects.
 	// p4/hawkeyetofino does not do this.
 	QuietQdepth float64
+	// Retrace: a switch's CPU, when it takes the mirrored polling packet
+	// (ReadDelay after the poll reached the switch), looks at the
+	// trace's ports again and sends the PFC polling packets the data
+	// plane would send now. The data plane traces once, at line rate,
+	// as the pause stood when the poll passed; a pause that reached the
+	// victim's egress later (a loop that closed after the detection, the
+	// backpressure still spreading), or a port the poll's arrival port
+	// feeds that was paused since, is in the registers the CPU reads but
+	// was never traced: the analyzer then sees a paused port whose
+	// upstream switch sent nothing. The re-trace's copies are ordinary
+	// PFC polling packets, so the trace follows the pause hop by hop,
+	// round a loop, as far as it has spread by then. Switches that
+	// mirrored nothing to their CPU (Quiet) do not re-trace. It works
+	// with NoPoller too (the re-trace is the CPU's, the collection is
+	// left to the caller). p4/hawkeyetofino does not do this.
+	Retrace bool
 	// MinPaused is how many paused packets in the epochs read make a port
 	// count as paused for tracing when its pause timer has run out.
 	MinPaused uint32
@@ -211,6 +227,7 @@ type Stats struct {
 	PollsSent   uint64 // polling packets switches sent on (victim path and PFC copies)
 	PFCCopies   uint64 // of them carrying the PFC trace
 	Duplicates  uint64 // polling packets a switch had already handled
+	Retraced    uint64 // PFC polling packets CPUs sent when they re-traced (Config.Retrace)
 	Collections uint64 // CPU collections
 	RateLimited uint64 // polls not collected because the switch was collected within CollectInterval
 	ReportBytes uint64 // report bytes on the wire

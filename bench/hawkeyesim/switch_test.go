@@ -745,14 +745,7 @@ func TestNICPausedPoll(t *testing.T) {
 	s := newSim(t, n, noCC(), flows...)
 	cfg := DefaultConfig()
 	cfg.QuietQdepth = 2000
-	acfg := DefaultAgentConfig()
-	acfg.Threshold = 1 << 30
-	sys, err := Attach(s, cfg, acfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var visits []Visit
-	sys.Program.OnVisit = func(v Visit) { visits = append(visits, v) }
+	sys, seen := attachByHand(t, s, cfg)
 	runTo(t, s, 500_000)
 	if !s.Paused(n.node(t, "a1"), 0, fabric.PrioData) {
 		t.Fatal("setup: s1 does not pause a1's NIC")
@@ -766,14 +759,14 @@ func TestNICPausedPoll(t *testing.T) {
 	}
 	runTo(t, s, 520_000)
 	got := map[string]uint16{}
-	for _, v := range visits {
+	for _, v := range *seen {
 		if v.Event == p.Event && !v.Quiet {
 			got[v.Switch] |= v.Type
 		}
 	}
 	want := map[string]uint16{"s1": hawkeyewire.TypeBoth, "s2": hawkeyewire.TypePFC, "s4": hawkeyewire.TypePFC}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("collected visits %v, want %v (all: %+v)", got, want, visits)
+		t.Fatalf("collected visits %v, want %v (all: %+v)", got, want, *seen)
 	}
 	tel := sys.Collector.Incident(p.Event)
 	if tel == nil {
@@ -787,4 +780,62 @@ func TestNICPausedPoll(t *testing.T) {
 	if !slices.Equal(sws, []string{"s1", "s2", "s4"}) {
 		t.Fatalf("reports from %v, want s1, s2, s4", sws)
 	}
+}
+
+// TestRetrace: a poll that passed before the pause spread traces nothing
+// of it; with Config.Retrace the switches' CPUs, when they take the
+// mirrored poll, send the PFC polling packets the data plane would send
+// now, and the trace reaches the port the storming host pauses.
+func TestRetrace(t *testing.T) {
+	for _, retrace := range []bool{false, true} {
+		n := incastNet(t)
+		s := newSim(t, n, noCC(), workload.Flow{Src: n.node(t, "y"), Dst: n.node(t, "r"), Size: 64 << 20})
+		if err := s.AddFault(fabric.HostFault{Host: "r", Prio: fabric.PrioData, Quanta: 0xffff, Interval: 20_000,
+			From: 100_000, Until: 10_000_000}); err != nil {
+			t.Fatal(err)
+		}
+		cfg := DefaultConfig()
+		cfg.ReadDelay = 200_000
+		cfg.Retrace = retrace
+		sys, seen := attachByHand(t, s, cfg)
+		runTo(t, s, 50_000)
+		p, err := sys.Agent.Poll(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runTo(t, s, 300_000)
+		var pfc []string
+		for _, v := range *seen {
+			if v.Event != p.Event || v.Flow != 0 {
+				t.Fatalf("visit of event %d flow %d, polled event %d flow 0", v.Event, v.Flow, p.Event)
+			}
+			if v.Type&hawkeyewire.TypePFC != 0 {
+				if v.Time < 50_000+cfg.ReadDelay {
+					t.Fatalf("a PFC trace at %s at %d ns, before the CPUs re-traced", v.Switch, v.Time)
+				}
+				pfc = append(pfc, v.Switch)
+			}
+		}
+		switch {
+		case !retrace && (len(pfc) > 0 || sys.Program.Stats.Retraced > 0):
+			t.Fatalf("without Retrace: PFC traces at %v, %d re-traced", pfc, sys.Program.Stats.Retraced)
+		case retrace && (!slices.Contains(pfc, "s4") || sys.Program.Stats.Retraced == 0):
+			t.Fatalf("with Retrace: PFC traces at %v (want s4, the storm's switch), %d re-traced", pfc, sys.Program.Stats.Retraced)
+		}
+	}
+}
+
+// attachByHand attaches Hawkeye with cfg and an agent that polls only
+// when the test calls Agent.Poll, and records every visit.
+func attachByHand(t *testing.T, s *fabric.Sim, cfg Config) (*System, *[]Visit) {
+	t.Helper()
+	acfg := DefaultAgentConfig()
+	acfg.Threshold = 1 << 30
+	sys, err := Attach(s, cfg, acfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var visits []Visit
+	sys.Program.OnVisit = func(v Visit) { visits = append(visits, v) }
+	return sys, &visits
 }

@@ -605,8 +605,13 @@ func (g *Graph) classify(pi int) Origin {
 	// port's average queue mixes the packets before the pause with
 	// those behind it, so its contention estimate is not zero).
 	single := len(contributors) < 2
+	// The host paused the port in an epoch before any in which it was
+	// contended: the queue it has since is what the pause held back,
+	// draining (a storm that stopped, its senders' backlog released at
+	// once), not what started the pause.
+	first := p.pausedFirst()
 	switch {
-	case hostPaused && (!contended || pausedFrac >= 0.5 || p.Packets == 0 || single):
+	case hostPaused && (!contended || pausedFrac >= 0.5 || p.Packets == 0 || single || first):
 		o.Kind, o.Host = "host_injection", p.PeerHost
 		o.Why = fmt.Sprintf("paused by host %s (%d pause frames, %d of %d packets enqueued paused) with %.0f B of local contention",
 			p.PeerHost, p.PauseFrames, p.Paused, p.Packets, p.Contention)

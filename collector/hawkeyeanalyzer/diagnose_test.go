@@ -788,3 +788,44 @@ func setPauseSent(t *testing.T, tel *hawkeyewire.Telemetry, sw string, port int,
 	}
 	t.Fatalf("no report from %s", sw)
 }
+
+// TestStormThenDrain: three flows to H1 at SW1:1, which H1 paused. In
+// one epoch with the pause, most of their packets unpaused and queued
+// three to one, the port is contended: an incast. When H1's pauses came
+// in an epoch before the queue (all of that epoch's packets held, the
+// next epoch's drained unpaused and queued behind one another: a storm
+// that stopped, its senders' backlog released at once), the pause came
+// first and the port is the storm's, whatever queue followed.
+func TestStormThenDrain(t *testing.T) {
+	s := newScenario()
+	s.host("SW1", 1, "H1").host("SW1", 2, "H2").host("SW1", 3, "H3").host("SW1", 4, "H4")
+	var fs []hawkeyewire.FlowKey
+	for i, h := range []string{"H2", "H3", "H4"} {
+		f := s.flow(h, "H1", uint16(5001+i))
+		fs = append(fs, f)
+		s.hop("SW1", f, 2+i, 1, 100, 20, 40000)
+	}
+	s.pause("SW1", 1, 5)
+	s.victim = fs[0]
+	if d := Diagnose(s.telemetry(), Options{}); d.Type != Incast {
+		t.Fatalf("one epoch: %s, want %s (%v)", d.Type, Incast, d.Explanation)
+	}
+	tel := s.telemetry()
+	r := &tel.Reports[0]
+	held := hawkeyewire.EpochReport{ID: 6, Start: 0,
+		Ports: []hawkeyewire.PortRecord{{Port: 1, Packets: 60, Paused: 60, QdepthSum: 60 * 40000, PauseFrames: 5}}}
+	drain := hawkeyewire.EpochReport{ID: 7, Start: 1 << 20, Meters: r.Epochs[0].Meters,
+		Ports: []hawkeyewire.PortRecord{{Port: 1, Packets: 240, QdepthSum: 240 * 40000}}}
+	for _, f := range r.Epochs[0].Flows {
+		a, b := f, f
+		a.Packets, a.Paused, a.QdepthSum = 20, 20, 20*40000
+		b.Packets, b.Paused, b.QdepthSum = 80, 0, 80*40000
+		held.Flows = append(held.Flows, a)
+		drain.Flows = append(drain.Flows, b)
+	}
+	r.Epochs = []hawkeyewire.EpochReport{held, drain}
+	d := Diagnose(tel, Options{})
+	if d.Type != Storm || len(d.RootCauses) == 0 || d.RootCauses[0].Host != "H1" {
+		t.Fatalf("paused, then drained: %s, root causes %+v (%v %v)", d.Type, d.RootCauses, d.Explanation, d.Problems)
+	}
+}

@@ -117,7 +117,18 @@ type PortNode struct {
 	// records account for (below 1 after evictions or truncation).
 	FlowCoverage float64 `json:"flow_coverage"`
 	Truncated    bool    `json:"truncated,omitempty"`
+	// pauseFrom and contendedFrom: the first epoch (its start) in which
+	// the port received PAUSE frames, and the first in which it was
+	// contended (math.MaxInt64: none; 0 for a graph not built from
+	// epochs).
+	pauseFrom, contendedFrom int64
 }
+
+// pausedFirst says whether the port received PAUSE frames in an epoch
+// before any in which it was contended: what paused it came first, and
+// a queue it had later (the packets the pause held, draining) followed
+// from it.
+func (p *PortNode) pausedFirst() bool { return p.pauseFrom < p.contendedFrom }
 
 // IsPaused says whether the port was paused by PFC in the epochs read.
 func (p *PortNode) IsPaused() bool { return p.PauseFrames > 0 || p.Paused > 0 || p.PausedNow }
@@ -348,6 +359,10 @@ type portAgg struct {
 	pausedNow   bool
 	pauseLeft   int64
 	truncated   bool
+	// pauseFrom and contendedFrom: the start of the first epoch in which
+	// the port received PAUSE frames, and of the first in which its
+	// unpaused packets met a contention queue (math.MaxInt64: none).
+	pauseFrom, contendedFrom int64
 }
 
 type meterKey struct {
@@ -496,7 +511,7 @@ func (s *epochSums) portOf(m map[int]int, sw string, port int) int {
 		i = len(s.ports)
 		m[port] = i
 		s.portIDs = append(s.portIDs, PortID{sw, port})
-		s.ports = append(s.ports, portAgg{})
+		s.ports = append(s.ports, portAgg{pauseFrom: math.MaxInt64, contendedFrom: math.MaxInt64})
 	}
 	return i
 }
@@ -584,6 +599,12 @@ func (s *epochSums) addEpoch(g *Graph, m map[int]int, name string, e *hawkeyewir
 		p.pauseSent += uint64(pr.PauseSent)
 		p.pausedNow = p.pausedNow || pr.PausedNow
 		p.pauseLeft = max(p.pauseLeft, pr.PauseLeftNs)
+		if pr.PauseFrames > 0 {
+			p.pauseFrom = min(p.pauseFrom, e.Start)
+		}
+		if pr.Packets > 0 && contention(float64(pr.QdepthSum)/float64(pr.Packets), float64(pr.Paused)/float64(pr.Packets)) >= g.opt.MinContention {
+			p.contendedFrom = min(p.contendedFrom, e.Start)
+		}
 	}
 	for fi := range e.Flows {
 		s.addFlow(m, name, &e.Flows[fi])
@@ -612,7 +633,7 @@ func (g *Graph) addPortVertices(s *epochSums) []int {
 		g.portIdx[id] = i
 		n := PortNode{ID: id.String(), Port: id, Record: a.record, Packets: a.packets, Paused: a.paused,
 			QdepthSum: a.qdepthSum, PauseFrames: a.pauseFrames, PauseSent: a.pauseSent, PausedNow: a.pausedNow,
-			PauseLeftNs: a.pauseLeft, Truncated: a.truncated}
+			PauseLeftNs: a.pauseLeft, Truncated: a.truncated, pauseFrom: a.pauseFrom, contendedFrom: a.contendedFrom}
 		if p, ok := g.topo.links[id]; ok {
 			n.Peer = p.String()
 			n.PeerHost = p.host
@@ -747,16 +768,21 @@ func (g *Graph) portCounters() {
 		}
 		if p.Packets > 0 {
 			p.Qdepth = finite(p.QdepthSum / float64(p.Packets))
-			// Only the unpaused packets (a share 1-f) count, and the
-			// queue they saw still holds what the pauses left behind
-			// (to first order the same share f): (1-f)^2 of the
-			// average queue is contention. A port a host keeps
-			// paused thus shows next to none.
-			unpaused := 1 - min(1, float64(p.Paused)/float64(p.Packets))
-			p.Contention = p.Qdepth * unpaused * unpaused
+			p.Contention = contention(p.Qdepth, float64(p.Paused)/float64(p.Packets))
 			p.FlowCoverage = min(1, float64(fp)/float64(p.Packets))
 		}
 	}
+}
+
+// contention is the part of an average queue q (bytes) that local flow
+// contention built when a share f of the packets were enqueued paused:
+// only the unpaused packets (a share 1-f) count, and the queue they saw
+// still holds what the pauses left behind (to first order the same share
+// f), so (1-f)^2 of the average queue. A port a host keeps paused thus
+// shows next to none.
+func contention(q, f float64) float64 {
+	u := 1 - min(1, f)
+	return finite(q * u * u)
 }
 
 func (g *Graph) pausedCount(p *PortNode) float64 {

@@ -100,39 +100,17 @@ func InProgress(hosts []int, bw, load float64, cdf *CDF, warmup int64, seed uint
 	}
 	var act []*running
 	capacity := bw / 8e9 // bytes/ns
-	// fair sets every running flow's max-min fair rate by progressive
-	// filling over the links they use: the sender's uplink (key 2*host)
-	// and the receiver's downlink (2*host+1).
+	// fair sets every running flow's max-min fair rate over the links
+	// they use: the sender's uplink (2*host) and the receiver's downlink
+	// (2*host+1).
+	paths := [][]int{}
 	fair := func() {
-		left, users := map[int]float64{}, map[int]int{}
+		paths = paths[:0]
 		for _, r := range act {
-			r.rate = -1
-			for _, l := range [2]int{2 * r.f.Src, 2*r.f.Dst + 1} {
-				left[l] = capacity
-				users[l]++
-			}
+			paths = append(paths, []int{2 * r.f.Src, 2*r.f.Dst + 1})
 		}
-		for {
-			bottleneck, share := -1, math.Inf(1)
-			for l, n := range users {
-				if n > 0 && left[l]/float64(n) < share {
-					bottleneck, share = l, left[l]/float64(n)
-				}
-			}
-			if bottleneck < 0 {
-				return
-			}
-			for _, r := range act {
-				up, down := 2*r.f.Src, 2*r.f.Dst+1
-				if r.rate >= 0 || (up != bottleneck && down != bottleneck) {
-					continue
-				}
-				r.rate = share
-				for _, l := range [2]int{up, down} {
-					left[l] -= share
-					users[l]--
-				}
-			}
+		for i, rate := range MaxMin(paths, 2*(slices.Max(hosts)+1), capacity) {
+			act[i].rate = rate
 		}
 	}
 	var now float64
@@ -178,6 +156,48 @@ func InProgress(hosts []int, bw, load float64, cdf *CDF, warmup int64, seed uint
 		flows = append(flows, f)
 	}
 	return flows
+}
+
+// MaxMin is the max-min fair rates of flows over paths of links numbered
+// 0..nlinks-1, each of capacity c (progressive filling): the flows of the
+// link whose fair share is the smallest get that share, their capacity
+// leaves every link they cross, and so on until every flow has a rate.
+// Ties go to the lowest-numbered link, so the rates do not depend on any
+// map's order.
+func MaxMin(paths [][]int, nlinks int, c float64) []float64 {
+	left := make([]float64, nlinks)
+	users := make([]int, nlinks)
+	for i := range left {
+		left[i] = c
+	}
+	for _, p := range paths {
+		for _, l := range p {
+			users[l]++
+		}
+	}
+	rate := make([]float64, len(paths))
+	fixed := make([]bool, len(paths))
+	for {
+		bottleneck, share := -1, math.Inf(1)
+		for l, n := range users {
+			if n > 0 && left[l]/float64(n) < share {
+				bottleneck, share = l, left[l]/float64(n)
+			}
+		}
+		if bottleneck < 0 {
+			return rate
+		}
+		for i, p := range paths {
+			if fixed[i] || !slices.Contains(p, bottleneck) {
+				continue
+			}
+			fixed[i], rate[i] = true, share
+			for _, l := range p {
+				left[l] -= share
+				users[l]--
+			}
+		}
+	}
 }
 
 func cmpInt64(a, b int64) int {
