@@ -105,20 +105,12 @@ type FaultSpec struct {
 // LoadScenario reads and checks a scenario file; every problem names its
 // line and key.
 func LoadScenario(path string) (Scenario, error) {
-	var s Scenario
-	if err := spec.LoadValid(path, &s); err != nil {
-		return Scenario{}, err
-	}
-	return s, nil
+	return spec.LoadAs[Scenario](path)
 }
 
 // DecodeScenario is LoadScenario for YAML held in memory.
 func DecodeScenario(name string, data []byte) (Scenario, error) {
-	var s Scenario
-	if err := spec.DecodeValid(name, data, &s); err != nil {
-		return Scenario{}, err
-	}
-	return s, nil
+	return spec.DecodeAs[Scenario](name, data)
 }
 
 // nsOf reads a duration such as 10us or 1ms; empty is def.

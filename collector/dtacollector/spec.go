@@ -184,20 +184,12 @@ const (
 // LoadSpec reads and validates a collector file; every problem is
 // reported with its file, line and key.
 func LoadSpec(path string) (Spec, error) {
-	var s Spec
-	if err := spec.LoadValid(path, &s); err != nil {
-		return Spec{}, err
-	}
-	return s, nil
+	return spec.LoadAs[Spec](path)
 }
 
 // DecodeSpec is LoadSpec for YAML held in memory; name is used in errors.
 func DecodeSpec(name string, data []byte) (Spec, error) {
-	var s Spec
-	if err := spec.DecodeValid(name, data, &s); err != nil {
-		return Spec{}, err
-	}
-	return s, nil
+	return spec.DecodeAs[Spec](name, data)
 }
 
 // CheckExchange checks an exchange address: host:port, a wildcard host

@@ -491,3 +491,30 @@ func DecodeValid(name string, data []byte, v Validator) error {
 	v.Validate(doc)
 	return doc.Err()
 }
+
+// Validated is a spec type whose pointer decodes and validates itself.
+type Validated[T any] interface {
+	*T
+	Validator
+}
+
+// LoadAs is LoadValid into a new T, returned only when valid: a package's
+// LoadSpec is LoadAs[Spec](path).
+func LoadAs[T any, P Validated[T]](path string) (T, error) {
+	var s T
+	if err := LoadValid(path, P(&s)); err != nil {
+		var zero T
+		return zero, err
+	}
+	return s, nil
+}
+
+// DecodeAs is LoadAs for YAML held in memory; name is used in errors.
+func DecodeAs[T any, P Validated[T]](name string, data []byte) (T, error) {
+	var s T
+	if err := DecodeValid(name, data, P(&s)); err != nil {
+		var zero T
+		return zero, err
+	}
+	return s, nil
+}

@@ -3,6 +3,7 @@ package spec
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 )
@@ -205,5 +206,36 @@ func TestErrorfBounded(t *testing.T) {
 	first := d.Err().Error()
 	if again := d.Err().Error(); again != first {
 		t.Fatalf("Err changes between calls:\n%s\n%s", first, again)
+	}
+}
+
+// validSpec is a testSpec that validates itself: at least one repeat.
+type validSpec testSpec
+
+func (c *validSpec) Validate(doc *Doc) {
+	if c.Repeats < 1 {
+		doc.Errorf("num-repeats", "at least 1, got %d", c.Repeats)
+	}
+}
+
+// TestLoadAs: the generic loaders return the decoded value when it is
+// valid, and the zero value with the problem at its file, line and key
+// when it is not (from a file too).
+func TestLoadAs(t *testing.T) {
+	c, err := DecodeAs[validSpec]("good.yml", []byte(good))
+	if err != nil || c.Repeats != 2 || c.Requester.NIC.Type != "CX6" {
+		t.Fatalf("%+v, %v", c, err)
+	}
+	bad := strings.Replace(good, "num-repeats: 2", "num-repeats: 0", 1)
+	c, err = DecodeAs[validSpec]("bad.yml", []byte(bad))
+	if err == nil || !strings.Contains(err.Error(), "bad.yml:1") || !strings.Contains(err.Error(), "num-repeats") || c.Requester.ControlIP != "" {
+		t.Fatalf("%+v, %v", c, err)
+	}
+	path := t.TempDir() + "/bad.yml"
+	if err := os.WriteFile(path, []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if c, err = LoadAs[validSpec](path); err == nil || !strings.Contains(err.Error(), path+":1") || c.Repeats != 0 {
+		t.Fatalf("%+v, %v", c, err)
 	}
 }
