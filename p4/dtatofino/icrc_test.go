@@ -236,8 +236,9 @@ func (m *pipeModel) report(t *testing.T, coll int, r *dtawire.Report) [][]byte {
 		va := rg.lo + (head&rg.mask)<<3
 		out = append(out, m.packet(t, coll, 0, rg.hi, va, rg.rkey, be32(be32(nil, r.Data32()), m.seq[idx]), 0))
 	case dtawire.OpPostcarder:
-		if int(r.Hop) >= PostcardHops {
-			return nil
+		rg, ok := m.regions["postcard_region"][coll]
+		if !ok || int(r.Hop) >= PostcardHops {
+			return nil // no region: neither cached nor written
 		}
 		bit := uint32(1) << r.Hop
 		rest := uint32(postcardFull) &^ bit
@@ -254,7 +255,6 @@ func (m *pipeModel) report(t *testing.T, coll int, r *dtawire.Report) [][]byte {
 			return nil
 		}
 		m.pcMask[c] = 0
-		rg := m.regions["postcard_region"][coll]
 		s := slot(0, r.Key) & rg.mask
 		va := rg.lo + s<<5 - s<<2
 		rec := be32(be32(nil, checksum(r.Key)), postcardFull)

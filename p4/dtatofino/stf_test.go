@@ -649,8 +649,9 @@ func switchPostcard(tc *stf.Test) (outcome string, cell int, read bool) {
 }
 
 // postcardModel replays a postcard that reaches the collector's egress.
-// The twin's postcard table is the postcard_region entry (none: VA 0,
-// rkey 0, one slot, as the switch writes without it), its cache the one
+// The twin's postcard table is the postcard_region entry (none: no
+// table, and both refuse the postcard, the switch counting it with the
+// bad hops), its cache the one
 // the switch keeps in registers: the cell the test sets (pc_key, pc_mask,
 // pc_hop0..4 at the index the packet reads) goes into the twin's slot for
 // the postcard's key (HoldPostcards), since the switch and the twin index
@@ -662,9 +663,11 @@ func switchPostcard(tc *stf.Test) (outcome string, cell int, read bool) {
 // it writes is the switch's WRITE, sent only with an rdma_conn entry.
 func postcardModel(tc *stf.Test, coll, port uint64, r *dtawire.Report) ([]stf.Output, string, error) {
 	pr := dtamem.PostcardRegion{Slots: 1, Hops: PostcardHops, Cache: PostcardCache}
+	regions := dtamem.Regions{}
 	for i := range tc.Adds {
 		e := &tc.Adds[i]
 		if k, _ := e.Key("collector"); e.Table == "Egress.postcard_region" && k.Uint() == coll {
+			regions.Postcards = &pr
 			pr.Addr = e.Uint("base_hi")<<32 | e.Uint("base_lo")
 			pr.RKey = uint32(e.Uint("rkey"))
 			pr.Slots = e.Uint("slot_mask") + 1
@@ -678,7 +681,7 @@ func postcardModel(tc *stf.Test, coll, port uint64, r *dtawire.Report) ([]stf.Ou
 	if conn == nil {
 		conn = dtatranslator.NewConn(dtamem.Endpoint{}, dtamem.Endpoint{}, 0)
 	}
-	tr, err := dtatranslator.NewTranslator(conn, dtamem.Regions{Postcards: &pr})
+	tr, err := dtatranslator.NewTranslator(conn, regions)
 	if err != nil {
 		return nil, "", err
 	}
@@ -730,7 +733,9 @@ func postcardModel(tc *stf.Test, coll, port uint64, r *dtawire.Report) ([]stf.Ou
 	})
 	got := "held"
 	switch {
-	case errors.Is(err, dtatranslator.ErrSketchGeometry):
+	case errors.Is(err, dtatranslator.ErrSketchGeometry), errors.Is(err, dtatranslator.ErrNoRegion) && regions.Postcards == nil:
+		// A refused hop, or no postcard region (the switch counts both
+		// as bad hops).
 		got = "bad hop"
 	case err != nil:
 		return nil, "", err

@@ -211,7 +211,7 @@
  * (with the harness's ports in one set, P4Testgen's greedy search spent
  * most tests on the copies' paths and left more statements unreached):
  *   p4check: tests STF 300
- *   p4check: tests PTF 200
+ *   p4check: tests PTF 300
  *   p4check: ports STF 100:101
  *   p4check: ports PTF 0:99,102:511
  */
@@ -756,6 +756,7 @@ struct eg_metadata_t {
     bit<8>      hop_bit;
     bit<8>      hop_rest;
     bit<1>      hop_ok;
+    bit<1>      pc_region;
     bit<1>      emit;
     bit<1>      send;
     bit<32>     h0;
@@ -1824,6 +1825,7 @@ parser EgressParser(packet_in pkt,
         md.hop_bit = 0;
         md.hop_rest = 0;
         md.hop_ok = 0;
+        md.pc_region = 0;
         md.emit = 0;
         md.send = 0;
         md.h0 = 0;
@@ -2480,7 +2482,13 @@ control Egress(inout eg_headers_t hdr,
                  * cache is read without waiting for the checksum. */
                 md.cache = cache_index.get({hdr.postcard.key})[11:0];
                 n = 0;
-                postcard_region.apply();
+                /* A collector without a postcard region gets no record
+                 * (a WRITE to VA 0 with rkey 0 would draw a NAK that
+                 * breaks the connection) and its postcards are not
+                 * cached: the software translator refuses them. */
+                if (postcard_region.apply().hit) {
+                    md.pc_region = 1;
+                }
                 hop_bits.apply();
             }
 
@@ -2559,7 +2567,9 @@ control Egress(inout eg_headers_t hdr,
             md.va_lo = md.base_lo + md.offset;
 
             if (hdr.postcard.isValid()) {
-                if (md.hop_ok == 0) {
+                if (md.hop_ok == 0 || md.pc_region == 0) {
+                    /* Counted with the bad hops: the counter has no
+                     * slot of its own for a missing region. */
                     postcard_events.count(PC_BAD_HOP);
                 } else {
                     md.old_key = pc_key_swap.execute(md.cache);
