@@ -231,6 +231,10 @@ func (o *Offer) Endpoint() (Endpoint, error) {
 	if !o.IP.IsValid() || o.QPN == 0 || o.QPN > 0xffffff {
 		return Endpoint{}, fmt.Errorf("dta: offer from %s: bad address %v or QPN %#x", o.Name, o.IP, o.QPN)
 	}
+	// The translator writes to this address: as a Hello's, a unicast host.
+	if !UnicastHost(o.IP) {
+		return Endpoint{}, fmt.Errorf("dta: offer from %s: address %v is not a unicast host address", o.Name, o.IP)
+	}
 	return Endpoint{MAC: mac, GID: roce.GIDFromAddr(o.IP), QPN: o.QPN}, nil
 }
 

@@ -184,7 +184,7 @@ func (c *Controller) Connect(ctx context.Context) (*Session, error) {
 }
 
 // accept checks what Dial does not of collector i's offer and fills the
-// collector with it: an IPv4 unicast address, a path MTU that takes the
+// collector with it: an IPv4 address, a path MTU that takes the
 // program's largest WRITE, the Append batch the program was built with.
 // Validate checks the rest (MAC, QPN, the regions' geometry).
 func (t *Translator) accept(i int, o *dtamem.Offer, psn uint32) error {
@@ -192,7 +192,7 @@ func (t *Translator) accept(i int, o *dtamem.Offer, psn uint32) error {
 	if err != nil {
 		return err
 	}
-	if !dtamem.UnicastHost(o.IP) || !o.IP.Unmap().Is4() {
+	if !o.IP.Unmap().Is4() { // Endpoint took only a unicast host
 		return fmt.Errorf("address %v: translator.p4 writes to IPv4 unicast hosts", o.IP)
 	}
 	r := o.Regions
