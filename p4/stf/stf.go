@@ -175,29 +175,21 @@ func Parse(name, src string) (*Test, error) {
 			}
 			tc.Defaults = append(tc.Defaults, Entry{Table: m[1], Priority: -1, Action: m[2], Params: ps})
 		case strings.HasPrefix(line, "packet "):
-			f := strings.Fields(line)
-			if len(f) != 3 {
-				return nil, where(fmt.Errorf("cannot read %q", line))
-			}
-			port, err := strconv.Atoi(f[1])
+			port, hx, err := portLine(line)
 			if err != nil {
 				return nil, where(err)
 			}
-			data, err := hex.DecodeString(f[2])
+			data, err := hex.DecodeString(hx)
 			if err != nil {
 				return nil, where(err)
 			}
 			tc.InPort, tc.In = port, data
 		case strings.HasPrefix(line, "expect "):
-			f := strings.Fields(line)
-			if len(f) != 3 {
-				return nil, where(fmt.Errorf("cannot read %q", line))
-			}
-			port, err := strconv.Atoi(f[1])
+			port, hx, err := portLine(line)
 			if err != nil {
 				return nil, where(err)
 			}
-			nib, exact := strings.CutSuffix(f[2], "$")
+			nib, exact := strings.CutSuffix(hx, "$")
 			e, err := nibbles(nib)
 			if err != nil {
 				return nil, where(err)
@@ -212,6 +204,19 @@ func Parse(name, src string) (*Test, error) {
 		return nil, fmt.Errorf("no packet line")
 	}
 	return tc, nil
+}
+
+// portLine splits a packet or expect line, "KEYWORD PORT BYTES", into its
+// port and its bytes' text.
+func portLine(line string) (port int, bytes string, err error) {
+	f := strings.Fields(line)
+	if len(f) != 3 {
+		return 0, "", fmt.Errorf("cannot read %q", line)
+	}
+	if port, err = strconv.Atoi(f[1]); err != nil {
+		return 0, "", err
+	}
+	return port, f[2], nil
 }
 
 // nibbles reads an STF expected packet: hex digits, '*' for a nibble
