@@ -114,7 +114,7 @@ func copyModel(tc *stf.Test, coll, port uint64, rid int, r *dtawire.Report) ([]s
 // did not take follow the datagram, as behind every answer.
 func ackCopyModel(tc *stf.Test) ([]stf.Output, string, error) {
 	if len(tc.In) < ackMirrorLen {
-		return nil, notAnAckCopy, nil
+		return harnessDrop(notAnAckCopy)
 	}
 	m, f := tc.In[:ackMirrorLen], tc.In[ackMirrorLen:]
 	c := *tc
@@ -123,15 +123,15 @@ func ackCopyModel(tc *stf.Test) ([]stf.Output, string, error) {
 	var np header.Parsed
 	if err := header.Decode(f, &np); err != nil || np.L3Proto != header.EtherTypeIPv4 || np.L4Proto != header.IPProtoUDP ||
 		np.Fragment || np.UDP(f).DstPort() != dtawire.ReportPort || f[header.EthernetHeaderLen] != 0x45 {
-		return nil, notAnAckCopy, nil
+		return harnessDrop(notAnAckCopy)
 	}
 	base := np.Payload(f)
 	if len(base) < (dtawire.Format{}).BaseLen() {
-		return nil, notAnAckCopy, nil
+		return harnessDrop(notAnAckCopy)
 	}
 	op, seq, retrans := dtawire.Opcode(base[0]), base[1], base[2]&0x40 != 0
 	if m[0] != pktAck || m[1] != seq || m[2] != 0 || seq&15 != 15 || !retrans {
-		return nil, notAnAckCopy, nil
+		return harnessDrop(notAnAckCopy)
 	}
 	ip := np.IPv4(f)
 	eth := header.Ethernet(f)

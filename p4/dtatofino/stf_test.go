@@ -21,13 +21,9 @@ import (
 	"github.com/rdma-appliance/appliance/verbs/roce"
 )
 
-// Reasons a test is not replayed against the software translator.
-const (
-	notAHost = "not a report or a collector's answer: the software translator is a host that takes its own traffic, " +
-		"the Tofino one a top-of-rack switch that also routes (IPv4 forwarding, drops of other frames)"
-	multicast = "a Key-Write or Key-Increment replicated by a multicast group, which P4Testgen's Tofino model does not " +
-		"follow (it expects no packet)"
-)
+// multicast: a report P4Testgen follows no copy of.
+const multicast = "a Key-Write or Key-Increment replicated by a multicast group, which P4Testgen's Tofino model does not " +
+	"follow (it expects no packet)"
 
 // TestSTFTranslator replays P4Testgen's tests of translator.p4 against
 // the software translator's parts that make the same decisions
@@ -50,8 +46,13 @@ func TestSTFTranslator(t *testing.T) {
 	postcards = map[string]int{}
 	appendCompared = map[bool]int{}
 	harnessCompared = map[string]int{}
+	forwarded = map[string]int{}
+	harnessDrops = map[string]int{}
 	stf.Replay(t, "testdata/p4testgen/translator", translatorModel, stf.Known{})
 	t.Logf("postcard outcomes the twin and the switch agreed on: %v", postcards)
+	t.Logf("forwarding compared: %v; harness inputs dropped: %v", forwarded, harnessDrops)
+	requireKinds(t, forwarded, "routed", "dropped: no route")
+	requireKinds(t, harnessDrops, notAnAckCopy, notACopyReport)
 	t.Logf("Appends compared: %d held by both, %d completing a batch", appendCompared[true], appendCompared[false])
 	t.Logf("harness copies compared: %v", harnessCompared)
 	if appendCompared[true] == 0 {
@@ -67,11 +68,6 @@ func TestSTFTranslator(t *testing.T) {
 	}
 }
 
-// TestSTFReporter: reporter.p4's tests forward IPv4 (with a report rule
-// or none) and count the translator's ACKs; the report itself is a
-// mirrored copy, which P4Testgen does not follow. The lab's reporters are
-// hosts (dtatranslator.Reporter), so no test maps onto them; the replay
-// keeps the tests loadable and says why none runs.
 // TestSTFReporter replays P4Testgen's tests of reporter.p4 against the
 // software reporter's reports (dtatranslator.Reporter encodes each with
 // dtawire.Format.Encode and frames it with dtatranslator.WriteUDP4). The
@@ -82,12 +78,17 @@ func TestSTFTranslator(t *testing.T) {
 // mirror header's fields with the test's reporter_cfg (addresses, MACs,
 // hop index) and compares the datagram byte for byte, followed by the
 // copy's bytes the egress parser did not read (a Tofino cannot cut a
-// frame: they stay behind the report, outside its IP length). The rest
-// (IPv4 forwarding, drops, the translator's ACKs and NACKs, which the
-// switch counts and drops where the software reporter acts on them) is
-// switch work a reporter host does not do.
+// frame: they stay behind the report, outside its IP length). The rest is
+// switch work a reporter host does not do: the translator's ACKs and
+// NACKs to the switch's own addresses end in its ingress, and everything
+// else is routed (reporterIngressModel, forwardModel).
 func TestSTFReporter(t *testing.T) {
+	forwarded = map[string]int{}
+	harnessDrops = map[string]int{}
 	rep := stf.Replay(t, "testdata/p4testgen/reporter", reporterModel, stf.Known{})
+	t.Logf("forwarding compared: %v; harness inputs dropped: %v", forwarded, harnessDrops)
+	requireKinds(t, forwarded, "routed", "dropped: no route", "dropped: not IPv4", "dropped: to the switch")
+	requireKinds(t, harnessDrops, notACopy)
 	if rep.Passed < 20 {
 		t.Errorf("%d reports replayed: the harness's tests are missing", rep.Passed)
 	}
@@ -108,14 +109,13 @@ const reportMirrorLen = 24
 
 func reporterModel(tc *stf.Test) ([]stf.Output, string, error) {
 	if tc.InPort != testgenMirrorPort {
-		return nil, "reporter.p4 routes, and counts and drops the translator's answers; the software reporter is a " +
-			"host that sends reports (and resends on a NACK)", nil
+		return reporterIngressModel(tc)
 	}
 	in := tc.In
 	if len(in) < reportMirrorLen+header.EthernetHeaderLen+header.IPv4MinHeaderLen ||
 		binary.BigEndian.Uint16(in[reportMirrorLen+12:]) != header.EtherTypeIPv4 || in[reportMirrorLen+14]>>4 != 4 ||
 		in[reportMirrorLen+14]&0xf < 5 || in[0] != 1 || in[1] < 1 || in[1] > 4 || in[2]&0x3f != 0 {
-		return nil, notACopy, nil
+		return harnessDrop(notACopy)
 	}
 	m, orig := in[:reportMirrorLen], in[reportMirrorLen:]
 	var cfg struct {
@@ -173,7 +173,7 @@ func reporterModel(tc *stf.Test) ([]stf.Output, string, error) {
 		r.ListID, r.Data = list, d[:]
 	}
 	if (r.Opcode == dtawire.OpKeyWrite || r.Opcode == dtawire.OpKeyIncrement) && (r.Redundancy == 0 || r.Redundancy > MaxRedundancy) {
-		return nil, notACopy, nil
+		return harnessDrop(notACopy)
 	}
 	var payload [64]byte
 	n, err := dtawire.Format{}.Encode(payload[:], &r)
@@ -233,7 +233,7 @@ func translatorModel(tc *stf.Test) ([]stf.Output, string, error) {
 	case testgenCopyPort:
 		c, rid, ok := copyHarness(tc)
 		if !ok || !keyReport(c.In) {
-			return nil, notACopyReport, nil
+			return harnessDrop(notACopyReport)
 		}
 		return reportModel(c, rid)
 	}
@@ -279,7 +279,7 @@ func reportModel(tc *stf.Test, rid int) ([]stf.Output, string, error) {
 	var np header.Parsed
 	if err := header.Decode(tc.In, &np); err != nil || np.L3Proto != header.EtherTypeIPv4 ||
 		np.L4Proto != header.IPProtoUDP || np.Fragment {
-		return nil, notAHost, nil
+		return forwardModel(tc)
 	}
 	ip := np.IPv4(tc.In)
 	udp := np.UDP(tc.In)
@@ -328,7 +328,7 @@ func reportModel(tc *stf.Test, rid int) ([]stf.Output, string, error) {
 	case dtawire.ReportPort:
 		c, ok := collectors[ip.Dst()]
 		if !ok {
-			return nil, notAHost, nil
+			return forwardModel(tc)
 		}
 		payload := np.Payload(tc.In)
 		var r dtawire.Report
@@ -423,10 +423,10 @@ func reportModel(tc *stf.Test, rid int) ([]stf.Output, string, error) {
 	case roce.UDPPort:
 		var p roce.Packet
 		if err := roce.ParseDecoded(tc.In, roce.UDPPort, &p); err != nil || p.AETH(tc.In) == nil {
-			return nil, notAHost, nil
+			return forwardModel(tc)
 		}
 		if _, ok := answers[[2]uint64{uint64(ipv4(ip.Src())), uint64(p.DestQP)}]; !ok {
-			return nil, notAHost, nil
+			return forwardModel(tc)
 		}
 		// An ACK or NAK of the collector: the connection takes it and
 		// nothing goes out (a NAK moves the PSN, in the egress pipe on
@@ -435,7 +435,7 @@ func reportModel(tc *stf.Test, rid int) ([]stf.Output, string, error) {
 		_, _ = conn.Input(&p, tc.In)
 		return nil, "", nil
 	}
-	return nil, notAHost, nil
+	return forwardModel(tc)
 }
 
 // ownMAC is the translator's MAC the test sets (translator_cfg's default
