@@ -350,8 +350,13 @@ func (m *pipeModel) batchEntry(t *testing.T, coll, idx int, data uint32) [][]byt
 	}
 	pos := m.fill[idx]
 	if pos != b-1 {
-		g[pos] = data
-		m.fill[idx]++
+		// fill_next counts on in its byte; gather<i> keeps the data at
+		// place i only (a fill past the batch, which the control plane
+		// never sets, keeps none).
+		if pos < b-1 {
+			g[pos] = data
+		}
+		m.fill[idx] = (pos + 1) & 0xff
 		return nil
 	}
 	m.fill[idx] = 0

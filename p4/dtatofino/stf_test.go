@@ -43,11 +43,7 @@ const multicast = "a Key-Write or Key-Increment replicated by a multicast group,
 // TestICRCMatchesSoftware compares every RDMA packet the egress builds
 // with the twin's, ICRC included.
 func TestSTFTranslator(t *testing.T) {
-	postcards = map[string]int{}
-	appendCompared = map[bool]int{}
-	harnessCompared = map[string]int{}
-	forwarded = map[string]int{}
-	harnessDrops = map[string]int{}
+	resetReplayCounts()
 	stf.Replay(t, "testdata/p4testgen/translator", translatorModel, stf.Known{})
 	t.Logf("postcard outcomes the twin and the switch agreed on: %v", postcards)
 	t.Logf("forwarding compared: %v; harness inputs dropped: %v", forwarded, harnessDrops)
@@ -83,8 +79,7 @@ func TestSTFTranslator(t *testing.T) {
 // NACKs to the switch's own addresses end in its ingress, and everything
 // else is routed (reporterIngressModel, forwardModel).
 func TestSTFReporter(t *testing.T) {
-	forwarded = map[string]int{}
-	harnessDrops = map[string]int{}
+	resetReplayCounts()
 	rep := stf.Replay(t, "testdata/p4testgen/reporter", reporterModel, stf.Known{})
 	t.Logf("forwarding compared: %v; harness inputs dropped: %v", forwarded, harnessDrops)
 	requireKinds(t, forwarded, "routed", "dropped: no route", "dropped: not IPv4", "dropped: to the switch")
@@ -537,12 +532,11 @@ func appendModel(tc *stf.Test, coll, port, list uint64, r *dtawire.Report) ([]st
 		name := strings.TrimPrefix(strings.TrimPrefix(reg.Name, "Ingress."), "Egress.")
 		switch {
 		case name == "list_head" && v != 0:
-			ringSkip = "the test starts the list's ring elsewhere than 0, where the twin's list starts"
+			ringSkip = ringElsewhere
 		case strings.HasPrefix(name, "list_seq"):
 			i, _ := strconv.Atoi(strings.TrimPrefix(name, "list_seq"))
-			if v != uint64(batchSeqStart(b, i)) && ringSkip == "" {
-				ringSkip = "the test starts the list's sequences elsewhere than the control plane does (SEQ_START), " +
-					"where the twin's list starts"
+			if v != uint64(batchSeqStart(b, i)) {
+				ringSkip = ringElsewhere
 			}
 		case name == "batch_fill":
 			fill = v
@@ -555,7 +549,8 @@ func appendModel(tc *stf.Test, coll, port, list uint64, r *dtawire.Report) ([]st
 		}
 	}
 	if fill >= b {
-		return nil, "batch_fill beyond the batch's places, which the switch's register never holds", nil
+		appendLeft[fillBeyond]++
+		return nil, fillBeyond, nil
 	}
 	held := fill < b-1
 	c := twinConn(tc, coll)
@@ -566,6 +561,7 @@ func appendModel(tc *stf.Test, coll, port, list uint64, r *dtawire.Report) ([]st
 	case c == nil:
 		return nil, "", nil
 	case ringSkip != "":
+		appendLeft[ringSkip]++
 		return nil, ringSkip, nil
 	}
 	var region *stf.Entry
@@ -608,15 +604,33 @@ func appendModel(tc *stf.Test, coll, port, list uint64, r *dtawire.Report) ([]st
 // (true) and completing a batch (false).
 var appendCompared = map[bool]int{}
 
-// Reasons a postcard test is not replayed.
+// States of a list the software translator cannot be put in, which the
+// switch never holds either (the control plane starts the registers
+// together and every batch moves them together): the replay leaves them
+// to TestSTFAppendBatch, which runs them through pipeModel, the Go model
+// of the pipeline, and counts them in appendLeft.
 const (
-	evicted = "a postcard that evicts another flow from its cache slot: the switch counts the evicted partial " +
-		"record (postcard_evictions), the twin writes it (by design, as translator.p4's header and program.go say)"
-	unheldBitmap = "a cache cell holding a bitmap neither the switch nor the twin ever holds (hops beyond the " +
-		"record's 5, or all 5: such a flow is written and its bitmap cleared)"
-	badPostcardRegion = "a postcard region the control plane refuses to install (not a power of two of slots, or " +
-		"crossing a 4 GiB boundary)"
+	ringElsewhere = "a list whose ring or sequences start where the control plane never starts them (the twin's list " +
+		"starts at 0): TestSTFAppendBatch replays it against the Go model of the pipeline"
+	fillBeyond = "batch_fill beyond the batch's places, which the switch's register never holds: TestSTFAppendBatch " +
+		"replays it against the Go model of the pipeline"
 )
+
+var appendLeft = map[string]int{}
+
+// resetReplayCounts clears what the replays count.
+func resetReplayCounts() {
+	postcards = map[string]int{}
+	appendCompared = map[bool]int{}
+	harnessCompared = map[string]int{}
+	forwarded = map[string]int{}
+	harnessDrops = map[string]int{}
+	appendLeft = map[string]int{}
+}
+
+// badPostcardRegion: a postcard test the replay does not run.
+const badPostcardRegion = "a postcard region the control plane refuses to install (not a power of two of slots, or " +
+	"crossing a 4 GiB boundary)"
 
 // postcards counts the postcard outcomes TestSTFTranslator compared.
 var postcards map[string]int
@@ -686,6 +700,7 @@ func postcardModel(tc *stf.Test, coll, port uint64, r *dtawire.Report) ([]stf.Ou
 		return nil, "", err
 	}
 	tr.Now = func() int64 { return 0 }
+	tr.DropEvicted = true // the switch's way (translator.p4's header says why)
 	want, cell, read := switchPostcard(tc)
 	if read && want == "" {
 		return nil, "", fmt.Errorf("the trace reads postcard cache cell %d but counts no outcome: switchPostcard's patterns "+
@@ -715,14 +730,7 @@ func postcardModel(tc *stf.Test, coll, port uint64, r *dtawire.Report) ([]stf.Ou
 		}
 	}
 	if set {
-		if err := tr.HoldPostcards(r.Key, held); errors.Is(err, dtatranslator.ErrSketchGeometry) {
-			if want == "evicted" && held.Key != r.Key {
-				// The switch evicts whatever non-zero bitmap the cell
-				// holds; the twin would write the flow it held.
-				return nil, evicted, nil
-			}
-			return nil, unheldBitmap, nil
-		} else if err != nil {
+		if err := tr.HoldPostcards(r.Key, held); err != nil {
 			return nil, "", err
 		}
 	}
@@ -739,17 +747,16 @@ func postcardModel(tc *stf.Test, coll, port uint64, r *dtawire.Report) ([]stf.Ou
 		got = "bad hop"
 	case err != nil:
 		return nil, "", err
-	case tr.Stats.PostcardsEvicted > 0:
+	case tr.Stats.PostcardsDropped > 0:
 		got = "evicted"
+	case tr.Stats.PostcardsEvicted > 0:
+		return nil, "", fmt.Errorf("the twin wrote the flow it evicted, which DropEvicted says it does not")
 	case tr.Stats.PostcardsComplete > 0:
 		got = "complete"
 	}
 	if want != "" && got != want {
 		return nil, "", fmt.Errorf("postcard key %#x hop %d on cell {key %#x, bitmap %#x}: the switch's outcome is %s, the twin's %s",
 			r.Key, r.Hop, held.Key, held.Mask, want, got)
-	}
-	if got == "evicted" {
-		return nil, evicted, nil
 	}
 	if want != "" {
 		postcards[want]++
@@ -778,7 +785,7 @@ func TestSTFPostcardRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	postcards = map[string]int{}
+	resetReplayCounts()
 	n := 0
 	for _, tc := range tests {
 		if out, _, _ := switchPostcard(tc); out != "complete" {
@@ -884,9 +891,17 @@ func TestSTFAppendBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, wraps := 0, 0
+	// What the replay leaves to this test (appendLeft), by running its
+	// model on every test.
+	resetReplayCounts()
 	for _, tc := range tests {
-		if tc.Expect == nil || tc.Expect.Odd {
+		if _, _, err := translatorModel(tc); err != nil {
+			t.Fatalf("%s: %v", tc.Name, err)
+		}
+	}
+	n, wraps, beyond, elsewhere := 0, 0, 0, 0
+	for _, tc := range tests {
+		if tc.Expect != nil && tc.Expect.Odd {
 			continue
 		}
 		tc, _, ok := copyHarness(tc)
@@ -949,11 +964,19 @@ func TestSTFAppendBatch(t *testing.T) {
 				regs[fmt.Sprintf("%s/%d", reg.Name, reg.Index)] = reg.Value.Uint64()
 			}
 		}
-		if regs[fmt.Sprintf("Ingress.batch_fill/%d", list)] != DefaultAppendBatch-1 {
-			continue // held: the replay compares it
+		fill := regs[fmt.Sprintf("Ingress.batch_fill/%d", list)]
+		if fill < DefaultAppendBatch-1 || (tc.Expect == nil && fill == DefaultAppendBatch-1) {
+			continue // held, or not sent: the replay compares it
 		}
-		if !strings.Contains(script.String(), "rdma_conn") {
+		if !strings.Contains(script.String(), "rdma_conn") && fill == DefaultAppendBatch-1 {
 			continue // nothing sent, as the replay checks
+		}
+		if fill >= DefaultAppendBatch && !strings.Contains(script.String(), "rdma_conn") {
+			// The entry is held whatever the connection: the model
+			// needs one to be built.
+			fmt.Fprintf(&script, "Egress.rdma_conn.add_with_set_conn(collector=%d, dmac=mac('02:00:00:00:00:02'), "+
+				"smac=mac('02:00:00:00:00:01'), src_addr=ip('10.0.0.1'), dst_addr=ip('10.0.0.2'), dscp=26, udp_src_port=49153, "+
+				"dst_qpn=0x123, icrc_write8=0x0, icrc_atomic=0x0, icrc_record=0x0)\n", coll)
 		}
 		m := newPipeModel(t, script.String())
 		if m.batch != DefaultAppendBatch {
@@ -966,14 +989,28 @@ func TestSTFAppendBatch(t *testing.T) {
 		m.psn[coll], m.ack[coll] = reg("Egress.psn", coll), reg("Egress.ack_phase", coll)
 		m.head[list], m.fill[list] = reg("Egress.list_head", list), reg("Ingress.batch_fill", list)
 		m.gathered[list] = &[3]uint32{reg("Ingress.batch_data0", list), reg("Ingress.batch_data1", list), reg("Ingress.batch_data2", list)}
+		moved := m.head[list] != 0
 		for i := range m.seqs {
 			name := "Egress." + seqRegister(i)
 			m.seqs[i][list] = reg(name, list)
 			if s := int32(reg(name, list)); s < 0 && s >= -DefaultAppendBatch {
 				wraps++
 			}
+			moved = moved || m.seqs[i][list] != batchSeqStart(DefaultAppendBatch, i)
+		}
+		if moved && fill == DefaultAppendBatch-1 {
+			elsewhere++
 		}
 		out := m.report(t, coll, &r)
+		if fill >= DefaultAppendBatch {
+			// A fill the software translator's list cannot have: the
+			// replay leaves it to this model, which holds the entry.
+			if err := stf.Verify(tc, nil); len(out) != 0 || err != nil {
+				t.Errorf("%s: batch_fill %d: the model sends %d packets (%v)", tc.Name, fill, len(out), err)
+			}
+			beyond++
+			continue
+		}
 		if len(out) != 1 {
 			t.Fatalf("%s: the model sends %d packets for a completed batch", tc.Name, len(out))
 		}
@@ -987,5 +1024,13 @@ func TestSTFAppendBatch(t *testing.T) {
 	if n == 0 {
 		t.Fatal("no generated test completes an Append batch with a connection")
 	}
-	t.Logf("%d generated tests complete an Append batch: the model's WRITE is P4Testgen's (%d sequence registers in the wrap)", n, wraps)
+	t.Logf("%d generated tests complete an Append batch: the model's WRITE is P4Testgen's (%d sequence registers in the wrap, "+
+		"%d lists whose ring or sequences start where the control plane never starts them); %d fills past the batch held",
+		n, wraps, elsewhere, beyond)
+	if want := appendLeft[ringElsewhere]; elsewhere != want {
+		t.Errorf("the replay left %d tests of lists started elsewhere to this one, which compared %d", want, elsewhere)
+	}
+	if want := appendLeft[fillBeyond]; beyond != want {
+		t.Errorf("the replay left %d tests of fills past the batch to this one, which compared %d", want, beyond)
+	}
 }

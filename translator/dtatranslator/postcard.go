@@ -41,17 +41,28 @@ func (t *Translator) postcard(r *dtawire.Report, emit Emit) error {
 	}
 	f := &pc.flows[dtamem.KeyChecksum(r.Key)&uint32(len(pc.flows)-1)]
 	if f.valid && f.key != r.Key {
-		if err := t.writeFlow(f, emit); err != nil {
-			return err
+		if t.DropEvicted {
+			t.Stats.PostcardsDropped++
+			f.valid = false
+		} else {
+			if err := t.writeFlow(f, emit); err != nil {
+				return err
+			}
+			t.Stats.PostcardsEvicted++
 		}
-		t.Stats.PostcardsEvicted++
 	}
 	if !f.valid {
 		*f = flowCard{key: r.Key, valid: true, since: t.Now()}
 	}
+	bit := uint32(1) << r.Hop
+	// Complete when this hop is the one every other hop is waiting for,
+	// as translator.p4 tests it: the same as "every hop now" for the
+	// bitmaps postcards leave, and a cell held with more (HoldPostcards)
+	// stays held there as here.
+	complete := f.mask == pc.full&^bit
 	f.hops[r.Hop] = r.Data32()
-	f.mask |= 1 << r.Hop
-	if f.mask == pc.full {
+	f.mask |= bit
+	if complete {
 		t.Stats.PostcardsComplete++
 		return t.writeFlow(f, emit)
 	}
@@ -106,16 +117,15 @@ type PostcardFlow struct {
 // for its timeout from now. It exists to replay a switch's state: the
 // Tofino translator keeps the same cache in registers, one slot per cell
 // index, and a test of it starts from the cells it sets (p4/dtatofino's
-// replay of P4Testgen's tests). A Mask of 0 leaves the slot empty; a Mask
-// with every hop (a flow that is written, never held) or with hops beyond
-// the region's is refused.
+// replay of P4Testgen's tests). A Mask of 0 leaves the slot empty. A cell
+// can hold a bitmap no run of postcards leaves (every hop: such a flow is
+// written at once; hops beyond the region's): such a flow is held as the
+// switch holds it, since no postcard can be the one its other hops wait
+// for, until another flow evicts it.
 func (t *Translator) HoldPostcards(at uint32, f PostcardFlow) error {
 	pc := t.postcards
 	if pc == nil {
 		return ErrNoRegion
-	}
-	if f.Mask&^pc.full != 0 || f.Mask == pc.full {
-		return fmt.Errorf("%w: bitmap %#x held in a %d-hop postcard cache", ErrSketchGeometry, f.Mask, pc.region.Hops)
 	}
 	c := &pc.flows[dtamem.KeyChecksum(at)&uint32(len(pc.flows)-1)]
 	*c = flowCard{key: f.Key, valid: f.Mask != 0, mask: f.Mask, since: t.Now(), hops: f.Hops}

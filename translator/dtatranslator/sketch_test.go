@@ -241,8 +241,9 @@ func TestPostcarder(t *testing.T) {
 
 // TestHoldPostcards: a flow put in the cache completes with the data it
 // was given and the last hop's; a flow held in another key's slot is
-// evicted by that key's postcard with what it held; an empty bitmap leaves
-// the slot empty, and bitmaps no held flow has are refused.
+// evicted by that key's postcard with what it held (counted and not
+// written with DropEvicted); an empty bitmap leaves the slot empty, and
+// bitmaps no run of postcards leaves stay held.
 func TestHoldPostcards(t *testing.T) {
 	reg := dtamem.SketchRegion{Kind: dtawire.SketchCountMin, Columns: 16, Rows: 1, Reporters: 1}
 	pr := &dtamem.PostcardRegion{Slots: 1024, Hops: 5, Cache: 16}
@@ -290,10 +291,29 @@ func TestHoldPostcards(t *testing.T) {
 			t.Fatalf("flow %d written", k)
 		}
 	}
-	for _, m := range []uint32{0x1f, 0x20, 0x80} {
-		if err := tr.HoldPostcards(1, PostcardFlow{Key: 1, Mask: m}); !errors.Is(err, ErrSketchGeometry) {
-			t.Errorf("bitmap %#x: %v", m, err)
+	// Bitmaps no run of postcards leaves (every hop, hops beyond the
+	// table's) are held as the Tofino translator's cell holds them: no
+	// postcard completes them, another flow evicts them.
+	for i, m := range []uint32{0x1f, 0x3e, 0x80} {
+		key := uint32(500 + i)
+		hold(key, PostcardFlow{Key: key, Mask: m})
+		before := tr.Stats
+		card(key, 0, 1)
+		card(key, 4, 1)
+		if tr.Stats.PostcardsComplete != before.PostcardsComplete {
+			t.Errorf("bitmap %#x: a postcard completed a flow held with it", m)
 		}
+	}
+	tr.DropEvicted = true
+	before := tr.Stats
+	hold(600, PostcardFlow{Key: 601, Mask: 0x03, Hops: [dtamem.MaxHops]uint32{6010, 6011}})
+	card(600, 0, 6000)
+	b.settle()
+	if tr.Stats.PostcardsDropped != before.PostcardsDropped+1 || tr.Stats.PostcardsEvicted != before.PostcardsEvicted {
+		t.Fatalf("DropEvicted: stats %+v, before %+v", tr.Stats, before)
+	}
+	if _, ok := dtamem.QueryPostcard(mem, pr, 601); ok {
+		t.Error("DropEvicted: the evicted flow was written")
 	}
 	none, err := NewTranslator(b.conn, dtamem.Regions{})
 	if err != nil {

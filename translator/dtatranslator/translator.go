@@ -36,6 +36,8 @@ type TranslateStats struct {
 	// with every hop, and written early (cache collision or timeout).
 	PostcardsComplete uint64 `json:"postcards_complete"`
 	PostcardsEvicted  uint64 `json:"postcards_evicted"`
+	// PostcardsDropped counts flows evicted unwritten (DropEvicted).
+	PostcardsDropped uint64 `json:"postcards_dropped"`
 }
 
 // Translator turns reports into RDMA operations on one collector
@@ -54,6 +56,13 @@ type Translator struct {
 	// Now reads the clock for Append's flush timeout (nanoseconds);
 	// tests replace it.
 	Now func() int64
+	// DropEvicted: a Postcarder flow that another flow pushes out of
+	// its cache slot before it completed is counted (PostcardsDropped)
+	// and not written, as the Tofino translator (p4/dtatofino) does,
+	// which cannot write two records for one packet. The default writes
+	// the partial record, which loses nothing; the replay of
+	// translator.p4's tests sets it to be the switch's twin.
+	DropEvicted bool
 }
 
 // NewTranslator checks the regions and returns a translator.
