@@ -977,7 +977,8 @@ func TestBatchGathering(t *testing.T) {
 			`append_gathered\.count\(0\);\s*discard\(\);`,
 		// The egress parser takes the gathered entries after a batch's
 		// bridge header only.
-		`transition select\(hdr\.bridge\.pkt_type\) \{\s*PKT_BATCH: parse_gathered;`,
+		`transition select\(hdr\.bridge\.pkt_type\) \{\s*PKT_REPORT: parse_report;\s*#if DTA_APPEND_BATCH > 1\s*` +
+			`PKT_BATCH: parse_gathered;`,
 	} {
 		if !regexp.MustCompile(w).Match(src) {
 			t.Errorf("%s's Append gathering is not batchEntry's: %q", translatorP4, w)

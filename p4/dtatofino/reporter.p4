@@ -244,6 +244,8 @@ struct eg_metadata_t {
     MirrorId_t      session;
     report_mirror_h mirror;
     bit<8>          seq;
+    /* The mirrored copy, which becomes a report (set by the parser). */
+    bit<1>          report;
 }
 
 /*************************************************************************
@@ -472,6 +474,7 @@ parser EgressParser(packet_in pkt,
         pkt.extract(eg_intr_md);
         md.session = 0;
         md.seq = 0;
+        md.report = 0;
         transition select(pkt.lookahead<bit<8>>()) {
             PKT_REPORT: parse_mirror;
             default: parse_bridge;
@@ -480,6 +483,7 @@ parser EgressParser(packet_in pkt,
 
     state parse_mirror {
         pkt.extract(hdr.mirror);
+        md.report = 1;
         transition parse_ethernet;
     }
 
@@ -663,12 +667,18 @@ control EgressDeparser(packet_out pkt,
         if (eg_dprsr_md.mirror_type == MIRROR_REPORT) {
             mirror.emit<report_mirror_h>(md.session, md.mirror);
         }
-        hdr.ipv4.hdr_checksum = ipv4_csum.update({
-            hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn,
-            hdr.ipv4.total_len, hdr.ipv4.identification,
-            hdr.ipv4.flags, hdr.ipv4.frag_offset,
-            hdr.ipv4.ttl, hdr.ipv4.protocol,
-            hdr.ipv4.src_addr, hdr.ipv4.dst_addr});
+        /* Only the report the egress writes (the mirrored copy): the checksum unit sums the 20
+         * bytes parsed, so a routed packet with IP options would leave
+         * with a wrong checksum, and one that came in corrupt would leave
+         * looking sound. */
+        if (md.report == 1) {
+            hdr.ipv4.hdr_checksum = ipv4_csum.update({
+                hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn,
+                hdr.ipv4.total_len, hdr.ipv4.identification,
+                hdr.ipv4.flags, hdr.ipv4.frag_offset,
+                hdr.ipv4.ttl, hdr.ipv4.protocol,
+                hdr.ipv4.src_addr, hdr.ipv4.dst_addr});
+        }
         /* A report carries the UDP checksum the software reporter's does
          * (pseudo-header, UDP header, the DTA report; the bytes of the
          * mirrored packet behind it are outside the UDP length). */

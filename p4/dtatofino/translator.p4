@@ -759,6 +759,9 @@ struct eg_metadata_t {
     bit<1>      pc_region;
     bit<1>      emit;
     bit<1>      send;
+    /* A report or a mirrored ACK: the egress rewrites its IPv4 header
+     * (set by the parser, from the bridged packet type). */
+    bit<1>      rewrite;
     bit<32>     h0;
     bit<32>     h1;
     bit<32>     h2;
@@ -1776,16 +1779,19 @@ control IngressDeparser(packet_out pkt,
         if (ig_dprsr_md.mirror_type == MIRROR_ACK) {
             mirror.emit<ack_mirror_h>(md.ack_session, md.ack_mirror);
         }
-        /* Bounced ACKs and NACKs leave from here with new lengths. */
-        hdr.ipv4.hdr_checksum = ipv4_csum.update({
-            hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn,
-            hdr.ipv4.total_len, hdr.ipv4.identification,
-            hdr.ipv4.flags, hdr.ipv4.frag_offset,
-            hdr.ipv4.ttl, hdr.ipv4.protocol,
-            hdr.ipv4.src_addr, hdr.ipv4.dst_addr});
-        /* An answer carries the UDP checksum the software translator's
-         * does (pseudo-header, UDP header, the 2-byte DTA ACK). */
-        if (hdr.ack.isValid()) {
+        /* Bounced ACKs and NACKs leave from here with new lengths, and
+         * carry the UDP checksum the software translator's answers do
+         * (pseudo-header, UDP header, the 2-byte DTA ACK). Only they: the
+         * checksum unit sums the 20 bytes parsed, so a routed packet with
+         * IP options would leave with a wrong checksum, and one that came
+         * in corrupt would leave looking sound. */
+        if (md.bounced == 1) {
+            hdr.ipv4.hdr_checksum = ipv4_csum.update({
+                hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn,
+                hdr.ipv4.total_len, hdr.ipv4.identification,
+                hdr.ipv4.flags, hdr.ipv4.frag_offset,
+                hdr.ipv4.ttl, hdr.ipv4.protocol,
+                hdr.ipv4.src_addr, hdr.ipv4.dst_addr});
             hdr.udp.checksum = udp_csum.update({
                 hdr.ipv4.src_addr, hdr.ipv4.dst_addr, 8w0, hdr.ipv4.protocol, hdr.udp.length,
                 hdr.udp.src_port, hdr.udp.dst_port, hdr.udp.length,
@@ -1828,6 +1834,7 @@ parser EgressParser(packet_in pkt,
         md.pc_region = 0;
         md.emit = 0;
         md.send = 0;
+        md.rewrite = 0;
         md.h0 = 0;
         md.h1 = 0;
         md.h2 = 0;
@@ -1852,23 +1859,33 @@ parser EgressParser(packet_in pkt,
 
     state parse_ack_mirror {
         pkt.extract(hdr.ack_mirror);
+        md.rewrite = 1;
         transition parse_ethernet;
     }
 
     state parse_bridge {
         pkt.extract(hdr.bridge);
-#if DTA_APPEND_BATCH > 1
         transition select(hdr.bridge.pkt_type) {
+            PKT_REPORT: parse_report;
+#if DTA_APPEND_BATCH > 1
             PKT_BATCH: parse_gathered;
+#endif
             default: parse_ethernet;
         }
     }
 
-    state parse_gathered {
-        pkt.extract(hdr.gathered);
-#endif
+    state parse_report {
+        md.rewrite = 1;
         transition parse_ethernet;
     }
+
+#if DTA_APPEND_BATCH > 1
+    state parse_gathered {
+        pkt.extract(hdr.gathered);
+        md.rewrite = 1;
+        transition parse_ethernet;
+    }
+#endif
 
     state parse_ethernet {
         pkt.extract(hdr.ethernet);
@@ -2719,12 +2736,16 @@ control EgressDeparser(packet_out pkt,
     Checksum() ipv4_csum;
 
     apply {
-        hdr.ipv4.hdr_checksum = ipv4_csum.update({
-            hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn,
-            hdr.ipv4.total_len, hdr.ipv4.identification,
-            hdr.ipv4.flags, hdr.ipv4.frag_offset,
-            hdr.ipv4.ttl, hdr.ipv4.protocol,
-            hdr.ipv4.src_addr, hdr.ipv4.dst_addr});
+        /* Only the packets the egress writes (RDMA, mirrored ACKs): see
+         * the ingress deparser. */
+        if (md.rewrite == 1) {
+            hdr.ipv4.hdr_checksum = ipv4_csum.update({
+                hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn,
+                hdr.ipv4.total_len, hdr.ipv4.identification,
+                hdr.ipv4.flags, hdr.ipv4.frag_offset,
+                hdr.ipv4.ttl, hdr.ipv4.protocol,
+                hdr.ipv4.src_addr, hdr.ipv4.dst_addr});
+        }
         /* The bridged and mirror headers stay behind. */
         pkt.emit(hdr.ethernet);
         pkt.emit(hdr.ipv4);
