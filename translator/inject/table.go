@@ -239,7 +239,11 @@ func (t *Table) Load(entries []intent.Entry, conns []intent.Conn, g intent.Geome
 // write its conn_psn and conn_iter cells: the PSN the next packet is
 // compared with (paper mode: the previous packet's; p4 mode: the expected
 // one) and the round. Load starts every connection in round 1; this puts
-// one in any state, which replaying a switch test needs.
+// one in any state, which replaying a switch test needs. A last above
+// roce.PSNMask stands for a cell the control plane never writes (conn_psn
+// keeps PSN << 8, and its low byte set): p4 mode then expects no PSN, as
+// the switch's comparison of the whole word finds none equal; paper
+// mode's serial comparison reads the 24 bits, as the switch's does.
 func (t *Table) SetRound(src, dst [16]byte, dstQPN uint32, last uint32, iter uint16) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -247,7 +251,7 @@ func (t *Table) SetRound(src, dst [16]byte, dstQPN uint32, last uint32, iter uin
 	if st == nil {
 		return fmt.Errorf("inject: no connection %x -> %x qpn %#x", src, dst, dstQPN)
 	}
-	st.last, st.iter = last&roce.PSNMask, iter
+	st.last, st.iter = last, iter
 	return nil
 }
 
