@@ -91,7 +91,9 @@ func runMeshProbe(ctx context.Context, env *Env, o meshProbeOptions) error {
 		return Usagef("--pfc-prio %d: want a priority 0 to 7, or -1 for none", o.pfcPrio)
 	}
 	if o.pfcPrio >= 0 {
-		so.Agent.ReadPFC = hostmesh.SysPFC("/sys", o.pfcPrio)
+		pfc := hostmesh.NewSysPFC("/sys", o.pfcPrio)
+		defer pfc.Close()
+		so.Agent.ReadPFC = pfc.Read
 	}
 	if o.cores != "" {
 		cs, err := dpdk.ParseCoreList(o.cores)

@@ -2,6 +2,7 @@ package hostmesh
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -89,29 +90,55 @@ func NetdevOf(sysfs, dev string, port, gid int) (string, error) {
 	return n, nil
 }
 
-// SysPFC is AgentConfig.ReadPFC on a host: the netdev of the device's GID
-// from sysfs (/sys), its counters of prio from the driver's ethtool
-// statistics (host.PFCStats: the ioctl `ethtool -S` uses, without a fork
-// per RNIC per batch). The pause counters are the Ethernet port's, not the
-// verbs device's (hw_counters holds RoCE's, not PFC's): the NIC counts them
-// in its MAC. The readers stay open for the agent's life.
-func SysPFC(sysfs string, prio int) func(ctx context.Context, d Device) (PFCCounters, error) {
-	var mu sync.Mutex
-	open := map[string]*host.PFCStats{}
-	return func(ctx context.Context, d Device) (PFCCounters, error) {
-		nd, err := NetdevOf(sysfs, d.Dev.Info().Name, d.Port, d.GIDIndex)
-		if err != nil {
-			return PFCCounters{}, err
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		st := open[nd]
-		if st == nil {
-			if st, err = host.OpenPFCStats(nd, prio); err != nil {
-				return PFCCounters{}, fmt.Errorf("hostmesh: %w", err)
-			}
-			open[nd] = st
-		}
-		return st.Read()
+// SysPFC reads the RNICs' PFC counters on a host (its Read is
+// AgentConfig.ReadPFC): the netdev of the device's GID from sysfs (/sys),
+// its counters of prio from the driver's ethtool statistics
+// (host.PFCStats: the ioctl `ethtool -S` uses, without a fork per RNIC per
+// batch). The pause counters are the Ethernet port's, not the verbs
+// device's (hw_counters holds RoCE's, not PFC's): the NIC counts them in
+// its MAC. A netdev's reader is opened on its first read and kept until
+// Close.
+type SysPFC struct {
+	sysfs string
+	prio  int
+	mu    sync.Mutex
+	open  map[string]*host.PFCStats
+}
+
+// NewSysPFC returns a reader of priority prio's counters under sysfs.
+func NewSysPFC(sysfs string, prio int) *SysPFC {
+	return &SysPFC{sysfs: sysfs, prio: prio, open: map[string]*host.PFCStats{}}
+}
+
+// Read returns d's counters now.
+func (s *SysPFC) Read(ctx context.Context, d Device) (PFCCounters, error) {
+	nd, err := NetdevOf(s.sysfs, d.Dev.Info().Name, d.Port, d.GIDIndex)
+	if err != nil {
+		return PFCCounters{}, err
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.open == nil {
+		return PFCCounters{}, errors.New("hostmesh: PFC counters read after Close")
+	}
+	st := s.open[nd]
+	if st == nil {
+		if st, err = host.OpenPFCStats(nd, s.prio); err != nil {
+			return PFCCounters{}, fmt.Errorf("hostmesh: %w", err)
+		}
+		s.open[nd] = st
+	}
+	return st.Read()
+}
+
+// Close releases every netdev's ethtool socket; reads after it fail.
+func (s *SysPFC) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	for _, st := range s.open {
+		errs = append(errs, st.Close())
+	}
+	s.open = nil
+	return errors.Join(errs...)
 }

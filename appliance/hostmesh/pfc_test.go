@@ -1,9 +1,12 @@
 package hostmesh
 
 import (
+	"context"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/rdma-appliance/appliance/collector/hostmeshanalyzer"
@@ -70,5 +73,30 @@ func TestPauseAcct(t *testing.T) {
 	p.settle(400)
 	if p.frames != 5 || p.ns != 130+50 {
 		t.Fatalf("xon: %+v", p)
+	}
+}
+
+// TestSysPFC: the netdev comes from sysfs, one without pause counters is
+// named in the error, and reads after Close fail.
+func TestSysPFC(t *testing.T) {
+	h := newSoftHost(t, 1)
+	d := h.devices()[0]
+	root := t.TempDir()
+	dir := filepath.Join(root, "class", "infiniband", d.Dev.Info().Name, "ports", strconv.Itoa(d.Port), "gid_attrs", "ndevs")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, strconv.Itoa(d.GIDIndex)), []byte("lo\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := NewSysPFC(root, 3)
+	if _, err := s.Read(context.Background(), d); err == nil || !strings.Contains(err.Error(), "ethtool lo") {
+		t.Fatalf("loopback: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Read(context.Background(), d); err == nil || !strings.Contains(err.Error(), "after Close") {
+		t.Fatalf("after Close: %v", err)
 	}
 }
