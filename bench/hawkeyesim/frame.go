@@ -31,6 +31,8 @@ type Switch struct {
 	// victims numbers the victims' 5-tuples for the duplicate check,
 	// which a simulated switch keys by the simulator's flow index.
 	victims map[hawkeyewire.FlowKey]int32
+	// cpuPort is the switch CPU's dev port (-1: none; SetCPUPort).
+	cpuPort int
 	// Counts of frames the switch dropped, by why.
 	Counts SwitchCounts
 }
@@ -133,8 +135,14 @@ func NewSwitch(name string, cfg Config, ports []SwitchPort, routes []SwitchRoute
 	// Longest prefix first: the first match is the LPM's.
 	slices.SortStableFunc(rs, func(a, b SwitchRoute) int { return b.Prefix.Bits() - a.Prefix.Bits() })
 	return &Switch{pr: pr, st: &pr.sw[0], ports: slices.Clone(ports), idx: idx, routes: rs,
-		victims: map[hawkeyewire.FlowKey]int32{}}, nil
+		victims: map[hawkeyewire.FlowKey]int32{}, cpuPort: -1}, nil
 }
+
+// SetCPUPort names the switch CPU's dev port (telemetry.p4's from_cpu
+// table): a polling frame that comes in on it is the CPU's re-trace and
+// leaves, as the CPU wrote it, by the dev port its header's egress field
+// names, with no duplicate check and no copy back to the CPU.
+func (s *Switch) SetCPUPort(dev int) { s.cpuPort = dev }
 
 // Stats are the program's counters on this switch.
 func (s *Switch) Stats() Stats { return s.pr.Stats }
@@ -175,6 +183,9 @@ func (s *Switch) Packet(now int64, in int, frame []byte, qbytes int64) (outs []O
 	case etherIPv4:
 		return s.ipv4(now, in, frame, qbytes), false
 	case hawkeyewire.EtherType:
+		if in == s.cpuPort {
+			return s.fromCPU(frame), false
+		}
 		return s.poll(now, in, frame)
 	case etherMACCtl:
 		s.pfc(now, in, frame)
@@ -266,6 +277,17 @@ func (s *Switch) poll(now int64, in int, frame []byte) ([]Out, bool) {
 	}
 	visit, handled := s.pr.trace(s.st, now, i, t, ev, id, victimPort, send)
 	return outs, handled && !visit.Quiet
+}
+
+// fromCPU forwards the CPU's polling frame by its header's egress port:
+// the data plane reads the header's fields, not its type.
+func (s *Switch) fromCPU(frame []byte) []Out {
+	if len(frame) < ethLen+hawkeyewire.HeaderLen {
+		s.Counts.Malformed++
+		return nil
+	}
+	h := hawkeyewire.Header(frame[ethLen:])
+	return []Out{{Port: int(h.Egress()), Frame: slices.Clone(frame)}}
 }
 
 func (s *Switch) pfc(now int64, in int, frame []byte) {
