@@ -13,6 +13,7 @@ import (
 	"github.com/rdma-appliance/appliance/dpdk"
 	"github.com/rdma-appliance/appliance/internal/hawkeyewire"
 	"github.com/rdma-appliance/appliance/internal/service"
+	"github.com/rdma-appliance/appliance/p4/internal/bfrt"
 )
 
 // CPU is the switch CPU's side of telemetry.p4 (what bench/hawkeyesim's
@@ -521,7 +522,7 @@ func (c *CPU) Register(s *service.Service) {
 		{"evicted_lost_total", "Evicted flows dropped by the bound on those held.", func(s CPUStats) uint64 { return s.EvictedLost }},
 		{"malformed_total", "Frames on the CPU port that were neither, dropped.", func(s CPUStats) uint64 { return s.Malformed }},
 		{"duplicates_total", "Polls of an event this switch was collected for already.", func(s CPUStats) uint64 { return s.Duplicates }},
-		{"rate_limited_total", "Polls within the collect interval of the last collection, not collected.", func(s CPUStats) uint64 { return s.RateLimited }},
+		{"held_off_total", "Polls within the collect interval of the last collection, not collected.", func(s CPUStats) uint64 { return s.RateLimited }},
 		{"quiet_total", "Flow traces not reported: the victim was neither paused nor queued here.", func(s CPUStats) uint64 { return s.Quiet }},
 		{"collections_total", "Register reads through bfrt that succeeded.", func(s CPUStats) uint64 { return s.Collections }},
 		{"reports_total", "Reports handed on.", func(s CPUStats) uint64 { return s.Reports }},
@@ -535,4 +536,9 @@ func (c *CPU) Register(s *service.Service) {
 	}
 	s.Metrics.CounterFunc("appliance_hawkeye_switch_cpu_read_seconds_total", "Time spent reading registers through bfrt.",
 		func() float64 { return float64(c.Stats().ReadNs) / 1e9 })
+}
+
+// DefaultBfshell runs scripts with the SDE at sde (its run_bfshell.sh).
+func DefaultBfshell(sde string) func(ctx context.Context, script string) ([]byte, error) {
+	return bfrt.Bfshell(sde, "hawkeye")
 }
