@@ -2,12 +2,16 @@
 // telemetry and polling logic for Tofino: it validates a switch's ports and
 // routes and writes the bfrt_python script that loads them (port indexes and
 // pause quanta, routes and the victim route, the PFC-trace multicast group
-// of every port, whose members are the switch-facing ports, the eviction
-// mirror session to the CPU, registers cleared). bench/hawkeyesim runs the same logic in the fabric
-// simulator; its CPU poller's report layout is the one a Tofino switch CPU
-// would send after reading these registers. P4Testgen's tests of the
-// program (testdata/p4testgen/telemetry) are replayed there, against
-// hawkeyesim.Switch (TestSTFTelemetry): the floors keep the harness out of
+// of every port, whose members are the switch-facing ports, the CPU's port,
+// the eviction mirror session to the CPU, registers cleared); and it is the
+// switch CPU's side (CPU): the poll copies and evicted flows the data plane
+// sends the CPU's port, the registers read through bfrt (ReadScript,
+// ParseRegisters) into the report bench/hawkeyesim's CPU pollers build, the
+// re-trace and the quiet rule. bench/hawkeyesim runs the same logic in the
+// fabric simulator; P4Testgen's tests of the program
+// (testdata/p4testgen/telemetry) are replayed there, against
+// hawkeyesim.Switch (TestSTFTelemetry), and the CPU runs there against the
+// Switch's registers (TestTofinoCPU): the floors keep the harness out of
 // this package's tests.
 package hawkeyetofino
 
