@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rdma-appliance/appliance/internal/service"
 	"github.com/rdma-appliance/appliance/p4/hawkeyetofino"
 )
 
@@ -162,20 +161,8 @@ func runHawkeyeSwitchCPU(ctx context.Context, env *Env, o hawkeyeSwitchCPUOption
 		return err
 	}
 	env.Log.Info("hawkeye switch CPU running", "port", o.port, "switch", cfg.Switch, "retrace", o.retrace, "quiet_qdepth", o.quiet)
-	if o.listen == "" {
-		c.Run(ctx)
-	} else {
-		svc := service.New("hawkeye-switch-cpu", o.listen, env.Log)
-		c.Register(svc)
-		ctx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { c.Run(ctx); close(done) }()
-		err := svc.Run(ctx)
-		cancel()
-		<-done
-		if err != nil {
-			return err
-		}
+	if err := runServed(ctx, env, "hawkeye-switch-cpu", o.listen, c.Register, c.Run); err != nil {
+		return err
 	}
 	st := c.Stats()
 	if o.json {
