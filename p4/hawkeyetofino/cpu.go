@@ -260,7 +260,6 @@ func (c *CPU) poll(ctx context.Context, cp CPUCopy, arrival int64) {
 		c.st.rateLimited.Add(1)
 		return
 	}
-	in := slices.IndexFunc(c.cfg.Program.Ports, func(p Port) bool { return p.FrontPanel == "" && p.DevPort == cp.Ingress })
 	// The registers are read now: the copy's time plus what passed since.
 	readAt := now + max(c.cfg.Now()-arrival, 0)
 	w := NewWindow(readAt, c.cfg.ReadEpochs)
@@ -289,7 +288,9 @@ func (c *CPU) poll(ctx context.Context, cp CPUCopy, arrival int64) {
 			c.st.reports.Add(1)
 		}
 	}
-	if c.cfg.Retrace && in >= 0 {
+	// The arrival port by the dev ports the read saw (front-panel ports
+	// are resolved on the switch).
+	if in := slices.Index(regs.Dev, cp.Ingress); c.cfg.Retrace && in >= 0 {
 		c.retrace(cp, in, t, out, v)
 	}
 }
@@ -452,7 +453,7 @@ func (c *CPU) retrace(cp CPUCopy, in int, t uint16, out int, v *view) {
 	var sent []int
 	try := func(o int) {
 		pt := c.cfg.Program.Ports
-		if o < 0 || o == in || pt[o].Host || pt[o].FrontPanel != "" || slices.Contains(sent, o) || !v.paused(o) {
+		if o < 0 || o == in || pt[o].Host || slices.Contains(sent, o) || !v.paused(o) {
 			return
 		}
 		sent = append(sent, o)
@@ -464,7 +465,7 @@ func (c *CPU) retrace(cp CPUCopy, in int, t uint16, out int, v *view) {
 		p.CopyFrom(cp.Frame)
 		h := hawkeyewire.Header(p.Data()[ethLen:])
 		h.SetType(hawkeyewire.TypePFC)
-		h.SetPorts(uint16(cp.Ingress), uint16(pt[o].DevPort))
+		h.SetPorts(uint16(cp.Ingress), uint16(v.regs.Dev[o]))
 		if c.cfg.Port.TxBurst(c.cfg.Queue, []*dpdk.Packet{p}) != 1 {
 			p.Free()
 			c.st.retraceDropped.Add(1)

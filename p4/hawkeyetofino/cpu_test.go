@@ -1,11 +1,14 @@
 package hawkeyetofino
 
 import (
+	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/rdma-appliance/appliance/dpdk/ring"
 	"github.com/rdma-appliance/appliance/internal/hawkeyewire"
 	"github.com/rdma-appliance/appliance/p4/internal/p4test"
 )
@@ -109,14 +112,22 @@ func TestParseRegistersStrict(t *testing.T) {
 	p := leaf(t)
 	w := NewWindow(5<<EpochShift, 1) // slot 1, id 1
 	var lines []string
-	for i := range p.Ports {
-		lines = append(lines, RegisterPrefix+`{"kind": "port", "slot": 1, "port": `+itoa(i)+`, "dev": 0, "epoch": 1, "packets": 1, "qdepth": 0, "paused": 0, "pfc_frames": 0}`)
-		lines = append(lines, RegisterPrefix+`{"kind": "timer", "port": `+itoa(i)+`, "dev": 0, "until": 0}`)
+	for i, pt := range p.Ports {
+		dev := itoa(pt.DevPort)
+		if pt.FrontPanel != "" {
+			dev = "140" // as the switch resolves it
+		}
+		lines = append(lines, RegisterPrefix+`{"kind": "port", "slot": 1, "port": `+itoa(i)+`, "dev": `+dev+`, "epoch": 1, "packets": 1, "qdepth": 0, "paused": 0, "pfc_frames": 0}`)
+		lines = append(lines, RegisterPrefix+`{"kind": "timer", "port": `+itoa(i)+`, "dev": `+dev+`, "until": 0}`)
 	}
 	end := RegisterPrefix + `{"kind": "end", "records": ` + itoa(len(lines)) + `}`
 	good := strings.Join(append(lines, end), "\n")
-	if _, err := p.ParseRegisters(strings.NewReader("bfrt_python> \n"+good), w); err != nil {
+	regs, err := p.ParseRegisters(strings.NewReader("bfrt_python> \n"+good), w)
+	if err != nil {
 		t.Fatalf("good output: %v", err)
+	}
+	if want := []int{0, 4, 8, 140}; !slices.Equal(regs.Dev, want) {
+		t.Errorf("dev ports %v, want %v", regs.Dev, want)
 	}
 	for name, text := range map[string]string{
 		"cut short":   strings.Join(lines, "\n"),
@@ -126,6 +137,8 @@ func TestParseRegistersStrict(t *testing.T) {
 		"too wide":    strings.Replace(good, `"epoch": 1, "packets": 1`, `"epoch": 256, "packets": 1`, 1),
 		"unknown":     strings.Replace(good, `"kind": "timer"`, `"kind": "clock"`, 1),
 		"extra field": strings.Replace(good, `"until": 0`, `"until": 0, "x": 1`, 1),
+		"wrong dev":   strings.Replace(good, `"port": 1, "dev": 4`, `"port": 1, "dev": 5`, 1),
+		"dev changes": strings.Replace(good, `"port": 3, "dev": 140, "until"`, `"port": 3, "dev": 141, "until"`, 1),
 	} {
 		if _, err := p.ParseRegisters(strings.NewReader(text), w); !errors.Is(err, ErrRegisters) {
 			t.Errorf("%s: %v", name, err)
@@ -157,5 +170,31 @@ func TestFrames(t *testing.T) {
 		if _, ok := ParseEvicted(bad); ok {
 			t.Errorf("eviction from %x", bad)
 		}
+	}
+}
+
+// BenchmarkCPUTakeEvicted: an evicted flow from the CPU's port into the
+// ring the reports read (a collision per packet at worst: the data plane
+// mirrors one per collision).
+func BenchmarkCPUTakeEvicted(b *testing.B) {
+	l := ring.Named("hawkbench", ring.Config{})
+	defer ring.Forget("hawkbench")
+	c, err := NewCPU(CPUConfig{Program: leaf(b), Switch: "leaf", Port: l.A(),
+		Bfshell: func(context.Context, string) ([]byte, error) { return nil, errors.New("not read") }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	e := Evicted{Time: 1 << 20, Key: hawkeyewire.FlowKey{Src: 1, Dst: 2, Sport: 3, Dport: 4791, Proto: 17}, In: 1, Out: 2, Packets: 9}
+	f := e.Append(nil)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		f[4] = byte(i) // the time moves on
+		c.Take(ctx, f, 0)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds()/1e6, "Mframes/s")
+	if c.Stats().Evicted != uint64(b.N) {
+		b.Fatalf("%d taken", c.Stats().Evicted)
 	}
 }

@@ -199,10 +199,12 @@ type FlowRead struct {
 // Registers is what ReadScript's output says.
 type Registers struct {
 	Window Window
-	// Ports[slot][port] and PauseUntil[port] by the program's local
+	// Ports[slot][port], PauseUntil[port] and Dev[port] (the dev port,
+	// as the switch resolved a front-panel port) by the program's local
 	// port index (the position in Ports).
 	Ports      [Epochs][]PortRead
 	PauseUntil []uint32
+	Dev        []int
 	Meters     []MeterRead
 	Flows      []FlowRead
 }
@@ -219,7 +221,7 @@ var ErrRegisters = errors.New("hawkeye: bad register output")
 func (p Program) ParseRegisters(r io.Reader, w Window) (*Registers, error) {
 	n := len(p.Ports)
 	ids := w.slotIDs()
-	out := &Registers{Window: w, PauseUntil: make([]uint32, n)}
+	out := &Registers{Window: w, PauseUntil: make([]uint32, n), Dev: make([]int, n)}
 	seen := map[[2]int]bool{}
 	timers := make([]bool, n)
 	for k := range out.Ports {
@@ -248,10 +250,27 @@ func (p Program) ParseRegisters(r io.Reader, w Window) (*Registers, error) {
 		}
 		return nil
 	}
+	// dev checks a port's dev port: the program's, or for a front-panel
+	// port the same in every record.
+	devKnown := make([]bool, n)
+	dev := func(ln, i, d int) error {
+		pt := p.Ports[i]
+		switch {
+		case d < 0 || d >= bfrt.DevPorts:
+			return bad(ln, "port %d: dev port %d", i, d)
+		case pt.FrontPanel == "" && d != pt.DevPort, devKnown[i] && d != out.Dev[i]:
+			return bad(ln, "port %d (%s): dev port %d, not %d", i, pt.Name, d, max(pt.DevPort, out.Dev[i]))
+		}
+		devKnown[i], out.Dev[i] = true, d
+		return nil
+	}
 	err := bfrt.ReadRecords(r, RegisterPrefix, ErrRegisters, func(ln int, rec *regRecord) error {
 		switch rec.Kind {
 		case "port":
 			if err := errors.Join(slotRead(ln, rec.Slot), portIn(ln, rec.Port)); err != nil {
+				return err
+			}
+			if err := dev(ln, rec.Port, rec.Dev); err != nil {
 				return err
 			}
 			if seen[[2]int{rec.Slot, rec.Port}] {
@@ -266,6 +285,9 @@ func (p Program) ParseRegisters(r io.Reader, w Window) (*Registers, error) {
 				Paused: uint32(rec.Paused), PFCFrames: uint32(rec.PFCFrames)}
 		case "timer":
 			if err := portIn(ln, rec.Port); err != nil {
+				return err
+			}
+			if err := dev(ln, rec.Port, rec.Dev); err != nil {
 				return err
 			}
 			if timers[rec.Port] {
