@@ -115,6 +115,7 @@ func TestTofinoCPU(t *testing.T) {
 			now := e<<20 + i*40_000
 			send(now, tofH0, roceFrame(victim.Src, victim.Dst, victim.Sport, 4791, 1000), 2000+i*100)
 			send(now+1000, tofUp2, roceFrame(10<<24|3<<16|7, 10<<24|1<<16|2, 50000, 4791, 500), 0)
+			send(now+3000, tofUp2, roceFrame(10<<24|3<<16|7, tofFar, 50002, 4791, 500), 0)
 			if e == 7 {
 				send(now+2000, tofH0, roceFrame(victim.Src, 10<<24|1<<16|2, 50001, 4791, 700), 1500)
 			}
@@ -200,6 +201,33 @@ func TestTofinoCPU(t *testing.T) {
 	h := hawkeyewire.Header(back[0].Frame[14:])
 	if h.Type() != hawkeyewire.TypePFC || h.Event() != 7 || h.Victim() != victim || h.Ingress() != tofH0 || h.Egress() != tofUp {
 		t.Fatalf("re-trace header %+v", h.Poll())
+	}
+
+	// A PFC trace from up2, 2 ms later: the CPU re-traces to the ports the
+	// twin's data plane traces (up2 fed the paused uplink), and nowhere
+	// else (not back to up2, not to hosts).
+	pfcAt := pollAt + 2_000_000
+	pfcPoll := pollFrame(hawkeyewire.TypePFC, 8, victim)
+	outs, toCPU = sw.Packet(pfcAt, tofUp2, pfcPoll, 0)
+	if !toCPU || len(outs) != 1 || outs[0].Port != tofUp {
+		t.Fatalf("the twin's PFC trace: to CPU %v, %+v", toCPU, outs)
+	}
+	regs, err = sw.Registers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	toCPUPort(hawkeyetofino.AppendCPUCopy(nil, tofUp2, uint32(pfcAt), pfcPoll))
+	cpu.Poll(context.Background())
+	if n := l.B().RxBurst(0, bufs); n != 1 || cpu.Stats().Retraced != 2 || len(got) != 2 {
+		t.Fatalf("%d re-trace packets, %+v", n, cpu.Stats())
+	}
+	back = sw.fromCPUFrame(t, tofCPU, bufs[0].Data())
+	bufs[0].Free()
+	if h := hawkeyewire.Header(back[0].Frame[14:]); back[0].Port != outs[0].Port || h.Type() != hawkeyewire.TypePFC || h.Ingress() != tofUp2 {
+		t.Fatalf("re-trace of the PFC trace: %+v by %d", h.Poll(), back[0].Port)
+	}
+	if want := sw.Collect(pfcAt); !reflect.DeepEqual(got[1].Report, want) {
+		t.Fatalf("the second report differs from the twin's")
 	}
 }
 
