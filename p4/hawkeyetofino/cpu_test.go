@@ -198,3 +198,31 @@ func BenchmarkCPUTakeEvicted(b *testing.B) {
 		b.Fatalf("%d taken", c.Stats().Evicted)
 	}
 }
+
+// FuzzCPUTake: any frame on the CPU's port is taken as a poll copy, an
+// eviction or counted malformed, without panic; a poll copy's read fails
+// here and is counted.
+func FuzzCPUTake(f *testing.F) {
+	poll := hawkeyewire.Poll{Type: hawkeyewire.TypeFlow, Event: 1, Victim: hawkeyewire.FlowKey{Src: 1, Dst: 2, Dport: 4791, Proto: 17}}
+	f.Add(AppendCPUCopy(nil, 0, 5, poll.AppendFrame(nil, [6]byte{}, [6]byte{})))
+	f.Add(Evicted{Time: 9, In: 1, Out: 2}.Append(nil))
+	f.Add([]byte{pktEvict, 0, 0})
+	l := ring.Named("hawkfuzz", ring.Config{})
+	defer ring.Forget("hawkfuzz")
+	c, err := NewCPU(CPUConfig{Program: leaf(f), Switch: "leaf", Port: l.A(), CollectInterval: 1, DedupNs: 1, MaxEvicted: 8,
+		Bfshell: func(context.Context, string) ([]byte, error) { return nil, errors.New("no switch") }})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		before := c.Stats()
+		c.Take(context.Background(), b, 0)
+		s := c.Stats()
+		if d := s.Polls + s.Evicted + s.Malformed - before.Polls - before.Evicted - before.Malformed; d != 1 {
+			t.Fatalf("a frame counted %d times", d)
+		}
+		if s.Reports != 0 || s.Collections != 0 {
+			t.Fatalf("reported without a read: %+v", s)
+		}
+	})
+}
