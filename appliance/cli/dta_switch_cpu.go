@@ -91,20 +91,8 @@ func runDtaSwitchCPU(ctx context.Context, env *Env, o dtaSwitchCPUOptions) error
 		return err
 	}
 	env.Log.Info("switch CPU agent running", "port", o.port, "rate", o.rate, "burst", o.burst, "depth", o.qlen)
-	if o.listen == "" {
-		a.Run(ctx)
-	} else {
-		svc := service.New("dta-switch-cpu", o.listen, env.Log)
-		a.Register(svc)
-		ctx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { a.Run(ctx); close(done) }()
-		err := svc.Run(ctx)
-		cancel() // the service failed to start, or ctx ended: stop the agent too
-		<-done
-		if err != nil {
-			return err
-		}
+	if err := runServed(ctx, env, "dta-switch-cpu", o.listen, a.Register, a.Run); err != nil {
+		return err
 	}
 	st := a.Stats()
 	if o.json {
@@ -113,4 +101,23 @@ func runDtaSwitchCPU(ctx context.Context, env *Env, o dtaSwitchCPUOptions) error
 	fmt.Fprintf(env.Stdout, "switch CPU: %d reports taken, %d sent back, %d lost to a full queue, %d still queued at the end, %d frames not reports\n",
 		st.Received, st.Resent, st.Overflow, st.Discarded, st.Malformed)
 	return nil
+}
+
+// runServed runs loop until ctx ends; with listen, a service named name
+// serves what register adds to it meanwhile, and its failure to start
+// stops the loop too.
+func runServed(ctx context.Context, env *Env, name, listen string, register func(*service.Service), loop func(context.Context)) error {
+	if listen == "" {
+		loop(ctx)
+		return nil
+	}
+	svc := service.New(name, listen, env.Log)
+	register(svc)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { loop(ctx); close(done) }()
+	err := svc.Run(ctx)
+	cancel() // the service failed to start, or ctx ended: stop the loop too
+	<-done
+	return err
 }

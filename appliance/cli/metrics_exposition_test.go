@@ -303,6 +303,10 @@ collectors:
 	start(dtaTofAddr, "dta", "tofino", "-f", tofinoFile(t, dir, dtaTofAddr, exAddr, ""), "--sde", fakeSDE(t))
 	cpuAddr := freeAddr(t)
 	start(cpuAddr, "dta", "switch-cpu", "--port", "ring:"+id+"cpu.a", "--rate", "1000", "--listen", cpuAddr)
+	hawkCPUAddr := freeAddr(t)
+	hawkProg, _ := hawkeyeCPUProgram(t, dir)
+	start(hawkCPUAddr, "hawkeye", "switch-cpu", "-f", hawkProg, "--port", "ring:"+id+"hcpu.a", "--sde", dir, "--out",
+		filepath.Join(dir, "hawkeye-reports.jsonl"), "--listen", hawkCPUAddr)
 
 	anAddr := freeAddr(t)
 	start(anAddr, "mesh", "analyze", "--serve", anAddr, "--window", "200ms")

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/rdma-appliance/appliance/bench/hawkeyesim"
 	"github.com/rdma-appliance/appliance/collector/hawkeyeanalyzer"
 	"github.com/rdma-appliance/appliance/internal/hawkeyewire"
 )
@@ -129,7 +128,7 @@ func (m Method) shape(r hawkeyewire.SwitchReport) (hawkeyewire.SwitchReport, int
 		for _, e := range r.Epochs {
 			n += len(e.Flows)
 		}
-		b, _ = hawkeyesim.PackedBytes(n, spiderMonFlowBytes, reportMTU)
+		b, _ = hawkeyewire.PackedBytes(n, spiderMonFlowBytes, reportMTU)
 	case NetSight:
 		var pkts int
 		for _, e := range r.Epochs {
@@ -142,7 +141,7 @@ func (m Method) shape(r hawkeyewire.SwitchReport) (hawkeyewire.SwitchReport, int
 		}
 		b = pkts * postcardBytes
 	default:
-		b, _ = hawkeyesim.ReportBytes(r, reportMTU)
+		b, _ = hawkeyewire.ReportBytes(r, reportMTU)
 	}
 	r.Bytes = b
 	return r, b

@@ -31,6 +31,8 @@ type Switch struct {
 	// victims numbers the victims' 5-tuples for the duplicate check,
 	// which a simulated switch keys by the simulator's flow index.
 	victims map[hawkeyewire.FlowKey]int32
+	// cpuPort is the switch CPU's dev port (-1: none; SetCPUPort).
+	cpuPort int
 	// Counts of frames the switch dropped, by why.
 	Counts SwitchCounts
 }
@@ -133,8 +135,14 @@ func NewSwitch(name string, cfg Config, ports []SwitchPort, routes []SwitchRoute
 	// Longest prefix first: the first match is the LPM's.
 	slices.SortStableFunc(rs, func(a, b SwitchRoute) int { return b.Prefix.Bits() - a.Prefix.Bits() })
 	return &Switch{pr: pr, st: &pr.sw[0], ports: slices.Clone(ports), idx: idx, routes: rs,
-		victims: map[hawkeyewire.FlowKey]int32{}}, nil
+		victims: map[hawkeyewire.FlowKey]int32{}, cpuPort: -1}, nil
 }
+
+// SetCPUPort names the switch CPU's dev port (telemetry.p4's from_cpu
+// table): a polling frame that comes in on it is the CPU's re-trace and
+// leaves, as the CPU wrote it, by the dev port its header's egress field
+// names, with no duplicate check and no copy back to the CPU.
+func (s *Switch) SetCPUPort(dev int) { s.cpuPort = dev }
 
 // Stats are the program's counters on this switch.
 func (s *Switch) Stats() Stats { return s.pr.Stats }
@@ -175,6 +183,9 @@ func (s *Switch) Packet(now int64, in int, frame []byte, qbytes int64) (outs []O
 	case etherIPv4:
 		return s.ipv4(now, in, frame, qbytes), false
 	case hawkeyewire.EtherType:
+		if in == s.cpuPort {
+			return s.fromCPU(frame), false
+		}
 		return s.poll(now, in, frame)
 	case etherMACCtl:
 		s.pfc(now, in, frame)
@@ -268,6 +279,17 @@ func (s *Switch) poll(now int64, in int, frame []byte) ([]Out, bool) {
 	return outs, handled && !visit.Quiet
 }
 
+// fromCPU forwards the CPU's polling frame by its header's egress port:
+// the data plane reads the header's fields, not its type.
+func (s *Switch) fromCPU(frame []byte) []Out {
+	if len(frame) < ethLen+hawkeyewire.HeaderLen {
+		s.Counts.Malformed++
+		return nil
+	}
+	h := hawkeyewire.Header(frame[ethLen:])
+	return []Out{{Port: int(h.Egress()), Frame: slices.Clone(frame)}}
+}
+
 func (s *Switch) pfc(now int64, in int, frame []byte) {
 	b := frame[ethLen:]
 	if len(b) < 2 || binary.BigEndian.Uint16(b) != opcodePFC {
@@ -294,4 +316,62 @@ func (s *Switch) pfc(now int64, in int, frame []byte) {
 		s.pr.pauseRx(s.st, now, i, prio, quanta, !counted)
 		counted = counted || quanta > 0
 	}
+}
+
+// Registers are this switch's state as p4/hawkeyetofino/telemetry.p4's
+// egress registers hold it, by register name, one pipe: a twin whose
+// registers the Tofino switch CPU (hawkeyetofino.CPU) reads through the
+// same script and parser as on a switch. Entries are indexed as the P4
+// indexes them ({ring slot, local port}, {ring slot, hash slot}, {ring
+// slot, in, out}) and tagged with the 8-bit epoch id ts[29:22]; counters
+// keep their low 32 bits, pause_until the low 32 bits of the latest end of
+// a pause on the port (any priority: the P4 keeps priority 3's). It needs
+// the P4's sizes: 1 ms epochs, 4096 flow slots, at most 64 ports.
+func (s *Switch) Registers() (map[string][]uint64, error) {
+	st, n := s.st, s.st.nports
+	if s.pr.cfg.EpochShift != 20 || s.pr.cfg.Flows != 4096 || n > 64 {
+		return nil, fmt.Errorf("hawkeye: registers: telemetry.p4 has 1 ms epochs (shift 20, not %d), 4096 flow slots (not %d), 64 ports (not %d)",
+			s.pr.cfg.EpochShift, s.pr.cfg.Flows, n)
+	}
+	r := map[string][]uint64{}
+	mk := func(name string, size int) []uint64 {
+		r[name] = make([]uint64, size)
+		return r[name]
+	}
+	pe, pk, pq, pz, pf := mk("port_epoch", 256), mk("port_pkts", 256), mk("port_qdepth", 256), mk("port_paused", 256), mk("port_pfc_frames", 256)
+	pu := mk("pause_until", 64)
+	me, mb := mk("pair_epoch", 16384), mk("pair_bytes", 16384)
+	fe, fs, fd, fp := mk("flow_epoch", 16384), mk("flow_src", 16384), mk("flow_dst", 16384), mk("flow_ports", 16384)
+	fh, fk, fq, fz := mk("flow_hop", 16384), mk("flow_pkts", 16384), mk("flow_qdepth", 16384), mk("flow_paused", 16384)
+	const low = 0xffffffff
+	for k := range st.ring {
+		sl := &st.ring[k]
+		if sl.epoch < 0 {
+			continue
+		}
+		id := uint64(sl.epoch>>2) & 0xff
+		for p, pc := range sl.ports {
+			i := k*64 + p
+			pe[i], pk[i], pq[i], pz[i], pf[i] = id, uint64(pc.packets), pc.qsum&low, uint64(pc.paused), uint64(pc.pauseFrames)
+		}
+		for m, b := range sl.meters {
+			if b != 0 {
+				i := k*4096 + m/n*64 + m%n
+				me[i], mb[i] = id, b&low
+			}
+		}
+		for j := range sl.flows {
+			f := &sl.flows[j]
+			if !f.valid {
+				continue
+			}
+			i := k*4096 + j
+			fe[i], fs[i], fd[i], fp[i] = id, uint64(f.src), uint64(f.dst), uint64(f.sport)<<16|uint64(f.dport)
+			fh[i], fk[i], fq[i], fz[i] = uint64(f.in)<<6|uint64(f.out), uint64(f.packets), f.qsum&low, uint64(f.paused)
+		}
+	}
+	for p := range n {
+		pu[p] = uint64(uint32(slices.Max(st.pauseUntil[p*fabric.NumPrio : (p+1)*fabric.NumPrio])))
+	}
+	return r, nil
 }

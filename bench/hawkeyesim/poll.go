@@ -228,7 +228,7 @@ func queue(slots []*epochSlot, o int) float64 {
 // wraps after 256 polls: with a fabric's hosts detecting hundreds of
 // victims within the interval, a new victim's poll reusing an id was
 // dropped as a duplicate and its anomaly went untraced.
-// (p4/hawkeyetofino still keys its seen registers by event id alone.)
+// (p4/hawkeyetofino keys its seen registers by a 12-bit hash of the two.)
 type seenKey struct {
 	victim int32
 	ev     uint8

@@ -7,122 +7,9 @@ import (
 	"github.com/rdma-appliance/appliance/internal/hawkeyewire"
 )
 
-// Report packets. The CPU poller does not build the bytes (nothing in
-// the simulator reads them); it counts them as this binary layout would
-// put them on the wire, record by record, so Bytes and Packets are what
-// a real collection costs:
-//
-//	frame    Ethernet 14, IPv4 20, UDP 8, report header 8, records, FCS 4
-//	header   switch id 2, event 1, flags 1 (bit 0: truncated), records 2, sequence 2
-//	epoch    kind 1, epoch id 4, start (48-bit ns) 6, pad 1            = 12
-//	port     kind 1, port 2, packets 4, paused 4, qdepth sum 8,
-//	         pause frames 4, paused-now 1, pause left (ns) 4,
-//	         pause frames sent 4                                      = 32
-//	meter    kind 1, in 2, out 2, bytes 8                             = 13
-//	flow     kind 1, 5-tuple 13, in 2, out 2, packets 4,
-//	         qdepth sum 8, paused 4                                   = 34
-//	evicted  a flow record and the epoch id 4                         = 38
-//
-// Records never straddle packets; a packet whose first record is not an
-// epoch record repeats the current epoch record, so each packet can be
-// read alone. A packet holds at most MTU - 36 bytes of records (IPv4,
-// UDP and the report header count against the MTU).
-const (
-	ReportOverhead   = 14 + 20 + 8 + ReportHeaderLen + 4
-	ReportHeaderLen  = 8
-	EpochRecordLen   = 12
-	PortRecordLen    = 32
-	MeterRecordLen   = 13
-	FlowRecordLen    = 34
-	EvictedRecordLen = 38
-)
-
-// packer counts report packets as records are added.
-type packer struct {
-	room      int // record bytes a packet holds
-	max       int // packets allowed (0: any)
-	used      int // in the current packet
-	pkts      int
-	bytes     int
-	inEpoch   bool
-	truncated bool
-}
-
-// add places a record of n bytes, reporting false (and marking the
-// report truncated) when the packet budget is spent.
-func (k *packer) add(n int) bool {
-	if k.truncated {
-		return false
-	}
-	if k.pkts == 0 || k.used+n > k.room {
-		if k.max > 0 && k.pkts == k.max {
-			k.truncated = true
-			return false
-		}
-		k.flush()
-		k.pkts++
-		k.used = 0
-		if k.inEpoch && n != EpochRecordLen {
-			k.used = EpochRecordLen
-		}
-	}
-	k.used += n
-	return true
-}
-
-// flush adds the current packet's frame bytes.
-func (k *packer) flush() {
-	if k.pkts > 0 && k.used > 0 {
-		k.bytes += max(ReportOverhead+k.used, fabric.MinFrame)
-		k.used = 0
-	}
-}
-
-// epoch starts an epoch's records.
-func (k *packer) epoch() bool {
-	k.inEpoch = false
-	ok := k.add(EpochRecordLen)
-	k.inEpoch = ok
-	return ok
-}
-
-// ReportBytes is what report r costs on the wire in this layout, in
-// report packets of mtu IP bytes: an evaluation that keeps only some of a
-// report's records (port-level or flow-level telemetry alone) prices what
-// is left with it.
-func ReportBytes(r hawkeyewire.SwitchReport, mtu int) (bytes, packets int) {
-	k := packer{room: mtu - 20 - 8 - ReportHeaderLen}
-	for _, e := range r.Epochs {
-		k.epoch()
-		for range e.Ports {
-			k.add(PortRecordLen)
-		}
-		for range e.Meters {
-			k.add(MeterRecordLen)
-		}
-		for range e.Flows {
-			k.add(FlowRecordLen)
-		}
-	}
-	k.inEpoch = false
-	for range r.Evicted {
-		k.add(EvictedRecordLen)
-	}
-	k.flush()
-	return k.bytes, k.pkts
-}
-
-// PackedBytes is what n records of size bytes each cost on the wire in
-// report packets of mtu IP bytes with this layout's framing: other
-// systems' records (a baseline's per-flow telemetry) priced alike.
-func PackedBytes(n, size, mtu int) (bytes, packets int) {
-	k := packer{room: mtu - 20 - 8 - ReportHeaderLen}
-	for range n {
-		k.add(size)
-	}
-	k.flush()
-	return k.bytes, k.pkts
-}
+// The CPU poller does not build report packets (nothing in the simulator
+// reads them); it prices them as hawkeyewire's report layout puts them on
+// the wire (hawkeyewire.Packer).
 
 // trigger is the CPU's side of a polling packet: collect unless this
 // switch already answered this event or was collected within the
@@ -177,7 +64,7 @@ func (pr *Program) collect(st *switchState, now int64) hawkeyewire.SwitchReport 
 	shift := pr.cfg.EpochShift
 	cur := now >> shift
 	oldest := cur - int64(pr.cfg.ReadEpochs) + 1
-	k := packer{room: pr.cfg.MTU - 20 - 8 - ReportHeaderLen, max: pr.cfg.MaxPackets}
+	k := hawkeyewire.NewPacker(pr.cfg.MTU, pr.cfg.MaxPackets)
 	r := hawkeyewire.SwitchReport{Switch: st.name}
 	var buf [Epochs]*epochSlot
 	slots := pr.recent(st, now, &buf)
@@ -194,7 +81,7 @@ func (pr *Program) collect(st *switchState, now int64) hawkeyewire.SwitchReport 
 		slots = append(slots, &epochSlot{epoch: cur, ports: make([]portCounters, st.nports)})
 	}
 	for _, s := range slots {
-		if !k.epoch() {
+		if !k.Epoch() {
 			break
 		}
 		er := hawkeyewire.EpochReport{ID: uint32(s.epoch >> 2), Start: s.epoch << shift}
@@ -205,7 +92,7 @@ func (pr *Program) collect(st *switchState, now int64) hawkeyewire.SwitchReport 
 			if *pc == (portCounters{}) && !isPaused {
 				continue
 			}
-			if !k.add(PortRecordLen) {
+			if !k.Add(hawkeyewire.PortRecordLen) {
 				break
 			}
 			rec := hawkeyewire.PortRecord{Port: p, Packets: pc.packets, Paused: pc.paused, QdepthSum: pc.qsum, PauseFrames: pc.pauseFrames,
@@ -220,7 +107,7 @@ func (pr *Program) collect(st *switchState, now int64) hawkeyewire.SwitchReport 
 			if b == 0 {
 				continue
 			}
-			if !k.add(MeterRecordLen) {
+			if !k.Add(hawkeyewire.MeterRecordLen) {
 				break
 			}
 			er.Meters = append(er.Meters, hawkeyewire.MeterRecord{In: i / st.nports, Out: i % st.nports, Bytes: b})
@@ -230,7 +117,7 @@ func (pr *Program) collect(st *switchState, now int64) hawkeyewire.SwitchReport 
 			if !fe.valid {
 				continue
 			}
-			if !k.add(FlowRecordLen) {
+			if !k.Add(hawkeyewire.FlowRecordLen) {
 				break
 			}
 			er.Flows = append(er.Flows, fe.record())
@@ -239,22 +126,22 @@ func (pr *Program) collect(st *switchState, now int64) hawkeyewire.SwitchReport 
 			r.Epochs = append(r.Epochs, er)
 		}
 	}
-	k.inEpoch = false
+	k.EndEpochs()
 	for i := range st.evN {
 		e := &st.ev[(st.evHead+i)%len(st.ev)]
 		if e.epoch < oldest || e.epoch > cur {
 			continue
 		}
-		if !k.add(EvictedRecordLen) {
+		if !k.Add(hawkeyewire.EvictedRecordLen) {
 			break
 		}
 		r.Evicted = append(r.Evicted, e.rec.record())
 	}
-	k.flush()
-	r.Truncated = k.truncated || st.evLost >= oldest
-	r.Bytes, r.Packets = k.bytes, k.pkts
-	pr.Stats.ReportBytes += uint64(k.bytes)
-	pr.Stats.ReportPkts += uint64(k.pkts)
+	k.Flush()
+	r.Truncated = k.Truncated() || st.evLost >= oldest
+	r.Bytes, r.Packets = k.Bytes(), k.Packets()
+	pr.Stats.ReportBytes += uint64(k.Bytes())
+	pr.Stats.ReportPkts += uint64(k.Packets())
 	return r
 }
 

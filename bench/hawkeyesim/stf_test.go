@@ -20,7 +20,9 @@ import (
 // Switch routes data and victims by one table, and each packet reads only
 // one of the two) onto its routes; port_info and in_port_info onto its
 // ports (local index, host-facing, the pause quantum 2^shift ns as the
-// speed 512 bit times take that long at). pfc_mcast is not mapped:
+// speed 512 bit times take that long at); from_cpu onto the Switch's CPU
+// port (SetCPUPort); port_info's cpu_port leaves the port unknown to the
+// Switch (it models no copy to the CPU). pfc_mcast is not mapped:
 // P4Testgen follows no multicast copy, and the Switch's PFC-trace
 // candidates are its switch-facing ports. Nor are the registers PTF tests
 // set: the Switch's hold epochs of its own clock, and no expected packet
@@ -57,6 +59,15 @@ func telemetryModel(tc *stf.Test) ([]stf.Output, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
+	for _, e := range tc.Adds {
+		if e.Table == "Ingress.from_cpu" && e.Action == "Ingress.cpu_send" {
+			dev, err := stfExact(e, "ingress_port")
+			if err != nil {
+				return nil, "", err
+			}
+			sw.SetCPUPort(dev)
+		}
+	}
 	outs, _ := sw.Packet(stfNow, tc.InPort, tc.In, 0)
 	var res []stf.Output
 	for _, o := range outs {
@@ -89,7 +100,7 @@ func stfPorts(tc *stf.Test) ([]SwitchPort, error) {
 		case e.Table == "Egress.in_port_info" && e.Action == "Egress.in_index":
 			key = "ingress_port"
 		case e.Table == "Egress.port_info", e.Table == "Egress.in_port_info", e.Table == "Ingress.pfc_mcast",
-			e.Table == "Ingress.ipv4_fwd", e.Table == "Ingress.victim_route":
+			e.Table == "Ingress.ipv4_fwd", e.Table == "Ingress.victim_route", e.Table == "Ingress.from_cpu":
 			continue
 		default:
 			return nil, fmt.Errorf("no mapping for %s %s", e.Table, e.Action)
@@ -111,7 +122,7 @@ func stfPorts(tc *stf.Test) ([]SwitchPort, error) {
 	for _, e := range tc.Defaults {
 		switch e.Table + " " + e.Action {
 		case "Egress.port_info Egress.unknown_port", "Egress.in_port_info NoAction", "Ingress.pfc_mcast Ingress.no_pfc_group",
-			"Ingress.ipv4_fwd Ingress.discard", "Ingress.victim_route Ingress.no_victim_route":
+			"Ingress.ipv4_fwd Ingress.discard", "Ingress.victim_route Ingress.no_victim_route", "Ingress.from_cpu NoAction":
 		default:
 			return nil, fmt.Errorf("no mapping for the default %s %s", e.Table, e.Action)
 		}

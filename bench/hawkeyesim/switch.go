@@ -52,7 +52,10 @@ type Config struct {
 	// telemetry, which holds nothing about the victim's delay, is not
 	// collected (the paper's poller drops useless telemetry; this drops
 	// it in the data plane, per switch). A PFC trace always collects.
-	// p4/hawkeyetofino does not do this.
+	// On Tofino the switch CPU decides it (hawkeyetofino.CPU's
+	// QuietQdepth): the data plane copies the poll to the CPU in ingress,
+	// before the victim's queue (egress state) is known, and the CPU
+	// reads the registers and reports nothing.
 	QuietQdepth float64
 	// Retrace: a switch's CPU, when it takes the mirrored polling packet
 	// (ReadDelay after the poll reached the switch), looks at the
@@ -68,7 +71,8 @@ type Config struct {
 	// round a loop, as far as it has spread by then. Switches that
 	// mirrored nothing to their CPU (Quiet) do not re-trace. It works
 	// with NoPoller too (the re-trace is the CPU's, the collection is
-	// left to the caller). p4/hawkeyetofino does not do this.
+	// left to the caller). hawkeyetofino.CPU's Retrace does it on Tofino,
+	// through telemetry.p4's from_cpu.
 	Retrace bool
 	// MinPaused is how many paused packets in the epochs read make a port
 	// count as paused for tracing when its pause timer has run out.

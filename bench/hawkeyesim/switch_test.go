@@ -436,54 +436,14 @@ func checkReports(t *testing.T, rs []hawkeyewire.SwitchReport, cfg Config) {
 					t.Errorf("%s: empty flow %+v", r.Switch, f)
 				}
 			}
-			recs += EpochRecordLen + PortRecordLen*len(e.Ports) + MeterRecordLen*len(e.Meters) + FlowRecordLen*len(e.Flows)
+			recs += hawkeyewire.EpochRecordLen + hawkeyewire.PortRecordLen*len(e.Ports) + hawkeyewire.MeterRecordLen*len(e.Meters) + hawkeyewire.FlowRecordLen*len(e.Flows)
 		}
-		recs += EvictedRecordLen * len(r.Evicted)
+		recs += hawkeyewire.EvictedRecordLen * len(r.Evicted)
 		room := cfg.MTU - 36
 		minPkts := (recs + room - 1) / room
-		if r.Packets < minPkts || r.Bytes < recs+r.Packets*ReportOverhead || r.Bytes > r.Packets*(cfg.MTU+18) {
+		if r.Packets < minPkts || r.Bytes < recs+r.Packets*hawkeyewire.ReportOverhead || r.Bytes > r.Packets*(cfg.MTU+18) {
 			t.Errorf("%s: %d record bytes in %d packets of %d bytes", r.Switch, recs, r.Packets, r.Bytes)
 		}
-	}
-}
-
-// TestPacking: records fill packets up to the MTU, a packet never holds
-// more than MTU - 36 bytes of records, the epoch record is repeated in a
-// packet an epoch spills into, and a packet budget truncates.
-func TestPacking(t *testing.T) {
-	k := packer{room: 576 - 36}
-	k.epoch()
-	for range 40 { // 12 + 40 x 34 = 1372 bytes: 540 a packet
-		k.add(FlowRecordLen)
-	}
-	k.flush()
-	// 15 flows a packet after the epoch record (12 + 15 x 34 = 522),
-	// then 15 each with the repeated epoch record, then 10.
-	if k.pkts != 3 || k.bytes != 3*ReportOverhead+3*EpochRecordLen+40*FlowRecordLen {
-		t.Fatalf("%d packets, %d bytes", k.pkts, k.bytes)
-	}
-	k = packer{room: 540, max: 2}
-	k.epoch()
-	n := 0
-	for range 40 {
-		if k.add(FlowRecordLen) {
-			n++
-		}
-	}
-	if !k.truncated || n != 30 || k.pkts != 2 {
-		t.Fatalf("budget: %d records in %d packets, truncated %v", n, k.pkts, k.truncated)
-	}
-	// A whole switch's report under a 1-packet budget is cut and says so.
-	nt := incastNet(t)
-	s := newSim(t, nt, noCC(), incastFlows(t, nt)...)
-	cfg := DefaultConfig()
-	cfg.MTU, cfg.MaxPackets = 576, 1
-	pr, _ := New(s, cfg)
-	s.SetHooks(pr.Hooks())
-	runTo(t, s, 1_300_000) // two epochs of records: more than a packet
-	r := pr.Collect(s.SwitchOf(nt.node(t, "s2")))
-	if !r.Truncated || r.Packets != 1 {
-		t.Fatalf("budgeted report: %d packets, truncated %v", r.Packets, r.Truncated)
 	}
 }
 
@@ -693,7 +653,7 @@ func TestReportBytes(t *testing.T) {
 	s.SetHooks(pr.Hooks())
 	runTo(t, s, 1_300_000)
 	r := pr.Collect(s.SwitchOf(n.node(t, "s2")))
-	b, pk := ReportBytes(r, 1500)
+	b, pk := hawkeyewire.ReportBytes(r, 1500)
 	if b != r.Bytes || pk != r.Packets || b == 0 {
 		t.Fatalf("priced %d B in %d packets, collected %d B in %d", b, pk, r.Bytes, r.Packets)
 	}
@@ -703,11 +663,11 @@ func TestReportBytes(t *testing.T) {
 		e.Flows = nil
 		ports.Epochs = append(ports.Epochs, e)
 	}
-	if pb, _ := ReportBytes(ports, 1500); pb >= b || pb == 0 {
+	if pb, _ := hawkeyewire.ReportBytes(ports, 1500); pb >= b || pb == 0 {
 		t.Fatalf("without flow records %d B, with %d B", pb, b)
 	}
 	// 100 records of 36 B: 40 to a 1500-byte packet (1464 B of room).
-	if pb, pk := PackedBytes(100, 36, 1500); pk != 3 || pb != 3*ReportOverhead+100*36 {
+	if pb, pk := hawkeyewire.PackedBytes(100, 36, 1500); pk != 3 || pb != 3*hawkeyewire.ReportOverhead+100*36 {
 		t.Fatalf("packed %d B in %d packets", pb, pk)
 	}
 }
@@ -838,4 +798,20 @@ func attachByHand(t *testing.T, s *fabric.Sim, cfg Config) (*System, *[]Visit) {
 	var visits []Visit
 	sys.Program.OnVisit = func(v Visit) { visits = append(visits, v) }
 	return sys, &visits
+}
+
+// TestReportBudget: a whole switch's report under a 1-packet budget is cut
+// and says so.
+func TestReportBudget(t *testing.T) {
+	nt := incastNet(t)
+	s := newSim(t, nt, noCC(), incastFlows(t, nt)...)
+	cfg := DefaultConfig()
+	cfg.MTU, cfg.MaxPackets = 576, 1
+	pr, _ := New(s, cfg)
+	s.SetHooks(pr.Hooks())
+	runTo(t, s, 1_300_000) // two epochs of records: more than a packet
+	r := pr.Collect(s.SwitchOf(nt.node(t, "s2")))
+	if !r.Truncated || r.Packets != 1 {
+		t.Fatalf("budgeted report: %d packets, truncated %v", r.Packets, r.Truncated)
+	}
 }

@@ -95,6 +95,7 @@ func TestValidate(t *testing.T) {
 		"ports":            func(p *Program) { p.Ports = nil },
 		"ports[1].name":    func(p *Program) { p.Ports[1].Name = "h0" },
 		"cpu_port":         func(p *Program) { p.CPUPort = 9999 },
+		"cpu_port:":        func(p *Program) { p.CPUPort = 8 }, // spine0's
 		"routes[0].prefix": func(p *Program) { p.Routes[0].Prefix = netip.MustParsePrefix("10.0.0.1/8") },
 		"routes[2].prefix": func(p *Program) { p.Routes[2].Prefix = p.Routes[1].Prefix },
 		"routes[1].port":   func(p *Program) { p.Routes[1].Port = "nope" },

@@ -2,12 +2,16 @@
 // telemetry and polling logic for Tofino: it validates a switch's ports and
 // routes and writes the bfrt_python script that loads them (port indexes and
 // pause quanta, routes and the victim route, the PFC-trace multicast group
-// of every port, whose members are the switch-facing ports, the eviction
-// mirror session to the CPU, registers cleared). bench/hawkeyesim runs the same logic in the fabric
-// simulator; its CPU poller's report layout is the one a Tofino switch CPU
-// would send after reading these registers. P4Testgen's tests of the
-// program (testdata/p4testgen/telemetry) are replayed there, against
-// hawkeyesim.Switch (TestSTFTelemetry): the floors keep the harness out of
+// of every port, whose members are the switch-facing ports, the CPU's port,
+// the eviction mirror session to the CPU, registers cleared); and it is the
+// switch CPU's side (CPU): the poll copies and evicted flows the data plane
+// sends the CPU's port, the registers read through bfrt (ReadScript,
+// ParseRegisters) into the report bench/hawkeyesim's CPU pollers build, the
+// re-trace and the quiet rule. bench/hawkeyesim runs the same logic in the
+// fabric simulator; P4Testgen's tests of the program
+// (testdata/p4testgen/telemetry) are replayed there, against
+// hawkeyesim.Switch (TestSTFTelemetry), and the CPU runs there against the
+// Switch's registers (TestTofinoCPU): the floors keep the harness out of
 // this package's tests.
 package hawkeyetofino
 
@@ -101,6 +105,11 @@ func (p Program) Validate() error {
 	if p.CPUPort < 0 || p.CPUPort >= bfrt.DevPorts {
 		return bfrt.Bad(ErrProgram, "cpu_port", "%d is not a dev port", p.CPUPort)
 	}
+	for i, pt := range p.Ports {
+		if pt.FrontPanel == "" && pt.DevPort == p.CPUPort {
+			return bfrt.Bad(ErrProgram, "cpu_port", "%d is ports[%d] (%s): the CPU's port is none of the program's", p.CPUPort, i, pt.Name)
+		}
+	}
 	if len(p.Routes) > FwdSize {
 		return bfrt.Bad(ErrProgram, "routes", "%d routes, at most %d", len(p.Routes), FwdSize)
 	}
@@ -129,10 +138,10 @@ var origin = bfrt.Origin{Program: "Hawkeye telemetry", Source: "p4/hawkeyetofino
 
 // What the script clears, so a load leaves nothing of the previous one.
 var clearNames = map[string][]string{
-	bfrt.Ingress: {"ipv4_fwd", "victim_route", "pfc_mcast", "seen_flow", "seen_pfc", "polls"},
+	bfrt.Ingress: {"ipv4_fwd", "victim_route", "pfc_mcast", "from_cpu", "seen_flow", "seen_pfc", "polls"},
 	bfrt.Egress: {"port_info", "in_port_info", "pause_until", "flow_epoch", "flow_src", "flow_dst", "flow_ports",
-		"flow_pkts", "flow_qdepth", "flow_paused", "port_epoch", "port_pkts", "port_qdepth", "port_paused",
-		"port_pfc_frames", "pair_bytes", "pair_seen", "port_last_pause", "polls_sent", "evictions"},
+		"flow_pkts", "flow_qdepth", "flow_paused", "flow_hop", "port_epoch", "port_pkts", "port_qdepth", "port_paused",
+		"port_pfc_frames", "pair_bytes", "pair_epoch", "pair_seen", "port_last_pause", "polls_sent", "evictions"},
 }
 
 // Script is the bfrt_python setup script (bfshell -b).
@@ -207,6 +216,11 @@ func (p Program) Script() (string, error) {
 	}
 	s.Blank()
 
+	s.Comment("The switch CPU's port: polling copies reach it with the bridged header (ingress port, time), and what")
+	s.Comment("the CPU sends in through it is its re-trace, out of the port the polling header names.")
+	s.Line("%s.port_info.add_with_cpu_port(egress_port=%d)", s.Eg, p.CPUPort)
+	s.Line("%s.from_cpu.add_with_cpu_send(ingress_port=%d)", s.Ig, p.CPUPort)
+	s.Blank()
 	s.Comment("Evicted flows: mirrored to the CPU port (their old key and counters in the mirror header).")
 	s.MirrorSession(EvictSession, "EGRESS", fmt.Sprint(p.CPUPort), 64)
 	s.Blank()

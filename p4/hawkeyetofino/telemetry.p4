@@ -50,7 +50,17 @@
  * polling packet's ingress in this or the last epoch (the causality
  * register, one epoch id per port pair); copies never go to hosts.
  *
- * bf-p4c places it in 11 of Tofino 1's 12 stages (the egress: each
+ * The switch CPU (cpu.go in this directory): its copy of a new event
+ * keeps the bridged header (ingress port, and the 32-bit time in place of
+ * the flow hash), so the CPU knows the poll's arrival port and which
+ * epochs to read; it reads the registers through bfrt, reports, and may
+ * send PFC polling packets back in through its port (from_cpu), which
+ * leave by the port their header names, untouched. Every per-epoch entry
+ * carries the epoch id it counts in (ports, flows, port-pair meters), so
+ * the CPU keeps only the epochs it reads; a flow slot keeps its hop
+ * ({in, out} local indexes), which evictions carry too.
+ *
+ * bf-p4c places it in all 12 of Tofino 1's stages (the egress: each
  * register read once per packet, in the if/else arms here) and shaped it:
  * a gateway reads at most 4 bytes + 12 bits, so the flow key compare XORs
  * the stored key with the packet's and folds the three words into one in
@@ -111,6 +121,8 @@ const bit<32> PORT_REGS   = 256;
 const bit<32> METER_REGS  = 16384;
 const bit<32> SEEN_SLOTS  = 4096;
 const bit<32> PORT_INFO_SIZE = 512;
+/* The longest pause, ns: 65535 quanta at the largest quantum (2^9 ns). */
+const int<32> PAUSE_MAX_NS = 33554432;
 
 /*************************************************************************
  * Headers
@@ -200,6 +212,7 @@ header evict_h {
     bit<32>     packets;
     bit<32>     qdepth_sum;
     bit<32>     paused;
+    bit<16>     hop;      /* {in, out} local port indexes */
 }
 
 struct ig_headers_t {
@@ -247,6 +260,8 @@ struct eg_metadata_t {
     bit<1>     paused;
     bit<1>     recent_pause;
     bit<1>     recent_traffic;
+    bit<1>     to_cpu;
+    bit<16>    old_hop;
     bit<32>    qdepth;
     bit<32>    old_src;
     bit<32>    old_dst;
@@ -396,6 +411,21 @@ control Ingress(inout ig_headers_t hdr,
         size = FWD_SIZE;
     }
 
+    action cpu_send() {
+        ig_tm_md.ucast_egress_port = hdr.poll.egress_port;
+    }
+
+    /* The switch CPU's port: a polling packet from it is the CPU's
+     * re-trace, a PFC trace it decided on after reading the registers,
+     * sent out of the port its header names, as the CPU wrote it (no
+     * duplicate check, no copy back to the CPU, left alone in egress). */
+    table from_cpu {
+        key = { ig_intr_md.ingress_port : exact @name("ingress_port"); }
+        actions = { cpu_send; NoAction; }
+        default_action = NoAction();
+        size = 4;
+    }
+
     action pfc_group(MulticastGroupId_t mgid) {
         ig_tm_md.mcast_grp_a = mgid;
         ig_tm_md.rid = 0;
@@ -421,34 +451,39 @@ control Ingress(inout ig_headers_t hdr,
         hdr.bridge.ingress_port = ig_intr_md.ingress_port;
         hdr.bridge.flow_hash = 0;
         if (hdr.poll.isValid()) {
-            polls.count(hdr.poll.poll_type[1:0]);
-            hdr.bridge.pkt_type = PKT_POLL;
-            md.seen_idx = seen_hash.get({hdr.poll.event_id, hdr.poll.src_addr, hdr.poll.dst_addr,
-                                         hdr.poll.protocol, hdr.poll.src_port, hdr.poll.dst_port});
-            if (hdr.poll.poll_type[0:0] == 1) {
-                md.new_flow_trace = mark_flow.execute(md.seen_idx);
+            if (from_cpu.apply().hit) {
+                /* PKT_NORMAL: egress leaves the CPU's re-trace alone. */
+                ig_tm_md.qid = 7;
+            } else {
+                polls.count(hdr.poll.poll_type[1:0]);
+                hdr.bridge.pkt_type = PKT_POLL;
+                md.seen_idx = seen_hash.get({hdr.poll.event_id, hdr.poll.src_addr, hdr.poll.dst_addr,
+                                             hdr.poll.protocol, hdr.poll.src_port, hdr.poll.dst_port});
+                if (hdr.poll.poll_type[0:0] == 1) {
+                    md.new_flow_trace = mark_flow.execute(md.seen_idx);
+                }
+                if (hdr.poll.poll_type[1:1] == 1) {
+                    md.new_pfc_trace = mark_pfc.execute(md.seen_idx);
+                }
+                if (md.new_flow_trace == 1 || md.new_pfc_trace == 1) {
+                    /* The CPU poller collects on this copy. */
+                    ig_tm_md.copy_to_cpu = 1;
+                }
+                /* ucast_egress_port is set (made valid) only by victim_port:
+                 * a PFC trace alone leaves as multicast copies. */
+                if (md.new_flow_trace == 1) {
+                    victim_route.apply();
+                }
+                if (md.new_pfc_trace == 1) {
+                    pfc_mcast.apply();
+                }
+                if (md.new_flow_trace == 0 && md.new_pfc_trace == 0) {
+                    /* Nothing to forward; drop_ctl bit 0 spares the CPU copy. */
+                    ig_dprsr_md.drop_ctl = 1;
+                }
+                /* Polling packets ride the control class, never paused. */
+                ig_tm_md.qid = 7;
             }
-            if (hdr.poll.poll_type[1:1] == 1) {
-                md.new_pfc_trace = mark_pfc.execute(md.seen_idx);
-            }
-            if (md.new_flow_trace == 1 || md.new_pfc_trace == 1) {
-                /* The CPU poller collects on this copy. */
-                ig_tm_md.copy_to_cpu = 1;
-            }
-            /* ucast_egress_port is set (made valid) only by victim_port:
-             * a PFC trace alone leaves as multicast copies. */
-            if (md.new_flow_trace == 1) {
-                victim_route.apply();
-            }
-            if (md.new_pfc_trace == 1) {
-                pfc_mcast.apply();
-            }
-            if (md.new_flow_trace == 0 && md.new_pfc_trace == 0) {
-                /* Nothing to forward; drop_ctl bit 0 spares the CPU copy. */
-                ig_dprsr_md.drop_ctl = 1;
-            }
-            /* Polling packets ride the control class, never paused. */
-            ig_tm_md.qid = 7;
         } else if (hdr.pfc.isValid()) {
             /* To the egress of the port it pauses. */
             hdr.bridge.pkt_type = PKT_PFC;
@@ -504,6 +539,8 @@ parser EgressParser(packet_in pkt,
         md.paused = 0;
         md.recent_pause = 0;
         md.recent_traffic = 0;
+        md.to_cpu = 0;
+        md.old_hop = 0;
         md.qdepth = 0;
         md.old_src = 0;
         md.old_dst = 0;
@@ -570,7 +607,11 @@ control Egress(inout eg_headers_t hdr,
     /* Both actions read md.now alone: a stateful ALU's PHV input is one
      * word here, so a PFC frame adds its pause time to md.now first. The
      * timer runs while the end is after now in 32-bit serial order (the
-     * low 32 bits of the clock wrap every 4.3 s). */
+     * low 32 bits of the clock wrap every 4.3 s) and less than the
+     * longest pause (65535 quanta of 2^9 ns) ahead: a timer that ran out
+     * more than 2^31 ns ago, or never ran (0), is after now again in
+     * serial order, and read alone it paused every port for half of
+     * every 4.3 s. */
     RegisterAction<bit<32>, bit<6>, bit<1>>(pause_until) pause_set = {
         void apply(inout bit<32> value) {
             value = md.now;
@@ -579,7 +620,7 @@ control Egress(inout eg_headers_t hdr,
     RegisterAction<bit<32>, bit<6>, bit<1>>(pause_until) pause_check = {
         void apply(inout bit<32> value, out bit<1> rv) {
             rv = 0;
-            if ((int<32>)(value - md.now) > 0) {
+            if ((int<32>)(value - md.now) > 0 && (int<32>)(value - md.now) < PAUSE_MAX_NS) {
                 rv = 1;
             }
         }
@@ -640,6 +681,15 @@ control Egress(inout eg_headers_t hdr,
     RegisterAction<bit<32>, bit<14>, bit<32>>(flow_paused) flow_paused_restart = {
         void apply(inout bit<32> value, out bit<32> rv) { rv = value; value = (bit<32>)md.paused; }
     };
+    /* The flow's hop here, {in, out} local port indexes (the analyzer
+     * follows the victim by its ingress ports): the last packet's. */
+    Register<bit<16>, bit<14>>(FLOW_REGS, 0) flow_hop;
+    RegisterAction<bit<16>, bit<14>, bit<16>>(flow_hop) flow_hop_swap = {
+        void apply(inout bit<16> value, out bit<16> rv) {
+            rv = value;
+            value = (bit<16>)md.pair_idx;
+        }
+    };
 
     /* ---- Port table: {epoch index, port index}. ---- */
     Register<bit<8>, bit<8>>(PORT_REGS, 0) port_epoch;
@@ -659,12 +709,18 @@ control Egress(inout eg_headers_t hdr,
     RegisterAction<bit<32>, bit<8>, bit<32>>(port_pkts) port_pkts_restart = {
         void apply(inout bit<32> value) { value = 1; }
     };
+    RegisterAction<bit<32>, bit<8>, bit<32>>(port_pkts) port_pkts_zero = {
+        void apply(inout bit<32> value) { value = 0; }
+    };
     Register<bit<32>, bit<8>>(PORT_REGS, 0) port_qdepth;
     RegisterAction<bit<32>, bit<8>, bit<32>>(port_qdepth) port_qdepth_add = {
         void apply(inout bit<32> value) { value = value + md.qdepth; }
     };
     RegisterAction<bit<32>, bit<8>, bit<32>>(port_qdepth) port_qdepth_restart = {
         void apply(inout bit<32> value) { value = md.qdepth; }
+    };
+    RegisterAction<bit<32>, bit<8>, bit<32>>(port_qdepth) port_qdepth_zero = {
+        void apply(inout bit<32> value) { value = 0; }
     };
     Register<bit<32>, bit<8>>(PORT_REGS, 0) port_paused;
     RegisterAction<bit<32>, bit<8>, bit<32>>(port_paused) port_paused_add = {
@@ -673,17 +729,40 @@ control Egress(inout eg_headers_t hdr,
     RegisterAction<bit<32>, bit<8>, bit<32>>(port_paused) port_paused_restart = {
         void apply(inout bit<32> value) { value = (bit<32>)md.paused; }
     };
-    /* PFC frames received, per epoch (reset by the data path's roll; a
-     * port that only receives pauses keeps counting into the old epoch,
-     * which the CPU tells by port_epoch). */
+    RegisterAction<bit<32>, bit<8>, bit<32>>(port_paused) port_paused_zero = {
+        void apply(inout bit<32> value) { value = 0; }
+    };
+    /* PFC frames received, per epoch: a pause frame rolls the port's
+     * epoch as a data packet does, so a port that only receives pauses
+     * (a PFC storm stops its traffic) counts them in the epoch they came
+     * in, and the CPU tells every counter's epoch by port_epoch. */
     Register<bit<32>, bit<8>>(PORT_REGS, 0) port_pfc_frames;
     RegisterAction<bit<32>, bit<8>, bit<32>>(port_pfc_frames) pfc_frames_add = {
         void apply(inout bit<32> value) { value = value + 1; }
+    };
+    RegisterAction<bit<32>, bit<8>, bit<32>>(port_pfc_frames) pfc_frames_restart = {
+        void apply(inout bit<32> value) { value = 1; }
+    };
+    RegisterAction<bit<32>, bit<8>, bit<32>>(port_pfc_frames) pfc_frames_zero = {
+        void apply(inout bit<32> value) { value = 0; }
     };
 
     /* ---- Port pairs: bytes {epoch index, in, out}, and the epoch id
      * traffic last went in -> out (causality for tracing). ---- */
     Register<bit<32>, bit<14>>(METER_REGS, 0) pair_bytes;
+    /* The epoch id each meter counts in: a meter restarts on its own
+     * first packet of a new epoch (a restart by the egress port's roll
+     * alone left the other ingress ports' bytes of four epochs ago). */
+    Register<bit<8>, bit<14>>(METER_REGS, 0) pair_epoch;
+    RegisterAction<bit<8>, bit<14>, bit<1>>(pair_epoch) pair_epoch_roll = {
+        void apply(inout bit<8> value, out bit<1> rv) {
+            rv = 0;
+            if (value != md.epoch_id) {
+                value = md.epoch_id;
+                rv = 1;
+            }
+        }
+    };
     RegisterAction<bit<32>, bit<14>, bit<32>>(pair_bytes) pair_bytes_add = {
         void apply(inout bit<32> value) { value = value + (bit<32>)eg_intr_md.pkt_length; }
     };
@@ -726,6 +805,10 @@ control Egress(inout eg_headers_t hdr,
         md.quantum_shift = quantum_shift;
     }
 
+    action cpu_port() {
+        md.to_cpu = 1;
+    }
+
     action unknown_port() {
         md.port_idx = 0;
         md.to_host = 1;
@@ -733,10 +816,10 @@ control Egress(inout eg_headers_t hdr,
     }
 
     /* Dev port -> local index, whether it faces a host, the pause
-     * quantum (2^shift ns). */
+     * quantum (2^shift ns); or the switch CPU's port. */
     table port_info {
         key = { eg_intr_md.egress_port : exact @name("egress_port"); }
-        actions = { set_port; unknown_port; }
+        actions = { set_port; cpu_port; unknown_port; }
         default_action = unknown_port();
         size = PORT_INFO_SIZE;
     }
@@ -828,7 +911,14 @@ control Egress(inout eg_headers_t hdr,
             }
             md.now = md.now + md.pause_ns;
             pause_set.execute(md.port_idx);
-            pfc_frames_add.execute(md.port_reg);
+            if (port_epoch_roll.execute(md.port_reg) == 1) {
+                pfc_frames_restart.execute(md.port_reg);
+                port_pkts_zero.execute(md.port_reg);
+                port_qdepth_zero.execute(md.port_reg);
+                port_paused_zero.execute(md.port_reg);
+            } else {
+                pfc_frames_add.execute(md.port_reg);
+            }
             /* An XOFF marks the port paused in this epoch even when it
              * held no packet (its traffic was queued before). */
             if (hdr.pfc.c3 != 0) {
@@ -842,6 +932,7 @@ control Egress(inout eg_headers_t hdr,
             md.old_src = flow_src_swap.execute(md.flow_idx);
             md.old_dst = flow_dst_swap.execute(md.flow_idx);
             md.old_ports = flow_ports_swap.execute(md.flow_idx);
+            md.old_hop = flow_hop_swap.execute(md.flow_idx);
             /* The paper's XOR compare of the stored key: a gateway reads
              * at most 4 bytes + 12 bits, so the 12 bytes of key are
              * folded into one word first. */
@@ -866,11 +957,15 @@ control Egress(inout eg_headers_t hdr,
                 port_pkts_restart.execute(md.port_reg);
                 port_qdepth_restart.execute(md.port_reg);
                 port_paused_restart.execute(md.port_reg);
-                pair_bytes_restart.execute(md.meter_idx);
+                pfc_frames_zero.execute(md.port_reg);
             } else {
                 port_pkts_add.execute(md.port_reg);
                 port_qdepth_add.execute(md.port_reg);
                 port_paused_add.execute(md.port_reg);
+            }
+            if (pair_epoch_roll.execute(md.meter_idx) == 1) {
+                pair_bytes_restart.execute(md.meter_idx);
+            } else {
                 pair_bytes_add.execute(md.meter_idx);
             }
             pair_seen_set.execute(md.pair_idx);
@@ -886,11 +981,18 @@ control Egress(inout eg_headers_t hdr,
                 md.evict.src_addr = md.old_src;
                 md.evict.dst_addr = md.old_dst;
                 md.evict.ports = md.old_ports;
+                md.evict.hop = md.old_hop;
                 md.session = 1;
                 eg_dprsr_md.mirror_type = MIRROR_EVICT;
             }
         } else if (hdr.bridge.pkt_type == PKT_POLL) {
-            if (md.to_host == 1) {
+            if (md.to_cpu == 1) {
+                /* The CPU's copy: the poll as it came in, behind the
+                 * bridged header (this switch's ingress port) with the
+                 * time in place of the flow hash: the CPU reads the
+                 * registers of the epochs up to it. */
+                hdr.bridge.flow_hash = md.now;
+            } else if (md.to_host == 1) {
                 /* Traces stop at hosts. */
                 drop_copy();
             } else {
@@ -914,6 +1016,10 @@ control Egress(inout eg_headers_t hdr,
                 polls_sent.count(hdr.poll.poll_type[1:0]);
             }
         }
+        if (md.to_cpu == 0 || hdr.bridge.pkt_type != PKT_POLL) {
+            /* The bridged header stays behind but on the CPU's copy. */
+            hdr.bridge.setInvalid();
+        }
     }
 }
 
@@ -927,8 +1033,8 @@ control EgressDeparser(packet_out pkt,
         if (eg_dprsr_md.mirror_type == MIRROR_EVICT) {
             mirror.emit<evict_h>(md.session, md.evict);
         }
-        /* The bridged header stays behind. */
         pkt.emit(hdr.evict);
+        pkt.emit(hdr.bridge);
         pkt.emit(hdr.ethernet);
         pkt.emit(hdr.poll);
         pkt.emit(hdr.pfc);
