@@ -228,14 +228,18 @@ type OpInfo struct {
 	NumHeaders int
 	// HeaderLen is the total size of the extended headers.
 	HeaderLen int
-	// offsets[h] is the offset of header h from the end of the BTH, or -1.
-	offsets [numHeaders]int8
+	// offsets[h] is the offset of header h from the end of the BTH, or
+	// noHeader.
+	offsets [numHeaders]uint8
 }
 
 // Offset returns the offset of header h from the end of the BTH, or -1 if the
 // opcode does not carry it.
 func (i OpInfo) Offset(h Header) int {
 	if h >= numHeaders {
+		return -1
+	}
+	if i.offsets[h] == noHeader {
 		return -1
 	}
 	return int(i.offsets[h])
@@ -249,6 +253,9 @@ func (i OpInfo) Has(h Header) bool { return i.Offset(h) >= 0 }
 func (i OpInfo) IsResponse() bool {
 	return i.Kind == KindReadResponse || i.Kind == KindAck || i.Kind == KindAtomicAck
 }
+
+// noHeader is the offset of a header an opcode does not carry.
+const noHeader = 0xff
 
 // opTable is indexed by opcode; it is filled once by init and read-only after.
 var opTable [256]OpInfo
@@ -359,7 +366,7 @@ func init() {
 	for i := range opTable {
 		opTable[i] = OpInfo{Name: "reserved (0x" + strconv.FormatUint(uint64(i), 16) + ")", Opcode: Opcode(i)}
 		for h := range opTable[i].offsets {
-			opTable[i].offsets[h] = -1
+			opTable[i].offsets[h] = noHeader
 		}
 	}
 	codes := func(lo, hi Opcode, extra ...Opcode) []Opcode {
@@ -374,10 +381,10 @@ func init() {
 		info := OpInfo{Name: t.String() + " " + b.name, Opcode: op, Valid: true, Transport: t, Kind: b.kind,
 			Position: b.pos, Payload: b.payload}
 		for h := range info.offsets {
-			info.offsets[h] = -1
+			info.offsets[h] = noHeader
 		}
 		for _, h := range append(append([]Header(nil), prefix...), b.headers...) {
-			info.offsets[h] = int8(info.HeaderLen)
+			info.offsets[h] = uint8(info.HeaderLen)
 			info.Headers[info.NumHeaders] = h
 			info.NumHeaders++
 			info.HeaderLen += h.Len()

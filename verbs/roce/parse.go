@@ -95,11 +95,11 @@ type Packet struct {
 // Packet.VerifyICRC. Parse never allocates and never panics. On error only
 // p.Net is meaningful, as far as it was decoded; the other fields are left
 // as they were.
-func Parse(frame []byte, p *Packet) error { return parse(frame, UDPPort, p) }
+func Parse(frame []byte, p *Packet) error { return parse(p, frame, UDPPort) }
 
 // ParsePort is Parse for RoCEv2 carried to another UDP port, such as the
 // rewritten destination port of Lumina's mirrored copies.
-func ParsePort(frame []byte, port uint16, p *Packet) error { return parse(frame, port, p) }
+func ParsePort(frame []byte, port uint16, p *Packet) error { return parse(p, frame, port) }
 
 // ParseTruncated parses a frame captured with a snap length (the Lumina
 // dumper keeps 128 bytes): the headers through the extended headers must be
@@ -153,8 +153,10 @@ var commonOnly bool
 // and the other fields of p only once the packet is accepted, as Parse
 // promises. The fallbacks are called from here, not by a caller that looks
 // at a result, so that Parse costs one call. While commonOnly is set it
-// returns errNotCommon instead.
-func parse(frame []byte, port uint16, p *Packet) error {
+// returns errNotCommon instead. It takes p first: a caller that holds the
+// Packet in its receiver then passes it and the frame in the registers
+// they arrived in (bench/wire's decoder moved all four words before).
+func parse(p *Packet, frame []byte, port uint16) error {
 	const (
 		eth  = header.EthernetHeaderLen
 		ipv4 = header.IPv4MinHeaderLen
@@ -458,15 +460,19 @@ func (p *Packet) DstAddr(frame []byte) netip.Addr { return p.DstGID(frame).Addr(
 func (p *Packet) BTH(frame []byte) BTH { return BTH(frame[p.BTHOff : p.BTHOff+BTHLen]) }
 
 // ext returns extended header h, n bytes long, or nil if the opcode does
-// not carry it. The callers pass n as a constant: sliced to a constant
-// length, the view's own reads (RETH.VA and the like, once inlined) need no
-// bounds check of their own, and no table lookup finds the length.
+// not carry it. The callers pass n as a constant, so no table lookup finds
+// the length, and the capacity is n: the slice needs no masking against
+// an empty view. The start is summed in 32 bits (offsets within a frame
+// fit), so the compiler sees that s+n does not overflow: one bounds check,
+// of the end against the capacity, instead of two. (The views' reads then
+// check the length once per view: the nil this returns for an absent
+// header hides the constant length from the caller's code.)
 func (p *Packet) ext(frame []byte, h Header, n int) []byte {
 	o := opTable[p.Opcode].offsets[h]
-	if o < 0 {
+	if o == noHeader {
 		return nil
 	}
-	s := p.ExtOff + int(o)
+	s := int(uint32(p.ExtOff) + uint32(o))
 	return frame[s : s+n : s+n]
 }
 
