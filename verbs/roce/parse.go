@@ -260,15 +260,15 @@ func parse(p *Packet, frame []byte, port uint16) error {
 	// BTH is inside the frame: the length checks above hold it, and
 	// ul <= tl - IP header <= len(ip) - IP header holds the whole packet.
 	// The payload is data less the pad: negative when the pad is longer
-	// than data, and when data is negative, which a reserved opcode
-	// makes it (opFastReserved). One test of BTH byte 1 covers the
-	// version and the pad count of First and Middle packets.
+	// than data, or when data is. Then one test against the opcode's
+	// word (opFastInfo) covers the data length (none, or a multiple of
+	// four), the version and the pad count of First and Middle packets
+	// in BTH byte 1, and reserved opcodes.
 	f = opFast[uint8(b0>>56)]
 	pad = int(b0 >> 52 & 3)
 	data = ul - f.minUDPLen() // payload + pad
 	payload = data - pad
-	if uint16(u>>32) != port || payload < 0 || data&f.dataMask() != 0 ||
-		uint8(b0>>48)&f.byte1Mask() != 0 {
+	if uint16(u>>32) != port || payload < 0 || opFastWord(data, b0)&uint64(f) != 0 {
 		goto outer
 	}
 	// The values the checks left in registers first, so that they need
