@@ -199,13 +199,13 @@ func parse(p *Packet, frame []byte, port uint16) error {
 	switch et {
 	case header.EtherTypeIPv4:
 		h := (*[ipv4 + udp + BTHLen]byte)(ip)
-		w := binary.BigEndian.Uint64(h[0:8]) // version, IHL, TOS, total length, ID, flags, offset
-		// Version 4 and no options (0x45), MF and fragment offset 0: one
-		// test of w, not two.
-		if w&0xff00_0000_0000_3fff != 0x45<<56 || h[9] != header.IPProtoUDP {
+		w := binary.BigEndian.Uint64(h[2:10]) // total length, ID, flags, offset, TTL, protocol
+		// Version 4 and no options (0x45); MF and fragment offset 0 and
+		// protocol UDP in one test of w (its mask fits in 32 bits).
+		if h[0] != 0x45 || uint32(w)&0x3fff_00ff != uint32(header.IPProtoUDP) {
 			goto other
 		}
-		tl = int(w >> 32 & 0xffff)
+		tl = int(w >> 48)
 		u = binary.BigEndian.Uint64(h[ipv4 : ipv4+8])
 		ul = int(u >> 16 & 0xffff)
 		// ul >= 8 (checked at outer) and ul <= tl-20 imply tl >= 28:
@@ -213,7 +213,7 @@ func parse(p *Packet, frame []byte, port uint16) error {
 		if tl > len(ip) || ul > tl-ipv4 {
 			goto other
 		}
-		ecn = uint8(w>>48) & 3
+		ecn = h[1] & 3
 		l4 = l3 + ipv4
 		b0 = binary.BigEndian.Uint64(h[ipv4+udp : ipv4+udp+8])
 		b1 = binary.BigEndian.Uint32(h[ipv4+udp+8 : ipv4+udp+12])
