@@ -281,7 +281,7 @@ func parse(p *Packet, frame []byte, port uint16) error {
 	p.SrcPort = uint16(u >> 48)
 	p.BTHOff = l4 + udp
 	p.ExtOff = l4 + udp + BTHLen
-	p.PayloadOff = l4 + f.minUDPLen() - ICRCLen
+	p.PayloadOff = p.ICRCOff - pad - payload // l4 + f.minUDPLen() - ICRCLen: f is dead by now
 	p.Opcode = Opcode(b0 >> 56)
 	p.SE = b0&(1<<55) != 0
 	p.MigReq = b0&(1<<54) != 0
