@@ -186,9 +186,12 @@ func parse(p *Packet, frame []byte, port uint16) error {
 		goto other
 	}
 	l3 = eth
-	et = binary.BigEndian.Uint16(frame[12:14])
+	// The EtherTypes are written out rather than read by
+	// binary.BigEndian.Uint16: an inlined call whose line has no
+	// instruction of its own leaves a no-op, its inline mark, there.
+	et = uint16(frame[12])<<8 | uint16(frame[13])
 	if et == header.EtherTypeVLAN {
-		et = binary.BigEndian.Uint16(frame[16:18])
+		et = uint16(frame[16])<<8 | uint16(frame[17])
 		l3, vlans = eth+header.VLANTagLen, 1
 	}
 	ip = frame[l3:]
