@@ -262,16 +262,17 @@ func parse(p *Packet, frame []byte, port uint16) error {
 	// The transport: parseTransport's checks, on the loaded words. The
 	// BTH is inside the frame: the length checks above hold it, and
 	// ul <= tl - IP header <= len(ip) - IP header holds the whole packet.
-	// The payload is data less the pad: negative when the pad is longer
-	// than data, or when data is. Then one test against the opcode's
-	// word (opFastInfo) covers the data length (none, or a multiple of
-	// four), the version and the pad count of First and Middle packets
-	// in BTH byte 1, and reserved opcodes.
+	// One test against the opcode's word (opFastInfo) covers the data
+	// length (none, or a multiple of four), the version and the pad count
+	// of First and Middle packets in BTH byte 1, and reserved opcodes;
+	// the payload is data less the pad: negative when the pad is longer
+	// than data, or when data is. (In this order the opcode's word need
+	// not be kept on the stack while the others are tested.)
 	f = opFast[uint8(b0>>56)]
 	pad = int(b0 >> 52 & 3)
 	data = ul - f.minUDPLen() // payload + pad
 	payload = data - pad
-	if uint16(u>>32) != port || payload < 0 || opFastWord(data, b0)&uint64(f) != 0 {
+	if opFastWord(data, b0)&uint64(f) != 0 || payload < 0 || uint16(u>>32) != port {
 		goto outer
 	}
 	// The values the checks left in registers first, so that they need
