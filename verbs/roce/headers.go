@@ -130,11 +130,6 @@ func put24(b []byte, v uint32) {
 	b[0], b[1], b[2] = byte(v>>16), byte(v>>8), byte(v)
 }
 
-func get24(b []byte) uint32 {
-	_ = b[2]
-	return uint32(b[0])<<16 | uint32(b[1])<<8 | uint32(b[2])
-}
-
 // ComparePSN compares two 24-bit PSNs in the circular sequence space, as
 // rxe's psn_compare does: it returns the signed distance a - b, negative when
 // a is before b, in the range [-2^23, 2^23).
@@ -295,7 +290,7 @@ func (h AETH) IsValid() bool { return len(h) >= AETHLen }
 func (h AETH) Syndrome() Syndrome { return Syndrome((*[AETHLen]byte)(h)[0]) }
 
 // MSN returns the 24-bit message sequence number.
-func (h AETH) MSN() uint32 { return get24((*[AETHLen]byte)(h)[1:4]) }
+func (h AETH) MSN() uint32 { return binary.BigEndian.Uint32((*[AETHLen]byte)(h)[0:4]) & MSNMask }
 
 // SetSyndrome sets the syndrome.
 func (h AETH) SetSyndrome(s Syndrome) { (*[AETHLen]byte)(h)[0] = uint8(s) }
@@ -366,7 +361,7 @@ func (h DETH) IsValid() bool { return len(h) >= DETHLen }
 func (h DETH) QKey() uint32 { return binary.BigEndian.Uint32((*[DETHLen]byte)(h)[0:4]) }
 
 // SrcQP returns the 24-bit source QP number.
-func (h DETH) SrcQP() uint32 { return get24((*[DETHLen]byte)(h)[5:8]) }
+func (h DETH) SrcQP() uint32 { return binary.BigEndian.Uint32((*[DETHLen]byte)(h)[4:8]) & QPNMask }
 
 // SetQKey sets the queue key.
 func (h DETH) SetQKey(k uint32) { binary.BigEndian.PutUint32((*[DETHLen]byte)(h)[0:4], k) }
@@ -409,7 +404,7 @@ type RDETH []byte
 func (h RDETH) IsValid() bool { return len(h) >= RDETHLen }
 
 // EEC returns the end-to-end context number.
-func (h RDETH) EEC() uint32 { return get24((*[RDETHLen]byte)(h)[1:4]) }
+func (h RDETH) EEC() uint32 { return binary.BigEndian.Uint32((*[RDETHLen]byte)(h)[0:4]) & 0xffffff }
 
 // SetEEC sets the end-to-end context, clearing the reserved byte.
 func (h RDETH) SetEEC(v uint32) { binary.BigEndian.PutUint32((*[RDETHLen]byte)(h)[0:4], v&0xffffff) }
@@ -421,7 +416,9 @@ type XRCETH []byte
 func (h XRCETH) IsValid() bool { return len(h) >= XRCETHLen }
 
 // XRCSRQ returns the XRC shared receive queue number.
-func (h XRCETH) XRCSRQ() uint32 { return get24((*[XRCETHLen]byte)(h)[1:4]) }
+func (h XRCETH) XRCSRQ() uint32 {
+	return binary.BigEndian.Uint32((*[XRCETHLen]byte)(h)[0:4]) & 0xffffff
+}
 
 // SetXRCSRQ sets the XRC SRQ number, clearing the reserved byte.
 func (h XRCETH) SetXRCSRQ(v uint32) {
