@@ -15,18 +15,25 @@ const (
 	MaxIPv6ExtHeaders = 8
 )
 
-// IPv6 is a view of an IPv6 header followed by its payload.
+// IPv6 is a view of an IPv6 header followed by its payload. The accessors
+// of the fixed header's fields need the whole 40 bytes (IsValid) and read
+// through an ipv6Header, as IPv4's do.
 type IPv6 []byte
+
+// ipv6Header is the fixed IPv6 header.
+type ipv6Header = [IPv6HeaderLen]byte
 
 // IsValid reports whether the view holds a complete fixed header of version 6.
 // It does not require the payload to be present.
 func (ip IPv6) IsValid() bool { return len(ip) >= IPv6HeaderLen && ip[0]>>4 == IPv6Version }
 
 // Version returns the version nibble.
-func (ip IPv6) Version() uint8 { return ip[0] >> 4 }
+func (ip IPv6) Version() uint8 { return (*ipv6Header)(ip)[0] >> 4 }
 
 // TrafficClass returns the 8-bit traffic class (DSCP << 2 | ECN).
-func (ip IPv6) TrafficClass() uint8 { return uint8(binary.BigEndian.Uint16(ip[0:2]) >> 4) }
+func (ip IPv6) TrafficClass() uint8 {
+	return uint8(binary.BigEndian.Uint16((*ipv6Header)(ip)[0:2]) >> 4)
+}
 
 // DSCP returns the 6-bit differentiated services code point.
 func (ip IPv6) DSCP() uint8 { return ip.TrafficClass() >> 2 }
@@ -35,23 +42,23 @@ func (ip IPv6) DSCP() uint8 { return ip.TrafficClass() >> 2 }
 func (ip IPv6) ECN() uint8 { return ip.TrafficClass() & 3 }
 
 // FlowLabel returns the 20-bit flow label.
-func (ip IPv6) FlowLabel() uint32 { return binary.BigEndian.Uint32(ip[0:4]) & 0xfffff }
+func (ip IPv6) FlowLabel() uint32 { return binary.BigEndian.Uint32((*ipv6Header)(ip)[0:4]) & 0xfffff }
 
 // PayloadLength returns the length of everything after the fixed header
 // (extension headers included).
-func (ip IPv6) PayloadLength() uint16 { return binary.BigEndian.Uint16(ip[4:6]) }
+func (ip IPv6) PayloadLength() uint16 { return binary.BigEndian.Uint16((*ipv6Header)(ip)[4:6]) }
 
 // NextHeader returns the type of the header after the fixed header.
-func (ip IPv6) NextHeader() uint8 { return ip[6] }
+func (ip IPv6) NextHeader() uint8 { return (*ipv6Header)(ip)[6] }
 
 // HopLimit returns the hop limit.
-func (ip IPv6) HopLimit() uint8 { return ip[7] }
+func (ip IPv6) HopLimit() uint8 { return (*ipv6Header)(ip)[7] }
 
 // Src returns the source address.
-func (ip IPv6) Src() [16]byte { return [16]byte(ip[8:24]) }
+func (ip IPv6) Src() [16]byte { return [16]byte((*ipv6Header)(ip)[8:24]) }
 
 // Dst returns the destination address.
-func (ip IPv6) Dst() [16]byte { return [16]byte(ip[24:40]) }
+func (ip IPv6) Dst() [16]byte { return [16]byte((*ipv6Header)(ip)[24:40]) }
 
 // SrcAddr returns the source address as a netip.Addr.
 func (ip IPv6) SrcAddr() netip.Addr { return netip.AddrFrom16(ip.Src()) }
@@ -71,8 +78,9 @@ func (ip IPv6) Payload() []byte {
 
 // SetTrafficClass sets the traffic class, keeping version and flow label.
 func (ip IPv6) SetTrafficClass(tc uint8) {
-	v := binary.BigEndian.Uint32(ip[0:4])
-	binary.BigEndian.PutUint32(ip[0:4], v&^0x0ff00000|uint32(tc)<<20)
+	h := (*ipv6Header)(ip)
+	v := binary.BigEndian.Uint32(h[0:4])
+	binary.BigEndian.PutUint32(h[0:4], v&^0x0ff00000|uint32(tc)<<20)
 }
 
 // SetDSCP sets the DSCP, keeping the ECN bits.
@@ -83,24 +91,25 @@ func (ip IPv6) SetECN(ecn uint8) { ip.SetTrafficClass(ip.TrafficClass()&^3 | ecn
 
 // SetFlowLabel sets the 20-bit flow label.
 func (ip IPv6) SetFlowLabel(fl uint32) {
-	v := binary.BigEndian.Uint32(ip[0:4])
-	binary.BigEndian.PutUint32(ip[0:4], v&^0xfffff|fl&0xfffff)
+	h := (*ipv6Header)(ip)
+	v := binary.BigEndian.Uint32(h[0:4])
+	binary.BigEndian.PutUint32(h[0:4], v&^0xfffff|fl&0xfffff)
 }
 
 // SetPayloadLength sets the payload length.
-func (ip IPv6) SetPayloadLength(n uint16) { binary.BigEndian.PutUint16(ip[4:6], n) }
+func (ip IPv6) SetPayloadLength(n uint16) { binary.BigEndian.PutUint16((*ipv6Header)(ip)[4:6], n) }
 
 // SetNextHeader sets the next header type.
-func (ip IPv6) SetNextHeader(p uint8) { ip[6] = p }
+func (ip IPv6) SetNextHeader(p uint8) { (*ipv6Header)(ip)[6] = p }
 
 // SetHopLimit sets the hop limit.
-func (ip IPv6) SetHopLimit(h uint8) { ip[7] = h }
+func (ip IPv6) SetHopLimit(h uint8) { (*ipv6Header)(ip)[7] = h }
 
 // SetSrc sets the source address.
-func (ip IPv6) SetSrc(a [16]byte) { copy(ip[8:24], a[:]) }
+func (ip IPv6) SetSrc(a [16]byte) { copy((*ipv6Header)(ip)[8:24], a[:]) }
 
 // SetDst sets the destination address.
-func (ip IPv6) SetDst(a [16]byte) { copy(ip[24:40], a[:]) }
+func (ip IPv6) SetDst(a [16]byte) { copy((*ipv6Header)(ip)[24:40], a[:]) }
 
 // Encode writes a whole fixed header.
 func (ip IPv6) Encode(tc uint8, flowLabel uint32, payloadLen uint16, next, hopLimit uint8, src, dst [16]byte) {

@@ -10,7 +10,11 @@
 // per-packet hot paths, so:
 //
 //   - headers are views (named byte slices over the frame) read and written in
-//     place, like the views of package dpdk/header;
+//     place, like the views of package dpdk/header. A view's field accessors
+//     read through its whole header as an array ((*[RETHLen]byte)(h)), so
+//     one length check, which the compiler shares among the accessors a
+//     caller inlines, covers every field it reads; a view shorter than its
+//     header (IsValid false) panics on any field;
 //   - opcode properties come from a 256-entry table (OpcodeInfo), never a map;
 //   - Parse, Builder.Build, the ICRC functions and BuildCNP never allocate, and
 //     return preallocated sentinel errors (ErrTruncated, ErrNotRoCE,

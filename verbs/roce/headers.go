@@ -49,73 +49,73 @@ type BTH []byte
 func (h BTH) IsValid() bool { return len(h) >= BTHLen }
 
 // Opcode returns the opcode.
-func (h BTH) Opcode() Opcode { return Opcode(h[0]) }
+func (h BTH) Opcode() Opcode { return Opcode((*[BTHLen]byte)(h)[0]) }
 
 // SE reports the solicited event bit.
-func (h BTH) SE() bool { return h[1]&0x80 != 0 }
+func (h BTH) SE() bool { return (*[BTHLen]byte)(h)[1]&0x80 != 0 }
 
 // MigReq reports the migration request bit (M).
-func (h BTH) MigReq() bool { return h[1]&0x40 != 0 }
+func (h BTH) MigReq() bool { return (*[BTHLen]byte)(h)[1]&0x40 != 0 }
 
 // PadCount returns the number of pad bytes (0-3) after the payload.
-func (h BTH) PadCount() uint8 { return h[1] >> 4 & 3 }
+func (h BTH) PadCount() uint8 { return (*[BTHLen]byte)(h)[1] >> 4 & 3 }
 
 // TVer returns the transport header version.
-func (h BTH) TVer() uint8 { return h[1] & 0x0f }
+func (h BTH) TVer() uint8 { return (*[BTHLen]byte)(h)[1] & 0x0f }
 
 // PKey returns the partition key.
-func (h BTH) PKey() uint16 { return binary.BigEndian.Uint16(h[2:4]) }
+func (h BTH) PKey() uint16 { return binary.BigEndian.Uint16((*[BTHLen]byte)(h)[2:4]) }
 
 // FECN reports the F bit.
-func (h BTH) FECN() bool { return h[4]&0x80 != 0 }
+func (h BTH) FECN() bool { return (*[BTHLen]byte)(h)[4]&0x80 != 0 }
 
 // BECN reports the B bit.
-func (h BTH) BECN() bool { return h[4]&0x40 != 0 }
+func (h BTH) BECN() bool { return (*[BTHLen]byte)(h)[4]&0x40 != 0 }
 
 // Resv8 returns the whole byte before DestQP (F, B and six reserved bits).
-func (h BTH) Resv8() uint8 { return h[4] }
+func (h BTH) Resv8() uint8 { return (*[BTHLen]byte)(h)[4] }
 
 // DestQP returns the 24-bit destination QP number.
-func (h BTH) DestQP() uint32 { return binary.BigEndian.Uint32(h[4:8]) & QPNMask }
+func (h BTH) DestQP() uint32 { return binary.BigEndian.Uint32((*[BTHLen]byte)(h)[4:8]) & QPNMask }
 
 // AckReq reports the acknowledge request bit (A).
-func (h BTH) AckReq() bool { return h[8]&0x80 != 0 }
+func (h BTH) AckReq() bool { return (*[BTHLen]byte)(h)[8]&0x80 != 0 }
 
 // PSN returns the 24-bit packet sequence number.
-func (h BTH) PSN() uint32 { return binary.BigEndian.Uint32(h[8:12]) & PSNMask }
+func (h BTH) PSN() uint32 { return binary.BigEndian.Uint32((*[BTHLen]byte)(h)[8:12]) & PSNMask }
 
 // SetOpcode sets the opcode.
-func (h BTH) SetOpcode(op Opcode) { h[0] = uint8(op) }
+func (h BTH) SetOpcode(op Opcode) { (*[BTHLen]byte)(h)[0] = uint8(op) }
 
 // SetSE sets the solicited event bit.
-func (h BTH) SetSE(v bool) { setBit(&h[1], 0x80, v) }
+func (h BTH) SetSE(v bool) { setBit(&(*[BTHLen]byte)(h)[1], 0x80, v) }
 
 // SetMigReq sets the migration request bit.
-func (h BTH) SetMigReq(v bool) { setBit(&h[1], 0x40, v) }
+func (h BTH) SetMigReq(v bool) { setBit(&(*[BTHLen]byte)(h)[1], 0x40, v) }
 
 // SetPadCount sets the pad count (0-3).
-func (h BTH) SetPadCount(n uint8) { h[1] = h[1]&^0x30 | n&3<<4 }
+func (h BTH) SetPadCount(n uint8) { (*[BTHLen]byte)(h)[1] = (*[BTHLen]byte)(h)[1]&^0x30 | n&3<<4 }
 
 // SetTVer sets the transport header version.
-func (h BTH) SetTVer(v uint8) { h[1] = h[1]&^0x0f | v&0x0f }
+func (h BTH) SetTVer(v uint8) { (*[BTHLen]byte)(h)[1] = (*[BTHLen]byte)(h)[1]&^0x0f | v&0x0f }
 
 // SetPKey sets the partition key.
-func (h BTH) SetPKey(k uint16) { binary.BigEndian.PutUint16(h[2:4], k) }
+func (h BTH) SetPKey(k uint16) { binary.BigEndian.PutUint16((*[BTHLen]byte)(h)[2:4], k) }
 
 // SetFECN sets the F bit.
-func (h BTH) SetFECN(v bool) { setBit(&h[4], 0x80, v) }
+func (h BTH) SetFECN(v bool) { setBit(&(*[BTHLen]byte)(h)[4], 0x80, v) }
 
 // SetBECN sets the B bit.
-func (h BTH) SetBECN(v bool) { setBit(&h[4], 0x40, v) }
+func (h BTH) SetBECN(v bool) { setBit(&(*[BTHLen]byte)(h)[4], 0x40, v) }
 
 // SetDestQP sets the destination QP number (24 bits), keeping F, B and resv.
-func (h BTH) SetDestQP(qpn uint32) { put24(h[5:8], qpn) }
+func (h BTH) SetDestQP(qpn uint32) { put24((*[BTHLen]byte)(h)[5:8], qpn) }
 
 // SetAckReq sets the acknowledge request bit.
-func (h BTH) SetAckReq(v bool) { setBit(&h[8], 0x80, v) }
+func (h BTH) SetAckReq(v bool) { setBit(&(*[BTHLen]byte)(h)[8], 0x80, v) }
 
 // SetPSN sets the packet sequence number (24 bits), keeping the A bit.
-func (h BTH) SetPSN(psn uint32) { put24(h[9:12], psn) }
+func (h BTH) SetPSN(psn uint32) { put24((*[BTHLen]byte)(h)[9:12], psn) }
 
 func setBit(b *byte, mask byte, v bool) {
 	if v {
@@ -128,11 +128,6 @@ func setBit(b *byte, mask byte, v bool) {
 func put24(b []byte, v uint32) {
 	_ = b[2]
 	b[0], b[1], b[2] = byte(v>>16), byte(v>>8), byte(v)
-}
-
-func get24(b []byte) uint32 {
-	_ = b[2]
-	return uint32(b[0])<<16 | uint32(b[1])<<8 | uint32(b[2])
 }
 
 // ComparePSN compares two 24-bit PSNs in the circular sequence space, as
@@ -151,22 +146,22 @@ type RETH []byte
 func (h RETH) IsValid() bool { return len(h) >= RETHLen }
 
 // VA returns the remote virtual address.
-func (h RETH) VA() uint64 { return binary.BigEndian.Uint64(h[0:8]) }
+func (h RETH) VA() uint64 { return binary.BigEndian.Uint64((*[RETHLen]byte)(h)[0:8]) }
 
 // RKey returns the remote key.
-func (h RETH) RKey() uint32 { return binary.BigEndian.Uint32(h[8:12]) }
+func (h RETH) RKey() uint32 { return binary.BigEndian.Uint32((*[RETHLen]byte)(h)[8:12]) }
 
 // DMALen returns the length of the whole RDMA operation.
-func (h RETH) DMALen() uint32 { return binary.BigEndian.Uint32(h[12:16]) }
+func (h RETH) DMALen() uint32 { return binary.BigEndian.Uint32((*[RETHLen]byte)(h)[12:16]) }
 
 // SetVA sets the remote virtual address.
-func (h RETH) SetVA(va uint64) { binary.BigEndian.PutUint64(h[0:8], va) }
+func (h RETH) SetVA(va uint64) { binary.BigEndian.PutUint64((*[RETHLen]byte)(h)[0:8], va) }
 
 // SetRKey sets the remote key.
-func (h RETH) SetRKey(k uint32) { binary.BigEndian.PutUint32(h[8:12], k) }
+func (h RETH) SetRKey(k uint32) { binary.BigEndian.PutUint32((*[RETHLen]byte)(h)[8:12], k) }
 
 // SetDMALen sets the DMA length.
-func (h RETH) SetDMALen(n uint32) { binary.BigEndian.PutUint32(h[12:16], n) }
+func (h RETH) SetDMALen(n uint32) { binary.BigEndian.PutUint32((*[RETHLen]byte)(h)[12:16], n) }
 
 // AckType is the kind of an AETH syndrome.
 type AckType uint8
@@ -292,16 +287,16 @@ type AETH []byte
 func (h AETH) IsValid() bool { return len(h) >= AETHLen }
 
 // Syndrome returns the syndrome.
-func (h AETH) Syndrome() Syndrome { return Syndrome(h[0]) }
+func (h AETH) Syndrome() Syndrome { return Syndrome((*[AETHLen]byte)(h)[0]) }
 
 // MSN returns the 24-bit message sequence number.
-func (h AETH) MSN() uint32 { return get24(h[1:4]) }
+func (h AETH) MSN() uint32 { return binary.BigEndian.Uint32((*[AETHLen]byte)(h)[0:4]) & MSNMask }
 
 // SetSyndrome sets the syndrome.
-func (h AETH) SetSyndrome(s Syndrome) { h[0] = uint8(s) }
+func (h AETH) SetSyndrome(s Syndrome) { (*[AETHLen]byte)(h)[0] = uint8(s) }
 
 // SetMSN sets the message sequence number.
-func (h AETH) SetMSN(msn uint32) { put24(h[1:4], msn) }
+func (h AETH) SetMSN(msn uint32) { put24((*[AETHLen]byte)(h)[1:4], msn) }
 
 // AtomicETH is a view of the atomic extended transport header: VA 64, R_Key
 // 32, swap (CmpSwap) or add (FetchAdd) data 64, compare data 64.
@@ -311,28 +306,32 @@ type AtomicETH []byte
 func (h AtomicETH) IsValid() bool { return len(h) >= AtomicETHLen }
 
 // VA returns the remote virtual address (8-byte aligned).
-func (h AtomicETH) VA() uint64 { return binary.BigEndian.Uint64(h[0:8]) }
+func (h AtomicETH) VA() uint64 { return binary.BigEndian.Uint64((*[AtomicETHLen]byte)(h)[0:8]) }
 
 // RKey returns the remote key.
-func (h AtomicETH) RKey() uint32 { return binary.BigEndian.Uint32(h[8:12]) }
+func (h AtomicETH) RKey() uint32 { return binary.BigEndian.Uint32((*[AtomicETHLen]byte)(h)[8:12]) }
 
 // SwapAdd returns the swap (CmpSwap) or add (FetchAdd) operand.
-func (h AtomicETH) SwapAdd() uint64 { return binary.BigEndian.Uint64(h[12:20]) }
+func (h AtomicETH) SwapAdd() uint64 { return binary.BigEndian.Uint64((*[AtomicETHLen]byte)(h)[12:20]) }
 
 // Compare returns the compare operand of CmpSwap.
-func (h AtomicETH) Compare() uint64 { return binary.BigEndian.Uint64(h[20:28]) }
+func (h AtomicETH) Compare() uint64 { return binary.BigEndian.Uint64((*[AtomicETHLen]byte)(h)[20:28]) }
 
 // SetVA sets the remote virtual address.
-func (h AtomicETH) SetVA(va uint64) { binary.BigEndian.PutUint64(h[0:8], va) }
+func (h AtomicETH) SetVA(va uint64) { binary.BigEndian.PutUint64((*[AtomicETHLen]byte)(h)[0:8], va) }
 
 // SetRKey sets the remote key.
-func (h AtomicETH) SetRKey(k uint32) { binary.BigEndian.PutUint32(h[8:12], k) }
+func (h AtomicETH) SetRKey(k uint32) { binary.BigEndian.PutUint32((*[AtomicETHLen]byte)(h)[8:12], k) }
 
 // SetSwapAdd sets the swap or add operand.
-func (h AtomicETH) SetSwapAdd(v uint64) { binary.BigEndian.PutUint64(h[12:20], v) }
+func (h AtomicETH) SetSwapAdd(v uint64) {
+	binary.BigEndian.PutUint64((*[AtomicETHLen]byte)(h)[12:20], v)
+}
 
 // SetCompare sets the compare operand.
-func (h AtomicETH) SetCompare(v uint64) { binary.BigEndian.PutUint64(h[20:28], v) }
+func (h AtomicETH) SetCompare(v uint64) {
+	binary.BigEndian.PutUint64((*[AtomicETHLen]byte)(h)[20:28], v)
+}
 
 // AtomicAckETH is a view of the atomic acknowledge extended transport header:
 // the original remote data, 64 bits.
@@ -342,10 +341,14 @@ type AtomicAckETH []byte
 func (h AtomicAckETH) IsValid() bool { return len(h) >= AtomicAckETHLen }
 
 // OrigData returns the value the target held before the atomic operation.
-func (h AtomicAckETH) OrigData() uint64 { return binary.BigEndian.Uint64(h[0:8]) }
+func (h AtomicAckETH) OrigData() uint64 {
+	return binary.BigEndian.Uint64((*[AtomicAckETHLen]byte)(h)[0:8])
+}
 
 // SetOrigData sets the original data.
-func (h AtomicAckETH) SetOrigData(v uint64) { binary.BigEndian.PutUint64(h[0:8], v) }
+func (h AtomicAckETH) SetOrigData(v uint64) {
+	binary.BigEndian.PutUint64((*[AtomicAckETHLen]byte)(h)[0:8], v)
+}
 
 // DETH is a view of the datagram extended transport header: Q_Key 32, resv
 // 8, source QP 24.
@@ -355,16 +358,16 @@ type DETH []byte
 func (h DETH) IsValid() bool { return len(h) >= DETHLen }
 
 // QKey returns the queue key.
-func (h DETH) QKey() uint32 { return binary.BigEndian.Uint32(h[0:4]) }
+func (h DETH) QKey() uint32 { return binary.BigEndian.Uint32((*[DETHLen]byte)(h)[0:4]) }
 
 // SrcQP returns the 24-bit source QP number.
-func (h DETH) SrcQP() uint32 { return get24(h[5:8]) }
+func (h DETH) SrcQP() uint32 { return binary.BigEndian.Uint32((*[DETHLen]byte)(h)[4:8]) & QPNMask }
 
 // SetQKey sets the queue key.
-func (h DETH) SetQKey(k uint32) { binary.BigEndian.PutUint32(h[0:4], k) }
+func (h DETH) SetQKey(k uint32) { binary.BigEndian.PutUint32((*[DETHLen]byte)(h)[0:4], k) }
 
 // SetSrcQP sets the source QP number, clearing the reserved byte.
-func (h DETH) SetSrcQP(qpn uint32) { binary.BigEndian.PutUint32(h[4:8], qpn&QPNMask) }
+func (h DETH) SetSrcQP(qpn uint32) { binary.BigEndian.PutUint32((*[DETHLen]byte)(h)[4:8], qpn&QPNMask) }
 
 // ImmDt is a view of the 4-byte immediate data header. The value is opaque to
 // the transport; Imm reads it as a big-endian integer (ibverbs hands it to the
@@ -375,10 +378,10 @@ type ImmDt []byte
 func (h ImmDt) IsValid() bool { return len(h) >= ImmDtLen }
 
 // Imm returns the immediate data.
-func (h ImmDt) Imm() uint32 { return binary.BigEndian.Uint32(h[0:4]) }
+func (h ImmDt) Imm() uint32 { return binary.BigEndian.Uint32((*[ImmDtLen]byte)(h)[0:4]) }
 
 // SetImm sets the immediate data.
-func (h ImmDt) SetImm(v uint32) { binary.BigEndian.PutUint32(h[0:4], v) }
+func (h ImmDt) SetImm(v uint32) { binary.BigEndian.PutUint32((*[ImmDtLen]byte)(h)[0:4], v) }
 
 // IETH is a view of the invalidate extended transport header: the R_Key the
 // responder invalidates (SEND with Invalidate).
@@ -388,10 +391,10 @@ type IETH []byte
 func (h IETH) IsValid() bool { return len(h) >= IETHLen }
 
 // RKey returns the R_Key to invalidate.
-func (h IETH) RKey() uint32 { return binary.BigEndian.Uint32(h[0:4]) }
+func (h IETH) RKey() uint32 { return binary.BigEndian.Uint32((*[IETHLen]byte)(h)[0:4]) }
 
 // SetRKey sets the R_Key to invalidate.
-func (h IETH) SetRKey(k uint32) { binary.BigEndian.PutUint32(h[0:4], k) }
+func (h IETH) SetRKey(k uint32) { binary.BigEndian.PutUint32((*[IETHLen]byte)(h)[0:4], k) }
 
 // RDETH is a view of the reliable datagram extended transport header: resv 8,
 // EE context 24.
@@ -401,10 +404,10 @@ type RDETH []byte
 func (h RDETH) IsValid() bool { return len(h) >= RDETHLen }
 
 // EEC returns the end-to-end context number.
-func (h RDETH) EEC() uint32 { return get24(h[1:4]) }
+func (h RDETH) EEC() uint32 { return binary.BigEndian.Uint32((*[RDETHLen]byte)(h)[0:4]) & 0xffffff }
 
 // SetEEC sets the end-to-end context, clearing the reserved byte.
-func (h RDETH) SetEEC(v uint32) { binary.BigEndian.PutUint32(h[0:4], v&0xffffff) }
+func (h RDETH) SetEEC(v uint32) { binary.BigEndian.PutUint32((*[RDETHLen]byte)(h)[0:4], v&0xffffff) }
 
 // XRCETH is a view of the XRC extended transport header: resv 8, XRC SRQ 24.
 type XRCETH []byte
@@ -413,10 +416,14 @@ type XRCETH []byte
 func (h XRCETH) IsValid() bool { return len(h) >= XRCETHLen }
 
 // XRCSRQ returns the XRC shared receive queue number.
-func (h XRCETH) XRCSRQ() uint32 { return get24(h[1:4]) }
+func (h XRCETH) XRCSRQ() uint32 {
+	return binary.BigEndian.Uint32((*[XRCETHLen]byte)(h)[0:4]) & 0xffffff
+}
 
 // SetXRCSRQ sets the XRC SRQ number, clearing the reserved byte.
-func (h XRCETH) SetXRCSRQ(v uint32) { binary.BigEndian.PutUint32(h[0:4], v&0xffffff) }
+func (h XRCETH) SetXRCSRQ(v uint32) {
+	binary.BigEndian.PutUint32((*[XRCETHLen]byte)(h)[0:4], v&0xffffff)
+}
 
 // FETH is a view of the FLUSH extended transport header: reserved 26 bits,
 // selectivity level 2 bits, placement type 4 bits.
@@ -427,13 +434,13 @@ func (h FETH) IsValid() bool { return len(h) >= FETHLen }
 
 // SelectivityLevel returns the SEL field (0: memory region range, 1: whole
 // memory region).
-func (h FETH) SelectivityLevel() uint8 { return h[3] >> 4 & 3 }
+func (h FETH) SelectivityLevel() uint8 { return (*[FETHLen]byte)(h)[3] >> 4 & 3 }
 
 // PlacementType returns the PLT field (bit 0: global visibility, bit 1:
 // persistence).
-func (h FETH) PlacementType() uint8 { return h[3] & 0x0f }
+func (h FETH) PlacementType() uint8 { return (*[FETHLen]byte)(h)[3] & 0x0f }
 
 // Set writes the whole header.
 func (h FETH) Set(sel, plt uint8) {
-	binary.BigEndian.PutUint32(h[0:4], uint32(sel&3)<<4|uint32(plt&0x0f))
+	binary.BigEndian.PutUint32((*[FETHLen]byte)(h)[0:4], uint32(sel&3)<<4|uint32(plt&0x0f))
 }

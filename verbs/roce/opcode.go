@@ -228,14 +228,18 @@ type OpInfo struct {
 	NumHeaders int
 	// HeaderLen is the total size of the extended headers.
 	HeaderLen int
-	// offsets[h] is the offset of header h from the end of the BTH, or -1.
-	offsets [numHeaders]int8
+	// offsets[h] is the offset of header h from the end of the BTH, or
+	// noHeader.
+	offsets [numHeaders]uint8
 }
 
 // Offset returns the offset of header h from the end of the BTH, or -1 if the
 // opcode does not carry it.
 func (i OpInfo) Offset(h Header) int {
 	if h >= numHeaders {
+		return -1
+	}
+	if i.offsets[h] == noHeader {
 		return -1
 	}
 	return int(i.offsets[h])
@@ -250,45 +254,58 @@ func (i OpInfo) IsResponse() bool {
 	return i.Kind == KindReadResponse || i.Kind == KindAck || i.Kind == KindAtomicAck
 }
 
+// noHeader is the offset of a header an opcode does not carry.
+const noHeader = 0xff
+
 // opTable is indexed by opcode; it is filled once by init and read-only after.
 var opTable [256]OpInfo
 
 // opFastInfo is what parse's one pass needs of an opcode, packed in one
 // word so that it takes one load (as a struct of four bytes it took four
 // loads and four address computations) from a 2 KB table indexed by a
-// shift (an OpInfo is 64 bytes). Each field turns one of parseTransport's
-// checks into one test, and a reserved opcode needs no test of its own:
+// shift (an OpInfo is 64 bytes):
 //
-//	bits 0-31   the shortest UDP length the opcode allows: UDP header,
-//	            BTH, extended headers (OpInfo.HeaderLen) and ICRC; for a
-//	            reserved opcode opFastReserved, more than any UDP length,
-//	            so that the pass finds less than no payload and refuses it
+//	bits 0-31   the data mask: payload plus pad, masked, must be zero: all
+//	            ones for opcodes without payload (none at all), 3
+//	            otherwise (a multiple of four)
 //	bits 32-39  the mask of BTH byte 1 (SE, M, pad count, TVer) whose bits
 //	            must be zero: the version always (0x0f, BTHVersion is 0),
 //	            the pad count too (0x30) for First and Middle packets,
 //	            never padded
-//	bits 40-47  the data mask, as an int8: payload plus pad, masked, must be
-//	            zero: -1 for opcodes without payload (none at all), 3
-//	            otherwise (a multiple of four)
+//	bits 40-47  the mask of the opcode: all ones for a reserved opcode
+//	            (opcode 0 is defined, so a reserved one has a bit set), 0
+//	            for the others
+//	bits 48-63  the shortest UDP length the opcode allows: UDP header,
+//	            BTH, extended headers (OpInfo.HeaderLen) and ICRC
+//
+// Bits 0-47 are one mask for three of parseTransport's checks, which the
+// pass makes in one test, of a word laid out alike: the data length in
+// bits 0-31 (less than 65536 once the payload is known not negative), BTH
+// bytes 1 and 0 in bits 32-47, and zeros above, where the shortest UDP
+// length sits.
 type opFastInfo uint64
-
-// opFastReserved is the shortest UDP length of a reserved opcode in
-// opFast: UDP length minus it is negative for every 16-bit UDP length.
-const opFastReserved = 1<<32 - 1
 
 // opFastFixed is the part of the shortest UDP length every opcode has.
 const opFastFixed = header.UDPHeaderLen + BTHLen + ICRCLen
 
-func makeOpFastInfo(hdrLen int, dataMask int8, padMask uint8) opFastInfo {
-	return opFastInfo(opFastFixed+hdrLen) | opFastInfo(0x0f|padMask<<4)<<32 |
-		opFastInfo(uint8(dataMask))<<40
+// opFastReserved is opFast's word for a reserved opcode.
+const opFastReserved = opFastInfo(0xff) << 40
+
+func makeOpFastInfo(hdrLen int, dataMask int32, padMask uint8) opFastInfo {
+	return opFastInfo(uint32(dataMask)) | opFastInfo(0x0f|padMask<<4)<<32 |
+		opFastInfo(opFastFixed+hdrLen)<<48
 }
 
-func (f opFastInfo) minUDPLen() int   { return int(uint32(f)) }
+// opFastWord is the word parse tests against an opcode's opFastInfo: the
+// data length data (payload plus pad) and BTH bytes 0 and 1 (b0 is the
+// BTH's first eight bytes, big-endian).
+func opFastWord(data int, b0 uint64) uint64 { return uint64(data) | b0>>48<<32 }
+
+func (f opFastInfo) minUDPLen() int   { return int(f >> 48) }
 func (f opFastInfo) hdrLen() int      { return f.minUDPLen() - opFastFixed }
 func (f opFastInfo) byte1Mask() uint8 { return uint8(f >> 32) }
-func (f opFastInfo) dataMask() int    { return int(int8(f >> 40)) }
-func (f opFastInfo) valid() bool      { return f.minUDPLen() != opFastReserved }
+func (f opFastInfo) dataMask() int    { return int(int32(f)) }
+func (f opFastInfo) valid() bool      { return uint8(f>>40) == 0 }
 
 // BTHVersion must be 0 for byte1Mask's test of it.
 var _ = [1]struct{}{}[BTHVersion]
@@ -359,7 +376,7 @@ func init() {
 	for i := range opTable {
 		opTable[i] = OpInfo{Name: "reserved (0x" + strconv.FormatUint(uint64(i), 16) + ")", Opcode: Opcode(i)}
 		for h := range opTable[i].offsets {
-			opTable[i].offsets[h] = -1
+			opTable[i].offsets[h] = noHeader
 		}
 	}
 	codes := func(lo, hi Opcode, extra ...Opcode) []Opcode {
@@ -374,10 +391,10 @@ func init() {
 		info := OpInfo{Name: t.String() + " " + b.name, Opcode: op, Valid: true, Transport: t, Kind: b.kind,
 			Position: b.pos, Payload: b.payload}
 		for h := range info.offsets {
-			info.offsets[h] = -1
+			info.offsets[h] = noHeader
 		}
 		for _, h := range append(append([]Header(nil), prefix...), b.headers...) {
-			info.offsets[h] = int8(info.HeaderLen)
+			info.offsets[h] = uint8(info.HeaderLen)
 			info.Headers[info.NumHeaders] = h
 			info.NumHeaders++
 			info.HeaderLen += h.Len()
@@ -420,7 +437,7 @@ func init() {
 			opFast[i] = opFastReserved
 			continue
 		}
-		dataMask, padMask := int8(-1), uint8(0)
+		dataMask, padMask := int32(-1), uint8(0)
 		if info.Payload {
 			dataMask = 3
 			if info.Position == PositionFirst || info.Position == PositionMiddle {

@@ -95,11 +95,11 @@ type Packet struct {
 // Packet.VerifyICRC. Parse never allocates and never panics. On error only
 // p.Net is meaningful, as far as it was decoded; the other fields are left
 // as they were.
-func Parse(frame []byte, p *Packet) error { return parse(frame, UDPPort, p) }
+func Parse(frame []byte, p *Packet) error { return parse(p, frame, UDPPort) }
 
 // ParsePort is Parse for RoCEv2 carried to another UDP port, such as the
 // rewritten destination port of Lumina's mirrored copies.
-func ParsePort(frame []byte, port uint16, p *Packet) error { return parse(frame, port, p) }
+func ParsePort(frame []byte, port uint16, p *Packet) error { return parse(p, frame, port) }
 
 // ParseTruncated parses a frame captured with a snap length (the Lumina
 // dumper keeps 128 bytes): the headers through the extended headers must be
@@ -153,8 +153,10 @@ var commonOnly bool
 // and the other fields of p only once the packet is accepted, as Parse
 // promises. The fallbacks are called from here, not by a caller that looks
 // at a result, so that Parse costs one call. While commonOnly is set it
-// returns errNotCommon instead.
-func parse(frame []byte, port uint16, p *Packet) error {
+// returns errNotCommon instead. It takes p first: a caller that holds the
+// Packet in its receiver then passes it and the frame in the registers
+// they arrived in (bench/wire's decoder moved all four words before).
+func parse(p *Packet, frame []byte, port uint16) error {
 	const (
 		eth  = header.EthernetHeaderLen
 		ipv4 = header.IPv4MinHeaderLen
@@ -184,9 +186,12 @@ func parse(frame []byte, port uint16, p *Packet) error {
 		goto other
 	}
 	l3 = eth
-	et = binary.BigEndian.Uint16(frame[12:14])
+	// The EtherTypes are written out rather than read by
+	// binary.BigEndian.Uint16: an inlined call whose line has no
+	// instruction of its own leaves a no-op, its inline mark, there.
+	et = uint16(frame[12])<<8 | uint16(frame[13])
 	if et == header.EtherTypeVLAN {
-		et = binary.BigEndian.Uint16(frame[16:18])
+		et = uint16(frame[16])<<8 | uint16(frame[17])
 		l3, vlans = eth+header.VLANTagLen, 1
 	}
 	ip = frame[l3:]
@@ -197,13 +202,13 @@ func parse(frame []byte, port uint16, p *Packet) error {
 	switch et {
 	case header.EtherTypeIPv4:
 		h := (*[ipv4 + udp + BTHLen]byte)(ip)
-		w := binary.BigEndian.Uint64(h[0:8]) // version, IHL, TOS, total length, ID, flags, offset
-		// Version 4 and no options (0x45), MF and fragment offset 0: one
-		// test of w, not two.
-		if w&0xff00_0000_0000_3fff != 0x45<<56 || h[9] != header.IPProtoUDP {
+		w := binary.BigEndian.Uint64(h[2:10]) // total length, ID, flags, offset, TTL, protocol
+		// Version 4 and no options (0x45); MF and fragment offset 0 and
+		// protocol UDP in one test of w (its mask fits in 32 bits).
+		if h[0] != 0x45 || uint32(w)&0x3fff_00ff != uint32(header.IPProtoUDP) {
 			goto other
 		}
-		tl = int(w >> 32 & 0xffff)
+		tl = int(w >> 48)
 		u = binary.BigEndian.Uint64(h[ipv4 : ipv4+8])
 		ul = int(u >> 16 & 0xffff)
 		// ul >= 8 (checked at outer) and ul <= tl-20 imply tl >= 28:
@@ -211,7 +216,7 @@ func parse(frame []byte, port uint16, p *Packet) error {
 		if tl > len(ip) || ul > tl-ipv4 {
 			goto other
 		}
-		ecn = uint8(w>>48) & 3
+		ecn = h[1] & 3
 		l4 = l3 + ipv4
 		b0 = binary.BigEndian.Uint64(h[ipv4+udp : ipv4+udp+8])
 		b1 = binary.BigEndian.Uint32(h[ipv4+udp+8 : ipv4+udp+12])
@@ -257,16 +262,17 @@ func parse(frame []byte, port uint16, p *Packet) error {
 	// The transport: parseTransport's checks, on the loaded words. The
 	// BTH is inside the frame: the length checks above hold it, and
 	// ul <= tl - IP header <= len(ip) - IP header holds the whole packet.
-	// The payload is data less the pad: negative when the pad is longer
-	// than data, and when data is negative, which a reserved opcode
-	// makes it (opFastReserved). One test of BTH byte 1 covers the
-	// version and the pad count of First and Middle packets.
+	// One test against the opcode's word (opFastInfo) covers the data
+	// length (none, or a multiple of four), the version and the pad count
+	// of First and Middle packets in BTH byte 1, and reserved opcodes;
+	// the payload is data less the pad: negative when the pad is longer
+	// than data, or when data is. (In this order the opcode's word need
+	// not be kept on the stack while the others are tested.)
 	f = opFast[uint8(b0>>56)]
 	pad = int(b0 >> 52 & 3)
 	data = ul - f.minUDPLen() // payload + pad
 	payload = data - pad
-	if uint16(u>>32) != port || payload < 0 || data&f.dataMask() != 0 ||
-		uint8(b0>>48)&f.byte1Mask() != 0 {
+	if opFastWord(data, b0)&uint64(f) != 0 || payload < 0 || uint16(u>>32) != port {
 		goto outer
 	}
 	// The values the checks left in registers first, so that they need
@@ -279,7 +285,7 @@ func parse(frame []byte, port uint16, p *Packet) error {
 	p.SrcPort = uint16(u >> 48)
 	p.BTHOff = l4 + udp
 	p.ExtOff = l4 + udp + BTHLen
-	p.PayloadOff = l4 + f.minUDPLen() - ICRCLen
+	p.PayloadOff = p.ICRCOff - pad - payload // l4 + f.minUDPLen() - ICRCLen: f is dead by now
 	p.Opcode = Opcode(b0 >> 56)
 	p.SE = b0&(1<<55) != 0
 	p.MigReq = b0&(1<<54) != 0
@@ -458,15 +464,19 @@ func (p *Packet) DstAddr(frame []byte) netip.Addr { return p.DstGID(frame).Addr(
 func (p *Packet) BTH(frame []byte) BTH { return BTH(frame[p.BTHOff : p.BTHOff+BTHLen]) }
 
 // ext returns extended header h, n bytes long, or nil if the opcode does
-// not carry it. The callers pass n as a constant: sliced to a constant
-// length, the view's own reads (RETH.VA and the like, once inlined) need no
-// bounds check of their own, and no table lookup finds the length.
+// not carry it. The callers pass n as a constant, so no table lookup finds
+// the length, and the capacity is n: the slice needs no masking against
+// an empty view. The start is summed in 32 bits (offsets within a frame
+// fit), so the compiler sees that s+n does not overflow: one bounds check,
+// of the end against the capacity, instead of two. (The views' reads then
+// check the length once per view: the nil this returns for an absent
+// header hides the constant length from the caller's code.)
 func (p *Packet) ext(frame []byte, h Header, n int) []byte {
 	o := opTable[p.Opcode].offsets[h]
-	if o < 0 {
+	if o == noHeader {
 		return nil
 	}
-	s := p.ExtOff + int(o)
+	s := int(uint32(p.ExtOff) + uint32(o))
 	return frame[s : s+n : s+n]
 }
 
