@@ -122,3 +122,16 @@ func FuzzPFCTools(f *testing.F) {
 		_ = parseEthtoolPause(out)
 	})
 }
+
+// FuzzParseHugeSize: a huge page size (a flag, sysfs's directory name)
+// parses to a positive KiB count or is refused; none overflows.
+func FuzzParseHugeSize(f *testing.F) {
+	for _, s := range []string{"2M", "1G", "2048kB", "hugepages-1048576kB", "9223372036854775807G", "0M", "-2M"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if v, err := ParseSize(s); err == nil && v <= 0 {
+			t.Fatalf("%q = %d KiB", s, v)
+		}
+	})
+}
