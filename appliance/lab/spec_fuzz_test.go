@@ -1,0 +1,30 @@
+package lab
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/rdma-appliance/appliance/internal/spec"
+)
+
+// FuzzDecodeSpec: a lab configuration is accepted or refused with
+// spec.Errors naming the file, never a panic.
+func FuzzDecodeSpec(f *testing.F) {
+	f.Add(defaultYAML)
+	f.Add([]byte("wire: {frames: -1}\nnope: 1\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, err := DecodeSpec("lab.yml", data)
+		if err == nil {
+			return
+		}
+		var es spec.Errors
+		if !errors.As(err, &es) || len(es) == 0 {
+			t.Fatalf("not spec.Errors: %v", err)
+		}
+		for _, e := range es {
+			if e.File != "lab.yml" {
+				t.Fatalf("error names %q: %v", e.File, e)
+			}
+		}
+	})
+}
