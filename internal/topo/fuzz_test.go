@@ -1,7 +1,6 @@
 package topo
 
 import (
-	"errors"
 	"testing"
 
 	"github.com/rdma-appliance/appliance/internal/spec"
@@ -22,9 +21,8 @@ func FuzzDecodeSpec(f *testing.F) {
 		}
 		s, err := DecodeSpec("topo.yml", []byte(yml))
 		if err != nil {
-			var es spec.Errors
-			if !errors.As(err, &es) || len(es) == 0 {
-				t.Fatalf("not spec.Errors: %v", err)
+			if err := spec.CheckRefusal(err, "topo.yml"); err != nil {
+				t.Fatal(err)
 			}
 			return
 		}

@@ -1,7 +1,6 @@
 package inject
 
 import (
-	"errors"
 	"fmt"
 	"testing"
 
@@ -21,14 +20,8 @@ func FuzzDecodeSpec(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := DecodeSpec("t.yml", data)
 		if err != nil {
-			var es spec.Errors
-			if !errors.As(err, &es) || len(es) == 0 {
-				t.Fatalf("not spec.Errors: %v", err)
-			}
-			for _, e := range es {
-				if e.File != "t.yml" {
-					t.Fatalf("error names %q: %v", e.File, e)
-				}
+			if err := spec.CheckRefusal(err, "t.yml"); err != nil {
+				t.Fatal(err)
 			}
 			return
 		}
