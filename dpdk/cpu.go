@@ -14,7 +14,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ParseCoreList parses a core list in DPDK's -l syntax: "0-3,5,7-8".
+// MaxCore bounds the core numbers ParseCoreList takes: past any kernel's
+// NR_CPUS (8192), so a list a typo made huge ("0-4294967295") is refused
+// rather than expanded core by core.
+const MaxCore = 1<<16 - 1
+
+// ParseCoreList parses a core list in DPDK's -l syntax: "0-3,5,7-8"
+// (cores 0 to MaxCore).
 func ParseCoreList(s string) ([]int, error) {
 	var cores []int
 	seen := map[int]bool{}
@@ -24,13 +30,13 @@ func ParseCoreList(s string) ([]int, error) {
 		}
 		lo, hi, isRange := strings.Cut(part, "-")
 		a, err := strconv.Atoi(strings.TrimSpace(lo))
-		if err != nil || a < 0 {
-			return nil, fmt.Errorf("dpdk: core list %q: bad core %q", s, lo)
+		if err != nil || a < 0 || a > MaxCore {
+			return nil, fmt.Errorf("dpdk: core list %q: bad core %q (0 to %d)", s, lo, MaxCore)
 		}
 		b := a
 		if isRange {
-			if b, err = strconv.Atoi(strings.TrimSpace(hi)); err != nil || b < a {
-				return nil, fmt.Errorf("dpdk: core list %q: bad range %q", s, part)
+			if b, err = strconv.Atoi(strings.TrimSpace(hi)); err != nil || b < a || b > MaxCore {
+				return nil, fmt.Errorf("dpdk: core list %q: bad range %q (0 to %d)", s, part, MaxCore)
 			}
 		}
 		for c := a; c <= b; c++ {

@@ -120,7 +120,8 @@ func TestParseCoreList(t *testing.T) {
 			t.Fatalf("%q = %v, want %s", in, got, want)
 		}
 	}
-	for _, bad := range []string{"", "a", "3-1", "-1", "1,,x"} {
+	// "0-4294967295" was expanded core by core (minutes, gigabytes).
+	for _, bad := range []string{"", "a", "3-1", "-1", "1,,x", "0-4294967295", "65536"} {
 		if _, err := ParseCoreList(bad); err == nil {
 			t.Fatalf("%q accepted", bad)
 		}

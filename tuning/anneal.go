@@ -588,6 +588,9 @@ func (a *Anneal) Restore(b json.RawMessage) error {
 	if st.RNG == nil {
 		return errors.New("anneal state: no random generator state")
 	}
+	if !a.space.insideOrNil(st.X) || !a.space.insideOrNil(st.BestX) || !a.space.allInside(st.Served) || !a.space.allInside(st.Recall) {
+		return errors.New("anneal state: its points do not fit this space")
+	}
 	if st.Drift == nil {
 		st.Drift = st.Params.drift()
 	}
@@ -660,6 +663,9 @@ func (g *Grid) Restore(b json.RawMessage) error {
 	if st.Total != g.st.Total {
 		return fmt.Errorf("grid state: %d points, this space has %d", st.Total, g.st.Total)
 	}
+	if st.Next < 0 || st.Next > st.Total || !g.space.insideOrNil(st.BestX) {
+		return fmt.Errorf("grid state: next point %d of %d, best %v: not of this space", st.Next, st.Total, st.BestX)
+	}
 	g.st = st
 	return nil
 }
@@ -726,7 +732,7 @@ func (r *Random) Restore(b json.RawMessage) error {
 	if err := json.Unmarshal(b, &st); err != nil {
 		return fmt.Errorf("random state: %w", err)
 	}
-	if st.RNG == nil || !r.space.Inside(st.Pending) {
+	if st.RNG == nil || !r.space.Inside(st.Pending) || !r.space.insideOrNil(st.BestX) {
 		return errors.New("random state: does not fit this space")
 	}
 	if st.Seen == nil {
@@ -848,7 +854,7 @@ func (h *HillClimb) Restore(b json.RawMessage) error {
 	if err := json.Unmarshal(b, &st); err != nil {
 		return fmt.Errorf("hill climb state: %w", err)
 	}
-	if st.RNG == nil || !h.space.Inside(st.Pending) {
+	if st.RNG == nil || !h.space.Inside(st.Pending) || !h.space.insideOrNil(st.X) || !h.space.insideOrNil(st.BestX) {
 		return errors.New("hill climb state: does not fit this space")
 	}
 	h.st = st

@@ -50,6 +50,35 @@ type PortStats struct {
 	PausedNs   int64   `json:"paused_ns,omitempty"`
 }
 
+// Check refuses telemetry no measurement gives: a negative duration, and
+// a rate, queue, sampling rate or packet size that is negative, NaN or
+// infinite (a collector's bug or a truncated counter would otherwise steer
+// the search: a negative queue scores above a perfect one).
+func (t Telemetry) Check() error {
+	bad := func(v float64) bool { return !(v >= 0) || math.IsInf(v, 0) }
+	if t.Duration < 0 {
+		return fmt.Errorf("telemetry: duration %d ns", t.Duration)
+	}
+	for _, sw := range t.Switches {
+		for _, p := range sw.Ports {
+			for _, v := range []float64{p.Capacity, p.Throughput, p.QueueMean, p.QueueP99, p.QueueMax, p.SampleRate, p.AvgPacket} {
+				if bad(v) {
+					return fmt.Errorf("telemetry: switch %s port %d: %+v: a figure that is no measurement", sw.Name, p.Port, p)
+				}
+			}
+			if p.PausedNs < 0 {
+				return fmt.Errorf("telemetry: switch %s port %d: paused %d ns", sw.Name, p.Port, p.PausedNs)
+			}
+		}
+	}
+	for _, f := range t.Flows {
+		if bad(f.Throughput) || bad(f.Queue) {
+			return fmt.Errorf("telemetry: flow %d: %+v: a figure that is no measurement", f.ID, f)
+		}
+	}
+	return nil
+}
+
 // FlowStats is one flow's telemetry.
 type FlowStats struct {
 	ID         int     `json:"id"`
@@ -308,7 +337,7 @@ func (o *Objective) Score(tel Telemetry, h *HistoryBest) (float64, error) {
 		sum += o.Beta*tn + (1-o.Beta)*qn
 	}
 	if !o.Fairness {
-		return sum, nil
+		return finite(sum)
 	}
 	mean, v := 0.0, 0.0
 	for _, u := range us {
@@ -323,5 +352,15 @@ func (o *Objective) Score(tel Telemetry, h *HistoryBest) (float64, error) {
 	if mean > 0 {
 		cv2 = v / (mean * mean)
 	}
-	return sum / float64(len(us)) / (1 + o.Gamma*cv2), nil
+	return finite(sum / float64(len(us)) / (1 + o.Gamma*cv2))
+}
+
+// finite refuses a score that figures past float64's range (sums of rates
+// near 1e308, INT counts over a vanishing sampling rate) made NaN or
+// infinite: the search cannot compare it.
+func finite(f float64) (float64, error) {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, fmt.Errorf("objective: telemetry gives a score of %v", f)
+	}
+	return f, nil
 }

@@ -348,6 +348,20 @@ func (s *Space) Inside(p Point) bool {
 	return true
 }
 
+// insideOrNil is Inside for a point a restored state may not have yet (a
+// best before any evaluation): absent is fine, empty or outside is not.
+func (s *Space) insideOrNil(p Point) bool { return p == nil || s.Inside(p) }
+
+// allInside reports whether every point of ps is inside.
+func (s *Space) allInside(ps []Point) bool {
+	for _, p := range ps {
+		if !s.Inside(p) {
+			return false
+		}
+	}
+	return true
+}
+
 // Config is the configuration at point p. A Kmax below Kmin (possible
 // when both are tuned) is raised to Kmin, as switches do.
 func (s *Space) Config(p Point) (Config, error) {

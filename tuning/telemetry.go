@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 )
@@ -46,9 +47,19 @@ func (h HTTPSource) Read(ctx context.Context, d time.Duration) (Telemetry, error
 	if resp.StatusCode != http.StatusOK {
 		return Telemetry{}, fmt.Errorf("%w: %s: %s", ErrNoTelemetry, h.URL, resp.Status)
 	}
+	return decodeTelemetry(resp.Body, h.URL, d)
+}
+
+// decodeTelemetry reads a collector's answer: JSON telemetry whose
+// figures are measurements (Telemetry.Check), over d when it says no
+// interval.
+func decodeTelemetry(r io.Reader, from string, d time.Duration) (Telemetry, error) {
 	var t Telemetry
-	if err := json.NewDecoder(resp.Body).Decode(&t); err != nil {
-		return Telemetry{}, fmt.Errorf("telemetry from %s: %w", h.URL, err)
+	if err := json.NewDecoder(r).Decode(&t); err != nil {
+		return Telemetry{}, fmt.Errorf("telemetry from %s: %w", from, err)
+	}
+	if err := t.Check(); err != nil {
+		return Telemetry{}, fmt.Errorf("telemetry from %s: %w", from, err)
 	}
 	if t.Duration == 0 {
 		t.Duration = d.Nanoseconds()

@@ -30,7 +30,7 @@ Like an anomalous RNIC it is held for --hold: its incast outlives its discards, 
 over it and next to it stay its.
 
 FILE holds batches as 'appliance mesh probe --out' and 'appliance mesh pgdrop --out' write them
-(JSON, one after another).
+(JSON, one after another); a window of the file that holds no result is skipped, not reported.
 With --serve the analyzer listens (POST /v1/results from agents, GET /v1/report, /v1/reports,
 /metrics, /healthz) and analyzes a window every --window.`,
 	Flags: meshAnalyzeFlags,

@@ -3,6 +3,7 @@
 package host
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -97,17 +98,35 @@ func (e *EthtoolStats) Read(dst []uint64) (vals []uint64, changed bool, err erro
 	if err := e.ioctl(unsafe.Pointer(&e.stats[0])); err != nil {
 		return dst, changed, fmt.Errorf("host: ethtool -S %s: %w", e.netdev, err)
 	}
-	if got := int(binary.NativeEndian.Uint32(e.stats[4:8])); got != n {
-		return dst, changed, fmt.Errorf("host: ethtool -S %s: the driver's statistics changed while read (%d, now %d)", e.netdev, n, got)
+	vals, err = decodeGStats(e.stats, n, dst)
+	if err != nil {
+		return dst, changed, fmt.Errorf("host: ethtool -S %s: %w", e.netdev, err)
+	}
+	return vals, changed, nil
+}
+
+// decodeGStats reads the n values of a struct ethtool_stats the kernel
+// filled (cmd, n_stats, then n_stats u64) into dst, grown to n. The
+// kernel's count must be the one asked for: another means the driver
+// changed between the calls and the values are not those of the names.
+func decodeGStats(buf []byte, n int, dst []uint64) ([]uint64, error) {
+	if len(buf) < 8 {
+		return dst, fmt.Errorf("statistics buffer of %d bytes", len(buf))
+	}
+	if got := int(binary.NativeEndian.Uint32(buf[4:8])); got != n {
+		return dst, fmt.Errorf("the driver's statistics changed while read (%d, now %d)", n, got)
+	}
+	if n < 0 || (len(buf)-8)/8 < n {
+		return dst, fmt.Errorf("%d statistics in a buffer of %d bytes", n, len(buf))
 	}
 	if cap(dst) < n {
 		dst = make([]uint64, n)
 	}
 	dst = dst[:n]
 	for i := range dst {
-		dst[i] = binary.NativeEndian.Uint64(e.stats[8+8*i:])
+		dst[i] = binary.NativeEndian.Uint64(buf[8+8*i:])
 	}
-	return dst, changed, nil
+	return dst, nil
 }
 
 // count is the number of statistics the driver has now.
@@ -145,26 +164,43 @@ func (e *EthtoolStats) loadNames(n int) error {
 	if err := e.ioctl(unsafe.Pointer(&strs[0])); err != nil {
 		return fmt.Errorf("host: ethtool %s: names: %w", e.netdev, err)
 	}
-	if got := int(binary.NativeEndian.Uint32(strs[8:12])); got != n {
-		return fmt.Errorf("host: ethtool %s: the driver's statistics changed while read (%d, now %d)", e.netdev, n, got)
+	names, index, err := decodeGStrings(strs, n)
+	if err != nil {
+		return fmt.Errorf("host: ethtool %s: names: %w", e.netdev, err)
 	}
-	e.names = make([]string, n)
-	e.index = make(map[string]int, n)
-	for i := range n {
-		b := strs[12+i*ethGStringLen : 12+(i+1)*ethGStringLen]
-		for j, c := range b {
-			if c == 0 {
-				b = b[:j]
-				break
-			}
-		}
-		e.names[i] = string(b)
-		if _, dup := e.index[e.names[i]]; !dup {
-			e.index[e.names[i]] = i
-		}
-	}
+	e.names, e.index = names, index
 	e.stats = make([]byte, 8+8*slack)
 	return nil
+}
+
+// decodeGStrings reads the n names of a struct ethtool_gstrings the
+// kernel filled (cmd, string_set, len, then len names of ETH_GSTRING_LEN
+// bytes, NUL-padded) and indexes them by name (a name listed twice, as
+// some drivers do, indexes its first). The kernel's count must be the one
+// asked for: another means the driver changed between the calls.
+func decodeGStrings(buf []byte, n int) (names []string, index map[string]int, err error) {
+	if len(buf) < 12 {
+		return nil, nil, fmt.Errorf("string buffer of %d bytes", len(buf))
+	}
+	if got := int(binary.NativeEndian.Uint32(buf[8:12])); got != n {
+		return nil, nil, fmt.Errorf("the driver's statistics changed while read (%d, now %d)", n, got)
+	}
+	if n < 0 || (len(buf)-12)/ethGStringLen < n {
+		return nil, nil, fmt.Errorf("%d names in a buffer of %d bytes", n, len(buf))
+	}
+	names = make([]string, n)
+	index = make(map[string]int, n)
+	for i := range n {
+		b := buf[12+i*ethGStringLen : 12+(i+1)*ethGStringLen]
+		if j := bytes.IndexByte(b, 0); j >= 0 {
+			b = b[:j]
+		}
+		names[i] = string(b)
+		if _, dup := index[names[i]]; !dup {
+			index[names[i]] = i
+		}
+	}
+	return names, index, nil
 }
 
 // ifreqData is struct ifreq with its union as ifr_data.

@@ -5,6 +5,7 @@ package host
 import (
 	"bufio"
 	"errors"
+	"math"
 	"os"
 	"os/exec"
 	"strconv"
@@ -124,5 +125,28 @@ func TestEthtoolStatsVeth(t *testing.T) {
 	j, _ := ref.Index("peer_ifindex")
 	if refVals[j] != vals[i] {
 		t.Fatalf("peer_ifindex: ioctl %d, ethtool %d", vals[i], refVals[j])
+	}
+}
+
+// TestPFCDurationSaturates: a pause duration past what ns hold (a
+// driver's garbage) reads as the longest duration, not a negative one;
+// and a statistics buffer shorter than its count is refused, not read
+// past.
+func TestPFCDurationSaturates(t *testing.T) {
+	c := pfcFrom([4]int{0, 1, 2, 3}, []uint64{1, 2, 1 << 62, 9_223_372_036_854_775})
+	if c.RxPauseNs != math.MaxInt64 || c.TxPauseNs != 9_223_372_036_854_775_000 {
+		t.Fatalf("%+v", c)
+	}
+	if _, err := decodeGStats(make([]byte, 8), 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	short := gstrings("a", "b")
+	if _, _, err := decodeGStrings(short[:len(short)-1], 2); err == nil {
+		t.Fatal("a names buffer cut short accepted")
+	}
+	stats := make([]byte, 8+8)
+	stats[4] = 2 // the kernel says 2 values, the buffer holds 1
+	if _, err := decodeGStats(stats, 2, nil); err == nil {
+		t.Fatal("a statistics buffer cut short accepted")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"sort"
 	"strconv"
@@ -34,7 +35,7 @@ func ParseSize(s string) (int, error) {
 		return 0, fmt.Errorf("huge page size %q: want 2M or 1G", s)
 	}
 	v, err := strconv.Atoi(t)
-	if err != nil || v <= 0 {
+	if err != nil || v <= 0 || v > math.MaxInt/mult {
 		return 0, fmt.Errorf("huge page size %q: want 2M or 1G", s)
 	}
 	return v * mult, nil

@@ -2,6 +2,7 @@ package host
 
 import (
 	"fmt"
+	"math"
 )
 
 // PFCCounters are a NIC port's cumulative PFC counters of one priority:
@@ -100,6 +101,14 @@ func pfcFrom(idx [4]int, vals []uint64) PFCCounters {
 		}
 		return 0
 	}
-	return PFCCounters{RxPause: get(0), TxPause: get(1), RxPauseNs: int64(get(2)) * 1000, TxPauseNs: int64(get(3)) * 1000,
+	// µs to ns, saturating: a counter past 292 years (a driver's garbage)
+	// must not wrap to a negative duration.
+	ns := func(us uint64) int64 {
+		if us > math.MaxInt64/1000 {
+			return math.MaxInt64
+		}
+		return int64(us) * 1000
+	}
+	return PFCCounters{RxPause: get(0), TxPause: get(1), RxPauseNs: ns(get(2)), TxPauseNs: ns(get(3)),
 		Durations: idx[2] >= 0}
 }

@@ -46,14 +46,20 @@ type Spec struct {
 
 // LoadSpec reads a lab configuration; path "" means the embedded default.
 func LoadSpec(path string) (Spec, error) {
-	var s Spec
-	var doc *spec.Doc
-	var err error
 	if path == "" {
-		doc, err = spec.Decode("<embedded lab default>", defaultYAML, &s)
-	} else {
-		doc, err = spec.LoadFile(path, &s)
+		return DecodeSpec("<embedded lab default>", defaultYAML)
 	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Spec{}, fmt.Errorf("reading config: %w", err)
+	}
+	return DecodeSpec(path, data)
+}
+
+// DecodeSpec is LoadSpec for YAML held in memory; name is used in errors.
+func DecodeSpec(name string, data []byte) (Spec, error) {
+	var s Spec
+	doc, err := spec.Decode(name, data, &s)
 	if err != nil {
 		return Spec{}, err
 	}

@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"os"
+	"path/filepath"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/rdma-appliance/appliance/internal/hawkeyewire"
@@ -73,6 +77,46 @@ func FuzzDiagnose(f *testing.F) {
 			if d.RootCauses[i].Contribution > d.RootCauses[i-1].Contribution {
 				t.Fatalf("root causes not ranked: %+v", d.RootCauses)
 			}
+		}
+	})
+}
+
+// FuzzDecodeStrict: a telemetry file is read strictly or refused saying
+// where; what DecodeStrict reads, Decode reads the same; and it survives
+// the round trip through the writers' encoding (what the agents write,
+// the strict reader takes back unchanged).
+func FuzzDecodeStrict(f *testing.F) {
+	files, _ := filepath.Glob("testdata/*.json")
+	for _, p := range files {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(`{"event":1,"victim":null,"time_ns":0,"hosts":null,"links":[{"a":"x","a_port":1,"host":"h"}],"reports":[]} 1`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tel, err := DecodeStrict(bytes.NewReader(data))
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "telemetry") {
+				t.Fatalf("error says not where: %v", err)
+			}
+			return
+		}
+		loose, err := Decode(bytes.NewReader(data))
+		if err != nil || !reflect.DeepEqual(tel, loose) {
+			t.Fatalf("Decode differs: %v", err)
+		}
+		b, err := json.Marshal(tel)
+		if err != nil {
+			t.Fatalf("encode: %v", err)
+		}
+		back, err := DecodeStrict(bytes.NewReader(b))
+		if err != nil {
+			t.Fatalf("the writers' encoding refused: %v\n%s", err, b)
+		}
+		if !reflect.DeepEqual(tel, back) {
+			t.Fatalf("round trip changed the telemetry:\n%s", b)
 		}
 	})
 }

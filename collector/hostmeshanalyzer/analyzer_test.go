@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -509,5 +510,30 @@ func TestLosslessDiscards(t *testing.T) {
 	r1, r2 := a.Analyze(win), a.Analyze(2*win)
 	if len(r1.Discards) != 1 || r1.Discards[0].Discards != 5 || len(r2.Discards) != 1 || r2.Discards[0].Discards != 5 {
 		t.Fatalf("split record: %+v / %+v", r1.Discards, r2.Discards)
+	}
+}
+
+// TestAnalyzeAllClockJump: a recording with a timestamp decades or the
+// clock's end away from the rest (a host's bad clock)
+// is analysed in the windows that hold results, every result in one,
+// rather than in a report per empty window or a loop without end.
+func TestAnalyzeAllClockJump(t *testing.T) {
+	for _, ats := range [][]int64{{0, 999_999_999_999_999_999}, {math.MinInt64, 0, math.MaxInt64 - 1}, {5, math.MaxInt64}} {
+		var b Batch
+		for _, at := range ats {
+			b.Results = append(b.Results, Result{Host: "h1", Src: "r0", Dst: "r1", At: at})
+		}
+		rs := AnalyzeAll([]Batch{b}, Config{Window: time.Second, MinProbes: 1})
+		probes := 0
+		for _, r := range rs {
+			probes += r.Probes
+		}
+		want := len(ats)
+		if ats[len(ats)-1] == math.MaxInt64 {
+			want-- // ends no window
+		}
+		if len(rs) > len(ats) || probes != want {
+			t.Errorf("%v: %d reports, %d probes, want %d", ats, len(rs), probes, want)
+		}
 	}
 }

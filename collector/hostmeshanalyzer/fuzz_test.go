@@ -1,8 +1,12 @@
 package hostmeshanalyzer
 
 import (
+	"bytes"
 	"encoding/json"
+	"math"
+	"strings"
 	"testing"
+	"time"
 )
 
 // FuzzBatch: whatever an agent (or a peer with the token) posts to
@@ -22,6 +26,43 @@ func FuzzBatch(f *testing.F) {
 		if first, last, ok := a.Span(); ok {
 			_ = a.Analyze(first)
 			_ = a.Analyze(last)
+		}
+	})
+}
+
+// FuzzReadBatches: a recording (`mesh probe --out`, one JSON batch after
+// another) is read or refused naming the batch, and its analysis ends
+// with every result it took in exactly one window (a result at the
+// clock's last nanosecond ends no window and is in none).
+func FuzzReadBatches(f *testing.F) {
+	f.Add([]byte(`{"host":"h1","results":[{"host":"h1","src":"r0","dst":"r1","at_ns":1000,"network_ns":5000}]}` + "\n" +
+		`{"host":"h2","results":[{"host":"h2","src":"r1","dst":"r0","at_ns":1000000000001,"timeout":true}]}`))
+	f.Add([]byte(`{"results":[{"at_ns":-9223372036854775808},{"at_ns":9223372036854775807},{"at_ns":0}]}`))
+	f.Add([]byte(`{"results":[{"at_ns":0}]}{"results":[{"at_ns":999999999999999999}]}`))
+	f.Add([]byte(`{"host": 3}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		bs, err := ReadBatches(bytes.NewReader(data))
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "batch ") {
+				t.Fatalf("error names no batch: %v", err)
+			}
+			return
+		}
+		taken, atEnd := 0, 0
+		for _, b := range bs {
+			for _, r := range b.Results {
+				taken++
+				if r.At == math.MaxInt64 {
+					atEnd++
+				}
+			}
+		}
+		probes := 0
+		for _, r := range AnalyzeAll(bs, Config{Window: time.Second, MinProbes: 1}) {
+			probes += r.Probes
+		}
+		if probes+atEnd != taken {
+			t.Fatalf("%d results, %d in the windows (%d at the clock's end)", taken, probes, atEnd)
 		}
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -161,7 +162,10 @@ func ReadBatches(r io.Reader) ([]Batch, error) {
 }
 
 // AnalyzeAll runs an analyzer over recorded batches, window after window
-// from the first result to the last.
+// from the first result to the last. Windows that hold no result are
+// skipped: a recording whose clock jumps (a host's bad timestamp, years
+// apart from the others) would otherwise ask for millions of empty
+// reports, or never end when a timestamp is near the clock's end.
 func AnalyzeAll(batches []Batch, cfg Config) []*Report {
 	a := NewAnalyzer(cfg)
 	for i := range batches {
@@ -171,12 +175,27 @@ func AnalyzeAll(batches []Batch, cfg Config) []*Report {
 	if !ok {
 		return nil
 	}
+	// In uint64, where the distances between any two int64 times fit.
+	w := uint64(a.cfg.Window)
+	step := func(from int64, windows uint64) int64 {
+		if room := uint64(math.MaxInt64) - uint64(from); windows > room/w {
+			return math.MaxInt64
+		}
+		return int64(uint64(from) + windows*w)
+	}
 	var out []*Report
-	for end := first + int64(a.cfg.Window); ; end += int64(a.cfg.Window) {
+	for end := step(first, 1); ; {
 		out = append(out, a.Analyze(end))
-		if end > last {
+		if end > last || end == math.MaxInt64 {
 			return out
 		}
+		// The next window holding a result: Analyze forgot those
+		// before end, so next >= end.
+		next, _, ok := a.Span()
+		if !ok {
+			return out
+		}
+		end = step(end, (uint64(next)-uint64(end))/w+1)
 	}
 }
 

@@ -76,6 +76,8 @@ func TestOptions(t *testing.T) {
 	for _, bad := range []map[string]string{
 		{"fanout": "rss"}, {"blocksize": "1000"}, {"blocksize": "3M"}, {"blocks": "1"}, {"frame": "100"},
 		{"timeout": "100us"}, {"tx": "io_uring"}, {"color": "blue"}, {"frame": "2M"},
+		// 18446744073711 ms wrapped around to 1.448384ms and was taken.
+		{"timeout": "18446744073711"},
 	} {
 		if _, err := parseOptions(bad); err == nil {
 			t.Errorf("options %v accepted", bad)

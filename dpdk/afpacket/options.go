@@ -2,6 +2,7 @@ package afpacket
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -152,6 +153,9 @@ func parseSize(s string) (int, error) {
 // parseTimeout reads a duration ("2ms") or a bare number of milliseconds.
 func parseTimeout(s string) (time.Duration, error) {
 	if n, err := strconv.Atoi(s); err == nil {
+		if n > math.MaxInt64/int(time.Millisecond) {
+			return 0, fmt.Errorf("%d ms: longer than a Duration holds", n)
+		}
 		return time.Duration(n) * time.Millisecond, nil
 	}
 	return time.ParseDuration(s)

@@ -2,6 +2,7 @@ package header
 
 import (
 	"encoding/binary"
+	"strings"
 	"testing"
 )
 
@@ -80,6 +81,31 @@ func FuzzSkipIPv6Extensions(f *testing.F) {
 		}
 		if err == nil && IsIPv6ExtHeader(proto) && (frag == nil || frag.FragmentOffset() == 0) {
 			t.Fatalf("stopped at extension header %d", proto)
+		}
+	})
+}
+
+// FuzzParseMAC: a MAC in a flag or a spec parses or is refused with
+// ErrBadMAC; what parses prints as the same address, either separator
+// and case.
+func FuzzParseMAC(f *testing.F) {
+	for _, s := range []string{"02:00:00:00:00:01", "0C-42-A1-00-09-01", "02:00:00:00:00:0g", "02:00:00:00:00", "02:00:00-00:00:01"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		m, err := ParseMAC(s)
+		if err != nil {
+			if err != ErrBadMAC {
+				t.Fatalf("%q: %v", s, err)
+			}
+			return
+		}
+		norm := strings.ToLower(strings.ReplaceAll(s, "-", ":"))
+		if m.String() != norm {
+			t.Fatalf("%q prints as %s", s, m)
+		}
+		if back, err := ParseMAC(m.String()); err != nil || back != m {
+			t.Fatalf("%s reads back as %v, %v", m, back, err)
 		}
 	})
 }

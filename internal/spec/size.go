@@ -2,6 +2,7 @@ package spec
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -21,7 +22,8 @@ func ParseSize(s string) (int64, error) {
 		}
 	}
 	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || v < 0 {
+	// NaN, Inf and counts past int64 would convert to a negative size.
+	if err != nil || !(v >= 0) || v*float64(mult) >= math.MaxInt64 {
 		return 0, fmt.Errorf("size %q: a number of bytes (64KB, 16MB)", s)
 	}
 	return int64(v * float64(mult)), nil

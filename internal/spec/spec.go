@@ -518,3 +518,19 @@ func DecodeAs[T any, P Validated[T]](name string, data []byte) (T, error) {
 	}
 	return s, nil
 }
+
+// CheckRefusal says what is wrong with err as a loader's refusal of file:
+// nil when it is Errors, each naming file, as every loader's must be (the
+// fuzz targets of the packages' spec files check theirs with it).
+func CheckRefusal(err error, file string) error {
+	var es Errors
+	if !errors.As(err, &es) || len(es) == 0 {
+		return fmt.Errorf("not spec.Errors: %v", err)
+	}
+	for _, e := range es {
+		if e.File != file {
+			return fmt.Errorf("names %q, not %q: %v", e.File, file, e)
+		}
+	}
+	return nil
+}

@@ -213,8 +213,8 @@ func portLine(line string) (port int, bytes string, err error) {
 	if len(f) != 3 {
 		return 0, "", fmt.Errorf("cannot read %q", line)
 	}
-	if port, err = strconv.Atoi(f[1]); err != nil {
-		return 0, "", err
+	if port, err = strconv.Atoi(f[1]); err != nil || port < 0 {
+		return 0, "", fmt.Errorf("port %q: not a port number", f[1])
 	}
 	return port, f[2], nil
 }
@@ -268,8 +268,11 @@ func params(s string) ([]Param, error) {
 		if !ok {
 			return nil, fmt.Errorf("cannot read parameter %q", p)
 		}
-		v, ok := new(big.Int).SetString(strings.TrimPrefix(strings.ToLower(val), "0x"), 16)
-		if !ok {
+		hx := strings.TrimPrefix(strings.ToLower(val), "0x")
+		// big.Int takes a sign; a table entry's value is unsigned (a
+		// negative one would be written as its absolute value).
+		v, ok := new(big.Int).SetString(hx, 16)
+		if !ok || strings.HasPrefix(hx, "-") || strings.HasPrefix(hx, "+") {
 			return nil, fmt.Errorf("cannot read parameter value %q", p)
 		}
 		out = append(out, Param{Name: name, Value: v})

@@ -106,6 +106,22 @@ const ptfSample = `class Test7(AbstractTest):
         verify_packet(self, exp_pkt, eg_port)
 `
 
+// TestParseRefuses: a signed parameter value (which Entry.Bytes would
+// write as its absolute value) and a negative port are refused naming the
+// line, not read (the fuzzer found both).
+func TestParseRefuses(t *testing.T) {
+	for _, src := range []string{
+		"add t k:0x1 a(p:-1)\npacket 0 00\n",
+		"setdefault t a(p:+0x5)\npacket 0 00\n",
+		"packet -1 00\n",
+		"packet 0 00\nexpect -2 00\n",
+	} {
+		if _, err := Parse("x_1", src); err == nil || !strings.HasPrefix(err.Error(), "line ") {
+			t.Errorf("%q: %v", src, err)
+		}
+	}
+}
+
 func TestParsePTF(t *testing.T) {
 	tcs, err := ParsePTF("x_ptf", ptfSample)
 	if err != nil || len(tcs) != 1 {

@@ -36,6 +36,8 @@ func TestReadRecords(t *testing.T) {
 		"x-counter {\"kind\": \"end\", \"records\": 2}\n",
 		"x-counter {\"kind\": \"end\", \"records\": 0, \"extra\": 1}\n",
 		"x-counter {\"kind\": \"end\", \"records\": 0}\nx-counter {\"kind\": \"end\", \"records\": 0}\n",
+		// Two records run into one line: the second is not dropped unseen.
+		"x-counter {\"kind\": \"counter\", \"name\": \"a\"} {\"kind\": \"counter\", \"name\": \"b\"}\nx-counter {\"kind\": \"end\", \"records\": 1}\n",
 	} {
 		if _, err := read(out); !errors.Is(err, errTest) {
 			t.Errorf("%q: %v", out, err)

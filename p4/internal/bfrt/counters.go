@@ -63,10 +63,16 @@ func ReadRecords[R any, P interface {
 			return fmt.Errorf("%w: line %d: a record after the end record", sentinel, ln)
 		}
 		rec := P(new(R))
-		dec := json.NewDecoder(strings.NewReader(line[i+len(prefix):]))
+		text := line[i+len(prefix):]
+		dec := json.NewDecoder(strings.NewReader(text))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(rec); err != nil {
 			return fmt.Errorf("%w: line %d: %v", sentinel, ln, err)
+		}
+		// One record a line: what follows it (a second record run into
+		// the first, a prompt) would otherwise be dropped unseen.
+		if rest := strings.TrimSpace(text[dec.InputOffset():]); rest != "" {
+			return fmt.Errorf("%w: line %d: %q after the record", sentinel, ln, trunc(rest, 40))
 		}
 		if h := rec.head(); h.Kind == "end" {
 			if h.Records != n {
@@ -90,4 +96,12 @@ func ReadRecords[R any, P interface {
 		return fmt.Errorf("%w: no end record after %d records: the output is cut short", sentinel, n)
 	}
 	return nil
+}
+
+// trunc cuts s to at most n bytes for an error message.
+func trunc(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
 }
