@@ -736,9 +736,36 @@ func (c *collector) diagnose() {
 					res.Telemetry = t
 				}
 			}
+			deadlockNPA(n.members, mi)
 			for _, in := range n.members {
 				in.got[mi] = nil
 			}
+		}
+	}
+}
+
+// deadlockNPA gives an NPA's members the deadlock one of them found,
+// where their own diagnosis traced the pause to the same initial
+// congestion point without meeting the loop (the loop was not closed yet
+// when their telemetry was read, or their pause reached the origin by
+// another branch): the paper's Table 2 matches signatures on the NPA's
+// provenance graph, where a loop of paused ports makes the anomaly a
+// deadlock, and Algorithm 2 names the loop's root cause at the end of the
+// PFC path out of it. Members traced to another origin keep theirs.
+// The member takes the diagnosis (and, kept, the telemetry it was made
+// from, so that the lab's gallery draws what was scored).
+func deadlockNPA(members []*pending, mi int) {
+	found := map[string]*Result{}
+	for _, in := range members {
+		r := &in.Results[mi]
+		if _, ok := found[r.Verdict.initiator]; !ok && r.Verdict.Anomaly.Deadlock() && r.Verdict.initiator != "" {
+			found[r.Verdict.initiator] = r
+		}
+	}
+	for _, in := range members {
+		r := &in.Results[mi]
+		if d, ok := found[r.Verdict.initiator]; ok && r.Verdict.Anomaly != NoAnomaly && !r.Verdict.Anomaly.Deadlock() {
+			r.Verdict, r.Telemetry = d.Verdict, d.Telemetry
 		}
 	}
 }

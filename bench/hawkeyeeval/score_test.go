@@ -251,3 +251,28 @@ func TestNPAs(t *testing.T) {
 			len(got), len(got[0].members))
 	}
 }
+
+// TestDeadlockNPA: in an NPA where one member's diagnosis found a
+// deadlock, the members whose pause the analyzer traced to the same
+// initial congestion point take it; a member traced elsewhere, or not
+// diagnosed at all, keeps its own.
+func TestDeadlockNPA(t *testing.T) {
+	root := hawkeyewire.FlowKey{Src: 1, Dst: 2, Sport: 3, Dport: 4791, Proto: 17}
+	member := func(v Verdict) *pending {
+		return &pending{Incident: Incident{Results: []Result{{Method: Hawkeye, Verdict: v}}}}
+	}
+	early := member(Verdict{Anomaly: Incast, initiator: "tor1:2"})
+	dl := member(Verdict{Anomaly: OutLoopContention, Flows: []hawkeyewire.FlowKey{root}, initiator: "tor1:2"})
+	other := member(Verdict{Anomaly: Incast, initiator: "tor9:0"})
+	none := member(Verdict{Anomaly: NoAnomaly, initiator: "tor1:2"})
+	deadlockNPA([]*pending{early, dl, other, none}, 0)
+	if v := early.Results[0].Verdict; v.Anomaly != OutLoopContention || len(v.Flows) != 1 || v.Flows[0] != root {
+		t.Errorf("early member: %v %v, want the deadlock and its root cause", v.Anomaly, v.Flows)
+	}
+	if v := other.Results[0].Verdict; v.Anomaly != Incast {
+		t.Errorf("member traced to another origin: %v, want its own incast", v.Anomaly)
+	}
+	if v := none.Results[0].Verdict; v.Anomaly != NoAnomaly {
+		t.Errorf("undiagnosed member: %v, want none", v.Anomaly)
+	}
+}
