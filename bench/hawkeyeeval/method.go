@@ -164,6 +164,9 @@ type Verdict struct {
 	// flows, best first.
 	Host  string
 	Flows []hawkeyewire.FlowKey
+	// initiator is the analyzer's initial congestion point (port), ""
+	// when it named none.
+	initiator string
 }
 
 // diagnose is method m's diagnosis of an incident's telemetry. path is
@@ -186,7 +189,7 @@ func Analyzer(t *hawkeyewire.Telemetry, opt hawkeyeanalyzer.Options) Verdict {
 }
 
 func verdictOf(d *hawkeyeanalyzer.Diagnosis) Verdict {
-	v := Verdict{Anomaly: NoAnomaly, Flows: d.RootFlows()}
+	v := Verdict{Anomaly: NoAnomaly, Flows: d.RootFlows(), initiator: d.Initiator}
 	if hs := d.RootHosts(); len(hs) > 0 {
 		v.Host = hs[0]
 	}

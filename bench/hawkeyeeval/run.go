@@ -1,9 +1,11 @@
 package hawkeyeeval
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -109,7 +111,8 @@ type Result struct {
 	Method  Method  `json:"method"`
 	Verdict Verdict `json:"verdict"`
 	// Bytes is the telemetry the diagnosis read (the paper's processing
-	// overhead, Figure 9a); Collected what was read from the switches
+	// overhead, Figure 9a): its NPA's, processed once and shared among
+	// the NPA's detections; Collected what was read from the switches
 	// for it, reports collected less than the interval before serving
 	// again at no cost.
 	Bytes     int      `json:"bytes"`
@@ -227,6 +230,17 @@ type pending struct {
 	visits []hawkeyesim.Visit
 	read   int64
 	causal []string
+	// path is the victim's egress ports; got what each method read
+	// for the detection, diagnosed with its incident's (npa).
+	path []hawkeyeanalyzer.PortID
+	got  [][]gotReport
+}
+
+// gotReport is one switch's report as a method read it for a detection.
+type gotReport struct {
+	sw    int
+	rep   hawkeyewire.SwitchReport
+	bytes int
 }
 
 // runTrace simulates tr; full also collects and diagnoses every
@@ -347,6 +361,7 @@ func runTrace(ctx context.Context, tr *Trace, o RunOptions, full bool) (*run, er
 				return nil, errors.New("hawkeyeeval: an incident was never read")
 			}
 		}
+		col.diagnose()
 	}
 	return r, nil
 }
@@ -598,8 +613,9 @@ func (c *collector) read(in *pending) {
 		path = append(path, hawkeyeanalyzer.PortID{Switch: c.tr.Graph.Nodes[n].Name, Port: ports[i]})
 	}
 	in.causal = r.causal(c.tr, in.poll.Flow, in.poll.Time)
+	in.path = path
+	in.got = make([][]gotReport, len(c.o.Methods))
 	for mi, m := range c.o.Methods {
-		t := &hawkeyewire.Telemetry{Event: in.poll.Event, Victim: in.poll.Victim, Time: in.poll.Time, Hosts: c.hosts, Links: c.links}
 		res := Result{Method: m}
 		for sw := range r.names {
 			switch m.scope() {
@@ -619,21 +635,138 @@ func (c *collector) read(in *pending) {
 				c.last[mi][sw] = last
 			}
 			rep, b := m.shape(last.r)
-			res.Bytes += b
 			if reuse {
 				rep.Bytes = 0
 			} else {
 				res.Collected += b
 			}
-			t.Reports = append(t.Reports, rep)
+			in.got[mi] = append(in.got[mi], gotReport{sw, rep, b})
 			res.Switches = append(res.Switches, r.names[sw])
 		}
 		slices.Sort(res.Switches)
-		res.Verdict = m.diagnose(t, path)
-		if c.o.Keep {
-			res.Telemetry = t
-		}
 		in.Results = append(in.Results, res)
+	}
+}
+
+// npa is one network performance anomaly as the analyzer sees it: the
+// detections whose polling packets' paths overlap, each raised while the
+// diagnosis of the ones before was still open (its telemetry not yet all
+// read). The paper's §3.4 collects the polls of one anomaly's victims
+// (F1-F4 of its Figure 1(c)) together, and diagnoses NPAs independently
+// only when their paths do not overlap; Algorithm 2 then runs from each
+// victim over the NPA's provenance graph.
+type npa struct {
+	members  []*pending
+	switches map[string]bool // the switches its polling packets visited
+	first    int64           // its first detection
+	close    int64           // its last read
+}
+
+// npas groups the run's detections, in detection order: a detection joins
+// every open NPA its polling packet's path overlaps (merging them), as
+// long as the NPA's last read still holds the epoch of its first
+// detection (the switches keep Epochs epochs); otherwise it opens one.
+func (c *collector) npas() []*npa {
+	var out []*npa
+	shift := c.o.Params.EpochShift
+	for _, in := range c.r.incidents {
+		sw := map[string]bool{}
+		for _, v := range in.visits {
+			sw[v.Switch] = true
+		}
+		var into *npa
+		for _, n := range out {
+			if n.members == nil || in.Time > n.close || (in.read>>shift)-(n.first>>shift) >= hawkeyesim.Epochs ||
+				!slices.ContainsFunc(slices.Collect(maps.Keys(sw)), func(s string) bool { return n.switches[s] }) {
+				continue
+			}
+			if into == nil {
+				into = n
+				continue
+			}
+			// The detection joins two open NPAs: they are one.
+			into.members = append(into.members, n.members...)
+			maps.Copy(into.switches, n.switches)
+			into.first, into.close = min(into.first, n.first), max(into.close, n.close)
+			n.members = nil
+		}
+		if into == nil {
+			into = &npa{switches: map[string]bool{}, first: in.Time, close: in.read}
+			out = append(out, into)
+		}
+		into.members = append(into.members, in)
+		maps.Copy(into.switches, sw)
+		into.close = max(into.close, in.read)
+	}
+	return slices.DeleteFunc(out, func(n *npa) bool { return n.members == nil })
+}
+
+// diagnose diagnoses every detection, once the run is over, as the
+// analyzer would once each NPA's telemetry is all read: each method over
+// the latest report of every switch it read for the NPA, from each
+// member's victim. The NPA's telemetry is processed once: its bytes are
+// shared among its members' diagnoses.
+func (c *collector) diagnose() {
+	for _, n := range c.npas() {
+		slices.SortStableFunc(n.members, func(a, b *pending) int { return cmp.Compare(a.read, b.read) })
+		for mi, m := range c.o.Methods {
+			latest := map[int]gotReport{}
+			for _, in := range n.members {
+				for _, g := range in.got[mi] {
+					latest[g.sw] = g
+				}
+			}
+			sws := slices.Sorted(maps.Keys(latest))
+			total := 0
+			for _, sw := range sws {
+				total += latest[sw].bytes
+			}
+			for i, in := range n.members {
+				t := &hawkeyewire.Telemetry{Event: in.poll.Event, Victim: in.poll.Victim, Time: in.poll.Time, Hosts: c.hosts, Links: c.links}
+				for _, sw := range sws {
+					t.Reports = append(t.Reports, latest[sw].rep)
+				}
+				res := &in.Results[mi]
+				res.Bytes = total / len(n.members)
+				if i < total%len(n.members) {
+					res.Bytes++
+				}
+				res.Verdict = m.diagnose(t, in.path)
+				if c.o.Keep {
+					res.Telemetry = t
+				}
+			}
+			deadlockNPA(n.members, mi)
+			for _, in := range n.members {
+				in.got[mi] = nil
+			}
+		}
+	}
+}
+
+// deadlockNPA gives an NPA's members the deadlock one of them found,
+// where their own diagnosis traced the pause to the same initial
+// congestion point without meeting the loop (the loop was not closed yet
+// when their telemetry was read, or their pause reached the origin by
+// another branch): the paper's Table 2 matches signatures on the NPA's
+// provenance graph, where a loop of paused ports makes the anomaly a
+// deadlock, and Algorithm 2 names the loop's root cause at the end of the
+// PFC path out of it. Members traced to another origin keep theirs.
+// The member takes the diagnosis (and, kept, the telemetry it was made
+// from, so that the lab's gallery draws what was scored).
+func deadlockNPA(members []*pending, mi int) {
+	found := map[string]*Result{}
+	for _, in := range members {
+		r := &in.Results[mi]
+		if _, ok := found[r.Verdict.initiator]; !ok && r.Verdict.Anomaly.Deadlock() && r.Verdict.initiator != "" {
+			found[r.Verdict.initiator] = r
+		}
+	}
+	for _, in := range members {
+		r := &in.Results[mi]
+		if d, ok := found[r.Verdict.initiator]; ok && r.Verdict.Anomaly != NoAnomaly && !r.Verdict.Anomaly.Deadlock() {
+			r.Verdict, r.Telemetry = d.Verdict, d.Telemetry
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rdma-appliance/appliance/bench/hawkeyesim"
 	"github.com/rdma-appliance/appliance/internal/hawkeyewire"
 )
 
@@ -206,5 +207,72 @@ func TestThroughLoop(t *testing.T) {
 	}
 	if throughLoop([]int{5}, map[int][]int{1: {10}, 10: {11}}, loop) {
 		t.Error("path 5 has no paused link")
+	}
+}
+
+// TestNPAs: detections whose polling packets' paths overlap, raised while
+// an NPA's diagnosis is open, are one NPA (two NPAs a detection bridges
+// merge); a detection after the NPA's last read, on another path, or
+// past the epochs the switches keep, opens its own.
+func TestNPAs(t *testing.T) {
+	det := func(at int64, sws ...string) *pending {
+		p := &pending{Incident: Incident{Time: at}, read: at + readDelay}
+		for _, s := range sws {
+			p.visits = append(p.visits, hawkeyesim.Visit{Switch: s})
+		}
+		return p
+	}
+	a, b, c := det(0, "s1", "s2"), det(100_000, "s2", "s3"), det(200_000, "s9")
+	e := det(250_000, "s3", "s9")
+	late := det(2_000_000, "s1")
+	col := &collector{r: &run{incidents: []*pending{a, b, c, e, late}}, o: RunOptions{Params: DefaultParams()}}
+	got := col.npas()
+	if len(got) != 2 {
+		t.Fatalf("%d NPAs, want 2", len(got))
+	}
+	if m := got[0].members; len(m) != 4 || !slices.Contains(m, a) || !slices.Contains(m, b) ||
+		!slices.Contains(m, c) || !slices.Contains(m, e) {
+		t.Errorf("first NPA has %d members, want a, b, c and e", len(m))
+	}
+	if m := got[1].members; len(m) != 1 || m[0] != late {
+		t.Errorf("the late detection is not alone")
+	}
+
+	// A chain of overlapping detections 400 us apart is cut where the
+	// last read no longer holds the first detection's epoch (4 of 1 ms).
+	var chain []*pending
+	for i := range 12 {
+		chain = append(chain, det(int64(i)*400_000, "s1"))
+	}
+	col.r.incidents = chain
+	got = col.npas()
+	if len(got) != 2 || len(got[0].members) != 10 {
+		t.Fatalf("chain split into %d NPAs, the first of %d detections; want the first 10 (reads up to 4.1 ms) together",
+			len(got), len(got[0].members))
+	}
+}
+
+// TestDeadlockNPA: in an NPA where one member's diagnosis found a
+// deadlock, the members whose pause the analyzer traced to the same
+// initial congestion point take it; a member traced elsewhere, or not
+// diagnosed at all, keeps its own.
+func TestDeadlockNPA(t *testing.T) {
+	root := hawkeyewire.FlowKey{Src: 1, Dst: 2, Sport: 3, Dport: 4791, Proto: 17}
+	member := func(v Verdict) *pending {
+		return &pending{Incident: Incident{Results: []Result{{Method: Hawkeye, Verdict: v}}}}
+	}
+	early := member(Verdict{Anomaly: Incast, initiator: "tor1:2"})
+	dl := member(Verdict{Anomaly: OutLoopContention, Flows: []hawkeyewire.FlowKey{root}, initiator: "tor1:2"})
+	other := member(Verdict{Anomaly: Incast, initiator: "tor9:0"})
+	none := member(Verdict{Anomaly: NoAnomaly, initiator: "tor1:2"})
+	deadlockNPA([]*pending{early, dl, other, none}, 0)
+	if v := early.Results[0].Verdict; v.Anomaly != OutLoopContention || len(v.Flows) != 1 || v.Flows[0] != root {
+		t.Errorf("early member: %v %v, want the deadlock and its root cause", v.Anomaly, v.Flows)
+	}
+	if v := other.Results[0].Verdict; v.Anomaly != Incast {
+		t.Errorf("member traced to another origin: %v, want its own incast", v.Anomaly)
+	}
+	if v := none.Results[0].Verdict; v.Anomaly != NoAnomaly {
+		t.Errorf("undiagnosed member: %v, want none", v.Anomaly)
 	}
 }
