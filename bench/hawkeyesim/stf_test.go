@@ -5,7 +5,6 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/rdma-appliance/appliance/p4/stf"
@@ -169,26 +168,16 @@ func putMAC(m *[6]byte, v uint64) {
 	}
 }
 
-// stfPrefix reads an LPM key: the bits up to the first '*', then only
-// '*'.
+// stfPrefix reads the entry's one LPM key.
 func stfPrefix(e stf.Entry) (netip.Prefix, error) {
-	if len(e.Keys) != 1 || len(e.Keys[0].Bits) != 32 {
-		return netip.Prefix{}, fmt.Errorf("%s: not a 32-bit LPM key: %v", e.Table, e.Keys)
+	if len(e.Keys) != 1 {
+		return netip.Prefix{}, fmt.Errorf("%s: not one LPM key: %v", e.Table, e.Keys)
 	}
-	b := e.Keys[0].Bits
-	n := strings.IndexByte(b, '*')
-	if n < 0 {
-		n = 32
+	pfx, err := e.Keys[0].Prefix()
+	if err == nil && !pfx.Addr().Is4() {
+		err = fmt.Errorf("%s: %v is not an IPv4 prefix", e.Table, pfx)
 	}
-	if strings.Trim(b[n:], "*") != "" {
-		return netip.Prefix{}, fmt.Errorf("%s: %s is no prefix", e.Table, b)
-	}
-	v, err := strconv.ParseUint(b[:n]+strings.Repeat("0", 32-n), 2, 32)
-	if err != nil {
-		return netip.Prefix{}, err
-	}
-	a := netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
-	return netip.PrefixFrom(a, n), nil
+	return pfx, err
 }
 
 // stfExact reads an exact key named name.

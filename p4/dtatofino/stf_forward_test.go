@@ -3,6 +3,7 @@ package dtatofino
 import (
 	"encoding/binary"
 	"fmt"
+	"net/netip"
 	"testing"
 
 	"github.com/rdma-appliance/appliance/dpdk/header"
@@ -33,7 +34,7 @@ func forwardModel(tc *stf.Test) ([]stf.Output, string, error) {
 		forwarded["dropped: not IPv4"]++
 		return nil, "", nil
 	}
-	dst := binary.BigEndian.Uint32(f[header.EthernetHeaderLen+16:])
+	dst := netip.AddrFrom4([4]byte(f[header.EthernetHeaderLen+16 : header.EthernetHeaderLen+20]))
 	var hit *stf.Entry
 	best := -1
 	for i := range tc.Adds {
@@ -41,20 +42,13 @@ func forwardModel(tc *stf.Test) ([]stf.Output, string, error) {
 		if e.Table != "Ingress.ipv4_fwd" {
 			continue
 		}
-		k, ok := e.Key("dst_addr")
-		if !ok || k.Width() != 32 {
-			return nil, "", fmt.Errorf("ipv4_fwd entry without a 32-bit dst_addr key")
+		k, _ := e.Key("dst_addr")
+		pfx, err := k.Prefix()
+		if err != nil || !pfx.Addr().Is4() {
+			return nil, "", fmt.Errorf("ipv4_fwd entry: %v %v", pfx, err)
 		}
-		n, ok := k.PrefixLen()
-		if !ok {
-			return nil, "", fmt.Errorf("ipv4_fwd key %s is not a prefix", k.Bits)
-		}
-		mask := ^uint32(0) << (32 - n)
-		if n == 0 {
-			mask = 0
-		}
-		if dst&mask == uint32(k.Uint())&mask && n > best {
-			hit, best = e, n
+		if pfx.Contains(dst) && pfx.Bits() > best {
+			hit, best = e, pfx.Bits()
 		}
 	}
 	if hit == nil {

@@ -90,7 +90,7 @@ func injectorModel(tc *stf.Test) ([]stf.Output, string, error) {
 		switch e.Table {
 		case "Ingress.ipv4_fwd", "Ingress.ipv6_fwd":
 			k, _ := e.Key("dst_addr")
-			pfx, err := prefix(k)
+			pfx, err := k.Prefix()
 			if err != nil {
 				return nil, "", err
 			}
@@ -109,7 +109,7 @@ func injectorModel(tc *stf.Test) ([]stf.Output, string, error) {
 		case "Ingress.arp_proxy":
 			in, _ := e.Key("ingress_port")
 			k, _ := e.Key("target_ip")
-			pfx, err := prefix(k)
+			pfx, err := k.Prefix()
 			if err != nil {
 				return nil, "", err
 			}
@@ -273,20 +273,4 @@ func setRounds(tc *stf.Test, tab *inject.Table, mode intent.IterMode, conns []in
 		}
 	}
 	return "", nil
-}
-
-// prefix reads an LPM key of 32 or 128 bits as a prefix.
-func prefix(k stf.Key) (netip.Prefix, error) {
-	n, ok := k.PrefixLen()
-	if !ok {
-		return netip.Prefix{}, fmt.Errorf("key %s %s is no prefix", k.Name, k.Bits)
-	}
-	v := k.Value()
-	switch len(v) {
-	case 4:
-		return netip.PrefixFrom(netip.AddrFrom4([4]byte(v)), n), nil
-	case 16:
-		return netip.PrefixFrom(netip.AddrFrom16([16]byte(v)), n), nil
-	}
-	return netip.Prefix{}, fmt.Errorf("key %s: %d bits", k.Name, k.Width())
 }

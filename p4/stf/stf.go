@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math/big"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -337,6 +338,22 @@ func (k Key) PrefixLen() (n int, ok bool) {
 		return len(k.Bits), true
 	}
 	return n, strings.Trim(k.Bits[n:], "*") == ""
+}
+
+// Prefix reads an LPM key of 32 or 128 bits as an IPv4 or IPv6 prefix.
+func (k Key) Prefix() (netip.Prefix, error) {
+	n, ok := k.PrefixLen()
+	if !ok {
+		return netip.Prefix{}, fmt.Errorf("key %s %s is no prefix", k.Name, k.Bits)
+	}
+	v := k.Value()
+	switch k.Width() {
+	case 32:
+		return netip.PrefixFrom(netip.AddrFrom4([4]byte(v)), n), nil
+	case 128:
+		return netip.PrefixFrom(netip.AddrFrom16([16]byte(v)), n), nil
+	}
+	return netip.Prefix{}, fmt.Errorf("key %s: %d bits, not an address", k.Name, k.Width())
 }
 
 // Mask is a ternary key's mask: 1 for every bit that is not '*'.

@@ -224,3 +224,24 @@ func TestEgressMisparseReproducer(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyPrefix reads LPM keys as prefixes and refuses what is none.
+func TestKeyPrefix(t *testing.T) {
+	v6 := "1111111010000000" + strings.Repeat("0", 48) + strings.Repeat("*", 64)
+	for _, c := range []struct{ bits, want string }{
+		{"00001010000000000000000000000000", "10.0.0.0/32"},
+		{"000010100000000100000000********", "10.1.0.0/24"},
+		{strings.Repeat("*", 32), "0.0.0.0/0"},
+		{v6, "fe80::/64"},
+	} {
+		p, err := Key{Name: "dst_addr", Bits: c.bits}.Prefix()
+		if err != nil || p.String() != c.want {
+			t.Errorf("%s: %v %v, want %s", c.bits, p, err, c.want)
+		}
+	}
+	for _, bits := range []string{"0000101000000000000000000000*000", "0000101000000000"} {
+		if p, err := (Key{Name: "k", Bits: bits}).Prefix(); err == nil {
+			t.Errorf("%s: %v, want an error", bits, p)
+		}
+	}
+}
