@@ -29,8 +29,7 @@ var forwarded = map[string]int{}
 // the frame changed.
 func forwardModel(tc *stf.Test) ([]stf.Output, string, error) {
 	f := tc.In
-	if len(f) < header.EthernetHeaderLen+header.IPv4MinHeaderLen ||
-		binary.BigEndian.Uint16(f[12:]) != header.EtherTypeIPv4 || f[14] < 0x45 || f[14] > 0x4f {
+	if !parsesIPv4(f) {
 		forwarded["dropped: not IPv4"]++
 		return nil, "", nil
 	}
@@ -69,6 +68,14 @@ func forwardModel(tc *stf.Test) ([]stf.Output, string, error) {
 	return []stf.Output{{Port: int(hit.Uint("port")), Frame: out}}, "", nil
 }
 
+// parsesIPv4 says both programs' parsers take an IPv4 header from frame
+// f: the EtherType, version 4 and a header of at least 20 bytes
+// (parse_ipv4_version), all of it in the frame.
+func parsesIPv4(f []byte) bool {
+	return len(f) >= header.EthernetHeaderLen+header.IPv4MinHeaderLen &&
+		binary.BigEndian.Uint16(f[12:]) == header.EtherTypeIPv4 && f[14] >= 0x45 && f[14] <= 0x4f
+}
+
 // reporterIngressModel is reporter.p4's ingress for a packet that is no
 // mirrored copy: what comes to one of the switch's own addresses (own_addr)
 // ends there, the translator's ACKs and NACKs counted, and the rest is
@@ -77,8 +84,7 @@ func forwardModel(tc *stf.Test) ([]stf.Output, string, error) {
 // (reporterModel).
 func reporterIngressModel(tc *stf.Test) ([]stf.Output, string, error) {
 	f := tc.In
-	if len(f) >= header.EthernetHeaderLen+header.IPv4MinHeaderLen &&
-		binary.BigEndian.Uint16(f[12:]) == header.EtherTypeIPv4 && f[14] >= 0x45 && f[14] <= 0x4f {
+	if parsesIPv4(f) {
 		dst := f[header.EthernetHeaderLen+16 : header.EthernetHeaderLen+20]
 		for _, e := range tc.Adds {
 			if k, _ := e.Key("dst_addr"); e.Table == "Ingress.own_addr" && string(k.Value()) == string(dst) {
