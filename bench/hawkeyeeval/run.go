@@ -677,7 +677,7 @@ func (c *collector) npas() []*npa {
 		var into *npa
 		for _, n := range out {
 			if n.members == nil || in.Time > n.close || (in.read>>shift)-(n.first>>shift) >= hawkeyesim.Epochs ||
-				!slices.ContainsFunc(slices.Collect(maps.Keys(sw)), func(s string) bool { return n.switches[s] }) {
+				!overlaps(sw, n.switches) {
 				continue
 			}
 			if into == nil {
@@ -699,6 +699,16 @@ func (c *collector) npas() []*npa {
 		into.close = max(into.close, in.read)
 	}
 	return slices.DeleteFunc(out, func(n *npa) bool { return n.members == nil })
+}
+
+// overlaps says a and b share a switch.
+func overlaps(a, b map[string]bool) bool {
+	for s := range a {
+		if b[s] {
+			return true
+		}
+	}
+	return false
 }
 
 // diagnose diagnoses every detection, once the run is over, as the
