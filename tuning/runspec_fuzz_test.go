@@ -2,6 +2,8 @@ package tuning
 
 import (
 	"testing"
+
+	"github.com/rdma-appliance/appliance/internal/spec"
 )
 
 // FuzzDecodeRunSpec: a tuning run file decodes or is refused with a
@@ -17,6 +19,10 @@ func FuzzDecodeRunSpec(f *testing.F) {
 		f.Add([]byte(c))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		_, _ = DecodeRunSpec("fuzz.yml", data, nil)
+		if _, err := DecodeRunSpec("fuzz.yml", data, nil); err != nil {
+			if err := spec.CheckRefusal(err, "fuzz.yml"); err != nil {
+				t.Fatal(err)
+			}
+		}
 	})
 }

@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/rdma-appliance/appliance/internal/spec"
 )
 
 // FuzzDecodeTest: a Lumina test file decodes or is refused with
@@ -19,6 +21,9 @@ func FuzzDecodeTest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tt, err := DecodeTest("fuzz.yml", data)
 		if err != nil {
+			if err := spec.CheckRefusal(err, "fuzz.yml"); err != nil {
+				t.Fatal(err)
+			}
 			return
 		}
 		s := tt.Spec

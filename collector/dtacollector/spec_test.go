@@ -204,6 +204,9 @@ func FuzzDecodeSpec(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := DecodeSpec("fuzz.yml", data)
 		if err != nil {
+			if err := spec.CheckRefusal(err, "fuzz.yml"); err != nil {
+				t.Fatal(err)
+			}
 			return
 		}
 		g := s.Geometry()
