@@ -3,6 +3,8 @@ package fabric
 import (
 	"os"
 	"testing"
+
+	"github.com/rdma-appliance/appliance/internal/spec"
 )
 
 // FuzzDecodeScenario: a scenario file decodes or is refused with a
@@ -14,6 +16,10 @@ func FuzzDecodeScenario(f *testing.F) {
 	f.Add([]byte("topology: {kind: fat-tree, k: 4}\n"))
 	f.Add([]byte("duration: -1s\nflows: [{src: 0, dst: 0, size: -1}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		_, _ = DecodeScenario("fuzz.yml", data)
+		if _, err := DecodeScenario("fuzz.yml", data); err != nil {
+			if err := spec.CheckRefusal(err, "fuzz.yml"); err != nil {
+				t.Fatal(err)
+			}
+		}
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/rdma-appliance/appliance/dpdk/ring"
 	"github.com/rdma-appliance/appliance/internal/dtamem"
 	"github.com/rdma-appliance/appliance/internal/dtawire"
+	"github.com/rdma-appliance/appliance/internal/spec"
 )
 
 // fuzzService is a translator service with one collector "up" on a ring
@@ -97,6 +98,9 @@ func FuzzSpec(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := DecodeSpec("f.yml", data)
 		if err != nil {
+			if err := spec.CheckRefusal(err, "f.yml"); err != nil {
+				t.Fatal(err)
+			}
 			return
 		}
 		if len(s.Collectors) == 0 || s.Burst < 1 || s.FlowControl.Queue < 1 || s.Reliability.AckEvery < 1 {
